@@ -1,0 +1,85 @@
+"""The backend contract: what a launch of one cell *is*.
+
+A backend turns a cell's resolved settings into a process to run (an argv list, never a
+shell string) and knows how to read what that process leaves in its run folder. Where
+the process runs (a local slot, a Ray cluster) is the executor's business, not the
+backend's.
+
+Contract every backend honours
+------------------------------
+* ``settings_model`` is a strict, frozen pydantic model of the backend's settings. A cell
+  is valid for the backend iff ``validate(settings)`` returns without raising; problems
+  are raised together as one :class:`~orchestrator.errors.UserInputError` whose problem
+  locations are the setting names (dotted for nested settings).
+* ``launch(settings, run_dir)`` is pure: it writes nothing and starts nothing. The
+  returned :class:`LaunchSpec` runs to completion in ``run_dir``; running it again in
+  the same ``run_dir`` resumes from the latest checkpoint found there.
+* The launched process honours ``MLFLOW_TRACKING_URI`` and ``MLFLOW_RUN_ID`` when they are
+  set: it logs its metrics into that existing run (batched, one call per step) and never
+  creates or ends a run of its own.
+* The run folder holds ``metrics.jsonl`` (one JSON object per line:
+  ``{"step": int, "metrics": {name: float}}``), ``progress.json``
+  (``{"step": int, "total_steps": int}``, rewritten as training advances) and, on success,
+  ``summary.json`` (``{"status": "succeeded", "steps": int, "final": {name: float}}``).
+  Metric names follow verl's (``actor/entropy``, ``critic/score/mean``,
+  ``val-core/<benchmark>/acc/mean@1``, ...); final evaluation scores are named
+  ``eval/<benchmark>/mean@<k>`` and ``eval/<benchmark>/pass@<k>``.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """A process to start: argv (no shell), extra environment, and GPUs it needs."""
+
+    argv: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+    gpus: int = 0
+
+
+class Backend(ABC):
+    """What a launch of one cell is. See the module docstring for the contract."""
+
+    name: ClassVar[str]
+    settings_model: ClassVar[type[BaseModel]]
+
+    def validate(self, settings: Mapping[str, Any]) -> BaseModel:
+        """Return the validated settings model, or raise ``UserInputError`` with all problems."""
+        from orchestrator.backends.validation import validate_model
+
+        return validate_model(self.settings_model, settings, what=f"{self.name} settings")
+
+    @abstractmethod
+    def launch(self, settings: BaseModel, run_dir: Path) -> LaunchSpec:
+        """The process that trains this cell in ``run_dir`` (resuming if it was started)."""
+
+    def gpus(self, settings: BaseModel) -> int:
+        """GPUs one launch of these settings needs (0 for CPU-only)."""
+        return 0
+
+    # Reading results back is the same for every backend that follows the file contract.
+    def read_progress(self, run_dir: Path) -> tuple[int, int] | None:
+        """``(step, total_steps)`` of a running or finished launch, if it reported any."""
+        path = run_dir / "progress.json"
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        return int(data.get("step", 0)), int(data.get("total_steps", 0))
+
+    def read_summary(self, run_dir: Path) -> dict[str, Any] | None:
+        """The final summary written on success, or ``None``."""
+        try:
+            return dict(json.loads((run_dir / "summary.json").read_text()))
+        except (OSError, ValueError):
+            return None

@@ -1,0 +1,57 @@
+"""The ``kappa`` command line.
+
+Each command group lives in its own module under ``orchestrator.cli`` and exposes
+``register(app)``. Modules must keep heavy imports (torch, mlflow, ray, sqlalchemy,
+pandas) inside the command functions so that ``kappa --help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import typer
+
+from orchestrator.errors import KappaError, UserInputError
+
+# One module per command group; each defines ``register(app: typer.Typer) -> None``.
+COMMAND_MODULES: tuple[str, ...] = (
+    "orchestrator.cli.algorithms_cmd",
+    "orchestrator.cli.train_cmd",
+)
+
+app = typer.Typer(
+    name="kappa",
+    help=(
+        "kappa: declarative sweeps for RL research on language models.\n\n"
+        "Write one YAML spec; kappa expands it into a grid of cells, runs each cell on a "
+        "backend (the embedded CPU trainer or verl), tracks every run in MLflow and a SQL "
+        "registry, and turns the results into the papers' ablation tables.\n\n"
+        "Tour: kappa validate SPEC -> kappa plan SPEC -> kappa submit SPEC --wait -> "
+        "kappa status -> kappa table SWEEP -> kappa ui"
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+for _module in COMMAND_MODULES:
+    importlib.import_module(_module).register(app)
+
+
+def main() -> None:
+    """Console-script entry point: compact errors, exit code 2 for bad input."""
+    try:
+        app()
+    except UserInputError as exc:
+        if os.environ.get("KAPPA_FULL_ERROR") == "1":
+            raise
+        typer.echo(f"error: {exc.render()}", err=True)
+        typer.echo("(set KAPPA_FULL_ERROR=1 for the full traceback)", err=True)
+        sys.exit(exc.exit_code)
+    except KappaError as exc:
+        if os.environ.get("KAPPA_FULL_ERROR") == "1":
+            raise
+        typer.echo(f"error: {exc}", err=True)
+        sys.exit(1)

@@ -1,0 +1,92 @@
+"""Errors meant for people.
+
+Every error a user can fix (a bad spec, an unknown name, a registry that needs a
+migration) is a :class:`UserInputError`. The CLI prints it compactly and exits with
+code 2; set ``KAPPA_FULL_ERROR=1`` to see the full traceback instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+EXIT_USER_ERROR = 2
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with the user's input, located as precisely as we can.
+
+    ``location`` is a dotted path into the input (``axes.kappa.k200.kl_coef``);
+    ``file``/``line``/``column`` (1-based) point into the source file when known.
+    """
+
+    location: str
+    message: str
+    found: str | None = None
+    allowed: str | None = None
+    fix: str | None = None
+    file: str | None = None
+    line: int | None = None
+    column: int | None = None
+
+    def render(self) -> str:
+        where = ""
+        if self.file:
+            where = self.file
+            if self.line is not None:
+                where += f":{self.line}"
+                if self.column is not None:
+                    where += f":{self.column}"
+            where += ": "
+        text = f"{where}{self.location}: {self.message}" if self.location else where + self.message
+        if self.found is not None:
+            text += f"\n    found:   {self.found}"
+        if self.allowed is not None:
+            text += f"\n    allowed: {self.allowed}"
+        if self.fix is not None:
+            text += f"\n    fix:     {self.fix}"
+        return text
+
+
+class KappaError(Exception):
+    """Base class of every error kappa raises on purpose."""
+
+
+class UserInputError(KappaError):
+    """Input the user can fix. Carries every problem found, not just the first."""
+
+    exit_code = EXIT_USER_ERROR
+
+    def __init__(self, summary: str, problems: Sequence[Problem] = ()) -> None:
+        self.summary = summary
+        self.problems = tuple(problems)
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        if not self.problems:
+            return self.summary
+        lines = [f"{self.summary} ({len(self.problems)} problem(s)):"]
+        lines += ["  - " + p.render().replace("\n", "\n    ") for p in self.problems]
+        return "\n".join(lines)
+
+
+def unknown_name(kind: str, name: str, known: Iterable[str], location: str = "") -> UserInputError:
+    """The error for a name missing from a registry: it lists the known names.
+
+    >>> unknown_name("advantage", "grop", ["grpo", "drgrpo"]).summary
+    "unknown advantage 'grop'; known: drgrpo, grpo"
+    """
+    known_sorted = sorted(known)
+    import difflib
+
+    close = difflib.get_close_matches(name, known_sorted, n=1)
+    fix = f"did you mean '{close[0]}'?" if close else None
+    msg = f"unknown {kind} '{name}'; known: {', '.join(known_sorted)}"
+    if location or fix:
+        return UserInputError(
+            msg,
+            [Problem(location, f"unknown {kind}", found=repr(name),
+                     allowed=", ".join(known_sorted), fix=fix)],
+        )
+    return UserInputError(msg)

@@ -1,0 +1,67 @@
+"""The executor contract: *where* a launch runs.
+
+An executor starts a :class:`~orchestrator.backends.LaunchSpec` somewhere (a local
+process with GPU slots, a Ray cluster) and hands back a :class:`JobHandle`. It knows
+nothing about cells, sweeps or MLflow.
+
+Contract
+--------
+* ``submit`` returns quickly; the job runs in the background. The job's stdout and
+  stderr go (appended) to ``log_path``. ``env`` is added to the executor's environment.
+* ``JobHandle.poll()`` never blocks: ``None`` while running, else the exit code
+  (0 = success; a negative code means killed by that signal).
+* ``JobHandle.cancel()`` stops the job and whatever it started; it is idempotent.
+* ``JobHandle.job_id`` is a string that :meth:`Executor.reattach` can turn back into a
+  handle from another process (e.g. after the orchestrator was killed), or ``None`` if
+  the job is gone.
+* ``capacity()`` says how many more jobs needing ``gpus`` GPUs could start now.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from pathlib import Path
+
+
+class JobHandle(ABC):
+    """One submitted job."""
+
+    job_id: str
+
+    @abstractmethod
+    def poll(self) -> int | None:
+        """``None`` while running, else the exit code."""
+
+    @abstractmethod
+    def wait(self, timeout: float | None = None) -> int | None:
+        """Block until the job ends (or ``timeout`` seconds pass); the exit code or ``None``."""
+
+    @abstractmethod
+    def cancel(self) -> None:
+        """Stop the job and its children. Safe to call twice."""
+
+
+class Executor(ABC):
+    """Where launches run."""
+
+    name: str
+
+    @abstractmethod
+    def submit(
+        self,
+        argv: tuple[str, ...],
+        env: Mapping[str, str],
+        cwd: Path,
+        log_path: Path,
+        gpus: int = 0,
+    ) -> JobHandle:
+        """Start ``argv`` in ``cwd`` and return its handle."""
+
+    @abstractmethod
+    def capacity(self, gpus: int = 0) -> int:
+        """How many more jobs needing ``gpus`` GPUs could start right now."""
+
+    @abstractmethod
+    def reattach(self, job_id: str) -> JobHandle | None:
+        """A handle to a job submitted earlier (possibly by another process), if it still exists."""
