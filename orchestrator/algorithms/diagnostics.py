@@ -1,0 +1,96 @@
+"""Per-step diagnostics every backend reports (ALGORITHMS.md §6).
+
+Token entropy lives in :mod:`orchestrator.algorithms.entropy`; this module has clip
+activation, approximate KL, κ_eff and the two-armed skewness Φ.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple, overload
+
+import torch
+from torch import Tensor
+
+from orchestrator.algorithms.masking import masked_mean
+
+
+class ClipFractions(NamedTuple):
+    """Shares of valid tokens where the PPO ratio clip binds, per side."""
+
+    upper: float  # A > 0 and ρ > 1 + ε_high
+    lower: float  # A < 0 and ρ < 1 − ε_low
+
+
+def clip_fractions(
+    old_log_prob: Tensor,
+    log_prob: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    clip_ratio_low: float,
+    clip_ratio_high: float,
+) -> ClipFractions:
+    """Clip activation, upper and lower separately (the second paper's clip activation rate).
+
+    ``upper + lower`` equals verl's ``actor/pg_clipfrac`` for the vanilla loss. (verl's
+    ``actor/pg_clipfrac_lower`` is something else: the dual clip.)
+    """
+    ratio = torch.exp(log_prob - old_log_prob)
+    if advantages.dim() == 1:
+        advantages = advantages.unsqueeze(-1).expand_as(ratio)
+    upper = (advantages > 0) & (ratio > 1 + clip_ratio_high)
+    lower = (advantages < 0) & (ratio < 1 - clip_ratio_low)
+    return ClipFractions(
+        upper=masked_mean(upper.to(ratio.dtype), mask).item(),
+        lower=masked_mean(lower.to(ratio.dtype), mask).item(),
+    )
+
+
+def approx_kl(old_log_prob: Tensor, log_prob: Tensor, mask: Tensor) -> float:
+    """Approximate KL(π_old ‖ π_θ) on sampled tokens: masked mean of ``log π_old − log π_θ``.
+
+    This is verl's ``actor/ppo_kl`` (k1 estimator).
+    """
+    return masked_mean(old_log_prob - log_prob, mask).item()
+
+
+def kappa_eff(
+    seq_logp_new: Tensor, seq_logp_old: Tensor, correct: Tensor, group_index: Tensor
+) -> float | None:
+    """Effective sharpening: mean over (correct, incorrect) pairs of one prompt of
+    ``[log π_new(o⁺) − log π_new(o⁻)] − [log π_old(o⁺) − log π_old(o⁻)]``.
+
+    Inputs are ``(N,)``: summed sequence log-probs after and before the update, a correct
+    flag and the prompt (group) id of each response. Every pair in the batch weighs the
+    same. ``None`` when the batch has no such pair.
+    """
+    delta = (seq_logp_new - seq_logp_old).detach().to(torch.float64)
+    good = correct.bool()
+    groups, inverse = torch.unique(group_index, return_inverse=True)
+    n = len(groups)
+    ones = torch.ones_like(delta)
+    n_good = torch.zeros(n, dtype=torch.float64).index_add_(0, inverse[good], ones[good])
+    n_bad = torch.zeros(n, dtype=torch.float64).index_add_(0, inverse[~good], ones[~good])
+    sum_good = torch.zeros(n, dtype=torch.float64).index_add_(0, inverse[good], delta[good])
+    sum_bad = torch.zeros(n, dtype=torch.float64).index_add_(0, inverse[~good], delta[~good])
+    pairs = n_good * n_bad
+    total_pairs = pairs.sum().item()
+    if total_pairs == 0:
+        return None
+    # Σ_pairs (δ⁺ − δ⁻) = n⁻·Σδ⁺ − n⁺·Σδ⁻ per group, so no pair list is built.
+    return ((n_bad * sum_good - n_good * sum_bad).sum() / total_pairs).item()
+
+
+@overload
+def skewness_phi(b: float) -> float: ...
+@overload
+def skewness_phi(b: Tensor) -> Tensor: ...
+def skewness_phi(b: float | Tensor) -> float | Tensor:
+    """Two-armed skewness (second paper, Remark 4.2): ``Φ = 1 + (1 − 2b)·log(b / (1 − b))``.
+
+    For ``π = (b, 1 − b)`` with ``0 < b < 1``; ``Φ ≥ 0`` exactly for b in about
+    [0.176, 0.824].
+    """
+    if isinstance(b, Tensor):
+        return 1 + (1 - 2 * b) * torch.log(b / (1 - b))
+    return 1 + (1 - 2 * b) * math.log(b / (1 - b))

@@ -1,0 +1,31 @@
+"""Token entropy of a categorical policy from its logits (ALGORITHMS.md §4, §6)."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from orchestrator.algorithms.masking import masked_mean
+
+
+def entropy_from_logits(logits: Tensor) -> Tensor:
+    """Shannon entropy of ``softmax(logits)`` over the last axis: ``(B, T, V)`` -> ``(B, T)``.
+
+    Uses ``logsumexp(z) − Σ softmax(z)·z`` (verl's formula), which stays finite for large
+    logits and is differentiable (the entropy-bonus loss backpropagates through it).
+    """
+    probs = torch.softmax(logits, dim=-1)
+    return torch.logsumexp(logits, dim=-1) - (probs * logits).sum(dim=-1)
+
+
+def token_entropy(logits: Tensor, mask: Tensor) -> Tensor:
+    """Mean token entropy of the sampled responses: a scalar over the valid tokens.
+
+    This is the ``actor/entropy`` diagnostic (verl: masked mean over response tokens).
+    """
+    return masked_mean(entropy_from_logits(logits), mask)
+
+
+def sequence_entropy(logits: Tensor, mask: Tensor) -> Tensor:
+    """Mean per-token entropy of each response ``(B,)``: the ``H(π_θ(o))`` of ALGORITHMS.md §4."""
+    return masked_mean(entropy_from_logits(logits), mask, dim=-1)

@@ -1,0 +1,66 @@
+"""Per-token KL estimators between the policy and the reference policy (ALGORITHMS.md §2).
+
+Same estimators and clamps as verl 0.9.1's ``kl_penalty``: k1 (``log π − log π_ref``),
+abs, k2/mse (``½(log π − log π_ref)²``), k3/low_var_kl
+(``exp(log π_ref − log π) − (log π_ref − log π) − 1`` with the log-ratio clamped to
+±20 and the result to ±10). A trailing ``+`` (``k1+``, ``k3+``) keeps the value but
+takes the gradient of k2, verl's straight-through variant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+from orchestrator.errors import unknown_name
+
+KlFn = Callable[[Tensor, Tensor], Tensor]
+
+
+def _k1(log_prob: Tensor, ref_log_prob: Tensor) -> Tensor:
+    return log_prob - ref_log_prob
+
+
+def _abs(log_prob: Tensor, ref_log_prob: Tensor) -> Tensor:
+    return (log_prob - ref_log_prob).abs()
+
+
+def _k2(log_prob: Tensor, ref_log_prob: Tensor) -> Tensor:
+    return 0.5 * (log_prob - ref_log_prob).square()
+
+
+def _k3(log_prob: Tensor, ref_log_prob: Tensor) -> Tensor:
+    # Clamps as in verl: the log-ratio for exp() overflow, the result against outliers.
+    log_ratio = torch.clamp(ref_log_prob - log_prob, min=-20, max=20)
+    return torch.clamp(torch.exp(log_ratio) - log_ratio - 1, min=-10, max=10)
+
+
+KL_PENALTIES: dict[str, KlFn] = {
+    "k1": _k1,
+    "kl": _k1,
+    "abs": _abs,
+    "k2": _k2,
+    "mse": _k2,
+    "k3": _k3,
+    "low_var_kl": _k3,
+}
+
+
+def kl_penalty(log_prob: Tensor, ref_log_prob: Tensor, kind: str = "k1") -> Tensor:
+    """Per-token KL estimate ``(B, T)``; ``kind``: a key of :data:`KL_PENALTIES`, or ``k3+`` etc.
+
+    ``low_var_kl`` (= k3) is the estimator the GRPO bundle puts in its loss.
+    """
+    straight_through = kind.endswith("+")
+    base = kind[:-1] if straight_through else kind
+    fn = KL_PENALTIES.get(base)
+    if fn is None:
+        known = list(KL_PENALTIES) + [f"{k}+" for k in ("k1", "k3", "low_var_kl", "kl", "abs")]
+        raise unknown_name("KL penalty", kind, known, "kl_loss_type")
+    value = fn(log_prob, ref_log_prob)
+    if not straight_through or base in ("k2", "mse"):
+        return value
+    surrogate = _k2(log_prob, ref_log_prob)
+    return surrogate - surrogate.detach() + value.detach()

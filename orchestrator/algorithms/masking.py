@@ -1,0 +1,91 @@
+"""Masked reductions and the three loss-aggregation modes (ALGORITHMS.md §2).
+
+Semantics follow verl 0.9.1 (``verl.utils.torch_functional.masked_mean`` and
+``verl.trainer.ppo.core_algos.agg_loss`` with a single data-parallel rank) so that
+losses and metrics agree with verl to floating-point precision.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+from orchestrator.errors import unknown_name
+
+AggMode = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
+AGG_MODES: tuple[str, ...] = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm")
+
+# verl adds this to every masked-mean denominator; keeping it makes metrics bit-comparable.
+MASKED_MEAN_EPS = 1e-8
+
+
+def masked_sum(values: Tensor, mask: Tensor, dim: int | None = None) -> Tensor:
+    """Sum of ``values`` where ``mask`` is non-zero; NaNs outside the mask are ignored."""
+    # torch.where first so a NaN in a padded position cannot leak through 0 * NaN.
+    valid = torch.where(mask.bool(), values, torch.zeros_like(values))
+    weighted = valid * mask
+    return weighted.sum() if dim is None else weighted.sum(dim=dim)
+
+
+def masked_mean(values: Tensor, mask: Tensor, dim: int | None = None) -> Tensor:
+    """Mean of ``values`` over the positions where ``mask`` is non-zero (verl's definition).
+
+    The denominator carries verl's ``1e-8``, so an all-zero mask yields 0, not NaN. The
+    count is summed in the mask's own dtype, as verl does, so results match bit for bit.
+    """
+    count = mask.sum() if dim is None else mask.sum(dim=dim)
+    return masked_sum(values, mask, dim) / (count + MASKED_MEAN_EPS)
+
+
+def broadcast_to_tokens(adv: Tensor, mask: Tensor) -> Tensor:
+    """Copy one value per response onto each of its tokens: ``(B,)`` -> ``(B, T)``.
+
+    Padded positions get 0, as in verl (``scores.unsqueeze(-1) * response_mask``).
+    """
+    if adv.dim() != 1 or mask.dim() != 2 or adv.shape[0] != mask.shape[0]:
+        raise ValueError(
+            f"broadcast_to_tokens needs adv (B,) and mask (B, T); got {tuple(adv.shape)} "
+            f"and {tuple(mask.shape)}"
+        )
+    return adv.unsqueeze(-1) * mask.to(adv.dtype)
+
+
+def aggregate(
+    loss_mat: Tensor,
+    mask: Tensor,
+    mode: str,
+    loss_scale_factor: float | None = None,
+) -> Tensor:
+    """Reduce a per-token loss matrix ``(B, T)`` to a scalar.
+
+    - ``token-mean``: sum over every valid token of the batch / number of valid tokens.
+    - ``seq-mean-token-mean``: mean over each response's tokens, then mean over responses
+      (responses with no valid token are left out).
+    - ``seq-mean-token-sum-norm``: each response's token sum, mean over responses, divided
+      by ``loss_scale_factor`` (Dr.GRPO). When ``None`` it is the padded length ``T``, as
+      in verl; pass the configured maximum response length for a constant normaliser.
+
+    ``loss_scale_factor`` is only meaningful for ``seq-mean-token-sum-norm``.
+    """
+    if mode not in AGG_MODES:
+        raise unknown_name("loss aggregation mode", mode, AGG_MODES, "loss_agg_mode")
+    if loss_mat.shape != mask.shape or loss_mat.dim() != 2:
+        raise ValueError(
+            f"aggregate needs loss_mat and mask of one shape (B, T); got "
+            f"{tuple(loss_mat.shape)} and {tuple(mask.shape)}"
+        )
+    # Counts stay in the mask's dtype (as in verl) so the 1e-8 below rounds the same way.
+    if mode == "token-mean":
+        return masked_sum(loss_mat, mask) / mask.sum()
+    tokens_per_seq = mask.sum(dim=-1)
+    seq_present = (tokens_per_seq > 0).to(loss_mat.dtype)
+    seq_sums = masked_sum(loss_mat, mask, dim=-1)
+    if mode == "seq-mean-token-mean":
+        # verl's 1e-8 keeps empty responses finite; they are then excluded by seq_present.
+        seq_means = seq_sums / (tokens_per_seq + MASKED_MEAN_EPS)
+        return masked_sum(seq_means, seq_present) / seq_present.sum()
+    loss = masked_sum(seq_sums, seq_present) / seq_present.sum()
+    scale = float(mask.shape[-1]) if loss_scale_factor is None else float(loss_scale_factor)
+    return loss / scale

@@ -1,0 +1,200 @@
+"""Token-level policy-gradient losses (ALGORITHMS.md §2) and their registry.
+
+Each loss follows the semantics of the function of the same name in verl 0.9.1's
+``verl/trainer/ppo/core_algos.py`` (masking, clamps, dual clip, metric definitions,
+aggregation) so the embedded trainer and the verl plug-in optimise the same objective.
+DAPO's clip-higher is ``vanilla`` with ``clip_ratio_low=0.2, clip_ratio_high=0.28``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+from orchestrator.algorithms.covariance_losses import clip_cov, kl_cov
+from orchestrator.algorithms.masking import aggregate, masked_mean
+from orchestrator.errors import Problem, UserInputError, unknown_name
+
+PolicyLossFn = Callable[..., tuple[Tensor, dict[str, float]]]
+
+# verl clamps log-ratios for numerical stability; the same bounds keep parity.
+LOG_RATIO_CLAMP = 20.0
+GSPO_LOG_RATIO_MAX = 10.0
+
+
+def vanilla(
+    old_log_prob: Tensor,
+    log_prob: Tensor,
+    advantages: Tensor,
+    response_mask: Tensor,
+    *,
+    agg_mode: str,
+    clip_ratio_low: float,
+    clip_ratio_high: float,
+    clip_ratio_c: float = 3.0,
+    loss_scale_factor: float | None = None,
+) -> tuple[Tensor, dict[str, float]]:
+    """PPO clipped surrogate with separate low/high ratios and dual clip for ``A < 0``.
+
+    Per token: ``max(−ρA, −clip(ρ, 1−ε_low, 1+ε_high)A)``, and for ``A < 0`` additionally
+    ``min(·, −cA)``. ``ε = inf`` on both sides means no clipping at all: the loss is
+    ``−ρA`` and the dual clip is off too **(choice; verl reaches it with
+    clip_ratio_low = clip_ratio_high = clip_ratio_c = 1e9)**. ``clip_ratio_c = inf``
+    switches off only the dual clip.
+
+    Metrics: ``actor/pg_clipfrac`` (share of valid tokens where the ratio clip binds),
+    ``actor/pg_clipfrac_lower`` (where the dual clip binds), ``actor/ppo_kl``
+    (masked mean of ``log π_old − log π_θ``), ``actor/pg_loss``.
+    """
+    no_clip = math.isinf(clip_ratio_low) and math.isinf(clip_ratio_high)
+    dual_c = math.inf if no_clip else clip_ratio_c
+    log_ratio = torch.clamp(log_prob - old_log_prob, min=-LOG_RATIO_CLAMP, max=LOG_RATIO_CLAMP)
+    ratio = torch.exp(log_ratio)
+    ppo_kl = masked_mean(-log_ratio, response_mask)
+
+    unclipped = -advantages * ratio
+    clipped = -advantages * torch.clamp(ratio, 1 - clip_ratio_low, 1 + clip_ratio_high)
+    ppo_losses = torch.maximum(unclipped, clipped)
+    clipfrac = masked_mean(torch.gt(clipped, unclipped).float(), response_mask)
+
+    if math.isinf(dual_c):
+        losses = ppo_losses
+        clipfrac_lower = torch.zeros((), dtype=ratio.dtype)
+    else:
+        dual = -advantages * dual_c
+        negative = advantages < 0
+        losses = torch.where(negative, torch.minimum(dual, ppo_losses), ppo_losses)
+        clipfrac_lower = masked_mean(
+            (torch.gt(ppo_losses, dual) & negative).float(), response_mask
+        )
+
+    loss = aggregate(losses, response_mask, agg_mode, loss_scale_factor)
+    return loss, {
+        "actor/pg_loss": loss.item(),
+        "actor/pg_clipfrac": clipfrac.item(),
+        "actor/pg_clipfrac_lower": clipfrac_lower.item(),
+        "actor/ppo_kl": ppo_kl.item(),
+    }
+
+
+def gspo(
+    old_log_prob: Tensor,
+    log_prob: Tensor,
+    advantages: Tensor,
+    response_mask: Tensor,
+    *,
+    agg_mode: str,
+    clip_ratio_low: float,
+    clip_ratio_high: float,
+    clip_ratio_c: float = 3.0,
+    loss_scale_factor: float | None = None,
+) -> tuple[Tensor, dict[str, float]]:
+    """GSPO: a sequence-level ratio shared by every token of a response.
+
+    ``s_i = exp(mean_t(log π_θ − log π_old))`` over the response's valid tokens; each
+    token uses ``sg[s_i] · π_θ(o_t) / sg[π_θ(o_t)]`` (value ``s_i``, gradient of
+    ``log π_θ(o_t)`` scaled by ``s_i``), clipped to ``[1−ε_low, 1+ε_high]``. No dual clip
+    (``clip_ratio_c`` is accepted and ignored, as in verl). The log of the token ratio is
+    clamped at 10. Pass ``agg_mode="seq-mean-token-mean"`` for the paper's GSPO; verl
+    0.9.1 honours the configured mode. ``actor/pg_clipfrac_lower`` is always 0.
+    """
+    del clip_ratio_c  # GSPO has no dual clip; kept in the signature for a uniform dispatch.
+    log_ratio = log_prob - old_log_prob
+    mask = response_mask.to(log_prob.dtype)
+    seq_len = mask.sum(dim=-1).clamp(min=1)
+    seq_log_ratio = (log_ratio * mask).sum(dim=-1) / seq_len
+    token_log_ratio = log_prob - log_prob.detach() + seq_log_ratio.detach().unsqueeze(-1)
+    ratio = torch.exp(torch.clamp(token_log_ratio, max=GSPO_LOG_RATIO_MAX))
+
+    unclipped = -advantages * ratio
+    clipped = -advantages * torch.clamp(ratio, 1 - clip_ratio_low, 1 + clip_ratio_high)
+    losses = torch.maximum(unclipped, clipped)
+    loss = aggregate(losses, response_mask, agg_mode, loss_scale_factor)
+    clipfrac = masked_mean(torch.gt(clipped, unclipped).float(), response_mask)
+    ppo_kl = masked_mean(-log_ratio, response_mask)
+    return loss, {
+        "actor/pg_loss": loss.item(),
+        "actor/pg_clipfrac": clipfrac.item(),
+        "actor/pg_clipfrac_lower": 0.0,
+        "actor/ppo_kl": ppo_kl.item(),
+    }
+
+
+POLICY_LOSSES: dict[str, PolicyLossFn] = {
+    "vanilla": vanilla,
+    "gspo": gspo,
+    "clip_cov": clip_cov,
+    "kl_cov": kl_cov,
+}
+
+_COMMON = ("old_log_prob", "log_prob", "advantages", "response_mask", "agg_mode",
+           "clip_ratio_low", "clip_ratio_high", "clip_ratio_c", "loss_scale_factor")
+
+
+def loss_options(name: str) -> tuple[str, ...]:
+    """The loss-specific keyword options of the policy loss ``name`` (e.g. ``clip_cov_ratio``)."""
+    fn = POLICY_LOSSES.get(name)
+    if fn is None:
+        raise unknown_name("policy loss", name, POLICY_LOSSES, "loss")
+    return tuple(p for p in inspect.signature(fn).parameters if p not in _COMMON)
+
+
+def _validate(name: str, clip_ratio_low: float, clip_ratio_high: float, clip_ratio_c: float,
+              options: dict[str, object]) -> None:
+    allowed = loss_options(name)
+    problems = [
+        Problem(f"loss.{opt}", f"not an option of policy loss '{name}'", found=repr(opt),
+                allowed=", ".join(allowed) or "(none)")
+        for opt in sorted(set(options) - set(allowed))
+    ]
+    for field, value in (("clip_ratio_low", clip_ratio_low), ("clip_ratio_high", clip_ratio_high)):
+        if not value > 0:
+            problems.append(Problem(f"loss.{field}", "must be > 0 (inf = no clipping)",
+                                    found=repr(value)))
+    if not clip_ratio_c > 1.0:
+        problems.append(Problem("loss.clip_ratio_c", "dual-clip bound must be > 1 (as in verl)",
+                                found=repr(clip_ratio_c), fix="use 3.0 (verl's default)"))
+    if problems:
+        raise UserInputError(f"invalid settings for policy loss '{name}'", problems)
+
+
+def policy_loss(
+    name: str,
+    old_log_prob: Tensor,
+    log_prob: Tensor,
+    advantages: Tensor,
+    response_mask: Tensor,
+    *,
+    agg_mode: str,
+    clip_ratio_low: float,
+    clip_ratio_high: float,
+    clip_ratio_c: float = 3.0,
+    loss_scale_factor: float | None = None,
+    **loss_options: object,
+) -> tuple[Tensor, dict[str, float]]:
+    """The scalar policy loss ``name`` and its metrics (verl keys, Python floats).
+
+    Tensors are ``(B, T)``; ``advantages`` may also be ``(B,)`` (one value per response).
+    ``loss_scale_factor`` is the normaliser of ``seq-mean-token-sum-norm`` (default: T).
+    Loss-specific options: ``clip_cov`` takes ``clip_cov_ratio``, ``clip_cov_lb``,
+    ``clip_cov_ub``, ``generator``; ``kl_cov`` takes ``kl_cov_ratio``, ``ppo_kl_coef``.
+    """
+    fn = POLICY_LOSSES.get(name)
+    if fn is None:
+        raise unknown_name("policy loss", name, POLICY_LOSSES, "loss")
+    _validate(name, clip_ratio_low, clip_ratio_high, clip_ratio_c, loss_options)
+    if advantages.dim() == 1:
+        advantages = advantages.unsqueeze(-1).expand_as(log_prob)
+    if not old_log_prob.shape == log_prob.shape == advantages.shape == response_mask.shape:
+        raise ValueError(
+            "policy_loss needs old_log_prob, log_prob, advantages and response_mask of one "
+            f"shape (B, T); got {tuple(old_log_prob.shape)}, {tuple(log_prob.shape)}, "
+            f"{tuple(advantages.shape)}, {tuple(response_mask.shape)}"
+        )
+    return fn(old_log_prob, log_prob, advantages, response_mask, agg_mode=agg_mode,
+              clip_ratio_low=clip_ratio_low, clip_ratio_high=clip_ratio_high,
+              clip_ratio_c=clip_ratio_c, loss_scale_factor=loss_scale_factor, **loss_options)

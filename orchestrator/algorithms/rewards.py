@@ -1,0 +1,56 @@
+"""Reward transforms applied before advantages (ALGORITHMS.md §3–§5).
+
+Verifier rewards scaled by a κ setting, the second paper's spurious Bernoulli(0.5)
+rewards, and the first paper's entropy reward.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import torch
+from torch import Tensor
+
+
+def scale_rewards(correct: Tensor, reward_correct: float, reward_incorrect: float) -> Tensor:
+    """Verifier reward: ``reward_correct`` where ``correct`` else ``reward_incorrect``.
+
+    With ``(r⁺, r⁻) = (5, 0)`` and β = 0.001 this is the κ = 5000 setting of §3.
+    """
+    high = torch.full(correct.shape, float(reward_correct), dtype=torch.get_default_dtype())
+    low = torch.full(correct.shape, float(reward_incorrect), dtype=torch.get_default_dtype())
+    return torch.where(correct.bool(), high, low)
+
+
+def _coin(seed: int, prompt_id: int, response_index: int) -> float:
+    # A keyed hash of the triple, not a stateful RNG: the same triple always gives the same
+    # coin, whatever the batch composition, call order, process or platform.
+    digest = hashlib.blake2b(
+        f"{prompt_id}:{response_index}".encode(), digest_size=8, key=str(seed).encode()
+    ).digest()
+    return float(digest[0] & 1)
+
+
+def random_rewards(prompt_ids: Tensor, response_index: Tensor, seed: int) -> Tensor:
+    """Spurious rewards: Bernoulli(0.5), a pure function of ``(seed, prompt id, response index)``.
+
+    ``prompt_ids`` and ``response_index`` are integer tensors that broadcast together
+    (e.g. ``(groups, 1)`` and ``(1, G)``); the result has their broadcast shape, as
+    floats 0/1. Independent of the response text, of batching and of call order.
+    """
+    if prompt_ids.is_floating_point() or response_index.is_floating_point():
+        raise ValueError("random_rewards needs integer prompt_ids and response_index")
+    ids, idx = torch.broadcast_tensors(prompt_ids, response_index)
+    coins = [_coin(seed, int(p), int(i)) for p, i in zip(ids.reshape(-1).tolist(),
+                                                         idx.reshape(-1).tolist(), strict=True)]
+    return torch.tensor(coins, dtype=torch.get_default_dtype()).reshape(ids.shape)
+
+
+def entropy_reward(rewards: Tensor, seq_entropy: Tensor, coef: float) -> Tensor:
+    """``R(o) + coef · H(π_θ(o))``, with the per-response mean token entropy detached.
+
+    ``seq_entropy`` is the mean per-token entropy of each response under the rollout
+    policy (:func:`~orchestrator.algorithms.entropy.sequence_entropy`); detaching it is
+    ALGORITHMS.md §4's choice, so the bonus acts as a reward, not as a loss term.
+    """
+    return rewards + coef * seq_entropy.detach().to(rewards.dtype)

@@ -1,0 +1,108 @@
+"""The sharpness factor κ and the first paper's advantage table (ALGORITHMS.md §1, §9).
+
+For a correct/incorrect pair, ``κ = (A⁺ − A⁻) / β``. With binary rewards and ``k``
+correct answers out of ``G``, each construction gives one ``A⁺`` and one ``A⁻``; the
+table lists them per ``k`` for reward budgeting, DrGRPO and GRPO.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import overload
+
+import torch
+from torch import Tensor
+
+from orchestrator.algorithms.advantages import STD_KINDS, StdKind, advantages
+from orchestrator.errors import Problem, UserInputError
+
+# Column order of the table: (display name, advantage name).
+TABLE_CONSTRUCTIONS: tuple[tuple[str, str], ...] = (
+    ("Reward Budget", "reward_budget"),
+    ("DrGRPO", "drgrpo"),
+    ("GRPO", "grpo"),
+)
+
+
+@overload
+def sharpness_kappa(adv_pos: float, adv_neg: float, beta: float) -> float: ...
+@overload
+def sharpness_kappa(adv_pos: Tensor, adv_neg: Tensor | float, beta: float) -> Tensor: ...
+def sharpness_kappa(
+    adv_pos: float | Tensor, adv_neg: float | Tensor, beta: float
+) -> float | Tensor:
+    """Sharpness factor ``κ = (A⁺ − A⁻) / β`` of a correct/incorrect pair.
+
+    With raw rewards in place of advantages it is the κ of a reward setting, §3.
+    """
+    if not beta > 0:
+        raise ValueError(f"beta must be > 0; got {beta}")
+    return (adv_pos - adv_neg) / beta
+
+
+@dataclass(frozen=True)
+class PairAdvantages:
+    """Advantages of a correct (``pos``) and an incorrect (``neg``) answer, and their κ."""
+
+    pos: float
+    neg: float
+    kappa: float
+
+
+@dataclass(frozen=True)
+class AdvantageRow:
+    """One row of the advantage table: ``k`` correct answers out of ``group_size``."""
+
+    k: int
+    group_size: int
+    reward_budget: PairAdvantages
+    drgrpo: PairAdvantages
+    grpo: PairAdvantages
+
+    def by_construction(self, name: str) -> PairAdvantages:
+        """The cell of advantage construction ``name`` (a TABLE_CONSTRUCTIONS key)."""
+        cells = {"reward_budget": self.reward_budget, "drgrpo": self.drgrpo, "grpo": self.grpo}
+        return cells[name]
+
+
+def _validate(group_size: int, beta: float, std: str) -> None:
+    problems = []
+    if group_size < 2:
+        problems.append(Problem("group_size", "needs at least 2 responses per group",
+                                found=str(group_size), allowed="integers >= 2"))
+    if not beta > 0:
+        problems.append(Problem("beta", "KL strength must be positive", found=repr(beta),
+                                fix="e.g. 0.001"))
+    if std not in STD_KINDS:
+        problems.append(Problem("std", "unknown std kind", found=repr(std),
+                                allowed=", ".join(STD_KINDS)))
+    if problems:
+        raise UserInputError("cannot build the advantage table", problems)
+
+
+def advantage_table(
+    group_size: int, beta: float, std: StdKind = "population"
+) -> list[AdvantageRow]:
+    """Rows ``k = 1 .. G−1`` of binary-reward advantages and κ for RB, DrGRPO and GRPO.
+
+    Computed with :func:`~orchestrator.algorithms.advantages.advantages` itself, GRPO with
+    ``eps = 0`` (the analytic values; every row has a non-zero std). ``G = 8, β = 0.001``
+    with the population std reproduces the first paper's Table 1.
+    """
+    _validate(group_size, beta, std)
+    ks = torch.arange(1, group_size, dtype=torch.int64)
+    # One group per k: the first k responses correct (reward 1), the rest 0.
+    rewards = (torch.arange(group_size).unsqueeze(0) < ks.unsqueeze(1)).to(torch.float64)
+    per_name = {
+        "reward_budget": advantages("reward_budget", rewards),
+        "drgrpo": advantages("drgrpo", rewards),
+        "grpo": advantages("grpo", rewards, std=std, eps=0.0),
+    }
+    rows = []
+    for row, k in enumerate(ks.tolist()):
+        cells = {}
+        for name, adv in per_name.items():
+            pos, neg = adv[row, 0].item(), adv[row, -1].item()
+            cells[name] = PairAdvantages(pos=pos, neg=neg, kappa=sharpness_kappa(pos, neg, beta))
+        rows.append(AdvantageRow(k=k, group_size=group_size, **cells))
+    return rows
