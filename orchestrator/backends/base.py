@@ -52,6 +52,10 @@ class Backend(ABC):
 
     name: ClassVar[str]
     settings_model: ClassVar[type[BaseModel]]
+    #: Settings whose validity depends on other settings (cross-field rules). Planning
+    #: validates each value of any other setting once, and each distinct combination of
+    #: these; ``None`` means "unknown": every cell is validated (always correct, slower).
+    coupled_settings: ClassVar[frozenset[str] | None] = None
 
     def validate(self, settings: Mapping[str, Any]) -> BaseModel:
         """Return the validated settings model, or raise ``UserInputError`` with all problems."""

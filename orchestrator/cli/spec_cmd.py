@@ -1,0 +1,139 @@
+"""``kappa validate | plan | schema``: check a spec, see its grid and cost, editor schema."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+
+from orchestrator.errors import Problem, UserInputError
+
+_SPEC_ARG = typer.Argument(
+    ..., help="The experiment spec (YAML), e.g. experiments/toy/table2.yaml.", show_default=False
+)
+
+
+def validate_command(spec_file: Path = _SPEC_ARG) -> None:
+    """Check a spec and every cell's settings; print "ok: N cells" or every problem (exit 2).
+
+    Example: kappa validate experiments/toy/table2.yaml
+    """
+    from orchestrator.grid import expand
+    from orchestrator.spec import load_spec
+
+    grid = expand(load_spec(spec_file))
+    typer.echo(f"ok: {len(grid)} cells")
+
+
+def _hours(value: float) -> str:
+    """1920 -> "1,920"; 0.25 -> "0.25"."""
+    if value == int(value):
+        return f"{int(value):,}"
+    return f"{value:,.2f}".rstrip("0").rstrip(".")
+
+
+def _cost(count: int, gpus: int, nodes: int, hours: float, total: float) -> str:
+    def plural(n: int, word: str) -> str:
+        return f"{n} {word}{'' if n == 1 else 's'}"
+
+    return (
+        f"{plural(count, 'cell')} × {plural(gpus, 'GPU')} × {plural(nodes, 'node')} × "
+        f"{_hours(hours)} h = {_hours(total)} GPU-hours"
+    )
+
+
+def plan_command(
+    spec_file: Path = _SPEC_ARG,
+    as_json: bool = typer.Option(
+        False, "--json", help="Print the plan as JSON (every cell, with its settings)."
+    ),
+    max_gpu_hours: float | None = typer.Option(
+        None, "--max-gpu-hours", min=0, help="Refuse (exit 2) if the plan needs more GPU-hours."
+    ),
+    rows: int = typer.Option(
+        200, "--rows", min=0, help="Show at most this many cells in the table."
+    ),
+) -> None:
+    """Expand a spec into cells and show them with the total GPU-hours.
+
+    GPU-hours = cells × resources.gpus × resources.nodes × resources.hours.
+
+    Example: kappa plan experiments/toy/table2.yaml --max-gpu-hours 500
+    """
+    from orchestrator.grid import plan
+    from orchestrator.spec import load_spec
+
+    spec = load_spec(spec_file)
+    the_plan = plan(spec)
+    if max_gpu_hours is not None and the_plan.gpu_hours > max_gpu_hours:
+        over = the_plan.gpu_hours - max_gpu_hours
+        res = the_plan.resources
+        raise UserInputError(
+            f"plan needs {_hours(the_plan.gpu_hours)} GPU-hours, {_hours(over)} over the limit "
+            f"of {_hours(max_gpu_hours)}",
+            [
+                Problem(
+                    location="resources",
+                    message=_cost(
+                        the_plan.count, res.gpus, res.nodes, res.hours, the_plan.gpu_hours
+                    ),
+                    found=_hours(the_plan.gpu_hours),
+                    allowed=f"<= {_hours(max_gpu_hours)}",
+                    fix="exclude cells, shorten resources.hours, or raise --max-gpu-hours",
+                    file=spec.filename,
+                )
+            ],
+        )
+    if as_json:
+        json.dump(the_plan.to_dict(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table()
+    table.add_column("#", justify="right")
+    table.add_column("cell id")
+    for axis in spec.axis_names:
+        table.add_column(axis)
+    for cell in the_plan.cells[:rows]:
+        table.add_row(str(cell.index), cell.cell_id, *(str(v) for v in cell.axes.values()))
+    console = Console(highlight=False)
+    console.print(f"{spec.name} ({spec.backend} backend)")
+    console.print(table)
+    if the_plan.count > rows:
+        console.print(f"... and {the_plan.count - rows} more cells (--rows, or --json for all)")
+    res = the_plan.resources
+    console.print(
+        _cost(the_plan.count, res.gpus, res.nodes, res.hours, the_plan.gpu_hours)
+        + f"; retries: {spec.retries}"
+    )
+
+
+def schema_command(
+    output: Path | None = typer.Option(
+        None, "--output", "-o", help="Write to this file instead of stdout."
+    ),
+) -> None:
+    """Print the JSON Schema of specs (with each backend's settings for base), for editors.
+
+    Example: kappa schema -o .vscode/kappa-spec.schema.json, then in a spec:
+    # yaml-language-server: $schema=../.vscode/kappa-spec.schema.json
+    """
+    from orchestrator.spec import spec_json_schema
+
+    text = json.dumps(spec_json_schema(), indent=2) + "\n"
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        output.write_text(text)
+        typer.echo(f"wrote {output}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add validate, plan and schema to the kappa app."""
+    app.command("validate")(validate_command)
+    app.command("plan")(plan_command)
+    app.command("schema")(schema_command)

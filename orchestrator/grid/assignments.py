@@ -1,0 +1,177 @@
+"""Which cells a spec has: the product of its axes, zips, exclusions and includes.
+
+A cell is first an *assignment*: for every axis (in spec order) the index of the value
+it takes in that axis's list of :class:`AxisValue`. Includes may append values that a
+list axis does not list (``seed: 7``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.errors import Problem
+from orchestrator.spec.model import JsonScalarValue, Spec, dotted, scalar_key
+from orchestrator.spec.settings_paths import LeafPath, flatten, nest
+
+Assignment = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class AxisValue:
+    """One value of one axis: what a cell records, and the settings it sets."""
+
+    axis: str
+    value: JsonScalarValue
+    overrides: dict[LeafPath, Any]
+    origin: tuple[str | int, ...]
+    is_variant: bool = False
+    is_label: bool = False
+    nested: dict[str, Any] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "nested", nest(self.overrides))
+
+    @property
+    def top_keys(self) -> frozenset[str]:
+        """Top-level settings this value sets."""
+        return frozenset(path[0] for path in self.overrides)
+
+    def describe(self, loc: LeafPath) -> str:
+        """The dotted location of setting ``loc`` as this value sets it."""
+        if self.is_variant and loc:
+            return f"{dotted(self.origin)}.{'.'.join(loc)}"
+        axis_len = len(self.axis.split("."))
+        rest = loc[axis_len:]
+        return dotted(self.origin) + ("." + ".".join(rest) if rest else "")
+
+    def yaml_path(self, loc: LeafPath) -> tuple[str | int, ...]:
+        """Where setting ``loc`` is written in the spec (for line/column)."""
+        if self.is_variant:
+            return (*self.origin, *loc)
+        return self.origin
+
+
+def axis_values(spec: Spec) -> dict[str, list[AxisValue]]:
+    """Every axis's values in spec order (includes may add more later)."""
+    table: dict[str, list[AxisValue]] = {}
+    for axis, values in spec.axes.items():
+        if isinstance(values, dict):
+            table[axis] = [
+                AxisValue(axis, name, flatten(settings), ("axes", axis, name), is_variant=True)
+                for name, settings in values.items()
+            ]
+        else:
+            is_label = axis in spec.labels
+            path = tuple(axis.split("."))
+            table[axis] = [
+                AxisValue(
+                    axis, v, {} if is_label else {path: v}, ("axes", axis, i), is_label=is_label
+                )
+                for i, v in enumerate(values)
+            ]
+    return table
+
+
+def _dimensions(spec: Spec) -> list[list[int]]:
+    """Axis positions varying together, ordered by each group's first axis."""
+    names = list(spec.axes)
+    grouped = {axis: group for group in spec.zip for axis in group}
+    dims: list[list[int]] = []
+    placed: set[str] = set()
+    for axis in names:
+        if axis in placed:
+            continue
+        group = grouped.get(axis, (axis,))
+        dims.append([names.index(a) for a in group])
+        placed.update(group)
+    return dims
+
+
+def product(spec: Spec, table: dict[str, list[AxisValue]]) -> Iterator[Assignment]:
+    """The crossed (and zipped) assignments, first axis slowest."""
+    sizes = [len(table[a]) for a in spec.axes]
+    dims = _dimensions(spec)
+    if all(len(d) == 1 for d in dims):
+        yield from itertools.product(*(range(n) for n in sizes))
+        return
+    order = [pos for dim in dims for pos in dim]
+    perm = [order.index(pos) for pos in range(len(order))]
+    options = [[(i,) * len(dim) for i in range(sizes[dim[0]])] for dim in dims]
+    for combo in itertools.product(*options):
+        flat = tuple(itertools.chain.from_iterable(combo))
+        yield tuple(flat[k] for k in perm)
+
+
+def _indices(table: list[AxisValue], value: JsonScalarValue) -> set[int]:
+    key = scalar_key(value)
+    return {i for i, v in enumerate(table) if scalar_key(v.value) == key}
+
+
+def assignments(
+    spec: Spec, table: dict[str, list[AxisValue]]
+) -> tuple[list[Assignment], list[Problem]]:
+    """The grid's assignments in order, and problems (exclusions matching nothing).
+
+    ``table`` gains the new values includes bring to list axes.
+    """
+    names = list(spec.axes)
+    excludes = [
+        [(names.index(a), _indices(table[a], v)) for a, v in entry.items()]
+        for entry in spec.exclude
+    ]
+    matched = [0] * len(excludes)
+    cells: list[Assignment] = []
+    if excludes:
+        for assignment in product(spec, table):
+            dropped = False
+            for e, rule in enumerate(excludes):
+                if all(assignment[pos] in idx for pos, idx in rule):
+                    matched[e] += 1
+                    dropped = True
+            if not dropped:
+                cells.append(assignment)
+    else:
+        cells = list(product(spec, table))
+    problems = [
+        spec.problem(
+            ("exclude", e),
+            "exclusion matches no cell of the grid",
+            found=repr(dict(spec.exclude[e])),
+            fix="check the values against the axes (and zip groups)",
+        )
+        for e, count in enumerate(matched)
+        if count == 0
+    ]
+    seen = set(cells)
+    for e, entry in enumerate(spec.include):
+        picks = []
+        for axis in names:
+            values = table[axis]
+            found = _indices(values, entry[axis])
+            if found:
+                picks.append(min(found))
+            else:  # a new value of a list axis (variants were checked to exist)
+                first = values[0]
+                path = tuple(axis.split("."))
+                values.append(
+                    AxisValue(
+                        axis,
+                        entry[axis],
+                        {} if first.is_label else {path: entry[axis]},
+                        ("include", e, axis),
+                        is_label=first.is_label,
+                    )
+                )
+                picks.append(len(values) - 1)
+        assignment = tuple(picks)
+        if assignment not in seen:
+            seen.add(assignment)
+            cells.append(assignment)
+    if not cells and not problems:
+        problems.append(
+            spec.problem(("axes",), "the spec expands to no cells", fix="loosen the exclusions")
+        )
+    return cells, problems

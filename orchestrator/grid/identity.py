@@ -1,0 +1,248 @@
+"""Fast cell settings and ids: assemble each cell from pieces computed once per value.
+
+A cell's canonical JSON is its labels plus its sorted ``"key":value`` settings
+fragments. Settings no axis touches serialize the same in every cell; a setting one axis
+owns depends only on that axis's value; a setting several axes touch (``model`` when one
+axis sets ``model.d_model`` and another ``model.n_heads``) depends on their combination.
+Each fragment is serialized once, from the first validated cell that has it, into a
+text template; cells that differ only in the last axis (consecutive in grid order)
+share everything but that axis's fragments, so a cell costs a concatenation, one
+SHA-256 and its dicts. The result equals :func:`orchestrator.grid.cell.content_id`
+(tests check this on random specs).
+
+Like the rest of kappa, this assumes a backend's validators check values and never
+rewrite one setting based on another (a value's dump depends on that value alone).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from operator import itemgetter
+from typing import Any
+
+from pydantic import BaseModel
+
+from orchestrator.grid.assignments import Assignment, AxisValue
+from orchestrator.grid.cell import ID_LENGTH, Cell, canonical_json
+from orchestrator.spec.model import Spec
+from orchestrator.spec.settings_paths import deep_merge
+
+_MISSING = object()
+# One slot of the text template: the axis positions it depends on, what picks the text
+# from an assignment, and the texts (a list by value for one axis, a dict by combination
+# for several).
+_Slot = tuple[tuple[int, ...], Callable[[Assignment], Any], Any]
+# Prepared work for cells sharing all but the last axis value: (a[:-1], static text
+# chunks around the dynamic slots, the dynamic slots, settings and axes without the last
+# axis, shared keys that involve the last axis).
+_Prepared = tuple[
+    Assignment,
+    list[str],
+    list[tuple[Callable[[Assignment], Any], Any]],
+    dict[str, Any],
+    dict[str, Any],
+    list[str],
+]
+
+
+def _frag(key: str, value: Any) -> str:
+    return f"{json.dumps(key)}:{canonical_json(value)}"
+
+
+class CellBuilder:
+    """Builds the settings, ids and :class:`Cell` objects of one grid's assignments.
+
+    Call :meth:`settings` for any cell, :meth:`learn` with every validated cell, then
+    :meth:`build`.
+    """
+
+    def __init__(self, spec: Spec, table: Mapping[str, Sequence[AxisValue]]) -> None:
+        self.names = list(spec.axes)
+        self.backend = spec.backend
+        self.base = dict(spec.base)
+        self.values = [[v.value for v in table[a]] for a in self.names]
+        self.records = [list(table[a]) for a in self.names]
+        axis_keys = [set().union(*(v.top_keys for v in table[a])) for a in self.names]
+        counts = Counter(k for keys in axis_keys for k in keys)
+        self.shared = sorted(k for k, c in counts.items() if c > 1)
+        self.shared_axes = {
+            k: [i for i, keys in enumerate(axis_keys) if k in keys] for k in self.shared
+        }
+        self.owner = {k: i for i, keys in enumerate(axis_keys) for k in keys if counts[k] == 1}
+        self.own_keys = [sorted(k for k in keys if counts[k] == 1) for keys in axis_keys]
+        self.given = [
+            [self._own_given(record, self.own_keys[i]) for record in self.records[i]]
+            for i in range(len(self.names))
+        ]
+        self.given_axes = [(i, g) for i, g in enumerate(self.given) if any(g)]
+        self.shared_given: dict[tuple[str, tuple[int, ...]], Any] = {}
+        self.labels = sorted(
+            (a, i) for i, a in enumerate(self.names) if table[a] and table[a][0].is_label
+        )
+        # Filled by learn(): every fragment, the first time a validated cell has it.
+        self.dump0: dict[str, Any] | None = None
+        self.own_frags: list[dict[int, dict[str, str]]] = [{} for _ in self.names]
+        self.shared_frags: dict[str, dict[tuple[int, ...], str]] = {k: {} for k in self.shared}
+        self._template: list[str | _Slot] | None = None
+        self._prepared: _Prepared | None = None
+
+    def _own_given(self, record: AxisValue, keys: Sequence[str]) -> dict[str, Any]:
+        given = {}
+        for key in keys:
+            if key in record.nested:
+                base = {key: self.base[key]} if key in self.base else {}
+                given[key] = deep_merge(base, {key: record.nested[key]})[key]
+        return given
+
+    def _shared_value(self, key: str, combo: tuple[int, ...]) -> Any:
+        cached = self.shared_given.get((key, combo), _MISSING)
+        if cached is _MISSING:
+            merged: dict[str, Any] = {key: self.base[key]} if key in self.base else {}
+            for i, r in zip(self.shared_axes[key], combo, strict=True):
+                nested = self.records[i][r].nested
+                if key in nested:
+                    merged = deep_merge(merged, {key: nested[key]})
+            cached = merged.get(key, _MISSING)
+            self.shared_given[(key, combo)] = cached
+        return cached
+
+    def settings(self, a: Assignment) -> dict[str, Any]:
+        """The cell's settings as given: base with its axis values merged in."""
+        given = self.base.copy()
+        for i, per_value in self.given_axes:
+            own = per_value[a[i]]
+            if own:
+                given.update(own)
+        for key in self.shared:
+            value = self._shared_value(key, tuple(a[j] for j in self.shared_axes[key]))
+            if value is not _MISSING:
+                given[key] = value
+        return given
+
+    def learn(self, a: Assignment, model: BaseModel) -> None:
+        """Take the fragments this validated cell is the first to have."""
+        dump: dict[str, Any] | None = None
+        if self.dump0 is None:
+            dump = self.dump0 = model.model_dump(mode="json")
+        for i, r in enumerate(a):
+            if r not in self.own_frags[i]:
+                dump = dump or model.model_dump(mode="json")
+                self.own_frags[i][r] = {k: _frag(k, dump[k]) for k in self.own_keys[i]}
+        for key in self.shared:
+            combo = tuple(a[j] for j in self.shared_axes[key])
+            if combo not in self.shared_frags[key]:
+                dump = dump or model.model_dump(mode="json")
+                self.shared_frags[key][combo] = _frag(key, dump[key])
+
+    def _make_template(self) -> list[str | _Slot]:
+        """The canonical JSON as fixed text and slots, in order (fixed text unescaped)."""
+        assert self.dump0 is not None, "learn() a validated cell first"
+        labels: list[str | _Slot] = [
+            ((i,), itemgetter(i), [f"{json.dumps(a)}:{canonical_json(v)}" for v in self.values[i]])
+            for a, i in self.labels
+        ]
+        settings: list[str | _Slot] = []
+        for key in sorted(self.dump0):
+            if key in self.shared_frags:
+                axes = tuple(self.shared_axes[key])
+                settings.append((axes, itemgetter(*axes), self.shared_frags[key]))
+            elif key in self.owner:
+                i = self.owner[key]
+                texts = [self.own_frags[i].get(r, {}).get(key) for r in range(len(self.values[i]))]
+                settings.append(((i,), itemgetter(i), texts))
+            else:
+                settings.append(_frag(key, self.dump0[key]))
+
+        def joined(items: list[str | _Slot]) -> list[str | _Slot]:
+            out: list[str | _Slot] = []
+            for n, item in enumerate(items):
+                if n:
+                    out.append(",")
+                out.append(item)
+            return out
+
+        head = '{"backend":' + json.dumps(self.backend) + ',"labels":{'
+        return [head, *joined(labels), '},"settings":{', *joined(settings), "}}"]
+
+    def _prepare(self, a: Assignment) -> _Prepared:
+        """Everything about cells sharing ``a[:-1]`` (consecutive in grid order)."""
+        if self._template is None:
+            self._template = self._make_template()
+        last = len(a) - 1
+        # Static text between the slots that depend on the last axis.
+        chunks: list[str] = [""]
+        dynamic: list[tuple[Callable[[Assignment], Any], Any]] = []
+        for part in self._template:
+            if isinstance(part, str):
+                chunks[-1] += part
+            elif last in part[0]:
+                dynamic.append((part[1], part[2]))
+                chunks.append("")
+            else:
+                chunks[-1] += part[2][part[1](a)]
+        given = self.base.copy()
+        for i, per_value in self.given_axes:
+            if i != last and per_value[a[i]]:
+                given.update(per_value[a[i]])
+        shared_last = []
+        for key in self.shared:
+            if last in self.shared_axes[key]:
+                shared_last.append(key)
+                continue
+            value = self._shared_value(key, tuple(a[j] for j in self.shared_axes[key]))
+            if value is not _MISSING:
+                given[key] = value
+        axes = {self.names[i]: self.values[i][a[i]] for i in range(last)}
+        return a[:-1], chunks, dynamic, given, axes, shared_last
+
+    def canonical(self, a: Assignment) -> str:
+        """The canonical JSON the id hashes (equal to ``content_id``'s input)."""
+        prepared = self._prepared
+        if prepared is None or prepared[0] != a[:-1]:
+            prepared = self._prepared = self._prepare(a)
+        return self._text(prepared, a)
+
+    @staticmethod
+    def _text(prepared: _Prepared, a: Assignment) -> str:
+        chunks, dynamic = prepared[1], prepared[2]
+        if len(dynamic) == 1:  # the usual case: the last axis sets one setting
+            get, texts = dynamic[0]
+            return chunks[0] + texts[get(a)] + chunks[1]
+        parts = [chunks[0]]
+        for (get, texts), chunk in zip(dynamic, chunks[1:], strict=True):
+            parts += (texts[get(a)], chunk)
+        return "".join(parts)
+
+    def build(self, index: int, a: Assignment) -> Cell:
+        """The cell at ``index`` of the grid for ``a`` (after every value was learned).
+
+        Cells that differ only in the last axis (consecutive in grid order) share the
+        work on the other axes.
+        """
+        prepared = self._prepared
+        if prepared is None or prepared[0] != a[:-1]:
+            prepared = self._prepared = self._prepare(a)
+        text = self._text(prepared, a)
+        given_before, axes_before, shared_last = prepared[3], prepared[4], prepared[5]
+        given = given_before.copy()
+        axes = axes_before.copy()
+        if a:
+            r = a[-1]
+            own = self.given[-1][r]
+            if own:
+                given.update(own)
+            for key in shared_last:
+                value = self._shared_value(key, tuple(a[j] for j in self.shared_axes[key]))
+                if value is not _MISSING:
+                    given[key] = value
+            axes[self.names[-1]] = self.values[-1][r]
+        return Cell(
+            index,
+            hashlib.sha256(text.encode()).hexdigest()[:ID_LENGTH],
+            axes,
+            {name: axes[name] for name, _ in self.labels} if self.labels else {},
+            given,
+        )

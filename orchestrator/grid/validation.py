@@ -1,0 +1,194 @@
+"""Validate every cell's settings with the backend, each distinct combination once.
+
+Validating 100k cells one by one is slow, and most of that work repeats: an axis whose
+settings no cross-field rule reads (a *free* axis, e.g. ``seed``) is valid or not on its
+own. A backend says which top-level settings its cross-field rules read through a
+``coupled_settings`` class attribute (a frozenset of names; absent or ``None`` means
+"any of them", which makes every axis coupled and every cell validated). Axes that set
+parts of the same top-level setting are coupled too. We then validate the first cell
+of each distinct combination of coupled-axis values and the first cell holding each
+value of each free axis; every other cell differs from a validated one only in free
+values that were validated elsewhere.
+
+Every problem is attributed to where its setting is written (``base.kl_coef``,
+``axes.kappa.k200.kl_coef``, ``axes.seed[2]``) and reported once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from operator import itemgetter
+from typing import Any
+
+from pydantic import BaseModel
+
+from orchestrator.backends.base import Backend
+from orchestrator.errors import Problem, UserInputError
+from orchestrator.grid.assignments import Assignment, AxisValue
+from orchestrator.spec.model import Spec
+from orchestrator.spec.settings_paths import LeafPath, did_you_mean, flatten, settings_paths
+
+
+def coupled_axes(
+    spec: Spec, table: Mapping[str, Sequence[AxisValue]], coupled: frozenset[str] | None
+) -> list[int]:
+    """Positions of the axes whose combinations must be validated together."""
+    keys = [set().union(*(v.top_keys for v in table[a])) for a in spec.axes]
+    result = []
+    for i, mine in enumerate(keys):
+        shared = any(mine & other for j, other in enumerate(keys) if j != i)
+        if coupled is None or shared or mine & coupled:
+            result.append(i)
+    return result
+
+
+def cells_to_validate(
+    cells: Sequence[Assignment], coupled_pos: Sequence[int], n_axes: int
+) -> list[int]:
+    """Indices of the cells that, validated, cover every combination that matters.
+
+    The first cell of each distinct combination of coupled values, and the first cell
+    holding each value of each free axis.
+    """
+    if not cells:
+        return []
+    backwards = range(len(cells) - 1, -1, -1)
+
+    def first_of(keys: Iterable[Any]) -> Iterable[int]:
+        # Later (smaller) indices overwrite earlier ones: each key keeps its first cell.
+        return dict(zip(reversed(list(keys)), backwards, strict=True)).values()
+
+    projection = itemgetter(*coupled_pos) if coupled_pos else (lambda cell: ())
+    chosen = set(first_of(map(projection, cells)))
+    for p in range(n_axes):
+        if p not in coupled_pos:
+            chosen.update(first_of(map(itemgetter(p), cells)))
+    return sorted(chosen)
+
+
+class _Collector:
+    """Attributes backend problems to their origin in the spec and deduplicates them."""
+
+    def __init__(self, spec: Spec, model: type[BaseModel]) -> None:
+        self.spec = spec
+        self.known = settings_paths(model)
+        self.base_leaves = flatten(spec.base)
+        self.problems: dict[tuple[str, str, str | None], Problem] = {}
+        # Cross-field problems: message -> failing cells. Their "found" is the whole
+        # input mapping, different in every cell, so it is left out.
+        self.cross: dict[str, list[Assignment]] = {}
+
+    def _fix(self, parts: LeafPath, problem: Problem) -> tuple[str | None, str | None]:
+        if problem.message != "unknown setting":
+            return problem.allowed, problem.fix
+        siblings = [p.split(".")[-1] for p in self.known if tuple(p.split(".")[:-1]) == parts[:-1]]
+        allowed = f"a setting of the {self.spec.backend} backend (see `kappa schema`)"
+        return (problem.allowed or allowed, problem.fix or did_you_mean(parts[-1], siblings))
+
+    def add(self, problem: Problem, records: Sequence[AxisValue], cell: Assignment) -> None:
+        parts: LeafPath = tuple(problem.location.split(".")) if problem.location else ()
+        owner: dict[LeafPath, AxisValue | None] = dict.fromkeys(self.base_leaves)
+        for record in records:
+            for leaf_path in record.overrides:
+                owner[leaf_path] = record
+        origins: dict[int, AxisValue | None] = {}
+        for leaf, holder in owner.items():
+            n = min(len(leaf), len(parts))
+            if parts and leaf[:n] == parts[:n]:
+                origins[id(holder)] = holder
+        if len(origins) > 1 or not parts:
+            self.cross.setdefault(problem.message, []).append(cell)
+            return
+        allowed, fix = self._fix(parts, problem)
+        path: tuple[str | int, ...] = ("base", *parts)
+        location = "base." + problem.location
+        if not origins:
+            fix = fix or "set it in base or in an axis"
+        else:
+            origin = next(iter(origins.values()))
+            if origin is not None:
+                location, path = origin.describe(parts), origin.yaml_path(parts)
+        key = (location, problem.message, problem.found)
+        if key not in self.problems:
+            self.problems[key] = self.spec.problem(
+                path,
+                problem.message,
+                location=location,
+                found=problem.found,
+                allowed=allowed,
+                fix=fix,
+            )
+
+    def cross_problems(
+        self, table: Mapping[str, Sequence[AxisValue]], positions: Sequence[int], checked: int
+    ) -> list[Problem]:
+        """One problem per cross-field message, placed at what its failing cells share."""
+        names = list(self.spec.axes)
+        out = []
+        for message, cells in self.cross.items():
+            pinned = [
+                table[names[p]][cells[0][p]]
+                for p in positions
+                if len({cell[p] for cell in cells}) == 1
+            ]
+            if len(cells) == checked:
+                out.append(self.spec.problem(("base",), message, location="base"))
+            elif not pinned:
+                example = ", ".join(
+                    f"{names[p]}={table[names[p]][cells[0][p]].value}" for p in positions
+                )
+                out.append(
+                    self.spec.problem(
+                        ("axes",), f"{message} (e.g. in cell {example})", location="cells"
+                    )
+                )
+            else:
+                first = pinned[0]
+                location = (
+                    first.describe(())
+                    if len(pinned) == 1
+                    else "cells with " + ", ".join(f"{v.axis}={v.value}" for v in pinned)
+                )
+                out.append(
+                    self.spec.problem(
+                        first.origin,
+                        message,
+                        location=location,
+                        fix="exclude these cells, or change the values",
+                    )
+                )
+        return out
+
+
+def validate_cells(
+    spec: Spec,
+    backend: Backend,
+    table: Mapping[str, Sequence[AxisValue]],
+    cells: Sequence[Assignment],
+    settings_of: Callable[[Assignment], dict[str, Any]],
+    on_valid: Callable[[Assignment, BaseModel], None],
+) -> int:
+    """Validate the cells that cover every combination; raise with all problems at once.
+
+    ``settings_of`` gives a cell's settings (what its config.yaml gets); ``on_valid`` sees
+    each validated model. Returns how many cells were validated.
+    """
+    names = list(spec.axes)
+    coupled_pos = coupled_axes(spec, table, getattr(backend, "coupled_settings", None))
+    chosen = cells_to_validate(cells, coupled_pos, len(names))
+    collector = _Collector(spec, backend.settings_model)
+    for index in chosen:
+        cell = cells[index]
+        try:
+            model = backend.validate(settings_of(cell))
+        except UserInputError as exc:
+            records = [table[names[i]][k] for i, k in enumerate(cell)]
+            for problem in exc.problems or (Problem("", exc.summary),):
+                collector.add(problem, records, cell)
+            continue
+        on_valid(cell, model)
+    problems = list(collector.problems.values())
+    problems += collector.cross_problems(table, coupled_pos, len(chosen))
+    if problems:
+        raise UserInputError(f"{spec.filename}: invalid settings", problems)
+    return len(chosen)

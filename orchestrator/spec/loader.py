@@ -1,0 +1,129 @@
+"""Load a spec: YAML text -> :class:`Spec`, with every problem located in the file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from orchestrator.errors import Problem, UserInputError
+from orchestrator.spec.model import AXIS_TAGS, Spec, dotted
+from orchestrator.spec.settings_paths import did_you_mean
+from orchestrator.spec.yaml_source import SourceDocument, load_yaml
+
+# Member tags pydantic appends to locations inside a union of scalar types.
+_SCALAR_TAGS = frozenset({"bool", "int", "float", "str", "none"})
+_SCALARS = "a string, number, boolean or null"
+
+
+def _problems(exc: ValidationError, doc: SourceDocument) -> list[Problem]:
+    problems: list[Problem] = []
+    seen: set[tuple[Any, ...]] = set()
+    for err in exc.errors():
+        loc = list(err["loc"])
+        in_scalar_union = bool(loc) and loc[-1] in _SCALAR_TAGS and len(loc) > 1
+        if in_scalar_union:
+            loc = loc[:-1]
+        # Tags of the axis union are pydantic's, not the user's: drop them.
+        path = tuple(
+            p for i, p in enumerate(loc) if not (i == 2 and loc[0] == "axes" and p in AXIS_TAGS)
+        )
+        key = (path, "scalar" if in_scalar_union else err["type"])
+        if key in seen:
+            continue
+        seen.add(key)
+        message, allowed, fix = str(err["msg"]), None, None
+        found: str | None = repr(err.get("input"))[:200]
+        if in_scalar_union:
+            message, allowed = "axis values must be scalars", _SCALARS
+            fix = "for structured values, use an axis of named variants"
+        elif err["type"] == "extra_forbidden":
+            field = str(path[-1])
+            message, found = "unknown key", repr(field)
+            parent_known = _known_keys(path[:-1])
+            allowed = ", ".join(sorted(parent_known)) if parent_known else None
+            fix = did_you_mean(field, parent_known) if parent_known else None
+        elif err["type"] == "missing":
+            found = None
+            fix = f"add {path[-1]}:"
+        elif path == ("phases",):
+            message = "phases are reserved for multi-phase cells and not supported yet"
+            allowed, fix = "(leave it out)", "remove phases"
+        problems.append(doc.problem(path, dotted(path), message, found, allowed, fix))
+    return problems
+
+
+def _known_keys(path: tuple[Any, ...]) -> list[str]:
+    from orchestrator.spec.model import Resources
+
+    if path == ():
+        return list(Spec.model_fields)
+    if path == ("resources",):
+        return list(Resources.model_fields)
+    return []
+
+
+def parse_spec(text: str, filename: str = "<spec>", path: Path | None = None) -> Spec:
+    """Parse and check a spec from YAML text; raise ``UserInputError`` with every problem.
+
+    Checks the YAML, the spec's structure and its cross-references against the backend's
+    settings (axis names, labels, zip groups, exclusions, includes). Settings values are
+    validated when the grid is expanded (:func:`orchestrator.grid.expand`).
+    """
+    from orchestrator.backends import BACKENDS, get_backend
+    from orchestrator.spec.references import check_references
+
+    doc = load_yaml(text, filename)
+    data = doc.data
+    if not isinstance(data, dict):
+        raise UserInputError(
+            f"{filename}: not a spec",
+            [
+                doc.problem(
+                    (),
+                    "",
+                    "a spec is a YAML mapping (name:, backend:, base:, axes:, ...)",
+                    found=type(data).__name__ if data is not None else "an empty file",
+                )
+            ],
+        )
+    try:
+        spec = Spec.model_validate(data)
+    except ValidationError as exc:
+        raise UserInputError(f"{filename}: invalid spec", _problems(exc, doc)) from None
+    spec._source_text = text
+    spec._path = path
+    spec._filename = filename
+    spec._document = doc
+    if spec.backend not in BACKENDS:
+        raise UserInputError(
+            f"{filename}: invalid spec",
+            [
+                spec.problem(
+                    ("backend",),
+                    "unknown backend",
+                    found=repr(spec.backend),
+                    allowed=", ".join(sorted(BACKENDS)),
+                    fix=did_you_mean(spec.backend, BACKENDS),
+                )
+            ],
+        )
+    backend = get_backend(spec.backend)
+    problems = check_references(spec, backend.settings_model)
+    if problems:
+        raise UserInputError(f"{filename}: invalid spec", problems)
+    return spec
+
+
+def load_spec(path: str | Path) -> Spec:
+    """Read and parse the spec file at ``path`` (see :func:`parse_spec`)."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UserInputError(
+            f"cannot read spec {file}",
+            [Problem(location="", message=exc.strerror or str(exc), file=str(file))],
+        ) from None
+    return parse_spec(text, str(file), file)

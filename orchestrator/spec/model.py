@@ -1,0 +1,188 @@
+"""The experiment spec as pydantic models (strict: unknown keys are errors; frozen).
+
+A spec names a backend, the settings every cell shares (``base``), and the axes whose
+product is the grid. See docs/spec.md for the reference. Cross-references (does an
+exclusion name a real axis?) are checked in :mod:`orchestrator.spec.references`, since
+they need the backend's settings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    PrivateAttr,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    Tag,
+)
+
+from orchestrator.errors import Problem
+from orchestrator.spec.yaml_source import SourceDocument
+
+
+def dotted(path: Sequence[str | int]) -> str:
+    """``("axes", "seed", 2)`` -> ``"axes.seed[2]"``."""
+    text = ""
+    for part in path:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += f".{part}" if text else str(part)
+    return text
+
+
+# A value an axis takes and a cell records: what JSON can hold without nesting.
+JsonScalarValue = bool | int | float | str | None
+JsonScalar = StrictBool | StrictInt | StrictFloat | StrictStr | None
+
+
+def scalar_key(value: JsonScalarValue) -> tuple[str, JsonScalarValue]:
+    """A key under which axis values compare: 1 == 1.0, but True != 1 and "1" != 1."""
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, int | float):
+        return ("number", value)
+    return ("str" if isinstance(value, str) else "null", value)
+
+
+AxisName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")]
+VariantName = Annotated[str, Field(min_length=1, pattern=r"^[^\s]+$")]
+
+ListAxis = Annotated[list[JsonScalar], Field(min_length=1)]
+"""An axis of values: a backend setting (or a declared label) takes each value in turn."""
+
+VariantAxis = Annotated[dict[VariantName, dict[str, Any]], Field(min_length=1)]
+"""An axis of named variants: each name bundles settings (dotted keys allowed)."""
+
+
+def _axis_kind(value: Any) -> str | None:
+    if isinstance(value, list):
+        return "values"
+    if isinstance(value, dict):
+        return "variants"
+    return None
+
+
+Axis = Annotated[
+    Annotated[ListAxis, Tag("values")] | Annotated[VariantAxis, Tag("variants")],
+    Discriminator(
+        _axis_kind,
+        custom_error_type="axis_kind",
+        custom_error_message="an axis is a list of values or a mapping of named variants",
+    ),
+]
+
+# Union tags pydantic adds to error locations; dropped when locating errors in the YAML.
+AXIS_TAGS = frozenset({"values", "variants"})
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Resources(_Strict):
+    """What one cell needs, for planning and scheduling."""
+
+    gpus: int = Field(0, ge=0, description="GPUs per node for one cell.")
+    nodes: int = Field(1, ge=1, description="Nodes for one cell.")
+    hours: float = Field(1.0, gt=0, description="Expected wall-clock hours of one cell.")
+    cpus: int = Field(1, ge=1, description="CPU cores per node for one cell.")
+
+    @property
+    def gpu_hours(self) -> float:
+        """GPU-hours one cell costs."""
+        return self.gpus * self.nodes * self.hours
+
+
+class Spec(_Strict):
+    """One experiment: a backend, shared settings, and axes whose product is the grid."""
+
+    name: str = Field(
+        pattern=r"^[a-z0-9][a-z0-9._-]*$",
+        max_length=100,
+        description="MLflow experiment name and sweep name.",
+    )
+    description: str = ""
+    backend: str = Field("embedded", description="A backend name (kappa backends).")
+    base: dict[str, Any] = Field(
+        default_factory=dict, description="Backend settings shared by every cell."
+    )
+    axes: dict[AxisName, Axis] = Field(
+        default_factory=dict,
+        description="The grid is the product of all axes, in this order (first slowest).",
+    )
+    labels: tuple[AxisName, ...] = Field(
+        (), description="Axes that are recorded on cells but set no backend setting."
+    )
+    zip: tuple[Annotated[tuple[AxisName, ...], Field(min_length=2)], ...] = Field(
+        (), description="Groups of axes that vary together (equal lengths) instead of crossing."
+    )
+    exclude: tuple[Annotated[dict[AxisName, JsonScalar], Field(min_length=1)], ...] = Field(
+        (), description="Drop every cell that matches all the given axis values."
+    )
+    include: tuple[Annotated[dict[AxisName, JsonScalar], Field(min_length=1)], ...] = Field(
+        (), description="Extra cells, each a full axis assignment, appended after the product."
+    )
+    resources: Resources = Field(default_factory=Resources)
+    retries: int = Field(0, ge=0, description="Extra attempts for a failed cell.")
+    # Extension point: multi-phase cells (warm start -> RL -> eval with different
+    # settings) will be described here. Reserved now so that specs fail loudly
+    # instead of silently ignoring it.
+    phases: None = Field(None, description="Reserved for multi-phase cells; not supported yet.")
+
+    _source_text: str = PrivateAttr("")
+    _path: Path | None = PrivateAttr(None)
+    _filename: str = PrivateAttr("<spec>")
+    _document: SourceDocument | None = PrivateAttr(None)
+
+    @property
+    def source_text(self) -> str:
+        """The YAML text the spec was parsed from (kept for registry/MLflow artifacts)."""
+        return self._source_text
+
+    @property
+    def path(self) -> Path | None:
+        """The file the spec was loaded from, or ``None`` when parsed from text."""
+        return self._path
+
+    @property
+    def filename(self) -> str:
+        """The name used in error messages (the path, or what the caller passed)."""
+        return self._filename
+
+    def problem(
+        self,
+        path: Sequence[str | int],
+        message: str,
+        *,
+        location: str | None = None,
+        found: str | None = None,
+        allowed: str | None = None,
+        fix: str | None = None,
+    ) -> Problem:
+        """A :class:`Problem` at ``path`` in the spec, with file:line:column when known."""
+        where = location if location is not None else dotted(path)
+        if self._document is not None:
+            return self._document.problem(path, where, message, found, allowed, fix)
+        return Problem(
+            location=where,
+            message=message,
+            found=found,
+            allowed=allowed,
+            fix=fix,
+            file=self._filename,
+        )
+
+    @property
+    def axis_names(self) -> tuple[str, ...]:
+        """Axis names in spec order."""
+        return tuple(self.axes)

@@ -1,0 +1,224 @@
+"""Cross-reference checks: do axes, labels, zips, exclusions and includes fit together?
+
+These need the backend's settings model (which axis names are settings), so they run
+after the spec's own structure has validated. Every problem is collected; none stops
+the others.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from orchestrator.errors import Problem
+from orchestrator.spec.model import Spec, scalar_key
+from orchestrator.spec.settings_paths import (
+    LeafPath,
+    did_you_mean,
+    flatten,
+    overlaps,
+    settings_paths,
+)
+
+
+def _show(values: list[Any], limit: int = 12) -> str:
+    shown = ", ".join(repr(v) for v in values[:limit])
+    return shown + (f", ... ({len(values)} in all)" if len(values) > limit else "")
+
+
+def axis_leaf_paths(spec: Spec, axis: str) -> set[LeafPath]:
+    """The setting leaf paths an axis sets (empty for labels)."""
+    values = spec.axes[axis]
+    if isinstance(values, dict):
+        paths: set[LeafPath] = set()
+        for settings in values.values():
+            paths.update(flatten(settings))
+        return paths
+    if axis in spec.labels:
+        return set()
+    return {tuple(axis.split("."))}
+
+
+def _check_axes(spec: Spec, known: frozenset[str], problems: list[Problem]) -> None:
+    for axis, values in spec.axes.items():
+        if isinstance(values, dict):
+            if axis in spec.labels:
+                problems.append(
+                    spec.problem(
+                        ("labels", spec.labels.index(axis)),
+                        "an axis of named variants needs no label",
+                        found=repr(axis),
+                        fix=f"remove '{axis}' from labels",
+                    )
+                )
+            continue
+        if axis in known and axis in spec.labels:
+            problems.append(
+                spec.problem(
+                    ("labels", spec.labels.index(axis)),
+                    f"'{axis}' is a {spec.backend} setting, so its axis sets it; "
+                    "it cannot be a label",
+                    found=repr(axis),
+                    fix=f"remove '{axis}' from labels, or rename the axis",
+                )
+            )
+        elif axis not in known and axis not in spec.labels:
+            close = did_you_mean(axis, known)
+            problems.append(
+                spec.problem(
+                    ("axes", axis),
+                    f"unknown axis: not a {spec.backend} setting nor a declared label",
+                    found=repr(axis),
+                    allowed=f"a setting of the {spec.backend} backend (see `kappa schema`), or a "
+                    "name listed under labels",
+                    fix=(f"{close} " if close else "")
+                    + f"If it only names cells, add it to labels: [{axis}]",
+                )
+            )
+    for index, label in enumerate(spec.labels):
+        if label not in spec.axes:
+            problems.append(
+                spec.problem(
+                    ("labels", index),
+                    "label names no axis",
+                    found=repr(label),
+                    allowed=", ".join(spec.axes) or "(no axes)",
+                    fix=did_you_mean(label, spec.axes) or "remove it, or add the axis",
+                )
+            )
+
+
+def _check_conflicts(spec: Spec, problems: list[Problem]) -> None:
+    leaves = {axis: axis_leaf_paths(spec, axis) for axis in spec.axes}
+    names = list(spec.axes)
+    for i, first in enumerate(names):
+        for second in names[i + 1 :]:
+            clash = sorted(
+                ".".join(a) for a in leaves[first] for b in leaves[second] if overlaps(a, b)
+            )
+            if clash:
+                problems.append(
+                    spec.problem(
+                        ("axes", second),
+                        f"axes '{first}' and '{second}' both set {', '.join(clash)}",
+                        found=f"'{second}'",
+                        fix="set each setting from one axis only (bundle them as variants)",
+                    )
+                )
+
+
+def _axis_length(values: Any) -> int:
+    return len(values)
+
+
+def _check_zip(spec: Spec, problems: list[Problem]) -> None:
+    seen: dict[str, int] = {}
+    for g, group in enumerate(spec.zip):
+        lengths = {}
+        for m, axis in enumerate(group):
+            if axis not in spec.axes:
+                problems.append(
+                    spec.problem(
+                        ("zip", g, m),
+                        "zip names no axis",
+                        found=repr(axis),
+                        allowed=", ".join(spec.axes) or "(no axes)",
+                        fix=did_you_mean(axis, spec.axes),
+                    )
+                )
+                continue
+            if axis in seen:
+                problems.append(
+                    spec.problem(
+                        ("zip", g, m),
+                        f"axis already zipped in zip[{seen[axis]}]",
+                        found=repr(axis),
+                        fix="put all axes that vary together in one group",
+                    )
+                )
+            seen[axis] = g
+            lengths[axis] = _axis_length(spec.axes[axis])
+        if len(set(lengths.values())) > 1:
+            problems.append(
+                spec.problem(
+                    ("zip", g),
+                    "zipped axes must have equal lengths",
+                    found=", ".join(f"{a}: {n}" for a, n in lengths.items()),
+                    fix="give every axis in the group the same number of values",
+                )
+            )
+
+
+def _allowed_values(spec: Spec, axis: str) -> list[Any]:
+    """Variant names of a variant axis, or the values of a list axis."""
+    return list(spec.axes[axis])
+
+
+def _check_assignments(spec: Spec, problems: list[Problem]) -> None:
+    for section in ("exclude", "include"):
+        entries = getattr(spec, section)
+        for e, entry in enumerate(entries):
+            for axis, value in entry.items():
+                path = (section, e, axis)
+                if axis not in spec.axes:
+                    problems.append(
+                        spec.problem(
+                            path,
+                            f"{section} names an unknown axis",
+                            found=repr(axis),
+                            allowed=", ".join(spec.axes) or "(no axes)",
+                            fix=did_you_mean(axis, spec.axes),
+                        )
+                    )
+                    continue
+                allowed = _allowed_values(spec, axis)
+                is_variant = isinstance(spec.axes[axis], dict)
+                # An include may bring a new value to a list axis (seed 7); anything
+                # else outside the axis can match no cell.
+                if (is_variant or section == "exclude") and scalar_key(value) not in {
+                    scalar_key(a) for a in allowed
+                }:
+                    kind = "variant" if is_variant else "value"
+                    fix = (
+                        did_you_mean(str(value), [str(a) for a in allowed])
+                        if isinstance(value, str)
+                        else None
+                    )
+                    problems.append(
+                        spec.problem(
+                            path,
+                            f"not a {kind} of axis '{axis}'"
+                            + (
+                                ", so this exclusion matches no cell"
+                                if section == "exclude"
+                                else ""
+                            ),
+                            found=repr(value),
+                            allowed=_show(allowed),
+                            fix=fix,
+                        )
+                    )
+            if section == "include":
+                missing = [a for a in spec.axes if a not in entry]
+                if missing:
+                    problems.append(
+                        spec.problem(
+                            (section, e),
+                            "an include is a full assignment: every axis needs a value",
+                            found=f"missing {', '.join(missing)}",
+                            allowed=", ".join(spec.axes),
+                            fix=f"add {', '.join(missing)}",
+                        )
+                    )
+
+
+def check_references(spec: Spec, settings_model: type[BaseModel]) -> list[Problem]:
+    """Every cross-reference problem in ``spec`` given the backend's settings model."""
+    problems: list[Problem] = []
+    known = settings_paths(settings_model)
+    _check_axes(spec, known, problems)
+    _check_conflicts(spec, problems)
+    _check_zip(spec, problems)
+    _check_assignments(spec, problems)
+    return problems

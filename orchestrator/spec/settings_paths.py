@@ -1,0 +1,106 @@
+"""Dotted setting paths: which names a backend's settings model accepts, and flattening.
+
+Axes and variants may name nested settings with dots (``model.d_model``) or with nested
+mappings (``model: {d_model: 64}``); both flatten to the same leaf path.
+"""
+
+from __future__ import annotations
+
+import difflib
+import types
+import typing
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pydantic import BaseModel
+
+LeafPath = tuple[str, ...]
+
+
+def _submodels(annotation: Any) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType, typing.Annotated):
+        found: list[type[BaseModel]] = []
+        for arg in typing.get_args(annotation):
+            found += _submodels(arg)
+        return found
+    return []
+
+
+def settings_paths(model: type[BaseModel]) -> frozenset[str]:
+    """Every dotted setting name ``model`` accepts, nested models included.
+
+    >>> from pydantic import BaseModel
+    >>> class Inner(BaseModel):
+    ...     d: int = 1
+    >>> class Outer(BaseModel):
+    ...     inner: Inner = Inner()
+    ...     seed: int = 0
+    >>> sorted(settings_paths(Outer))
+    ['inner', 'inner.d', 'seed']
+    """
+    paths: set[str] = set()
+    for name, field in model.model_fields.items():
+        paths.add(name)
+        for sub in _submodels(field.annotation):
+            paths.update(f"{name}.{inner}" for inner in settings_paths(sub))
+    return frozenset(paths)
+
+
+def flatten(mapping: Mapping[str, Any], prefix: LeafPath = ()) -> dict[LeafPath, Any]:
+    """Leaf path -> value; dotted keys and nested mappings both descend.
+
+    >>> flatten({"model.d_model": 64, "warm_start": {"steps": 0}, "seed": 1})
+    {('model', 'd_model'): 64, ('warm_start', 'steps'): 0, ('seed',): 1}
+    """
+    leaves: dict[LeafPath, Any] = {}
+    for key, value in mapping.items():
+        path = prefix + tuple(str(key).split("."))
+        if isinstance(value, Mapping) and value:
+            leaves.update(flatten(value, path))
+        else:
+            leaves[path] = value
+    return leaves
+
+
+def nest(leaves: Mapping[LeafPath, Any]) -> dict[str, Any]:
+    """The nested mapping of leaf paths (inverse of :func:`flatten`)."""
+    root: dict[str, Any] = {}
+    for path, value in leaves.items():
+        node = root
+        for part in path[:-1]:
+            child = node.get(part)
+            if not isinstance(child, dict):
+                child = node[part] = {}
+            node = child
+        node[path[-1]] = value
+    return root
+
+
+def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``override`` merged in; nested mappings merge, anything else replaces.
+
+    Neither input is modified; shared sub-mappings of ``base`` are copied before merging.
+    """
+    merged = dict(base)
+    for key, value in override.items():
+        old = merged.get(key)
+        if isinstance(old, Mapping) and isinstance(value, Mapping):
+            merged[key] = deep_merge(old, value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def overlaps(a: LeafPath, b: LeafPath) -> bool:
+    """Whether one path is a prefix of (or equal to) the other."""
+    n = min(len(a), len(b))
+    return a[:n] == b[:n]
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str | None:
+    """``"did you mean 'x'?"`` for the closest known name, if any is close."""
+    close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+    return f"did you mean '{close[0]}'?" if close else None

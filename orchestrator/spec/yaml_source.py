@@ -1,0 +1,179 @@
+"""YAML text -> plain Python data, keeping every node's position for error messages.
+
+PyYAML's ``compose`` gives each node a start mark; we keep the composed tree so that any
+dotted location (``axes.kappa.k200.kl_coef``) can be turned back into ``file:line:col``.
+Two YAML 1.1 surprises are fixed on the way in: duplicate keys are errors (PyYAML keeps
+the last silently) and ``1e-3`` is a float (YAML 1.1 reads it as a string).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from orchestrator.errors import Problem, UserInputError
+
+_BaseLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+# YAML 1.2 floats: exponent without a dot (1e-3), which YAML 1.1 reads as a string.
+_FLOAT_12 = re.compile(
+    r"^[-+]?(?:[0-9][0-9_]*)?(?:\.[0-9_]*)?[eE][-+]?[0-9]+$|"
+    r"^[-+]?(?:[0-9][0-9_]*)\.[0-9_]*$|^[-+]?\.[0-9_]+$|"
+    r"^[-+]?\.(?:inf|Inf|INF)$|^\.(?:nan|NaN|NAN)$"
+)
+
+
+class _Loader(_BaseLoader):  # type: ignore[misc,valid-type]
+    """Safe loader with YAML 1.2 floats."""
+
+
+_Loader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_12, list("-+0123456789."))
+
+
+@dataclass(frozen=True)
+class Position:
+    """A 1-based line/column in a source file."""
+
+    line: int
+    column: int
+
+
+@dataclass(frozen=True)
+class SourceDocument:
+    """Parsed YAML plus the node tree, for locating any path in the original text."""
+
+    data: Any
+    root: yaml.Node | None
+    filename: str
+
+    def position(self, path: Sequence[str | int]) -> Position | None:
+        """Where ``path`` (mapping keys / sequence indices) is, or its deepest known parent.
+
+        A mapping entry is located at its key. Dotted keys (``model.d_model``) written as
+        one YAML key are matched too.
+        """
+        node = self.root
+        if node is None:
+            return None
+        best = Position(node.start_mark.line + 1, node.start_mark.column + 1)
+        parts = [str(p) for p in path]
+        i = 0
+        while i < len(parts) and node is not None:
+            if isinstance(node, yaml.MappingNode):
+                found = None
+                # Longest dotted join first: a key may itself contain dots.
+                for j in range(len(parts), i, -1):
+                    wanted = ".".join(parts[i:j])
+                    for key_node, value_node in node.value:
+                        if isinstance(key_node, yaml.ScalarNode) and key_node.value == wanted:
+                            found = (key_node, value_node, j)
+                            break
+                    if found:
+                        break
+                if found is None:
+                    return best
+                key_node, node, i = found
+                best = Position(key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+            elif isinstance(node, yaml.SequenceNode):
+                try:
+                    index = int(parts[i])
+                    node = node.value[index]
+                except (ValueError, IndexError):
+                    return best
+                best = Position(node.start_mark.line + 1, node.start_mark.column + 1)
+                i += 1
+            else:
+                return best
+        return best
+
+    def problem(
+        self,
+        path: Sequence[str | int],
+        location: str,
+        message: str,
+        found: str | None = None,
+        allowed: str | None = None,
+        fix: str | None = None,
+    ) -> Problem:
+        """A :class:`Problem` located at ``path`` in this document."""
+        pos = self.position(path)
+        return Problem(
+            location=location,
+            message=message,
+            found=found,
+            allowed=allowed,
+            fix=fix,
+            file=self.filename,
+            line=pos.line if pos else None,
+            column=pos.column if pos else None,
+        )
+
+
+def _duplicate_keys(
+    node: yaml.Node, path: tuple[str | int, ...], doc: SourceDocument, out: list[Problem]
+) -> None:
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[str, yaml.Node] = {}
+        for key_node, value_node in node.value:
+            if isinstance(key_node, yaml.ScalarNode):
+                key = key_node.value
+                if key in seen:
+                    first = seen[key].start_mark.line + 1
+                    out.append(
+                        Problem(
+                            location=".".join(str(p) for p in (*path, key)),
+                            message=f"duplicate key (first given on line {first})",
+                            found=repr(key),
+                            fix="remove one of the two entries",
+                            file=doc.filename,
+                            line=key_node.start_mark.line + 1,
+                            column=key_node.start_mark.column + 1,
+                        )
+                    )
+                seen[key] = key_node
+                _duplicate_keys(value_node, (*path, key), doc, out)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            _duplicate_keys(item, (*path, index), doc, out)
+
+
+def load_yaml(text: str, filename: str) -> SourceDocument:
+    """Parse one YAML document; syntax errors and duplicate keys raise ``UserInputError``."""
+    try:
+        loader = _Loader(text)
+        try:
+            root = loader.get_single_node()
+            data = loader.construct_document(root) if root is not None else None
+        finally:
+            loader.dispose()
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        message = " ".join(part for part in (exc.context, exc.problem) if part)
+        raise UserInputError(
+            f"{filename}: not valid YAML",
+            [
+                Problem(
+                    location="",
+                    message=message or "YAML syntax error",
+                    file=filename,
+                    line=mark.line + 1 if mark else None,
+                    column=mark.column + 1 if mark else None,
+                    fix="check indentation, colons and quotes around this position",
+                )
+            ],
+        ) from None
+    except yaml.YAMLError as exc:
+        raise UserInputError(
+            f"{filename}: not valid YAML", [Problem(location="", message=str(exc), file=filename)]
+        ) from None
+    doc = SourceDocument(data=data, root=root, filename=filename)
+    problems: list[Problem] = []
+    if root is not None:
+        _duplicate_keys(root, (), doc, problems)
+    if problems:
+        raise UserInputError(f"{filename}: duplicate keys", problems)
+    return doc
