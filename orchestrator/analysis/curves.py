@@ -1,0 +1,124 @@
+"""Per-step curves of a sweep's cells: from run folders' ``metrics.jsonl`` or MLflow history.
+
+The long form has one row per (cell, step, metric): columns ``cell_id``, ``step``,
+``metric``, ``value`` plus every ``axis.<name>`` column of the results frame, so plots
+can group and colour by any axis.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.analysis.frame import AXIS_PREFIX
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+CURVE_COLUMNS: tuple[str, ...] = ("cell_id", "step", "metric", "value")
+
+
+def read_metrics_jsonl(path: Path) -> dict[str, dict[int, float]]:
+    """``{metric: {step: value}}`` from a ``metrics.jsonl`` file.
+
+    A step logged twice (a resumed launch re-logs from its checkpoint) keeps its last
+    value; a truncated last line (a run killed mid-write) is ignored.
+    """
+    out: dict[str, dict[int, float]] = {}
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            step = int(record["step"])
+            metrics = record["metrics"]
+        except (ValueError, KeyError, TypeError):
+            continue
+        for name, value in metrics.items():
+            try:
+                out.setdefault(name, {})[step] = float(value)
+            except (TypeError, ValueError):
+                continue
+    return out
+
+
+def _matching(names: Sequence[str], patterns: Sequence[str]) -> list[str]:
+    return [n for n in names if any(fnmatch.fnmatchcase(n, p) for p in patterns)]
+
+
+def from_mlflow_name(name: str) -> str:
+    """A metric name as kappa spells it, from its MLflow spelling.
+
+    MLflow rejects ``@`` in metric names; like verl's MLflow logger, kappa logs
+    ``mean@8`` as ``mean_at_8``, and reads it back here.
+    """
+    return name.replace("_at_", "@")
+
+
+def _mlflow_history(
+    run_id: str, patterns: Sequence[str], mlflow_uri: str
+) -> dict[str, dict[int, float]]:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=mlflow_uri)
+    stored = {from_mlflow_name(n): n for n in sorted(client.get_run(run_id).data.metrics)}
+    out: dict[str, dict[int, float]] = {}
+    for name in _matching(list(stored), patterns):
+        for m in client.get_metric_history(run_id, stored[name]):
+            out.setdefault(name, {})[int(m.step)] = float(m.value)
+    return out
+
+
+def cell_curves(
+    run_dir: str | None,
+    mlflow_run_id: str | None,
+    patterns: Sequence[str],
+    mlflow_uri: str | None = None,
+) -> dict[str, dict[int, float]]:
+    """Histories of the metrics matching ``patterns`` (globs) of one cell.
+
+    The run folder's ``metrics.jsonl`` is read first; when it has none of them (a run on
+    another machine), the cell's MLflow run is asked.
+    """
+    found: dict[str, dict[int, float]] = {}
+    if run_dir:
+        found = read_metrics_jsonl(Path(run_dir) / "metrics.jsonl")
+    wanted = {m: found[m] for m in _matching(list(found), patterns)}
+    if not wanted and mlflow_run_id and mlflow_uri:
+        # An unreachable or foreign store leaves the curve missing rather than failing.
+        with contextlib.suppress(Exception):
+            wanted = _mlflow_history(mlflow_run_id, patterns, mlflow_uri)
+    return wanted
+
+
+def load_curves(
+    frame: pd.DataFrame, patterns: Sequence[str], mlflow_uri: str | None = None
+) -> pd.DataFrame:
+    """Long-form curves of the metrics matching ``patterns`` for every cell in ``frame``."""
+    import pandas as pd
+
+    axis_cols = [c for c in frame.columns if c.startswith(AXIS_PREFIX)]
+    rows: list[dict[str, Any]] = []
+    for record in frame.to_dict("records"):
+        histories = cell_curves(
+            record.get("run_dir"), record.get("mlflow_run_id"), patterns, mlflow_uri
+        )
+        for metric, points in histories.items():
+            for step in sorted(points):
+                row = {
+                    "cell_id": record["cell_id"],
+                    "step": step,
+                    "metric": metric,
+                    "value": points[step],
+                }
+                row.update({c: record[c] for c in axis_cols})
+                rows.append(row)
+    return pd.DataFrame(rows, columns=[*CURVE_COLUMNS, *axis_cols])

@@ -1,0 +1,156 @@
+"""Training dynamics prepared for plotting: one curve per cell and panel, group averages,
+and each cell's convergence step.
+
+A *panel* is a quantity over steps, named by a glob over metric names; when several
+metrics match (validation accuracy on several benchmarks) a cell's curve is their mean
+at each step. Averages over runs are computed per step over the runs that logged it,
+which is the "averaged curve" of the first paper's §3.3 — shown next to the individual
+runs, never instead of them.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.analysis.convergence import convergence_step
+from orchestrator.analysis.frame import AXIS_PREFIX
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+ACCURACY_PANEL = "Validation accuracy"
+
+# Panel title -> metric glob (verl's names; see docs/internals.md "Metric names").
+PANELS: dict[str, str] = {
+    ACCURACY_PANEL: "val-core/*/acc/mean@1",
+    "Entropy": "actor/entropy",
+    "Clip fraction": "actor/pg_clipfrac",
+    "κ_eff": "actor/kappa_eff",
+}
+
+# A colour-blind-safe qualitative palette (Okabe-Ito), shared by static and interactive plots.
+PALETTE: tuple[str, ...] = (
+    "#0072B2",
+    "#E69F00",
+    "#009E73",
+    "#D55E00",
+    "#CC79A7",
+    "#56B4E9",
+    "#F0E442",
+    "#000000",
+)
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One line: steps and values, with the group it is coloured by."""
+
+    label: str
+    group: str
+    steps: tuple[float, ...]
+    values: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class Panel:
+    """A panel's individual runs, per-group averages, overall average and convergence marks."""
+
+    title: str
+    runs: tuple[Curve, ...]
+    group_means: tuple[Curve, ...]
+    overall_mean: Curve | None
+    convergence: Mapping[str, float]  # run label -> convergence step (accuracy panel only)
+
+
+def patterns(panels: Mapping[str, str] = PANELS) -> list[str]:
+    """Every metric glob the panels need (what to load with ``load_curves``)."""
+    return list(panels.values())
+
+
+def default_color_axis(curves: pd.DataFrame, seed_axis: str = "seed") -> str | None:
+    """The first axis that varies across cells, other than seeds."""
+    for column in curves.columns:
+        is_axis = column.startswith(AXIS_PREFIX) and column != AXIS_PREFIX + seed_axis
+        if is_axis and curves[column].astype(str).nunique() > 1:
+            return column[len(AXIS_PREFIX) :]
+    return None
+
+
+def group_colors(groups: Sequence[str]) -> dict[str, str]:
+    """A stable colour per group, in order of first appearance."""
+    ordered = list(dict.fromkeys(groups))
+    return {g: PALETTE[i % len(PALETTE)] for i, g in enumerate(ordered)}
+
+
+def _mean_curve(label: str, group: str, per_run: pd.DataFrame) -> Curve:
+    mean = per_run.groupby("step", sort=True)["value"].mean()
+    return Curve(label, group, tuple(float(s) for s in mean.index), tuple(float(v) for v in mean))
+
+
+def build_panels(
+    curves: pd.DataFrame,
+    color_by: str | None = None,
+    panels: Mapping[str, str] = PANELS,
+) -> list[Panel]:
+    """Panels from long-form curves (:func:`orchestrator.analysis.curves.load_curves`)."""
+    out: list[Panel] = []
+    group_col = AXIS_PREFIX + color_by if color_by else None
+    for title, glob in panels.items():
+        selected = curves[[fnmatch.fnmatchcase(m, glob) for m in curves["metric"]]]
+        if selected.empty:
+            continue
+        # Several matching metrics (benchmarks) become their mean per cell and step.
+        keys = ["cell_id", "step"]
+        per_cell = selected.groupby(keys, sort=False, as_index=False)["value"].mean()
+        group_of: dict[str, str] = {}
+        for record in selected.drop_duplicates("cell_id").to_dict("records"):
+            group_of[record["cell_id"]] = str(record[group_col]) if group_col else "all"
+        per_cell["group"] = per_cell["cell_id"].map(group_of)
+        runs = []
+        marks: dict[str, float] = {}
+        for cell_id, run in per_cell.groupby("cell_id", sort=False):
+            run = run.sort_values("step")
+            curve = Curve(
+                str(cell_id),
+                group_of[str(cell_id)],
+                tuple(float(s) for s in run["step"]),
+                tuple(float(v) for v in run["value"]),
+            )
+            runs.append(curve)
+            if title == ACCURACY_PANEL:
+                step = convergence_step(curve.steps, curve.values)
+                if step is not None:
+                    marks[curve.label] = step
+        means = tuple(
+            _mean_curve(f"mean {g}", str(g), sub)
+            for g, sub in per_cell.groupby("group", sort=False)
+        )
+        overall = _mean_curve("mean of all runs", "all", per_cell) if len(runs) > 1 else None
+        out.append(Panel(title, tuple(runs), means, overall, marks))
+    return out
+
+
+def convergence_frame(
+    curves: pd.DataFrame, frame: pd.DataFrame, glob: str = PANELS[ACCURACY_PANEL]
+) -> pd.DataFrame:
+    """Per cell: its axes, convergence step of the ``glob`` curve, and the curve's last value."""
+    import pandas as pd
+
+    panel = build_panels(curves, None, {ACCURACY_PANEL: glob})
+    by_cell: dict[str, Curve] = {c.label: c for c in panel[0].runs} if panel else {}
+    axis_cols = [c for c in frame.columns if c.startswith(AXIS_PREFIX)]
+    rows: list[dict[str, Any]] = []
+    for record in frame.to_dict("records"):
+        curve = by_cell.get(record["cell_id"])
+        row: dict[str, Any] = {"cell_id": record["cell_id"], "state": record["state"]}
+        row.update({c: record[c] for c in axis_cols})
+        row["points"] = 0 if curve is None else len(curve.steps)
+        row["convergence_step"] = (
+            None if curve is None else convergence_step(curve.steps, curve.values)
+        )
+        row["last_value"] = None if curve is None else curve.values[-1]
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -1,0 +1,129 @@
+"""The results frame: one row per cell of a sweep (seeds are an axis, so one row per seed).
+
+Columns, in this order:
+
+``sweep``, ``cell_id``, ``state``
+    identity and registry state (``succeeded``, ``failed``, ``running``, ``pending``, ...).
+``axis.<name>``
+    the cell's value on every axis of the sweep, in the order the axes first appear.
+``metric.<name>``
+    final metrics (``metric.eval/arith-val/mean@8``), ``NaN`` where a cell has none.
+``run_dir``, ``mlflow_run_id``
+    where the cell's run folder and MLflow run are (``None`` when unknown).
+
+Everything else in analysis (tables, plots, the report) consumes this frame, so it can be
+built from any source: the registry, bare run folders, or a synthetic list in a test.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+AXIS_PREFIX = "axis."
+METRIC_PREFIX = "metric."
+ID_COLUMNS: tuple[str, ...] = ("sweep", "cell_id", "state")
+LOCATION_COLUMNS: tuple[str, ...] = ("run_dir", "mlflow_run_id")
+SUCCEEDED = "succeeded"
+
+
+@dataclass(frozen=True)
+class CellResult:
+    """What analysis needs to know about one cell, whatever source it came from."""
+
+    sweep: str
+    cell_id: str
+    state: str
+    axes: Mapping[str, Any] = field(default_factory=dict)
+    final_metrics: Mapping[str, float] = field(default_factory=dict)
+    run_dir: str | None = None
+    mlflow_run_id: str | None = None
+
+
+def axis_column(name: str) -> str:
+    """The frame column of axis ``name``."""
+    return AXIS_PREFIX + name
+
+
+def metric_column(name: str) -> str:
+    """The frame column of final metric ``name``."""
+    return METRIC_PREFIX + name
+
+
+def axis_names(frame: pd.DataFrame) -> list[str]:
+    """The sweep's axes, in column order, without the ``axis.`` prefix."""
+    return [c[len(AXIS_PREFIX) :] for c in frame.columns if c.startswith(AXIS_PREFIX)]
+
+
+def metric_names(frame: pd.DataFrame) -> list[str]:
+    """The final metrics present in the frame, without the ``metric.`` prefix."""
+    return [c[len(METRIC_PREFIX) :] for c in frame.columns if c.startswith(METRIC_PREFIX)]
+
+
+def _as_float(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def frame_from_results(cells: Iterable[CellResult]) -> pd.DataFrame:
+    """Build the results frame from cell results (any order of axes and metrics)."""
+    import pandas as pd
+
+    cells = list(cells)
+    # Axes and metrics keep the order in which they first appear (the spec's and the
+    # evaluator's order), which is the order tables show them in.
+    axes: dict[str, None] = {}
+    metrics: dict[str, None] = {}
+    for cell in cells:
+        axes.update(dict.fromkeys(cell.axes))
+        metrics.update(dict.fromkeys(cell.final_metrics))
+    metric_order = list(metrics)
+    rows: list[dict[str, Any]] = []
+    for cell in cells:
+        row: dict[str, Any] = {"sweep": cell.sweep, "cell_id": cell.cell_id, "state": cell.state}
+        for name in axes:
+            row[axis_column(name)] = cell.axes.get(name)
+        for name in metric_order:
+            row[metric_column(name)] = _as_float(cell.final_metrics.get(name, math.nan))
+        row["run_dir"] = cell.run_dir
+        row["mlflow_run_id"] = cell.mlflow_run_id
+        rows.append(row)
+    columns = [
+        *ID_COLUMNS,
+        *(axis_column(a) for a in axes),
+        *(metric_column(m) for m in metric_order),
+        *LOCATION_COLUMNS,
+    ]
+    # Object dtype first, so axis values keep their Python types (bool, int, str, None)
+    # rather than being coerced to floats and NaN.
+    frame = pd.DataFrame(rows, columns=columns, dtype=object)
+    for name in metric_order:
+        frame[metric_column(name)] = frame[metric_column(name)].astype(float)
+    return frame
+
+
+def varying_axes(frame: pd.DataFrame, exclude: Sequence[str] = ()) -> list[str]:
+    """Axes that take more than one value in ``frame`` (other than those excluded)."""
+    out = []
+    for name in axis_names(frame):
+        if name in exclude:
+            continue
+        if len({hashable_value(v) for v in frame[axis_column(name)]}) > 1:
+            out.append(name)
+    return out
+
+
+def hashable_value(value: Any) -> Any:
+    """``value`` itself when hashable, else its ``repr`` (list-valued axes such as clip pairs)."""
+    try:
+        hash(value)
+    except TypeError:
+        return repr(value)
+    return value

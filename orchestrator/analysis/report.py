@@ -1,0 +1,237 @@
+"""The sweep report: one self-contained, offline HTML file (templates under ``dashboards/``).
+
+It shows the grid as a status matrix (each cell linking to its MLflow run), the ablation
+tables, the training-dynamics plots (plotly inline, plus a PNG), convergence steps, the
+plan and the spec. :func:`render_report` is pure (inputs in, HTML out);
+:func:`build_report` gathers the inputs of a stored sweep.
+"""
+
+from __future__ import annotations
+
+import base64
+import tempfile
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.analysis.frame import axis_column, axis_names, metric_names, varying_axes
+from orchestrator.analysis.status_matrix import (
+    KNOWN_STATES,
+    mlflow_run_url,
+    state_class,
+    status_matrix,
+)
+from orchestrator.analysis.tables import DeltaSpec, TableSpec, build_table, render
+from orchestrator.errors import UserInputError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "dashboards"
+TEMPLATE = "report.html.j2"
+
+
+@dataclass(frozen=True)
+class ReportInputs:
+    """Everything the report shows; ``curves`` is long form (``load_curves``), maybe empty."""
+
+    sweep: str
+    frame: pd.DataFrame
+    curves: pd.DataFrame | None = None
+    backend: str | None = None
+    spec_text: str | None = None
+    mlflow_experiment_id: str | None = None
+    mlflow_ui: str | None = None
+    tables: tuple[tuple[str, TableSpec], ...] = field(default_factory=tuple)
+    seed_axis: str = "seed"
+
+
+def default_metric_glob(metrics: list[str]) -> str | None:
+    """``eval/*/mean@K`` (else ``pass@K``) for the first K the frame has; else every metric."""
+    for family in ("mean@", "pass@"):
+        for name in metrics:
+            if name.startswith("eval/") and family in name:
+                return "eval/*/" + name.rsplit("/", 1)[-1]
+    return "*" if metrics else None
+
+
+def default_tables(frame: pd.DataFrame, seed_axis: str = "seed") -> list[tuple[str, TableSpec]]:
+    """The tables a sweep's axes suggest: the main RB table, the KL × RB crossing, or all axes."""
+    glob = default_metric_glob(metric_names(frame))
+    if glob is None:
+        return []
+    axes = axis_names(frame)
+    varying = varying_axes(frame, exclude=[seed_axis])
+    blocks = "model" if "model" in varying else None
+    placed = [a for a in varying if a != blocks]
+    common: dict[str, Any] = {"metrics": glob, "blocks": blocks, "seed_axis": seed_axis}
+    specs: list[tuple[str, TableSpec]] = []
+    if "reward_budget" in varying:
+        values = [str(v).lower() for v in frame[axis_column("reward_budget")]]
+        base = "false" if "false" in values else values[0]
+        rows = tuple(a for a in placed if a != "reward_budget") or (
+            ("baseline",) if "baseline" in axes else ()
+        )
+        if rows:
+            specs.append(
+                (
+                    "Main table (signed deltas vs each baseline)",
+                    TableSpec(
+                        rows=rows, delta=DeltaSpec(axis="reward_budget", base=base), **common
+                    ),
+                )
+            )
+    if "use_kl_loss" in varying and "reward_budget" in varying:
+        others = {
+            a: str(frame[axis_column(a)].iloc[0])
+            for a in placed
+            if a not in ("use_kl_loss", "reward_budget")
+        }
+        specs.append(
+            (
+                "Crossing table (absolute scores)",
+                TableSpec(cross=("use_kl_loss", "reward_budget"), where=others, **common),
+            )
+        )
+    if not specs and placed:
+        specs.append(("Results", TableSpec(rows=tuple(placed), **common)))
+    return specs
+
+
+def _tables_html(
+    frame: pd.DataFrame, tables: tuple[tuple[str, TableSpec], ...]
+) -> list[dict[str, str]]:
+    out = []
+    for title, spec in tables:
+        try:
+            out.append(
+                {"title": title, "html": render(build_table(frame, spec), "html"), "error": ""}
+            )
+        except UserInputError as exc:
+            out.append({"title": title, "html": "", "error": exc.render()})
+    return out
+
+
+def _plots(curves: pd.DataFrame | None, seed_axis: str, sweep: str) -> tuple[str, str, str]:
+    """(plotly div, base64 PNG, convergence table HTML) — empty strings without curves."""
+    if curves is None or curves.empty:
+        return "", "", ""
+    from orchestrator.analysis import plots
+    from orchestrator.analysis.dynamics import build_panels, default_color_axis
+
+    panels = build_panels(curves, default_color_axis(curves, seed_axis))
+    if not panels:
+        return "", "", ""
+    div = plots.to_html(panels, title=f"{sweep}: training dynamics", include_plotlyjs=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        png = plots.save_png(panels, Path(tmp) / "dynamics.png")
+        png_b64 = base64.b64encode(png.read_bytes()).decode("ascii")
+    conv = [(label, step) for p in panels for label, step in p.convergence.items()]
+    conv_html = ""
+    if conv:
+        rows = "".join(
+            f"<tr><td><code>{label}</code></td><td>{step:.0f}</td></tr>" for label, step in conv
+        )
+        conv_html = f'<table class="convergence"><tr><th>cell</th><th>step</th></tr>{rows}</table>'
+    return div, png_b64, conv_html
+
+
+def _plan(spec_text: str | None) -> dict[str, Any] | None:
+    if not spec_text:
+        return None
+    try:
+        from orchestrator.grid import plan
+        from orchestrator.spec import parse_spec
+
+        p = plan(parse_spec(spec_text))
+    except Exception:  # a spec from an older kappa still shows as text and cells
+        return None
+    return {"count": p.count, "resources": p.resources.model_dump_json(), "gpu_hours": p.gpu_hours}
+
+
+def render_report(inputs: ReportInputs) -> str:
+    """The report's HTML."""
+    import jinja2
+
+    frame = inputs.frame
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATE_DIR),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    tables = inputs.tables or tuple(default_tables(frame, inputs.seed_axis))
+    plot_html, plot_png, conv_html = _plots(inputs.curves, inputs.seed_axis, inputs.sweep)
+    axes = axis_names(frame)
+    plan_cells = []
+    for r in frame.to_dict("records"):
+        run_id = r.get("mlflow_run_id")
+        href = (
+            mlflow_run_url(inputs.mlflow_ui, run_id, inputs.mlflow_experiment_id)
+            if inputs.mlflow_ui and run_id
+            else None
+        )
+        plan_cells.append(
+            {
+                "cell_id": r["cell_id"],
+                "axes": [r[axis_column(a)] for a in axes],
+                "state": r["state"],
+                "state_class": state_class(str(r["state"])),
+                "run_id": run_id or "",
+                "href": href,
+            }
+        )
+    counts = frame["state"].value_counts()
+    return env.get_template(TEMPLATE).render(
+        sweep=inputs.sweep,
+        backend=inputs.backend,
+        n_cells=len(frame),
+        generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        mlflow_ui=inputs.mlflow_ui,
+        counts=[(str(s), int(n)) for s, n in counts.items()],
+        states=KNOWN_STATES,
+        matrix=status_matrix(
+            frame, inputs.seed_axis, inputs.mlflow_ui, inputs.mlflow_experiment_id
+        ),
+        tables=_tables_html(frame, tables),
+        plot_html=plot_html,
+        plot_png=plot_png,
+        convergence_html=conv_html,
+        plan=_plan(inputs.spec_text),
+        axes=axes,
+        plan_cells=plan_cells,
+        spec_text=inputs.spec_text,
+    )
+
+
+def build_report(
+    sweep: str,
+    *,
+    registry_url: str | None = None,
+    mlflow_uri: str | None = None,
+    mlflow_ui: str | None = None,
+    tables: tuple[tuple[str, TableSpec], ...] = (),
+) -> str:
+    """The report of a stored sweep (registry, else run folders; curves from both stores)."""
+    from orchestrator import paths
+    from orchestrator.analysis.curves import load_curves
+    from orchestrator.analysis.dynamics import patterns
+    from orchestrator.analysis.registry_source import registry_sweep
+    from orchestrator.analysis.sources import results
+
+    frame = results(sweep, registry_url, mlflow_uri)
+    found = registry_sweep(sweep, paths.registry_url(registry_url))
+    info = found[0] if found else None
+    curves = load_curves(frame, patterns(), paths.mlflow_uri(mlflow_uri))
+    return render_report(
+        ReportInputs(
+            sweep=sweep,
+            frame=frame,
+            curves=curves,
+            backend=info.backend if info else None,
+            spec_text=info.spec_text if info else None,
+            mlflow_experiment_id=info.mlflow_experiment_id if info else None,
+            mlflow_ui=mlflow_ui,
+            tables=tables,
+        )
+    )

@@ -1,0 +1,136 @@
+"""Where a sweep's results come from: the registry when it knows the sweep, else run folders.
+
+Run folders (``runs_root()/<sweep>/<cell_id>/``) follow the backend file contract
+(``summary.json``, ``progress.json``, ``metrics.jsonl``). Without a registry, the cell's
+axes, state and MLflow run id are read from an optional ``cell.json`` in the folder:
+``{"axes": {name: value}, "state": str, "mlflow_run_id": str}``. Final metrics missing
+everywhere else are read from the MLflow run (its latest ``eval/*`` values; MLflow's
+``mean_at_8`` is read back as ``mean@8``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.analysis.frame import CellResult, frame_from_results
+from orchestrator.errors import Problem, UserInputError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+FINAL_METRIC_PREFIX = "eval/"
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def cell_from_run_folder(sweep: str, run_dir: Path) -> CellResult:
+    """A cell result from a run folder alone."""
+    meta = _read_json(run_dir / "cell.json") or {}
+    summary = _read_json(run_dir / "summary.json")
+    if summary is not None and summary.get("status"):
+        state = str(summary["status"])
+    elif meta.get("state"):
+        state = str(meta["state"])
+    elif (run_dir / "progress.json").exists():
+        state = "running"
+    else:
+        state = "pending"
+    final = dict((summary or {}).get("final") or {})
+    return CellResult(
+        sweep=sweep,
+        cell_id=run_dir.name,
+        state=state,
+        axes=dict(meta.get("axes") or {}),
+        final_metrics={k: float(v) for k, v in final.items()},
+        run_dir=str(run_dir),
+        mlflow_run_id=meta.get("mlflow_run_id"),
+    )
+
+
+def cells_from_run_folders(sweep: str, root: Path | None = None) -> list[CellResult]:
+    """Every cell with a run folder under ``root/<sweep>/`` (default: ``runs_root()``)."""
+    from orchestrator.paths import runs_root
+
+    base = (root or runs_root()) / sweep
+    if not base.is_dir():
+        return []
+    return [cell_from_run_folder(sweep, d) for d in sorted(base.iterdir()) if d.is_dir()]
+
+
+def _mlflow_final_metrics(run_id: str, mlflow_uri: str) -> Mapping[str, float]:
+    from mlflow.tracking import MlflowClient
+
+    from orchestrator.analysis.curves import from_mlflow_name
+
+    run = MlflowClient(tracking_uri=mlflow_uri).get_run(run_id)
+    metrics = {from_mlflow_name(k): float(v) for k, v in run.data.metrics.items()}
+    return {k: v for k, v in metrics.items() if k.startswith(FINAL_METRIC_PREFIX)}
+
+
+def _fill_missing_metrics(cells: list[CellResult], mlflow_uri: str | None) -> list[CellResult]:
+    """Final metrics a cell's source lacks: its ``summary.json``, else its MLflow run."""
+    out = []
+    for cell in cells:
+        metrics: Mapping[str, float] = cell.final_metrics
+        if not metrics and cell.run_dir:
+            summary = _read_json(Path(cell.run_dir) / "summary.json") or {}
+            final = summary.get("final") or {}
+            metrics = {k: float(v) for k, v in final.items() if isinstance(v, int | float)}
+        if not metrics and cell.mlflow_run_id and mlflow_uri:
+            try:
+                metrics = _mlflow_final_metrics(cell.mlflow_run_id, mlflow_uri)
+            except Exception:  # a run deleted from the store leaves the metrics missing
+                metrics = {}
+        if metrics is not cell.final_metrics:
+            cell = replace(cell, final_metrics=metrics)
+        out.append(cell)
+    return out
+
+
+def cells_from_registry(sweep: str, registry_url: str) -> list[CellResult] | None:
+    """The sweep's cells as the registry records them; ``None`` if the registry lacks it."""
+    from orchestrator.analysis.registry_source import registry_cells
+
+    return registry_cells(sweep, registry_url)
+
+
+def results(
+    sweep: str, registry_url: str | None = None, mlflow_uri: str | None = None
+) -> pd.DataFrame:
+    """The results frame of ``sweep`` (see :mod:`orchestrator.analysis.frame`).
+
+    Reads the registry at ``registry_url`` (default: :func:`orchestrator.paths.registry_url`);
+    when it does not know the sweep, the sweep's run folders. Final metrics a cell lacks
+    are read from its MLflow run at ``mlflow_uri`` (default: :func:`orchestrator.paths.mlflow_uri`).
+    Raises ``UserInputError`` when neither source knows the sweep.
+    """
+    from orchestrator import paths
+
+    url = paths.registry_url(registry_url)
+    cells = cells_from_registry(sweep, url)
+    if cells is None:
+        cells = cells_from_run_folders(sweep)
+    if not cells:
+        raise UserInputError(
+            f"no results for sweep '{sweep}'",
+            [
+                Problem(
+                    "sweep",
+                    "not in the registry and no run folders",
+                    found=repr(sweep),
+                    allowed=f"a sweep in {url} or a folder under {paths.runs_root()}",
+                    fix="check the name with `kappa status`, or set KAPPA_HOME / --registry",
+                )
+            ],
+        )
+    return frame_from_results(_fill_missing_metrics(cells, paths.mlflow_uri(mlflow_uri)))

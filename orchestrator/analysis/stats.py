@@ -1,0 +1,169 @@
+"""Statistics for ablation tables: seed means with t-intervals, paired bootstrap deltas.
+
+Both return an :class:`Interval`. With fewer than two observations there is no interval
+(``low``/``high`` are ``None``) and a table shows the bare estimate with its ``n``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+DEFAULT_CONFIDENCE = 0.95
+DEFAULT_RESAMPLES = 10_000
+DEFAULT_BOOTSTRAP_SEED = 0
+
+
+@dataclass(frozen=True)
+class Interval:
+    """An estimate with its confidence interval, computed from ``n`` observations."""
+
+    estimate: float
+    low: float | None
+    high: float | None
+    n: int
+
+    @property
+    def has_interval(self) -> bool:
+        """Whether a confidence interval exists (at least two observations)."""
+        return self.low is not None and self.high is not None
+
+    @property
+    def half_width(self) -> float | None:
+        """Half the interval's width (the ``±`` of a symmetric interval)."""
+        if self.low is None or self.high is None:
+            return None
+        return (self.high - self.low) / 2.0
+
+    @property
+    def excludes_zero(self) -> bool:
+        """Whether the interval lies strictly on one side of zero (a "significant" delta)."""
+        if self.low is None or self.high is None:
+            return False
+        return self.low > 0.0 or self.high < 0.0
+
+    def scaled(self, factor: float) -> Interval:
+        """The same interval in other units (e.g. ``100`` for accuracy points)."""
+        return Interval(
+            self.estimate * factor,
+            None if self.low is None else self.low * factor,
+            None if self.high is None else self.high * factor,
+            self.n,
+        )
+
+
+def _finite(values: Sequence[float] | np.ndarray) -> np.ndarray:
+    arr = np.asarray(values, dtype=float)
+    return arr[np.isfinite(arr)]
+
+
+def t_interval(
+    values: Sequence[float] | np.ndarray, confidence: float = DEFAULT_CONFIDENCE
+) -> Interval:
+    """Mean of ``values`` with a two-sided Student-t confidence interval.
+
+    Non-finite values are ignored. ``n == 1`` gives the value without an interval;
+    ``n == 0`` raises ``ValueError`` (a caller shows a missing cell instead).
+    """
+    # scipy.special is a fraction of scipy.stats' import time and has the t quantile.
+    from scipy.special import stdtrit
+
+    arr = _finite(values)
+    n = int(arr.size)
+    if n == 0:
+        raise ValueError("t_interval of no finite values")
+    mean = float(arr.mean())
+    if n < 2:
+        return Interval(mean, None, None, n)
+    sem = float(arr.std(ddof=1)) / math.sqrt(n)
+    half = float(stdtrit(n - 1, 0.5 + confidence / 2.0)) * sem
+    return Interval(mean, mean - half, mean + half, n)
+
+
+def _bootstrap_means(diffs: np.ndarray, seed: int, n_resamples: int) -> np.ndarray:
+    """Means of ``n_resamples`` resamples (with replacement) of the rows of ``diffs``.
+
+    Draws the resampled row indices, then counts how often each row was drawn, so the
+    means are one matrix product instead of a (resamples, rows, columns) gather.
+    """
+    n = diffs.shape[0]
+    idx = np.random.default_rng(seed).integers(0, n, size=(n_resamples, n))
+    flat = (idx + (np.arange(n_resamples) * n)[:, None]).ravel()
+    counts = np.bincount(flat, minlength=n_resamples * n).reshape(n_resamples, n)
+    return np.asarray(counts @ diffs / n)
+
+
+def paired_bootstrap_delta(
+    base: Sequence[float] | np.ndarray,
+    treatment: Sequence[float] | np.ndarray,
+    *,
+    confidence: float = DEFAULT_CONFIDENCE,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_BOOTSTRAP_SEED,
+) -> Interval:
+    """Mean of ``treatment - base`` over paired observations, with a percentile bootstrap CI.
+
+    ``base[i]`` and ``treatment[i]`` belong to the same pairing unit (the same seed).
+    Pairs where either side is not finite are dropped. Resampling is over pairs, so the
+    interval reflects seed-to-seed variation of the *difference*; it is deterministic for
+    a given ``seed``.
+    """
+    b = np.asarray(base, dtype=float)
+    t = np.asarray(treatment, dtype=float)
+    if b.shape != t.shape or b.ndim != 1:
+        raise ValueError(
+            f"paired samples must be 1-d and of equal length, got {b.shape} and {t.shape}"
+        )
+    keep = np.isfinite(b) & np.isfinite(t)
+    diffs = t[keep] - b[keep]
+    n = int(diffs.size)
+    if n == 0:
+        raise ValueError("paired_bootstrap_delta of no complete pairs")
+    mean = float(diffs.mean())
+    if n < 2:
+        return Interval(mean, None, None, n)
+    boot = _bootstrap_means(diffs[:, None], seed, n_resamples)[:, 0]
+    alpha = (1.0 - confidence) / 2.0
+    low, high = np.quantile(boot, [alpha, 1.0 - alpha])
+    return Interval(mean, float(low), float(high), n)
+
+
+def paired_bootstrap_columns(
+    base: np.ndarray,
+    treatment: np.ndarray,
+    *,
+    confidence: float = DEFAULT_CONFIDENCE,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_BOOTSTRAP_SEED,
+) -> list[Interval | None]:
+    """:func:`paired_bootstrap_delta` for every column of ``(pairs, columns)`` arrays at once.
+
+    Columns share one draw of resampled pairs, so each column's result equals the
+    single-column call with the same ``seed``; a column with incomplete pairs falls back
+    to that call. ``None`` for a column without a complete pair.
+    """
+    b = np.asarray(base, dtype=float)
+    t = np.asarray(treatment, dtype=float)
+    if b.shape != t.shape or b.ndim != 2:
+        raise ValueError(f"expected two (pairs, columns) arrays, got {b.shape} and {t.shape}")
+    complete = np.isfinite(b) & np.isfinite(t)
+    full = complete.all(axis=0)
+    out: list[Interval | None] = [None] * b.shape[1]
+    n = b.shape[0]
+    if full.any() and n >= 2:
+        diffs = t[:, full] - b[:, full]
+        boot = _bootstrap_means(diffs, seed, n_resamples)  # (resamples, full columns)
+        alpha = (1.0 - confidence) / 2.0
+        lows, highs = np.quantile(boot, [alpha, 1.0 - alpha], axis=0)
+        means = diffs.mean(axis=0)
+        for k, col in enumerate(np.flatnonzero(full).tolist()):
+            out[col] = Interval(float(means[k]), float(lows[k]), float(highs[k]), n)
+    for j in range(b.shape[1]):
+        if out[j] is None and complete[:, j].any():
+            out[j] = paired_bootstrap_delta(
+                b[:, j], t[:, j], confidence=confidence, n_resamples=n_resamples, seed=seed
+            )
+    return out

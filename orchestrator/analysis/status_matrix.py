@@ -1,0 +1,100 @@
+"""The sweep's grid as a matrix of cells coloured by state, each linking to its MLflow run.
+
+Columns are the values of one axis (the seed axis when it varies, else the last varying
+axis); rows are the combinations of the other varying axes, in order of appearance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.analysis.frame import axis_column, varying_axes
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+KNOWN_STATES: tuple[str, ...] = ("succeeded", "failed", "cancelled", "running", "queued", "pending")
+DEFAULT_MLFLOW_UI = "http://127.0.0.1:5000"
+
+
+def mlflow_run_url(ui: str, run_id: str, experiment_id: str | None = None) -> str:
+    """The MLflow UI page of a run (the direct route when the experiment is unknown)."""
+    base = ui.rstrip("/")
+    if experiment_id:
+        return f"{base}/#/experiments/{experiment_id}/runs/{run_id}"
+    return f"{base}/#/runs/{run_id}"
+
+
+def state_class(state: str) -> str:
+    """The CSS class suffix for a state (unknown states share one colour)."""
+    return state if state in KNOWN_STATES else "unknown"
+
+
+@dataclass(frozen=True)
+class MatrixCell:
+    """One cell of the grid as the report shows it."""
+
+    text: str
+    state: str
+    state_class: str
+    title: str
+    href: str | None
+
+
+@dataclass(frozen=True)
+class MatrixRow:
+    """Labels (one per row axis) and a cell (or ``None``: not in the grid) per column."""
+
+    labels: tuple[str, ...]
+    cells: tuple[MatrixCell | None, ...]
+
+
+@dataclass(frozen=True)
+class StatusMatrix:
+    """Row headers, column headers and rows."""
+
+    row_headers: tuple[str, ...]
+    columns: tuple[str, ...]
+    rows: tuple[MatrixRow, ...]
+
+
+def _cell(
+    record: dict[str, Any], axes: list[str], ui: str | None, experiment_id: str | None
+) -> MatrixCell:
+    state = str(record["state"])
+    run_id = record.get("mlflow_run_id")
+    href = mlflow_run_url(ui, run_id, experiment_id) if ui and run_id else None
+    title = f"{record['cell_id']} · " + ", ".join(f"{a}={record[axis_column(a)]}" for a in axes)
+    cell_id = str(record["cell_id"])
+    text = cell_id if len(cell_id) <= 16 else cell_id[:10]  # content hashes: a short prefix
+    return MatrixCell(text, state, state_class(state), title, href)
+
+
+def status_matrix(
+    frame: pd.DataFrame,
+    seed_axis: str = "seed",
+    mlflow_ui: str | None = DEFAULT_MLFLOW_UI,
+    experiment_id: str | None = None,
+) -> StatusMatrix:
+    """The grid of ``frame`` as a :class:`StatusMatrix`."""
+    varying = varying_axes(frame)
+    if seed_axis in varying:
+        col_axis: str | None = seed_axis
+    else:
+        col_axis = varying[-1] if varying else None
+    row_axes = [a for a in varying if a != col_axis]
+    records = frame.to_dict("records")
+    columns = (
+        list(dict.fromkeys(str(r[axis_column(col_axis)]) for r in records)) if col_axis else [""]
+    )
+    grid: dict[tuple[str, ...], dict[str, MatrixCell]] = {}
+    for record in records:
+        key = tuple(str(record[axis_column(a)]) for a in row_axes)
+        col = str(record[axis_column(col_axis)]) if col_axis else ""
+        grid.setdefault(key, {})[col] = _cell(record, varying, mlflow_ui, experiment_id)
+    rows = tuple(
+        MatrixRow(key, tuple(cells.get(c) for c in columns)) for key, cells in grid.items()
+    )
+    col_label = f"{col_axis}=" if col_axis else ""
+    return StatusMatrix(tuple(row_axes), tuple(f"{col_label}{c}" for c in columns), rows)

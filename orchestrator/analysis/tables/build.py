@@ -1,0 +1,334 @@
+"""Build an ablation table (:class:`Table`) from a results frame and a :class:`TableSpec`.
+
+Every cell of the frame that matches ``where`` lands in exactly one row; cells that did
+not succeed are never dropped silently: a row without usable runs shows ``—`` with the
+states of its cells, and the ``n`` column says how many seeds each number rests on.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from orchestrator.analysis.frame import (
+    SUCCEEDED,
+    axis_column,
+    axis_names,
+    hashable_value,
+    metric_names,
+    varying_axes,
+)
+from orchestrator.analysis.stats import paired_bootstrap_columns, t_interval
+from orchestrator.analysis.tables.labels import (
+    delta_label,
+    display_axis,
+    display_value,
+    match_metrics,
+    value_matches,
+)
+from orchestrator.analysis.tables.model import Label, Table, TableBlock, TableCell, TableRow
+from orchestrator.analysis.tables.spec import TableSpec
+from orchestrator.errors import Problem, UserInputError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+AVERAGE = "Average"
+NO_CELLS = "not run"
+
+
+@dataclass(frozen=True)
+class _Group:
+    """The runs behind one row: per-seed values of every column, and the other cells' states."""
+
+    n_total: int
+    seeds: tuple[Hashable, ...]
+    values: np.ndarray  # (succeeded runs, columns)
+    other_states: Counter[str]
+
+    def state_text(self) -> str:
+        if self.n_total == 0:
+            return NO_CELLS
+        if not self.other_states:
+            return "no metric"
+        parts = [s if c == 1 else f"{s}×{c}" for s, c in sorted(self.other_states.items())]
+        return ", ".join(parts)
+
+    def n_text(self) -> str:
+        ok = len(self.seeds)
+        return str(ok) if ok == self.n_total else f"{ok}/{self.n_total}"
+
+
+_EMPTY = _Group(0, (), np.zeros((0, 0)), Counter())
+
+
+def _validate(frame: pd.DataFrame, spec: TableSpec) -> list[tuple[str, str]]:
+    problems: list[Problem] = []
+    axes = axis_names(frame)
+    known = ", ".join(axes) or "(none)"
+    named: list[tuple[str, str]] = [
+        (f"--rows {a}", a) for a in (spec.rows if spec.cross is None else ())
+    ]
+    named += [(f"--cross {a}", a) for a in spec.cross or ()]
+    if spec.delta is not None:
+        named.append(("--delta", spec.delta.axis))
+    if spec.blocks is not None:
+        named.append(("--blocks", spec.blocks))
+    named += [(f"--where {a}", a) for a in spec.where]
+    for location, name in named:
+        if name not in axes:
+            problems.append(
+                Problem(location, "no such axis in this sweep", found=repr(name), allowed=known)
+            )
+    metrics = match_metrics(spec.metric_globs, metric_names(frame))
+    if not metrics:
+        problems.append(
+            Problem(
+                "--metrics",
+                "no final metric matches",
+                found=spec.metrics,
+                allowed=", ".join(metric_names(frame)) or "(no final metrics yet)",
+                fix="use a glob such as 'eval/*/mean@8'",
+            )
+        )
+    if spec.delta is not None and spec.delta.axis in axes:
+        column = frame[axis_column(spec.delta.axis)]
+        if not any(value_matches(v, spec.delta.base) for v in column):
+            values = sorted({str(v) for v in column})
+            problems.append(
+                Problem(
+                    "--delta",
+                    f"axis '{spec.delta.axis}' never takes this value",
+                    found=spec.delta.base,
+                    allowed=", ".join(values),
+                )
+            )
+    if problems:
+        raise UserInputError("cannot build the table", problems)
+    return metrics
+
+
+def _filter(frame: pd.DataFrame, spec: TableSpec) -> pd.DataFrame:
+    for name, text in spec.where.items():
+        column = frame[axis_column(name)]
+        frame = frame[[value_matches(v, text) for v in column]]
+    return frame
+
+
+def _check_unplaced(frame: pd.DataFrame, spec: TableSpec) -> None:
+    placed = {*spec.label_axes, spec.seed_axis}
+    if spec.delta is not None:
+        placed.add(spec.delta.axis)
+    if spec.blocks is not None:
+        placed.add(spec.blocks)
+    loose = varying_axes(frame, exclude=sorted(placed))
+    if loose:
+        raise UserInputError(
+            "the table would mix cells that differ in other axes",
+            [
+                Problem(
+                    "--rows",
+                    f"axis '{a}' varies but is not placed in the table",
+                    found=", ".join(sorted({str(v) for v in frame[axis_column(a)]})),
+                    fix=f"add it to --rows, compare it with --delta {a}=BASE, or pick one value "
+                    f"with --where {a}=VALUE",
+                )
+                for a in loose
+            ],
+        )
+
+
+def _scale_factor(values: np.ndarray, scale: str) -> float:
+    if scale == "points":
+        return 100.0
+    if scale == "raw":
+        return 1.0
+    finite = values[np.isfinite(values)]
+    is_accuracy = finite.size > 0 and bool(np.all((finite >= 0.0) & (finite <= 1.0)))
+    return 100.0 if is_accuracy else 1.0
+
+
+def _first_seen(values: Sequence[Any]) -> list[Any]:
+    seen: dict[Any, None] = {}
+    for v in values:
+        seen.setdefault(v, None)
+    return list(seen)
+
+
+def _groups(
+    frame: pd.DataFrame, spec: TableSpec, key_axes: list[str], values: np.ndarray
+) -> dict[tuple[Any, ...], _Group]:
+    """Runs grouped by the key axes, each with per-seed values and non-success states."""
+    has_seed = spec.seed_axis in axis_names(frame)
+    # Without a seed axis every group holds one run; they pair with each other.
+    seeds_all = (
+        [hashable_value(v) for v in frame[axis_column(spec.seed_axis)]]
+        if has_seed
+        else [None] * len(frame)
+    )
+    states = list(frame["state"])
+    key_cols = [[hashable_value(v) for v in frame[axis_column(a)]] for a in key_axes]
+    members: dict[tuple[Any, ...], list[int]] = {}
+    for i in range(len(frame)):
+        members.setdefault(tuple(col[i] for col in key_cols), []).append(i)
+    out: dict[tuple[Any, ...], _Group] = {}
+    for key, idx in members.items():
+        ok = [i for i in idx if states[i] == SUCCEEDED and np.isfinite(values[i]).any()]
+        other = Counter(str(states[i]) for i in idx if states[i] != SUCCEEDED)
+        out[key] = _Group(len(idx), tuple(seeds_all[i] for i in ok), values[ok], other)
+    return out
+
+
+def _absolute_cells(group: _Group, spec: TableSpec, n_cols: int) -> tuple[TableCell, ...]:
+    cells = []
+    for j in range(n_cols):
+        column = group.values[:, j] if group.values.size else np.zeros(0)
+        if not np.isfinite(column).any():
+            cells.append(TableCell(None, "absolute", missing=group.state_text()))
+        else:
+            cells.append(TableCell(t_interval(column, spec.confidence), "absolute"))
+    return tuple(cells)
+
+
+def _delta_cells(
+    base: _Group, treat: _Group, spec: TableSpec, n_cols: int
+) -> tuple[tuple[TableCell, ...], int]:
+    common = [s for s in treat.seeds if s in set(base.seeds)]
+    if not common:
+        reason = treat.state_text() if not treat.seeds else "no base run"
+        return tuple(TableCell(None, "delta", missing=reason) for _ in range(n_cols)), 0
+    b_rows = [base.seeds.index(s) for s in common]
+    t_rows = [treat.seeds.index(s) for s in common]
+    intervals = paired_bootstrap_columns(
+        base.values[b_rows],
+        treat.values[t_rows],
+        confidence=spec.confidence,
+        n_resamples=spec.n_resamples,
+        seed=spec.bootstrap_seed,
+    )
+    cells = [
+        TableCell(None, "delta", missing="no metric") if iv is None else TableCell(iv, "delta")
+        for iv in intervals
+    ]
+    return tuple(cells), len(common)
+
+
+def _embolden(rows: list[TableRow], spec: TableSpec, digits: int) -> list[TableRow]:
+    """Bold the best value per column, separately among absolute rows and among delta rows."""
+    sign = 1.0 if spec.higher_is_better else -1.0
+    cells = [list(r.cells) for r in rows]
+    n_cols = len(rows[0].cells) if rows else 0
+    for kind in ("absolute", "delta"):
+        members = [i for i, r in enumerate(rows) if r.kind == kind]
+        for j in range(n_cols):
+            scored = [
+                (i, round(sign * iv.estimate, digits))
+                for i in members
+                if (iv := rows[i].cells[j].interval) is not None
+            ]
+            if len(scored) < 2:
+                continue
+            best = max(s for _, s in scored)
+            for i, s in scored:
+                if s == best:
+                    cells[i][j] = replace(cells[i][j], bold=True)
+    return [replace(r, cells=tuple(c)) for r, c in zip(rows, cells, strict=True)]
+
+
+def _notes(spec: TableSpec, factor: float, has_delta: bool) -> tuple[str, ...]:
+    pct = round(spec.confidence * 100)
+    notes = []
+    if factor == 100.0:
+        notes.append("Scores in points (accuracy × 100).")
+    if spec.show_ci:
+        notes.append(
+            f"n = seeds each number rests on (succeeded/total); mean over seeds ± {pct}% "
+            "CI (Student t) when n ≥ 2."
+        )
+    else:
+        notes.append("n = seeds each number rests on (succeeded/total); mean over seeds.")
+    if has_delta:
+        interval = "[low, high] = " if spec.show_ci else ""
+        notes.append(
+            f"Delta rows: signed change vs the row's own base, paired by seed; {interval}"
+            f"{pct}% paired bootstrap CI over seeds ({spec.n_resamples} resamples, seed "
+            f"{spec.bootstrap_seed}); † = CI excludes 0."
+        )
+    notes.append(
+        "Bold: best per column within each block (absolute and delta rows separately). "
+        "— = no usable run (cell states in parentheses)."
+    )
+    return tuple(notes)
+
+
+def build_table(frame: pd.DataFrame, spec: TableSpec) -> Table:
+    """The table ``spec`` describes over the results frame ``frame``."""
+    metrics = _validate(frame, spec)
+    frame = _filter(frame, spec).reset_index(drop=True)
+    _check_unplaced(frame, spec)
+    raw = frame[[f"metric.{m}" for m, _ in metrics]].to_numpy(dtype=float)
+    factor = _scale_factor(raw, spec.scale)
+    values = raw * factor
+    headers = [h for _, h in metrics]
+    if spec.average:
+        with np.errstate(invalid="ignore"):
+            values = np.column_stack([values, values.mean(axis=1)])
+        headers.append(AVERAGE)
+    n_cols = len(headers)
+    label_axes = list(spec.label_axes)
+    delta_axis = spec.delta.axis if spec.delta is not None else None
+    key_axes = (
+        ([spec.blocks] if spec.blocks else []) + label_axes + ([delta_axis] if delta_axis else [])
+    )
+    groups = _groups(frame, spec, key_axes, values)
+    # Layout in order of first appearance: block -> row label -> delta-axis values.
+    layout: dict[Any, dict[tuple[Any, ...], list[Any]]] = {}
+    for key in groups:
+        block = key[0] if spec.blocks else None
+        rest = key[1:] if spec.blocks else key
+        label_key = rest[: len(label_axes)]
+        extra = rest[len(label_axes) :]
+        layout.setdefault(block, {}).setdefault(label_key, []).extend(extra)
+    blocks = []
+    for block, by_label in layout.items():
+        prefix: tuple[Any, ...] = () if block is None else (block,)
+        rows: list[TableRow] = []
+        for label_key, delta_values in by_label.items():
+            labels: tuple[Label, ...] = tuple(
+                v if isinstance(v, bool) else display_value(v) for v in label_key
+            )
+            if delta_axis is None or spec.delta is None:
+                group = groups[(*prefix, *label_key)]
+                rows.append(
+                    TableRow(
+                        labels, "absolute", group.n_text(), _absolute_cells(group, spec, n_cols)
+                    )
+                )
+                continue
+            base_values = [v for v in delta_values if value_matches(v, spec.delta.base)]
+            treatments = [v for v in delta_values if not value_matches(v, spec.delta.base)]
+            base = groups[(*prefix, *label_key, base_values[0])] if base_values else _EMPTY
+            rows.append(
+                TableRow(labels, "absolute", base.n_text(), _absolute_cells(base, spec, n_cols))
+            )
+            for value in treatments:
+                cells, pairs = _delta_cells(
+                    base, groups[(*prefix, *label_key, value)], spec, n_cols
+                )
+                label = delta_label(delta_axis, value, only_treatment=len(treatments) == 1)
+                blank: tuple[Label, ...] = ("",) * (len(label_axes) - 1)
+                rows.append(TableRow((label, *blank), "delta", str(pairs), cells))
+        title = None if block is None else display_value(block)
+        blocks.append(TableBlock(title, tuple(_embolden(rows, spec, spec.digits))))
+    return Table(
+        label_headers=tuple(display_axis(a) for a in label_axes),
+        columns=tuple(headers),
+        blocks=tuple(blocks),
+        notes=_notes(spec, factor, delta_axis is not None),
+        digits=spec.digits,
+        show_ci=spec.show_ci,
+    )

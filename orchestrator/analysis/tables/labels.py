@@ -1,0 +1,93 @@
+"""Names as the papers print them, metric globs, and matching CLI values to axis values."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+
+# Baseline values as Table 2 prints them; other values are shown as they are.
+VALUE_DISPLAY: dict[str, str] = {
+    "grpo": "GRPO",
+    "drgrpo": "DrGRPO",
+    "gspo": "GSPO",
+    "dapo": "DAPO",
+    "clip_cov": "ClipCov",
+    "kl_cov": "KLCov",
+    "reward_budget": "RB",
+}
+
+# Axis names as column headers / delta-row labels.
+AXIS_DISPLAY: dict[str, str] = {
+    "baseline": "Method",
+    "reward_budget": "RB",
+    "use_kl_loss": "KL",
+    "model": "Model",
+}
+
+
+def display_value(value: Any) -> str:
+    """How an axis value is printed in a row label."""
+    if isinstance(value, str):
+        return VALUE_DISPLAY.get(value, value)
+    return str(value)
+
+
+def display_axis(name: str) -> str:
+    """How an axis name is printed as a header."""
+    return AXIS_DISPLAY.get(name, name)
+
+
+def delta_label(axis: str, value: Any, only_treatment: bool) -> str:
+    """``+ RB`` for the single ``True`` treatment of a boolean axis, else ``+ RB=value``."""
+    short = display_axis(axis)
+    if only_treatment and value is True:
+        return f"+ {short}"
+    return f"+ {short}={display_value(value)}"
+
+
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """A regex for a metric glob whose ``*`` parts are captured (``*`` spans ``/`` too)."""
+    parts = [re.escape(p) for p in pattern.split("*")]
+    return re.compile("^" + "(.+?)".join(parts) + "$")
+
+
+def match_metrics(globs: Sequence[str], available: Sequence[str]) -> list[tuple[str, str]]:
+    """``(metric, header)`` pairs for every available metric matching any glob, in order.
+
+    The header is what the wildcards matched (``amc23`` for ``eval/*/mean@8``), or the full
+    name when a glob has no wildcard or two metrics would get the same header.
+    """
+    found: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for pattern in globs:
+        rx = glob_regex(pattern)
+        for name in available:
+            m = rx.match(name)
+            if m is None or name in seen:
+                continue
+            seen.add(name)
+            header = "/".join(m.groups()) if m.groups() else name
+            found.append((name, header))
+    headers = [h for _, h in found]
+    if len(set(headers)) != len(headers):
+        return [(name, name) for name, _ in found]
+    return found
+
+
+def parse_value(text: str) -> Any:
+    """A CLI value as YAML reads it (``false`` -> False, ``0.2`` -> 0.2, ``grpo`` -> 'grpo')."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def value_matches(value: Any, text: str) -> bool:
+    """Whether an axis value equals the CLI text ``text`` (typed or as written)."""
+    parsed = parse_value(text)
+    if isinstance(value, bool) or isinstance(parsed, bool):
+        return isinstance(value, bool) and isinstance(parsed, bool) and value == parsed
+    return bool(value == parsed) or str(value) == text

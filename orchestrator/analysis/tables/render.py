@@ -1,0 +1,225 @@
+"""Render a built :class:`Table` as markdown, LaTeX (booktabs), CSV or HTML."""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+from collections.abc import Callable
+
+from orchestrator.analysis.tables.model import Label, Table, TableCell, TableRow
+from orchestrator.errors import unknown_name
+
+DAGGER = "†"
+MISSING = "—"
+
+
+def _num(value: float, digits: int, signed: bool) -> str:
+    if signed:
+        text = f"{value:+.{digits}f}"
+        # "-0.00" reads as a loss; a delta that rounds to zero is "+0.00".
+        return text.replace("-", "+", 1) if float(text) == 0 else text
+    return f"{value:.{digits}f}"
+
+
+def cell_text(cell: TableCell, digits: int, show_ci: bool, pm: str = "±") -> str:
+    """A cell as plain text: ``59.87 ± 1.20``, ``+6.66 [+2.10, +9.00]†`` or ``— (failed)``."""
+    if cell.interval is None:
+        return f"{MISSING} ({cell.missing})" if cell.missing else MISSING
+    iv = cell.interval
+    if cell.kind == "absolute":
+        text = _num(iv.estimate, digits, signed=False)
+        if show_ci and iv.half_width is not None:
+            text += f" {pm} {_num(iv.half_width, digits, signed=False)}"
+        return text
+    text = _num(iv.estimate, digits, signed=True)
+    if show_ci and iv.low is not None and iv.high is not None:
+        text += f" [{_num(iv.low, digits, True)}, {_num(iv.high, digits, True)}]"
+    return text + (DAGGER if cell.significant else "")
+
+
+def _label_text(label: Label, yes: str, no: str) -> str:
+    if isinstance(label, bool):
+        return yes if label else no
+    return label
+
+
+# --- markdown ---------------------------------------------------------------------------
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def to_markdown(table: Table) -> str:
+    """GitHub-flavoured markdown, one header row, block titles as bold rows."""
+    header = [*table.label_headers, "n", *table.columns]
+    lines = [
+        "| " + " | ".join(_md_escape(h) for h in header) + " |",
+        "| "
+        + " | ".join(
+            ["---"] * len(table.label_headers) + ["---:"] * (len(header) - len(table.label_headers))
+        )
+        + " |",
+    ]
+    for block in table.blocks:
+        if block.title is not None:
+            lines.append(
+                "| "
+                + " | ".join([f"**{_md_escape(block.title)}**"] + [""] * (len(header) - 1))
+                + " |"
+            )
+        for row in block.rows:
+            labels = [_md_escape(_label_text(x, "✓", "✗")) for x in row.labels]
+            cells = []
+            for cell in row.cells:
+                text = _md_escape(cell_text(cell, table.digits, table.show_ci))
+                cells.append(f"**{text}**" if cell.bold else text)
+            lines.append("| " + " | ".join([*labels, row.n, *cells]) + " |")
+    lines.append("")
+    lines += [f"{note}  " for note in table.notes]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+# --- LaTeX ------------------------------------------------------------------------------
+
+_LATEX_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+}
+
+
+def _tex(text: str) -> str:
+    text = "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text)
+    return (
+        text.replace("±", r"$\pm$")
+        .replace(DAGGER, r"$^\dagger$")
+        .replace(MISSING, "---")
+        .replace("×", r"$\times$")
+        .replace("≥", r"$\geq$")
+    )
+
+
+def to_latex(table: Table) -> str:
+    """A booktabs ``tabular`` (needs ``\\usepackage{booktabs}`` and ``amssymb`` for ✓)."""
+    n_cols = len(table.label_headers) + 1 + len(table.columns)
+    spec = "l" * len(table.label_headers) + "r" + "r" * len(table.columns)
+    header = [*(_tex(h) for h in table.label_headers), "$n$", *(_tex(c) for c in table.columns)]
+    out = [rf"\begin{{tabular}}{{{spec}}}", r"\toprule", " & ".join(header) + r" \\", r"\midrule"]
+    for b, block in enumerate(table.blocks):
+        if block.title is not None:
+            if b:
+                out.append(r"\midrule")
+            out.append(rf"\multicolumn{{{n_cols}}}{{l}}{{\textit{{{_tex(block.title)}}}}} \\")
+        for row in block.rows:
+            out.append(_latex_row(row, table) + r" \\")
+    out.append(r"\bottomrule")
+    out += [rf"\multicolumn{{{n_cols}}}{{l}}{{\footnotesize {_tex(n)}}} \\" for n in table.notes]
+    out.append(r"\end{tabular}")
+    return "\n".join(out) + "\n"
+
+
+def _latex_row(row: TableRow, table: Table) -> str:
+    labels = [
+        _tex(_label_text(x, "\0yes", "\0no"))
+        .replace("\0yes", r"$\checkmark$")
+        .replace("\0no", r"$\times$")
+        for x in row.labels
+    ]
+    cells = []
+    for cell in row.cells:
+        text = _tex(cell_text(cell, table.digits, table.show_ci))
+        cells.append(rf"\textbf{{{text}}}" if cell.bold else text)
+    return " & ".join([*labels, row.n, *cells])
+
+
+# --- CSV --------------------------------------------------------------------------------
+
+
+def to_csv(table: Table) -> str:
+    """Machine-readable: per column the estimate, CI bounds and (for deltas) significance."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    head = ["block", *table.label_headers, "kind", "n"]
+    for c in table.columns:
+        head += [c, f"{c} low", f"{c} high", f"{c} significant"]
+    writer.writerow(head)
+    for block in table.blocks:
+        for row in block.rows:
+            line: list[object] = [
+                block.title or "",
+                *(_label_text(x, "true", "false") for x in row.labels),
+                row.kind,
+                row.n,
+            ]
+            for cell in row.cells:
+                iv = cell.interval
+                if iv is None:
+                    line += [f"{MISSING} ({cell.missing})" if cell.missing else MISSING, "", "", ""]
+                else:
+                    line += [
+                        repr(iv.estimate),
+                        "" if iv.low is None else repr(iv.low),
+                        "" if iv.high is None else repr(iv.high),
+                        str(cell.significant).lower() if cell.kind == "delta" else "",
+                    ]
+            writer.writerow(line)
+    return buf.getvalue()
+
+
+# --- HTML -------------------------------------------------------------------------------
+
+
+def to_html(table: Table) -> str:
+    """An HTML ``<table class="kappa-table">`` fragment with its notes (no external assets)."""
+    e = html.escape
+    ncols = len(table.label_headers) + 1 + len(table.columns)
+    head = "".join(f"<th>{e(h)}</th>" for h in [*table.label_headers, "n", *table.columns])
+    body = []
+    for block in table.blocks:
+        if block.title is not None:
+            body.append(f'<tr class="block"><th colspan="{ncols}">{e(block.title)}</th></tr>')
+        for row in block.rows:
+            tds = [f'<td class="label">{e(_label_text(x, "✓", "✗"))}</td>' for x in row.labels]
+            tds.append(f'<td class="n">{e(row.n)}</td>')
+            for cell in row.cells:
+                classes = (
+                    ["num"]
+                    + (["missing"] if cell.interval is None else [])
+                    + (["significant"] if cell.significant else [])
+                )
+                text = e(cell_text(cell, table.digits, table.show_ci))
+                if cell.bold:
+                    text = f"<strong>{text}</strong>"
+                tds.append(f'<td class="{" ".join(classes)}">{text}</td>')
+            body.append(f'<tr class="{row.kind}">{"".join(tds)}</tr>')
+    notes = "".join(f"<li>{e(n)}</li>" for n in table.notes)
+    return (
+        f'<table class="kappa-table"><thead><tr>{head}</tr></thead>'
+        f'<tbody>{"".join(body)}</tbody></table><ul class="table-notes">{notes}</ul>\n'
+    )
+
+
+RENDERERS: dict[str, Callable[[Table], str]] = {
+    "markdown": to_markdown,
+    "latex": to_latex,
+    "csv": to_csv,
+    "html": to_html,
+}
+
+
+def render(table: Table, fmt: str = "markdown") -> str:
+    """The table in format ``fmt`` (one of :data:`RENDERERS`)."""
+    try:
+        renderer = RENDERERS[fmt]
+    except KeyError:
+        raise unknown_name("table format", fmt, RENDERERS, "--format") from None
+    return renderer(table)

@@ -1,0 +1,80 @@
+"""What table to build: a strict, frozen description that the CLI fills from its options."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Scale = Literal["auto", "points", "raw"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DeltaSpec(_Strict):
+    """``axis=base``: rows at ``base`` are absolute; every other value gets a delta row."""
+
+    axis: str
+    base: str
+
+    @classmethod
+    def parse(cls, text: str) -> DeltaSpec:
+        """From the CLI form ``reward_budget=false``."""
+        axis, sep, base = text.partition("=")
+        if not sep or not axis.strip() or not base.strip():
+            raise ValueError(f"expected AXIS=BASE_VALUE, found {text!r}")
+        return cls(axis=axis.strip(), base=base.strip())
+
+
+class TableSpec(_Strict):
+    """One ablation table over a results frame.
+
+    * ``rows``: axes whose values label the rows (``baseline``).
+    * ``delta``: the axis compared within each row and its base value; the other values
+      become signed delta rows (``+ RB``), paired across seeds.
+    * ``cross``: instead of rows/delta, every combination of these axes as an absolute row
+      (the KL ✓/✗ × RB ✓/✗ crossing table).
+    * ``blocks``: one block per value of this axis (``model``).
+    * ``metrics``: comma-separated globs over final-metric names; the ``*`` parts become
+      the column headers; an ``Average`` column is appended.
+    * ``where``: ``axis -> value`` filters applied first.
+    * ``seed_axis``: the axis whose values are replicates (mean, CI, pairing).
+    """
+
+    rows: tuple[str, ...] = ("baseline",)
+    delta: DeltaSpec | None = None
+    cross: tuple[str, ...] | None = None
+    blocks: str | None = None
+    metrics: str = "eval/*/mean@8"
+    where: dict[str, str] = Field(default_factory=dict)
+    seed_axis: str = "seed"
+    scale: Scale = "auto"
+    confidence: float = Field(0.95, gt=0.0, lt=1.0)
+    n_resamples: int = Field(10_000, ge=100)
+    bootstrap_seed: int = 0
+    show_ci: bool = True
+    average: bool = True
+    higher_is_better: bool = True
+    digits: int = Field(2, ge=0, le=6)
+
+    @model_validator(mode="after")
+    def _cross_or_rows(self) -> TableSpec:
+        if self.cross is not None and self.delta is not None:
+            raise ValueError(
+                "a crossing table shows absolute scores: use --cross or --delta, not both"
+            )
+        if self.cross is not None and not self.cross:
+            raise ValueError("--cross needs at least one axis")
+        return self
+
+    @property
+    def label_axes(self) -> tuple[str, ...]:
+        """The axes that label rows (the crossed axes for a crossing table)."""
+        return self.cross if self.cross is not None else self.rows
+
+    @property
+    def metric_globs(self) -> tuple[str, ...]:
+        """The metric globs, split on commas."""
+        return tuple(g.strip() for g in self.metrics.split(",") if g.strip())

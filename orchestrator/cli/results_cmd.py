@@ -1,0 +1,241 @@
+"""``kappa export``, ``kappa table``, ``kappa report``, ``kappa convergence``: a sweep's results."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from orchestrator.errors import Problem, UserInputError
+
+RegistryOption = Annotated[
+    str | None,
+    typer.Option(
+        "--registry",
+        metavar="URL",
+        help="Registry database URL (default: KAPPA_REGISTRY, else .kappa/registry.db).",
+    ),
+]
+MlflowOption = Annotated[
+    str | None,
+    typer.Option(
+        "--mlflow",
+        metavar="URI",
+        help="MLflow tracking URI (default: KAPPA_MLFLOW_URI, else .kappa/mlflow.db).",
+    ),
+]
+OutputOption = Annotated[
+    Path | None, typer.Option("--output", "-o", help="Write here instead of standard output.")
+]
+EXPORT_FORMATS = ("csv", "parquet", "json")
+
+
+def _emit(text: str, output: Path | None) -> None:
+    if output is None:
+        typer.echo(text, nl=not text.endswith("\n"))
+    else:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text, encoding="utf-8")
+        typer.echo(f"wrote {output}", err=True)
+
+
+def export(
+    sweep: Annotated[str, typer.Argument(help="Sweep name.")],
+    fmt: Annotated[str, typer.Option("--format", "-f", help="csv | parquet | json")] = "csv",
+    output: OutputOption = None,
+    registry: RegistryOption = None,
+    mlflow: MlflowOption = None,
+) -> None:
+    """Export the results frame: one row per cell (axis.*, metric.*, state, run)."""
+    from orchestrator.errors import unknown_name
+
+    if fmt not in EXPORT_FORMATS:
+        raise unknown_name("export format", fmt, EXPORT_FORMATS, "--format")
+    if fmt == "parquet" and output is None:
+        raise UserInputError(
+            "parquet is binary",
+            [Problem("--output", "parquet needs a file", fix="add -o results.parquet")],
+        )
+    from orchestrator.analysis.sources import results
+
+    frame = results(sweep, registry, mlflow)
+    if fmt == "parquet":
+        assert output is not None
+        output.parent.mkdir(parents=True, exist_ok=True)
+        _parquet_ready(frame).to_parquet(output, index=False)
+        typer.echo(f"wrote {output}", err=True)
+    elif fmt == "json":
+        _emit(frame.to_json(orient="records", indent=2) or "", output)
+    else:
+        _emit(frame.to_csv(index=False), output)
+
+
+def _parquet_ready(frame: Any) -> Any:
+    """Parquet needs one type per column: axis columns of mixed types become strings."""
+    frame = frame.copy()
+    for column in frame.columns:
+        if frame[column].dtype == object:
+            inferred = frame[column].infer_objects()
+            mixed = inferred.dtype == object and len({type(v) for v in inferred.dropna()}) > 1
+            frame[column] = (
+                inferred.astype(str).where(inferred.notna(), None) if mixed else inferred
+            )
+    return frame
+
+
+def _split(text: str | None) -> tuple[str, ...] | None:
+    if text is None:
+        return None
+    return tuple(p.strip() for p in text.split(",") if p.strip())
+
+
+def _table_spec(**fields: Any) -> Any:
+    from pydantic import ValidationError
+
+    from orchestrator.analysis.tables import TableSpec
+    from orchestrator.backends.validation import problems_from_validation_error
+
+    try:
+        return TableSpec(**{k: v for k, v in fields.items() if v is not None})
+    except ValidationError as exc:
+        raise UserInputError("invalid table options", problems_from_validation_error(exc)) from None
+
+
+def _parse_where(items: list[str]) -> dict[str, str]:
+    where, problems = {}, []
+    for item in items:
+        axis, sep, value = item.partition("=")
+        if not sep or not axis.strip():
+            problems.append(Problem("--where", "expected AXIS=VALUE", found=item))
+        else:
+            where[axis.strip()] = value.strip()
+    if problems:
+        raise UserInputError("invalid --where", problems)
+    return where
+
+
+def table(
+    sweep: Annotated[str, typer.Argument(help="Sweep name.")],
+    rows: Annotated[
+        str, typer.Option(help="Axes labelling the rows (comma-separated).")
+    ] = "baseline",
+    delta: Annotated[
+        str | None,
+        typer.Option(
+            help="AXIS=BASE: other values of AXIS become signed delta rows "
+            "(e.g. reward_budget=false)."
+        ),
+    ] = None,
+    cross: Annotated[
+        str | None,
+        typer.Option(
+            help="Crossing table over these axes (e.g. use_kl_loss,reward_budget), absolute scores."
+        ),
+    ] = None,
+    blocks: Annotated[
+        str | None, typer.Option(help="One block per value of this axis (e.g. model).")
+    ] = None,
+    metrics: Annotated[
+        str, typer.Option(help="Metric globs; the * parts are column headers.")
+    ] = "eval/*/mean@8",
+    where: Annotated[list[str] | None, typer.Option(help="AXIS=VALUE filter (repeatable).")] = None,
+    seed_axis: Annotated[str, typer.Option(help="Axis of replicate seeds.")] = "seed",
+    fmt: Annotated[
+        str, typer.Option("--format", "-f", help="markdown | latex | csv | html")
+    ] = "markdown",
+    scale: Annotated[str, typer.Option(help="auto (points when in [0,1]) | points | raw")] = "auto",
+    ci: Annotated[bool, typer.Option("--ci/--no-ci", help="Show confidence intervals.")] = True,
+    confidence: Annotated[float, typer.Option(help="Confidence level of the intervals.")] = 0.95,
+    resamples: Annotated[int, typer.Option(help="Bootstrap resamples for delta CIs.")] = 10_000,
+    bootstrap_seed: Annotated[int, typer.Option(help="Seed of the bootstrap (deterministic).")] = 0,
+    output: OutputOption = None,
+    registry: RegistryOption = None,
+    mlflow: MlflowOption = None,
+) -> None:
+    """Print an ablation table: rows of baselines, '+ RB' delta rows, blocks per model."""
+    from orchestrator.analysis.sources import results
+    from orchestrator.analysis.tables import DeltaSpec, build_table, render
+
+    try:
+        delta_spec = DeltaSpec.parse(delta) if delta else None
+    except ValueError as exc:
+        raise UserInputError(
+            "invalid --delta",
+            [Problem("--delta", str(exc), fix="e.g. --delta reward_budget=false")],
+        ) from None
+    spec = _table_spec(
+        rows=_split(rows),
+        delta=delta_spec,
+        cross=_split(cross),
+        blocks=blocks,
+        metrics=metrics,
+        where=_parse_where(where or []),
+        seed_axis=seed_axis,
+        scale=scale,
+        show_ci=ci,
+        confidence=confidence,
+        n_resamples=resamples,
+        bootstrap_seed=bootstrap_seed,
+    )
+    frame = results(sweep, registry, mlflow)
+    _emit(render(build_table(frame, spec), fmt), output)
+
+
+def report(
+    sweep: Annotated[str, typer.Argument(help="Sweep name.")],
+    output: OutputOption = None,
+    mlflow_ui: Annotated[
+        str, typer.Option(help="MLflow UI base URL the cells link to.")
+    ] = "http://127.0.0.1:5000",
+    registry: RegistryOption = None,
+    mlflow: MlflowOption = None,
+) -> None:
+    """Write one self-contained HTML report (grid, tables, plots, plan, spec); works offline."""
+    from orchestrator.analysis.report import build_report
+
+    html = build_report(sweep, registry_url=registry, mlflow_uri=mlflow, mlflow_ui=mlflow_ui)
+    target = output or Path(f"{sweep}-report.html")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(html, encoding="utf-8")
+    typer.echo(f"wrote {target}")
+
+
+def convergence(
+    sweep: Annotated[str, typer.Argument(help="Sweep name.")],
+    metric: Annotated[
+        str, typer.Option(help="Glob of the validation-accuracy curves.")
+    ] = "val-core/*/acc/mean@1",
+    fmt: Annotated[str, typer.Option("--format", "-f", help="markdown | csv")] = "markdown",
+    registry: RegistryOption = None,
+    mlflow: MlflowOption = None,
+) -> None:
+    """Convergence step of every cell (ALGORITHMS.md §8: degree-5 fit, 400-point grid)."""
+    from orchestrator import paths
+    from orchestrator.analysis.curves import load_curves
+    from orchestrator.analysis.dynamics import convergence_frame
+    from orchestrator.analysis.sources import results
+    from orchestrator.errors import unknown_name
+
+    if fmt not in ("markdown", "csv"):
+        raise unknown_name("format", fmt, ("markdown", "csv"), "--format")
+    frame = results(sweep, registry, mlflow)
+    curves = load_curves(frame, [metric], paths.mlflow_uri(mlflow))
+    conv = convergence_frame(curves, frame, metric)
+    conv.columns = [c.removeprefix("axis.") for c in conv.columns]
+    if fmt == "csv":
+        _emit(conv.to_csv(index=False), None)
+        return
+    conv = conv.astype(object).where(conv.notna(), "—")
+    header = "| " + " | ".join(map(str, conv.columns)) + " |"
+    lines = [header, "| " + " | ".join("---" for _ in conv.columns) + " |"]
+    lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in conv.itertuples(index=False)]
+    _emit("\n".join(lines) + "\n", None)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the result commands to the ``kappa`` app."""
+    app.command("export")(export)
+    app.command("table")(table)
+    app.command("report")(report)
+    app.command("convergence")(convergence)
