@@ -1,0 +1,79 @@
+"""``kappa db``: the registry database's schema (show its revision, check it, migrate it)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+RegistryOption = Annotated[
+    str | None,
+    typer.Option(
+        "--registry",
+        metavar="URL",
+        help="Registry database URL (default: KAPPA_REGISTRY, else .kappa/registry.db).",
+    ),
+]
+
+db_app = typer.Typer(
+    help="The registry database: show its schema revision, migrate it.",
+    no_args_is_help=True,
+)
+
+
+@db_app.command("upgrade")
+def upgrade(registry: RegistryOption = None) -> None:
+    """Migrate the registry database to this kappa's schema (creates it if empty)."""
+    from orchestrator import paths
+    from orchestrator.registry.engine import display_url, make_engine, normalize_url
+    from orchestrator.registry.schema import upgrade_schema
+
+    engine = make_engine(normalize_url(paths.registry_url(registry)))
+    try:
+        before, after = upgrade_schema(engine)
+    finally:
+        engine.dispose()
+    where = display_url(engine.url)
+    if before.current == after.current:
+        typer.echo(f"{where}: already at revision {after.current} (newest)")
+    else:
+        typer.echo(f"{where}: upgraded {before.current or '(empty)'} -> {after.current}")
+
+
+@db_app.command("current")
+def current(registry: RegistryOption = None) -> None:
+    """Show the registry's schema revision and whether it needs `kappa db upgrade`."""
+    from orchestrator import paths
+    from orchestrator.registry.engine import display_url, make_engine, normalize_url
+    from orchestrator.registry.schema import SchemaState, schema_status
+
+    engine = make_engine(normalize_url(paths.registry_url(registry)))
+    try:
+        status = schema_status(engine)
+    finally:
+        engine.dispose()
+    notes = {
+        SchemaState.EMPTY: "empty; it is initialised on first use",
+        SchemaState.CURRENT: "up to date",
+        SchemaState.OUTDATED: "older than this kappa; run `kappa db upgrade`",
+        SchemaState.NEWER: "made by a newer kappa",
+        SchemaState.FOREIGN: "not a kappa registry",
+    }
+    typer.echo(f"registry: {display_url(engine.url)}")
+    typer.echo(f"revision: {status.current or '(none)'}")
+    typer.echo(f"newest:   {status.head}")
+    typer.echo(f"status:   {status.state.value} ({notes[status.state]})")
+
+
+@db_app.command("check")
+def check(registry: RegistryOption = None) -> None:
+    """Exit 0 if kappa can use the registry (initialising an empty one), else 2 with the fix."""
+    from orchestrator.registry import Registry
+
+    with Registry.open(registry) as reg:
+        typer.echo(f"{reg.url}: ok")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``db`` command group to the ``kappa`` app."""
+    app.add_typer(db_app, name="db")

@@ -1,0 +1,85 @@
+"""Connecting to the registry database: SQLite by default, PostgreSQL by URL.
+
+SQLite is opened in WAL mode (readers never block the writer), with foreign keys on and a
+busy timeout so concurrent kappa processes wait for each other instead of failing. Every
+SQLite transaction starts with ``BEGIN IMMEDIATE``: the write lock is taken up front, so a
+read-then-write transaction can never lose a lock upgrade half-way, and DDL (migrations)
+is transactional.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
+
+from orchestrator.errors import Problem, UserInputError
+
+BUSY_TIMEOUT_MS = 30_000
+SUPPORTED = "sqlite:///PATH, postgresql+psycopg://USER@HOST:PORT/DB"
+
+
+def normalize_url(url: str) -> URL:
+    """Parse a registry URL; plain ``postgresql://``/``postgres://`` get the psycopg 3 driver."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise UserInputError(
+            "cannot parse the registry URL",
+            [Problem("registry", str(exc), found=url, allowed=SUPPORTED)],
+        ) from None
+    backend = parsed.get_backend_name()
+    if backend in ("postgresql", "postgres"):
+        if parsed.drivername in ("postgresql", "postgres"):
+            parsed = parsed.set(drivername="postgresql+psycopg")
+    elif backend != "sqlite":
+        raise UserInputError(
+            f"unsupported registry database '{backend}'",
+            [
+                Problem(
+                    "registry",
+                    "only SQLite and PostgreSQL are supported",
+                    found=display_url(parsed),
+                    allowed=SUPPORTED,
+                )
+            ],
+        )
+    return parsed
+
+
+def display_url(url: URL | str) -> str:
+    """The URL as a user would type it, with any password masked."""
+    parsed = make_url(url) if isinstance(url, str) else url
+    return parsed.render_as_string(hide_password=True)
+
+
+def make_engine(url: str | URL) -> Engine:
+    """An engine for the registry at ``url`` (the SQLite file's folder is created)."""
+    parsed = normalize_url(url) if isinstance(url, str) else url
+    if parsed.get_backend_name() != "sqlite":
+        return create_engine(parsed, pool_pre_ping=True)
+    if parsed.database and parsed.database != ":memory:":
+        Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(parsed, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Let SQLAlchemy's "begin" event below own transaction start (pysqlite's own
+        # implicit BEGIN would be deferred and skip DDL).
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA foreign_keys = ON")
+        # WAL + NORMAL: a crash loses at most the last commits, never atomicity.
+        cursor.execute("PRAGMA synchronous = NORMAL")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Any) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine

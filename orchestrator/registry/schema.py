@@ -1,0 +1,209 @@
+"""The registry schema's version: Alembic migrations shipped inside the package.
+
+Alembic is configured in code (no ``alembic.ini`` at runtime). Policy:
+
+* a brand-new, empty database is initialised to the newest revision automatically;
+* a database at an OLDER revision is refused with a :class:`UserInputError` whose fix is
+  the exact ``kappa db upgrade --registry URL`` command (kappa never migrates a user's
+  data behind their back);
+* a database at a revision this code does not know (made by a newer kappa) is refused;
+* a database that has tables but no revision stamp is not a kappa registry: refused.
+
+Concurrent first opens are safe: the check and the initialisation run in one
+transaction under a lock (SQLite's ``BEGIN IMMEDIATE``; a PostgreSQL advisory lock).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sqlalchemy import Connection, Engine, inspect, text
+from sqlalchemy.exc import DBAPIError
+
+from orchestrator.errors import Problem, UserInputError
+from orchestrator.registry.engine import display_url
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+# The newest revision, spelled out so that opening an up-to-date registry (every kappa
+# command does) needs one SELECT and no Alembic import (~1 s); a test checks it equals
+# the newest migration's id. Alembic itself is only loaded when something must change.
+HEAD_REVISION = "0002_progress_heartbeat"
+# Any constant works; it only has to be the same for every kappa process.
+_PG_LOCK_KEY = 0x6B61707061  # "kappa"
+
+
+class SchemaState(StrEnum):
+    """How a database's schema revision compares with this code's newest."""
+
+    EMPTY = "empty"
+    CURRENT = "current"
+    OUTDATED = "outdated"
+    NEWER = "newer"
+    FOREIGN = "foreign"
+
+
+@dataclass(frozen=True)
+class SchemaStatus:
+    """A database's revision (``None`` if unstamped) against the code's ``head``."""
+
+    current: str | None
+    head: str
+    state: SchemaState
+
+
+def alembic_config(connection: Connection | None = None) -> Config:
+    """An Alembic config pointing at the packaged migrations (and at ``connection``)."""
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    if connection is not None:
+        config.attributes["connection"] = connection
+    return config
+
+
+def head_revision() -> str:
+    """The newest migration revision this code ships (read from the migration files)."""
+    from alembic.script import ScriptDirectory
+
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert head is not None, "the registry ships at least one migration"
+    return head
+
+
+def known_revisions() -> list[str]:
+    """Every shipped revision, oldest first."""
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory.from_config(alembic_config())
+    return [rev.revision for rev in reversed(list(script.walk_revisions()))]
+
+
+def _status(connection: Connection) -> SchemaStatus:
+    from alembic.runtime.migration import MigrationContext
+
+    head = head_revision()
+    current = MigrationContext.configure(connection).get_current_revision()
+    if current is None:
+        tables = set(inspect(connection).get_table_names()) - {"alembic_version"}
+        return SchemaStatus(None, head, SchemaState.FOREIGN if tables else SchemaState.EMPTY)
+    if current == head:
+        return SchemaStatus(current, head, SchemaState.CURRENT)
+    state = SchemaState.OUTDATED if current in known_revisions() else SchemaState.NEWER
+    return SchemaStatus(current, head, state)
+
+
+def _lock(connection: Connection) -> None:
+    if connection.dialect.name == "postgresql":
+        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_LOCK_KEY})
+
+
+def schema_status(engine: Engine) -> SchemaStatus:
+    """Where the database's schema stands; changes nothing."""
+    with engine.connect() as connection:
+        return _status(connection)
+
+
+def upgrade_schema(engine: Engine, revision: str = "head") -> tuple[SchemaStatus, SchemaStatus]:
+    """Migrate the database to ``revision`` (newest by default) in one transaction.
+
+    Returns the status before and after. Refuses databases this code cannot migrate.
+    """
+    from alembic import command
+    from alembic.util.exc import CommandError
+
+    with engine.begin() as connection:
+        _lock(connection)
+        before = _status(connection)
+        if before.state in (SchemaState.NEWER, SchemaState.FOREIGN):
+            raise _refusal(before, display_url(engine.url))
+        try:
+            command.upgrade(alembic_config(connection), revision)
+        except CommandError as exc:
+            raise UserInputError(
+                "cannot migrate the registry",
+                [
+                    Problem(
+                        "revision",
+                        str(exc),
+                        found=revision,
+                        allowed=", ".join(["head", *known_revisions()]),
+                    )
+                ],
+            ) from None
+        after = _status(connection)
+    return before, after
+
+
+def ensure_schema(engine: Engine) -> SchemaStatus:
+    """Initialise an empty database; accept a current one; refuse anything else."""
+    if _quick_revision(engine) == HEAD_REVISION:
+        return SchemaStatus(HEAD_REVISION, HEAD_REVISION, SchemaState.CURRENT)
+    from alembic import command
+
+    with engine.begin() as connection:
+        _lock(connection)
+        status = _status(connection)
+        if status.state is SchemaState.EMPTY:
+            command.upgrade(alembic_config(connection), "head")
+            return _status(connection)
+    if status.state is not SchemaState.CURRENT:
+        raise _refusal(status, display_url(engine.url))
+    return status
+
+
+def _quick_revision(engine: Engine) -> str | None:
+    """The stamped revision by plain SQL, or ``None`` if there is no stamp (yet)."""
+    with engine.connect() as connection:
+        try:
+            value = connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
+        except DBAPIError:
+            return None
+        return None if value is None else str(value)
+
+
+def _refusal(status: SchemaStatus, url: str) -> UserInputError:
+    fix_upgrade = f"kappa db upgrade --registry '{url}'"
+    if status.state is SchemaState.OUTDATED:
+        return UserInputError(
+            "the registry database was created by an older kappa and must be migrated first",
+            [
+                Problem(
+                    "registry",
+                    "schema revision is older than this kappa's",
+                    found=f"revision {status.current} at {url}",
+                    allowed=f"revision {status.head}",
+                    fix=fix_upgrade,
+                )
+            ],
+        )
+    if status.state is SchemaState.NEWER:
+        return UserInputError(
+            "the registry database was created by a newer kappa",
+            [
+                Problem(
+                    "registry",
+                    "schema revision unknown to this kappa (newer?)",
+                    found=f"revision {status.current} at {url}",
+                    allowed=", ".join(known_revisions()),
+                    fix="upgrade kappa, or point --registry at another database",
+                )
+            ],
+        )
+    return UserInputError(
+        "the database is not a kappa registry",
+        [
+            Problem(
+                "registry",
+                "it has tables but no kappa schema revision",
+                found=url,
+                fix="point --registry (or KAPPA_REGISTRY) at another database",
+            )
+        ],
+    )

@@ -1,0 +1,98 @@
+"""The life of a cell: its states and the only transitions allowed between them.
+
+``TRANSITIONS`` is the single source of truth; :class:`~orchestrator.registry.Registry`
+refuses anything it does not list.
+
+::
+
+    pending ──► queued ──► running ──► succeeded | failed | cancelled
+       ▲          │  │                      │         │         │
+       │          │  └──► failed | cancelled (launch error / cancel before start)
+       └──────────┴───────────────────────────────────┴─────────┘  (requeue, retry, rerun)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from enum import StrEnum
+
+from orchestrator.errors import KappaError
+
+
+class CellState(StrEnum):
+    """Where a cell is in its life."""
+
+    PENDING = "pending"
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class AttemptState(StrEnum):
+    """How one launch of a cell ended (``running`` while it has not)."""
+
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+TERMINAL_STATES: frozenset[CellState] = frozenset(
+    {CellState.SUCCEEDED, CellState.FAILED, CellState.CANCELLED}
+)
+
+# Why each edge exists:
+#   pending->queued      the scheduler claims the cell
+#   pending->cancelled   cancelled before it was ever claimed
+#   queued->running      the launch started (an attempt begins)
+#   queued->pending      a scheduler restarting hands back claims it never launched
+#   queued->failed       the launch itself failed (bad executor, no such binary)
+#   queued->cancelled    cancelled after the claim, before the launch
+#   running->terminal    the attempt ended
+#   failed|cancelled->pending   resume / retry
+#   succeeded->pending   an explicit rerun
+TRANSITIONS: dict[CellState, frozenset[CellState]] = {
+    CellState.PENDING: frozenset({CellState.QUEUED, CellState.CANCELLED}),
+    CellState.QUEUED: frozenset(
+        {CellState.RUNNING, CellState.PENDING, CellState.FAILED, CellState.CANCELLED}
+    ),
+    CellState.RUNNING: frozenset(TERMINAL_STATES),
+    CellState.SUCCEEDED: frozenset({CellState.PENDING}),
+    CellState.FAILED: frozenset({CellState.PENDING}),
+    CellState.CANCELLED: frozenset({CellState.PENDING}),
+}
+
+# The attempt state an attempt closes with when its cell enters a terminal state.
+ATTEMPT_END: dict[CellState, AttemptState] = {
+    CellState.SUCCEEDED: AttemptState.SUCCEEDED,
+    CellState.FAILED: AttemptState.FAILED,
+    CellState.CANCELLED: AttemptState.CANCELLED,
+}
+
+
+class IllegalTransition(KappaError):
+    """A programming error: code asked for a state change that ``TRANSITIONS`` forbids."""
+
+
+def check_transition(
+    expected: Iterable[CellState | str], new: CellState | str
+) -> tuple[frozenset[CellState], CellState]:
+    """Normalise ``expected``/``new`` and raise :class:`IllegalTransition` unless every
+    ``expected -> new`` edge is allowed."""
+    target = CellState(new)
+    sources = frozenset(CellState(s) for s in expected)
+    if not sources:
+        raise IllegalTransition(f"transition to {target.value!r} needs at least one expected state")
+    bad = sorted(s.value for s in sources if target not in TRANSITIONS[s])
+    if bad:
+        raise IllegalTransition(
+            f"illegal transition {'|'.join(bad)} -> {target.value}; allowed from "
+            + "; ".join(
+                f"{s.value} -> {'|'.join(sorted(t.value for t in TRANSITIONS[s]))}"
+                for s in CellState
+                if s.value in bad
+            )
+        )
+    return sources, target

@@ -1,0 +1,328 @@
+"""The :class:`Registry`: sweeps, cells and attempts in one SQL database.
+
+See the package docstring (``orchestrator/registry/__init__.py``) for the contract.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, cast
+
+from sqlalchemy import CursorResult, Engine, func, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+
+from orchestrator import paths
+from orchestrator.registry.engine import display_url, make_engine, normalize_url
+from orchestrator.registry.models import CellRow, SweepRow, utcnow
+from orchestrator.registry.rows import cell_row, check_fields, jsonable, sweep_row
+from orchestrator.registry.schema import ensure_schema
+from orchestrator.registry.snapshots import AttemptRecord, CellLike, CellRecord, SweepRecord
+from orchestrator.registry.states import (
+    AttemptState,
+    CellState,
+)
+from orchestrator.registry.transitions import apply_transition
+
+CellRef = CellRecord | tuple[str, str]
+"""A cell is named by its snapshot or by ``(sweep name, cell id)``."""
+
+# Fields a caller may set without changing state.
+UPDATE_FIELDS = frozenset({"run_dir", "mlflow_run_id", "job_id", "max_retries", "last_error"})
+
+
+def spec_hash(spec_text: str) -> str:
+    """The hash stored with a sweep: SHA-256 of its spec text."""
+    return hashlib.sha256(spec_text.encode()).hexdigest()
+
+
+class Registry:
+    """The SQL run registry. Open with :meth:`open`; every method is one transaction."""
+
+    def __init__(self, engine: Engine) -> None:
+        """Wrap an engine whose schema is already current (use :meth:`open`)."""
+        self.engine = engine
+        self._sessions = sessionmaker(engine, expire_on_commit=False)
+
+    # -- lifecycle ---------------------------------------------------------------------
+    @classmethod
+    def open(cls, url: str | None = None) -> Registry:
+        """Connect to ``url`` (default: :func:`orchestrator.paths.registry_url`).
+
+        An empty database is initialised; an outdated or unknown schema raises
+        :class:`UserInputError` with the fix (``kappa db upgrade --registry URL``).
+        """
+        engine = make_engine(normalize_url(paths.registry_url(url)))
+        try:
+            ensure_schema(engine)
+        except BaseException:
+            engine.dispose()
+            raise
+        return cls(engine)
+
+    @property
+    def url(self) -> str:
+        """The database URL, password masked."""
+        return display_url(self.engine.url)
+
+    def close(self) -> None:
+        """Release every connection."""
+        self.engine.dispose()
+
+    def __enter__(self) -> Registry:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[Session]:
+        with self._sessions.begin() as session:
+            yield session
+
+    # -- sweeps ------------------------------------------------------------------------
+    def upsert_sweep(
+        self,
+        name: str,
+        *,
+        backend: str,
+        spec_text: str,
+        mlflow_experiment_id: str | None = None,
+        mlflow_parent_run_id: str | None = None,
+    ) -> SweepRecord:
+        """Create the sweep ``name`` or update it; MLflow ids are only overwritten when given."""
+        for attempt in range(2):
+            try:
+                with self._tx() as session:
+                    now = utcnow()
+                    row = session.scalar(select(SweepRow).where(SweepRow.name == name))
+                    if row is None:
+                        row = SweepRow(name=name, created_at=now)
+                        session.add(row)
+                    row.backend = backend
+                    row.spec_text = spec_text
+                    row.spec_hash = spec_hash(spec_text)
+                    row.updated_at = now
+                    if mlflow_experiment_id is not None:
+                        row.mlflow_experiment_id = mlflow_experiment_id
+                    if mlflow_parent_run_id is not None:
+                        row.mlflow_parent_run_id = mlflow_parent_run_id
+                    session.flush()
+                    return SweepRecord.of(row)
+            except IntegrityError:
+                # Another process created the same sweep between our read and insert.
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+    def find_sweep(self, name: str) -> SweepRecord | None:
+        """The sweep ``name``, or ``None``."""
+        with self._tx() as session:
+            row = session.scalar(select(SweepRow).where(SweepRow.name == name))
+            return None if row is None else SweepRecord.of(row)
+
+    def get_sweep(self, name: str) -> SweepRecord:
+        """The sweep ``name``; an unknown name is a :class:`UserInputError` listing known ones."""
+        with self._tx() as session:
+            return SweepRecord.of(sweep_row(session, name))
+
+    def list_sweeps(self) -> list[SweepRecord]:
+        """Every sweep, newest first."""
+        with self._tx() as session:
+            rows = session.scalars(select(SweepRow).order_by(SweepRow.created_at.desc()))
+            return [SweepRecord.of(row) for row in rows]
+
+    def delete_sweep(self, name: str) -> bool:
+        """Delete a sweep with its cells and attempts; ``False`` if there was none."""
+        with self._tx() as session:
+            row = session.scalar(select(SweepRow).where(SweepRow.name == name))
+            if row is None:
+                return False
+            session.delete(row)
+            return True
+
+    # -- cells -------------------------------------------------------------------------
+    def add_cells(
+        self, sweep: str, cells: Iterable[CellLike], *, max_retries: int = 0
+    ) -> list[CellRecord]:
+        """Register ``cells`` as ``pending``; cells already there are left untouched.
+
+        Returns the cells that were new. All or nothing: if any cell cannot be stored
+        (e.g. settings that are not JSON), none is.
+        """
+        with self._tx() as session:
+            # The row lock serialises concurrent add_cells on PostgreSQL (SQLite's
+            # BEGIN IMMEDIATE already does).
+            parent = sweep_row(session, sweep, lock=True)
+            existing = set(
+                session.scalars(select(CellRow.cell_id).where(CellRow.sweep_id == parent.id))
+            )
+            now = utcnow()
+            new_rows: list[CellRow] = []
+            for cell in cells:
+                if cell.cell_id in existing:
+                    continue
+                existing.add(cell.cell_id)
+                row = CellRow(
+                    sweep_id=parent.id,
+                    cell_id=cell.cell_id,
+                    index=int(cell.index),
+                    axes=jsonable(dict(cell.axes), f"cell {cell.cell_id} axes"),
+                    settings=jsonable(cell.settings, f"cell {cell.cell_id} settings"),
+                    labels=jsonable(cell.labels, f"cell {cell.cell_id} labels"),
+                    state=CellState.PENDING.value,
+                    attempts_count=0,
+                    max_retries=max_retries,
+                    created_at=now,
+                )
+                session.add(row)
+                new_rows.append(row)
+            session.flush()
+            return [CellRecord.of(row, sweep) for row in new_rows]
+
+    def cells(
+        self, sweep: str, states: Iterable[CellState | str] | None = None
+    ) -> list[CellRecord]:
+        """The sweep's cells (optionally only those in ``states``), by index."""
+        with self._tx() as session:
+            parent = sweep_row(session, sweep)
+            query = select(CellRow).where(CellRow.sweep_id == parent.id)
+            if states is not None:
+                query = query.where(CellRow.state.in_([CellState(s).value for s in states]))
+            rows = session.scalars(query.order_by(CellRow.index, CellRow.cell_id))
+            return [CellRecord.of(row, sweep) for row in rows]
+
+    def get_cell(self, sweep: str, ref: str) -> CellRecord:
+        """The cell whose id is ``ref`` or starts with it (unique prefix)."""
+        with self._tx() as session:
+            return CellRecord.of(cell_row(session, sweep, ref, prefix=True), sweep)
+
+    def attempts(self, cell: CellRef) -> list[AttemptRecord]:
+        """The cell's attempts, first first."""
+        sweep, cell_id = _key(cell)
+        with self._tx() as session:
+            row = cell_row(session, sweep, cell_id)
+            return [AttemptRecord.of(a, sweep, cell_id) for a in row.attempts]
+
+    def counts(self, sweep: str) -> dict[CellState, int]:
+        """How many of the sweep's cells are in each state (every state present)."""
+        with self._tx() as session:
+            parent = sweep_row(session, sweep)
+            rows = session.execute(
+                select(CellRow.state, func.count())
+                .where(CellRow.sweep_id == parent.id)
+                .group_by(CellRow.state)
+            ).all()
+        found = {CellState(state): int(n) for state, n in rows}
+        return {state: found.get(state, 0) for state in CellState}
+
+    # -- state changes -----------------------------------------------------------------
+    def transition(
+        self,
+        cell: CellRef,
+        expected: CellState | str | Iterable[CellState | str],
+        new: CellState | str,
+        **fields: Any,
+    ) -> bool:
+        """Compare-and-set: move the cell to ``new`` iff it is in one of ``expected``.
+
+        Returns ``False`` (and changes nothing) when the cell is in another state, e.g.
+        because another process got there first. An edge missing from
+        ``states.TRANSITIONS`` raises ``IllegalTransition``. ``fields`` (see
+        ``TRANSITION_FIELDS``) are written in the same transaction. Entering ``running``
+        opens a new attempt; entering a terminal state closes the open one.
+        """
+        return self._change(cell, expected, new, fields)[0]
+
+    def start_attempt(
+        self,
+        cell: CellRef,
+        *,
+        job_id: str | None = None,
+        log_path: str | None = None,
+        expected: Iterable[CellState | str] = (CellState.QUEUED,),
+    ) -> AttemptRecord | None:
+        """``queued -> running`` with a new attempt (numbered from 1); ``None`` if lost."""
+        return self._change(
+            cell, expected, CellState.RUNNING, {"job_id": job_id, "log_path": log_path}
+        )[1]
+
+    def finish_attempt(
+        self,
+        cell: CellRef,
+        state: CellState | str,
+        *,
+        exit_code: int | None = None,
+        last_error: str | None = None,
+        final_metrics: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """``running -> state`` (a terminal state), closing the open attempt."""
+        fields: dict[str, Any] = {"exit_code": exit_code}
+        if last_error is not None:
+            fields["last_error"] = last_error
+        if final_metrics is not None:
+            fields["final_metrics"] = final_metrics
+        return self._change(cell, (CellState.RUNNING,), state, fields)[0]
+
+    def _change(
+        self,
+        cell: CellRef,
+        expected: CellState | str | Iterable[CellState | str],
+        new: CellState | str,
+        fields: Mapping[str, Any],
+    ) -> tuple[bool, AttemptRecord | None]:
+        sweep, cell_id = _key(cell)
+        with self._tx() as session:
+            row = cell_row(session, sweep, cell_id)
+            return apply_transition(session, row, expected, new, fields)
+
+    # -- other updates -----------------------------------------------------------------
+    def update_cell(self, cell: CellRef, **fields: Any) -> None:
+        """Set fields that are not state (``UPDATE_FIELDS``), e.g. the MLflow run id."""
+        check_fields(fields, UPDATE_FIELDS, "update_cell")
+        sweep, cell_id = _key(cell)
+        with self._tx() as session:
+            row = cell_row(session, sweep, cell_id)
+            for name, value in fields.items():
+                setattr(row, name, value)
+
+    def attach_job(self, cell: CellRef, job_id: str) -> bool:
+        """Record the executor's job id on a running cell and its open attempt."""
+        sweep, cell_id = _key(cell)
+        with self._tx() as session:
+            row = cell_row(session, sweep, cell_id)
+            if row.state != CellState.RUNNING.value:
+                return False
+            row.job_id = job_id
+            for attempt in row.attempts:
+                if attempt.state == AttemptState.RUNNING.value:
+                    attempt.job_id = job_id
+            return True
+
+    def update_progress(self, cell: CellRef, step: int, total_steps: int | None = None) -> bool:
+        """Record training progress of a running cell (a heartbeat); ``False`` if not running."""
+        sweep, cell_id = _key(cell)
+        values: dict[str, Any] = {"progress_step": step, "progress_updated_at": utcnow()}
+        if total_steps is not None:
+            values["total_steps"] = total_steps
+        with self._tx() as session:
+            row = cell_row(session, sweep, cell_id)
+            result = cast(
+                CursorResult[Any],
+                session.execute(
+                    update(CellRow)
+                    .where(CellRow.id == row.id, CellRow.state == CellState.RUNNING.value)
+                    .values(**values)
+                    .execution_options(synchronize_session=False)
+                ),
+            )
+            return result.rowcount == 1
+
+
+def _key(cell: CellRef) -> tuple[str, str]:
+    if isinstance(cell, CellRecord):
+        return cell.key
+    sweep, cell_id = cell
+    return str(sweep), str(cell_id)

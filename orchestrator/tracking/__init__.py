@@ -1,0 +1,10 @@
+"""MLflow tracking: a parent run per sweep, a child run per cell (see ``tracker.py``).
+
+Importing this package does not import MLflow; the :class:`Tracker` does on first use.
+"""
+
+from orchestrator.tracking.git import git_commit
+from orchestrator.tracking.naming import cell_tags, run_name, settings_params
+from orchestrator.tracking.tracker import Tracker, absolute_uri
+
+__all__ = ["Tracker", "absolute_uri", "cell_tags", "git_commit", "run_name", "settings_params"]

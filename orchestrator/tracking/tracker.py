@@ -1,0 +1,267 @@
+"""The :class:`Tracker`: one MLflow parent run per sweep, one child run per cell.
+
+Contract (for the scheduler)
+----------------------------
+Call these only AFTER the spec and every cell validated, so a bad spec leaves nothing in
+MLflow; if a submit still fails midway, :meth:`Tracker.delete_sweep_runs` removes what
+was created.
+
+* ``ensure_experiment(name) -> experiment_id``: get or create; on the local store the
+  artifacts go under ``orchestrator.paths.mlflow_artifact_root()``.
+* ``start_sweep_run(experiment_id, sweep_name, spec_text, tags=None) -> parent_run_id``:
+  idempotent, an existing parent run of the same sweep (found by tag) is reused; the
+  spec is logged as the artifact ``spec.yaml``.
+* ``create_cell_run(parent_run_id, cell, sweep_name, git_commit=None) -> run_id``: the
+  child run, created BEFORE launch and left RUNNING; reused (and set RUNNING again) if
+  the cell already has one under this parent, so a retry logs into the same run.
+* ``env_for_run(run_id)``: the environment that makes the launched process log into
+  that run (``MLFLOW_TRACKING_URI``, ``MLFLOW_RUN_ID``).
+* ``finish_cell_run(run_id, status, artifacts)``: upload artifacts (files, or folders),
+  then end the run as FINISHED, FAILED or KILLED. ``finish_sweep_run`` ends the parent.
+
+MLflow is imported on first use only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlparse
+
+from orchestrator import paths
+from orchestrator.tracking.naming import batches, cell_tags, run_name, settings_params
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+    from mlflow.entities import Run
+
+    from orchestrator.registry.snapshots import CellLike
+
+RUN_STATUSES = ("FINISHED", "FAILED", "KILLED")
+PARENT_TAG = "mlflow.parentRunId"
+ROLE_TAG = "kappa.role"
+SWEEP_KEY_TAG = "kappa.sweep_key"
+# Set last when a child run is created: a run without it was never finished being made.
+COMPLETE_TAG = "kappa.params_complete"
+
+
+def sweep_key(sweep_name: str) -> str:
+    """A quote-free stand-in for a sweep name, safe inside an MLflow filter string."""
+    return hashlib.sha256(sweep_name.encode()).hexdigest()[:32]
+
+
+def absolute_uri(uri: str) -> str:
+    """A local store's URI with its path made absolute, so a child process started in
+    another folder writes to the same store. Server URIs are returned unchanged."""
+    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+        return "sqlite:///" + str(Path(uri.removeprefix("sqlite:///")).resolve())
+    if "://" not in uri and not uri.startswith("sqlite:"):
+        return Path(uri).resolve().as_uri()
+    return uri
+
+
+class Tracker:
+    """MLflow runs of sweeps and cells in the store at ``uri`` (see module docstring)."""
+
+    def __init__(self, uri: str | None = None, artifact_root: Path | None = None) -> None:
+        """``uri``: ``--mlflow``/``KAPPA_MLFLOW_URI``/local SQLite by default."""
+        self.uri = absolute_uri(paths.mlflow_uri(uri))
+        scheme = urlparse(self.uri).scheme
+        self.is_local = scheme in ("sqlite", "file")
+        self.artifact_root: Path | None = (
+            (artifact_root or paths.mlflow_artifact_root()).resolve() if self.is_local else None
+        )
+        self._client: MlflowClient | None = None
+
+    @property
+    def client(self) -> MlflowClient:
+        """The MLflow client (imports MLflow, creates the local store's folder)."""
+        if self._client is None:
+            from mlflow import MlflowClient
+
+            if self.uri.startswith("sqlite:///"):
+                Path(self.uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+            self._client = MlflowClient(tracking_uri=self.uri)
+        return self._client
+
+    # -- experiments and sweeps ----------------------------------------------------------
+    def ensure_experiment(self, name: str) -> str:
+        """The id of experiment ``name``, created (or restored from deleted) if needed."""
+        from mlflow.exceptions import MlflowException
+
+        existing = self.client.get_experiment_by_name(name)
+        if existing is not None:
+            if existing.lifecycle_stage == "deleted":
+                self.client.restore_experiment(existing.experiment_id)
+            return str(existing.experiment_id)
+        location = None
+        if self.artifact_root is not None:
+            slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-")[:60] or "experiment"
+            digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+            location = (self.artifact_root / f"{slug}-{digest}").as_uri()
+        try:
+            return str(self.client.create_experiment(name, artifact_location=location))
+        except MlflowException:
+            # Another process created it between our lookup and create.
+            again = self.client.get_experiment_by_name(name)
+            if again is None:
+                raise
+            return str(again.experiment_id)
+
+    def start_sweep_run(
+        self,
+        experiment_id: str,
+        sweep_name: str,
+        spec_text: str,
+        tags: Mapping[str, str] | None = None,
+    ) -> str:
+        """The sweep's parent run id: the existing one for ``sweep_name``, else a new one."""
+        all_tags = {
+            **(tags or {}),
+            "kappa.sweep": sweep_name,
+            ROLE_TAG: "sweep",
+            SWEEP_KEY_TAG: sweep_key(sweep_name),
+        }
+        found = self._search(
+            [experiment_id],
+            f"tags.`{SWEEP_KEY_TAG}` = '{sweep_key(sweep_name)}' and tags.`{ROLE_TAG}` = 'sweep'",
+        )
+        run = next(found, None)
+        if run is None:
+            run_id: str = self.client.create_run(
+                experiment_id, run_name=sweep_name, tags=all_tags
+            ).info.run_id
+        else:
+            run_id = run.info.run_id
+            for key, value in all_tags.items():
+                self.client.set_tag(run_id, key, value)
+        self.client.log_text(run_id, spec_text, "spec.yaml")
+        return run_id
+
+    def finish_sweep_run(self, parent_run_id: str, status: str = "FINISHED") -> None:
+        """End the sweep's parent run."""
+        self.client.set_terminated(parent_run_id, _check_status(status))
+
+    # -- cells ---------------------------------------------------------------------------
+    def find_cell_run(self, parent_run_id: str, cell_id: str) -> str | None:
+        """The id of the cell's child run under this parent, if one exists."""
+        parent = self.client.get_run(parent_run_id)
+        found = self._search(
+            [parent.info.experiment_id],
+            f"tags.`{PARENT_TAG}` = '{_quote_free(parent_run_id)}' "
+            f"and tags.`kappa.cell_id` = '{_quote_free(cell_id)}'",
+        )
+        run = next(found, None)
+        return None if run is None else str(run.info.run_id)
+
+    def create_cell_run(
+        self,
+        parent_run_id: str,
+        cell: CellLike,
+        sweep_name: str,
+        git_commit: str | None = None,
+    ) -> str:
+        """The cell's child run, RUNNING, with axis tags and the settings as params."""
+        existing = self.find_cell_run(parent_run_id, cell.cell_id)
+        if existing is not None:
+            run = self.client.get_run(existing)
+            if run.data.tags.get(COMPLETE_TAG) == "true":
+                if run.info.status != "RUNNING":
+                    self.client.update_run(existing, status="RUNNING")
+                return existing
+            # Left half-made by a process that died while creating it.
+            self.client.delete_run(existing)
+        from mlflow.entities import Param
+
+        experiment_id = self.client.get_run(parent_run_id).info.experiment_id
+        tags = cell_tags(
+            cell.axes,
+            cell.labels,
+            cell_id=cell.cell_id,
+            sweep_name=sweep_name,
+            git_commit=git_commit,
+        )
+        tags.update({PARENT_TAG: parent_run_id, ROLE_TAG: "cell"})
+        run_id: str = self.client.create_run(
+            experiment_id, run_name=run_name(cell.axes, cell.labels), tags=tags
+        ).info.run_id
+        try:
+            for chunk in batches(settings_params(cell.settings)):
+                self.client.log_batch(run_id, params=[Param(k, v) for k, v in chunk])
+        except BaseException:
+            # A run without its params would mislead every comparison: remove it.
+            self.client.delete_run(run_id)
+            raise
+        self.client.set_tag(run_id, COMPLETE_TAG, "true")
+        return run_id
+
+    def env_for_run(self, run_id: str) -> dict[str, str]:
+        """The environment that makes a launched process log into ``run_id``."""
+        env = {"MLFLOW_TRACKING_URI": self.uri, "MLFLOW_RUN_ID": run_id}
+        if self.uri.startswith("file:"):
+            env["MLFLOW_ALLOW_FILE_STORE"] = "true"
+        return env
+
+    def finish_cell_run(
+        self, run_id: str, status: str, artifacts: Iterable[Path] = ()
+    ) -> list[Path]:
+        """Upload ``artifacts`` that exist (folders keep their name), then end the run.
+
+        Returns the paths that were skipped because they did not exist.
+        """
+        status = _check_status(status)
+        skipped = []
+        for path in artifacts:
+            if path.is_dir():
+                self.client.log_artifacts(run_id, str(path), artifact_path=path.name)
+            elif path.is_file():
+                self.client.log_artifact(run_id, str(path))
+            else:
+                skipped.append(path)
+        self.client.set_terminated(run_id, status)
+        return skipped
+
+    # -- undo ----------------------------------------------------------------------------
+    def delete_sweep_runs(self, parent_run_id: str) -> int:
+        """Delete a sweep's parent run and all its child runs; how many runs were deleted.
+
+        For a submit that failed midway (MLflow keeps them as deleted until a GC).
+        """
+        parent = self.client.get_run(parent_run_id)
+        children = [
+            run.info.run_id
+            for run in self._search(
+                [parent.info.experiment_id],
+                f"tags.`{PARENT_TAG}` = '{_quote_free(parent_run_id)}'",
+            )
+        ]
+        for run_id in [*children, parent_run_id]:
+            self.client.delete_run(run_id)
+        return len(children) + 1
+
+    def _search(self, experiment_ids: list[str], filter_string: str) -> Iterator[Run]:
+        token: str | None = None
+        while True:
+            page = self.client.search_runs(
+                experiment_ids, filter_string=filter_string, max_results=500, page_token=token
+            )
+            yield from page
+            token = page.token
+            if not token:
+                return
+
+
+def _check_status(status: str) -> str:
+    upper = status.upper()
+    if upper not in RUN_STATUSES:
+        raise ValueError(f"run status must be one of {', '.join(RUN_STATUSES)}, not {status!r}")
+    return upper
+
+
+def _quote_free(value: str) -> str:
+    if "'" in value or "`" in value:
+        raise ValueError(f"identifier {value!r} cannot contain quotes")
+    return value

@@ -1,0 +1,52 @@
+"""Fixtures of the registry tests: one suite, run against SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kappa_pg_server import PgServer, unavailable_reason
+
+from orchestrator.registry import Registry
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """A throwaway PostgreSQL server for this test session (skips if impossible)."""
+    reason = unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    server = PgServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def registry_url(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    """A URL of an empty registry database, on each backend in turn."""
+    monkeypatch.setenv("KAPPA_HOME", str(tmp_path / "home"))
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'registry.db'}"
+        return
+    server: PgServer = request.getfixturevalue("pg_server")
+    url = server.create_database()
+    try:
+        yield url
+    finally:
+        server.drop_database(url)
+
+
+@pytest.fixture
+def registry(registry_url: str) -> Iterator[Registry]:
+    """An open registry with one sweep, ``toy``, and no cells."""
+    reg = Registry.open(registry_url)
+    reg.upsert_sweep("toy", backend="embedded", spec_text="name: toy\n")
+    try:
+        yield reg
+    finally:
+        reg.close()
