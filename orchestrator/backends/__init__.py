@@ -13,6 +13,7 @@ from orchestrator.errors import unknown_name
 
 BACKENDS: dict[str, str] = {
     "embedded": "orchestrator.backends.embedded.backend:EmbeddedBackend",
+    "verl": "orchestrator.backends.verl.backend:VerlBackend",
 }
 
 

@@ -1,0 +1,66 @@
+"""The verl backend: a cell is ``run_phases`` driving ``python3 -m verl.trainer.main_ppo``."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel
+
+from orchestrator.backends.base import Backend, LaunchSpec
+from orchestrator.backends.verl.phases import Phase, checkpointed_step
+from orchestrator.backends.verl.phases import phases as cell_phases
+from orchestrator.backends.verl.settings import VerlSettings
+
+
+def _as_verl(settings: BaseModel) -> VerlSettings:
+    if not isinstance(settings, VerlSettings):
+        raise TypeError(f"the verl backend needs VerlSettings, got {type(settings).__name__}")
+    return settings
+
+
+class VerlBackend(Backend):
+    """Validates and preflights verl cells; launches them through the phase driver."""
+
+    name: ClassVar[str] = "verl"
+    settings_model: ClassVar[type[BaseModel]] = VerlSettings
+
+    def validate(self, settings: Mapping[str, Any]) -> BaseModel:
+        """Validate the settings, then compose them against verl's config (preflight)."""
+        from orchestrator.backends.verl.preflight import preflight
+
+        model = _as_verl(super().validate(settings))
+        preflight({"": model})
+        return model
+
+    def preflight(self, cells: Mapping[str, BaseModel]) -> None:
+        """Preflight many validated cells at once; problems are located by cell label."""
+        from orchestrator.backends.verl.preflight import preflight
+
+        preflight({label: _as_verl(s) for label, s in cells.items()})
+
+    def phases(self, settings: BaseModel) -> list[Phase]:
+        """The consecutive verl launches this cell runs as."""
+        return cell_phases(_as_verl(settings))
+
+    def launch(self, settings: BaseModel, run_dir: Path) -> LaunchSpec:
+        """The phase driver for this cell; relaunching resumes from verl's checkpoint."""
+        s = _as_verl(settings)
+        argv = (sys.executable, "-m", "orchestrator.backends.verl.run_phases",
+                str(run_dir.resolve()), "--settings-json", s.model_dump_json())
+        env = {"VERL_USE_EXTERNAL_MODULES": "kappa_verl", "HYDRA_FULL_ERROR": "1"}
+        return LaunchSpec(argv=argv, env=env, gpus=s.gpus)
+
+    def gpus(self, settings: BaseModel) -> int:
+        """Every GPU of every node the run spans."""
+        return _as_verl(settings).gpus
+
+    def read_progress(self, run_dir: Path) -> tuple[int, int] | None:
+        """The driver's progress.json, else verl's checkpoint tracker (steps saved)."""
+        progress = super().read_progress(run_dir)
+        if progress is not None:
+            return progress
+        step = checkpointed_step(run_dir)
+        return (step, 0) if step else None

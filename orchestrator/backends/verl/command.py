@@ -1,0 +1,224 @@
+"""A verl cell as the argv of ``python3 -m verl.trainer.main_ppo`` (VERL_NOTES §1).
+
+:func:`verl_command` is pure: same settings, run folder, phase and forwarded environment
+give the same list. Golden files under ``tests/golden/verl/`` pin it per baseline ± RB.
+verl 0.9.x silently ignores the legacy top-level reward keys, so rewards are configured
+through ``reward.*`` only.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from orchestrator.backends.verl.phases import Phase, checkpoint_dir, phases
+from orchestrator.backends.verl.settings import VerlSettings
+
+ENTRY_MODULE = "verl.trainer.main_ppo"
+PLUGIN_MODULE = "kappa_verl"
+ENV_PREFIX = "+ray_kwargs.ray_init.runtime_env.env_vars."
+# total_training_steps ends the run; the epoch count must merely not end it first.
+_EPOCHS = 100_000
+_SAFE = re.compile(r"^[A-Za-z0-9_/\-+.:@%]+$")
+
+HydraScalar = str | int | float | bool
+
+
+def hydra_value(value: HydraScalar | Sequence[str]) -> str:
+    """Render ``value`` in Hydra's override grammar (quoting strings that need it)."""
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        if _SAFE.match(value):
+            return value
+        escaped = value.replace("\\", "\\\\").replace("'", "\\'").replace("${", "\\${")
+        return f"'{escaped}'"
+    return "[" + ",".join(hydra_value(v) for v in value) + "]"
+
+
+def reward_function_path(settings: VerlSettings) -> str:
+    """Absolute path of the plug-in's reward file (plugins/README.md), without importing it."""
+    if settings.reward_function_path:
+        return settings.reward_function_path
+    spec = importlib.util.find_spec(PLUGIN_MODULE)
+    if spec is not None and spec.submodule_search_locations:
+        return str(Path(next(iter(spec.submodule_search_locations))) / "rewards.py")
+    # Not installed here (e.g. planning on a laptop): the repository checkout's copy.
+    return str(Path(__file__).resolve().parents[3] / "plugins" / PLUGIN_MODULE / "rewards.py")
+
+
+def run_names(settings: VerlSettings, run_dir: Path) -> tuple[str, str]:
+    """verl's (project_name, experiment_name): the sweep and the cell unless given."""
+    run_dir = run_dir.resolve()
+    return (settings.project_name or run_dir.parent.name,
+            settings.experiment_name or run_dir.name)
+
+
+def phase_env(settings: VerlSettings, phase: Phase) -> dict[str, str]:
+    """Environment the plug-in reads in verl's trainer process during ``phase``."""
+    env = {"VERL_USE_EXTERNAL_MODULES": PLUGIN_MODULE}
+    if phase.intervention and settings.entropy_intervention == "entropy_reward":
+        env["KAPPA_ENTROPY_REWARD_COEF"] = repr(settings.entropy_coef)
+        env["KAPPA_ENTROPY_REWARD_STEPS"] = str(phase.end_step)
+    return env
+
+
+def _algorithm(s: VerlSettings, phase: Phase) -> dict[str, HydraScalar]:
+    a = s.algorithm
+    actor = "actor_rollout_ref.actor."
+    o: dict[str, HydraScalar] = {
+        "algorithm.adv_estimator": a.adv_estimator,
+        "algorithm.norm_adv_by_std_in_grpo": a.normalise_by_std,
+        "algorithm.use_kl_in_reward": False,
+        "algorithm.filter_groups.enable": a.dynamic_sampling,
+    }
+    if a.dynamic_sampling:
+        # Drop groups whose *accuracy* is uniform: κ-scaled rewards keep acc in {0, 1}.
+        o["algorithm.filter_groups.metric"] = "acc"
+    o[actor + "policy_loss.loss_mode"] = a.loss_mode
+    for key, value in a.policy_loss_params.items():
+        o[actor + "policy_loss." + key] = value
+    o |= {
+        actor + "loss_agg_mode": a.loss_agg_mode,
+        actor + "clip_ratio_low": a.clip_ratio_low,
+        actor + "clip_ratio_high": a.clip_ratio_high,
+        actor + "clip_ratio_c": a.clip_ratio_c,
+        actor + "use_kl_loss": a.use_kl_loss,
+        actor + "kl_loss_coef": a.kl_coef,
+        actor + "kl_loss_type": a.kl_loss_type,
+        actor + "entropy_coeff": s.entropy_coef
+        if phase.intervention and s.entropy_intervention == "entropy_loss" else 0.0,
+    }
+    return o
+
+
+def _training(s: VerlSettings) -> dict[str, HydraScalar | Sequence[str]]:
+    actor = "actor_rollout_ref.actor."
+    rollout = "actor_rollout_ref.rollout."
+    o: dict[str, HydraScalar | Sequence[str]] = {
+        "data.train_files": list(s.train_files),
+        "data.train_batch_size": s.prompts_per_step,
+        "data.max_prompt_length": s.max_prompt_length,
+        "data.max_response_length": s.max_response_length,
+        "data.filter_overlong_prompts": True,
+        "data.truncation": "error",
+        "data.seed": s.seed,
+        "actor_rollout_ref.model.path": s.model_path,
+        actor + "optim.lr": s.learning_rate,
+        actor + "optim.weight_decay": s.weight_decay,
+        actor + "optim.lr_warmup_steps_ratio": 0.0,
+        actor + "optim.lr_scheduler_type": "constant",
+        actor + "ppo_mini_batch_size": s.ppo_mini_batch_size or s.prompts_per_step,
+        actor + "ppo_micro_batch_size_per_gpu": s.ppo_micro_batch_size_per_gpu,
+        actor + "ppo_epochs": s.ppo_epochs,
+        rollout + "name": s.rollout_engine,
+        rollout + "n": s.group_size,
+        rollout + "temperature": s.temperature,
+        rollout + "tensor_model_parallel_size": s.tensor_parallel_size,
+        rollout + "gpu_memory_utilization": s.gpu_memory_utilization,
+        rollout + "log_prob_micro_batch_size_per_gpu": s.log_prob_micro_batch_size_per_gpu,
+        rollout + "seed": s.seed,
+    }
+    if s.algorithm.use_kl_loss:
+        o["actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu"] = \
+            s.log_prob_micro_batch_size_per_gpu
+    return o
+
+
+def _validation(s: VerlSettings, phase: Phase) -> dict[str, HydraScalar | Sequence[str]]:
+    rollout = "actor_rollout_ref.rollout."
+    files, n, temperature = ((s.eval_files, s.eval_samples, s.eval_temperature)
+                             if phase.evaluation
+                             else (s.val_files, s.val_samples, s.val_temperature))
+    return {
+        "data.val_files": list(files),
+        rollout + "val_kwargs.n": n,
+        rollout + "val_kwargs.temperature": temperature,
+        rollout + "val_kwargs.do_sample": temperature > 0,
+    }
+
+
+def _reward(s: VerlSettings) -> dict[str, HydraScalar]:
+    kwargs = "+reward.custom_reward_function.reward_kwargs."
+    o: dict[str, HydraScalar] = {
+        "reward.custom_reward_function.path": reward_function_path(s),
+        "reward.custom_reward_function.name": "compute_score",
+        kwargs + "reward_correct": float(s.reward_correct),
+        kwargs + "reward_incorrect": float(s.reward_incorrect),
+        kwargs + "reward_type": s.reward_type,
+        kwargs + "seed": s.seed,
+    }
+    if s.algorithm.overlong_penalty:
+        buffer = "+reward.reward_kwargs.overlong_buffer_cfg."
+        o |= {
+            "reward.reward_manager.name": "dapo",
+            buffer + "enable": True,
+            buffer + "len": s.algorithm.overlong_buffer,
+            buffer + "penalty_factor": s.overlong_penalty_factor,
+            buffer + "log": False,
+            "+reward.reward_kwargs.max_resp_len": s.max_response_length,
+        }
+    return o
+
+
+def _trainer(s: VerlSettings, run_dir: Path, phase: Phase) -> dict[str, HydraScalar]:
+    project, experiment = run_names(s, run_dir)
+    return {
+        "trainer.project_name": project,
+        "trainer.experiment_name": experiment,
+        # The first phase logs through verl's MLflow logger; later phases cannot (MLflow
+        # refuses to change the params the first phase logged) and are bridged by the
+        # phase driver from verl's file log.
+        "trainer.logger": "[console,mlflow,file]" if phase.index == 0 else "[console,file]",
+        "trainer.nnodes": s.nnodes,
+        "trainer.n_gpus_per_node": s.n_gpus_per_node,
+        "trainer.total_epochs": _EPOCHS,
+        "trainer.total_training_steps": phase.end_step,
+        "trainer.save_freq": s.checkpoint_every,
+        "trainer.test_freq": s.val_every,
+        # An evaluation phase validates the final checkpoint once and stops (val_only).
+        "trainer.val_before_train": phase.evaluation or not phase.resumes,
+        "trainer.val_only": phase.evaluation,
+        "trainer.resume_mode": "auto",
+        "trainer.default_local_dir": str(checkpoint_dir(run_dir)),
+    }
+
+
+def verl_command(
+    settings: VerlSettings,
+    run_dir: Path,
+    *,
+    phase: Phase | None = None,
+    forward_env: Mapping[str, str] | None = None,
+) -> list[str]:
+    """The argv that trains ``settings`` in ``run_dir`` (one phase of it).
+
+    ``phase`` defaults to the cell's only phase; a two-phase cell must name one.
+    ``forward_env`` (e.g. ``MLFLOW_RUN_ID``) is passed to verl's Ray workers through the
+    ``ray.init`` runtime_env, together with the plug-in's own variables.
+    """
+    if phase is None:
+        all_phases = phases(settings)
+        if len(all_phases) != 1:
+            raise ValueError(f"this cell runs in {len(all_phases)} phases; pass phase=")
+        phase = all_phases[0]
+    overrides: dict[str, HydraScalar | Sequence[str]] = {}
+    overrides |= _algorithm(settings, phase)
+    overrides |= _training(settings)
+    overrides |= _validation(settings, phase)
+    overrides |= _reward(settings)
+    overrides |= _trainer(settings, run_dir, phase)
+    env = phase_env(settings, phase) | dict(forward_env or {})
+    for name in sorted(env):
+        overrides[ENV_PREFIX + name] = env[name]
+    argv = [settings.python, "-m", ENTRY_MODULE]
+    for key, value in overrides.items():
+        # trainer.logger is already a Hydra list literal.
+        rendered = value if key == "trainer.logger" else hydra_value(value)
+        argv.append(f"{key}={rendered}")
+    argv.extend(settings.extra_overrides)
+    return argv

@@ -1,0 +1,129 @@
+"""verl's file logger → kappa's run-folder files (metrics.jsonl, progress.json, summary.json).
+
+verl's ``file`` logger writes ``{"step": n, "data": {...}}`` lines and truncates its file
+when it starts, so the phase driver gives every launch its own file under ``verl_logs/``
+and merges them here (a later launch wins for a step it repeated after a resume).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+LOG_DIR = "verl_logs"
+_VAL_CORE = re.compile(r"^val-core/(?P<bench>.+)/acc/(?P<stat>mean@\d+)$")
+
+
+def log_files(run_dir: Path) -> list[Path]:
+    """Every launch's verl log, oldest first (names sort by phase, then attempt)."""
+    return sorted((run_dir / LOG_DIR).glob("*.jsonl"))
+
+
+def _numeric(data: dict[str, Any]) -> dict[str, float]:
+    out = {}
+    for key, value in data.items():
+        if isinstance(value, bool | int | float) and math.isfinite(float(value)):
+            out[key] = float(value)
+    return out
+
+
+def read_lines(path: Path, start: int = 0) -> tuple[list[tuple[int, dict[str, float]]], int]:
+    """Complete lines of one verl log from byte ``start``: ``([(step, metrics)], new offset)``."""
+    try:
+        raw = path.read_bytes()[start:]
+    except OSError:
+        return [], start
+    end = raw.rfind(b"\n") + 1  # a line still being written is read next time
+    rows = []
+    for line in raw[:end].splitlines():
+        try:
+            obj = json.loads(line)
+            rows.append((int(obj["step"]), _numeric(obj.get("data", {}))))
+        except (ValueError, KeyError, TypeError):
+            continue
+    return rows, start + end
+
+
+def merged_metrics(run_dir: Path) -> dict[int, dict[str, float]]:
+    """All steps logged by every launch in ``run_dir``, merged by step."""
+    merged: dict[int, dict[str, float]] = {}
+    for path in log_files(run_dir):
+        for step, metrics in read_lines(path)[0]:
+            merged.setdefault(step, {}).update(metrics)
+    return dict(sorted(merged.items()))
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def write_run_files(run_dir: Path, total_steps: int, floor_step: int = 0) -> int:
+    """Rewrite metrics.jsonl and progress.json from the verl logs; the latest step."""
+    merged = merged_metrics(run_dir)
+    _write_atomic(run_dir / "metrics.jsonl", "".join(
+        json.dumps({"step": s, "metrics": m}) + "\n" for s, m in merged.items()))
+    step = max([floor_step, *merged])
+    _write_atomic(run_dir / "progress.json",
+                  json.dumps({"step": step, "total_steps": total_steps}))
+    return step
+
+
+def final_metrics(merged: dict[int, dict[str, float]]) -> dict[str, float]:
+    """Last value of every metric, with the last validation as ``eval/<bench>/mean@k``."""
+    final: dict[str, float] = {}
+    for metrics in merged.values():
+        final.update(metrics)
+    for key, value in list(final.items()):
+        match = _VAL_CORE.match(key)
+        if match:
+            final[f"eval/{match['bench']}/{match['stat']}"] = value
+    return final
+
+
+def write_summary(run_dir: Path, steps: int) -> None:
+    """The success summary of the base contract."""
+    final = final_metrics(merged_metrics(run_dir))
+    _write_atomic(run_dir / "summary.json",
+                  json.dumps({"status": "succeeded", "steps": steps, "final": final}))
+
+
+def mlflow_key(key: str) -> str:
+    """verl's MLflow key sanitising (``@`` → ``_at_``), so bridged metrics line up."""
+    return re.sub(r"/+", "/", key.replace("@", "_at_"))
+
+
+class MlflowBridge:
+    """Logs new verl log lines into an existing MLflow run, one ``log_batch`` per step."""
+
+    def __init__(self, run_id: str, paths: Iterable[Path] = ()) -> None:
+        from mlflow.tracking import MlflowClient
+
+        self._client = MlflowClient()
+        self._run_id = run_id
+        self._offsets: dict[Path, int] = {p: 0 for p in paths}
+
+    def follow(self, path: Path) -> None:
+        """Also forward ``path`` (a launch's log) from its beginning."""
+        self._offsets.setdefault(path, 0)
+
+    def pump(self) -> int:
+        """Forward every complete new line; the number of steps logged."""
+        import time
+
+        from mlflow.entities import Metric
+
+        count = 0
+        for path, offset in self._offsets.items():
+            rows, self._offsets[path] = read_lines(path, offset)
+            for step, metrics in rows:
+                now = int(time.time() * 1000)
+                self._client.log_batch(self._run_id, metrics=[
+                    Metric(mlflow_key(k), v, now, step) for k, v in metrics.items()])
+                count += 1
+        return count

@@ -1,0 +1,177 @@
+"""Preflight: compose every cell through verl's own Hydra config before anything runs.
+
+verl accepts an unknown estimator or loss name until the first rollout, and a misspelt
+override only fails once the job has started on its GPUs. Preflight composes each cell's
+overrides with ``compose("ppo_trainer", ...)``, resolves them, checks the estimator,
+loss and reward-manager names against verl's registries (plus the plug-in's
+``reward_budget``) and builds the actor's strict config dataclass. Composition runs in a
+subprocess (:mod:`~orchestrator.backends.verl.compose_worker`), started on the first
+cache miss and kept for the life of this process, so planning embedded specs never
+imports verl. Answers are cached on disk by content hash under
+``cache_dir()/verl-preflight``.
+
+``KAPPA_VERL_PREFLIGHT=off`` turns preflight off; where verl is not installed it is
+skipped with a warning.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from orchestrator.backends.verl.command import verl_command
+from orchestrator.backends.verl.phases import phases
+from orchestrator.backends.verl.settings import VerlSettings
+from orchestrator.errors import Problem, UserInputError
+from orchestrator.paths import cache_dir
+
+CACHE_SCHEMA = 1
+# A stand-in run folder: preflight checks the settings, not where they will run, so
+# equal settings share one cache entry across sweeps.
+PREFLIGHT_RUN_DIR = Path("/kappa-preflight/sweep/cell")
+
+
+class ComposeWorker:
+    """A long-lived compose_worker subprocess (verl imported once)."""
+
+    def __init__(self) -> None:
+        env = dict(os.environ, VERL_USE_EXTERNAL_PLUGINS="none", OMP_NUM_THREADS="1",
+                   HYDRA_FULL_ERROR="0")
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator.backends.verl.compose_worker"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            text=True, env=env)
+        hello = self._read()
+        self.verl_version = str(hello["verl_version"])
+        self.registries: dict[str, list[str]] = hello["registries"]
+
+    def _read(self) -> dict[str, Any]:
+        assert self._proc.stdout is not None
+        line = self._proc.stdout.readline()
+        if not line:
+            code = self._proc.wait()
+            raise RuntimeError(f"verl compose worker exited ({code}); "
+                               f"run `{sys.executable} -m orchestrator.backends.verl."
+                               "compose_worker` to see why")
+        result: dict[str, Any] = json.loads(line)
+        return result
+
+    def check(self, overrides: list[str], extra: list[str]) -> list[list[str]]:
+        """Problems of one override list, as ``[override or key, message]`` pairs."""
+        assert self._proc.stdin is not None
+        self._proc.stdin.write(json.dumps({"overrides": overrides, "extra": extra}) + "\n")
+        self._proc.stdin.flush()
+        problems: list[list[str]] = self._read()["problems"]
+        return problems
+
+    def close(self) -> None:
+        """Stop the subprocess (idempotent)."""
+        if self._proc.poll() is None:
+            assert self._proc.stdin is not None
+            self._proc.stdin.close()
+            try:
+                self._proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+
+
+_worker: ComposeWorker | None = None
+
+
+def _get_worker() -> ComposeWorker:
+    global _worker
+    if _worker is None:
+        _worker = ComposeWorker()
+        atexit.register(_worker.close)
+    return _worker
+
+
+def close_worker() -> None:
+    """Stop the shared compose worker, if one was started."""
+    global _worker
+    if _worker is not None:
+        _worker.close()
+        _worker = None
+
+
+def verl_version() -> str | None:
+    """The installed verl's version, read without importing verl; ``None`` if absent."""
+    try:
+        return importlib.metadata.version("verl")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _cache_path(version: str, overrides: list[str], extra: list[str]) -> Path:
+    text = json.dumps({"schema": CACHE_SCHEMA, "verl": version, "overrides": overrides,
+                       "extra": extra})
+    return cache_dir() / "verl-preflight" / f"{hashlib.sha256(text.encode()).hexdigest()}.json"
+
+
+def check_overrides(overrides: list[str], extra: list[str], version: str) -> list[list[str]]:
+    """Problems of one composed command, from the disk cache or the worker."""
+    path = _cache_path(version, overrides, extra)
+    try:
+        cached: list[list[str]] = json.loads(path.read_text())
+        return cached
+    except (OSError, ValueError):
+        pass
+    problems = _get_worker().check(overrides, extra)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(problems))
+    tmp.replace(path)  # atomic: parallel planners never read half a file
+    return problems
+
+
+def _location(label: str, key: str, extra: tuple[str, ...]) -> tuple[str, str | None]:
+    """Where a problem lives (the setting ``extra_overrides`` when an extra override set
+    ``key``, else verl's key) and the override to show."""
+    where, shown = key, None
+    for override in extra:
+        if override == key or override.lstrip("+~").split("=", 1)[0] == key:
+            where, shown = "extra_overrides", override
+    return (f"{label}.{where}" if label else where), shown
+
+
+def preflight(cells: Mapping[str, VerlSettings]) -> None:
+    """Compose every cell (each phase) against verl; raise one error listing every problem.
+
+    ``cells`` maps a cell label (used as the problem location prefix) to its settings.
+    """
+    if os.environ.get("KAPPA_VERL_PREFLIGHT", "").lower() in ("off", "0", "false"):
+        return
+    version = verl_version()
+    if version is None:
+        warnings.warn("verl is not installed here: verl cells were not preflighted",
+                      stacklevel=2)
+        return
+    problems: list[Problem] = []
+    for label, settings in cells.items():
+        n_extra = len(settings.extra_overrides)
+        for phase in phases(settings):
+            argv = verl_command(settings, PREFLIGHT_RUN_DIR, phase=phase)
+            body = argv[3:]
+            base, extra = body[: len(body) - n_extra], body[len(body) - n_extra:]
+            for key, message in check_overrides(base, extra, version):
+                location, shown = _location(label, key, settings.extra_overrides)
+                detail = " ".join(message.splitlines()[:2])[:400]
+                problems.append(Problem(
+                    location=location,
+                    message=f"verl {version} rejects this cell ({phase.name} phase)",
+                    found=f"{shown}: {detail}" if shown else detail,
+                    fix="fix the setting or override named here; `python3 -m "
+                        "verl.trainer.main_ppo --cfg job <overrides>` shows verl's config"))
+    if problems:
+        # A two-phase cell repeats its problems per phase: report each once.
+        unique = list({(p.location, p.found): p for p in problems}.values())
+        raise UserInputError("verl preflight failed", unique)

@@ -1,0 +1,112 @@
+"""The process a verl cell's launch starts: run its phases one after another.
+
+``python -m orchestrator.backends.verl.run_phases <run_dir> --settings-json <json>``
+
+Each pending phase runs verl's own command (:func:`verl_command`) to completion; a phase
+whose end step verl's checkpoint tracker has reached is skipped, so relaunching the same
+LaunchSpec resumes where the cell stopped. The driver keeps the run-folder files of the
+backend contract up to date from verl's file log, and forwards later phases' metrics into
+``MLFLOW_RUN_ID`` (verl's own MLflow logger handles the first phase).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+
+from orchestrator.backends.verl.command import phase_env, verl_command
+from orchestrator.backends.verl.logs import LOG_DIR, MlflowBridge, write_run_files, write_summary
+from orchestrator.backends.verl.phases import (
+    Phase,
+    checkpointed_step,
+    eval_marker,
+    pending_phases,
+)
+from orchestrator.backends.verl.settings import VerlSettings
+
+# Passed on to verl's Ray workers, which do not inherit them on a remote cluster.
+FORWARDED_ENV = ("MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID", "MLFLOW_EXPERIMENT_ID")
+# How often the driver refreshes progress.json / forwards metrics while verl runs.
+POLL_SECONDS = float(os.environ.get("KAPPA_VERL_POLL_SECONDS", "5"))
+
+
+def _log_path(run_dir: Path, phase: Phase) -> Path:
+    folder = run_dir / LOG_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    attempt = len(list(folder.glob(f"{phase.index}-*.jsonl")))
+    return folder / f"{phase.index}-{phase.name}-{attempt:03d}.jsonl"
+
+
+def run_phase(settings: VerlSettings, run_dir: Path, phase: Phase) -> int:
+    """Run one phase's verl command in the foreground; its exit code."""
+    log_path = _log_path(run_dir, phase)
+    forward = {k: os.environ[k] for k in FORWARDED_ENV if os.environ.get(k)}
+    forward["VERL_FILE_LOGGER_PATH"] = str(log_path)
+    argv = verl_command(settings, run_dir, phase=phase, forward_env=forward)
+    env = dict(os.environ) | phase_env(settings, phase) | {"VERL_FILE_LOGGER_PATH": str(log_path)}
+    print(f"[kappa] phase {phase.index} ({phase.name}): steps {phase.start_step}.."
+          f"{phase.end_step}", flush=True)
+    bridge = None
+    if phase.index > 0 and os.environ.get("MLFLOW_RUN_ID"):
+        bridge = MlflowBridge(os.environ["MLFLOW_RUN_ID"], [log_path])
+    proc = subprocess.Popen(argv, env=env, cwd=run_dir)
+
+    def _forward(signum: int, _frame: FrameType | None) -> None:
+        proc.send_signal(signum)
+
+    previous = signal.signal(signal.SIGTERM, _forward)
+    try:
+        while proc.poll() is None:
+            time.sleep(POLL_SECONDS)
+            write_run_files(run_dir, settings.max_steps, checkpointed_step(run_dir))
+            if bridge is not None:
+                bridge.pump()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    write_run_files(run_dir, settings.max_steps, checkpointed_step(run_dir))
+    if bridge is not None:
+        bridge.pump()
+    return proc.returncode
+
+
+def run(settings: VerlSettings, run_dir: Path) -> int:
+    """Run every pending phase; 0 when the cell has reached ``max_steps``."""
+    run_dir = run_dir.resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_run_files(run_dir, settings.max_steps, checkpointed_step(run_dir))
+    for phase in pending_phases(settings, run_dir):
+        code = run_phase(settings, run_dir, phase)
+        if code != 0:
+            print(f"[kappa] phase {phase.index} failed with exit code {code}", flush=True)
+            return code
+        if phase.evaluation:
+            eval_marker(run_dir).write_text(json.dumps({"step": settings.max_steps}))
+            continue
+        reached = checkpointed_step(run_dir)
+        if reached < phase.end_step:
+            print(f"[kappa] phase {phase.index} exited 0 but its checkpoint is at step "
+                  f"{reached}, not {phase.end_step}; is trainer.save_freq > 0?", flush=True)
+            return 1
+    write_summary(run_dir, settings.max_steps)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point."""
+    parser = argparse.ArgumentParser(prog="python -m orchestrator.backends.verl.run_phases")
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--settings-json", required=True)
+    args = parser.parse_args(argv)
+    settings = VerlSettings.model_validate_json(args.settings_json)
+    return run(settings, args.run_dir)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+"""VerlBackend: registry entry, launch spec, GPUs, progress, and lazy imports."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from verl_test_cells import cell
+
+from orchestrator.backends import BACKENDS, get_backend
+from orchestrator.backends.verl.backend import VerlBackend
+from orchestrator.backends.verl.phases import TRACKER_FILE, checkpoint_dir
+from orchestrator.backends.verl.settings import VerlSettings
+
+
+def test_registered_under_verl() -> None:
+    assert "verl" in BACKENDS
+    assert isinstance(get_backend("verl"), VerlBackend)
+
+
+def test_launch_is_the_phase_driver_with_the_settings(tmp_path: Path) -> None:
+    s = cell(nnodes=2, n_gpus_per_node=8)
+    spec = get_backend("verl").launch(s, tmp_path / "sweep" / "cell")
+    assert spec.argv[1:3] == ("-m", "orchestrator.backends.verl.run_phases")
+    assert Path(spec.argv[3]).is_absolute()
+    assert VerlSettings.model_validate_json(spec.argv[spec.argv.index("--settings-json") + 1]) == s
+    assert spec.gpus == 16 and get_backend("verl").gpus(s) == 16
+    assert spec.env["VERL_USE_EXTERNAL_MODULES"] == "kappa_verl"
+    assert not any(k.startswith("MLFLOW_") for k in spec.env)  # the scheduler's business
+    assert not (tmp_path / "sweep").exists()  # launch is pure
+
+
+def test_progress_from_driver_file_else_checkpoint_tracker(tmp_path: Path) -> None:
+    backend = get_backend("verl")
+    assert backend.read_progress(tmp_path) is None
+    checkpoint_dir(tmp_path).mkdir(parents=True)
+    (checkpoint_dir(tmp_path) / TRACKER_FILE).write_text("40")
+    assert backend.read_progress(tmp_path) == (40, 0)
+    (tmp_path / "progress.json").write_text(json.dumps({"step": 42, "total_steps": 100}))
+    assert backend.read_progress(tmp_path) == (42, 100)
+
+
+def test_phases_exposed_by_the_backend() -> None:
+    s = cell(entropy_intervention="entropy_loss", intervention_steps=500, max_steps=1000)
+    assert [p.end_step for p in get_backend("verl").phases(s)] == [500, 1000]  # type: ignore[attr-defined]
+
+
+def test_building_commands_never_imports_verl_hydra_or_torch() -> None:
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from orchestrator.backends import get_backend\n"
+        "from orchestrator.backends.verl import VerlSettings, verl_command\n"
+        "s = VerlSettings(model_path='m', train_files='/t', val_files='/v')\n"
+        "verl_command(s, Path('/r/s/c'))\n"
+        "get_backend('verl').launch(s, Path('/r/s/c'))\n"
+        "print(sorted({'verl', 'hydra', 'torch', 'ray'} & set(sys.modules)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
