@@ -1,0 +1,294 @@
+"""``kappa submit | status | logs | cancel | resume | ui | demo``: running sweeps.
+
+Heavy imports (SQLAlchemy, MLflow, rich tables) happen inside the commands.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from orchestrator.registry import Registry
+    from orchestrator.scheduler.driver import Stores
+    from orchestrator.scheduler.loop import SchedulerOptions
+
+RegistryOption = Annotated[str | None, typer.Option(
+    "--registry", metavar="URL",
+    help="Registry database URL (default: KAPPA_REGISTRY, else .kappa/registry.db).")]
+MlflowOption = Annotated[str | None, typer.Option(
+    "--mlflow", metavar="URI",
+    help="MLflow tracking URI (default: KAPPA_MLFLOW_URI, else .kappa/mlflow.db).")]
+MaxParallelOption = Annotated[int | None, typer.Option(
+    "--max-parallel", min=1, metavar="N",
+    help="Cells running at once (default: one per CPU core, or per GPU).")]
+DEFAULT_DEMO_SPEC = Path("experiments/toy/table2.yaml")
+
+
+def _stores(registry: str | None, mlflow: str | None) -> Stores:
+    from orchestrator.scheduler.driver import Stores
+
+    return Stores(registry_url=registry, mlflow_uri=mlflow)
+
+
+@contextmanager
+def _interruptible(what: str) -> Iterator[None]:
+    """Ctrl-C stops the scheduler, not the jobs: say how to pick them up or stop them."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        typer.echo(f"\nscheduler stopped; running cells keep running. `kappa resume {what}` "
+                   f"picks them up, `kappa cancel {what}` stops them.", err=True)
+        raise typer.Exit(130) from None
+
+
+def _spec_name(spec: Path) -> str:
+    """The sweep name a spec declares (for messages), or ``SWEEP`` if unreadable."""
+    import yaml
+
+    try:
+        name = yaml.safe_load(spec.read_text()).get("name")
+    except (OSError, AttributeError, yaml.YAMLError):
+        return "SWEEP"
+    return str(name) if name else "SWEEP"
+
+
+def _live_options(console: Console, total_hint: int | None = None) -> SchedulerOptions:
+    """Scheduler options whose tick redraws a one-line progress summary."""
+    from orchestrator.cli.sweep_views import counts_text
+    from orchestrator.registry import TERMINAL_STATES
+    from orchestrator.scheduler.loop import SchedulerOptions
+
+    last: list[str] = [""]
+
+    def tick(registry: Registry, sweep: str) -> None:
+        counts = registry.counts(sweep)
+        done = sum(n for s, n in counts.items() if s in TERMINAL_STATES)
+        running = registry.cells(sweep, ["running"])
+        steps = " ".join(f"{c.cell_id[:6]}:{c.progress_step or 0}/{c.total_steps or '?'}"
+                         for c in running)
+        line = f"{done}/{sum(counts.values())} done · {counts_text(counts)}"
+        if steps:
+            line += f" · steps {steps}"
+        if line != last[0]:
+            last[0] = line
+            console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] {line}", highlight=False)
+
+    return SchedulerOptions(on_tick=tick)
+
+
+def submit_cmd(
+    spec: Annotated[Path, typer.Argument(help="The experiment spec (YAML).")],
+    wait: Annotated[bool, typer.Option(
+        "--wait", help="Run the sweep here and return when it has ended.")] = False,
+    rerun: Annotated[bool, typer.Option(
+        "--rerun", help="Run succeeded cells again too (in fresh run folders).")] = False,
+    max_parallel: MaxParallelOption = None,
+    registry: RegistryOption = None,
+    mlflow: MlflowOption = None,
+) -> None:
+    """Submit SPEC: validate it and every cell, record the sweep, and run it.
+
+    Resubmitting adds only new cells and retries failed or cancelled ones; succeeded cells
+    never run again unless --rerun. Without --wait a background scheduler runs the sweep
+    (log: .kappa/scheduler/<sweep>.log) and this returns at once; follow it with
+    `kappa status SWEEP`.
+    """
+    from rich.console import Console
+
+    from orchestrator.scheduler.driver import scheduler_log, submit
+
+    console = Console()
+    options = _live_options(console) if wait else None
+    with _interruptible(_spec_name(spec)):
+        result = submit(spec, _stores(registry, mlflow), rerun=rerun, wait=wait,
+                        max_parallel=max_parallel, options=options)
+    console.print(f"sweep [bold]{result.sweep}[/]: {result.total_cells} cells, "
+                  f"{result.new_cells} new, {result.requeued_cells} requeued")
+    if wait:
+        _print_final(console, _stores(registry, mlflow), result.sweep)
+    else:
+        console.print(f"running in the background (log: {scheduler_log(result.sweep)}); "
+                      f"`kappa status {result.sweep}` shows progress")
+
+
+def _print_final(console: Console, stores: Stores, sweep: str) -> None:
+    from orchestrator.cli.sweep_views import print_sweep
+
+    with stores.open_registry() as reg:
+        print_sweep(console, reg, reg.get_sweep(sweep), None)
+        failed = reg.counts(sweep)
+    from orchestrator.registry import CellState
+
+    if failed[CellState.FAILED] or failed[CellState.CANCELLED]:
+        raise typer.Exit(1)
+
+
+def status_cmd(
+    sweep: Annotated[str | None, typer.Argument(help="A sweep name (default: list sweeps).")
+                     ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    registry: RegistryOption = None,
+) -> None:
+    """Show sweeps, or one sweep's state counts and cells (progress, attempts, val acc)."""
+    from rich.console import Console
+
+    from orchestrator.cli.sweep_views import print_sweep, sweep_json, sweeps_table
+    from orchestrator.scheduler.lock import holder_pid
+
+    with _stores(registry, None).open_registry() as reg:
+        if sweep is None:
+            if as_json:
+                typer.echo(json.dumps([sweep_json(reg, s, holder_pid(s.name))
+                                       for s in reg.list_sweeps()], indent=2, default=str))
+            else:
+                Console().print(sweeps_table(reg))
+            return
+        record = reg.get_sweep(sweep)
+        if as_json:
+            typer.echo(json.dumps(sweep_json(reg, record, holder_pid(sweep)), indent=2,
+                                  default=str))
+        else:
+            print_sweep(Console(), reg, record, holder_pid(sweep))
+
+
+def logs_cmd(
+    cell: Annotated[str, typer.Argument(help="A cell id (or a unique prefix of one).")],
+    follow: Annotated[bool, typer.Option(
+        "--follow", "-f", help="Keep printing new output until the cell ends.")] = False,
+    registry: RegistryOption = None,
+) -> None:
+    """Print a cell's training log (all its attempts, appended)."""
+    from orchestrator.registry import TERMINAL_STATES
+    from orchestrator.scheduler.driver import find_cell
+    from orchestrator.scheduler.loop import LOG_NAME, cell_run_dir
+
+    with _stores(registry, None).open_registry() as reg:
+        record = find_cell(reg, cell)
+        path = cell_run_dir(record) / LOG_NAME
+        offset = 0
+        while True:
+            if path.exists():
+                with open(path, "rb") as fh:
+                    fh.seek(offset)
+                    chunk = fh.read()
+                offset += len(chunk)
+                sys.stdout.write(chunk.decode("utf-8", errors="replace"))
+                sys.stdout.flush()
+            if not follow:
+                if not path.exists():
+                    typer.echo(f"(no log yet at {path}; cell is {record.state.value})", err=True)
+                return
+            if reg.get_cell(record.sweep_name, record.cell_id).state in TERMINAL_STATES:
+                return
+            time.sleep(0.5)
+
+
+def cancel_cmd(
+    target: Annotated[str, typer.Argument(help="A sweep name, or one cell's id.")],
+    registry: RegistryOption = None,
+) -> None:
+    """Cancel a sweep's unfinished cells (or one cell) and stop their running jobs."""
+    from orchestrator.scheduler.driver import cancel
+
+    cancelled = cancel(target, _stores(registry, None))
+    typer.echo(f"cancelled {len(cancelled)} cell(s)"
+               + (": " + ", ".join(c.cell_id for c in cancelled) if cancelled else ""))
+
+
+def resume_cmd(
+    sweep: Annotated[str, typer.Argument(help="The sweep to finish.")],
+    wait: Annotated[bool, typer.Option(
+        "--wait", help="Run here and return when the sweep has ended.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress output.")] = False,
+    max_parallel: MaxParallelOption = None,
+    registry: RegistryOption = None,
+    mlflow: MlflowOption = None,
+) -> None:
+    """Finish SWEEP after a crash or a stop.
+
+    Reattaches to jobs still running, relaunches cells whose job vanished (they continue
+    from their last checkpoint in the same run folder) and runs the rest. Without --wait
+    a background scheduler does it.
+    """
+    from rich.console import Console
+
+    from orchestrator.scheduler.driver import resume, scheduler_log, start_background
+
+    stores = _stores(registry, mlflow)
+    console = Console()
+    if not wait:
+        with stores.open_registry() as reg:
+            reg.get_sweep(sweep)  # an unknown sweep fails here, not in the background
+        start_background(sweep, stores, max_parallel)
+        console.print(f"resuming {sweep} in the background (log: {scheduler_log(sweep)})")
+        return
+    options = None if quiet else _live_options(console)
+    with _interruptible(sweep):
+        resume(sweep, stores, max_parallel=max_parallel, options=options)
+    if not quiet:
+        _print_final(console, stores, sweep)
+
+
+def ui_cmd(
+    port: Annotated[int, typer.Option("--port", help="Port to serve on.")] = 5000,
+    host: Annotated[str, typer.Option("--host", help="Interface to bind.")] = "127.0.0.1",
+    mlflow: MlflowOption = None,
+) -> None:
+    """Start the MLflow UI on the same store the sweeps log to and print its URL."""
+    import os
+
+    from orchestrator import paths
+    from orchestrator.tracking import absolute_uri
+
+    uri = absolute_uri(paths.mlflow_uri(mlflow))
+    argv = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri,
+            "--host", host, "--port", str(port)]
+    if uri.startswith(("sqlite:", "file:")):
+        argv += ["--default-artifact-root", paths.mlflow_artifact_root().resolve().as_uri()]
+    typer.echo(f"MLflow UI: http://{host}:{port}  (store: {uri}; Ctrl-C stops it)")
+    sys.stdout.flush()
+    # Become the server, so that signals (Ctrl-C, kill) reach it directly.
+    os.execv(sys.executable, argv)
+
+
+def demo_cmd(
+    spec: Annotated[Path, typer.Argument(help="The spec to run.")] = DEFAULT_DEMO_SPEC,
+    max_parallel: MaxParallelOption = None,
+    registry: RegistryOption = None,
+    mlflow: MlflowOption = None,
+) -> None:
+    """The main job: run SPEC (the toy Table 2 sweep) here, then show its results."""
+    from rich.console import Console
+
+    from orchestrator.cli.demo_report import print_demo_results
+    from orchestrator.scheduler.driver import submit
+
+    console = Console()
+    stores = _stores(registry, mlflow)
+    console.print(f"[bold]kappa demo[/]: submitting {spec} and waiting for every cell")
+    with _interruptible(_spec_name(spec)):
+        result = submit(spec, stores, wait=True, max_parallel=max_parallel,
+                        options=_live_options(console))
+    with stores.open_registry() as reg:
+        print_demo_results(console, reg, result.sweep, stores)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the sweep commands to the ``kappa`` app."""
+    app.command("submit")(submit_cmd)
+    app.command("status")(status_cmd)
+    app.command("logs")(logs_cmd)
+    app.command("cancel")(cancel_cmd)
+    app.command("resume")(resume_cmd)
+    app.command("ui")(ui_cmd)
+    app.command("demo")(demo_cmd)

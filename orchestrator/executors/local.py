@@ -1,0 +1,275 @@
+"""The local executor: jobs as processes on this machine, with GPU and CPU slots.
+
+Every job is started (argv, never a shell) through :mod:`job_wrapper` as the leader of a
+new session, so cancelling signals the whole process tree: SIGTERM, then SIGKILL after
+``grace_period`` seconds. Its stdout and stderr are appended to the log file.
+
+A job's identity lives on disk, in a folder next to its log
+(``<log dir>/.jobs/<log name>.<token>/``): ``pid.json`` (wrapper pid and start time) and,
+once the job has ended, ``exit`` (its exit code). The job id is ``local:<that folder>``,
+so :meth:`LocalExecutor.reattach` works from any process, including a new orchestrator
+after the old one was SIGKILLed: a job is *running* (pid alive with the recorded start
+time), *finished* (``exit`` exists) or *vanished* (neither: ``reattach`` returns None).
+
+Slots: at most ``max_parallel`` jobs at once. A job needing ``n`` GPUs gets ``n`` free
+devices in ``CUDA_VISIBLE_DEVICES``; CPU-only jobs get ``CUDA_VISIBLE_DEVICES=""`` (when
+there are GPUs to protect) and ``OMP_NUM_THREADS`` = cores / ``max_parallel``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from orchestrator.errors import KappaError
+from orchestrator.executors.base import Executor, JobHandle
+from orchestrator.executors.devices import cpu_threads_per_job, detect_gpus
+from orchestrator.executors.job_wrapper import process_start_ticks
+
+JOB_ID_PREFIX = "local:"
+WRAPPER = Path(__file__).with_name("job_wrapper.py")
+# Exit code reported for a job whose wrapper died without recording one (SIGKILLed).
+VANISHED_EXIT_CODE = -int(signal.SIGKILL)
+_THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+class NoFreeSlotError(KappaError):
+    """``submit`` was called while ``capacity(gpus)`` was zero."""
+
+
+def _read_exit(job_dir: Path) -> int | None:
+    try:
+        return int((job_dir / "exit").read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _alive(pid: int, start_ticks: int | None) -> bool:
+    """Is ``pid`` the process we started (same start time) and not a zombie?"""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            stat = fh.read()
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc: fall back to a signal-0 probe
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    fields = stat.rsplit(")", 1)[-1].split()
+    if fields and fields[0] in ("Z", "X"):
+        return False
+    return start_ticks is None or process_start_ticks(pid) == start_ticks
+
+
+class LocalJob(JobHandle):
+    """A job started by a :class:`LocalExecutor` (this process's or an earlier one's)."""
+
+    def __init__(
+        self,
+        job_dir: Path,
+        pid: int,
+        start_ticks: int | None,
+        gpus: tuple[str, ...],
+        grace_period: float,
+        popen: subprocess.Popen[bytes] | None = None,
+    ) -> None:
+        self.job_dir = job_dir
+        self.job_id = JOB_ID_PREFIX + str(job_dir)
+        self.pid = pid
+        self.start_ticks = start_ticks
+        self.gpus = gpus
+        self.grace_period = grace_period
+        self._popen = popen
+        self._code: int | None = None
+
+    def poll(self) -> int | None:
+        """``None`` while the job runs, else its exit code (negative: killed by a signal)."""
+        if self._code is not None:
+            return self._code
+        if self._popen is not None:
+            if self._popen.poll() is None:
+                return None
+            code = _read_exit(self.job_dir)
+            self._code = code if code is not None else self._popen.returncode
+            return self._code
+        code = _read_exit(self.job_dir)
+        if code is None and _alive(self.pid, self.start_ticks):
+            return None
+        # The wrapper may have written its exit file just before it ended.
+        code = _read_exit(self.job_dir)
+        self._code = code if code is not None else VANISHED_EXIT_CODE
+        return self._code
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """Block until the job ends or ``timeout`` seconds pass; the exit code or ``None``."""
+        if self._popen is not None:
+            try:
+                self._popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                return None
+            return self.poll()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay = 0.01
+        while (code := self.poll()) is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
+            time.sleep(delay)
+            delay = min(delay * 2, 0.25)
+        return code
+
+    def cancel(self) -> None:
+        """SIGTERM the job's process group; SIGKILL it if still there after the grace period."""
+        if self.poll() is not None:
+            return
+        self._signal_group(signal.SIGTERM)
+        code = self.wait(self.grace_period)
+        # Stragglers that ignored SIGTERM (or a wrapper that is stuck) get SIGKILL.
+        self._signal_group(signal.SIGKILL)
+        if code is None:
+            self.wait(self.grace_period)
+        if _read_exit(self.job_dir) is None:
+            # The wrapper died before recording an exit code (e.g. SIGTERM reached it while
+            # it was still starting up, or SIGKILL was needed): record how we ended it.
+            self._code = -int(signal.SIGTERM if code is not None else signal.SIGKILL)
+            (self.job_dir / "exit").write_text(str(self._code))
+
+    def _signal_group(self, signum: signal.Signals) -> None:
+        if not _alive(self.pid, self.start_ticks) and self._popen is None:
+            return  # the pid may belong to someone else by now
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signum)
+
+
+class LocalExecutor(Executor):
+    """Runs jobs as local processes; see the module docstring."""
+
+    name = "local"
+
+    def __init__(
+        self,
+        max_parallel: int | None = None,
+        gpus: Sequence[int | str] | None = None,
+        grace_period: float = 10.0,
+        cpu_count: int | None = None,
+        python: str | None = None,
+    ) -> None:
+        self.devices = detect_gpus(gpus)
+        default_parallel = max(len(self.devices), os.cpu_count() or 1)
+        self.max_parallel = max(1, max_parallel or default_parallel)
+        self.grace_period = grace_period
+        self.threads_per_job = cpu_threads_per_job(self.max_parallel, cpu_count)
+        self.python = python or sys.executable
+        self._active: dict[str, LocalJob] = {}
+
+    # -- slots ------------------------------------------------------------------------
+    def _reap(self) -> None:
+        for job_id, job in list(self._active.items()):
+            if job.poll() is not None:
+                del self._active[job_id]
+
+    def _free_devices(self) -> list[str]:
+        busy = {d for job in self._active.values() for d in job.gpus}
+        return [d for d in self.devices if d not in busy]
+
+    def capacity(self, gpus: int = 0) -> int:
+        """How many more jobs needing ``gpus`` GPUs could start now."""
+        self._reap()
+        slots = self.max_parallel - len(self._active)
+        if gpus > 0:
+            slots = min(slots, len(self._free_devices()) // gpus)
+        return max(0, slots)
+
+    def running(self) -> int:
+        """Jobs this executor knows to be running (submitted or reattached)."""
+        self._reap()
+        return len(self._active)
+
+    # -- jobs -------------------------------------------------------------------------
+    def _job_env(self, env: Mapping[str, str], devices: list[str]) -> dict[str, str]:
+        full = dict(os.environ)
+        if devices or self.devices:
+            full["CUDA_VISIBLE_DEVICES"] = ",".join(devices)
+        if not devices:
+            for var in _THREAD_VARS:
+                full[var] = str(self.threads_per_job)
+        full.update(env)  # the launch's own settings win
+        return full
+
+    def submit(
+        self,
+        argv: tuple[str, ...],
+        env: Mapping[str, str],
+        cwd: Path,
+        log_path: Path,
+        gpus: int = 0,
+    ) -> LocalJob:
+        """Start ``argv`` in ``cwd`` in its own session, output appended to ``log_path``."""
+        if not argv:
+            raise ValueError("argv is empty")
+        if self.capacity(gpus) < 1:
+            raise NoFreeSlotError(
+                f"no free slot for a job needing {gpus} GPU(s): {len(self._active)} running "
+                f"of {self.max_parallel}, GPUs {list(self.devices)}")
+        devices = self._free_devices()[:gpus]
+        log_path = Path(log_path).resolve()
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        token = f"{time.time_ns():x}{secrets.token_hex(3)}"
+        job_dir = log_path.parent / ".jobs" / f"{log_path.name}.{token}"
+        job_dir.mkdir(parents=True)
+        with open(log_path, "ab") as log:
+            popen = subprocess.Popen(
+                [self.python, "-I", "-S", str(WRAPPER), str(job_dir), "--", *argv],
+                cwd=cwd, env=self._job_env(env, devices), stdin=subprocess.DEVNULL,
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        start_ticks = process_start_ticks(popen.pid)
+        record = {"pid": popen.pid, "start_ticks": start_ticks, "gpus": devices,
+                  "argv": list(argv), "log": str(log_path)}
+        tmp = job_dir / "pid.json.tmp"
+        tmp.write_text(json.dumps(record))
+        tmp.replace(job_dir / "pid.json")
+        job = LocalJob(job_dir, popen.pid, start_ticks, tuple(devices), self.grace_period, popen)
+        self._active[job.job_id] = job
+        return job
+
+    def reattach(self, job_id: str) -> LocalJob | None:
+        """The job behind ``job_id`` if it is running or finished; ``None`` if it vanished."""
+        if not job_id.startswith(JOB_ID_PREFIX):
+            return None
+        job_dir = Path(job_id[len(JOB_ID_PREFIX):])
+        try:
+            record = json.loads((job_dir / "pid.json").read_text())
+        except (OSError, ValueError):
+            return None
+        job = LocalJob(job_dir, int(record["pid"]), record.get("start_ticks"),
+                       tuple(str(d) for d in record.get("gpus", ())), self.grace_period)
+        code = job.poll()
+        if code is None:
+            self._active[job.job_id] = job  # it holds a slot (and its GPUs) until it ends
+            return job
+        if _read_exit(job_dir) is None:
+            return None  # no exit code recorded and not running: vanished
+        return job
+
+    def jobs_for_log(self, log_path: Path) -> list[str]:
+        """Ids of every job submitted with ``log_path`` (by any process), newest first."""
+        log_path = Path(log_path).resolve()
+        jobs_dir = log_path.parent / ".jobs"
+        if not jobs_dir.is_dir():
+            return []
+        found = [d for d in jobs_dir.iterdir() if d.name.startswith(f"{log_path.name}.")]
+        # Tokens start with the submit time in hex nanoseconds, so names sort by age.
+        found.sort(key=lambda d: d.name, reverse=True)
+        return [JOB_ID_PREFIX + str(d) for d in found]

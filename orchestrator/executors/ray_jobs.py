@@ -1,0 +1,223 @@
+"""The Ray Jobs executor: each launch becomes a Ray *job* on an existing cluster.
+
+A verl run is itself a Ray application (``main_ppo`` calls ``ray.init`` and starts a
+TaskRunner actor and GPU worker groups), so it must be a job's *driver*, never a task or
+actor inside another Ray workload: this executor submits ``argv`` as the job's entrypoint
+through the Jobs API (``JobSubmissionClient``, the dashboard's HTTP endpoint), and
+``ray.init()`` inside the job attaches to the cluster. The entrypoint reserves no
+resources; verl's placement groups request the GPUs.
+
+* Env: ``env`` plus the caller's ``MLFLOW_*`` variables and
+  ``VERL_USE_EXTERNAL_MODULES=kappa_verl`` go into the job's runtime_env ``env_vars``,
+  so they reach every process of the job (the TaskRunner logs to MLflow; the plug-in
+  loads in every worker even without its entry point).
+* Logs: Ray keeps them on the cluster; ``poll``/``wait`` append what is new to
+  ``log_path`` (the offset is kept next to it, so a reattached handle continues).
+* Job ids are ``ray-jobs:<submission id>``; :meth:`RayJobsExecutor.reattach` needs only
+  that and the cluster address. :meth:`RayJobsExecutor.resubmit` relaunches a job's
+  exact entrypoint and runtime_env under a new submission id — resuming after a
+  preemption, since verl continues from ``trainer.default_local_dir`` with
+  ``trainer.resume_mode=auto``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shlex
+import signal
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from orchestrator.errors import KappaError
+from orchestrator.executors.base import Executor, JobHandle
+
+JOB_ID_PREFIX = "ray-jobs:"
+FORWARDED_PREFIXES = ("MLFLOW_",)
+DEFAULT_ENV = {"VERL_USE_EXTERNAL_MODULES": "kappa_verl"}
+METADATA_KEY = "kappa"
+# Ray reports a stopped job without an exit code; report it like a SIGTERMed process.
+STOPPED_EXIT_CODE = -int(signal.SIGTERM)
+POLL_INTERVAL_S = 1.0
+
+
+class RayJobsError(KappaError):
+    """The Ray Jobs API refused a request or is unreachable."""
+
+
+def _status_name(status: Any) -> str:
+    return str(getattr(status, "value", status))
+
+
+class RayJob(JobHandle):
+    """One Ray job, tracked by submission id through the Jobs API."""
+
+    def __init__(self, client: Any, submission_id: str, log_path: Path | None) -> None:
+        self._client = client
+        self.submission_id = submission_id
+        self.job_id = JOB_ID_PREFIX + submission_id
+        self.log_path = log_path
+        self._exit: int | None = None
+
+    def status(self) -> str:
+        """Ray's status name: PENDING, RUNNING, STOPPED, SUCCEEDED or FAILED."""
+        return _status_name(self._client.get_job_status(self.submission_id))
+
+    def poll(self) -> int | None:
+        """``None`` while pending or running, else the exit code (logs are synced first)."""
+        if self._exit is not None:
+            return self._exit
+        status = self.status()
+        self.sync_logs()
+        if status in ("PENDING", "RUNNING"):
+            return None
+        self._exit = self._exit_code(status)
+        return self._exit
+
+    def _exit_code(self, status: str) -> int:
+        if status == "SUCCEEDED":
+            return 0
+        if status == "STOPPED":
+            return STOPPED_EXIT_CODE
+        info = self._client.get_job_info(self.submission_id)
+        code = getattr(info, "driver_exit_code", None)
+        return int(code) if code not in (None, 0) else 1
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """Poll until the job ends or ``timeout`` seconds pass."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            code = self.poll()
+            if code is not None:
+                return code
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
+            time.sleep(POLL_INTERVAL_S)
+
+    def cancel(self) -> None:
+        """Ask Ray to stop the job (SIGTERM to the driver, then SIGKILL); idempotent."""
+        if self._exit is not None:
+            return
+        with contextlib.suppress(RuntimeError):  # already finished or unknown to Ray
+            self._client.stop_job(self.submission_id)
+
+    def logs(self) -> str:
+        """The job's whole log as Ray holds it."""
+        return str(self._client.get_job_logs(self.submission_id))
+
+    def sync_logs(self) -> None:
+        """Append the part of the job's log not yet written to ``log_path``."""
+        if self.log_path is None:
+            return
+        offset_file = self.log_path.with_name(self.log_path.name + ".ray-offset")
+        try:
+            offset = int(offset_file.read_text())
+        except (OSError, ValueError):
+            offset = 0
+        text = self.logs()
+        if len(text) <= offset:
+            return
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("a", encoding="utf-8") as fh:
+            fh.write(text[offset:])
+        offset_file.write_text(str(len(text)))
+
+
+class RayJobsExecutor(Executor):
+    """Submits launches as Ray jobs to the cluster whose dashboard is at ``address``.
+
+    ``address`` is the Jobs API endpoint, e.g. ``http://head:8265``. ``max_parallel``
+    bounds how many of kappa's jobs run at once on that cluster (GPU placement is Ray's
+    and verl's business; an over-subscribed job waits in PENDING).
+    """
+
+    name = "ray_jobs"
+
+    def __init__(self, address: str, *, max_parallel: int = 8,
+                 forward_prefixes: tuple[str, ...] = FORWARDED_PREFIXES) -> None:
+        from ray.job_submission import JobSubmissionClient
+
+        self.address = address
+        self.max_parallel = max_parallel
+        self.forward_prefixes = forward_prefixes
+        try:
+            self._client = JobSubmissionClient(address)
+        except Exception as exc:  # ConnectionError, RuntimeError, ... depending on Ray version
+            raise RayJobsError(f"cannot reach the Ray Jobs API at {address}: {exc}") from exc
+
+    def runtime_env(self, env: Mapping[str, str]) -> dict[str, Any]:
+        """The job's runtime_env: forwarded ``MLFLOW_*`` vars, plug-in fallback, then ``env``."""
+        env_vars = {k: v for k, v in os.environ.items() if k.startswith(self.forward_prefixes)}
+        env_vars.update(DEFAULT_ENV)
+        env_vars.update({str(k): str(v) for k, v in env.items()})
+        return {"env_vars": env_vars}
+
+    @staticmethod
+    def entrypoint(argv: tuple[str, ...], cwd: Path | None) -> str:
+        """The shell command Ray runs: ``cd <cwd> && <argv>``, every word quoted."""
+        command = shlex.join(argv)
+        return f"cd {shlex.quote(str(cwd))} && {command}" if cwd is not None else command
+
+    def submit(self, argv: tuple[str, ...], env: Mapping[str, str], cwd: Path, log_path: Path,
+               gpus: int = 0) -> RayJob:
+        """Submit ``argv`` as a new Ray job; ``gpus`` is recorded, not reserved (see class)."""
+        submission_id = f"kappa-{log_path.stem}-{secrets.token_hex(4)}"
+        return self._submit(self.entrypoint(tuple(argv), cwd), self.runtime_env(env),
+                            submission_id, log_path, {"gpus": str(gpus), "base": submission_id})
+
+    def _submit(self, entrypoint: str, runtime_env: dict[str, Any], submission_id: str,
+                log_path: Path | None, extra: Mapping[str, str]) -> RayJob:
+        metadata = {METADATA_KEY: "1", **extra}
+        if log_path is not None:
+            metadata["log_path"] = str(log_path)
+        try:
+            self._client.submit_job(entrypoint=entrypoint, runtime_env=runtime_env,
+                                    submission_id=submission_id, metadata=metadata)
+        except Exception as exc:
+            raise RayJobsError(f"Ray refused job {submission_id}: {exc}") from exc
+        return RayJob(self._client, submission_id, log_path)
+
+    def _active_kappa_jobs(self) -> int:
+        jobs = self._client.list_jobs()
+        return sum(1 for job in jobs
+                   if (job.metadata or {}).get(METADATA_KEY) == "1"
+                   and _status_name(job.status) in ("PENDING", "RUNNING"))
+
+    def capacity(self, gpus: int = 0) -> int:
+        """``max_parallel`` minus kappa's pending or running jobs on the cluster."""
+        return max(0, self.max_parallel - self._active_kappa_jobs())
+
+    def _info(self, job_id: str) -> tuple[str, Any] | None:
+        submission_id = job_id.removeprefix(JOB_ID_PREFIX)
+        try:
+            return submission_id, self._client.get_job_info(submission_id)
+        except RuntimeError:  # Ray: "Job ... does not exist"
+            return None
+
+    def reattach(self, job_id: str) -> RayJob | None:
+        """A handle to an earlier job (any process), or None if Ray does not know it."""
+        found = self._info(job_id)
+        if found is None:
+            return None
+        submission_id, info = found
+        log_path = (info.metadata or {}).get("log_path")
+        return RayJob(self._client, submission_id, Path(log_path) if log_path else None)
+
+    def resubmit(self, job_id: str) -> RayJob:
+        """Relaunch a finished (e.g. preempted) job's exact entrypoint and runtime_env."""
+        found = self._info(job_id)
+        if found is None:
+            raise RayJobsError(f"no Ray job {job_id} to resubmit")
+        submission_id, info = found
+        metadata = dict(info.metadata or {})
+        base = metadata.get("base", submission_id)
+        retry = int(metadata.get("retry", "0")) + 1
+        log_path = metadata.pop("log_path", None)
+        extra = {k: v for k, v in metadata.items() if k != METADATA_KEY}
+        extra["retry"] = str(retry)
+        extra["resumes"] = submission_id
+        return self._submit(info.entrypoint, dict(info.runtime_env or {}), f"{base}-retry{retry}",
+                            Path(log_path) if log_path else None, extra)

@@ -1,0 +1,225 @@
+"""The scheduler's entry points: submit, resume, cancel, and the background scheduler.
+
+* :func:`submit` validates the spec and all its cells before writing anything, records
+  the sweep (see :mod:`.submission`), then drives it here (``wait=True``) or starts a
+  detached background scheduler (logging to ``<KAPPA_HOME>/scheduler/<sweep>.log``).
+* :func:`resume` drives an existing sweep to the end: after a crash it reattaches to
+  running jobs and requeues the ones that vanished (see :mod:`.loop`).
+* :func:`cancel` marks a sweep's (or one cell's) unfinished cells ``cancelled`` and stops
+  their jobs; a scheduler driving the sweep notices on its next pass.
+
+Only one scheduler drives a sweep at a time (:mod:`.lock`); a second one waits for the
+first to finish or hand over.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator import paths
+from orchestrator.executors import Executor, get_executor
+from orchestrator.registry import TERMINAL_STATES, CellRecord, CellState, Registry
+from orchestrator.scheduler.lock import SweepLock, SweepLockedError, holder_pid
+from orchestrator.scheduler.loop import SchedulerOptions, SweepScheduler
+from orchestrator.scheduler.submission import SubmitResult, prepare, record
+
+UNFINISHED = (CellState.PENDING, CellState.QUEUED, CellState.RUNNING)
+
+
+@dataclass(frozen=True)
+class Stores:
+    """Where a sweep's state lives: registry URL and MLflow URI (None: the defaults)."""
+
+    registry_url: str | None = None
+    mlflow_uri: str | None = None
+
+    def open_registry(self) -> Registry:
+        """Open the registry (created on first use)."""
+        return Registry.open(self.registry_url)
+
+    def cli_args(self) -> list[str]:
+        """The same stores as ``kappa`` options, for a process started from here."""
+        args = ["--registry", paths.registry_url(self.registry_url)]
+        from orchestrator.tracking import absolute_uri
+
+        args += ["--mlflow", absolute_uri(paths.mlflow_uri(self.mlflow_uri))]
+        return args
+
+
+def submit(
+    spec_path: str | Path,
+    stores: Stores = Stores(),
+    rerun: bool = False,
+    wait: bool = False,
+    max_parallel: int | None = None,
+    options: SchedulerOptions | None = None,
+    executor: Executor | None = None,
+) -> SubmitResult:
+    """Validate ``spec_path`` entirely, record the sweep, then run it (here or detached)."""
+    from orchestrator.tracking import Tracker
+
+    prepared = prepare(spec_path)  # raises UserInputError before anything is written
+    with stores.open_registry() as registry:
+        result = record(prepared, registry, Tracker(stores.mlflow_uri), rerun=rerun)
+    if wait:
+        resume(result.sweep, stores, max_parallel=max_parallel, options=options,
+               executor=executor)
+    else:
+        start_background(result.sweep, stores, max_parallel)
+    return result
+
+
+def resume(
+    sweep: str,
+    stores: Stores = Stores(),
+    max_parallel: int | None = None,
+    options: SchedulerOptions | None = None,
+    executor: Executor | None = None,
+) -> dict[CellState, int]:
+    """Drive ``sweep`` until no cell is unfinished; returns the final state counts.
+
+    If another scheduler drives the sweep, waits for it, then takes over whatever it
+    left (e.g. cells submitted after it decided to stop).
+    """
+    from orchestrator.backends import get_backend
+    from orchestrator.scheduler.mlflow_runs import MlflowRunTracker
+
+    opts = options or SchedulerOptions()
+    if max_parallel is not None:
+        opts.max_parallel = max_parallel
+    with stores.open_registry() as registry:
+        record_ = registry.get_sweep(sweep)  # unknown sweep: UserInputError listing known ones
+        backend = get_backend(record_.backend)
+        tracker = MlflowRunTracker(stores.mlflow_uri)
+        if executor is None:
+            executor = get_executor("local", max_parallel=opts.max_parallel)
+        scheduler = SweepScheduler(registry, sweep, backend, executor, tracker, opts)
+        while True:
+            try:
+                return scheduler.run()
+            except SweepLockedError:
+                if not registry.cells(sweep, UNFINISHED):
+                    return registry.counts(sweep)
+                if opts.on_tick is not None:
+                    opts.on_tick(registry, sweep)
+                time.sleep(max(opts.poll_interval, 0.5))
+
+
+def scheduler_log(sweep: str) -> Path:
+    """Where a background scheduler of ``sweep`` writes its output."""
+    return paths.kappa_home() / "scheduler" / f"{sweep}.log"
+
+
+def kappa_command() -> list[str]:
+    """How to run ``kappa`` from here: ``KAPPA_CLI`` (split like a shell would), else
+    ``python -m orchestrator`` with this interpreter. (``KAPPA_CLI`` lets a wrapper that
+    registers extra backends start background schedulers that know them too.)"""
+    custom = os.environ.get("KAPPA_CLI")
+    if custom:
+        return shlex.split(custom)
+    return [sys.executable, "-m", "orchestrator"]
+
+
+def start_background(sweep: str, stores: Stores = Stores(),
+                     max_parallel: int | None = None) -> int:
+    """Start ``kappa resume SWEEP --wait`` detached from this process; its pid.
+
+    The command comes from :func:`kappa_command`; it waits for (or takes over from) any
+    scheduler already driving the sweep.
+    """
+    log = scheduler_log(sweep)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    argv = [*kappa_command(), "resume", sweep, "--wait", "--quiet", *stores.cli_args()]
+    if max_parallel is not None:
+        argv += ["--max-parallel", str(max_parallel)]
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True,
+                                env={**os.environ, "KAPPA_HOME": str(paths.kappa_home())})
+    return proc.pid
+
+
+def cancel(target: str, stores: Stores = Stores(),
+           executor: Executor | None = None) -> list[CellRecord]:
+    """Cancel sweep ``target`` (or the cell ``target`` names: an id or unique prefix).
+
+    Unfinished cells become ``cancelled`` (one transaction each) and their running jobs
+    are stopped here, so a sweep whose scheduler died is stopped too. Returns the cells
+    that were cancelled.
+    """
+    with stores.open_registry() as registry:
+        cells = _cells_of(registry, target)
+        executor = executor or get_executor("local")
+        cancelled = []
+        for cell in cells:
+            if cell.state in TERMINAL_STATES:
+                continue
+            if registry.transition(cell, cell.state, CellState.CANCELLED,
+                                   last_error="cancelled by user"):
+                cancelled.append(cell)
+                if cell.state is CellState.RUNNING and cell.job_id:
+                    job = executor.reattach(cell.job_id)
+                    if job is not None:
+                        job.cancel()
+        # Cells waiting for a retry sit in ``failed`` with retries left; stop those too.
+        for cell in cells:
+            if cell.state is CellState.FAILED and cell.retries_left > 0 and (
+                    registry.transition(cell, CellState.FAILED, CellState.PENDING)
+                    and registry.transition(cell, CellState.PENDING, CellState.CANCELLED,
+                                            last_error="cancelled by user")):
+                cancelled.append(cell)
+        return cancelled
+
+
+def _cells_of(registry: Registry, target: str) -> list[CellRecord]:
+    """The cells ``target`` names: a whole sweep, or one cell of any sweep."""
+    if registry.find_sweep(target) is not None:
+        return registry.cells(target)
+    matches = []
+    for sweep in registry.list_sweeps():
+        try:
+            matches.append(registry.get_cell(sweep.name, target))
+        except Exception:  # not in this sweep
+            continue
+    if len(matches) == 1:
+        return matches
+    from orchestrator.errors import Problem, UserInputError
+
+    known = ", ".join(s.name for s in registry.list_sweeps()) or "(none)"
+    if matches:
+        raise UserInputError(f"'{target}' names cells in several sweeps", [Problem(
+            "target", "ambiguous cell id", found=target,
+            allowed=", ".join(f"{c.sweep_name}/{c.cell_id}" for c in matches),
+            fix="give more characters of the cell id")])
+    raise UserInputError(f"no sweep or cell '{target}'", [Problem(
+        "target", "neither a sweep name nor a cell id", found=target, allowed=known,
+        fix="`kappa status` lists sweeps; `kappa status SWEEP` their cells")])
+
+
+def find_cell(registry: Registry, target: str) -> CellRecord:
+    """The one cell ``target`` names (id or unique prefix, in any sweep)."""
+    cells = _cells_of(registry, target)
+    if len(cells) != 1:
+        from orchestrator.errors import Problem, UserInputError
+
+        raise UserInputError(f"'{target}' is a sweep, not a cell", [Problem(
+            "cell", "expected a cell id", found=target,
+            fix=f"`kappa status {target}` lists its cells")])
+    return cells[0]
+
+
+def is_driven(sweep: str) -> bool:
+    """Whether a scheduler is driving ``sweep`` on this machine now."""
+    return holder_pid(sweep) is not None
+
+
+ProgressCallback = Callable[[Registry, str], None]
+__all__ = ["ProgressCallback", "Stores", "SweepLock", "cancel", "find_cell", "is_driven",
+           "resume", "scheduler_log", "start_background", "submit"]

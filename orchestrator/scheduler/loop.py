@@ -1,0 +1,284 @@
+"""The scheduler loop: moves one sweep's cells through their states until none is left.
+
+Each state change is one registry transaction (compare-and-set), so the registry is
+always the truth and another process (``kappa cancel``, a second ``kappa submit``) can
+act on the sweep while this loop drives it. The loop
+
+1. **recovers** what an earlier, killed scheduler left: ``queued`` cells go back to
+   ``pending`` (their launch never started: an attempt is opened *before* a job is
+   submitted); ``running`` cells are reattached through the executor, and cells whose
+   job vanished are requeued — without charging the retry budget — to relaunch in the
+   same run folder, where the backend resumes from the last checkpoint; ``failed`` cells
+   with retries left (killed during a backoff) go back to ``pending``;
+2. **launches** pending cells while the executor has capacity: ``pending -> queued``,
+   child MLflow run (reused across attempts), attempt opened (``queued -> running``),
+   job submitted, job id recorded;
+3. **watches** running jobs: progress from ``progress.json``; on exit, ``succeeded``
+   with ``summary.json``'s final metrics or ``failed`` with the exit code and the log's
+   tail, then a retry after an exponential backoff while retries remain;
+4. **notices cancellation**: a cell that left ``running`` behind its back (``kappa
+   cancel``) has its job killed.
+
+It holds the sweep's :class:`~orchestrator.scheduler.lock.SweepLock` throughout.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from orchestrator.backends import Backend
+from orchestrator.executors import Executor, JobHandle
+from orchestrator.paths import runs_root
+from orchestrator.registry import CellRecord, CellState, Registry, SweepRecord
+from orchestrator.scheduler.lock import SweepLock
+from orchestrator.scheduler.ports import JobFinder, NullTracker, RunTracker
+
+LOG_NAME = "train.log"
+
+
+def retry_delay(failures: int, base: float, cap: float = 300.0) -> float:
+    """Seconds to wait before retry number ``failures`` (1, 2, ...): ``base * 2**(n-1)``."""
+    return min(cap, base * 2 ** max(0, failures - 1))
+
+
+def log_tail(path: Path, lines: int = 20) -> str:
+    """The last ``lines`` lines of a log (for ``last_error``)."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, 2)
+            fh.seek(max(0, fh.tell() - 8192))
+            text = fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def cell_run_dir(cell: CellRecord) -> Path:
+    """Where the cell runs: recorded at submit, else ``runs_root()/<sweep>/<cell id>``."""
+    return Path(cell.run_dir) if cell.run_dir else runs_root() / cell.sweep_name / cell.cell_id
+
+
+@dataclass
+class _Running:
+    cell: CellRecord
+    job: JobHandle
+    run_dir: Path
+    progress: tuple[int, int] | None = None
+
+
+@dataclass
+class SchedulerOptions:
+    """Knobs of the loop. Defaults suit real sweeps; ``KAPPA_POLL_INTERVAL`` and
+    ``KAPPA_RETRY_BACKOFF`` (seconds) change them, e.g. for tests."""
+
+    max_parallel: int | None = None
+    poll_interval: float = field(default_factory=lambda: _env_seconds("KAPPA_POLL_INTERVAL", 0.5))
+    retry_backoff: float = field(default_factory=lambda: _env_seconds("KAPPA_RETRY_BACKOFF", 5.0))
+    on_tick: Callable[[Registry, str], None] | None = None
+
+
+def _env_seconds(name: str, default: float) -> float:
+    """A duration from the environment (how tests and impatient users shorten waits)."""
+    try:
+        return float(os.environ[name])
+    except (KeyError, ValueError):
+        return default
+
+
+@dataclass
+class SweepScheduler:
+    """Drives one sweep to the end. Build it, then call :meth:`run`."""
+
+    registry: Registry
+    sweep: str
+    backend: Backend
+    executor: Executor
+    tracker: RunTracker = field(default_factory=NullTracker)
+    options: SchedulerOptions = field(default_factory=SchedulerOptions)
+    _running: dict[str, _Running] = field(default_factory=dict, init=False)
+    _retry_at: dict[str, float] = field(default_factory=dict, init=False)
+    _sweep_record: SweepRecord | None = field(default=None, init=False)
+    _runs: dict[str, tuple[str, Path]] = field(default_factory=dict, init=False)
+
+    def run(self) -> dict[CellState, int]:
+        """Recover, then launch and watch until no cell is pending, running or retrying."""
+        with SweepLock(self.sweep):
+            self.recover()
+            while True:
+                self.step()
+                if self.options.on_tick is not None:
+                    self.options.on_tick(self.registry, self.sweep)
+                if not self._running and not self._retry_at and not self.registry.cells(
+                        self.sweep, [CellState.PENDING, CellState.QUEUED]):
+                    break
+                time.sleep(self.options.poll_interval)
+        return self.registry.counts(self.sweep)
+
+    def step(self) -> None:
+        """One pass: notice cancels, collect ended jobs, release due retries, launch."""
+        self._notice_cancelled()
+        self._collect()
+        self._release_retries()
+        self._launch_pending()
+
+    # -- recovery ---------------------------------------------------------------------
+    def recover(self) -> None:
+        """Take over whatever an earlier scheduler of this sweep left behind."""
+        for cell in self.registry.cells(self.sweep, [CellState.QUEUED]):
+            self.registry.transition(cell, CellState.QUEUED, CellState.PENDING)
+        for cell in self.registry.cells(self.sweep, [CellState.RUNNING]):
+            job = self._find_job(cell)
+            if job is not None:
+                self._running[cell.cell_id] = _Running(cell, job, cell_run_dir(cell))
+                continue
+            # The job vanished with the old scheduler's machine or process group: run
+            # it again in the same folder. It was not the cell's fault, so the retry
+            # budget grows by the attempt it loses.
+            if self.registry.finish_attempt(cell, CellState.FAILED,
+                                            last_error="job vanished (scheduler restart)"):
+                self.registry.update_cell(cell, max_retries=cell.max_retries + 1)
+                self.registry.transition(cell, CellState.FAILED, CellState.PENDING)
+        for cell in self.registry.cells(self.sweep, [CellState.FAILED]):
+            if cell.retries_left > 0:
+                self.registry.transition(cell, CellState.FAILED, CellState.PENDING)
+
+    def _find_job(self, cell: CellRecord) -> JobHandle | None:
+        if cell.job_id:
+            return self.executor.reattach(cell.job_id)
+        # Killed between opening the attempt and recording the job id: ask the
+        # executor for a job that writes to this cell's log.
+        if isinstance(self.executor, JobFinder):
+            for job_id in self.executor.jobs_for_log(cell_run_dir(cell) / LOG_NAME)[:1]:
+                job = self.executor.reattach(job_id)
+                if job is not None:
+                    self.registry.attach_job(cell, job_id)
+                    return job
+        return None
+
+    # -- launching --------------------------------------------------------------------
+    def _slots(self, gpus: int) -> int:
+        free = self.executor.capacity(gpus)
+        if self.options.max_parallel is not None:
+            free = min(free, self.options.max_parallel - len(self._running))
+        return free
+
+    def _launch_pending(self) -> None:
+        pending = self.registry.cells(self.sweep, [CellState.PENDING])
+        for cell in pending:
+            if self._slots(0) <= 0:
+                return
+            if cell.cell_id in self._retry_at:
+                continue
+            if self.registry.transition(cell, CellState.PENDING, CellState.QUEUED):
+                self._launch(cell)
+
+    def _launch(self, cell: CellRecord) -> None:
+        run_dir = cell_run_dir(cell)
+        log_path = run_dir / LOG_NAME
+        try:
+            settings = self.backend.validate(cell.settings)
+            launch = self.backend.launch(settings, run_dir)
+            gpus = self.backend.gpus(settings)
+            if self._slots(gpus) <= 0:
+                # Not enough free GPUs for this one now; hand the claim back.
+                self.registry.transition(cell, CellState.QUEUED, CellState.PENDING)
+                return
+            # Every attempt logs into the cell's one child run: created on the first
+            # launch, reopened (RUNNING again) by a retry, resume or resubmit.
+            if self._sweep_record is None:
+                self._sweep_record = self.registry.get_sweep(self.sweep)
+            run_id = self.tracker.cell_run(self._sweep_record, cell)
+            if run_id != (cell.mlflow_run_id or "") or not cell.run_dir:
+                self.registry.update_cell(cell, mlflow_run_id=run_id or None,
+                                          run_dir=str(run_dir))
+        except Exception as exc:  # a cell that cannot even be launched fails, loudly
+            self.registry.transition(cell, CellState.QUEUED, CellState.FAILED,
+                                     last_error=f"launch failed: {exc}")
+            return
+        if self.registry.start_attempt(cell, log_path=str(log_path)) is None:
+            return  # cancelled between the claim and the launch
+        env = {**launch.env, **(self.tracker.launch_env(run_id) if run_id else {})}
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            job = self.executor.submit(launch.argv, env, run_dir, log_path, gpus)
+        except Exception as exc:
+            self.registry.finish_attempt(cell, CellState.FAILED,
+                                         last_error=f"executor refused the job: {exc}")
+            self._after_failure(cell.cell_id)
+            return
+        self.registry.attach_job(cell, job.job_id)
+        if run_id:
+            self._runs[cell.cell_id] = (run_id, run_dir)
+        self._running[cell.cell_id] = _Running(cell, job, run_dir)
+
+    # -- watching ---------------------------------------------------------------------
+    def _collect(self) -> None:
+        for cell_id, entry in list(self._running.items()):
+            code = entry.job.poll()
+            self._report_progress(entry)
+            if code is None:
+                continue
+            del self._running[cell_id]
+            summary = self.backend.read_summary(entry.run_dir)
+            if code == 0 and summary is not None and summary.get("status") == "succeeded":
+                final = summary.get("final")
+                if self.registry.finish_attempt(
+                        entry.cell, CellState.SUCCEEDED, exit_code=0,
+                        final_metrics=dict(final) if isinstance(final, dict) else {}):
+                    self._finish_run(entry.cell.cell_id, "FINISHED")
+                continue
+            why = (f"exit code {code}" if code != 0
+                   else "exit code 0 but no succeeded summary.json")
+            tail = log_tail(entry.run_dir / LOG_NAME)
+            if self.registry.finish_attempt(entry.cell, CellState.FAILED, exit_code=code,
+                                            last_error=f"{why}\n{tail}".strip()):
+                self._after_failure(cell_id)
+            elif self.registry.get_cell(self.sweep, cell_id).state is CellState.CANCELLED:
+                self._finish_run(cell_id, "KILLED")  # its job died of the cancel
+
+    def _report_progress(self, entry: _Running) -> None:
+        progress = self.backend.read_progress(entry.run_dir)
+        if progress is not None and progress != entry.progress:
+            entry.progress = progress
+            self.registry.update_progress(entry.cell, progress[0], progress[1] or None)
+
+    def _after_failure(self, cell_id: str) -> None:
+        cell = self.registry.get_cell(self.sweep, cell_id)
+        if cell.state is CellState.FAILED and cell.retries_left > 0:
+            failures = cell.attempts_count
+            self._retry_at[cell_id] = time.monotonic() + retry_delay(
+                failures, self.options.retry_backoff)
+        else:
+            self._finish_run(cell_id, "FAILED")
+
+    def _release_retries(self) -> None:
+        now = time.monotonic()
+        for cell_id, due in list(self._retry_at.items()):
+            if due <= now:
+                del self._retry_at[cell_id]
+                self.registry.transition((self.sweep, cell_id), CellState.FAILED,
+                                         CellState.PENDING)
+
+    def _notice_cancelled(self) -> None:
+        if not self._running:
+            return
+        still = {c.cell_id for c in self.registry.cells(self.sweep, [CellState.RUNNING])}
+        for cell_id in [c for c in self._running if c not in still]:
+            entry = self._running.pop(cell_id)
+            entry.job.cancel()
+            self._finish_run(cell_id, "KILLED")
+
+    def _finish_run(self, cell_id: str, status: str) -> None:
+        known = self._runs.pop(cell_id, None)
+        if known is not None:
+            run_id: str | None = known[0]
+            run_dir = known[1]
+        else:  # e.g. a reattached job: the registry knows its run
+            cell = self.registry.get_cell(self.sweep, cell_id)
+            run_id, run_dir = cell.mlflow_run_id, cell_run_dir(cell)
+        if run_id:
+            self.tracker.finish(run_id, status, run_dir)

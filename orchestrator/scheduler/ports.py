@@ -1,0 +1,60 @@
+"""What the scheduler needs from the parts around it, as small protocols.
+
+The scheduler talks to a :class:`~orchestrator.backends.Backend` (what a launch is), an
+:class:`~orchestrator.executors.Executor` (where it runs), the
+:class:`~orchestrator.registry.Registry` (cell states) and a :class:`RunTracker` (the
+MLflow side). Anything with these methods plugs in: the Ray executor and the verl backend
+need no change here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from orchestrator.registry import CellRecord, SweepRecord
+
+
+class RunTracker(Protocol):
+    """The tracking side of a sweep: one child run per cell under the sweep's parent run."""
+
+    def cell_run(self, sweep: SweepRecord, cell: CellRecord) -> str:
+        """Create the cell's child run (status RUNNING) and return its run id."""
+        ...
+
+    def launch_env(self, run_id: str) -> Mapping[str, str]:
+        """Environment that makes the launched process log into ``run_id``."""
+        ...
+
+    def finish(self, run_id: str, status: str, run_dir: Path | None = None) -> None:
+        """End the run (``FINISHED``, ``FAILED`` or ``KILLED``), keeping files of ``run_dir``."""
+        ...
+
+
+class NullTracker:
+    """Tracks nothing (for benchmarks and registry-only runs)."""
+
+    def cell_run(self, sweep: SweepRecord, cell: CellRecord) -> str:
+        """No run; an empty id."""
+        return ""
+
+    def launch_env(self, run_id: str) -> Mapping[str, str]:
+        """No extra environment."""
+        return {}
+
+    def finish(self, run_id: str, status: str, run_dir: Path | None = None) -> None:
+        """Nothing to end."""
+
+
+@runtime_checkable
+class JobFinder(Protocol):
+    """Optional executor ability: find jobs by the log they write to.
+
+    It closes the one gap in crash recovery: a scheduler killed between starting a job
+    and recording its id. :class:`~orchestrator.executors.local.LocalExecutor` has it.
+    """
+
+    def jobs_for_log(self, log_path: Path) -> list[str]:
+        """Ids of every job ever submitted with ``log_path``, newest first."""
+        ...

@@ -1,0 +1,144 @@
+"""Submitting a spec: validate everything first, then record the sweep in one go.
+
+Order matters. :func:`prepare` loads the spec, resolves the backend and expands (and so
+validates) every cell; it writes nothing, so a bad spec fails with a
+:class:`~orchestrator.errors.UserInputError` (exit 2) and leaves no trace in the registry,
+MLflow or the run folders. Only then does :func:`record` write: the MLflow experiment and
+parent run, the sweep row (one per spec name), the cells that are new (resubmitting adds
+only new cells), and each new cell's run folder with its ``config.yaml``. If recording a
+brand-new sweep fails midway, what was created is removed again.
+
+Cells that ended ``failed`` or ``cancelled`` are queued again by a resubmit; ``succeeded``
+cells only with ``rerun=True`` (their old run folder is kept beside the new one as
+``<cell id>.prev-<n>``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from orchestrator.backends import Backend, get_backend
+from orchestrator.paths import runs_root
+from orchestrator.registry import CellRecord, CellState, Registry
+from orchestrator.spec import Spec, load_spec
+
+CONFIG_NAME = "config.yaml"
+
+
+@dataclass(frozen=True)
+class PreparedSweep:
+    """A spec and its validated cells, ready to record."""
+
+    spec: Spec
+    backend: Backend
+    cells: tuple[Any, ...]  # orchestrator.grid.Cell
+
+    @property
+    def name(self) -> str:
+        """The sweep's name (the spec's)."""
+        return self.spec.name
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    """What a submit did."""
+
+    sweep: str
+    total_cells: int
+    new_cells: int
+    requeued_cells: int
+    experiment_id: str
+    parent_run_id: str
+
+
+def prepare(spec_path: str | Path) -> PreparedSweep:
+    """Load and validate ``spec_path`` and every one of its cells; write nothing."""
+    from orchestrator.grid import expand
+
+    spec = load_spec(spec_path)
+    backend = get_backend(spec.backend)
+    grid = expand(spec)
+    return PreparedSweep(spec=spec, backend=backend, cells=tuple(grid.cells))
+
+
+def write_run_folder(run_dir: Path, settings: Any) -> None:
+    """Create ``run_dir`` with the cell's resolved settings as ``config.yaml``."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    config = run_dir / CONFIG_NAME
+    tmp = run_dir / f".{CONFIG_NAME}.tmp"
+    tmp.write_text(yaml.safe_dump(dict(settings), sort_keys=False))
+    tmp.replace(config)
+
+
+def _archive_run_folder(run_dir: Path) -> None:
+    if not run_dir.exists():
+        return
+    n = 1
+    while (target := run_dir.with_name(f"{run_dir.name}.prev-{n}")).exists():
+        n += 1
+    run_dir.rename(target)
+
+
+def record(
+    prepared: PreparedSweep,
+    registry: Registry,
+    tracker: Any,  # orchestrator.tracking.Tracker
+    rerun: bool = False,
+) -> SubmitResult:
+    """Write the validated sweep: MLflow parent run, registry rows, run folders."""
+    spec = prepared.spec
+    is_new = registry.find_sweep(spec.name) is None
+    experiment_id = tracker.ensure_experiment(spec.name)
+    parent_run_id = tracker.start_sweep_run(experiment_id, spec.name, spec.source_text,
+                                            tags={"kappa.backend": spec.backend})
+    try:
+        registry.upsert_sweep(spec.name, backend=spec.backend, spec_text=spec.source_text,
+                              mlflow_experiment_id=experiment_id,
+                              mlflow_parent_run_id=parent_run_id)
+        new = registry.add_cells(spec.name, prepared.cells, max_retries=spec.retries)
+        root = runs_root() / spec.name
+        for cell in new:
+            run_dir = root / cell.cell_id
+            write_run_folder(run_dir, cell.settings)
+            registry.update_cell(cell, run_dir=str(run_dir))
+    except BaseException:
+        if is_new:
+            registry.delete_sweep(spec.name)
+            tracker.delete_sweep_runs(parent_run_id)
+        raise
+    requeued = _requeue_finished(registry, spec.name, rerun)
+    return SubmitResult(sweep=spec.name, total_cells=len(prepared.cells), new_cells=len(new),
+                        requeued_cells=requeued, experiment_id=experiment_id,
+                        parent_run_id=parent_run_id)
+
+
+def _requeue_finished(registry: Registry, sweep: str, rerun: bool) -> int:
+    again: list[CellState] = [CellState.FAILED, CellState.CANCELLED]
+    if rerun:
+        again.append(CellState.SUCCEEDED)
+    count = 0
+    for cell in registry.cells(sweep, again):
+        if cell.state is CellState.SUCCEEDED:
+            _rerun_in_fresh_folder(cell)
+        if registry.transition(cell, cell.state, CellState.PENDING):
+            # A fresh retry budget: the user asked for this run.
+            registry.update_cell(cell, max_retries=cell.max_retries + cell.attempts_count)
+            count += 1
+    return count
+
+
+def _rerun_in_fresh_folder(cell: CellRecord) -> None:
+    if not cell.run_dir:
+        return
+    run_dir = Path(cell.run_dir)
+    config = (run_dir / CONFIG_NAME).read_text() if (run_dir / CONFIG_NAME).exists() else None
+    _archive_run_folder(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if config is not None:
+        (run_dir / CONFIG_NAME).write_text(config)
+    else:
+        write_run_folder(run_dir, cell.settings)

@@ -1,0 +1,55 @@
+"""The fake trainer process (see sweep_fixtures.py). Standard library + PyYAML only."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+
+def _write(path: Path, data: object) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data))
+    tmp.replace(path)
+
+
+def main() -> int:
+    config = yaml.safe_load(Path(sys.argv[1]).read_text())
+    out = Path(sys.argv[3])
+    steps = int(config.get("steps", 4))
+    pause = float(config.get("step_seconds", 0.02))
+    ckpt = out / "ckpt.json"
+    start = json.loads(ckpt.read_text())["step"] if ckpt.exists() else 0
+    with open(out / "launches.log", "a") as fh:
+        fh.write(f"{start}\n")
+    n_launches = len((out / "launches.log").read_text().split())
+    _write(out / "env.json", {k: os.environ.get(k) for k in
+                              ("MLFLOW_RUN_ID", "MLFLOW_TRACKING_URI", "OMP_NUM_THREADS")})
+    print(f"fake trainer: launch {n_launches}, resuming from step {start}", flush=True)
+    if n_launches <= int(config.get("fail_first", 0)):
+        print("fake trainer: failing on purpose", flush=True)
+        return 3
+    for step in range(start + 1, steps + 1):
+        if 0 < int(config.get("hold_at", 0)) <= step:
+            while not (out / "go").exists():
+                time.sleep(0.02)
+        time.sleep(pause)
+        with open(out / "metrics.jsonl", "a") as fh:
+            fh.write(json.dumps({"step": step, "metrics": {"actor/entropy": 1.0 / step}}) + "\n")
+        _write(ckpt, {"step": step})
+        _write(out / "progress.json", {"step": step, "total_steps": steps})
+    acc = 0.5 + int(config.get("seed", 0)) / 100
+    _write(out / "summary.json", {"status": "succeeded", "steps": steps,
+                                  "final": {"val-core/toy/acc/mean@1": acc}})
+    with open(out.parent.parent / "completions.log", "a") as fh:
+        fh.write(out.name + "\n")
+    print("fake trainer: done", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+"""A tiny real backend for scheduler tests: its launch is a real process (see
+``sweep_fake_trainer.py``) that honours the run-folder contract, checkpoints every step
+and resumes from its checkpoint, and records every completion in a shared file.
+
+Register it with ``BACKENDS["fake"] = "sweep_fixtures:FakeBackend"`` (the CLI bootstrap
+``sweep_cli.py`` does that in subprocesses).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from orchestrator.backends.base import Backend, LaunchSpec
+
+HERE = Path(__file__).resolve().parent
+TRAINER = HERE / "sweep_fake_trainer.py"
+CLI = HERE / "sweep_cli.py"
+BACKEND_ENTRY = "sweep_fixtures:FakeBackend"
+
+
+class FakeSettings(BaseModel):
+    """What a fake cell does."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    steps: int = Field(4, ge=1)
+    step_seconds: float = Field(0.02, ge=0)
+    fail_first: int = Field(0, ge=0, description="fail this many launches, then succeed")
+    seed: int = 0
+    hold_at: int = Field(0, ge=0, description="from this step on (0: never), wait before "
+                         "each step until <run_dir>/go exists")
+
+
+class FakeBackend(Backend):
+    """Launches ``sweep_fake_trainer.py`` in the run folder."""
+
+    name = "fake"
+    settings_model = FakeSettings
+
+    def launch(self, settings: BaseModel, run_dir: Path) -> LaunchSpec:
+        return LaunchSpec(argv=(sys.executable, str(TRAINER), str(run_dir / "config.yaml"),
+                                "--out", str(run_dir)))
+
+
+def write_spec(path: Path, name: str, seeds: int = 4, retries: int = 0,
+               **base: object) -> Path:
+    """A spec of ``seeds`` fake cells (axis ``seed``) with ``base`` settings."""
+    base_yaml = "".join(f"  {k}: {json.dumps(v)}\n" for k, v in base.items()) or "  steps: 4\n"
+    path.write_text(f"name: {name}\nbackend: fake\nretries: {retries}\nbase:\n{base_yaml}"
+                    f"axes:\n  seed: {list(range(seeds))}\n")
+    return path
+
+
+def completions(home: Path) -> list[str]:
+    """Cell ids in the order their process ran to completion (any sweep)."""
+    path = home / "runs" / "completions.log"
+    return path.read_text().split() if path.exists() else []
+
+
+def launches(run_dir: Path) -> list[int]:
+    """The checkpoint step each launch of the cell started from."""
+    path = run_dir / "launches.log"
+    return [int(x) for x in path.read_text().split()] if path.exists() else []
+
+
+def seed_mlflow_store(home: Path) -> None:
+    """Give ``home`` an initialised (empty) MLflow SQLite store.
+
+    Creating an MLflow store runs its schema migrations (many seconds on a busy
+    machine), so the first test builds a template once, in the system temp folder keyed
+    by MLflow's version, and every test copies it (the rename makes that safe for
+    parallel workers).
+    """
+    import os
+    import shutil
+    import tempfile
+    from importlib.metadata import version
+
+    template = Path(tempfile.gettempdir()) / f"kappa-test-mlflow-{version('mlflow')}.db"
+    if not template.exists():
+        from mlflow import MlflowClient
+
+        building = template.with_name(f"{template.name}.{os.getpid()}.tmp")
+        MlflowClient(f"sqlite:///{building}").search_experiments()
+        building.replace(template)
+    home.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(template, home / "mlflow.db")

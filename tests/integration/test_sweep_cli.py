@@ -1,0 +1,155 @@
+"""The sweep commands as a user runs them: real ``kappa`` processes, SQLite, MLflow.
+
+The commands run through ``sweep_cli.py`` (the real ``kappa`` entry point with the fake
+test backend registered).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from sweep_fixtures import CLI, completions, launches, seed_mlflow_store, write_spec
+
+from orchestrator.registry import CellState, Registry
+
+SAFETY = 180  # seconds; a guard against hangs, not a speed assertion
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "home"
+    seed_mlflow_store(home)
+    monkeypatch.setenv("KAPPA_HOME", str(home))
+    monkeypatch.setenv("KAPPA_POLL_INTERVAL", "0.05")
+    monkeypatch.setenv("KAPPA_RETRY_BACKOFF", "0.05")
+    # Background schedulers must know the fake backend too.
+    monkeypatch.setenv("KAPPA_CLI", f"{sys.executable} {CLI}")
+    return home
+
+
+def kappa(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([sys.executable, str(CLI), *args], capture_output=True, text=True,
+                          timeout=SAFETY, check=False, env=dict(os.environ))
+    if check and proc.returncode != 0:
+        raise AssertionError(f"kappa {' '.join(args)} -> {proc.returncode}\n{proc.stdout}\n"
+                             f"{proc.stderr}")
+    return proc
+
+
+def wait_until(predicate: object, what: str) -> None:
+    """Poll ``predicate()`` until true; fail (not flake) only after the safety limit."""
+    deadline = time.monotonic() + SAFETY
+    while not predicate():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(0.05)
+
+
+def test_bad_spec_exits_2_and_writes_nothing(home: Path, tmp_path: Path) -> None:
+    before = sorted(p.name for p in home.iterdir())
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad-one\nbackend: fake\nbase:\n  steps: 0\n  stepz: 3\n"
+                   "axes:\n  seed: [0, 1]\n")
+    proc = kappa("submit", str(bad), "--wait", check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert "steps" in proc.stderr and "stepz" in proc.stderr  # every problem at once
+    unknown = tmp_path / "unknown.yaml"
+    unknown.write_text("name: bad-two\nbackend: nosuch\naxes:\n  seed: [0]\n")
+    proc = kappa("submit", str(unknown), check=False)
+    assert proc.returncode == 2 and "fake" in proc.stderr  # lists the known backends
+    assert sorted(p.name for p in home.iterdir()) == before  # no registry, no runs
+    from mlflow import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{home / 'mlflow.db'}")
+    assert [e.name for e in client.search_experiments()] == ["Default"]
+
+
+def test_sigkill_mid_sweep_then_resume_finishes_every_cell_once(
+        home: Path, tmp_path: Path) -> None:
+    spec = write_spec(tmp_path / "s.yaml", "crash", seeds=3, steps=4, hold_at=3)
+    # Cells run steps 1-2 (checkpointing each), then wait for <run_dir>/go before step 3.
+    orchestrator = subprocess.Popen(
+        [sys.executable, str(CLI), "submit", str(spec), "--wait", "--max-parallel", "2"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+    def two_cells_parked() -> bool:
+        if not (home / "registry.db").exists():
+            return False
+        try:
+            with Registry.open() as reg:
+                running = reg.cells("crash", [CellState.RUNNING])
+        except Exception:  # the sweep is not recorded yet
+            return False
+        return len(running) == 2 and all(c.job_id and c.progress_step == 2 for c in running)
+
+    wait_until(two_cells_parked, "two cells at step 2")
+    os.killpg(orchestrator.pid, signal.SIGKILL)  # the scheduler dies; its jobs do not
+    orchestrator.wait(SAFETY)
+    with Registry.open() as reg:
+        victim, survivor = reg.cells("crash", [CellState.RUNNING])
+        waiting = reg.cells("crash", [CellState.PENDING, CellState.QUEUED])
+    assert len(waiting) == 1
+    # The victim's job dies too (as if its machine went down): it must be requeued.
+    victim_job = Path((victim.job_id or "").removeprefix("local:"))
+    victim_pid = json.loads((victim_job / "pid.json").read_text())["pid"]
+    os.killpg(victim_pid, signal.SIGKILL)
+    for cell in reg_cells_dirs(home, "crash"):
+        (cell / "go").touch()
+
+    kappa("resume", "crash", "--wait", "--max-parallel", "2")
+
+    with Registry.open() as reg:
+        cells = {c.cell_id: c for c in reg.cells("crash")}
+        assert {c.state for c in cells.values()} == {CellState.SUCCEEDED}
+        victim_attempts = reg.attempts(cells[victim.cell_id])
+        survivor_attempts = reg.attempts(cells[survivor.cell_id])
+    done = completions(home)
+    assert sorted(done) == sorted(cells)  # every cell completed exactly once
+    run = home / "runs" / "crash"
+    assert launches(run / victim.cell_id) == [0, 2]  # relaunched from its checkpoint
+    assert launches(run / survivor.cell_id) == [0]  # reattached, never relaunched
+    assert [a.state.value for a in victim_attempts] == ["failed", "succeeded"]
+    assert [a.state.value for a in survivor_attempts] == ["succeeded"]
+
+
+def reg_cells_dirs(home: Path, sweep: str) -> list[Path]:
+    return [p for p in (home / "runs" / sweep).iterdir() if p.is_dir()]
+
+
+def test_status_logs_cancel_and_background_submit(home: Path, tmp_path: Path) -> None:
+    spec = write_spec(tmp_path / "s.yaml", "cli-bg", seeds=2, steps=2, hold_at=2)
+    out = kappa("submit", str(spec)).stdout  # returns at once; a scheduler runs detached
+    assert "background" in out
+
+    def both_parked() -> bool:
+        with Registry.open() as reg:
+            return all(c.progress_step == 1 for c in reg.cells("cli-bg"))
+
+    wait_until(both_parked, "both cells at step 1")
+    status = json.loads(kappa("status", "cli-bg", "--json").stdout)
+    assert status["counts"]["running"] == 2
+    assert status["scheduler_pid"] is not None
+    first, second = (c["cell_id"] for c in status["cells"])
+    assert "resuming from step 0" in kappa("logs", first[:8]).stdout
+
+    assert "cancelled 1 cell" in kappa("cancel", first).stdout
+    (home / "runs" / "cli-bg" / second / "go").touch()
+
+    def sweep_over() -> bool:
+        with Registry.open() as reg:
+            counts = reg.counts("cli-bg")
+        return counts[CellState.CANCELLED] == 1 and counts[CellState.SUCCEEDED] == 1
+
+    wait_until(sweep_over, "the background scheduler to finish")
+    table = kappa("status", "cli-bg").stdout
+    assert "succeeded" in table and "cancelled" in table and "0.51" in table
+    assert "cli-bg" in kappa("status").stdout
+    assert kappa("cancel", "no-such-thing", check=False).returncode == 2
+    assert kappa("logs", "no-such-cell", check=False).returncode == 2

@@ -1,0 +1,57 @@
+"""A tiny sweep on the real embedded trainer, through the scheduler (slow: trains)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sweep_fixtures import seed_mlflow_store
+
+from orchestrator.registry import CellState, Registry
+from orchestrator.scheduler.driver import submit
+
+TINY = """\
+name: tiny-embedded
+backend: embedded
+base:
+  task: arithmetic
+  group_size: 4
+  prompts_per_step: 4
+  ppo_mini_batches: 1
+  max_steps: 3
+  val_every: 2
+  val_size: 16
+  eval_samples: 2
+  checkpoint_every: 1
+  model: {d_model: 16, n_layers: 1, n_heads: 2}
+  warm_start: {steps: 5, batch_size: 8}
+axes:
+  baseline: [grpo, drgrpo]
+"""
+
+
+@pytest.mark.slow
+def test_tiny_embedded_sweep_logs_into_the_cells_child_runs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KAPPA_HOME", str(tmp_path / "home"))
+    seed_mlflow_store(tmp_path / "home")
+    monkeypatch.setenv("KAPPA_POLL_INTERVAL", "0.1")
+    spec = tmp_path / "tiny.yaml"
+    spec.write_text(TINY)
+    submit(spec, wait=True, max_parallel=2)
+    with Registry.open() as reg:
+        cells = reg.cells("tiny-embedded")
+    assert [c.state for c in cells] == [CellState.SUCCEEDED] * 2
+    from mlflow import MlflowClient
+
+    from orchestrator.tracking import Tracker
+
+    client = MlflowClient(Tracker().uri)
+    for cell in cells:
+        assert cell.progress_step == 3
+        assert any(k.startswith("val-core/") for k in cell.final_metrics or {})
+        run = client.get_run(cell.mlflow_run_id or "")
+        assert run.info.status == "FINISHED"
+        # The trainer logged its step metrics into the run the scheduler created.
+        assert "actor/entropy" in run.data.metrics
+        assert len(client.get_metric_history(run.info.run_id, "actor/entropy")) == 3

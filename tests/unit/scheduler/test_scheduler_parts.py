@@ -1,0 +1,154 @@
+"""Scheduler parts on their own: backoff, the sweep lock, crash recovery, status views."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from orchestrator.backends.base import Backend, LaunchSpec
+from orchestrator.cli.sweep_views import cell_row, val_accuracy
+from orchestrator.executors.local import LocalExecutor
+from orchestrator.registry import CellState, Registry
+from orchestrator.scheduler.lock import SweepLock, SweepLockedError, holder_pid
+from orchestrator.scheduler.loop import SweepScheduler, log_tail, retry_delay
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("KAPPA_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+def test_retry_delay_doubles_and_is_capped() -> None:
+    assert [retry_delay(n, 2.0) for n in (1, 2, 3, 4)] == [2.0, 4.0, 8.0, 16.0]
+    assert retry_delay(30, 2.0, cap=60.0) == 60.0
+    assert retry_delay(0, 1.0) == 1.0
+
+
+def test_log_tail_keeps_the_last_lines(tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    log.write_text("".join(f"line {i}\n" for i in range(100)))
+    assert log_tail(log, lines=2) == "line 98\nline 99"
+    assert log_tail(tmp_path / "missing.log") == ""
+
+
+def test_sweep_lock_is_exclusive_and_names_its_holder() -> None:
+    assert holder_pid("s") is None
+    with SweepLock("s"):
+        assert holder_pid("s") == os.getpid()
+        with pytest.raises(SweepLockedError, match="already being driven"):
+            SweepLock("s").acquire()
+        SweepLock("other").acquire()  # other sweeps are independent
+    assert holder_pid("s") is None
+    with SweepLock("s"):
+        pass
+
+
+def test_sweep_lock_dies_with_a_killed_holder(home: Path) -> None:
+    code = ("import sys, time\nfrom orchestrator.scheduler.lock import SweepLock\n"
+            "SweepLock('s').acquire(); print('held', flush=True); time.sleep(600)")
+    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "KAPPA_HOME": str(home)})
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    with pytest.raises(SweepLockedError):
+        SweepLock("s").acquire()
+    holder.kill()
+    holder.wait(60)
+    with SweepLock("s"):  # the kernel released it: resume can take over at once
+        assert holder_pid("s") is not None
+
+
+@dataclass(frozen=True)
+class _Cell:
+    cell_id: str
+    index: int
+    axes: dict[str, Any]
+    settings: dict[str, Any] = field(default_factory=dict)
+    labels: dict[str, Any] = field(default_factory=dict)
+
+
+class _SleepBackend(Backend):
+    name = "sleep"
+    settings_model = BaseModel
+
+    def launch(self, settings: Any, run_dir: Path) -> LaunchSpec:
+        return LaunchSpec(argv=(sys.executable, "-c", "pass"))
+
+
+def test_recover_takes_over_what_a_dead_scheduler_left(home: Path) -> None:
+    with Registry.open() as reg:
+        reg.upsert_sweep("r", backend="sleep", spec_text="name: r")
+        cells = reg.add_cells("r", [_Cell(f"c{i}", i, {"i": i}) for i in range(4)],
+                              max_retries=1)
+        _queued, c_vanished, c_retry, c_spent = cells
+        for cell in cells:
+            assert reg.transition(cell, CellState.PENDING, CellState.QUEUED)
+        # c_vanished: running, but its job id points at nothing.
+        assert reg.start_attempt(c_vanished, job_id="local:/nonexistent/job")
+        # c_retry: failed once, one retry left (the scheduler died during the backoff).
+        assert reg.start_attempt(c_retry)
+        assert reg.finish_attempt(c_retry, CellState.FAILED, exit_code=1)
+        # c_spent: failed twice, no retry left.
+        for _ in range(2):
+            assert reg.start_attempt(c_spent)
+            assert reg.finish_attempt(c_spent, CellState.FAILED, exit_code=1)
+            reg.transition(c_spent, CellState.FAILED, CellState.PENDING)
+            reg.transition(c_spent, CellState.PENDING, CellState.QUEUED)
+        reg.transition(c_spent, CellState.QUEUED, CellState.FAILED)
+
+        SweepScheduler(reg, "r", _SleepBackend(), LocalExecutor()).recover()
+        state = {c.cell_id: c for c in reg.cells("r")}
+        assert state["c0"].state is CellState.PENDING
+        assert state["c1"].state is CellState.PENDING
+        assert state["c1"].max_retries == 2  # a vanished job does not cost a retry
+        assert [a.state.value for a in reg.attempts(c_vanished)] == ["failed"]
+        assert state["c2"].state is CellState.PENDING
+        assert state["c3"].state is CellState.FAILED
+
+
+def test_recover_finds_a_job_whose_id_was_never_recorded(home: Path, tmp_path: Path) -> None:
+    with Registry.open() as reg:
+        reg.upsert_sweep("r", backend="sleep", spec_text="name: r")
+        (cell,) = reg.add_cells("r", [_Cell("c0", 0, {"i": 0})])
+        run_dir = tmp_path / "run"
+        reg.update_cell(cell, run_dir=str(run_dir))
+        reg.transition(cell, CellState.PENDING, CellState.QUEUED)
+        assert reg.start_attempt(cell, log_path=str(run_dir / "train.log"))
+        # The old scheduler submitted the job, then died before attach_job.
+        go = tmp_path / "go"
+        job = LocalExecutor().submit(
+            (sys.executable, "-c", f"import os,time\nwhile not os.path.exists({str(go)!r}): "
+             "time.sleep(0.02)"), {}, tmp_path, run_dir / "train.log")
+        executor = LocalExecutor()
+        scheduler = SweepScheduler(reg, "r", _SleepBackend(), executor)
+        scheduler.recover()
+        found = reg.get_cell("r", "c0")
+        assert found.state is CellState.RUNNING
+        assert found.job_id == job.job_id
+        assert executor.running() == 1
+        go.touch()
+        assert job.wait(60) == 0
+
+
+def test_status_views() -> None:
+    assert val_accuracy({"val-core/gsm8k/acc/mean@1": 0.25, "x": 1}) == 0.25
+    assert val_accuracy({"eval/x/mean@8": 0.3}) is None
+    assert val_accuracy(None) is None
+
+
+def test_cell_row_is_json_ready(home: Path) -> None:
+    import json
+
+    with Registry.open() as reg:
+        reg.upsert_sweep("v", backend="sleep", spec_text="name: v")
+        (cell,) = reg.add_cells("v", [_Cell("c0", 0, {"seed": 1})])
+        row = cell_row(cell)
+    assert json.loads(json.dumps(row))["axes"] == {"seed": 1}
+    assert row["state"] == "pending" and row["val_accuracy"] is None
