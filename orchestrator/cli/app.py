@@ -19,6 +19,11 @@ from orchestrator.errors import KappaError, UserInputError
 COMMAND_MODULES: tuple[str, ...] = (
     "orchestrator.cli.algorithms_cmd",
     "orchestrator.cli.train_cmd",
+    "orchestrator.cli.db_cmd",
+    "orchestrator.cli.spec_cmd",
+    "orchestrator.cli.sweep_cmd",
+    "orchestrator.cli.results_cmd",
+    "orchestrator.cli.data_cmd",
 )
 
 app = typer.Typer(

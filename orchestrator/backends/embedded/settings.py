@@ -30,11 +30,13 @@ class ModelSettings(_Strict):
     d_model: int = Field(64, ge=8, le=4096)
     n_layers: int = Field(2, ge=1, le=48)
     n_heads: int = Field(4, ge=1, le=64)
+    context_length: int = Field(48, ge=8, le=4096, description="Longest prompt + response.")
 
     @model_validator(mode="after")
     def _heads_divide(self) -> ModelSettings:
         if self.d_model % self.n_heads:
-            raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
+            raise ValueError(
+                f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
         return self
 
 
@@ -44,6 +46,10 @@ class WarmStartSettings(_Strict):
     steps: int = Field(600, ge=0)
     batch_size: int = Field(64, ge=1)
     learning_rate: float = Field(3e-3, gt=0)
+    target_accuracy: float | None = Field(
+        0.4, gt=0, le=1,
+        description="Stop early once greedy accuracy on a training-distribution probe set "
+                    "reaches this (checked every 25 steps); None = run all steps.")
 
 
 @dataclass(frozen=True)
@@ -111,6 +117,8 @@ class EmbeddedSettings(_Strict):
     dynamic_sampling: bool | None = None
     overlong_buffer: int = Field(4, ge=0, description="DAPO L_cache: soft-penalty zone (tokens).")
     overlong_penalty_factor: float = Field(1.0, ge=0)
+    max_sampling_attempts: int = Field(
+        4, ge=1, description="DAPO dynamic sampling: most generation rounds per step.")
 
     # --- rewards (κ setting, spurious rewards) -----------------------------------------
     reward_type: Literal["verifier", "random"] = "verifier"
@@ -127,9 +135,10 @@ class EmbeddedSettings(_Strict):
     group_size: int = Field(8, ge=2)
     prompts_per_step: int = Field(32, ge=1)
     max_steps: int = Field(100, ge=1)
-    learning_rate: float = Field(1e-3, gt=0)
+    learning_rate: float = Field(1e-4, gt=0)
     ppo_mini_batches: int = Field(2, ge=1, description="Optimizer steps per RL step.")
     ppo_epochs: int = Field(1, ge=1)
+    grad_clip: float = Field(1.0, gt=0)
     temperature: float = Field(1.0, gt=0)
     max_response_length: int = Field(24, ge=1)
 
@@ -153,21 +162,43 @@ class EmbeddedSettings(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> EmbeddedSettings:
+        # Collect every cross-field problem so the user sees them all at once.
+        problems: list[str] = []
         if self.clip_ratio is not None and (
             self.clip_ratio_low is not None or self.clip_ratio_high is not None
         ):
-            raise ValueError("give clip_ratio or clip_ratio_low/clip_ratio_high, not both")
+            problems.append("give clip_ratio or clip_ratio_low/clip_ratio_high, not both")
         for name in ("clip_ratio", "clip_ratio_low", "clip_ratio_high"):
             value = getattr(self, name)
             if value is not None and value != "inf" and float(value) <= 0:
-                raise ValueError(f"{name} must be > 0 or 'inf' (found {value})")
+                problems.append(f"{name} must be > 0 or 'inf' (found {value})")
         if self.prompts_per_step % self.ppo_mini_batches:
-            raise ValueError(
+            problems.append(
                 f"prompts_per_step ({self.prompts_per_step}) must be divisible by "
                 f"ppo_mini_batches ({self.ppo_mini_batches})")
         if self.reward_correct <= self.reward_incorrect:
-            raise ValueError("reward_correct must be greater than reward_incorrect")
+            problems.append("reward_correct must be greater than reward_incorrect")
+        problems += self._task_problems()
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
+
+    def _task_problems(self) -> list[str]:
+        from orchestrator.backends.embedded.tasks import TASKS
+
+        task = TASKS[self.task]
+        problems = []
+        unknown = sorted(set(self.benchmarks or ()) - set(task.benchmarks))
+        if unknown:
+            problems.append(f"unknown benchmark(s) {', '.join(unknown)} for task {self.task!r}; "
+                            f"known: {', '.join(task.benchmarks)}")
+        # BOS + longest prompt + response must fit the position table.
+        needed = 1 + task.max_prompt_length + self.max_response_length
+        if needed > self.model.context_length:
+            problems.append(
+                f"model.context_length ({self.model.context_length}) is shorter than BOS + the "
+                f"task's longest prompt + max_response_length ({needed})")
+        return problems
 
     @cached_property
     def algorithm(self) -> ResolvedAlgorithm:

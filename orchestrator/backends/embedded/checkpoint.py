@@ -1,0 +1,78 @@
+"""Atomic checkpoints of the RL loop: model, optimizer, RNG states and step.
+
+Files are ``<out>/checkpoints/step_<N>.pt``, written to a temporary name then renamed,
+so a process killed mid-write leaves the previous checkpoint intact. Only the newest
+``keep`` are kept.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+_NAME = re.compile(r"^step_(\d+)\.pt$")
+
+
+@dataclass(frozen=True)
+class TrainState:
+    """What a resumed run needs to continue exactly where it stopped."""
+
+    step: int
+    model: dict[str, Any]
+    optimizer: dict[str, Any]
+    torch_rng: torch.Tensor
+    python_rng: object
+
+
+def checkpoint_dir(out_dir: Path) -> Path:
+    """The folder of a run's checkpoints."""
+    return out_dir / "checkpoints"
+
+
+def latest_checkpoint(out_dir: Path) -> Path | None:
+    """The checkpoint with the highest step, or ``None``."""
+    folder = checkpoint_dir(out_dir)
+    if not folder.is_dir():
+        return None
+    found = [(int(m.group(1)), p) for p in folder.iterdir() if (m := _NAME.match(p.name))]
+    return max(found)[1] if found else None
+
+
+def save_checkpoint(out_dir: Path, step: int, model: torch.nn.Module,
+                    optimizer: torch.optim.Optimizer, keep: int = 2) -> Path:
+    """Write the state after ``step`` completed RL steps; prune older checkpoints."""
+    folder = checkpoint_dir(out_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"step_{step}.pt"
+    tmp = folder / f".step_{step}.pt.{os.getpid()}.tmp"
+    torch.save({
+        "step": step,
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "torch_rng": torch.get_rng_state(),
+        "python_rng": random.getstate(),
+    }, tmp)
+    os.replace(tmp, path)
+    found = sorted((int(m.group(1)), p) for p in folder.iterdir() if (m := _NAME.match(p.name)))
+    for _, old in found[:-keep]:
+        old.unlink(missing_ok=True)
+    return path
+
+
+def load_checkpoint(path: Path, device: torch.device) -> TrainState:
+    """Read a checkpoint written by :func:`save_checkpoint`."""
+    blob = torch.load(path, map_location=device, weights_only=False)
+    return TrainState(step=int(blob["step"]), model=blob["model"], optimizer=blob["optimizer"],
+                      torch_rng=blob["torch_rng"].cpu(), python_rng=blob["python_rng"])
+
+
+def restore_rng(state: TrainState) -> None:
+    """Put the global RNGs back as they were when the checkpoint was written."""
+    torch.set_rng_state(state.torch_rng)
+    random.setstate(state.python_rng)  # type: ignore[arg-type]

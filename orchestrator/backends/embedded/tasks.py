@@ -1,0 +1,174 @@
+"""Synthetic tasks with verifiable answers, each with difficulty levels ("benchmarks").
+
+A task generates problems deterministically from a seed: training prompts from the cell's
+seed, benchmark sets from a fixed per-benchmark seed so every cell of a sweep is scored on
+the same problems. A response is a short worked answer: the running partial sums separated
+by commas, the last one being the final answer (``37+45+12=`` -> ``82,94``). The verifier
+extracts the last comma-separated field, like ``\\boxed{}`` extraction on real math data.
+
+By default numbers are zero-padded to a fixed width and written least-significant digit
+first (``37+45+2`` is shown as ``73+54+20=`` -> ``280,490``): digits line up by position
+and a carry flows in reading order, which a tiny causal model can learn in a few hundred
+steps (the usual trick of the arithmetic-with-transformers literature).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One prompt with its ground-truth answer and the worked solution used for warm start."""
+
+    prompt: str
+    answer: str
+    solution: str
+
+
+@dataclass(frozen=True)
+class Level:
+    """A difficulty level: how many operands and how many digits each has."""
+
+    name: str
+    min_operands: int
+    max_operands: int
+    min_digits: int
+    max_digits: int
+
+
+def stable_seed(*parts: object) -> int:
+    """A 63-bit seed derived from ``parts`` that is the same in every process and platform."""
+    digest = hashlib.sha256(repr(parts).encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
+
+
+def extract_answer(response: str) -> str | None:
+    """The final answer of a worked response (its last comma-separated field), if numeric."""
+    last = response.rsplit(",", 1)[-1].strip()
+    return last if last.isdigit() else None
+
+
+@dataclass(frozen=True)
+class AdditionTask:
+    """Multi-operand addition with partial sums as the worked answer.
+
+    ``levels[0]`` is the training distribution and its in-distribution validation
+    benchmark; later levels are harder held-out benchmarks.
+    """
+
+    name: str
+    levels: tuple[Level, ...]
+    little_endian: bool = True
+    fixed_width: bool = True
+
+    def _fmt(self, value: int, width: int) -> str:
+        text = str(value).zfill(width) if self.fixed_width else str(value)
+        return text[::-1] if self.little_endian else text
+
+    @property
+    def benchmarks(self) -> tuple[str, ...]:
+        """Benchmark names, the validation benchmark first."""
+        return tuple(level.name for level in self.levels)
+
+    @property
+    def val_benchmark(self) -> str:
+        """The in-distribution benchmark used for validation during training."""
+        return self.levels[0].name
+
+    @property
+    def max_prompt_length(self) -> int:
+        """Longest prompt in characters (BOS not included)."""
+        return max(lv.max_operands * (lv.max_digits + 1) for lv in self.levels)
+
+    @property
+    def max_solution_length(self) -> int:
+        """Longest worked solution in characters (EOS not included)."""
+        longest = 0
+        for lv in self.levels:
+            top = 10**lv.max_digits - 1
+            width = lv.max_digits + 1 if self.fixed_width else len(str(top * lv.max_operands))
+            longest = max(longest, (width + 1) * (lv.max_operands - 1) - 1)
+        return longest
+
+    def _level(self, name: str) -> Level:
+        for level in self.levels:
+            if level.name == name:
+                return level
+        from orchestrator.errors import unknown_name
+
+        raise unknown_name("benchmark", name, self.benchmarks, location="benchmarks")
+
+    def _make(self, level: Level, rng: random.Random) -> Problem:
+        count = rng.randint(level.min_operands, level.max_operands)
+        operands = []
+        for _ in range(count):
+            digits = rng.randint(level.min_digits, level.max_digits)
+            low = 0 if digits == 1 else 10 ** (digits - 1)
+            operands.append(rng.randint(low, 10**digits - 1))
+        partial, sums = operands[0], []
+        for value in operands[1:]:
+            partial += value
+            sums.append(self._fmt(partial, level.max_digits + 1))
+        prompt = "+".join(self._fmt(v, level.max_digits) for v in operands) + "="
+        return Problem(prompt=prompt, answer=sums[-1], solution=",".join(sums))
+
+    def train_problems(self, seed: int, n: int,
+                       exclude: frozenset[str] = frozenset()) -> list[Problem]:
+        """``n`` training problems from the first level, skipping prompts in ``exclude``."""
+        rng = random.Random(seed)
+        out: list[Problem] = []
+        while len(out) < n:
+            problem = self._make(self.levels[0], rng)
+            if problem.prompt not in exclude:
+                out.append(problem)
+        return out
+
+    def benchmark(self, name: str, n: int) -> list[Problem]:
+        """The first ``n`` problems of benchmark ``name`` (distinct prompts, fixed seed)."""
+        level = self._level(name)
+        rng = random.Random(stable_seed("benchmark", self.name, name))
+        seen: set[str] = set()
+        out: list[Problem] = []
+        attempts = 0
+        while len(out) < n and attempts < 50 * n:
+            attempts += 1
+            problem = self._make(level, rng)
+            if problem.prompt not in seen:
+                seen.add(problem.prompt)
+                out.append(problem)
+        return out
+
+    def held_out_prompts(self, n: int) -> frozenset[str]:
+        """Prompts of every benchmark's first ``n`` problems; training never shows them."""
+        return frozenset(p.prompt for b in self.benchmarks for p in self.benchmark(b, n))
+
+    def verify(self, response: str, problem: Problem) -> bool:
+        """Whether the response's extracted final answer equals the ground truth."""
+        return extract_answer(response) == problem.answer
+
+
+Task = AdditionTask
+
+TASKS: dict[str, Task] = {
+    # The easiest task: two or three small operands.
+    "addition": AdditionTask(
+        name="addition",
+        levels=(
+            Level("add-val", 2, 3, 1, 2),
+            Level("add-hard", 3, 3, 2, 2),
+            Level("add-harder", 4, 4, 2, 2),
+        ),
+    ),
+    # The main toy task: three or four operands of up to two digits; harder held-out sets.
+    "arithmetic": AdditionTask(
+        name="arithmetic",
+        levels=(
+            Level("arith-val", 3, 4, 1, 2),
+            Level("arith-hard", 4, 4, 2, 2),
+            Level("arith-harder", 5, 5, 2, 2),
+        ),
+    ),
+}

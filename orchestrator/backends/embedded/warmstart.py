@@ -1,0 +1,118 @@
+"""Supervised warm start: teach the policy the answer format and partial accuracy before RL.
+
+The result is cached under ``cache_dir()/embedded/`` by a content hash of everything that
+determines it (task, model shape, warm-start settings, seed), so later cells reuse it. A
+file lock makes a second process wait for the first instead of building it twice, and the
+file is written to a temporary name then renamed, so a reader never sees half a file.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from orchestrator.backends.embedded.evaluation import greedy_accuracy
+from orchestrator.backends.embedded.model import ModelShape, TinyGPT, build_model
+from orchestrator.backends.embedded.rollout import pack, response_logits, token_log_probs
+from orchestrator.backends.embedded.settings import EmbeddedSettings
+from orchestrator.backends.embedded.tasks import TASKS, Task, stable_seed
+from orchestrator.backends.embedded.tokenizer import EOS, TOKENIZER
+
+_FORMAT_VERSION = 1
+_PROBE_SIZE = 128
+_PROBE_EVERY = 25
+
+
+@dataclass(frozen=True)
+class WarmStart:
+    """A warm-started policy and how it got there."""
+
+    model: TinyGPT
+    steps: int
+    probe_accuracy: float
+    path: Path
+    from_cache: bool
+
+
+def model_shape(settings: EmbeddedSettings) -> ModelShape:
+    """The network shape a cell's settings ask for."""
+    m = settings.model
+    return ModelShape(vocab_size=TOKENIZER.vocab_size, context_length=m.context_length,
+                      d_model=m.d_model, n_layers=m.n_layers, n_heads=m.n_heads)
+
+
+def cache_key(settings: EmbeddedSettings) -> str:
+    """Content hash of everything the warm-start weights depend on."""
+    content = {
+        "version": _FORMAT_VERSION,
+        "task": settings.task,
+        "model": asdict(model_shape(settings)),
+        "warm_start": settings.warm_start.model_dump(mode="json"),
+        "seed": settings.seed,
+        "torch": torch.__version__.split("+")[0],
+    }
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def cache_path(settings: EmbeddedSettings) -> Path:
+    """Where the warm start of these settings is (or will be) cached."""
+    from orchestrator.paths import cache_dir
+
+    return cache_dir() / "embedded" / f"warmstart-{cache_key(settings)}.pt"
+
+
+def _train(settings: EmbeddedSettings, task: Task,
+           device: torch.device) -> tuple[TinyGPT, int, float]:
+    ws = settings.warm_start
+    model = build_model(model_shape(settings), stable_seed("init", settings.seed)).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=ws.learning_rate, weight_decay=0.0)
+    held_out = task.held_out_prompts(settings.val_size)
+    probe = task.train_problems(stable_seed("probe", settings.seed), _PROBE_SIZE, held_out)
+    max_new = task.max_solution_length + 1
+    accuracy = 0.0
+    step = 0
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(stable_seed("warm-start", settings.seed))
+        for step in range(1, ws.steps + 1):
+            batch = task.train_problems(stable_seed("warm", settings.seed, step), ws.batch_size,
+                                        held_out)
+            seqs = pack([TOKENIZER.encode_prompt(p.prompt) for p in batch],
+                        [[*TOKENIZER.encode(p.solution), EOS] for p in batch], device)
+            logp = token_log_probs(response_logits(model, seqs, 1.0), seqs.responses)
+            loss = -(logp * seqs.response_mask).sum() / seqs.response_mask.sum()
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            last = step == ws.steps
+            if ws.target_accuracy is not None and (step % _PROBE_EVERY == 0 or last):
+                accuracy = greedy_accuracy(model, task, probe, max_new)
+                if accuracy >= ws.target_accuracy:
+                    break
+            elif last:
+                accuracy = greedy_accuracy(model, task, probe, max_new)
+    return model, step, accuracy
+
+
+def load_or_build(settings: EmbeddedSettings, device: torch.device) -> WarmStart:
+    """The cached warm start of these settings, building (and caching) it if needed."""
+    path = cache_path(settings)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if path.exists():
+            blob = torch.load(path, map_location=device, weights_only=True)
+            model = TinyGPT(model_shape(settings)).to(device)
+            model.load_state_dict(blob["model"])
+            return WarmStart(model, int(blob["steps"]), float(blob["probe_accuracy"]), path, True)
+        model, steps, accuracy = _train(settings, TASKS[settings.task], device)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        torch.save({"model": model.state_dict(), "steps": steps, "probe_accuracy": accuracy}, tmp)
+        os.replace(tmp, path)
+        return WarmStart(model, steps, accuracy, path, False)

@@ -1,0 +1,54 @@
+"""Metrics go into a pre-created MLflow run (real SQLite store), one log_batch call per step."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.backends.embedded.settings import EmbeddedSettings
+from orchestrator.backends.embedded.trainer import train
+
+
+def test_metrics_are_batched_into_the_existing_run(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.create_experiment("embedded", artifact_location=str(tmp_path / "art"))
+    run_id = client.create_run(experiment).info.run_id
+
+    monkeypatch.setenv("KAPPA_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("MLFLOW_RUN_ID", run_id)
+    calls: list[tuple[str, int]] = []
+    real_log_batch = MlflowClient.log_batch
+
+    def counting_log_batch(self: MlflowClient, run_id: str, *args: Any, **kwargs: Any) -> Any:
+        calls.append((run_id, len(kwargs.get("metrics", ()))))
+        return real_log_batch(self, run_id, *args, **kwargs)
+
+    monkeypatch.setattr(MlflowClient, "log_batch", counting_log_batch)
+    settings = EmbeddedSettings(
+        task="addition", model={"d_model": 32, "n_layers": 1, "n_heads": 2},
+        warm_start={"steps": 10, "target_accuracy": None}, group_size=4, prompts_per_step=4,
+        max_steps=3, val_every=2, val_size=8, eval_samples=2, benchmarks=("add-val",),
+        reward_type="random")
+    train(settings, tmp_path / "run", progress=False)
+
+    lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    # One call per metrics.jsonl line: step 0 (warm start), steps 1..3, the final evaluation.
+    assert len(calls) == len(lines) == 5
+    assert all(rid == run_id for rid, _ in calls)
+    assert [n for _, n in calls] == [len(json.loads(x)["metrics"]) for x in lines]
+
+    history = client.get_metric_history(run_id, "critic/score/mean")
+    assert sorted(m.step for m in history) == [1, 2, 3]
+    # '@' is not allowed in MLflow names; it becomes '_at_' there (verl does the same).
+    assert client.get_metric_history(run_id, "eval/add-val/mean_at_2")
+    run = client.get_run(run_id)
+    assert run.info.status == "RUNNING"  # the trainer never ends the run it was given
+    assert len(client.search_runs([experiment])) == 1  # and never creates one
