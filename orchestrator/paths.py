@@ -18,12 +18,14 @@ def kappa_home() -> Path:
 
 def registry_url(override: str | None = None) -> str:
     """The registry's SQLAlchemy URL: ``--registry``, else ``KAPPA_REGISTRY``, else SQLite."""
-    return override or os.environ.get("KAPPA_REGISTRY") or f"sqlite:///{kappa_home() / 'registry.db'}"
+    default = f"sqlite:///{kappa_home() / 'registry.db'}"
+    return override or os.environ.get("KAPPA_REGISTRY") or default
 
 
 def mlflow_uri(override: str | None = None) -> str:
-    """The MLflow tracking URI: ``--mlflow``, else ``KAPPA_MLFLOW_URI``, else SQLite beside the registry."""
-    return override or os.environ.get("KAPPA_MLFLOW_URI") or f"sqlite:///{kappa_home() / 'mlflow.db'}"
+    """The MLflow URI: ``--mlflow``, else ``KAPPA_MLFLOW_URI``, else SQLite beside the registry."""
+    default = f"sqlite:///{kappa_home() / 'mlflow.db'}"
+    return override or os.environ.get("KAPPA_MLFLOW_URI") or default
 
 
 def mlflow_artifact_root() -> Path:

@@ -37,4 +37,5 @@ def validate_model(model: type[M], data: Mapping[str, Any], what: str, prefix: s
     try:
         return model.model_validate(dict(data))
     except ValidationError as exc:
-        raise UserInputError(f"invalid {what}", problems_from_validation_error(exc, prefix)) from None
+        problems = problems_from_validation_error(exc, prefix)
+        raise UserInputError(f"invalid {what}", problems) from None
