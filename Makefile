@@ -3,17 +3,26 @@
 SHELL := /bin/bash
 VENV  := .venv
 PY    := $(VENV)/bin/python
-STAMP := $(VENV)/.kappa-installed
+CORE  := $(VENV)/.kappa-core
+STAMP := $(VENV)/.kappa-full
 PYTEST_ARGS ?=
 
 .PHONY: env sysdeps demo test test-all lint bench clean
 
-$(STAMP): pyproject.toml
+# Two layers: the core (what `make demo` needs) and the full set for the tests
+# (dev tools, Ray, verl and its plug-in).
+$(CORE): pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# The CPU build of torch (an unpinned torch pulls a multi-GB CUDA build).
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[dev,ray]'
+	$(PY) -m pip install -q -e .
+	@touch $(CORE)
+
+$(STAMP): $(CORE) plugins/pyproject.toml
+	$(PY) -m pip install -q -e '.[dev,ray,verl]'
+	# The verl plug-in, into the same environment (it needs nothing kappa lacks).
+	$(PY) -m pip install -q --no-deps -e plugins/
 	@touch $(STAMP)
 
 env: $(STAMP)
@@ -24,22 +33,23 @@ sysdeps:
 	@bash scripts/sysdeps.sh
 
 ## The main job: a toy sweep (6 baselines x +-RB) on the embedded CPU trainer.
-demo: env
+demo: $(CORE)
 	$(VENV)/bin/kappa demo experiments/toy/table2.yaml
 
 ## The tests (CI runs exactly this).
 test: env sysdeps
-	$(VENV)/bin/ruff check orchestrator tests bench
+	$(VENV)/bin/ruff check orchestrator plugins tests bench
 	$(VENV)/bin/mypy
+	cd plugins && ../$(VENV)/bin/mypy --config-file ../pyproject.toml kappa_verl
 	$(VENV)/bin/pytest -m "not slow" -n 2 $(PYTEST_ARGS)
 
 test-all: env sysdeps
 	$(VENV)/bin/pytest -n 2 $(PYTEST_ARGS)
 
 lint: env
-	$(VENV)/bin/ruff check orchestrator tests bench
-	$(VENV)/bin/ruff format --check orchestrator tests bench
+	$(VENV)/bin/ruff check orchestrator plugins tests bench
 	$(VENV)/bin/mypy
+	cd plugins && ../$(VENV)/bin/mypy --config-file ../pyproject.toml kappa_verl
 
 bench: env
 	$(PY) bench/run_all.py

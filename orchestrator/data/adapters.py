@@ -1,0 +1,150 @@
+"""One small adapter per dataset: where it lives, which fields hold what, how it is split.
+
+Field names (hub and local files alike; a local file must use the hub's field names),
+as ``dataset: hub id [config] / split: question field -> answer field``:
+
+* ``dapo-math-17k``: BytedTsinghua-SIA/DAPO-Math-17k / train:
+  ``prompt[0].content`` (already holds DAPO's instruction) -> ``reward_model.ground_truth``
+* ``amc23``: math-ai/amc23 / test: ``question`` -> ``answer``
+* ``aime24``: HuggingFaceH4/aime_2024 / train: ``problem`` -> ``answer``
+* ``aime25``: math-ai/aime25 / test: ``problem`` -> ``answer``
+* ``math500``: HuggingFaceH4/MATH-500 / test: ``problem`` -> ``answer``
+* ``olympiadbench``: Hothan/OlympiadBench [OE_TO_physics_en_COMP] / train:
+  ``context`` + ``question`` -> ``final_answer`` (a list, joined with ", ")
+
+``data_source`` is what verl's reward dispatch and ``val-core/<data_source>/...`` use;
+kappa_verl.rewards maps ``amc23``/``olympiadbench``/``math500`` to verl's scorers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.data.records import is_integer_answer, normalise_answer
+
+# DAPO's own instruction (its prompts already contain it); integer-answer sets reuse it so
+# verl's math_dapo scorer ("Answer: X" or \boxed{}) reads the answer.
+ANSWER_LINE = (
+    "Solve the following math problem step by step. The last line of your response should "
+    "be of the form Answer: $Answer (without quotes) where $Answer is the answer to the "
+    "problem.\n\n{question}\n\nRemember to put your answer on its own line after \"Answer:\"")
+BOXED = "{question}\n\nPlease reason step by step, and put your final answer within \\boxed{{}}."
+
+Extract = Callable[[Mapping[str, Any]], tuple[str, str] | None]
+TokenCounter = Callable[[str], int]
+
+
+def _field(row: Mapping[str, Any], dotted: str) -> Any:
+    value: Any = row
+    for part in dotted.split("."):
+        if isinstance(value, Mapping):
+            value = value.get(part)
+        elif isinstance(value, (list, tuple)) or hasattr(value, "tolist"):
+            items = value.tolist() if hasattr(value, "tolist") else value
+            value = items[int(part)] if len(items) > int(part) else None
+        else:
+            return None
+    return value
+
+
+def fields(question: str, answer: str) -> Extract:
+    """An extractor reading two (dotted) fields; rows missing either are dropped."""
+
+    def extract(row: Mapping[str, Any]) -> tuple[str, str] | None:
+        q, a = _field(row, question), _field(row, answer)
+        if q is None or a is None or (isinstance(a, str) and not a.strip()):
+            return None
+        return str(q), normalise_answer(a)
+
+    return extract
+
+
+def _olympiad(row: Mapping[str, Any]) -> tuple[str, str] | None:
+    question, answer = row.get("question"), row.get("final_answer")
+    if not question or answer is None or len(answer) == 0:
+        return None
+    context = row.get("context")
+    text = f"{context}\n\n{question}" if context else str(question)
+    return text, normalise_answer(list(answer) if not isinstance(answer, str) else answer)
+
+
+@dataclass(frozen=True)
+class Split:
+    """An output split: rows ``[start, stop)`` of the filtered problems."""
+
+    name: str
+    start: int = 0
+    stop: int | None = None
+
+
+@dataclass(frozen=True)
+class DatasetAdapter:
+    """How to turn one dataset into verl rows."""
+
+    name: str
+    hub_id: str
+    hub_split: str
+    data_source: str
+    extract: Extract
+    template: str
+    splits: tuple[Split, ...] = (Split("test"),)
+    hub_config: str | None = None
+    integer_answers_only: bool = False
+    max_prompt_tokens: int | None = None
+    deduplicate: bool = False
+    notes: str = ""
+    # Only for DAPO, whose prompts already carry the instruction.
+    prompt_is_final: bool = field(default=False)
+
+    def problems(self, rows: Iterable[Mapping[str, Any]],
+                 count_tokens: TokenCounter) -> list[tuple[str, str]]:
+        """(prompt text, answer) pairs after extraction, filters and de-duplication."""
+        seen: set[str] = set()
+        kept: list[tuple[str, str]] = []
+        for row in rows:
+            pair = self.extract(row)
+            if pair is None:
+                continue
+            question, answer = pair
+            prompt = question if self.prompt_is_final else self.template.format(question=question)
+            if self.integer_answers_only and not is_integer_answer(answer):
+                continue
+            if self.max_prompt_tokens is not None and count_tokens(prompt) > self.max_prompt_tokens:
+                continue
+            if self.deduplicate:
+                if prompt in seen:
+                    continue
+                seen.add(prompt)
+            kept.append((prompt, answer))
+        return kept
+
+
+DATASETS: dict[str, DatasetAdapter] = {
+    "dapo-math-17k": DatasetAdapter(
+        name="dapo-math-17k", hub_id="BytedTsinghua-SIA/DAPO-Math-17k", hub_split="train",
+        data_source="math_dapo",
+        extract=fields("prompt.0.content", "reward_model.ground_truth"),
+        template=ANSWER_LINE, prompt_is_final=True,
+        splits=(Split("train", 0, 10_000), Split("val", 10_000, 11_000)),
+        integer_answers_only=True, max_prompt_tokens=1024, deduplicate=True,
+        notes="first paper: integer answers, prompt <= 1024 tokens, first 10k train, next 1k "
+              "val; the hub copy repeats each prompt, so duplicates are dropped (choice)"),
+    "amc23": DatasetAdapter(
+        name="amc23", hub_id="math-ai/amc23", hub_split="test", data_source="amc23",
+        extract=fields("question", "answer"), template=ANSWER_LINE),
+    "aime24": DatasetAdapter(
+        name="aime24", hub_id="HuggingFaceH4/aime_2024", hub_split="train",
+        data_source="aime24", extract=fields("problem", "answer"), template=ANSWER_LINE),
+    "aime25": DatasetAdapter(
+        name="aime25", hub_id="math-ai/aime25", hub_split="test", data_source="aime25",
+        extract=fields("problem", "answer"), template=ANSWER_LINE),
+    "math500": DatasetAdapter(
+        name="math500", hub_id="HuggingFaceH4/MATH-500", hub_split="test",
+        data_source="math500", extract=fields("problem", "answer"), template=BOXED),
+    "olympiadbench": DatasetAdapter(
+        name="olympiadbench", hub_id="Hothan/OlympiadBench", hub_split="train",
+        hub_config="OE_TO_physics_en_COMP", data_source="olympiadbench",
+        extract=_olympiad, template=BOXED, notes="physics, open-ended, English, text-only"),
+}

@@ -1,0 +1,76 @@
+"""kappa_verl.rewards: κ-scaled verifier rewards and seeded random rewards, loaded the way
+verl loads them (by file path, through ``get_custom_reward_fn``, with reward_kwargs)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("verl")
+pytest.importorskip("kappa_verl")
+
+import kappa_verl
+from kappa_verl.rewards import bernoulli_half, compute_score
+from omegaconf import OmegaConf
+from verl.trainer.ppo.reward import get_custom_reward_fn
+
+RIGHT = "The sum is 12, so the answer is \\boxed{42}."
+WRONG = "I think the answer is \\boxed{41}."
+
+
+def _loaded(**reward_kwargs: object):  # type: ignore[no-untyped-def]
+    config = OmegaConf.create({"reward": {"custom_reward_function": {
+        "path": kappa_verl.reward_function_path(), "name": "compute_score",
+        "reward_kwargs": reward_kwargs}}})
+    fn = get_custom_reward_fn(config)
+    assert fn is not None
+    return fn
+
+
+@pytest.mark.parametrize("source", ["math_dapo", "aime24", "HuggingFaceH4/MATH-500"])
+def test_verifier_scales_reward_and_keeps_true_accuracy(source: str) -> None:
+    fn = _loaded(reward_correct=5.0, reward_incorrect=0.0)
+    right = fn(data_source=source, solution_str=RIGHT, ground_truth="42",
+               extra_info={"index": 0})
+    wrong = fn(data_source=source, solution_str=WRONG, ground_truth="42",
+               extra_info={"index": 0})
+    assert right == {"score": 5.0, "acc": 1.0}
+    assert wrong == {"score": 0.0, "acc": 0.0}
+
+
+def test_defaults_are_one_and_zero() -> None:
+    assert compute_score("math_dapo", RIGHT, "42") == {"score": 1.0, "acc": 1.0}
+    assert compute_score("math_dapo", WRONG, "42") == {"score": 0.0, "acc": 0.0}
+
+
+def test_random_rewards_ignore_correctness_but_report_it() -> None:
+    fn = _loaded(reward_type="random", reward_correct=1.0, reward_incorrect=0.0, seed=7)
+    results = [fn(data_source="math_dapo", solution_str=f"{RIGHT} attempt {i}",
+                  ground_truth="42", extra_info={"index": i}) for i in range(400)]
+    scores = [r["score"] for r in results]
+    assert all(r["acc"] == 1.0 for r in results)
+    assert 150 < sum(scores) < 250  # Bernoulli(0.5); 400 draws, > 5 sigma margin
+    again = [fn(data_source="math_dapo", solution_str=f"{RIGHT} attempt {i}",
+                ground_truth="42", extra_info={"index": i})["score"] for i in range(400)]
+    assert again == scores  # reproducible in any worker
+
+
+def test_random_rewards_depend_on_seed_index_and_response() -> None:
+    base = [bernoulli_half(0, i, "x") for i in range(64)]
+    assert base != [bernoulli_half(1, i, "x") for i in range(64)]
+    assert base != [bernoulli_half(0, i, "y") for i in range(64)]
+
+
+def test_unknown_reward_type_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="unknown reward_type 'randm'"):
+        compute_score("math_dapo", RIGHT, "42", reward_type="randm")
+
+
+@pytest.mark.parametrize(("source", "right", "truth"), [
+    ("amc23", "so \\boxed{72}", "72"),
+    ("math500", "thus \\boxed{\\frac{1}{2}}", "\\frac{1}{2}"),
+    ("olympiadbench", "hence \\boxed{3}", "3"),
+])
+def test_kappa_data_sources_are_scorable(source: str, right: str, truth: str) -> None:
+    """`kappa data prepare` names verl does not dispatch on are scored via SCORER_ALIASES."""
+    assert compute_score(source, right, truth)["acc"] == 1.0
+    assert compute_score(source, "\\boxed{999}", truth)["acc"] == 0.0
