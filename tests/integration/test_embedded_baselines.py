@@ -46,8 +46,10 @@ def _check_common(final: dict[str, float], lines: list[dict[str, Any]]) -> None:
     for key in ("actor/pg_loss", "actor/entropy", "actor/grad_norm", "critic/score/mean",
                 "critic/advantages/mean", "response_length/mean", "timing_s/step",
                 "perf/throughput", "eval/add-val/mean@2", "eval/add-val/pass@2",
-                "val-core/add-val/acc/mean@1"):
+                "val-core/add-val/acc/mean@1", "eval/add-val/greedy@1"):
         assert key in final and math.isfinite(final[key]), key
+    # Only the validation set is reported as val-core; held-out sets are eval/*.
+    assert [k for k in final if k.startswith("val-core/")] == ["val-core/add-val/acc/mean@1"]
 
 
 @pytest.mark.parametrize("reward_budget", [False, True], ids=["plain", "rb"])

@@ -67,12 +67,12 @@ def benchmark_scores(
     temperature: float,
     generator: torch.Generator,
 ) -> dict[str, float]:
-    """Greedy ``val-core`` accuracy plus ``mean@k`` and ``pass@k`` of ``k`` samples per problem."""
+    """Greedy accuracy plus ``mean@k`` and ``pass@k`` of ``k`` samples per problem."""
     greedy = greedy_accuracy(model, task, problems, max_new_tokens)
     counts = correct_counts(model, task, problems, k, max_new_tokens, temperature, generator)
     n = max(len(problems), 1)
     return {
-        f"val-core/{benchmark}/acc/mean@1": greedy,
+        f"eval/{benchmark}/greedy@1": greedy,
         f"eval/{benchmark}/mean@{k}": sum(c / k for c in counts) / n,
         f"eval/{benchmark}/pass@{k}": sum(pass_at_k(k, c, k) for c in counts) / n,
     }

@@ -177,7 +177,12 @@ def rl_step(settings: EmbeddedSettings, policy: TinyGPT, ref: TinyGPT | None,
 
 
 def evaluate(settings: EmbeddedSettings, policy: TinyGPT) -> dict[str, float]:
-    """Final scores on every benchmark: greedy accuracy, mean@k and pass@k."""
+    """Final scores on every benchmark: greedy accuracy, mean@k and pass@k.
+
+    Only the in-distribution validation set is reported under ``val-core/`` (as during
+    training), so "the validation accuracy" of a run is one unambiguous metric; held-out
+    benchmarks are ``eval/<benchmark>/...``.
+    """
     task = TASKS[settings.task]
     device = next(policy.parameters()).device
     scores: dict[str, float] = {}
@@ -188,6 +193,8 @@ def evaluate(settings: EmbeddedSettings, policy: TinyGPT) -> dict[str, float]:
         scores.update(benchmark_scores(policy, task, benchmark, problems, settings.eval_samples,
                                        settings.max_response_length, settings.eval_temperature,
                                        generator))
+        if benchmark == task.val_benchmark:
+            scores[f"val-core/{benchmark}/acc/mean@1"] = scores[f"eval/{benchmark}/greedy@1"]
     return scores
 
 
