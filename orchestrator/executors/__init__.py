@@ -14,6 +14,7 @@ from orchestrator.executors.base import Executor, JobHandle
 
 EXECUTORS: dict[str, str] = {
     "local": "orchestrator.executors.local:LocalExecutor",
+    "ray_jobs": "orchestrator.executors.ray_jobs:RayJobsExecutor",
 }
 
 

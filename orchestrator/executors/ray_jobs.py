@@ -7,10 +7,19 @@ through the Jobs API (``JobSubmissionClient``, the dashboard's HTTP endpoint), a
 ``ray.init()`` inside the job attaches to the cluster. The entrypoint reserves no
 resources; verl's placement groups request the GPUs.
 
-* Env: ``env`` plus the caller's ``MLFLOW_*`` variables and
-  ``VERL_USE_EXTERNAL_MODULES=kappa_verl`` go into the job's runtime_env ``env_vars``,
-  so they reach every process of the job (the TaskRunner logs to MLflow; the plug-in
-  loads in every worker even without its entry point).
+* Env: ``env`` (for a verl cell: the plug-in's variables, including the entropy-to-reward
+  ``KAPPA_ENTROPY_REWARD_*`` of an entropy-reward cell) plus the caller's ``MLFLOW_*``
+  variables and ``VERL_USE_EXTERNAL_MODULES=kappa_verl`` go into the job's runtime_env
+  ``env_vars``, so they reach every process of the job (the TaskRunner logs to MLflow;
+  the plug-in loads in every worker even without its entry point).
+* ``RAY_OVERRIDE_JOB_RUNTIME_ENV=1`` is always set: verl's ``main_ppo`` calls
+  ``ray.init(runtime_env=...)`` with env vars of its own and kappa's per-phase ones
+  (``+ray_kwargs.ray_init.runtime_env.env_vars.*``), which repeat keys of the job's
+  runtime_env. Without it Ray refuses the repeated keys ("Failed to merge the Job's
+  runtime env"); with it the driver's per-phase value wins, key by key.
+* A submission refused only because the head's job agent has not registered yet (a fresh
+  or restarted cluster: "No available agent to submit job, please try again later") is
+  retried for up to ``SUBMIT_RETRY_S``; any other refusal is a :class:`RayJobsError`.
 * Logs: Ray keeps them on the cluster; ``poll``/``wait`` append what is new to
   ``log_path`` (the offset is kept next to it, so a reattached handle continues).
 * Job ids are ``ray-jobs:<submission id>``; :meth:`RayJobsExecutor.reattach` needs only
@@ -37,11 +46,21 @@ from orchestrator.executors.base import Executor, JobHandle
 
 JOB_ID_PREFIX = "ray-jobs:"
 FORWARDED_PREFIXES = ("MLFLOW_",)
-DEFAULT_ENV = {"VERL_USE_EXTERNAL_MODULES": "kappa_verl"}
+DEFAULT_ENV = {"VERL_USE_EXTERNAL_MODULES": "kappa_verl", "RAY_OVERRIDE_JOB_RUNTIME_ENV": "1"}
 METADATA_KEY = "kappa"
 # Ray reports a stopped job without an exit code; report it like a SIGTERMed process.
 STOPPED_EXIT_CODE = -int(signal.SIGTERM)
 POLL_INTERVAL_S = 1.0
+# A head whose Jobs API answers before its job agent has registered (fresh or restarted
+# cluster, busy machine) refuses submissions with this; Ray says to try again later.
+TRANSIENT_REFUSALS = ("No available agent to submit job",)
+SUBMIT_RETRY_S = 120.0
+SUBMIT_RETRY_INTERVAL_S = 2.0
+
+
+def is_transient_refusal(exc: BaseException) -> bool:
+    """Whether Ray refused a submission only because the cluster is still starting."""
+    return any(text in str(exc) for text in TRANSIENT_REFUSALS)
 
 
 class RayJobsError(KappaError):
@@ -173,11 +192,17 @@ class RayJobsExecutor(Executor):
         metadata = {METADATA_KEY: "1", **extra}
         if log_path is not None:
             metadata["log_path"] = str(log_path)
-        try:
-            self._client.submit_job(entrypoint=entrypoint, runtime_env=runtime_env,
-                                    submission_id=submission_id, metadata=metadata)
-        except Exception as exc:
-            raise RayJobsError(f"Ray refused job {submission_id}: {exc}") from exc
+        deadline = time.monotonic() + SUBMIT_RETRY_S
+        while True:
+            try:
+                self._client.submit_job(entrypoint=entrypoint, runtime_env=runtime_env,
+                                        submission_id=submission_id, metadata=metadata)
+                break
+            except Exception as exc:
+                if is_transient_refusal(exc) and time.monotonic() < deadline:
+                    time.sleep(SUBMIT_RETRY_INTERVAL_S)
+                    continue
+                raise RayJobsError(f"Ray refused job {submission_id}: {exc}") from exc
         return RayJob(self._client, submission_id, log_path)
 
     def _active_kappa_jobs(self) -> int:

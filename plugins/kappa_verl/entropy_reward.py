@@ -32,7 +32,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from orchestrator.algorithms import masked_mean
+from orchestrator.algorithms import entropy_reward, masked_mean
 
 COEF_ENV = "KAPPA_ENTROPY_REWARD_COEF"
 STEPS_ENV = "KAPPA_ENTROPY_REWARD_STEPS"
@@ -74,19 +74,24 @@ def add_entropy_to_scores(rm_scores: Tensor, entropy: Tensor, response_mask: Ten
                           coef: float) -> tuple[Tensor, Tensor]:
     """Token scores with ``coef · H(o)`` added on each response's last valid token.
 
-    All tensors are padded ``(B, T)``. ``H(o)`` is the masked mean of the per-token
-    entropy (detached). A response with no valid token is left unchanged. Returns the new
-    scores and the per-response bonus ``(B,)``.
+    All tensors are padded ``(B, T)``. ``H(o)`` is the masked mean of the per-token entropy
+    (:func:`orchestrator.algorithms.masked_mean`); the shaped reward on the last valid
+    token is :func:`orchestrator.algorithms.entropy_reward` of the score there (which
+    detaches ``H``), so a response's summed score becomes ``R(o) + coef · H(o)``. A
+    response with no valid token is left unchanged. Returns the new scores and the
+    per-response bonus ``(B,)`` (0 for empty responses).
     """
     mask = response_mask.to(rm_scores.dtype)
-    seq_entropy = masked_mean(entropy.detach().to(rm_scores.dtype), mask, dim=-1)
+    seq_entropy = masked_mean(entropy.to(rm_scores.dtype), mask, dim=-1)
     has_tokens = mask.sum(dim=-1) > 0
-    bonus = torch.where(has_tokens, coef * seq_entropy, torch.zeros_like(seq_entropy))
+    rows = torch.nonzero(has_tokens).squeeze(-1)
     positions = torch.arange(mask.shape[-1], device=mask.device).expand_as(mask)
     last = torch.where(mask > 0, positions, torch.full_like(positions, -1)).max(dim=-1).values
     shaped = rm_scores.clone()
-    rows = torch.nonzero(has_tokens).squeeze(-1)
-    shaped[rows, last[rows]] += bonus[rows]
+    shaped[rows, last[rows]] = entropy_reward(rm_scores[rows, last[rows]], seq_entropy[rows],
+                                              coef)
+    bonus = torch.zeros_like(seq_entropy)
+    bonus[rows] = entropy_reward(torch.zeros_like(seq_entropy[rows]), seq_entropy[rows], coef)
     return shaped, bonus
 
 

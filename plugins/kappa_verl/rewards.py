@@ -12,10 +12,16 @@ Keep this module importable on its own: absolute imports only, no package-relati
 from __future__ import annotations
 
 import hashlib
+import operator
 from collections.abc import Mapping
 from typing import Any
 
+import torch
+
+from orchestrator.algorithms import random_rewards, scale_rewards
+
 REWARD_TYPES: tuple[str, ...] = ("verifier", "random")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 # data_source names written by `kappa data prepare` that verl's default_compute_score does
 # not dispatch on, mapped to the verl source whose scorer fits the answer format
 # (integer answers after "Answer:" or in \boxed{} -> math_dapo; symbolic \boxed{} answers
@@ -46,17 +52,48 @@ def is_correct(data_source: str, solution_str: str, ground_truth: str,
     return float(result) > 0
 
 
-def bernoulli_half(seed: int, sample_index: object, solution_str: str) -> bool:
-    """A fair coin that depends only on (seed, prompt index, response text).
+def prompt_id(sample_index: object) -> int:
+    """The prompt id of :func:`~orchestrator.algorithms.random_rewards`: ``extra_info["index"]``.
 
-    verl scores in several worker processes with their own RNG state and passes no step
-    number, so the draw is a hash, not an RNG: the same response of the same prompt under
-    the same seed always gets the same reward, in any worker, on any node.
+    ``kappa data prepare`` writes an integer index; an integer-like string is read as that
+    integer; anything else (another tool's string id, an integer beyond int64) as a
+    stable hash of its text; a missing index as 0.
     """
-    digest = hashlib.blake2b(
-        f"{seed}\x1f{sample_index}\x1f{solution_str}".encode(), digest_size=8
-    ).digest()
-    return digest[0] & 1 == 1
+    if sample_index is None or sample_index == "":
+        return 0
+    value: int | None
+    try:
+        value = operator.index(sample_index)  # type: ignore[arg-type]
+    except TypeError:
+        text = str(sample_index).strip()
+        value = int(text) if text.lstrip("-").isdigit() else None
+    if value is not None and _INT64_MIN <= value <= _INT64_MAX:
+        return value
+    return text_index(str(sample_index))
+
+
+def text_index(text: str) -> int:
+    """A stable non-negative 63-bit integer of ``text`` (fits torch's int64).
+
+    The response index of :func:`~orchestrator.algorithms.random_rewards` for a response:
+    verl scores in several worker processes and passes neither a step number nor the
+    response's position in its group, so the text itself identifies the response.
+    """
+    digest = hashlib.blake2b(text.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") >> 1
+
+
+def random_coin(seed: int, sample_index: object, solution_str: str) -> bool:
+    """The spurious reward's fair coin for one response, by ``orchestrator.algorithms``.
+
+    ``random_rewards(prompt id, response index, seed)`` with the prompt id from
+    ``extra_info["index"]`` (:func:`prompt_id`) and the response index a hash of the
+    response text (:func:`text_index`): the same response of the same prompt under the
+    same seed gets the same reward in any worker, on any node.
+    """
+    coins = random_rewards(torch.tensor([prompt_id(sample_index)]),
+                           torch.tensor([text_index(solution_str)]), int(seed))
+    return bool(coins.item())
 
 
 def compute_score(
@@ -73,9 +110,10 @@ def compute_score(
     """The reward of one response: ``{"score": training reward, "acc": true correctness}``.
 
     ``reward_type="verifier"``: ``reward_correct`` if the answer is right, else
-    ``reward_incorrect`` (the κ setting's ``r⁺``/``r⁻``). ``reward_type="random"``:
-    Bernoulli(0.5) independent of correctness, seeded from ``seed``,
-    ``extra_info["index"]`` and the response text, mapped to the same ``r⁺``/``r⁻``.
+    ``reward_incorrect`` (the κ setting's ``r⁺``/``r⁻``, by
+    :func:`orchestrator.algorithms.scale_rewards`). ``reward_type="random"``: Bernoulli(0.5)
+    independent of correctness (:func:`random_coin`, i.e.
+    :func:`orchestrator.algorithms.random_rewards`), mapped to the same ``r⁺``/``r⁻``.
     Extra keyword arguments verl may add are ignored.
     """
     if reward_type not in REWARD_TYPES:
@@ -86,9 +124,9 @@ def compute_score(
         )
     correct = is_correct(data_source, solution_str, ground_truth, extra_info)
     if reward_type == "random":
-        index = (extra_info or {}).get("index", "")
-        rewarded = bernoulli_half(int(seed), index, solution_str)
+        rewarded = random_coin(int(seed), (extra_info or {}).get("index"), solution_str)
     else:
         rewarded = correct
-    score = float(reward_correct) if rewarded else float(reward_incorrect)
-    return {"score": score, "acc": float(correct)}
+    score = scale_rewards(torch.tensor([rewarded]), float(reward_correct),
+                          float(reward_incorrect))
+    return {"score": float(score.item()), "acc": float(correct)}

@@ -1,7 +1,12 @@
-"""RayJobsExecutor against a real local Ray cluster (head + dashboard), CPU only."""
+"""RayJobsExecutor against a real local Ray cluster (head + dashboard), CPU only.
+
+The executor is made the way the scheduler makes executors: ``get_executor("ray_jobs",
+address=...)``.
+"""
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +17,11 @@ pytest.importorskip("ray")
 
 from ray_head import local_ray_head
 
+from orchestrator.backends import get_backend
+from orchestrator.backends.verl.command import ENV_PREFIX, verl_command
+from orchestrator.backends.verl.phases import phases
+from orchestrator.backends.verl.settings import VerlSettings
+from orchestrator.executors import get_executor
 from orchestrator.executors.ray_jobs import (
     STOPPED_EXIT_CODE,
     RayJobsError,
@@ -24,7 +34,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.ray]
 @pytest.fixture(scope="module")
 def executor() -> Iterator[RayJobsExecutor]:
     with local_ray_head() as address:
-        yield RayJobsExecutor(address, max_parallel=4)
+        made = get_executor("ray_jobs", address=address, max_parallel=4)
+        assert isinstance(made, RayJobsExecutor)
+        yield made
 
 
 def _py(code: str) -> tuple[str, ...]:
@@ -78,3 +90,56 @@ def test_unknown_job_and_capacity(executor: RayJobsExecutor) -> None:
     with pytest.raises(RayJobsError):
         executor.resubmit("ray-jobs:kappa-no-such-job")
     assert executor.capacity() == 4
+
+
+# What verl's main_ppo does with kappa's overrides: ray.init(runtime_env) with the
+# `+ray_kwargs.ray_init.runtime_env.env_vars.*` of the phase's command, inside the job.
+PHASE_PROBE = """
+import json, os, sys, ray
+ray.init(runtime_env={"env_vars": json.loads(sys.argv[1])})
+
+@ray.remote(num_cpus=0)
+def worker_env():
+    return [os.environ.get(k) for k in ("KAPPA_ENTROPY_REWARD_COEF",
+                                        "KAPPA_ENTROPY_REWARD_STEPS")]
+
+print("WORKER_ENV", json.dumps(ray.get(worker_env.remote())), flush=True)
+"""
+
+
+def _ray_init_env(argv: list[str]) -> dict[str, str]:
+    pairs = (a.split("=", 1) for a in argv[3:])
+    return {k.removeprefix(ENV_PREFIX): v for k, v in pairs if k.startswith(ENV_PREFIX)}
+
+
+def test_entropy_reward_switch_reaches_ray_workers_per_phase(executor: RayJobsExecutor,
+                                                            tmp_path: Path) -> None:
+    """The job's runtime_env carries the cell's switch; each phase's ray.init overrides it.
+
+    The control shows why the executor sets RAY_OVERRIDE_JOB_RUNTIME_ENV=1: without it
+    Ray refuses a ray.init that repeats a key of the job's runtime_env, i.e. every verl
+    launch through Ray Jobs.
+    """
+    settings = VerlSettings(model_path="m", train_files="/t", val_files="/v",
+                            entropy_intervention="entropy_reward", entropy_coef=0.01,
+                            intervention_steps=5, max_steps=10)
+    run_dir = tmp_path / "sweep" / "cell"
+    spec = get_backend("verl").launch(settings, run_dir)
+    probe = tmp_path / "probe.py"
+    probe.write_text(PHASE_PROBE)
+    seen = []
+    for phase in phases(settings):
+        env = json.dumps(_ray_init_env(verl_command(settings, run_dir, phase=phase)))
+        log = tmp_path / f"{phase.name}.log"
+        job = executor.submit((sys.executable, str(probe), env), spec.env, tmp_path, log)
+        assert job.wait(timeout=300) == 0, log.read_text()[-3000:]
+        [line] = [x for x in log.read_text().splitlines() if x.startswith("WORKER_ENV")]
+        seen.append(json.loads(line.split(" ", 1)[1]))
+    assert seen == [["0.01", "5"], ["0", "0"]]
+
+    first = json.dumps(_ray_init_env(verl_command(settings, run_dir, phase=phases(settings)[0])))
+    log = tmp_path / "control.log"
+    job = executor.submit((sys.executable, str(probe), first),
+                          {**spec.env, "RAY_OVERRIDE_JOB_RUNTIME_ENV": "0"}, tmp_path, log)
+    assert job.wait(timeout=300) != 0
+    assert "Failed to merge the Job's runtime env" in log.read_text()

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel
 
 from orchestrator.backends.base import Backend, LaunchSpec
+from orchestrator.backends.verl.command import launch_env
 from orchestrator.backends.verl.phases import Phase, checkpointed_step
 from orchestrator.backends.verl.phases import phases as cell_phases
 from orchestrator.backends.verl.settings import VerlSettings
@@ -50,7 +51,7 @@ class VerlBackend(Backend):
         s = _as_verl(settings)
         argv = (sys.executable, "-m", "orchestrator.backends.verl.run_phases",
                 str(run_dir.resolve()), "--settings-json", s.model_dump_json())
-        env = {"VERL_USE_EXTERNAL_MODULES": "kappa_verl", "HYDRA_FULL_ERROR": "1"}
+        env = launch_env(s) | {"HYDRA_FULL_ERROR": "1"}
         return LaunchSpec(argv=argv, env=env, gpus=s.gpus)
 
     def gpus(self, settings: BaseModel) -> int:

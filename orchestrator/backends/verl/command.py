@@ -19,6 +19,8 @@ from orchestrator.backends.verl.settings import VerlSettings
 ENTRY_MODULE = "verl.trainer.main_ppo"
 PLUGIN_MODULE = "kappa_verl"
 ENV_PREFIX = "+ray_kwargs.ray_init.runtime_env.env_vars."
+ENTROPY_COEF_ENV = "KAPPA_ENTROPY_REWARD_COEF"
+ENTROPY_STEPS_ENV = "KAPPA_ENTROPY_REWARD_STEPS"
 # total_training_steps ends the run; the epoch count must merely not end it first.
 _EPOCHS = 100_000
 _SAFE = re.compile(r"^[A-Za-z0-9_/\-+.:@%]+$")
@@ -59,12 +61,32 @@ def run_names(settings: VerlSettings, run_dir: Path) -> tuple[str, str]:
 
 
 def phase_env(settings: VerlSettings, phase: Phase) -> dict[str, str]:
-    """Environment the plug-in reads in verl's trainer process during ``phase``."""
+    """Environment the plug-in reads in verl's trainer process during ``phase``.
+
+    An ``entropy_reward`` cell switches the hook on in its intervention phase and
+    explicitly off (coefficient 0) in the others, so a later phase never inherits the
+    bonus from an environment that carries the cell's values (a Ray job's runtime_env,
+    see :func:`launch_env`).
+    """
     env = {"VERL_USE_EXTERNAL_MODULES": PLUGIN_MODULE}
-    if phase.intervention and settings.entropy_intervention == "entropy_reward":
-        env["KAPPA_ENTROPY_REWARD_COEF"] = repr(settings.entropy_coef)
-        env["KAPPA_ENTROPY_REWARD_STEPS"] = str(phase.end_step)
+    if settings.entropy_intervention == "entropy_reward":
+        if phase.intervention:
+            env[ENTROPY_COEF_ENV] = repr(settings.entropy_coef)
+            env[ENTROPY_STEPS_ENV] = str(phase.end_step)
+        else:
+            env[ENTROPY_COEF_ENV] = "0"
+            env[ENTROPY_STEPS_ENV] = "0"
     return env
+
+
+def launch_env(settings: VerlSettings) -> dict[str, str]:
+    """The cell-wide environment of its launch: the plug-in's variables of its first phase.
+
+    It goes into the job's runtime_env on a Ray cluster (every process of the job sees
+    it); each phase's command still sets its own values in verl's ``ray.init``, which
+    take precedence there (the Ray Jobs executor sets ``RAY_OVERRIDE_JOB_RUNTIME_ENV=1``).
+    """
+    return phase_env(settings, phases(settings)[0])
 
 
 def _algorithm(s: VerlSettings, phase: Phase) -> dict[str, HydraScalar]:

@@ -1,9 +1,12 @@
 """Subprocess that composes verl configs with verl's own Hydra config (preflight's engine).
 
-Run as ``python -m orchestrator.backends.verl.compose_worker``. It imports verl (slow:
-torch) once, answers a handshake with the registries, then one JSON request per stdin
-line: ``{"overrides": [...], "extra": [...]}`` → ``{"problems": [[key, message], ...]}``.
-Protocol lines go to the original stdout; anything verl prints is sent to stderr.
+Run as ``python -m orchestrator.backends.verl.compose_worker``. It first runs the
+plug-in's loud check (``kappa_verl.check()``, which imports verl: slow, torch); if that
+fails the handshake is ``{"plugin_error": "..."}`` and the worker exits. Otherwise it
+answers a handshake with verl's version, the registries and the plug-in's facts, then one
+JSON request per stdin line: ``{"overrides": [...], "extra": [...]}`` →
+``{"problems": [[key, message], ...]}``. Protocol lines go to the original stdout;
+anything verl prints is sent to stderr.
 """
 
 from __future__ import annotations
@@ -14,8 +17,9 @@ import os
 import sys
 from typing import Any, TextIO
 
-# Names kappa's plug-in registers in verl (plugins/README.md); the worker does not load
-# the plug-in, so that preflight works where only verl is installed.
+PLUGIN_MODULE = "kappa_verl"
+# Names kappa's plug-in registers in verl (plugins/README.md); listed here too so that the
+# registries do not depend on how the plug-in was loaded.
 PLUGIN_ESTIMATORS = ("reward_budget",)
 PLUGIN_LOSSES: tuple[str, ...] = ()
 
@@ -95,17 +99,34 @@ def check(request: dict[str, list[str]], known: dict[str, list[str]]) -> list[li
     return problems or [["extra_overrides", f"{type(first).__name__}: {first}"]]
 
 
+def plugin_check() -> tuple[dict[str, str] | None, str | None]:
+    """``kappa_verl.check()``'s facts, or why the plug-in is missing or broken."""
+    try:
+        import kappa_verl
+
+        return kappa_verl.check(), None
+    except Exception as exc:  # PluginError, ImportError, or whatever the plug-in raised
+        return None, f"{type(exc).__name__}: {exc}"
+
+
 def serve(proto: TextIO) -> None:
-    """Handshake, then answer requests until stdin closes."""
+    """Handshake, then answer requests until stdin closes (at once if the plug-in fails)."""
     import importlib.metadata
     from pathlib import Path
+
+    facts, error = plugin_check()
+    if error is not None:
+        proto.write(json.dumps({"plugin_error": error}) + "\n")
+        proto.flush()
+        return
 
     import verl
     from hydra import initialize_config_dir
 
     known = registries()
     config_dir = str(Path(verl.__file__).parent / "trainer" / "config")
-    hello = {"verl_version": importlib.metadata.version("verl"), "registries": known}
+    hello = {"verl_version": importlib.metadata.version("verl"), "registries": known,
+             "plugin": facts}
     proto.write(json.dumps(hello) + "\n")
     proto.flush()
     with initialize_config_dir(config_dir=config_dir, version_base=None):

@@ -10,6 +10,11 @@ cache miss and kept for the life of this process, so planning embedded specs nev
 imports verl. Answers are cached on disk by content hash under
 ``cache_dir()/verl-preflight``.
 
+Preflight also needs kappa's plug-in (``kappa_verl``) where verl is installed: a missing
+plug-in is caught on every call (``find_spec``, no import), a broken one when the worker
+starts (it runs ``kappa_verl.check()`` first); either is one :class:`UserInputError`
+whose fix is the install command.
+
 ``KAPPA_VERL_PREFLIGHT=off`` turns preflight off; where verl is not installed it is
 skipped with a warning.
 """
@@ -19,6 +24,7 @@ from __future__ import annotations
 import atexit
 import hashlib
 import importlib.metadata
+import importlib.util
 import json
 import os
 import subprocess
@@ -38,6 +44,25 @@ CACHE_SCHEMA = 1
 # A stand-in run folder: preflight checks the settings, not where they will run, so
 # equal settings share one cache entry across sweeps.
 PREFLIGHT_RUN_DIR = Path("/kappa-preflight/sweep/cell")
+PLUGIN_MODULE = "kappa_verl"
+PLUGIN_LOCATION = "verl plug-in (kappa_verl)"
+_KAPPA_ROOT = Path(__file__).resolve().parents[3]
+
+
+def plugin_install_fix() -> str:
+    """The commands that install and verify the plug-in in this Python environment."""
+    python = sys.executable
+    return (f"`{python} -m pip install --no-deps -e {_KAPPA_ROOT / 'plugins'}`, then "
+            f"`{python} -c 'import kappa_verl; kappa_verl.check()'` must succeed "
+            "(plugins/README.md)")
+
+
+def plugin_error(found: str) -> UserInputError:
+    """The error for a plug-in that is missing or fails its check."""
+    return UserInputError("verl preflight failed", [Problem(
+        location=PLUGIN_LOCATION,
+        message="kappa's verl plug-in is missing or broken where verl is installed",
+        found=found, fix=plugin_install_fix())])
 
 
 class ComposeWorker:
@@ -51,6 +76,10 @@ class ComposeWorker:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             text=True, env=env)
         hello = self._read()
+        if "plugin_error" in hello:
+            self.close()
+            raise plugin_error(str(hello["plugin_error"]))
+        self.plugin_facts: dict[str, str] = hello.get("plugin") or {}
         self.verl_version = str(hello["verl_version"])
         self.registries: dict[str, list[str]] = hello["registries"]
 
@@ -155,6 +184,9 @@ def preflight(cells: Mapping[str, VerlSettings]) -> None:
         warnings.warn("verl is not installed here: verl cells were not preflighted",
                       stacklevel=2)
         return
+    if importlib.util.find_spec(PLUGIN_MODULE) is None:  # a cache hit would not notice
+        raise plugin_error(f"verl {version} is installed but package {PLUGIN_MODULE!r} is not "
+                           f"importable by {sys.executable}")
     problems: list[Problem] = []
     for label, settings in cells.items():
         n_extra = len(settings.extra_overrides)

@@ -23,6 +23,8 @@ pytest.importorskip("kappa_verl")
 from kappa_verl import entropy_reward as er
 from tensordict import TensorDict
 
+from orchestrator.algorithms import entropy_reward, masked_mean
+
 
 def test_bonus_lands_on_last_valid_token() -> None:
     scores = torch.tensor([[0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]])
@@ -35,6 +37,25 @@ def test_bonus_lands_on_last_valid_token() -> None:
     expected[1, 0] += 0.04
     torch.testing.assert_close(shaped, expected)
     assert scores[0, 2] == 1.0  # input untouched
+
+
+def test_shaped_rewards_equal_the_algorithms_library() -> None:
+    """One implementation: summed shaped scores are entropy_reward(R, masked_mean(H), c)."""
+    gen = torch.Generator().manual_seed(0)
+    lengths = torch.tensor([5, 1, 8, 3, 0, 8])
+    mask = (torch.arange(8).unsqueeze(0) < lengths.unsqueeze(1)).long()
+    entropy = torch.rand(6, 8, generator=gen) * 3
+    outcome = torch.tensor([1.0, 0.0, 5.0, -1.0, 0.0, 0.5])
+    scores = torch.zeros(6, 8)
+    rows = torch.nonzero(lengths > 0).squeeze(-1)
+    scores[rows, lengths[rows] - 1] = outcome[rows]  # verl puts the reward on the last token
+    shaped, bonus = er.add_entropy_to_scores(scores, entropy, mask, coef=0.05)
+    expected = entropy_reward(outcome, masked_mean(entropy, mask.float(), dim=-1), 0.05)
+    assert torch.equal(shaped[rows, lengths[rows] - 1], expected[rows])
+    torch.testing.assert_close(shaped.sum(dim=-1)[rows], expected[rows])
+    seq_entropy = masked_mean(entropy, mask.float(), dim=-1)
+    assert torch.equal(bonus[rows], entropy_reward(torch.zeros(6), seq_entropy, 0.05)[rows])
+    assert shaped[4].abs().sum() == 0 and bonus[4] == 0  # an empty response is untouched
 
 
 def test_settings_window() -> None:

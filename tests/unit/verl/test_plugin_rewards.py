@@ -9,9 +9,12 @@ pytest.importorskip("verl")
 pytest.importorskip("kappa_verl")
 
 import kappa_verl
-from kappa_verl.rewards import bernoulli_half, compute_score
+import torch
+from kappa_verl.rewards import compute_score, prompt_id, random_coin, text_index
 from omegaconf import OmegaConf
 from verl.trainer.ppo.reward import get_custom_reward_fn
+
+from orchestrator.algorithms import random_rewards, scale_rewards
 
 RIGHT = "The sum is 12, so the answer is \\boxed{42}."
 WRONG = "I think the answer is \\boxed{41}."
@@ -55,9 +58,37 @@ def test_random_rewards_ignore_correctness_but_report_it() -> None:
 
 
 def test_random_rewards_depend_on_seed_index_and_response() -> None:
-    base = [bernoulli_half(0, i, "x") for i in range(64)]
-    assert base != [bernoulli_half(1, i, "x") for i in range(64)]
-    assert base != [bernoulli_half(0, i, "y") for i in range(64)]
+    base = [random_coin(0, i, "x") for i in range(64)]
+    assert base != [random_coin(1, i, "x") for i in range(64)]
+    assert base != [random_coin(0, i, "y") for i in range(64)]
+
+
+@pytest.mark.parametrize("seed", [0, 7, 12345])
+def test_random_scores_equal_the_algorithms_library(seed: int) -> None:
+    """One implementation: the plug-in's score is random_rewards + scale_rewards exactly."""
+    fn = _loaded(reward_type="random", reward_correct=5.0, reward_incorrect=-0.5, seed=seed)
+    responses = [f"{WRONG} try {j}" for j in range(8)]
+    for index in range(16):
+        got = [fn(data_source="math_dapo", solution_str=text, ground_truth="42",
+                  extra_info={"index": index})["score"] for text in responses]
+        coins = random_rewards(torch.tensor([[index]]),
+                               torch.tensor([[text_index(t) for t in responses]]), seed)
+        assert got == scale_rewards(coins, 5.0, -0.5).reshape(-1).tolist()
+
+
+def test_verifier_scores_equal_the_algorithms_library() -> None:
+    fn = _loaded(reward_correct=0.1, reward_incorrect=-0.3)
+    got = [fn(data_source="math_dapo", solution_str=text, ground_truth="42",
+              extra_info={"index": 0})["score"] for text in (RIGHT, WRONG)]
+    assert got == scale_rewards(torch.tensor([True, False]), 0.1, -0.3).tolist()
+
+
+def test_prompt_and_response_ids() -> None:
+    assert [prompt_id(v) for v in (7, "7", None, "")] == [7, 7, 0, 0]
+    assert prompt_id("train-7") == text_index("train-7") != prompt_id("train-8")
+    assert prompt_id(2**70) == text_index(str(2**70))  # beyond int64: hashed, not overflowed
+    assert 0 <= text_index("any response") < 2**63
+    assert text_index("a") == text_index("a") != text_index("b")
 
 
 def test_unknown_reward_type_is_a_clear_error() -> None:

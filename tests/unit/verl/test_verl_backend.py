@@ -32,6 +32,18 @@ def test_launch_is_the_phase_driver_with_the_settings(tmp_path: Path) -> None:
     assert not (tmp_path / "sweep").exists()  # launch is pure
 
 
+def test_entropy_reward_cell_carries_its_switch_in_the_launch_env(tmp_path: Path) -> None:
+    """A Ray job's runtime_env is the launch env: it must carry the hook's variables."""
+    s = cell(entropy_intervention="entropy_reward", entropy_coef=0.01, intervention_steps=500,
+             max_steps=1000)
+    env = get_backend("verl").launch(s, tmp_path / "sweep" / "cell").env
+    assert (env["KAPPA_ENTROPY_REWARD_COEF"], env["KAPPA_ENTROPY_REWARD_STEPS"]) == \
+        ("0.01", "500")
+    for other in (cell(), cell(entropy_intervention="entropy_loss", intervention_steps=500)):
+        assert not any(k.startswith("KAPPA_ENTROPY") for k in
+                       get_backend("verl").launch(other, tmp_path / "s" / "c").env)
+
+
 def test_progress_from_driver_file_else_checkpoint_tracker(tmp_path: Path) -> None:
     backend = get_backend("verl")
     assert backend.read_progress(tmp_path) is None

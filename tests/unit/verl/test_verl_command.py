@@ -5,13 +5,22 @@ Regenerate the golden files with ``KAPPA_REGEN_GOLDEN=1 pytest tests/unit/verl``
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from verl_test_cells import BASELINES, REWARD_FILE, RUN_DIR, cell
 
-from orchestrator.backends.verl.command import ENV_PREFIX, hydra_value, verl_command
+from orchestrator.backends.verl.command import (
+    ENV_PREFIX,
+    hydra_value,
+    reward_function_path,
+    verl_command,
+)
+from orchestrator.backends.verl.phases import phases
 
 GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "verl"
 FORWARD = {"MLFLOW_TRACKING_URI": "http://mlflow:5000", "MLFLOW_RUN_ID": "0123abcd"}
@@ -25,13 +34,27 @@ def _args(argv: list[str]) -> dict[str, str]:
 @pytest.mark.parametrize("rb", [False, True])
 def test_golden_command(baseline: str, rb: bool) -> None:
     argv = verl_command(cell(baseline=baseline, reward_budget=rb), RUN_DIR, forward_env=FORWARD)
+    _check_golden(argv, f"{baseline}{'_rb' if rb else ''}")
+
+
+def _check_golden(argv: list[str], name: str) -> None:
     text = "\n".join(argv) + "\n"
-    path = GOLDEN / f"{baseline}{'_rb' if rb else ''}.txt"
+    path = GOLDEN / f"{name}.txt"
     if os.environ.get("KAPPA_REGEN_GOLDEN") == "1":
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     assert path.exists(), f"{path} missing; run with KAPPA_REGEN_GOLDEN=1"
     assert text == path.read_text(), f"{path.name} changed; review, then KAPPA_REGEN_GOLDEN=1"
+
+
+@pytest.mark.parametrize("intervention", ["entropy_loss", "entropy_reward"])
+def test_golden_entropy_study_phases(intervention: str) -> None:
+    """The entropy study's intervention cells (experiments/paper/entropy_study.yaml), per phase."""
+    s = cell(entropy_intervention=intervention, entropy_coef=0.01, intervention_steps=500,
+             max_steps=1000, checkpoint_every=50)
+    for phase in phases(s):
+        _check_golden(verl_command(s, RUN_DIR, phase=phase, forward_env=FORWARD),
+                      f"entropy_study_{intervention}_{phase.name}")
 
 
 def test_argv_is_a_list_of_words_for_main_ppo() -> None:
@@ -131,6 +154,27 @@ def test_extra_overrides_come_last_verbatim() -> None:
     extra = ("actor_rollout_ref.actor.grad_clip=0.5", "+trainer.foo=1")
     argv = verl_command(cell(extra_overrides=extra), RUN_DIR)
     assert tuple(argv[-2:]) == extra
+
+
+def test_reward_file_is_found_without_importing_verl_or_the_plugin() -> None:
+    """find_spec("kappa_verl") reads the package's location without executing it
+    (find_spec("kappa_verl.rewards") would import kappa_verl, hence verl and torch)."""
+    if importlib.util.find_spec("kappa_verl") is None:
+        pytest.skip("kappa_verl is not installed")
+    code = ("import sys\n"
+            "from orchestrator.backends.verl.command import reward_function_path\n"
+            "from orchestrator.backends.verl.settings import VerlSettings\n"
+            "print(reward_function_path(VerlSettings(model_path='m', train_files='/t', "
+            "val_files='/v')))\n"
+            "print(sorted({'kappa_verl', 'verl', 'torch'} & set(sys.modules)))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    path_text, imported = out.stdout.splitlines()
+    assert imported == "[]"
+    path = Path(path_text)
+    assert path.is_absolute() and path.parent.name == "kappa_verl" and path.name == "rewards.py"
+    assert "def compute_score(" in path.read_text()
+    assert reward_function_path(cell(reward_function_path="/x/r.py")) == "/x/r.py"
 
 
 @pytest.mark.parametrize(("value", "rendered"), [

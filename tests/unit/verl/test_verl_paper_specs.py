@@ -45,17 +45,14 @@ def test_table2_crosses_models_baselines_and_rb(monkeypatch: pytest.MonkeyPatch,
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("verl") is None, reason="verl is not installed")
 @pytest.mark.parametrize("name", sorted(COUNTS))
+@pytest.mark.usefixtures("preflight_session")  # one compose worker for every spec
 def test_paper_spec_composes_every_cell_against_verl(name: str, monkeypatch: pytest.MonkeyPatch,
                                                      tmp_path: Path) -> None:
     from orchestrator.backends import get_backend
-    from orchestrator.backends.verl.preflight import close_worker
 
-    monkeypatch.setenv("KAPPA_HOME", str(tmp_path))
+    monkeypatch.setenv("KAPPA_HOME", str(tmp_path))  # an empty cache: every cell composes
     monkeypatch.delenv("KAPPA_VERL_PREFLIGHT", raising=False)
-    try:
-        p = plan(load_spec(PAPER / f"{name}.yaml"))  # validate() preflights each cell
-        backend = get_backend("verl")
-        backend.preflight({c.cell_id: backend.validate(c.settings)  # type: ignore[attr-defined]
-                           for c in p.cells})
-    finally:
-        close_worker()
+    p = plan(load_spec(PAPER / f"{name}.yaml"))  # validate() preflights each cell
+    backend = get_backend("verl")
+    backend.preflight({c.cell_id: backend.validate(c.settings)  # type: ignore[attr-defined]
+                       for c in p.cells})

@@ -59,8 +59,17 @@ def test_entropy_reward_env_only_in_the_intervention_phase() -> None:
     a2 = _args(verl_command(s, RUN_DIR, phase=second))
     assert a1[ENV_PREFIX + "KAPPA_ENTROPY_REWARD_COEF"] == "0.01"
     assert a1[ENV_PREFIX + "KAPPA_ENTROPY_REWARD_STEPS"] == "500"
-    assert ENV_PREFIX + "KAPPA_ENTROPY_REWARD_COEF" not in a2
+    # Explicitly off afterwards: a Ray job's runtime_env carries the cell's values.
+    assert a2[ENV_PREFIX + "KAPPA_ENTROPY_REWARD_COEF"] == "0"
+    assert a2[ENV_PREFIX + "KAPPA_ENTROPY_REWARD_STEPS"] == "0"
     assert a1["actor_rollout_ref.actor.entropy_coeff"] == "0.0"
+
+
+def test_other_cells_never_mention_the_entropy_reward() -> None:
+    for s in (cell(), cell(entropy_intervention="entropy_loss", intervention_steps=5,
+                           max_steps=10)):
+        for phase in phases(s):
+            assert not any("KAPPA_ENTROPY" in a for a in verl_command(s, RUN_DIR, phase=phase))
 
 
 def test_two_phase_cell_needs_a_phase() -> None:

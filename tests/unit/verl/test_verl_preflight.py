@@ -1,13 +1,15 @@
 """Preflight composes cells with verl's real Hydra config and checks names verl defers.
 
-One compose worker (it imports verl once, ~10-30 s) serves the whole module.
+One compose worker per test process (it imports verl once, ~10-30 s) serves every test:
+the ``preflight_session`` fixture (conftest.py). The default run composes a representative
+subset; every baseline ± RB is composed in the slow run.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import os
-from collections.abc import Iterator
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,26 +17,12 @@ from verl_test_cells import BASELINES, cell
 
 import orchestrator.backends.verl.preflight as pf
 from orchestrator.backends import get_backend
+from orchestrator.backends.verl.settings import VerlSettings
 from orchestrator.errors import UserInputError
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("verl") is None,
-                                reason="verl is not installed")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _kappa_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    saved = {k: os.environ.get(k) for k in ("KAPPA_HOME", "KAPPA_CACHE", "KAPPA_VERL_PREFLIGHT")}
-    home = tmp_path_factory.mktemp("kappa_home")
-    os.environ["KAPPA_HOME"] = str(home)
-    os.environ.pop("KAPPA_CACHE", None)
-    os.environ.pop("KAPPA_VERL_PREFLIGHT", None)
-    yield home
-    pf.close_worker()
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
+pytestmark = [pytest.mark.skipif(importlib.util.find_spec("verl") is None,
+                                 reason="verl is not installed"),
+              pytest.mark.usefixtures("preflight_home")]
 
 
 def _problems(**settings: object) -> list[tuple[str, str]]:
@@ -43,15 +31,32 @@ def _problems(**settings: object) -> list[tuple[str, str]]:
     return [(p.location, p.found or "") for p in info.value.problems]
 
 
-def test_every_baseline_and_paper_variant_composes() -> None:
-    cells = {f"{b}{'+rb' if rb else ''}": cell(baseline=b, reward_budget=rb)
-             for b in BASELINES for rb in (False, True)}
-    cells["no-clip"] = cell(clip_ratio="inf", reward_type="random", group_size=16,
-                            prompts_per_step=128, ppo_mini_batch_size=64)
-    cells["kappa"] = cell(baseline="drgrpo", reward_correct=5.0, kl_coef=0.001)
-    cells["entropy"] = cell(entropy_intervention="entropy_reward", intervention_steps=500,
-                            eval_files=["/b/aime24.parquet"])
+def _paper_variants() -> dict[str, VerlSettings]:
+    return {
+        "no-clip": cell(clip_ratio="inf", reward_type="random", group_size=16,
+                        prompts_per_step=128, ppo_mini_batch_size=64),
+        "kappa": cell(baseline="drgrpo", reward_correct=5.0, kl_coef=0.001),
+        "entropy": cell(entropy_intervention="entropy_reward", intervention_steps=500,
+                        eval_files=["/b/aime24.parquet"]),
+    }
+
+
+def test_representative_cells_compose() -> None:
+    """RB with GRPO's KL loss; DAPO's reward manager and filter; a two-phase cell + eval."""
+    cells = {"grpo+rb": cell(baseline="grpo", reward_budget=True),
+             "dapo": cell(baseline="dapo"),
+             "entropy": _paper_variants()["entropy"]}
     pf.preflight(cells)  # raises on any problem
+    facts = pf._get_worker().plugin_facts  # the worker ran kappa_verl.check() first
+    assert (facts["estimator"], facts["verl_version"]) == ("reward_budget", "0.9.1")
+
+
+@pytest.mark.slow
+def test_every_baseline_and_paper_variant_composes() -> None:
+    cells: dict[str, VerlSettings] = {
+        f"{b}{'+rb' if rb else ''}": cell(baseline=b, reward_budget=rb)
+        for b in BASELINES for rb in (False, True)}
+    pf.preflight(cells | _paper_variants())  # raises on any problem
 
 
 def test_unknown_estimator_is_caught_before_any_rollout() -> None:
@@ -87,10 +92,23 @@ def test_backend_validate_preflights_and_exits_as_user_error() -> None:
     assert info.value.problems[0].location == "extra_overrides"
 
 
-def test_warm_cache_needs_no_worker(_kappa_home: Path) -> None:
+WARM_PROBE = """
+import sys
+import orchestrator.backends.verl.preflight as pf
+from orchestrator.backends.verl.settings import VerlSettings
+cells = {"a": VerlSettings.model_validate_json(sys.argv[1]),
+         "b": VerlSettings.model_validate_json(sys.argv[2])}
+pf.preflight(cells)
+print(pf._worker is None, "verl" in sys.modules)
+"""
+
+
+def test_warm_cache_needs_no_worker(preflight_home: Path) -> None:
     cells = {"a": cell(), "b": cell(baseline="dapo", reward_budget=True)}
-    pf.preflight(cells)
-    pf.close_worker()
-    pf.preflight(cells)
-    assert pf._worker is None  # answered from the disk cache alone
-    assert list((_kappa_home / "cache" / "verl-preflight").glob("*.json"))
+    pf.preflight(cells)  # fills the cache (this process's worker, if not cached already)
+    assert list((preflight_home / "cache" / "verl-preflight").glob("*.json"))
+    # A fresh process answers from the disk cache alone: no worker, no verl import.
+    out = subprocess.run([sys.executable, "-c", WARM_PROBE, cells["a"].model_dump_json(),
+                          cells["b"].model_dump_json()], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.split() == ["True", "False"]

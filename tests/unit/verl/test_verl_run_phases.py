@@ -46,7 +46,7 @@ def test_phases_run_in_order_and_fill_the_run_folder(two_phase: VerlSettings,
     assert _launch(two_phase, run_dir) == 0
     calls = _calls(run_dir)
     assert [c["start"] for c in calls] == [0, 4, 8]
-    assert [c["coef"] for c in calls] == ["0.01", None, None]
+    assert [c["coef"] for c in calls] == ["0.01", "0", "0"]  # later phases: explicitly off
     assert _steps(run_dir) == list(range(1, 9))
     progress = json.loads((run_dir / "progress.json").read_text())
     assert progress == {"step": 8, "total_steps": 8}
