@@ -2,8 +2,9 @@
 
 Run folders (``runs_root()/<sweep>/<cell_id>/``) follow the backend file contract
 (``summary.json``, ``progress.json``, ``metrics.jsonl``). Without a registry, the cell's
-axes, state and MLflow run id are read from an optional ``cell.json`` in the folder:
-``{"axes": {name: value}, "state": str, "mlflow_run_id": str}``. Final metrics missing
+axes, state and MLflow run id are read from an optional ``cell.json`` in the folder
+(the scheduler writes it: ``{"sweep", "cell_id", "axes": {name: value}, "labels",
+"state": str, "mlflow_run_id": str | null}``, see ``scheduler/cell_file.py``). Final metrics missing
 everywhere else are read from the MLflow run (its latest ``eval/*`` values; MLflow's
 ``mean_at_8`` is read back as ``mean@8``).
 """

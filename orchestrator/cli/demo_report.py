@@ -1,28 +1,70 @@
 """What ``kappa demo`` prints once its sweep has ended.
 
-:func:`print_demo_results` is the hook for the demo's results: today each cell's final
-validation accuracy and where to look next; the paper-style ablation table is to be
-added here (after the per-cell list), so ``kappa demo`` ends with it.
+:func:`print_demo_results` shows each cell's final validation accuracy, then the sweep's
+paper-style ablation table (rows: baseline; ``+ RB`` delta rows against
+``reward_budget=false``; columns: the ``eval/<benchmark>/mean@<k>`` final metrics the
+trainer wrote), writes the HTML report (what ``kappa report`` writes) to
+``.kappa/reports/<sweep>.html``, and says where the MLflow UI, the registry and the run
+folders are. :func:`demo_table_spec` picks the table's layout from the sweep's axes.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import re
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
 from orchestrator import paths
 from orchestrator.cli.sweep_views import STATE_STYLE, describe_axes, val_accuracy
+from orchestrator.errors import UserInputError
 from orchestrator.registry import Registry
 
 if TYPE_CHECKING:
+    import pandas as pd
+
+    from orchestrator.analysis.tables import TableSpec
     from orchestrator.scheduler.driver import Stores
 
+DELTA_AXIS = "reward_budget"
+DELTA_BASE = "false"
+SEED_AXIS = "seed"
+MLFLOW_UI = "http://127.0.0.1:5000"
+_MEAN_AT_K = re.compile(r"^metric\.eval/[^/]+/mean@(\d+)$")
 
-def print_demo_results(console: Console, registry: Registry, sweep: str,
-                       stores: Stores) -> None:
-    """Each cell's final validation accuracy, then where the MLflow UI and registry are."""
+
+def report_path(sweep: str) -> Path:
+    """Where ``kappa demo`` writes the sweep's HTML report."""
+    return paths.kappa_home() / "reports" / f"{sweep}.html"
+
+
+def mean_at_k_glob(columns: Sequence[str]) -> str | None:
+    """``eval/*/mean@<k>`` for the k most columns have, or ``None`` without any."""
+    ks = Counter(m.group(1) for c in columns if (m := _MEAN_AT_K.match(str(c))))
+    if not ks:
+        return None
+    k = max(ks, key=lambda key: (ks[key], int(key)))
+    return f"eval/*/mean@{k}"
+
+
+def demo_table_spec(axes: Sequence[str], metrics: str) -> TableSpec:
+    """The demo's table: rows = every axis but ``reward_budget`` and ``seed`` (the
+    baseline, for the toy Table 2), ``+ RB`` delta rows when ``reward_budget`` is an
+    axis, no blocks."""
+    from orchestrator.analysis.tables import DeltaSpec, TableSpec
+
+    rows = tuple(a for a in axes if a not in (DELTA_AXIS, SEED_AXIS))
+    delta = DeltaSpec(axis=DELTA_AXIS, base=DELTA_BASE) if DELTA_AXIS in axes else None
+    if not rows:  # only reward_budget (and seeds) vary: its values are the rows
+        rows, delta = ((DELTA_AXIS,) if delta else ("baseline",)), None
+    return TableSpec(rows=rows, delta=delta, metrics=metrics, seed_axis=SEED_AXIS)
+
+
+def _cells_table(registry: Registry, sweep: str) -> Table:
     table = Table(title=f"{sweep}: final validation accuracy", title_justify="left")
     table.add_column("cell")
     table.add_column("axes")
@@ -33,9 +75,59 @@ def print_demo_results(console: Console, registry: Registry, sweep: str,
         table.add_row(cell.cell_id, describe_axes(cell),
                       f"[{STATE_STYLE[cell.state]}]{cell.state.value}[/]",
                       "" if acc is None else f"{acc:.3f}")
-    console.print(table)
-    # Hook: the paper-style ablation table of the sweep goes here.
+    return table
+
+
+def _axis_names(frame: pd.DataFrame) -> list[str]:
+    return [str(c).removeprefix("axis.") for c in frame.columns if str(c).startswith("axis.")]
+
+
+def ablation_table(frame: pd.DataFrame) -> tuple[TableSpec | None, str]:
+    """The sweep's ablation table as markdown (and its spec), or why there is none."""
+    from orchestrator.analysis.tables import build_table, render
+
+    metrics = mean_at_k_glob(list(frame.columns))
+    if metrics is None:
+        return None, "no eval/<benchmark>/mean@<k> final metrics: no ablation table"
+    spec = demo_table_spec(_axis_names(frame), metrics)
+    try:
+        return spec, render(build_table(frame, spec), "markdown")
+    except UserInputError as exc:
+        return None, f"no ablation table: {exc.render()}"
+
+
+def write_report(sweep: str, stores: Stores, spec: TableSpec | None) -> Path:
+    """Write the sweep's HTML report (with the demo table) and return its path."""
+    from orchestrator.analysis.report import build_report
+
+    tables: tuple[tuple[str, Any], ...] = (
+        (("Ablation (kappa demo)", spec),) if spec is not None else ())
+    html = build_report(sweep, registry_url=stores.registry_url, mlflow_uri=stores.mlflow_uri,
+                        mlflow_ui=MLFLOW_UI, tables=tables)
+    target = report_path(sweep)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(".html.tmp")
+    tmp.write_text(html, encoding="utf-8")
+    tmp.replace(target)
+    return target
+
+
+def print_demo_results(console: Console, registry: Registry, sweep: str,
+                       stores: Stores) -> None:
+    """Per-cell accuracies, the ablation table, the report, then where everything is."""
+    from orchestrator.analysis.sources import results
+
+    console.print(_cells_table(registry, sweep))
+    frame = results(sweep, stores.registry_url, stores.mlflow_uri)
+    spec, text = ablation_table(frame)
+    console.print(f"\n[bold]{sweep}[/]: ablation table"
+                  + (f" ({spec.metrics}, mean ± 95% CI over seeds)" if spec else ""))
+    console.print(text, markup=False, highlight=False, soft_wrap=True)
+    try:
+        console.print(f"report:    {write_report(sweep, stores, spec)}")
+    except (UserInputError, OSError) as exc:
+        console.print(f"report:    not written ({exc})", markup=False)
     console.print(f"registry:  {registry.url}")
     console.print(f"MLflow:    {paths.mlflow_uri(stores.mlflow_uri)} — browse it with "
-                  "`kappa ui` (http://127.0.0.1:5000)")
+                  f"`kappa ui` ({MLFLOW_UI}); see docs/mlflow-ui.md to compare runs")
     console.print(f"run folders: {paths.runs_root() / sweep}")

@@ -164,6 +164,7 @@ def cancel(target: str, stores: Stores = Stores(),
             if registry.transition(cell, cell.state, CellState.CANCELLED,
                                    last_error="cancelled by user"):
                 cancelled.append(cell)
+                _note_cancelled(cell)
                 if cell.state is CellState.RUNNING and cell.job_id:
                     job = executor.reattach(cell.job_id)
                     if job is not None:
@@ -175,7 +176,19 @@ def cancel(target: str, stores: Stores = Stores(),
                     and registry.transition(cell, CellState.PENDING, CellState.CANCELLED,
                                             last_error="cancelled by user")):
                 cancelled.append(cell)
+                _note_cancelled(cell)
         return cancelled
+
+
+def _note_cancelled(cell: CellRecord) -> None:
+    """Let the cell's ``cell.json`` say so (a missing folder is no reason to fail)."""
+    from orchestrator.scheduler.cell_file import write_cell_file
+    from orchestrator.scheduler.loop import cell_run_dir
+
+    run_dir = cell_run_dir(cell)
+    if run_dir.is_dir():
+        write_cell_file(run_dir, cell.sweep_name, cell, CellState.CANCELLED.value,
+                        cell.mlflow_run_id)
 
 
 def _cells_of(registry: Registry, target: str) -> list[CellRecord]:

@@ -11,19 +11,28 @@ act on the sweep while this loop drives it. The loop
    same run folder, where the backend resumes from the last checkpoint; ``failed`` cells
    with retries left (killed during a backoff) go back to ``pending``;
 2. **launches** pending cells while the executor has capacity: ``pending -> queued``,
-   child MLflow run (reused across attempts), attempt opened (``queued -> running``),
-   job submitted, job id recorded;
+   child MLflow run (reused across attempts), attempt opened together with the run id
+   and run folder (``queued -> running``, one transaction), ``cell.json`` written, job
+   submitted, job id recorded. The registry's run id is the truth: MLflow is searched
+   for a cell's run only when a ``.mlflow-run-pending`` marker in its run folder says an
+   earlier launch died between creating a run and recording it;
 3. **watches** running jobs: progress from ``progress.json``; on exit, ``succeeded``
    with ``summary.json``'s final metrics or ``failed`` with the exit code and the log's
    tail, then a retry after an exponential backoff while retries remain;
 4. **notices cancellation**: a cell that left ``running`` behind its back (``kappa
    cancel``) has its job killed.
 
+Ending a cell's MLflow run happens off this loop (the tracker may finish runs in the
+background); :meth:`SweepScheduler.run` waits for those before it returns, and recovery
+ends the runs of ended cells that a killed scheduler left RUNNING. ``cell.json`` in each
+run folder follows the registry (see :mod:`.cell_file`).
+
 It holds the sweep's :class:`~orchestrator.scheduler.lock.SweepLock` throughout.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable
@@ -33,11 +42,20 @@ from pathlib import Path
 from orchestrator.backends import Backend
 from orchestrator.executors import Executor, JobHandle
 from orchestrator.paths import runs_root
-from orchestrator.registry import CellRecord, CellState, Registry, SweepRecord
+from orchestrator.registry import TERMINAL_STATES, CellRecord, CellState, Registry, SweepRecord
+from orchestrator.scheduler.cell_file import write_cell_file
 from orchestrator.scheduler.lock import SweepLock
 from orchestrator.scheduler.ports import JobFinder, NullTracker, RunTracker
 
 LOG_NAME = "train.log"
+# In a run folder while a launch creates the cell's MLflow run and has not yet recorded
+# its id: the next launch must look for that run instead of making a second one.
+RUN_PENDING_MARKER = ".mlflow-run-pending"
+# How often a running sweep asks the registry whether a cell was cancelled.
+CANCEL_CHECK_SECONDS = 1.0
+# How an ended cell's MLflow run ends.
+RUN_STATUS = {CellState.SUCCEEDED: "FINISHED", CellState.FAILED: "FAILED",
+              CellState.CANCELLED: "KILLED"}
 
 
 def retry_delay(failures: int, base: float, cap: float = 300.0) -> float:
@@ -103,20 +121,33 @@ class SweepScheduler:
     _retry_at: dict[str, float] = field(default_factory=dict, init=False)
     _sweep_record: SweepRecord | None = field(default=None, init=False)
     _runs: dict[str, tuple[str, Path]] = field(default_factory=dict, init=False)
+    _next_cancel_check: float = field(default=0.0, init=False)
 
     def run(self) -> dict[CellState, int]:
         """Recover, then launch and watch until no cell is pending, running or retrying."""
         with SweepLock(self.sweep):
-            self.recover()
-            while True:
-                self.step()
-                if self.options.on_tick is not None:
-                    self.options.on_tick(self.registry, self.sweep)
-                if not self._running and not self._retry_at and not self.registry.cells(
-                        self.sweep, [CellState.PENDING, CellState.QUEUED]):
-                    break
-                time.sleep(self.options.poll_interval)
+            try:
+                self.recover()
+                while True:
+                    self.step()
+                    if self.options.on_tick is not None:
+                        self.options.on_tick(self.registry, self.sweep)
+                    if not self._running and not self._retry_at and not self.registry.cells(
+                            self.sweep, [CellState.PENDING, CellState.QUEUED]):
+                        break
+                    self._pause()
+            finally:
+                self.tracker.flush()  # runs ended in the background reach the store
         return self.registry.counts(self.sweep)
+
+    def _pause(self) -> None:
+        """Wait up to one poll interval, returning early if the oldest job ends (the
+        executor's own ``wait``), so short cells do not idle out a whole interval."""
+        if self._running:
+            oldest = next(iter(self._running.values()))
+            oldest.job.wait(self.options.poll_interval)
+        else:
+            time.sleep(self.options.poll_interval)
 
     def step(self) -> None:
         """One pass: notice cancels, collect ended jobs, release due retries, launch."""
@@ -145,6 +176,24 @@ class SweepScheduler:
         for cell in self.registry.cells(self.sweep, [CellState.FAILED]):
             if cell.retries_left > 0:
                 self.registry.transition(cell, CellState.FAILED, CellState.PENDING)
+        self._end_stale_runs()
+
+    def _end_stale_runs(self) -> None:
+        """End the MLflow runs of ended cells that are still RUNNING (a scheduler killed
+        before it finished them)."""
+        ended: dict[str, str] = {}
+        run_dirs: dict[str, Path] = {}
+        for cell in self.registry.cells(self.sweep, list(TERMINAL_STATES)):
+            if cell.mlflow_run_id and cell.state in RUN_STATUS:
+                ended[cell.mlflow_run_id] = RUN_STATUS[cell.state]
+                run_dirs[cell.mlflow_run_id] = cell_run_dir(cell)
+        if ended:
+            self.tracker.reconcile(self._sweep(), ended, run_dirs)
+
+    def _sweep(self) -> SweepRecord:
+        if self._sweep_record is None:
+            self._sweep_record = self.registry.get_sweep(self.sweep)
+        return self._sweep_record
 
     def _find_job(self, cell: CellRecord) -> JobHandle | None:
         if cell.job_id:
@@ -167,6 +216,8 @@ class SweepScheduler:
         return free
 
     def _launch_pending(self) -> None:
+        if self._slots(0) <= 0:
+            return  # full: no need to ask the registry what waits
         pending = self.registry.cells(self.sweep, [CellState.PENDING])
         for cell in pending:
             if self._slots(0) <= 0:
@@ -179,6 +230,7 @@ class SweepScheduler:
     def _launch(self, cell: CellRecord) -> None:
         run_dir = cell_run_dir(cell)
         log_path = run_dir / LOG_NAME
+        marker = run_dir / RUN_PENDING_MARKER
         try:
             settings = self.backend.validate(cell.settings)
             launch = self.backend.launch(settings, run_dir)
@@ -189,31 +241,53 @@ class SweepScheduler:
                 return
             # Every attempt logs into the cell's one child run: created on the first
             # launch, reopened (RUNNING again) by a retry, resume or resubmit.
-            if self._sweep_record is None:
-                self._sweep_record = self.registry.get_sweep(self.sweep)
-            run_id = self.tracker.cell_run(self._sweep_record, cell)
-            if run_id != (cell.mlflow_run_id or "") or not cell.run_dir:
-                self.registry.update_cell(cell, mlflow_run_id=run_id or None,
-                                          run_dir=str(run_dir))
+            run_dir.mkdir(parents=True, exist_ok=True)
+            may_exist = marker.exists()
+            if not cell.mlflow_run_id:
+                marker.touch()
+            run_id = self.tracker.cell_run(self._sweep(), cell, may_exist=may_exist)
         except Exception as exc:  # a cell that cannot even be launched fails, loudly
-            self.registry.transition(cell, CellState.QUEUED, CellState.FAILED,
-                                     last_error=f"launch failed: {exc}")
+            if self.registry.transition(cell, CellState.QUEUED, CellState.FAILED,
+                                        last_error=f"launch failed: {exc}"):
+                self._write_cell_file(cell, CellState.FAILED, cell.mlflow_run_id)
             return
-        if self.registry.start_attempt(cell, log_path=str(log_path)) is None:
-            return  # cancelled between the claim and the launch
+        # One transaction opens the attempt and records the run id and folder; until it
+        # commits, the marker makes a later launch look for the run before making one.
+        fields: dict[str, str] = {"log_path": str(log_path), "run_dir": str(run_dir)}
+        if run_id:
+            fields["mlflow_run_id"] = run_id
+        started = self.registry.transition(cell, CellState.QUEUED, CellState.RUNNING,
+                                           **fields)
+        if not started:  # cancelled between the claim and the launch
+            if run_id:
+                self.registry.update_cell(cell, mlflow_run_id=run_id)
+                self.tracker.finish(run_id, "KILLED", run_dir)
+            marker.unlink(missing_ok=True)
+            return
+        marker.unlink(missing_ok=True)
+        self._write_cell_file(cell, CellState.RUNNING, run_id)
         env = {**launch.env, **(self.tracker.launch_env(run_id) if run_id else {})}
         try:
-            run_dir.mkdir(parents=True, exist_ok=True)
             job = self.executor.submit(launch.argv, env, run_dir, log_path, gpus)
         except Exception as exc:
             self.registry.finish_attempt(cell, CellState.FAILED,
                                          last_error=f"executor refused the job: {exc}")
+            self._write_cell_file(cell, CellState.FAILED, run_id)
+            if run_id:
+                self._runs[cell.cell_id] = (run_id, run_dir)
             self._after_failure(cell.cell_id)
             return
         self.registry.attach_job(cell, job.job_id)
         if run_id:
             self._runs[cell.cell_id] = (run_id, run_dir)
         self._running[cell.cell_id] = _Running(cell, job, run_dir)
+
+    def _write_cell_file(self, cell: CellRecord, state: CellState, run_id: str | None) -> None:
+        """``cell.json`` follows the registry; a folder that cannot take it is no reason
+        to stop the sweep."""
+        with contextlib.suppress(OSError):
+            write_cell_file(cell_run_dir(cell), self.sweep, cell, state.value,
+                            run_id or cell.mlflow_run_id)
 
     # -- watching ---------------------------------------------------------------------
     def _collect(self) -> None:
@@ -229,6 +303,7 @@ class SweepScheduler:
                 if self.registry.finish_attempt(
                         entry.cell, CellState.SUCCEEDED, exit_code=0,
                         final_metrics=dict(final) if isinstance(final, dict) else {}):
+                    self._write_cell_file(entry.cell, CellState.SUCCEEDED, self._run_id(cell_id))
                     self._finish_run(entry.cell.cell_id, "FINISHED")
                 continue
             why = (f"exit code {code}" if code != 0
@@ -236,8 +311,10 @@ class SweepScheduler:
             tail = log_tail(entry.run_dir / LOG_NAME)
             if self.registry.finish_attempt(entry.cell, CellState.FAILED, exit_code=code,
                                             last_error=f"{why}\n{tail}".strip()):
+                self._write_cell_file(entry.cell, CellState.FAILED, self._run_id(cell_id))
                 self._after_failure(cell_id)
             elif self.registry.get_cell(self.sweep, cell_id).state is CellState.CANCELLED:
+                self._write_cell_file(entry.cell, CellState.CANCELLED, self._run_id(cell_id))
                 self._finish_run(cell_id, "KILLED")  # its job died of the cancel
 
     def _report_progress(self, entry: _Running) -> None:
@@ -264,13 +341,21 @@ class SweepScheduler:
                                          CellState.PENDING)
 
     def _notice_cancelled(self) -> None:
-        if not self._running:
+        # ``kappa cancel`` stops the jobs itself; this only catches up the bookkeeping, so
+        # once a second (not every poll) is soon enough.
+        if not self._running or time.monotonic() < self._next_cancel_check:
             return
+        self._next_cancel_check = time.monotonic() + CANCEL_CHECK_SECONDS
         still = {c.cell_id for c in self.registry.cells(self.sweep, [CellState.RUNNING])}
         for cell_id in [c for c in self._running if c not in still]:
             entry = self._running.pop(cell_id)
             entry.job.cancel()
+            self._write_cell_file(entry.cell, CellState.CANCELLED, self._run_id(cell_id))
             self._finish_run(cell_id, "KILLED")
+
+    def _run_id(self, cell_id: str) -> str | None:
+        known = self._runs.get(cell_id)
+        return known[0] if known is not None else None
 
     def _finish_run(self, cell_id: str, status: str) -> None:
         known = self._runs.pop(cell_id, None)

@@ -1,28 +1,74 @@
 """The scheduler's :class:`~orchestrator.scheduler.ports.RunTracker` on MLflow.
 
-A thin adapter over :class:`orchestrator.tracking.Tracker`: the child run of a cell is
-created under the sweep's parent run just before its first launch and reused by every
-retry and resume; when the cell ends, its config, summary and log are attached.
+A thin adapter over :class:`orchestrator.tracking.Tracker` (one client for the whole
+sweep). The child run of a cell is created under the sweep's parent run just before its
+first launch; the registry's ``mlflow_run_id`` is the source of truth after that, so a
+retry or resume reopens the recorded run without searching for it. Only a launch that
+may have created a run without recording it (``may_exist``) searches first.
+
+A new run's params are logged just after it is created, on a background thread
+(:mod:`.background`); a reopened run gets any params it lacks the same way. When a cell
+ends, its config, summary and log are attached, final metrics from ``summary.json`` that
+the run lacks are logged as metrics, and the run is ended — on the same thread, in
+order, off the loop's critical path. :meth:`flush` waits for all that; a retry reopening
+a run waits for the run's own pending work first; :meth:`reconcile` ends runs a killed
+scheduler never finished.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from orchestrator.registry import CellRecord, SweepRecord
+from orchestrator.scheduler.background import BackgroundWork
 from orchestrator.tracking import Tracker, git_commit
 
 ARTIFACTS = ("config.yaml", "summary.json", "train.log")
 
 
+def summary_final_metrics(run_dir: Path | None) -> tuple[dict[str, float], int]:
+    """The numeric final metrics of ``run_dir/summary.json`` and its step count."""
+    if run_dir is None:
+        return {}, 0
+    try:
+        summary: Any = json.loads((run_dir / "summary.json").read_text())
+    except (OSError, ValueError):
+        return {}, 0
+    if not isinstance(summary, dict):
+        return {}, 0
+    final = summary.get("final")
+    metrics = {str(k): float(v) for k, v in (final.items() if isinstance(final, dict) else ())
+               if isinstance(v, int | float) and not isinstance(v, bool)}
+    steps = summary.get("steps")
+    return metrics, steps if isinstance(steps, int) else 0
+
+
+def _import_mlflow_parts(tracker: Tracker) -> None:
+    """Import, on this thread, the MLflow modules the background tasks use.
+
+    Two threads importing a package with import cycles (MLflow has them) for the first
+    time at once can deadlock or see half-initialised modules; after this, the worker
+    only finds them in ``sys.modules``.
+    """
+    import mlflow.entities
+    import mlflow.exceptions
+    import mlflow.store.artifact.artifact_repository_registry  # noqa: F401
+
+    tracker.client  # noqa: B018  (imports the client and opens the store)
+
+
 class MlflowRunTracker:
     """Child runs per cell in the MLflow store at ``uri`` (see module docstring)."""
 
-    def __init__(self, uri: str | None = None) -> None:
+    def __init__(self, uri: str | None = None, background: bool = True) -> None:
         self.tracker = Tracker(uri)
         self._commit: str | None = None
         self._commit_known = False
+        self._work = BackgroundWork("kappa-mlflow-finish") if background else None
+        self._warm = False
 
     def _git_commit(self) -> str | None:
         if not self._commit_known:
@@ -30,18 +76,64 @@ class MlflowRunTracker:
             self._commit_known = True
         return self._commit
 
-    def cell_run(self, sweep: SweepRecord, cell: CellRecord) -> str:
-        """The cell's child run id (created RUNNING, or the existing one reopened)."""
+    def cell_run(self, sweep: SweepRecord, cell: CellRecord, *, may_exist: bool) -> str:
+        """The cell's child run id (the recorded one reopened, or a new one)."""
         if not sweep.mlflow_parent_run_id:
             return ""
-        return self.tracker.create_cell_run(sweep.mlflow_parent_run_id, cell, sweep.name,
-                                            git_commit=self._git_commit())
+        if cell.mlflow_run_id:
+            run_id = cell.mlflow_run_id
+            if self._work is not None:
+                self._work.wait_for(run_id)  # its last end must land first
+            if self.tracker.reopen_cell_run(run_id):
+                # Its creator may have died before the params were in: complete them.
+                self._later(run_id, lambda: self.tracker.log_cell_params(run_id, cell, True))
+                return run_id
+            may_exist = True  # the recorded run is gone: look before making another
+        new_id = self.tracker.create_cell_run(
+            sweep.mlflow_parent_run_id, cell, sweep.name, git_commit=self._git_commit(),
+            may_exist=may_exist, experiment_id=sweep.mlflow_experiment_id, log_params=False)
+        # The params follow off the critical path (before any finish of this run: the
+        # worker keeps order). A run found by the search may have them already.
+        self._later(new_id, lambda: self.tracker.log_cell_params(new_id, cell, may_exist))
+        return new_id
+
+    def _later(self, key: str, task: Callable[[], object]) -> None:
+        if self._work is None:
+            task()
+            return
+        if not self._warm:
+            _import_mlflow_parts(self.tracker)
+            self._warm = True
+        self._work.submit(key, task)
 
     def launch_env(self, run_id: str) -> Mapping[str, str]:
         """``MLFLOW_TRACKING_URI`` and ``MLFLOW_RUN_ID`` for the launched process."""
         return self.tracker.env_for_run(run_id)
 
     def finish(self, run_id: str, status: str, run_dir: Path | None = None) -> None:
-        """Attach the run folder's config, summary and log, then end the run."""
+        """Attach the run folder's files and final metrics, then end the run (in the
+        background unless built with ``background=False``)."""
+        self._later(run_id, lambda: self._finish_now(run_id, status, run_dir))
+
+    def _finish_now(self, run_id: str, status: str, run_dir: Path | None) -> None:
         files = [run_dir / name for name in ARTIFACTS] if run_dir is not None else []
-        self.tracker.finish_cell_run(run_id, status, [f for f in files if f.exists()])
+        final, steps = summary_final_metrics(run_dir)
+        self.tracker.finish_cell_run(run_id, status, [f for f in files if f.exists()],
+                                     final_metrics=final, step=steps)
+
+    def flush(self) -> None:
+        """Wait until every run handed to :meth:`finish` has been ended."""
+        if self._work is not None:
+            self._work.flush()
+
+    def reconcile(self, sweep: SweepRecord, ended: Mapping[str, str],
+                  run_dirs: Mapping[str, Path]) -> int:
+        """End the runs of ended cells that are still RUNNING (one search, then a finish
+        per run found); returns how many."""
+        if not ended or not sweep.mlflow_parent_run_id:
+            return 0
+        running = set(self.tracker.running_cell_runs(sweep.mlflow_parent_run_id))
+        stale = [run_id for run_id in ended if run_id in running]
+        for run_id in stale:
+            self.finish(run_id, ended[run_id], run_dirs.get(run_id))
+        return len(stale)

@@ -19,8 +19,12 @@ from orchestrator.registry import CellRecord, SweepRecord
 class RunTracker(Protocol):
     """The tracking side of a sweep: one child run per cell under the sweep's parent run."""
 
-    def cell_run(self, sweep: SweepRecord, cell: CellRecord) -> str:
-        """Create the cell's child run (status RUNNING) and return its run id."""
+    def cell_run(self, sweep: SweepRecord, cell: CellRecord, *, may_exist: bool) -> str:
+        """The cell's child run id, RUNNING: ``cell.mlflow_run_id`` reopened, else a new run.
+
+        ``may_exist``: an earlier launch may have created a run it never recorded, so
+        look for one before creating (the scheduler knows when; see ``loop.py``).
+        """
         ...
 
     def launch_env(self, run_id: str) -> Mapping[str, str]:
@@ -28,14 +32,27 @@ class RunTracker(Protocol):
         ...
 
     def finish(self, run_id: str, status: str, run_dir: Path | None = None) -> None:
-        """End the run (``FINISHED``, ``FAILED`` or ``KILLED``), keeping files of ``run_dir``."""
+        """End the run (``FINISHED``, ``FAILED`` or ``KILLED``), keeping files of ``run_dir``.
+
+        May complete later, off the caller's path; :meth:`flush` waits for it.
+        """
+        ...
+
+    def flush(self) -> None:
+        """Wait until every :meth:`finish` so far has reached the store."""
+        ...
+
+    def reconcile(self, sweep: SweepRecord, ended: Mapping[str, str],
+                  run_dirs: Mapping[str, Path]) -> int:
+        """End the runs in ``ended`` (run id -> status) that are still RUNNING: what a
+        scheduler that died before finishing them left. Returns how many it ended."""
         ...
 
 
 class NullTracker:
     """Tracks nothing (for benchmarks and registry-only runs)."""
 
-    def cell_run(self, sweep: SweepRecord, cell: CellRecord) -> str:
+    def cell_run(self, sweep: SweepRecord, cell: CellRecord, *, may_exist: bool) -> str:
         """No run; an empty id."""
         return ""
 
@@ -45,6 +62,14 @@ class NullTracker:
 
     def finish(self, run_id: str, status: str, run_dir: Path | None = None) -> None:
         """Nothing to end."""
+
+    def flush(self) -> None:
+        """Nothing pending."""
+
+    def reconcile(self, sweep: SweepRecord, ended: Mapping[str, str],
+                  run_dirs: Mapping[str, Path]) -> int:
+        """Nothing to end."""
+        return 0
 
 
 @runtime_checkable

@@ -5,8 +5,9 @@ validates) every cell; it writes nothing, so a bad spec fails with a
 :class:`~orchestrator.errors.UserInputError` (exit 2) and leaves no trace in the registry,
 MLflow or the run folders. Only then does :func:`record` write: the MLflow experiment and
 parent run, the sweep row (one per spec name), the cells that are new (resubmitting adds
-only new cells), and each new cell's run folder with its ``config.yaml``. If recording a
-brand-new sweep fails midway, what was created is removed again.
+only new cells), and each new cell's run folder with its ``config.yaml`` and
+``cell.json``. If recording a brand-new sweep fails midway, what was created is removed
+again.
 
 Cells that ended ``failed`` or ``cancelled`` are queued again by a resubmit; ``succeeded``
 cells only with ``rerun=True`` (their old run folder is kept beside the new one as
@@ -24,6 +25,7 @@ import yaml
 from orchestrator.backends import Backend, get_backend
 from orchestrator.paths import runs_root
 from orchestrator.registry import CellRecord, CellState, Registry
+from orchestrator.scheduler.cell_file import write_cell_file
 from orchestrator.spec import Spec, load_spec
 
 CONFIG_NAME = "config.yaml"
@@ -104,6 +106,7 @@ def record(
         for cell in new:
             run_dir = root / cell.cell_id
             write_run_folder(run_dir, cell.settings)
+            write_cell_file(run_dir, spec.name, cell, CellState.PENDING.value, None)
             registry.update_cell(cell, run_dir=str(run_dir))
     except BaseException:
         if is_new:
@@ -142,3 +145,4 @@ def _rerun_in_fresh_folder(cell: CellRecord) -> None:
         (run_dir / CONFIG_NAME).write_text(config)
     else:
         write_run_folder(run_dir, cell.settings)
+    write_cell_file(run_dir, cell.sweep_name, cell, CellState.PENDING.value, cell.mlflow_run_id)

@@ -1,5 +1,8 @@
 """How a cell appears in MLflow: its run name, tags and params (pure, no MLflow import).
 
+A cell's axes appear twice: as tags ``axis.<name>`` (search, group by) and as params
+``axis.<name>`` (the UI's parallel-coordinates chart and compare view plot params).
+
 MLflow's limits (mlflow.utils.validation, MLflow 3): keys up to 250 characters, param
 values up to 6000, tag values up to 8000, at most 100 params+tags per ``log_batch``.
 Longer values are cut with a visible marker rather than rejected, so a big setting never
@@ -35,6 +38,12 @@ def safe_key(key: str) -> str:
     return _BAD_KEY_CHARS.sub("_", key)[:MAX_KEY_LENGTH]
 
 
+def metric_key(name: str) -> str:
+    """A metric name as MLflow stores it: ``@`` (rejected by MLflow) becomes ``_at_``, as
+    verl's MLflow logger writes it (``mean@8`` -> ``mean_at_8``)."""
+    return safe_key(name.replace("@", "_at_"))
+
+
 def render_value(value: Any) -> str:
     """A setting as text: strings as-is, everything else as compact JSON (``true``, ``0.1``)."""
     if isinstance(value, str):
@@ -66,6 +75,15 @@ def axis_labels(axes: Mapping[str, Any], labels: Any) -> dict[str, str]:
     """Each axis's readable value: the cell's label for it when it has one, else the value."""
     label_map = labels if isinstance(labels, Mapping) else {}
     return {name: render_value(label_map.get(name, value)) for name, value in axes.items()}
+
+
+def axis_params(axes: Mapping[str, Any], labels: Any) -> dict[str, str]:
+    """The axes as params ``axis.<name>`` (readable values): the MLflow UI's parallel
+    coordinates and its compare view plot params, not tags."""
+    return {
+        safe_key(f"axis.{name}"): clip(value, MAX_PARAM_VALUE_LENGTH)
+        for name, value in axis_labels(axes, labels).items()
+    }
 
 
 def run_name(axes: Mapping[str, Any], labels: Any) -> str:

@@ -33,6 +33,8 @@ class FakeSettings(BaseModel):
     seed: int = 0
     hold_at: int = Field(0, ge=0, description="from this step on (0: never), wait before "
                          "each step until <run_dir>/go exists")
+    baseline: str = Field("grpo", description="only shifts the fake eval metrics")
+    reward_budget: bool = Field(False, description="adds 0.05 to the fake eval metrics")
 
 
 class FakeBackend(Backend):

@@ -35,7 +35,9 @@ def test_submit_wait_runs_every_cell_and_records_everything(home: Path, tmp_path
         for cell in cells:
             assert cell.attempts_count == 1 and cell.exit_code == 0
             assert cell.progress_step == 3 and cell.total_steps == 3
-            assert cell.final_metrics == {"val-core/toy/acc/mean@1": 0.5 + cell.axes["seed"] / 100}
+            assert cell.final_metrics["val-core/toy/acc/mean@1"] == 0.5 + cell.axes["seed"] / 100
+            assert cell.final_metrics["eval/toy/mean@4"] == pytest.approx(
+                0.41 + cell.axes["seed"] / 100)
             run_dir = Path(cell.run_dir or "")
             assert run_dir == home / "runs" / "sched-basic" / cell.cell_id
             assert "seed: " in (run_dir / "config.yaml").read_text()

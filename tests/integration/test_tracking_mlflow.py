@@ -112,8 +112,12 @@ def test_parent_and_child_runs(tracker: Tracker, tmp_path: Path) -> None:
         "deadbeef",
     )
     params = run.data.params
-    assert len(params) == 3 + 1 + 1 + 150  # algorithm.*, seed, prompt, extra.*
+    assert len(params) == 3 + 1 + 1 + 150 + 3  # algorithm.*, seed, prompt, extra.*, axis.*
     assert params["algorithm.clip.high"] == "0.28" and params["extra.k149"] == "149"
+    # The axes as params too: the UI's parallel coordinates and compare view plot params.
+    assert (params["axis.algorithm"], params["axis.rb"], params["axis.seed"]) == (
+        "grpo", "true", "0")
+    assert tags["kappa.param_count"] == "158"
     assert len(params["prompt"]) == 6000
     assert tracker.create_cell_run(parent, CELL, "toy") == child
 
@@ -198,3 +202,41 @@ def test_deleted_experiment_is_restored(tracker: Tracker) -> None:
     tracker.client.delete_experiment(experiment_id)
     assert tracker.ensure_experiment("gone") == experiment_id
     assert tracker.client.get_experiment(experiment_id).lifecycle_stage == "active"
+
+
+def test_fresh_cell_run_without_search_and_reopen(tracker: Tracker) -> None:
+    experiment_id = tracker.ensure_experiment("toy")
+    parent = tracker.start_sweep_run(experiment_id, "toy", "")
+    child = tracker.create_cell_run(parent, CELL, "toy", may_exist=False,
+                                    experiment_id=experiment_id)
+    run = tracker.client.get_run(child)
+    assert run.info.experiment_id == experiment_id
+    assert run.data.tags["kappa.param_count"] == "158"
+    assert len(run.data.params) == 158
+    assert tracker.running_cell_runs(parent) == [child]
+    tracker.finish_cell_run(child, "FINISHED", final_metrics={"eval/toy/mean@4": 0.5}, step=7)
+    assert tracker.running_cell_runs(parent) == []
+    (point,) = tracker.client.get_metric_history(child, "eval/toy/mean_at_4")
+    assert (point.value, point.step) == (0.5, 7)
+    # A retry reopens the recorded run; the search path finds the same one.
+    assert tracker.reopen_cell_run(child)
+    assert tracker.client.get_run(child).info.status == "RUNNING"
+    assert tracker.create_cell_run(parent, CELL, "toy") == child
+    # A final metric the process logged itself is not logged a second time.
+    tracker.finish_cell_run(child, "FINISHED", final_metrics={"eval/toy/mean@4": 0.9}, step=7)
+    assert len(tracker.client.get_metric_history(child, "eval/toy/mean_at_4")) == 1
+    tracker.client.delete_run(child)
+    assert not tracker.reopen_cell_run(child)  # gone: the caller makes a new one
+
+
+def test_run_whose_params_never_came_is_replaced(tracker: Tracker) -> None:
+    experiment_id = tracker.ensure_experiment("toy")
+    parent = tracker.start_sweep_run(experiment_id, "toy", "")
+    # Created with its param count, then its creator died before logging the params.
+    stale = tracker.create_cell_run(parent, CELL, "toy", may_exist=False, log_params=False)
+    assert tracker.client.get_run(stale).data.params == {}
+    fresh = tracker.create_cell_run(parent, CELL, "toy")
+    assert fresh != stale
+    assert tracker.client.get_run(stale).info.lifecycle_stage == "deleted"
+    # Completing a run's params logs only the missing ones.
+    assert tracker.log_cell_params(fresh, CELL, only_missing=True) == 0

@@ -1,0 +1,86 @@
+"""Work the scheduler hands off its critical path: one worker thread, in order.
+
+Ending a cell's MLflow run (uploading its files, logging missing final metrics, setting
+its status) takes tens of milliseconds per cell and nothing in the loop waits on its
+result, so :class:`BackgroundWork` runs it on a worker thread while the loop launches
+the next cells. Tasks carry a key (the run id): :meth:`BackgroundWork.wait_for` lets the
+loop wait for a run's pending task before touching that run again (a retry reopening
+it), and :meth:`BackgroundWork.flush` waits for everything (the loop calls it before it
+returns). A task that fails is logged and dropped; what it left undone is redone by the
+next scheduler's recovery (see ``loop.py``), so a crash loses nothing either.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections import Counter
+from collections.abc import Callable
+
+LOG = logging.getLogger(__name__)
+
+Task = tuple[str, Callable[[], object]]
+
+
+class BackgroundWork:
+    """Runs submitted callables one at a time, in submission order, on a daemon thread."""
+
+    def __init__(self, name: str = "kappa-background") -> None:
+        self.name = name
+        self.failures: list[str] = []
+        self._queue: queue.Queue[Task | None] = queue.Queue()
+        self._pending: Counter[str] = Counter()
+        self._idle = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def submit(self, key: str, task: Callable[[], object]) -> None:
+        """Queue ``task`` (known by ``key``); the worker starts on first use."""
+        with self._idle:
+            self._pending[key] += 1
+        if self._thread is None or not self._thread.is_alive():
+            # Daemon: a scheduler that dies must not hang on it; recovery redoes the work.
+            self._thread = threading.Thread(target=self._work, name=self.name, daemon=True)
+            self._thread.start()
+        self._queue.put((key, task))
+
+    def pending(self, key: str | None = None) -> int:
+        """How many tasks (of ``key``, or all) are queued or running."""
+        with self._idle:
+            return self._pending[key] if key is not None else sum(self._pending.values())
+
+    def wait_for(self, key: str) -> None:
+        """Return once no task of ``key`` is queued or running."""
+        with self._idle:
+            self._idle.wait_for(lambda: self._pending[key] == 0)
+
+    def flush(self) -> None:
+        """Return once every task submitted so far has run."""
+        with self._idle:
+            self._idle.wait_for(lambda: not self._pending)
+
+    def close(self) -> None:
+        """Flush, then stop the worker thread."""
+        self.flush()
+        if self._thread is not None and self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()
+        self._thread = None
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            key, task = item
+            try:
+                task()
+            except Exception as exc:  # logged and dropped; recovery redoes it
+                LOG.warning("background task for %s failed: %s", key, exc)
+                self.failures.append(f"{key}: {exc}")
+            finally:
+                with self._idle:
+                    self._pending[key] -= 1
+                    if self._pending[key] <= 0:
+                        del self._pending[key]
+                    self._idle.notify_all()

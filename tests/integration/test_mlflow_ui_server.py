@@ -1,0 +1,161 @@
+"""What the MLflow UI shows, checked through a real ``mlflow server``'s REST API.
+
+A tiny finished sweep (fake backend) is served by ``mlflow server`` on a free port; the
+UI's runs table, compare view, grouping and parallel-coordinates chart read exactly
+these endpoints: runs/search (filter by ``tags.kappa.sweep``), runs/get and
+metrics/get-history. Child runs must carry a readable name, the parent run id tag,
+``axis.<name>`` tags (group by) AND params (parallel coordinates plots params and
+metrics), and the final metrics as metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sweep_fixtures import BACKEND_ENTRY, seed_mlflow_store
+
+from orchestrator.backends import BACKENDS
+from orchestrator.registry import Registry
+from orchestrator.scheduler.driver import submit
+from orchestrator.tracking import Tracker
+
+SPEC = """\
+name: ui-mini
+backend: fake
+base: {steps: 2, step_seconds: 0}
+axes:
+  baseline: [grpo, dapo]
+  seed: [0, 1]
+"""
+STARTUP_LIMIT = 180  # seconds; a guard against a server that never comes up
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _get(base: str, path: str, **query: str) -> dict[str, Any]:
+    url = f"{base}{path}?{urllib.parse.urlencode(query)}"
+    with urllib.request.urlopen(url, timeout=30) as resp:
+        return dict(json.loads(resp.read()))
+
+
+def _post(base: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    req = urllib.request.Request(f"{base}{path}", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        return dict(json.loads(resp.read()))
+
+
+def mlflow_server(
+    store_uri: str, artifact_root: Path, port: int, log: Path
+) -> subprocess.Popen[bytes]:
+    """Start ``mlflow server`` (as ``kappa ui`` does) in its own process group."""
+    argv = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", store_uri,
+            "--default-artifact-root", artifact_root.as_uri(),
+            "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
+    with open(log, "wb") as out:
+        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+
+def wait_until_up(base: str, proc: subprocess.Popen[bytes], log: Path) -> None:
+    """Poll ``/health`` until it answers; fail (with the server's log) after the limit."""
+    deadline = time.monotonic() + STARTUP_LIMIT
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"mlflow server exited {proc.returncode}:\n{log.read_text()}")
+        try:
+            with urllib.request.urlopen(f"{base}/health", timeout=5) as resp:
+                if resp.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.5)
+    raise AssertionError(f"mlflow server not up after {STARTUP_LIMIT}s:\n{log.read_text()}")
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """Terminate the server's process group (it may have workers), then make sure."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+
+
+@pytest.fixture(scope="module")
+def served_sweep(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """A finished 4-cell sweep and the base URL of an MLflow server on its store."""
+    home = tmp_path_factory.mktemp("ui") / "home"
+    seed_mlflow_store(home)
+    spec = home.parent / "ui.yaml"
+    spec.write_text(SPEC)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("KAPPA_HOME", str(home))
+        mp.setenv("KAPPA_POLL_INTERVAL", "0.05")
+        mp.setitem(BACKENDS, "fake", BACKEND_ENTRY)
+        submit(spec, wait=True, max_parallel=2)
+        uri = Tracker().uri
+    port = _free_port()
+    log = home.parent / "mlflow-server.log"
+    proc = mlflow_server(uri, home / "mlartifacts", port, log)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_up(base, proc, log)
+        yield base, home
+    finally:
+        stop(proc)
+
+
+@pytest.mark.slow
+def test_ui_endpoints_see_names_tags_params_and_metrics(served_sweep: tuple[str, Path]) -> None:
+    base, home = served_sweep
+    with Registry.open(f"sqlite:///{home / 'registry.db'}") as reg:
+        sweep = reg.get_sweep("ui-mini")
+        cells = {c.mlflow_run_id: c for c in reg.cells("ui-mini")}
+    found = _post(base, "/api/2.0/mlflow/runs/search", {
+        "experiment_ids": [sweep.mlflow_experiment_id],
+        "filter": "tags.`kappa.sweep` = 'ui-mini'", "max_results": 100})
+    runs = {r["info"]["run_id"]: r for r in found["runs"]}
+    assert set(runs) == {*cells, sweep.mlflow_parent_run_id}
+    for run_id, cell in cells.items():
+        run = _get(base, "/api/2.0/mlflow/runs/get", run_id=run_id or "")["run"]
+        assert run == runs[run_id] or run["info"]["run_id"] == run_id
+        tags = {t["key"]: t["value"] for t in run["data"]["tags"]}
+        params = {p["key"]: p["value"] for p in run["data"]["params"]}
+        metrics = {m["key"]: m["value"] for m in run["data"]["metrics"]}
+        baseline, seed = cell.axes["baseline"], str(cell.axes["seed"])
+        assert run["info"]["run_name"] == f"{baseline} · seed={seed}"
+        assert run["info"]["status"] == "FINISHED"
+        assert tags["mlflow.parentRunId"] == sweep.mlflow_parent_run_id
+        assert (tags["axis.baseline"], tags["axis.seed"]) == (baseline, seed)
+        assert (params["axis.baseline"], params["axis.seed"]) == (baseline, seed)
+        assert metrics["eval/toy/mean_at_4"] == pytest.approx(
+            cell.final_metrics["eval/toy/mean@4"])
+        history = _get(base, "/api/2.0/mlflow/metrics/get-history", run_id=run_id or "",
+                       metric_key="eval/toy/mean_at_4")["metrics"]
+        assert [(h["step"], h["value"]) for h in history] == [
+            (2, pytest.approx(cell.final_metrics["eval/toy/mean@4"]))]
+    # Grouping by an axis in the UI is a filter on its tag, which the server answers.
+    grpo = _post(base, "/api/2.0/mlflow/runs/search", {
+        "experiment_ids": [sweep.mlflow_experiment_id],
+        "filter": "tags.`axis.baseline` = 'grpo'"})
+    assert len(grpo["runs"]) == 2

@@ -1,0 +1,72 @@
+"""The scheduler's background worker and the run folder's cell.json."""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.analysis.sources import cell_from_run_folder
+from orchestrator.scheduler.background import BackgroundWork
+from orchestrator.scheduler.cell_file import CELL_FILE, read_cell_file, write_cell_file
+
+
+def test_tasks_run_in_order_and_flush_waits_for_all() -> None:
+    work = BackgroundWork()
+    gate = threading.Event()
+    done: list[int] = []
+    work.submit("a", gate.wait)
+    for i in range(5):
+        work.submit("b" if i % 2 else "a", lambda i=i: done.append(i))
+    assert work.pending() == 6 and work.pending("b") == 2
+    gate.set()
+    work.flush()
+    assert done == [0, 1, 2, 3, 4]
+    assert work.pending() == 0
+    work.close()
+
+
+def test_wait_for_one_key_and_failures_are_kept_not_raised() -> None:
+    work = BackgroundWork()
+    gate = threading.Event()
+    work.submit("slow", gate.wait)
+
+    def boom() -> None:
+        raise RuntimeError("store down")
+
+    work.submit("bad", boom)
+    gate.set()
+    work.wait_for("bad")
+    assert work.pending("bad") == 0
+    assert work.failures == ["bad: store down"]
+    work.submit("after", lambda: None)  # the worker survived the failure
+    work.close()
+    assert work.pending() == 0
+
+
+@dataclass(frozen=True)
+class _Cell:
+    cell_id: str
+    axes: dict[str, Any]
+    labels: dict[str, Any] = field(default_factory=dict)
+
+
+def test_cell_file_is_what_analysis_reads(tmp_path: Path) -> None:
+    run_dir = tmp_path / "runs" / "s" / "c0ffee"
+    cell = _Cell("c0ffee", {"baseline": "grpo", "reward_budget": True},
+                 {"baseline": "GRPO"})
+    write_cell_file(run_dir, "s", cell, "running", "abc123")
+    doc = json.loads((run_dir / CELL_FILE).read_text())
+    assert doc == {"sweep": "s", "cell_id": "c0ffee",
+                   "axes": {"baseline": "grpo", "reward_budget": True},
+                   "labels": {"baseline": "GRPO"}, "state": "running",
+                   "mlflow_run_id": "abc123"}
+    write_cell_file(run_dir, "s", cell, "failed", None)
+    assert read_cell_file(run_dir) == {**doc, "state": "failed", "mlflow_run_id": None}
+    assert [p.name for p in run_dir.iterdir()] == [CELL_FILE]  # no temp file left
+    result = cell_from_run_folder("s", run_dir)
+    assert (result.state, result.axes) == ("failed", {"baseline": "grpo",
+                                                       "reward_budget": True})
+    assert read_cell_file(tmp_path) is None
