@@ -1,8 +1,8 @@
 """Settings of one verl cell: what ``python3 -m verl.trainer.main_ppo`` is told.
 
-Names match :class:`~orchestrator.backends.embedded.settings.EmbeddedSettings` wherever
-the concept is the same (``baseline``, ``reward_budget``, ``clip_ratio``, ``kl_coef``,
-``group_size`` ...), so a spec's algorithm axes work on either backend. Settings left at
+The RL-algorithm fields (``baseline``, ``reward_budget``, ``clip_ratio``, ``kl_coef``,
+``group_size`` ...) are :class:`~orchestrator.backends.rl_settings.RLSettings`', shared with
+the embedded backend, so a spec's algorithm axes work on either backend. Settings left at
 ``None`` take the baseline bundle's value; :attr:`VerlSettings.algorithm` resolves them.
 The rest is verl's own: model and data, batch sizes, rollout engine, GPUs.
 """
@@ -13,9 +13,9 @@ import re
 from functools import cached_property
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from orchestrator.backends.embedded.settings import AggMode, Baseline, ClipRatio
+from orchestrator.backends.rl_settings import ClipRatio, RLSettings
 from orchestrator.backends.verl.bundles import VerlAlgorithm, resolve_algorithm
 
 # key=value, +key=value, ++key=value or ~key[=value]: Hydra's override forms.
@@ -26,10 +26,8 @@ def _as_tuple(value: object) -> object:
     return (value,) if isinstance(value, str) else value
 
 
-class VerlSettings(BaseModel):
+class VerlSettings(RLSettings):
     """One cell of the verl backend. Unknown keys are errors."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     # --- model and data ----------------------------------------------------------------
     model_path: str = Field(..., min_length=1, description="HF model id or local path.")
@@ -38,41 +36,16 @@ class VerlSettings(BaseModel):
     max_prompt_length: int = Field(1024, ge=1)
     max_response_length: int = Field(8192, ge=1)
 
-    # --- the RL algorithm (EmbeddedSettings' names) ----------------------------------------
-    baseline: Baseline = "grpo"
-    reward_budget: bool = False
-    advantage_std: Literal["unbiased", "population"] = "unbiased"
-    loss_agg_mode: AggMode | None = None
-    clip_ratio: ClipRatio | None = Field(
-        None, description="Shorthand for clip_ratio_low = clip_ratio_high; 'inf' = no clipping "
-                          "(also lifts the dual clip clip_ratio_c).")
-    clip_ratio_low: ClipRatio | None = None
-    clip_ratio_high: ClipRatio | None = None
+    # --- the RL algorithm (verl-only parts) -------------------------------------------------
     clip_ratio_c: ClipRatio | None = Field(
-        None, description="Dual-clip constant (> 1); None = bundle.")
-    use_kl_loss: bool | None = None
-    kl_coef: float | None = Field(None, ge=0)
+        None, description="Dual-clip constant (> 1); None = bundle ('inf' when clip_ratio is "
+                          "'inf': no clipping also lifts the dual clip).")
     kl_loss_type: Literal["k1", "k2", "k3", "low_var_kl", "kl", "abs", "mse"] = "low_var_kl"
-    dynamic_sampling: bool | None = None
     overlong_penalty: bool | None = Field(
         None, description="DAPO soft over-long penalty; None = bundle.")
     overlong_buffer: int = Field(4096, ge=1, description="DAPO L_cache (tokens).")
-    overlong_penalty_factor: float = Field(1.0, ge=0)
 
-    # --- rewards (κ setting, spurious rewards) -----------------------------------------------
-    reward_type: Literal["verifier", "random"] = "verifier"
-    reward_correct: float = 1.0
-    reward_incorrect: float = 0.0
-
-    # --- entropy interventions ---------------------------------------------------------------
-    entropy_intervention: Literal["none", "entropy_loss", "entropy_reward"] = "none"
-    entropy_coef: float = Field(0.01, ge=0)
-    intervention_steps: int | None = Field(
-        None, ge=0, description="Intervention active for the first N steps; None = whole run.")
-
-    # --- sampling and optimisation -----------------------------------------------------------
-    group_size: int = Field(8, ge=2)
-    prompts_per_step: int = Field(32, ge=1)
+    # --- optimisation --------------------------------------------------------------------------
     max_steps: int = Field(1000, ge=1)
     learning_rate: float = Field(1e-6, gt=0)
     weight_decay: float = Field(0.1, ge=0)
@@ -80,8 +53,6 @@ class VerlSettings(BaseModel):
         None, ge=1, description="Prompts per optimizer step; None = prompts_per_step.")
     ppo_micro_batch_size_per_gpu: int = Field(1, ge=1)
     log_prob_micro_batch_size_per_gpu: int = Field(4, ge=1)
-    ppo_epochs: int = Field(1, ge=1)
-    temperature: float = Field(1.0, gt=0)
 
     # --- evaluation, checkpoints, run ----------------------------------------------------------
     val_every: int = Field(5, ge=1, description="Validate on val_files every N steps.")
@@ -92,7 +63,6 @@ class VerlSettings(BaseModel):
     eval_samples: int = Field(8, ge=1, description="k of the final mean@k / pass@k.")
     eval_temperature: float = Field(0.7, ge=0)
     checkpoint_every: int = Field(50, ge=1)
-    seed: int = 0
 
     # --- verl resources ------------------------------------------------------------------------
     rollout_engine: Literal["vllm", "sglang"] = "vllm"
@@ -125,19 +95,10 @@ class VerlSettings(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> VerlSettings:
-        problems: list[str] = []
-        if self.clip_ratio is not None and (
-            self.clip_ratio_low is not None or self.clip_ratio_high is not None
-        ):
-            problems.append("give clip_ratio or clip_ratio_low/clip_ratio_high, not both")
-        for name in ("clip_ratio", "clip_ratio_low", "clip_ratio_high"):
-            value = getattr(self, name)
-            if value is not None and value != "inf" and float(value) <= 0:
-                problems.append(f"{name} must be > 0 or 'inf' (found {value})")
+        problems = self.clip_problems()
         if self.clip_ratio_c not in (None, "inf") and float(self.clip_ratio_c) <= 1.0:
             problems.append(f"clip_ratio_c must be > 1 or 'inf' (found {self.clip_ratio_c})")
-        if self.reward_correct <= self.reward_incorrect:
-            problems.append("reward_correct must be greater than reward_incorrect")
+        problems += self.reward_problems()
         mini = self.ppo_mini_batch_size or self.prompts_per_step
         if self.prompts_per_step % mini:
             problems.append(f"prompts_per_step ({self.prompts_per_step}) must be divisible by "
@@ -171,9 +132,3 @@ class VerlSettings(BaseModel):
     def gpus(self) -> int:
         """GPUs one launch holds: every node's GPUs."""
         return self.nnodes * self.n_gpus_per_node
-
-    def intervention_active(self, step: int) -> bool:
-        """Whether the entropy intervention applies at RL step ``step`` (0-based)."""
-        if self.entropy_intervention == "none":
-            return False
-        return self.intervention_steps is None or step < self.intervention_steps
