@@ -99,8 +99,14 @@ class Tracker:
     def client(self) -> MlflowClient:
         """The MLflow client (imports MLflow, creates the local store's folder)."""
         if self._client is None:
+            import logging
+
             from mlflow import MlflowClient
 
+            # MLflow announces its schema migrations at INFO on every new store; that is
+            # noise in the middle of a sweep's progress output.
+            logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
+            logging.getLogger("alembic").setLevel(logging.WARNING)
             if self.uri.startswith("sqlite:///"):
                 db = Path(self.uri.removeprefix("sqlite:///"))
                 db.parent.mkdir(parents=True, exist_ok=True)
