@@ -18,8 +18,9 @@ import typer
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from orchestrator.cli.sweep_views import LineProgress, LiveProgress
     from orchestrator.registry import Registry
-    from orchestrator.scheduler.driver import Stores
+    from orchestrator.scheduler.driver import ExecutorChoice, Stores
     from orchestrator.scheduler.loop import SchedulerOptions
 
 RegistryOption = Annotated[str | None, typer.Option(
@@ -31,6 +32,14 @@ MlflowOption = Annotated[str | None, typer.Option(
 MaxParallelOption = Annotated[int | None, typer.Option(
     "--max-parallel", min=1, metavar="N",
     help="Cells running at once (default: one per CPU core, or per GPU).")]
+ExecutorOption = Annotated[str | None, typer.Option(
+    "--executor", metavar="NAME",
+    help="Where cells run: local or ray_jobs (default: what the sweep used last, else "
+         "local). Remembered for the sweep's later resume and cancel.")]
+RayAddressOption = Annotated[str | None, typer.Option(
+    "--ray-address", metavar="URL", envvar="RAY_ADDRESS",
+    help="Ray dashboard (Jobs API) address for --executor ray_jobs, e.g. "
+         "http://head:8265 (default: RAY_ADDRESS, else the sweep's last one).")]
 DEFAULT_DEMO_SPEC = Path("experiments/toy/table2.yaml")
 
 
@@ -62,28 +71,36 @@ def _spec_name(spec: Path) -> str:
     return str(name) if name else "SWEEP"
 
 
-def _live_options(console: Console, total_hint: int | None = None) -> SchedulerOptions:
-    """Scheduler options whose tick redraws a one-line progress summary."""
-    from orchestrator.cli.sweep_views import counts_text
-    from orchestrator.registry import TERMINAL_STATES
+@contextmanager
+def _progress(console: Console, quiet: bool = False) -> Iterator[SchedulerOptions | None]:
+    """Scheduler options whose tick shows progress: live bars on a terminal, a line per
+    change (or per 30 s) in a log; ``None`` (no output) when ``quiet``."""
+    if quiet:
+        yield None
+        return
+    from orchestrator.cli.sweep_views import progress_display
+    from orchestrator.registry import CellState
     from orchestrator.scheduler.loop import SchedulerOptions
 
-    last: list[str] = [""]
+    shown: list[LiveProgress | LineProgress] = []  # made on the first tick: errors before
+    # it (a bad spec, an unreachable cluster) leave no empty bar behind
 
     def tick(registry: Registry, sweep: str) -> None:
-        counts = registry.counts(sweep)
-        done = sum(n for s, n in counts.items() if s in TERMINAL_STATES)
-        running = registry.cells(sweep, ["running"])
-        steps = " ".join(f"{c.cell_id[:6]}:{c.progress_step or 0}/{c.total_steps or '?'}"
-                         for c in running)
-        line = f"{done}/{sum(counts.values())} done · {counts_text(counts)}"
-        if steps:
-            line += f" · steps {steps}"
-        if line != last[0]:
-            last[0] = line
-            console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] {line}", highlight=False)
+        if not shown:
+            shown.append(progress_display(console))
+        shown[0].update(registry.counts(sweep), registry.cells(sweep, [CellState.RUNNING]))
 
-    return SchedulerOptions(on_tick=tick)
+    try:
+        yield SchedulerOptions(on_tick=tick)
+    finally:
+        for display in shown:
+            display.close()
+
+
+def _executor_choice(executor: str | None, ray_address: str | None) -> ExecutorChoice:
+    from orchestrator.scheduler.driver import ExecutorChoice
+
+    return ExecutorChoice(executor, ray_address)
 
 
 def submit_cmd(
@@ -93,6 +110,8 @@ def submit_cmd(
     rerun: Annotated[bool, typer.Option(
         "--rerun", help="Run succeeded cells again too (in fresh run folders).")] = False,
     max_parallel: MaxParallelOption = None,
+    executor: ExecutorOption = None,
+    ray_address: RayAddressOption = None,
     registry: RegistryOption = None,
     mlflow: MlflowOption = None,
 ) -> None:
@@ -108,10 +127,10 @@ def submit_cmd(
     from orchestrator.scheduler.driver import scheduler_log, submit
 
     console = Console()
-    options = _live_options(console) if wait else None
-    with _interruptible(_spec_name(spec)):
+    choice = _executor_choice(executor, ray_address)
+    with _interruptible(_spec_name(spec)), _progress(console, quiet=not wait) as options:
         result = submit(spec, _stores(registry, mlflow), rerun=rerun, wait=wait,
-                        max_parallel=max_parallel, options=options)
+                        max_parallel=max_parallel, options=options, choice=choice)
     console.print(f"sweep [bold]{result.sweep}[/]: {result.total_cells} cells, "
                   f"{result.new_cells} new, {result.requeued_cells} requeued")
     if wait:
@@ -195,12 +214,17 @@ def logs_cmd(
 
 def cancel_cmd(
     target: Annotated[str, typer.Argument(help="A sweep name, or one cell's id.")],
+    ray_address: RayAddressOption = None,
     registry: RegistryOption = None,
 ) -> None:
-    """Cancel a sweep's unfinished cells (or one cell) and stop their running jobs."""
+    """Cancel a sweep's unfinished cells (or one cell) and stop their running jobs.
+
+    Each job is stopped by the executor that runs it (from its job id); Ray jobs need
+    the cluster address, which the sweep remembers unless --ray-address overrides it.
+    """
     from orchestrator.scheduler.driver import cancel
 
-    cancelled = cancel(target, _stores(registry, None))
+    cancelled = cancel(target, _stores(registry, None), ray_address=ray_address)
     typer.echo(f"cancelled {len(cancelled)} cell(s)"
                + (": " + ", ".join(c.cell_id for c in cancelled) if cancelled else ""))
 
@@ -211,6 +235,8 @@ def resume_cmd(
         "--wait", help="Run here and return when the sweep has ended.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress output.")] = False,
     max_parallel: MaxParallelOption = None,
+    executor: ExecutorOption = None,
+    ray_address: RayAddressOption = None,
     registry: RegistryOption = None,
     mlflow: MlflowOption = None,
 ) -> None:
@@ -222,19 +248,25 @@ def resume_cmd(
     """
     from rich.console import Console
 
-    from orchestrator.scheduler.driver import resume, scheduler_log, start_background
+    from orchestrator.scheduler.driver import (
+        choose_executor,
+        resume,
+        scheduler_log,
+        start_background,
+    )
 
     stores = _stores(registry, mlflow)
     console = Console()
+    choice = _executor_choice(executor, ray_address)
     if not wait:
         with stores.open_registry() as reg:
             reg.get_sweep(sweep)  # an unknown sweep fails here, not in the background
-        start_background(sweep, stores, max_parallel)
+        choose_executor(sweep, choice)  # so does a bad --executor / missing address
+        start_background(sweep, stores, max_parallel, choice)
         console.print(f"resuming {sweep} in the background (log: {scheduler_log(sweep)})")
         return
-    options = None if quiet else _live_options(console)
-    with _interruptible(sweep):
-        resume(sweep, stores, max_parallel=max_parallel, options=options)
+    with _interruptible(sweep), _progress(console, quiet) as options:
+        resume(sweep, stores, max_parallel=max_parallel, options=options, choice=choice)
     if not quiet:
         _print_final(console, stores, sweep)
 
@@ -276,9 +308,8 @@ def demo_cmd(
     console = Console()
     stores = _stores(registry, mlflow)
     console.print(f"[bold]kappa demo[/]: submitting {spec} and waiting for every cell")
-    with _interruptible(_spec_name(spec)):
-        result = submit(spec, stores, wait=True, max_parallel=max_parallel,
-                        options=_live_options(console))
+    with _interruptible(_spec_name(spec)), _progress(console) as options:
+        result = submit(spec, stores, wait=True, max_parallel=max_parallel, options=options)
     with stores.open_registry() as reg:
         print_demo_results(console, reg, result.sweep, stores)
 

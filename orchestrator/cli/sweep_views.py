@@ -1,18 +1,25 @@
-"""How sweeps look in the terminal: status tables, JSON, the live progress line.
+"""How sweeps look in the terminal: status tables, JSON, and progress while a sweep runs.
 
 Pure presentation over registry snapshots; imported by the sweep commands only when a
-command runs (it imports rich).
+command runs (it imports rich). Progress comes in two forms: :class:`LiveProgress` (a
+terminal: bars redrawn in place) and :class:`LineProgress` (a log file: a line when the
+state counts change, else at most every :data:`HEARTBEAT_S` seconds).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 from rich.table import Table
 
-from orchestrator.registry import CellRecord, CellState, Registry, SweepRecord
+from orchestrator.registry import TERMINAL_STATES, CellRecord, CellState, Registry, SweepRecord
+
+# Off a terminal, unchanged counts are repeated (with the running cells' steps) this often.
+HEARTBEAT_S = 30.0
 
 STATE_STYLE = {
     CellState.PENDING: "dim",
@@ -114,3 +121,90 @@ def print_sweep(console: Console, registry: Registry, sweep: SweepRecord,
     for cell in failed[:3]:
         first = cell.last_error.splitlines()[0] if cell.last_error else ""
         console.print(f"[red]{cell.cell_id}[/]: {first} (`kappa logs {cell.cell_id}`)")
+
+
+def should_print_progress(counts: Mapping[CellState, int],
+                          last_counts: Mapping[CellState, int] | None,
+                          now: float, last_printed: float | None,
+                          every: float = HEARTBEAT_S) -> bool:
+    """Whether a log gets a progress line now: the first time, when any state's count
+    changed, or when ``every`` seconds passed since the last line."""
+    if last_counts is None or last_printed is None:
+        return True
+    if {s: n for s, n in counts.items() if n} != {s: n for s, n in last_counts.items() if n}:
+        return True
+    return now - last_printed >= every
+
+
+def progress_line(counts: Mapping[CellState, int], running: Sequence[CellRecord]) -> str:
+    """``3/8 done · 3 succeeded · 2 running · 3 pending · steps 1a2b3c:4/10 ...``."""
+    done = sum(n for s, n in counts.items() if s in TERMINAL_STATES)
+    line = f"{done}/{sum(counts.values())} done · {counts_text(counts)}"
+    steps = " ".join(f"{c.cell_id[:6]}:{c.progress_step or 0}/{c.total_steps or '?'}"
+                     for c in running)
+    return line + (f" · steps {steps}" if steps else "")
+
+
+class LineProgress:
+    """Progress for a log: a timestamped line only when worth reading (see
+    :func:`should_print_progress`)."""
+
+    def __init__(self, console: Console, every: float = HEARTBEAT_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.console = console
+        self.every = every
+        self.clock = clock
+        self._last_counts: dict[CellState, int] | None = None
+        self._last_printed: float | None = None
+
+    def update(self, counts: Mapping[CellState, int], running: Sequence[CellRecord]) -> None:
+        """Print a line if the counts changed or the heartbeat is due."""
+        now = self.clock()
+        if not should_print_progress(counts, self._last_counts, now, self._last_printed,
+                                     self.every):
+            return
+        self._last_counts, self._last_printed = dict(counts), now
+        self.console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] "
+                           f"{progress_line(counts, running)}", highlight=False)
+
+    def close(self) -> None:
+        """Nothing to tear down."""
+
+
+class LiveProgress:
+    """Progress on a terminal: one bar for the sweep (cells ended / all) and one per
+    running cell (step / total steps), redrawn in place."""
+
+    def __init__(self, console: Console) -> None:
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(),
+                                 MofNCompleteColumn(), console=console, transient=False)
+        self.sweep_task = self.progress.add_task("sweep", total=None)
+        self.cell_tasks: dict[str, TaskID] = {}
+        self.progress.start()
+
+    def update(self, counts: Mapping[CellState, int], running: Sequence[CellRecord]) -> None:
+        """Move the bars to the registry's current state."""
+        done = sum(n for s, n in counts.items() if s in TERMINAL_STATES)
+        self.progress.update(self.sweep_task, completed=done, total=sum(counts.values()),
+                             description=f"sweep · {counts_text(counts)}")
+        now_running = {c.cell_id: c for c in running}
+        for cell_id in set(self.cell_tasks) - set(now_running):
+            self.progress.remove_task(self.cell_tasks.pop(cell_id))
+        for cell_id, cell in now_running.items():
+            if cell_id not in self.cell_tasks:
+                label = f"  {cell_id[:8]} {describe_axes(cell)}"[:60]
+                self.cell_tasks[cell_id] = self.progress.add_task(label, total=None)
+            self.progress.update(self.cell_tasks[cell_id], completed=cell.progress_step or 0,
+                                 total=cell.total_steps)
+
+    def close(self) -> None:
+        """Drop the per-cell bars and stop redrawing (the sweep bar stays on screen)."""
+        for task in self.cell_tasks.values():
+            self.progress.remove_task(task)
+        self.cell_tasks.clear()
+        self.progress.stop()
+
+
+def progress_display(console: Console) -> LiveProgress | LineProgress:
+    """Live bars on a terminal, throttled lines otherwise."""
+    return LiveProgress(console) if console.is_terminal else LineProgress(console)

@@ -8,12 +8,19 @@
 * :func:`cancel` marks a sweep's (or one cell's) unfinished cells ``cancelled`` and stops
   their jobs; a scheduler driving the sweep notices on its next pass.
 
+The executor a sweep runs on (:class:`ExecutorChoice`: ``local`` or ``ray_jobs`` and the
+cluster address) is remembered per sweep in ``<KAPPA_HOME>/scheduler/<sweep>.executor.json``
+and forwarded to background schedulers, so ``resume`` keeps using it; ``cancel`` picks the
+executor of each job from its id's prefix. Resuming with an executor other than the one
+running cells' jobs belong to is refused, never silently requeued elsewhere.
+
 Only one scheduler drives a sweep at a time (:mod:`.lock`); a second one waits for the
 first to finish or hand over.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import subprocess
@@ -24,7 +31,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator import paths
-from orchestrator.executors import Executor, get_executor
+from orchestrator.errors import Problem, UserInputError
+from orchestrator.executors import (
+    JOB_ID_PREFIXES,
+    Executor,
+    executor_name_for_job,
+    executor_options,
+    get_executor,
+)
 from orchestrator.registry import TERMINAL_STATES, CellRecord, CellState, Registry
 from orchestrator.scheduler.lock import SweepLock, SweepLockedError, holder_pid
 from orchestrator.scheduler.loop import SchedulerOptions, SweepScheduler
@@ -53,6 +67,89 @@ class Stores:
         return args
 
 
+@dataclass(frozen=True)
+class ExecutorChoice:
+    """Which executor runs a sweep's cells: a name of ``EXECUTORS`` and, for ``ray_jobs``,
+    the Ray dashboard address. ``None`` fields mean "what the sweep used last, else
+    local" (see :func:`choose_executor`)."""
+
+    name: str | None = None
+    ray_address: str | None = None
+
+    def make(self, max_parallel: int | None = None) -> Executor:
+        """Build the executor (a ray_jobs one connects to its cluster here)."""
+        name = self.name or "local"
+        return get_executor(name, **executor_options(
+            name, max_parallel=max_parallel, address=self.ray_address))
+
+    def check(self) -> None:
+        """Raise UserInputError for an unknown name or a missing option, connecting to
+        nothing."""
+        name = self.name or "local"
+        opts = executor_options(name, address=self.ray_address)
+        missing = [k for k, v in opts.items() if v is None]
+        if missing:
+            get_executor(name, **opts)  # raises, saying how to give the missing options
+
+    def cli_args(self) -> list[str]:
+        """The choice as ``kappa resume`` options (for a background scheduler)."""
+        args = ["--executor", self.name] if self.name else []
+        if self.ray_address and self.name == "ray_jobs":
+            args += ["--ray-address", self.ray_address]
+        return args
+
+
+def executor_file(sweep: str) -> Path:
+    """Where the executor ``sweep`` runs on is remembered."""
+    return paths.kappa_home() / "scheduler" / f"{sweep}.executor.json"
+
+
+def remembered_executor(sweep: str) -> ExecutorChoice:
+    """The executor ``sweep`` last ran on (empty choice if none was recorded)."""
+    try:
+        data = json.loads(executor_file(sweep).read_text())
+        return ExecutorChoice(str(data["name"]), data.get("ray_address"))
+    except (OSError, ValueError, KeyError, TypeError):
+        return ExecutorChoice()
+
+
+def choose_executor(sweep: str, choice: ExecutorChoice | None = None) -> ExecutorChoice:
+    """``choice`` completed from what ``sweep`` last used (else local), and checked
+    (UserInputError, e.g. ray_jobs without an address); writes nothing."""
+    given = choice or ExecutorChoice()
+    last = remembered_executor(sweep)
+    name = given.name or last.name or "local"
+    address = given.ray_address or (last.ray_address if last.name == name else None)
+    chosen = ExecutorChoice(name, address if name == "ray_jobs" else None)
+    chosen.check()
+    return chosen
+
+
+def remember_executor(sweep: str, chosen: ExecutorChoice) -> None:
+    """Record ``chosen`` for the sweep's next scheduler, ``resume`` and ``cancel``."""
+    if chosen == remembered_executor(sweep):
+        return
+    path = executor_file(sweep)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"name": chosen.name, "ray_address": chosen.ray_address}))
+    tmp.replace(path)
+
+
+def _check_running_jobs(registry: Registry, sweep: str, executor_name: str) -> None:
+    """Refuse to drive ``sweep`` with an executor that cannot reattach its running jobs."""
+    # Only the registered executors' prefixes: an embedding program's own executor may
+    # hand out ids of its own, which only it can judge.
+    foreign = sorted({name for c in registry.cells(sweep, [CellState.RUNNING]) if c.job_id
+                      for prefix, name in JOB_ID_PREFIXES.items() if c.job_id.startswith(prefix)}
+                     - {executor_name})
+    if foreign:
+        raise UserInputError(f"cells of {sweep} run as {', '.join(foreign)} jobs", [Problem(
+            "executor", "the running cells' jobs belong to another executor",
+            found=executor_name, allowed=", ".join(foreign),
+            fix=f"`kappa resume {sweep} --executor {foreign[0]}` (with its --ray-address)")])
+
+
 def submit(
     spec_path: str | Path,
     stores: Stores = Stores(),
@@ -61,18 +158,28 @@ def submit(
     max_parallel: int | None = None,
     options: SchedulerOptions | None = None,
     executor: Executor | None = None,
+    choice: ExecutorChoice | None = None,
 ) -> SubmitResult:
-    """Validate ``spec_path`` entirely, record the sweep, then run it (here or detached)."""
+    """Validate ``spec_path`` entirely, record the sweep, then run it (here or detached).
+
+    ``choice`` (default: the sweep's last executor, else local) is checked, and a
+    ray_jobs cluster reached, before anything is written; ``executor`` overrides it.
+    """
     from orchestrator.tracking import Tracker
 
     prepared = prepare(spec_path)  # raises UserInputError before anything is written
+    chosen = choose_executor(prepared.name, choice) if executor is None else None
+    if chosen is not None and (wait or chosen.name != "local"):
+        executor = chosen.make(max_parallel)  # an unreachable cluster fails here
     with stores.open_registry() as registry:
         result = record(prepared, registry, Tracker(stores.mlflow_uri), rerun=rerun)
+    if chosen is not None:
+        remember_executor(result.sweep, chosen)
     if wait:
         resume(result.sweep, stores, max_parallel=max_parallel, options=options,
                executor=executor)
     else:
-        start_background(result.sweep, stores, max_parallel)
+        start_background(result.sweep, stores, max_parallel, chosen)
     return result
 
 
@@ -82,9 +189,11 @@ def resume(
     max_parallel: int | None = None,
     options: SchedulerOptions | None = None,
     executor: Executor | None = None,
+    choice: ExecutorChoice | None = None,
 ) -> dict[CellState, int]:
     """Drive ``sweep`` until no cell is unfinished; returns the final state counts.
 
+    The executor is ``executor``, else ``choice`` completed by :func:`choose_executor`.
     If another scheduler drives the sweep, waits for it, then takes over whatever it
     left (e.g. cells submitted after it decided to stop).
     """
@@ -99,7 +208,12 @@ def resume(
         backend = get_backend(record_.backend)
         tracker = MlflowRunTracker(stores.mlflow_uri)
         if executor is None:
-            executor = get_executor("local", max_parallel=opts.max_parallel)
+            chosen = choose_executor(sweep, choice)
+            _check_running_jobs(registry, sweep, chosen.name or "local")
+            executor = chosen.make(opts.max_parallel)
+            remember_executor(sweep, chosen)
+        elif executor.name in JOB_ID_PREFIXES.values():  # a custom executor judges its own
+            _check_running_jobs(registry, sweep, executor.name)
         scheduler = SweepScheduler(registry, sweep, backend, executor, tracker, opts)
         while True:
             try:
@@ -128,17 +242,20 @@ def kappa_command() -> list[str]:
 
 
 def start_background(sweep: str, stores: Stores = Stores(),
-                     max_parallel: int | None = None) -> int:
+                     max_parallel: int | None = None,
+                     choice: ExecutorChoice | None = None) -> int:
     """Start ``kappa resume SWEEP --wait`` detached from this process; its pid.
 
     The command comes from :func:`kappa_command`; it waits for (or takes over from) any
-    scheduler already driving the sweep.
+    scheduler already driving the sweep, on the executor ``choice`` (forwarded as options).
     """
     log = scheduler_log(sweep)
     log.parent.mkdir(parents=True, exist_ok=True)
     argv = [*kappa_command(), "resume", sweep, "--wait", "--quiet", *stores.cli_args()]
     if max_parallel is not None:
         argv += ["--max-parallel", str(max_parallel)]
+    if choice is not None:
+        argv += choice.cli_args()
     with open(log, "ab") as out:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True,
@@ -147,16 +264,26 @@ def start_background(sweep: str, stores: Stores = Stores(),
 
 
 def cancel(target: str, stores: Stores = Stores(),
-           executor: Executor | None = None) -> list[CellRecord]:
+           executor: Executor | None = None,
+           ray_address: str | None = None) -> list[CellRecord]:
     """Cancel sweep ``target`` (or the cell ``target`` names: an id or unique prefix).
 
     Unfinished cells become ``cancelled`` (one transaction each) and their running jobs
-    are stopped here, so a sweep whose scheduler died is stopped too. Returns the cells
-    that were cancelled.
+    are stopped here, so a sweep whose scheduler died is stopped too. Each job is
+    stopped by the executor its id's prefix names (``executor`` overrides); a Ray job
+    needs ``ray_address`` or the address the sweep remembered. Returns the cells that
+    were cancelled.
     """
     with stores.open_registry() as registry:
         cells = _cells_of(registry, target)
-        executor = executor or get_executor("local")
+        # Every executor is made before any cell changes, so a missing address cancels nothing.
+        executors = {} if executor is None else {n: executor for n in JOB_ID_PREFIXES.values()}
+        for cell in cells:
+            if cell.state is CellState.RUNNING and cell.job_id:
+                name = executor_name_for_job(cell.job_id)
+                if name not in executors:
+                    address = ray_address or remembered_executor(cell.sweep_name).ray_address
+                    executors[name] = ExecutorChoice(name, address).make()
         cancelled = []
         for cell in cells:
             if cell.state in TERMINAL_STATES:
@@ -166,7 +293,7 @@ def cancel(target: str, stores: Stores = Stores(),
                 cancelled.append(cell)
                 _note_cancelled(cell)
                 if cell.state is CellState.RUNNING and cell.job_id:
-                    job = executor.reattach(cell.job_id)
+                    job = executors[executor_name_for_job(cell.job_id)].reattach(cell.job_id)
                     if job is not None:
                         job.cancel()
         # Cells waiting for a retry sit in ``failed`` with retries left; stop those too.
@@ -203,8 +330,6 @@ def _cells_of(registry: Registry, target: str) -> list[CellRecord]:
             continue
     if len(matches) == 1:
         return matches
-    from orchestrator.errors import Problem, UserInputError
-
     known = ", ".join(s.name for s in registry.list_sweeps()) or "(none)"
     if matches:
         raise UserInputError(f"'{target}' names cells in several sweeps", [Problem(
@@ -220,8 +345,6 @@ def find_cell(registry: Registry, target: str) -> CellRecord:
     """The one cell ``target`` names (id or unique prefix, in any sweep)."""
     cells = _cells_of(registry, target)
     if len(cells) != 1:
-        from orchestrator.errors import Problem, UserInputError
-
         raise UserInputError(f"'{target}' is a sweep, not a cell", [Problem(
             "cell", "expected a cell id", found=target,
             fix=f"`kappa status {target}` lists its cells")])
@@ -234,5 +357,6 @@ def is_driven(sweep: str) -> bool:
 
 
 ProgressCallback = Callable[[Registry, str], None]
-__all__ = ["ProgressCallback", "Stores", "SweepLock", "cancel", "find_cell", "is_driven",
-           "resume", "scheduler_log", "start_background", "submit"]
+__all__ = ["ExecutorChoice", "ProgressCallback", "Stores", "SweepLock", "cancel",
+           "choose_executor", "executor_file", "find_cell", "is_driven", "remember_executor",
+           "remembered_executor", "resume", "scheduler_log", "start_background", "submit"]
