@@ -12,6 +12,11 @@ from orchestrator.spec.model import AXIS_TAGS, Spec, dotted
 from orchestrator.spec.settings_paths import did_you_mean
 from orchestrator.spec.yaml_source import SourceDocument, load_yaml
 
+# Top-level keys that shape nothing in the grid. When only these are wrong, checking goes
+# on with a stand-in value so that one run reports the grid's problems too.
+_LEAF_STAND_INS: dict[str, Any] = {"name": "invalid-name", "description": "",
+                                   "resources": None, "retries": None}
+
 # Member tags pydantic appends to locations inside a union of scalar types.
 _SCALAR_TAGS = frozenset({"bool", "int", "float", "str", "none"})
 _SCALARS = "a string, number, boolean or null"
@@ -88,10 +93,18 @@ def parse_spec(text: str, filename: str = "<spec>", path: Path | None = None) ->
                 )
             ],
         )
+    deferred: list[Problem] = []
     try:
         spec = Spec.model_validate(data)
     except ValidationError as exc:
-        raise UserInputError(f"{filename}: invalid spec", _problems(exc, doc)) from None
+        deferred = _problems(exc, doc)
+        stand_in = _with_leaf_stand_ins(data, exc)
+        if stand_in is None:
+            raise UserInputError(f"{filename}: invalid spec", deferred) from None
+        try:
+            spec = Spec.model_validate(stand_in)
+        except ValidationError:
+            raise UserInputError(f"{filename}: invalid spec", deferred) from None
     spec._source_text = text
     spec._path = path
     spec._filename = filename
@@ -100,6 +113,7 @@ def parse_spec(text: str, filename: str = "<spec>", path: Path | None = None) ->
         raise UserInputError(
             f"{filename}: invalid spec",
             [
+                *deferred,
                 spec.problem(
                     ("backend",),
                     "unknown backend",
@@ -110,10 +124,33 @@ def parse_spec(text: str, filename: str = "<spec>", path: Path | None = None) ->
             ],
         )
     backend = get_backend(spec.backend)
-    problems = check_references(spec, backend.settings_model)
+    references = check_references(spec, backend.settings_model)
+    problems = deferred + references
+    if problems and all(p.location.startswith(("exclude", "include")) for p in references):
+        # The axes are sound: expand them (without the broken selections) so the cells'
+        # settings problems are reported in the same run.
+        from orchestrator.grid import expand
+
+        axes_only = spec.model_copy(update={"exclude": (), "include": ()}) if references else spec
+        try:
+            expand(axes_only)
+        except UserInputError as exc:
+            problems += exc.problems
     if problems:
         raise UserInputError(f"{filename}: invalid spec", problems)
     return spec
+
+
+def _with_leaf_stand_ins(data: dict[str, Any], exc: ValidationError) -> dict[str, Any] | None:
+    """``data`` with stand-ins for wrong leaf keys, or ``None`` if other keys are wrong too."""
+    wrong = {str(err["loc"][0]) if err["loc"] else "" for err in exc.errors()}
+    if not wrong <= _LEAF_STAND_INS.keys():
+        return None
+    patched = {k: v for k, v in data.items() if k not in wrong}
+    for key in wrong:
+        if _LEAF_STAND_INS[key] is not None:
+            patched[key] = _LEAF_STAND_INS[key]
+    return patched
 
 
 def load_spec(path: str | Path) -> Spec:

@@ -147,3 +147,31 @@ def test_not_a_mapping_and_missing_file(tmp_path: Path) -> None:
     with pytest.raises(UserInputError) as exc:
         load_spec(tmp_path / "nope.yaml")
     assert "cannot read spec" in exc.value.summary
+
+
+def test_name_selection_and_settings_problems_in_one_run() -> None:
+    """A bad name and a broken exclusion do not hide the cells' settings problems."""
+    text = """\
+name: Bad_Name
+backend: embedded
+base:
+  group_size: 1
+  lerning_rate: 0.001
+axes:
+  baseline: [grpo, grop]
+exclude:
+  - {baseline: dapo}
+"""
+    found = problems(text)
+    locations = {p.location for p in found}
+    assert locations == {"name", "exclude[0].baseline", "base.group_size",
+                         "base.lerning_rate", "axes.baseline[1]"}
+    by_location = {p.location: p for p in found}
+    assert by_location["base.lerning_rate"].fix == "did you mean 'learning_rate'?"
+    assert (by_location["name"].line, by_location["base.group_size"].line) == (1, 4)
+
+
+def test_structure_errors_beyond_leaf_keys_stop_before_the_grid() -> None:
+    """When the axes themselves are malformed there is no grid to check yet."""
+    found = problems("name: Bad_Name\nbackend: embedded\naxes: [1, 2]\n")
+    assert {p.location for p in found} == {"name", "axes"}
