@@ -9,30 +9,37 @@ import typer
 
 
 def load_settings(config: Path) -> object:
-    """Read a flat YAML mapping of embedded settings; every problem raised at once."""
-    import yaml
+    """Read a flat YAML mapping of embedded settings; every problem raised at once.
+
+    Problems are located in the file (``file:line:col``) with the same YAML reader that
+    specs use, so a cell config and a spec read the same way.
+    """
+    import dataclasses
 
     from orchestrator.backends.embedded.backend import EmbeddedBackend
     from orchestrator.errors import Problem, UserInputError
+    from orchestrator.spec.yaml_source import load_yaml
 
     try:
-        data = yaml.safe_load(config.read_text())
+        text = config.read_text()
     except OSError as exc:
         raise UserInputError(f"cannot read {config}",
                              [Problem("", str(exc), file=str(config))]) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise UserInputError(f"{config} is not valid YAML", [Problem(
-            "", str(getattr(exc, "problem", exc)), file=str(config),
-            line=None if mark is None else mark.line + 1,
-            column=None if mark is None else mark.column + 1)]) from None
-    if data is None:
-        data = {}
+    doc = load_yaml(text, str(config))
+    data = {} if doc.data is None else doc.data
     if not isinstance(data, dict):
-        raise UserInputError(f"{config} must hold a mapping of settings", [Problem(
-            "", "expected a mapping (setting: value)", found=type(data).__name__,
-            file=str(config))])
-    return EmbeddedBackend().validate(data)
+        raise UserInputError(f"{config} must hold a mapping of settings", [doc.problem(
+            (), "", "expected a mapping (setting: value)", found=type(data).__name__)])
+    try:
+        return EmbeddedBackend().validate(data)
+    except UserInputError as exc:
+        located = []
+        for problem in exc.problems:
+            pos = doc.position(problem.location.split(".")) if problem.location else None
+            located.append(dataclasses.replace(
+                problem, file=str(config), line=pos.line if pos else None,
+                column=pos.column if pos else None))
+        raise UserInputError(f"{config}: invalid embedded settings", located) from None
 
 
 def register(app: typer.Typer) -> None:

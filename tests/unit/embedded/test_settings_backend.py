@@ -79,6 +79,18 @@ def test_kappa_train_rejects_non_mapping_yaml(tmp_path: Path) -> None:
     assert info.value.problems[0].line is not None
 
 
+def test_kappa_train_locates_problems_in_the_file(tmp_path: Path) -> None:
+    from orchestrator.cli.train_cmd import load_settings
+
+    config = tmp_path / "config.yaml"
+    config.write_text("seed: 1\nbaseline: grop\nmodel:\n  d_model: 30\n  n_heads: 4\n")
+    with pytest.raises(UserInputError) as info:
+        load_settings(config)
+    where = {p.location: (p.file, p.line) for p in info.value.problems}
+    assert where["baseline"] == (str(config), 2)
+    assert any(loc.startswith("model") and line in (3, 4) for loc, (_, line) in where.items())
+
+
 def test_device_resolution() -> None:
     import torch
 
