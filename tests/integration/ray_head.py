@@ -51,7 +51,12 @@ def local_ray_head(num_cpus: int = 2, startup_s: float = 240.0) -> Iterator[str]
     proc = subprocess.Popen(
         [str(ray_bin), "start", "--head", "--block", f"--num-cpus={num_cpus}", "--num-gpus=0",
          f"--port={free_port()}", "--include-dashboard=true", "--dashboard-host=127.0.0.1",
-         f"--dashboard-port={dashboard_port}", f"--temp-dir={temp_dir}", "--disable-usage-stats"],
+         f"--dashboard-port={dashboard_port}", f"--temp-dir={temp_dir}", "--disable-usage-stats",
+         # Every fixed default port too, so two heads (pytest -n 2) never share an agent.
+         *(f"--{name}={free_port()}" for name in (
+             "dashboard-agent-listen-port", "dashboard-agent-grpc-port",
+             "metrics-export-port", "runtime-env-agent-port", "ray-client-server-port",
+             "node-manager-port", "object-manager-port"))],
         stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
     )
     address = f"http://127.0.0.1:{dashboard_port}"

@@ -28,7 +28,8 @@ from ray_head import local_ray_head
 
 from orchestrator.executors.ray_jobs import RayJobsExecutor
 
-pytestmark = [pytest.mark.slow, pytest.mark.ray]
+# In the default run: these are the issue's proofs that the plug-in reaches Ray workers.
+pytestmark = [pytest.mark.ray]
 
 PROBE = '''
 import subprocess, sys

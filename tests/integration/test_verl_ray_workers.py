@@ -20,7 +20,8 @@ pytest.importorskip("kappa_verl")
 
 import ray
 
-pytestmark = [pytest.mark.slow, pytest.mark.ray]
+# In the default run: these are the proofs that the plug-in reaches Ray workers.
+pytestmark = [pytest.mark.ray]
 
 
 @pytest.fixture(scope="module")
