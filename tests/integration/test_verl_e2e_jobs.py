@@ -28,7 +28,7 @@ from ray_head import local_ray_head
 
 from orchestrator.executors.ray_jobs import RayJobsExecutor
 
-# In the default run: these are the issue's proofs that the plug-in reaches Ray workers.
+# In the default run: the end-to-end proof that a verl cell goes through the Ray Jobs API.
 pytestmark = [pytest.mark.ray]
 
 PROBE = '''
