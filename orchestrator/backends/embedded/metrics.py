@@ -19,7 +19,7 @@ from typing import Any
 def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
     """Write JSON to a temporary file then rename it over ``path`` (readers never see half)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, sort_keys=True))
+    tmp.write_text(json.dumps(data))  # insertion order: evaluators list benchmarks in order
     os.replace(tmp, path)
 
 
@@ -84,7 +84,7 @@ class RunFiles:
         """Append one step's metrics (finite values only) and forward them to MLflow."""
         clean = {k: float(v) for k, v in metrics.items() if math.isfinite(float(v))}
         with self.metrics_path.open("a") as fh:
-            fh.write(json.dumps({"step": step, "metrics": clean}, sort_keys=True) + "\n")
+            fh.write(json.dumps({"step": step, "metrics": clean}) + "\n")
         if self._mlflow is not None:
             self._mlflow.log(step, clean)
 

@@ -79,6 +79,20 @@ def test_run_files_and_truncation(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert summary == {"status": "succeeded", "steps": 3, "final": {"x": 1.0}}
 
 
+def test_run_files_keep_the_evaluators_metric_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tables show benchmarks in the order the task lists them, not alphabetically."""
+    monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
+    files = RunFiles(tmp_path, total_steps=1)
+    order = ["eval/b-val/mean@2", "eval/b-hard/mean@2", "eval/b-harder/mean@2"]
+    files.log(1, dict.fromkeys(order, 0.5))
+    line = json.loads(files.metrics_path.read_text().splitlines()[0])
+    assert list(line["metrics"]) == order
+    files.summary(1, dict.fromkeys(order, 0.5))
+    assert list(json.loads((tmp_path / "summary.json").read_text())["final"]) == order
+
+
 @pytest.mark.parametrize(("n", "c", "k", "expected"), [
     (8, 0, 8, 0.0), (8, 1, 8, 1.0), (8, 8, 1, 1.0), (4, 1, 1, 0.25), (4, 2, 2, 1 - 1 / 6),
     (10, 3, 5, 1 - 21 / 252),
