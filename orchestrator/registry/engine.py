@@ -9,6 +9,7 @@ is transactional.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +73,7 @@ def make_engine(url: str | URL) -> Engine:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        cursor.execute("PRAGMA journal_mode = WAL")
+        _use_wal(cursor)
         cursor.execute("PRAGMA foreign_keys = ON")
         # WAL + NORMAL: a crash loses at most the last commits, never atomicity.
         cursor.execute("PRAGMA synchronous = NORMAL")
@@ -83,3 +84,28 @@ def make_engine(url: str | URL) -> Engine:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
 
     return engine
+
+
+def _use_wal(cursor: Any) -> None:
+    """Put the database file in WAL mode, waiting out other connections doing the same.
+
+    The mode is stored in the file, so after the first connection this is one read. The
+    switch itself needs an exclusive lock, and SQLite answers "database is locked" at once
+    (without the busy handler) when two connections race to make it; so retry until the
+    busy timeout has passed, like any other lock wait.
+    """
+    import sqlite3
+
+    if str(cursor.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal":
+        return
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    pause = 0.005
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.2)

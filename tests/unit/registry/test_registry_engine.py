@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -50,3 +52,20 @@ def test_unsupported_database(tmp_path: Path) -> None:
     with pytest.raises(UserInputError) as info:
         Registry.open("mysql+pymysql://u:pw@h/db")
     assert "pw" not in info.value.render()
+
+
+def test_racing_first_opens_all_succeed(tmp_path: Path) -> None:
+    # Switching a new file to WAL takes an exclusive lock, and SQLite refuses a racing
+    # switch at once ("database is locked") instead of waiting; every racer must succeed.
+    racers = 6
+    for attempt in range(20):
+        url = f"sqlite:///{tmp_path / f'race{attempt}.db'}"
+        barrier = threading.Barrier(racers)
+
+        def open_registry(_: int, url: str = url, barrier: threading.Barrier = barrier) -> str:
+            barrier.wait()
+            with Registry.open(url) as reg, reg.engine.connect() as conn:
+                return str(conn.execute(text("PRAGMA journal_mode")).scalar())
+
+        with ThreadPoolExecutor(racers) as pool:
+            assert list(pool.map(open_registry, range(racers))) == ["wal"] * racers
