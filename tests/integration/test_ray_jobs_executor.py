@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -71,7 +72,8 @@ def test_cancel_reattach_and_resubmit(executor: RayJobsExecutor, tmp_path: Path)
     code = (f"open({str(marker)!r}, 'a').write('run\\n'); import time; "
             "print('started', flush=True); time.sleep(600)")
     job = executor.submit(_py(code), {}, tmp_path, tmp_path / "c.log")
-    assert job.wait(timeout=5) is None  # a long job is still running
+    _wait_for_runs(marker, 1)  # started (a loaded machine may take a while)
+    assert job.wait(timeout=1) is None  # a long job is still running
     again = executor.reattach(job.job_id)
     assert again is not None and again.log_path == tmp_path / "c.log"
     again.cancel()
@@ -79,10 +81,18 @@ def test_cancel_reattach_and_resubmit(executor: RayJobsExecutor, tmp_path: Path)
     again.cancel()  # idempotent
     resumed = executor.resubmit(job.job_id)
     assert resumed.submission_id.endswith("-retry1")
-    assert resumed.wait(timeout=20) is None
+    _wait_for_runs(marker, 2)
+    assert resumed.wait(timeout=1) is None
     resumed.cancel()
     assert resumed.wait(timeout=300) == STOPPED_EXIT_CODE
     assert marker.read_text().count("run") == 2  # the same entrypoint ran twice
+
+
+def _wait_for_runs(marker: Path, count: int) -> None:
+    deadline = time.monotonic() + 300
+    while not (marker.exists() and marker.read_text().count("run") >= count):
+        assert time.monotonic() < deadline, f"the job did not start {count} time(s)"
+        time.sleep(0.2)
 
 
 def test_unknown_job_and_capacity(executor: RayJobsExecutor) -> None:
