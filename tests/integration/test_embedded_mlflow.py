@@ -52,3 +52,40 @@ def test_metrics_are_batched_into_the_existing_run(tmp_path: Path,
     run = client.get_run(run_id)
     assert run.info.status == "RUNNING"  # the trainer never ends the run it was given
     assert len(client.search_runs([experiment])) == 1  # and never creates one
+
+
+def test_a_resumed_run_does_not_log_redone_steps_twice(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.create_experiment("embedded", artifact_location=str(tmp_path / "art"))
+    run_id = client.create_run(experiment).info.run_id
+    monkeypatch.setenv("KAPPA_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("MLFLOW_RUN_ID", run_id)
+    settings = EmbeddedSettings(
+        task="addition", model={"d_model": 32, "n_layers": 1, "n_heads": 2},
+        warm_start={"steps": 10, "target_accuracy": None}, group_size=4, prompts_per_step=4,
+        max_steps=4, val_every=2, val_size=8, eval_samples=2, benchmarks=("add-val",),
+        checkpoint_every=2)
+    out = tmp_path / "run"
+    first = train(settings, out, progress=False)
+    keys = sorted(client.get_run(run_id).data.metrics)
+
+    def history() -> dict[str, list[tuple[int, float]]]:
+        return {key: sorted((m.step, m.value) for m in client.get_metric_history(run_id, key))
+                for key in keys if not key.startswith(("timing_s/", "perf/"))}
+
+    uninterrupted = history()
+    assert [s for s, _ in uninterrupted["critic/score/mean"]] == [1, 2, 3, 4]
+    # As if killed after the final evaluation but before the step-4 checkpoint was kept:
+    # the resume redoes steps 3 and 4 and the evaluation, all already in MLflow.
+    (out / "checkpoints" / "step_4.pt").unlink()
+    again = train(settings, out, progress=False)
+    assert {k: v for k, v in again.items() if not k.startswith(("timing_s/", "perf/"))} == {
+        k: v for k, v in first.items() if not k.startswith(("timing_s/", "perf/"))}
+    assert history() == uninterrupted  # nothing drawn twice
+    lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [x["step"] for x in lines] == [0, 1, 2, 3, 4, 4]

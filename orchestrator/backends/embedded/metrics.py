@@ -11,6 +11,7 @@ import json
 import math
 import os
 import time
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -23,14 +24,16 @@ def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def truncate_metrics(path: Path, last_step: int) -> None:
-    """Drop lines of ``metrics.jsonl`` that a resume from ``last_step`` will redo.
+def truncate_metrics(path: Path, last_step: int) -> Counter[tuple[int, str]]:
+    """Drop lines of ``metrics.jsonl`` that a resume from ``last_step`` will redo; how
+    often each (step, metric) was dropped (what the killed run had already logged).
 
     That is every line after ``last_step`` and a final evaluation logged at ``last_step``
     (its ``eval/*`` line), which is redone once training ends.
     """
+    dropped: Counter[tuple[int, str]] = Counter()
     if not path.exists():
-        return
+        return dropped
     kept = []
     for line in path.read_text().splitlines():
         try:
@@ -39,11 +42,14 @@ def truncate_metrics(path: Path, last_step: int) -> None:
             final_eval = step == last_step and any(k.startswith("eval/") for k in row["metrics"])
             if step <= last_step and not final_eval:
                 kept.append(line)
+            else:
+                dropped.update((step, key) for key in row["metrics"])
         except (ValueError, KeyError, TypeError):
             continue  # a line cut short by a kill
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text("".join(f"{line}\n" for line in kept))
     os.replace(tmp, path)
+    return dropped
 
 
 class _MlflowSink:
@@ -79,6 +85,16 @@ class RunFiles:
         run_id = os.environ.get("MLFLOW_RUN_ID")
         uri = os.environ.get("MLFLOW_TRACKING_URI")
         self._mlflow = _MlflowSink(run_id) if run_id and uri else None
+        self._in_mlflow: Counter[tuple[int, str]] = Counter()
+
+    def resume_from(self, last_step: int) -> None:
+        """Forget the lines a resume from ``last_step`` redoes (``-1``: a fresh start).
+
+        The killed run already sent those lines to MLflow, whose history cannot be edited;
+        sending them again would draw every redone step twice. A resume on CPU redoes them
+        bit for bit, so MLflow keeps the first copy and ``metrics.jsonl`` the new one.
+        """
+        self._in_mlflow = truncate_metrics(self.metrics_path, last_step)
 
     def log(self, step: int, metrics: Mapping[str, float]) -> None:
         """Append one step's metrics (finite values only) and forward them to MLflow."""
@@ -86,7 +102,13 @@ class RunFiles:
         with self.metrics_path.open("a") as fh:
             fh.write(json.dumps({"step": step, "metrics": clean}) + "\n")
         if self._mlflow is not None:
-            self._mlflow.log(step, clean)
+            fresh = {}
+            for key, value in clean.items():
+                if self._in_mlflow[step, key] > 0:
+                    self._in_mlflow[step, key] -= 1
+                else:
+                    fresh[key] = value
+            self._mlflow.log(step, fresh)
 
     def progress(self, step: int) -> None:
         """Record how far training got."""

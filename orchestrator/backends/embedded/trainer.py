@@ -27,7 +27,7 @@ from orchestrator.backends.embedded.checkpoint import (
 )
 from orchestrator.backends.embedded.evaluation import benchmark_scores, greedy_accuracy
 from orchestrator.backends.embedded.experience import NothingKept, collect
-from orchestrator.backends.embedded.metrics import RunFiles, truncate_metrics
+from orchestrator.backends.embedded.metrics import RunFiles
 from orchestrator.backends.embedded.model import TinyGPT
 from orchestrator.backends.embedded.settings import EmbeddedSettings
 from orchestrator.backends.embedded.tasks import TASKS, stable_seed
@@ -101,7 +101,7 @@ def train(settings: EmbeddedSettings, out_dir: Path,
         optimizer.load_state_dict(state.optimizer)
         restore_rng(state)
         start = state.step
-    truncate_metrics(files.metrics_path, start if ckpt is not None else -1)
+    files.resume_from(start if ckpt is not None else -1)
     if start == 0:
         acc = greedy_accuracy(policy, task, val_problems, settings.max_response_length)
         files.log(0, {val_key: acc, "warm_start/val_acc": acc,
