@@ -122,11 +122,10 @@ def submit_cmd(
     (log: .kappa/scheduler/<sweep>.log) and this returns at once; follow it with
     `kappa status SWEEP`.
     """
-    from rich.console import Console
-
+    from orchestrator.cli.console import make_console
     from orchestrator.scheduler.driver import scheduler_log, submit
 
-    console = Console()
+    console = make_console()
     choice = _executor_choice(executor, ray_address)
     with _interruptible(_spec_name(spec)), _progress(console, quiet=not wait) as options:
         result = submit(spec, _stores(registry, mlflow), rerun=rerun, wait=wait,
@@ -159,8 +158,7 @@ def status_cmd(
     registry: RegistryOption = None,
 ) -> None:
     """Show sweeps, or one sweep's state counts and cells (progress, attempts, val acc)."""
-    from rich.console import Console
-
+    from orchestrator.cli.console import make_console
     from orchestrator.cli.sweep_views import print_sweep, sweep_json, sweeps_table
     from orchestrator.scheduler.lock import holder_pid
 
@@ -170,14 +168,14 @@ def status_cmd(
                 typer.echo(json.dumps([sweep_json(reg, s, holder_pid(s.name))
                                        for s in reg.list_sweeps()], indent=2, default=str))
             else:
-                Console().print(sweeps_table(reg))
+                make_console().print(sweeps_table(reg))
             return
         record = reg.get_sweep(sweep)
         if as_json:
             typer.echo(json.dumps(sweep_json(reg, record, holder_pid(sweep)), indent=2,
                                   default=str))
         else:
-            print_sweep(Console(), reg, record, holder_pid(sweep))
+            print_sweep(make_console(), reg, record, holder_pid(sweep))
 
 
 def logs_cmd(
@@ -246,8 +244,7 @@ def resume_cmd(
     from their last checkpoint in the same run folder) and runs the rest. Without --wait
     a background scheduler does it.
     """
-    from rich.console import Console
-
+    from orchestrator.cli.console import make_console
     from orchestrator.scheduler.driver import (
         choose_executor,
         resume,
@@ -256,7 +253,7 @@ def resume_cmd(
     )
 
     stores = _stores(registry, mlflow)
-    console = Console()
+    console = make_console()
     choice = _executor_choice(executor, ray_address)
     if not wait:
         with stores.open_registry() as reg:
@@ -300,12 +297,11 @@ def demo_cmd(
     mlflow: MlflowOption = None,
 ) -> None:
     """The main job: run SPEC (the toy Table 2 sweep) here, then show its results."""
-    from rich.console import Console
-
+    from orchestrator.cli.console import make_console
     from orchestrator.cli.demo_report import print_demo_results
     from orchestrator.scheduler.driver import submit
 
-    console = Console()
+    console = make_console()
     stores = _stores(registry, mlflow)
     console.print(f"[bold]kappa demo[/]: submitting {spec} and waiting for every cell")
     with _interruptible(_spec_name(spec)), _progress(console) as options:

@@ -165,7 +165,8 @@ class LineProgress:
             return
         self._last_counts, self._last_printed = dict(counts), now
         self.console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] "
-                           f"{progress_line(counts, running)}", highlight=False)
+                           f"{progress_line(counts, running)}", highlight=False,
+                           soft_wrap=True)
 
     def close(self) -> None:
         """Nothing to tear down."""

@@ -45,6 +45,7 @@ from orchestrator.scheduler.loop import SchedulerOptions, SweepScheduler
 from orchestrator.scheduler.submission import SubmitResult, prepare, record
 
 UNFINISHED = (CellState.PENDING, CellState.QUEUED, CellState.RUNNING)
+_CANCEL_TRIES = 20
 
 
 @dataclass(frozen=True)
@@ -280,22 +281,14 @@ def cancel(target: str, stores: Stores = Stores(),
         executors = {} if executor is None else {n: executor for n in JOB_ID_PREFIXES.values()}
         for cell in cells:
             if cell.state is CellState.RUNNING and cell.job_id:
-                name = executor_name_for_job(cell.job_id)
-                if name not in executors:
-                    address = ray_address or remembered_executor(cell.sweep_name).ray_address
-                    executors[name] = ExecutorChoice(name, address).make()
+                _executor_of(cell.job_id, cell.sweep_name, executors, ray_address)
         cancelled = []
-        for cell in cells:
-            if cell.state in TERMINAL_STATES:
-                continue
-            if registry.transition(cell, cell.state, CellState.CANCELLED,
-                                   last_error="cancelled by user"):
-                cancelled.append(cell)
-                _note_cancelled(cell)
-                if cell.state is CellState.RUNNING and cell.job_id:
-                    job = executors[executor_name_for_job(cell.job_id)].reattach(cell.job_id)
-                    if job is not None:
-                        job.cancel()
+        # Waiting cells first: cancelling a running one frees a slot, and a live scheduler
+        # would fill it with a cell this loop had not reached yet.
+        for cell in sorted(cells, key=lambda c: c.state is CellState.RUNNING):
+            done = _cancel_cell(registry, cell, executors, ray_address)
+            if done is not None:
+                cancelled.append(done)
         # Cells waiting for a retry sit in ``failed`` with retries left; stop those too.
         for cell in cells:
             if cell.state is CellState.FAILED and cell.retries_left > 0 and (
@@ -305,6 +298,36 @@ def cancel(target: str, stores: Stores = Stores(),
                 cancelled.append(cell)
                 _note_cancelled(cell)
         return cancelled
+
+
+def _cancel_cell(registry: Registry, cell: CellRecord, executors: dict[str, Executor],
+                 ray_address: str | None) -> CellRecord | None:
+    """Cancel one unfinished cell, whatever state a live scheduler moves it to meanwhile;
+    the cell as it was cancelled, or ``None`` if it had already ended."""
+    for _ in range(_CANCEL_TRIES):
+        if cell.state in TERMINAL_STATES:
+            return None
+        if registry.transition(cell, cell.state, CellState.CANCELLED,
+                               last_error="cancelled by user"):
+            _note_cancelled(cell)
+            if cell.state is CellState.RUNNING and cell.job_id:
+                executor = _executor_of(cell.job_id, cell.sweep_name, executors, ray_address)
+                job = executor.reattach(cell.job_id)
+                if job is not None:
+                    job.cancel()
+            return cell
+        cell = registry.get_cell(cell.sweep_name, cell.cell_id)  # it moved on: look again
+    raise RuntimeError(f"cell {cell.cell_id} kept changing state; cancel it again")
+
+
+def _executor_of(job_id: str, sweep: str, executors: dict[str, Executor],
+                 ray_address: str | None) -> Executor:
+    """The executor that can stop ``job_id`` (made once, kept in ``executors``)."""
+    name = executor_name_for_job(job_id)
+    if name not in executors:
+        address = ray_address or remembered_executor(sweep).ray_address
+        executors[name] = ExecutorChoice(name, address).make()
+    return executors[name]
 
 
 def _note_cancelled(cell: CellRecord) -> None:

@@ -152,3 +152,26 @@ def test_cell_row_is_json_ready(home: Path) -> None:
         row = cell_row(cell)
     assert json.loads(json.dumps(row))["axes"] == {"seed": 1}
     assert row["state"] == "pending" and row["val_accuracy"] is None
+
+
+def test_cancel_follows_cells_a_live_scheduler_moves_meanwhile(home: Path) -> None:
+    from orchestrator.scheduler.driver import _cancel_cell
+
+    with Registry.open() as reg:
+        reg.upsert_sweep("r", backend="sleep", spec_text="name: r")
+        claimed, started = reg.add_cells("r", [_Cell(f"c{i}", i, {"i": i}) for i in range(2)])
+        # `kappa cancel` read both as pending; then the scheduler claimed one and started
+        # the other before the cancel reached them.
+        assert reg.transition(claimed, CellState.PENDING, CellState.QUEUED)
+        assert reg.transition(started, CellState.PENDING, CellState.QUEUED)
+        assert reg.start_attempt(started, job_id="local:/nonexistent/job")
+        for stale in (claimed, started):
+            assert _cancel_cell(reg, stale, {}, None) is not None
+        assert [c.state for c in reg.cells("r")] == [CellState.CANCELLED] * 2
+        # A cell that ended meanwhile stays as it ended.
+        (done,) = reg.add_cells("r", [_Cell("c2", 2, {"i": 2})])
+        reg.transition(done, CellState.PENDING, CellState.QUEUED)
+        reg.start_attempt(done)
+        reg.finish_attempt(done, CellState.SUCCEEDED, exit_code=0)
+        assert _cancel_cell(reg, done, {}, None) is None
+        assert reg.get_cell("r", "c2").state is CellState.SUCCEEDED
