@@ -4,26 +4,40 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from orchestrator.backends.embedded.settings import EmbeddedSettings
 from orchestrator.backends.embedded.trainer import train
 
+if TYPE_CHECKING:
+    from mlflow.tracking import MlflowClient
 
-def test_metrics_are_batched_into_the_existing_run(tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+
+@pytest.fixture
+def handed_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[MlflowClient, str, str]:
+    """``(client, experiment id, run id)`` of a run pre-created as the orchestrator does,
+    and handed to the trainer through the environment."""
     from mlflow.tracking import MlflowClient
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = MlflowClient(tracking_uri=uri)
     experiment = client.create_experiment("embedded", artifact_location=str(tmp_path / "art"))
     run_id = client.create_run(experiment).info.run_id
-
     monkeypatch.setenv("KAPPA_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setenv("MLFLOW_RUN_ID", run_id)
+    return client, experiment, run_id
+
+
+def test_metrics_are_batched_into_the_existing_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    handed_run: tuple[MlflowClient, str, str],
+) -> None:
+    from mlflow.tracking import MlflowClient
+
+    client, experiment, run_id = handed_run
     calls: list[tuple[str, int]] = []
     real_log_batch = MlflowClient.log_batch
 
@@ -54,17 +68,10 @@ def test_metrics_are_batched_into_the_existing_run(tmp_path: Path,
     assert len(client.search_runs([experiment])) == 1  # and never creates one
 
 
-def test_a_resumed_run_does_not_log_redone_steps_twice(tmp_path: Path,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    from mlflow.tracking import MlflowClient
-
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    client = MlflowClient(tracking_uri=uri)
-    experiment = client.create_experiment("embedded", artifact_location=str(tmp_path / "art"))
-    run_id = client.create_run(experiment).info.run_id
-    monkeypatch.setenv("KAPPA_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    monkeypatch.setenv("MLFLOW_RUN_ID", run_id)
+def test_a_resumed_run_does_not_log_redone_steps_twice(
+    tmp_path: Path, handed_run: tuple[MlflowClient, str, str],
+) -> None:
+    client, _, run_id = handed_run
     settings = EmbeddedSettings(
         task="addition", model={"d_model": 32, "n_layers": 1, "n_heads": 2},
         warm_start={"steps": 10, "target_accuracy": None}, group_size=4, prompts_per_step=4,
