@@ -14,24 +14,65 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import types
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal, TypedDict
+from typing import Annotated, Any, Literal, TypedDict
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
 
 Baseline = Literal["grpo", "drgrpo", "gspo", "dapo", "clip_cov", "kl_cov"]
 AggMode = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
-ClipRatio = float | Literal["inf"]
+
+
+def _inf_as_word(value: Any) -> Any:
+    """YAML's ``.inf`` (a float) and the word ``inf`` are one setting: ``'inf'``.
+
+    Without this the two spellings validate to different values, so the same cell gets
+    two ids, and the float's JSON (``Infinity``) is not JSON.
+    """
+    if isinstance(value, float) and value == math.inf:
+        return "inf"
+    return value
+
+
+ClipRatio = Annotated[float | Literal["inf"], BeforeValidator(_inf_as_word)]
 
 # The κ study's β when a cell turns the KL loss on without naming a coefficient.
 DEFAULT_KL_COEF = 0.001
 
 
+def _admits(annotation: Any, kinds: tuple[type, ...]) -> bool:
+    """Whether a field's type admits a value of one of ``kinds`` (through unions)."""
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is Annotated:
+        return _admits(args[0], kinds)
+    if origin in (typing.Union, types.UnionType):
+        return any(_admits(a, kinds) for a in args)
+    if origin is Literal:
+        return any(type(a) in kinds for a in args)
+    return annotation in kinds
+
+
 class StrictModel(BaseModel):
     """A settings model: unknown keys are errors and instances never change."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # No setting is meaningfully NaN or infinite (an unclipped ratio is the word 'inf'):
+    # refusing them keeps settings valid JSON and cell ids well defined.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_as_number(cls, value: Any, info: ValidationInfo) -> Any:
+        # Pydantic reads True as 1: `seed: true` or `group_size: yes` would quietly run
+        # as 1. A number setting takes numbers only.
+        if isinstance(value, bool) and info.field_name is not None:
+            annotation = cls.model_fields[info.field_name].annotation
+            if _admits(annotation, (int, float)) and not _admits(annotation, (bool,)):
+                raise ValueError("a boolean is not a number here")
+        return value
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import types
+import typing
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -11,23 +13,80 @@ from orchestrator.errors import Problem, UserInputError
 
 M = TypeVar("M", bound=BaseModel)
 
+_SHOULD = "Input should be "
 
-def problems_from_validation_error(exc: ValidationError, prefix: str = "") -> list[Problem]:
-    """One :class:`Problem` per pydantic error, located by dotted path."""
-    problems = []
+
+def _submodel(annotation: Any) -> type[BaseModel] | None:
+    """The one settings model a field holds (through ``X | None``), else ``None``."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType, typing.Annotated):
+        found = [m for arg in typing.get_args(annotation) if (m := _submodel(arg)) is not None]
+        return found[0] if len(found) == 1 else None
+    return None
+
+
+def _setting_path(model: type[BaseModel], loc: Sequence[int | str]) -> tuple[int | str, ...]:
+    """``loc`` cut after its last setting name.
+
+    Pydantic appends union members' tags (``float``, ``literal['inf']``) and positions
+    inside a value to error locations; they name no setting the user wrote.
+    """
+    path: list[int | str] = []
+    current: type[BaseModel] | None = model
+    for part in loc:
+        if current is None:
+            break
+        field = current.model_fields.get(str(part)) if isinstance(part, str) else None
+        if field is None:
+            # A key the model does not know (extra_forbidden) is still the user's word.
+            if isinstance(part, str):
+                path.append(part)
+            break
+        path.append(part)
+        current = _submodel(field.annotation)
+    return tuple(path)
+
+
+def _merged_message(messages: Sequence[str]) -> str:
+    """One message for a value every member of a union refused."""
+    if len(messages) == 1:
+        return messages[0]
+    if all(m.startswith(_SHOULD) for m in messages):
+        return _SHOULD + " or ".join(m[len(_SHOULD):] for m in messages)
+    return "; or ".join(messages)
+
+
+def problems_from_validation_error(
+    exc: ValidationError, prefix: str = "", model: type[BaseModel] | None = None
+) -> list[Problem]:
+    """One :class:`Problem` per pydantic error, located by dotted path.
+
+    With ``model`` (the model validated), locations stop at setting names, and the
+    errors a union's members give for one value become one problem.
+    """
+    grouped: dict[tuple[int | str, ...], list[dict[str, Any]]] = {}
     for err in exc.errors():
-        loc = ".".join(str(part) for part in err["loc"])
-        location = f"{prefix}.{loc}" if prefix and loc else (prefix or loc)
-        found = err.get("input")
-        kind = err.get("type", "")
-        message = str(err["msg"])
-        fix = None
+        loc = tuple(err["loc"])
+        key = _setting_path(model, loc) if model is not None and loc else loc
+        grouped.setdefault(key, []).append(dict(err))
+    problems = []
+    for loc, errs in grouped.items():
+        dotted = ".".join(str(part) for part in loc)
+        location = f"{prefix}.{dotted}" if prefix and dotted else (prefix or dotted)
+        first = errs[0]
+        found = first.get("input")
+        kind = first.get("type", "")
+        # "Value error, " is pydantic's prefix for a validator's own message.
+        messages = list(dict.fromkeys(
+            str(e["msg"]).removeprefix("Value error, ") for e in errs))
+        message = _merged_message(messages)
         if kind == "extra_forbidden":
             message = "unknown setting"
         problems.append(
             Problem(location=location, message=message,
-                    found=None if found is None or kind == "missing" else repr(found)[:200],
-                    fix=fix)
+                    found=None if found is None or kind == "missing" else repr(found)[:200])
         )
     return problems
 
@@ -37,5 +96,5 @@ def validate_model(model: type[M], data: Mapping[str, Any], what: str, prefix: s
     try:
         return model.model_validate(dict(data))
     except ValidationError as exc:
-        problems = problems_from_validation_error(exc, prefix)
+        problems = problems_from_validation_error(exc, prefix, model)
         raise UserInputError(f"invalid {what}", problems) from None

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from orchestrator.errors import Problem, UserInputError
+from orchestrator.errors import UserInputError
 
 _SPEC_ARG = typer.Argument(
     ..., help="The experiment spec (YAML), e.g. experiments/toy/table2.yaml.", show_default=False
@@ -74,15 +74,12 @@ def plan_command(
             f"plan needs {_hours(the_plan.gpu_hours)} GPU-hours, {_hours(over)} over the limit "
             f"of {_hours(max_gpu_hours)}",
             [
-                Problem(
-                    location="resources",
-                    message=_cost(
-                        the_plan.count, res.gpus, res.nodes, res.hours, the_plan.gpu_hours
-                    ),
+                spec.problem(
+                    ("resources",),
+                    _cost(the_plan.count, res.gpus, res.nodes, res.hours, the_plan.gpu_hours),
                     found=_hours(the_plan.gpu_hours),
                     allowed=f"<= {_hours(max_gpu_hours)}",
                     fix="exclude cells, shorten resources.hours, or raise --max-gpu-hours",
-                    file=spec.filename,
                 )
             ],
         )

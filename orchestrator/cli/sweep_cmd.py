@@ -66,7 +66,7 @@ def _spec_name(spec: Path) -> str:
 
     try:
         name = yaml.safe_load(spec.read_text()).get("name")
-    except (OSError, AttributeError, yaml.YAMLError):
+    except (OSError, ValueError, AttributeError, yaml.YAMLError):  # ValueError: not UTF-8
         return "SWEEP"
     return str(name) if name else "SWEEP"
 

@@ -59,6 +59,7 @@ def expand(spec: Spec) -> Grid:
     cells: list[Cell] = []
     by_id: dict[str, Cell] = {}
     duplicates = []
+    reported: set[tuple[str | int, ...]] = set()
     for index, assignment in enumerate(order):
         cell = builder.build(index, assignment)
         other = by_id.get(cell.cell_id)
@@ -73,6 +74,9 @@ def expand(spec: Spec) -> Grid:
                 if x != y
             )
             record = table[spec.axis_names[pos]][assignment[pos]]
+            if record.origin in reported:
+                continue  # the same repeated value, in another combination of the rest
+            reported.add(record.origin)
             duplicates.append(
                 spec.problem(
                     record.origin,

@@ -28,7 +28,7 @@ from pydantic import BaseModel
 from orchestrator.grid.assignments import Assignment, AxisValue
 from orchestrator.grid.cell import ID_LENGTH, Cell, canonical_json
 from orchestrator.spec.model import Spec
-from orchestrator.spec.settings_paths import deep_merge
+from orchestrator.spec.settings_paths import deep_merge, undot
 
 _MISSING = object()
 # One slot of the text template: the axis positions it depends on, what picks the text
@@ -62,7 +62,9 @@ class CellBuilder:
     def __init__(self, spec: Spec, table: Mapping[str, Sequence[AxisValue]]) -> None:
         self.names = list(spec.axes)
         self.backend = spec.backend
-        self.base = dict(spec.base)
+        # base may spell nested settings with dots, as variants may; the backend reads
+        # (and config.yaml gets) them nested.
+        self.base = undot(spec.base)
         self.values = [[v.value for v in table[a]] for a in self.names]
         self.records = [list(table[a]) for a in self.names]
         axis_keys = [set().union(*(v.top_keys for v in table[a])) for a in self.names]
@@ -130,12 +132,17 @@ class CellBuilder:
         for i, r in enumerate(a):
             if r not in self.own_frags[i]:
                 dump = dump or model.model_dump(mode="json")
-                self.own_frags[i][r] = {k: _frag(k, dump[k]) for k in self.own_keys[i]}
+                # A key another value of the axis sets may be unknown to the backend:
+                # that value's cells fail validation, this valid cell has no such key.
+                self.own_frags[i][r] = {
+                    k: _frag(k, dump[k]) for k in self.own_keys[i] if k in dump
+                }
         for key in self.shared:
             combo = tuple(a[j] for j in self.shared_axes[key])
             if combo not in self.shared_frags[key]:
                 dump = dump or model.model_dump(mode="json")
-                self.shared_frags[key][combo] = _frag(key, dump[key])
+                if key in dump:
+                    self.shared_frags[key][combo] = _frag(key, dump[key])
 
     def _make_template(self) -> list[str | _Slot]:
         """The canonical JSON as fixed text and slots, in order (fixed text unescaped)."""

@@ -26,7 +26,14 @@ from orchestrator.backends.base import Backend
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.grid.assignments import Assignment, AxisValue
 from orchestrator.spec.model import Spec
-from orchestrator.spec.settings_paths import LeafPath, did_you_mean, flatten, settings_paths
+from orchestrator.spec.settings_paths import (
+    LeafPath,
+    did_you_mean,
+    flatten,
+    overlaps,
+    settings_paths,
+    undot,
+)
 
 
 def coupled_axes(
@@ -83,7 +90,10 @@ class _Collector:
             return problem.allowed, problem.fix
         siblings = [p.split(".")[-1] for p in self.known if tuple(p.split(".")[:-1]) == parts[:-1]]
         allowed = f"a setting of the {self.spec.backend} backend (see `kappa schema`)"
-        return (problem.allowed or allowed, problem.fix or did_you_mean(parts[-1], siblings))
+        # `d_model` at the top level is `model.d_model`: a nested setting at the wrong depth.
+        elsewhere = sorted(p for p in self.known if p.split(".")[-1] == parts[-1])
+        fix = f"did you mean '{elsewhere[0]}'?" if elsewhere else did_you_mean(parts[-1], siblings)
+        return (problem.allowed or allowed, problem.fix or fix)
 
     def add(self, problem: Problem, records: Sequence[AxisValue], cell: Assignment) -> None:
         parts: LeafPath = tuple(problem.location.split(".")) if problem.location else ()
@@ -102,22 +112,42 @@ class _Collector:
         allowed, fix = self._fix(parts, problem)
         path: tuple[str | int, ...] = ("base", *parts)
         location = "base." + problem.location
+        message = problem.message
         if not origins:
             fix = fix or "set it in base or in an axis"
+            lacking = self._variant_lacking(parts, records)
+            if lacking is not None:
+                # Other variants of this axis set it: the one this cell takes forgot to.
+                location, path = lacking.describe(()), lacking.origin
+                message = f"{'.'.join(parts)}: {message}"
+                fix = f"set {'.'.join(parts)} in this variant too (other variants set it)"
         else:
             origin = next(iter(origins.values()))
             if origin is not None:
                 location, path = origin.describe(parts), origin.yaml_path(parts)
-        key = (location, problem.message, problem.found)
+        key = (location, message, problem.found)
         if key not in self.problems:
             self.problems[key] = self.spec.problem(
                 path,
-                problem.message,
+                message,
                 location=location,
                 found=problem.found,
                 allowed=allowed,
                 fix=fix,
             )
+
+    def _variant_lacking(
+        self, parts: LeafPath, records: Sequence[AxisValue]
+    ) -> AxisValue | None:
+        """The cell's variant whose axis sets ``parts`` in other variants, if any."""
+        for record in records:
+            variants = self.spec.axes.get(record.axis)
+            if not record.is_variant or not isinstance(variants, dict):
+                continue
+            for settings in variants.values():
+                if any(overlaps(leaf, parts) for leaf in flatten(settings)):
+                    return record
+        return None
 
     def cross_problems(
         self, table: Mapping[str, Sequence[AxisValue]], positions: Sequence[int], checked: int
@@ -192,3 +222,29 @@ def validate_cells(
     if problems:
         raise UserInputError(f"{spec.filename}: invalid settings", problems)
     return len(chosen)
+
+
+def base_problems(spec: Spec, backend: Backend) -> list[Problem]:
+    """Problems of ``base``'s own values, found without expanding the axes.
+
+    For when the axes are too broken to expand: the user still sees, in the same run,
+    what is wrong in ``base``. Only what ``base`` alone decides is reported: not a
+    setting some axis sets (the axis overrides it), not a missing setting (an axis may
+    give it), not a cross-field rule (the axes take part in it).
+    """
+    from orchestrator.backends.validation import validate_model
+    from orchestrator.spec.references import axis_leaf_paths
+
+    axis_leaves = {leaf for axis in spec.axes for leaf in axis_leaf_paths(spec, axis)}
+    collector = _Collector(spec, backend.settings_model)
+    try:
+        validate_model(backend.settings_model, undot(spec.base), what="base")
+    except UserInputError as exc:
+        for problem in exc.problems:
+            parts = tuple(problem.location.split(".")) if problem.location else ()
+            if not parts or problem.message == "Field required":
+                continue
+            if any(overlaps(parts, leaf) for leaf in axis_leaves):
+                continue
+            collector.add(problem, (), ())
+    return list(collector.problems.values())

@@ -20,13 +20,33 @@ _LEAF_STAND_INS: dict[str, Any] = {"name": "invalid-name", "description": "",
 # Member tags pydantic appends to locations inside a union of scalar types.
 _SCALAR_TAGS = frozenset({"bool", "int", "float", "str", "none"})
 _SCALARS = "a string, number, boolean or null"
+_AXIS_RULE = (
+    "ASCII letters, digits and _, not starting with a digit; dots for nested settings "
+    "(model.d_model)"
+)
+_NAME_RULES = {"name": "lowercase letters, digits, '.', '_' and '-', starting with a "
+               "letter or digit; at most 100 characters"}
+_PLAIN_TYPES = {
+    "tuple_type": "should be a list ([a, b] or one '- item' per line)",
+    "list_type": "should be a list ([a, b] or one '- item' per line)",
+    "dict_type": "should be a mapping (key: value)",
+}
 
 
 def _problems(exc: ValidationError, doc: SourceDocument) -> list[Problem]:
     problems: list[Problem] = []
     seen: set[tuple[Any, ...]] = set()
-    for err in exc.errors():
+    errors = exc.errors()
+    for err in errors:
         loc = list(err["loc"])
+        if err["type"] == "too_short" and any(
+            len(o["loc"]) > len(loc) and list(o["loc"][: len(loc)]) == loc for o in errors
+        ):
+            continue  # "too short after validation" only because an item is invalid
+        # Pydantic locates a bad mapping key as "<path>.<key>.[key]": the key is the path.
+        is_key = bool(loc) and loc[-1] == "[key]"
+        if is_key:
+            loc = loc[:-1]
         in_scalar_union = bool(loc) and loc[-1] in _SCALAR_TAGS and len(loc) > 1
         if in_scalar_union:
             loc = loc[:-1]
@@ -40,7 +60,12 @@ def _problems(exc: ValidationError, doc: SourceDocument) -> list[Problem]:
         seen.add(key)
         message, allowed, fix = str(err["msg"]), None, None
         found: str | None = repr(err.get("input"))[:200]
-        if in_scalar_union:
+        if err["type"] == "string_pattern_mismatch" and path:
+            is_variant = path[0] == "axes" and len(path) == 3
+            message = "not a valid variant name" if is_variant else "not a valid name"
+            found = repr(path[-1]) if is_key else found
+            allowed = "no spaces" if is_variant else _NAME_RULES.get(str(path[0]), _AXIS_RULE)
+        elif in_scalar_union:
             message, allowed = "axis values must be scalars", _SCALARS
             fix = "for structured values, use an axis of named variants"
         elif err["type"] == "extra_forbidden":
@@ -52,6 +77,9 @@ def _problems(exc: ValidationError, doc: SourceDocument) -> list[Problem]:
         elif err["type"] == "missing":
             found = None
             fix = f"add {path[-1]}:"
+        elif err["type"] in _PLAIN_TYPES:
+            # Pydantic names Python types; the user wrote YAML.
+            message = _PLAIN_TYPES[err["type"]]
         elif path == ("phases",):
             message = "phases are reserved for multi-phase cells and not supported yet"
             allowed, fix = "(leave it out)", "remove phases"
@@ -91,6 +119,9 @@ def parse_spec(text: str, filename: str = "<spec>", path: Path | None = None) ->
                     "a spec is a YAML mapping (name:, backend:, base:, axes:, ...)",
                     found=type(data).__name__ if data is not None else "an empty file",
                 )
+                if data is not None
+                else Problem(location="", message="the spec file is empty", file=filename,
+                             line=1, column=1, fix="start with name: my-sweep")
             ],
         )
     deferred: list[Problem] = []
@@ -136,6 +167,11 @@ def parse_spec(text: str, filename: str = "<spec>", path: Path | None = None) ->
             expand(axes_only)
         except UserInputError as exc:
             problems += exc.problems
+    elif references:
+        # The axes cannot be expanded: still report what base alone gets wrong.
+        from orchestrator.grid.validation import base_problems
+
+        problems += base_problems(spec, backend)
     if problems:
         raise UserInputError(f"{filename}: invalid spec", problems)
     return spec
@@ -157,10 +193,30 @@ def load_spec(path: str | Path) -> Spec:
     """Read and parse the spec file at ``path`` (see :func:`parse_spec`)."""
     file = Path(path)
     try:
-        text = file.read_text(encoding="utf-8")
+        raw = file.read_bytes()
     except OSError as exc:
         raise UserInputError(
             f"cannot read spec {file}",
             [Problem(location="", message=exc.strerror or str(exc), file=str(file))],
+        ) from None
+    try:
+        text = raw.decode("utf-8-sig")  # a BOM some editors write is not part of the spec
+    except UnicodeDecodeError as exc:
+        before = raw[: exc.start]
+        line = before.count(b"\n") + 1
+        column = len(before) - (before.rfind(b"\n") + 1) + 1
+        raise UserInputError(
+            f"cannot read spec {file}",
+            [
+                Problem(
+                    location="",
+                    message="not UTF-8 text",
+                    found=repr(raw[exc.start : exc.end]),
+                    fix="save the file as UTF-8",
+                    file=str(file),
+                    line=line,
+                    column=column,
+                )
+            ],
         ) from None
     return parse_spec(text, str(file), file)

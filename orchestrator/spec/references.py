@@ -12,13 +12,14 @@ from typing import Any
 from pydantic import BaseModel
 
 from orchestrator.errors import Problem
-from orchestrator.spec.model import Spec, scalar_key
+from orchestrator.spec.model import Spec, dotted, scalar_key
 from orchestrator.spec.settings_paths import (
     LeafPath,
     did_you_mean,
     flatten,
     overlaps,
     settings_paths,
+    written_leaves,
 )
 
 
@@ -68,7 +69,8 @@ def _check_axes(spec: Spec, known: frozenset[str], problems: list[Problem]) -> N
             problems.append(
                 spec.problem(
                     ("axes", axis),
-                    f"unknown axis: not a {spec.backend} setting nor a declared label",
+                    f"unknown axis: not a setting of the {spec.backend} backend nor a "
+                    "declared label",
                     found=repr(axis),
                     allowed=f"a setting of the {spec.backend} backend (see `kappa schema`), or a "
                     "name listed under labels",
@@ -77,7 +79,16 @@ def _check_axes(spec: Spec, known: frozenset[str], problems: list[Problem]) -> N
                 )
             )
     for index, label in enumerate(spec.labels):
-        if label not in spec.axes:
+        if label in spec.labels[:index]:
+            problems.append(
+                spec.problem(
+                    ("labels", index),
+                    "label listed twice",
+                    found=repr(label),
+                    fix="remove the repetition",
+                )
+            )
+        elif label not in spec.axes:
             problems.append(
                 spec.problem(
                     ("labels", index),
@@ -87,6 +98,38 @@ def _check_axes(spec: Spec, known: frozenset[str], problems: list[Problem]) -> N
                     fix=did_you_mean(label, spec.axes) or "remove it, or add the axis",
                 )
             )
+
+
+def _spelling(keys: tuple[str, ...]) -> str:
+    """``("model", "d_model")`` -> ``model: {d_model}``, as the keys are written."""
+    text = keys[-1]
+    for key in reversed(keys[:-1]):
+        text = f"{key}: {{{text}}}"
+    return text
+
+
+def _check_repeated_settings(spec: Spec, problems: list[Problem]) -> None:
+    """A setting written twice in base or in one variant (dotted and nested): YAML would
+    keep one of them silently."""
+    blocks: list[tuple[tuple[str | int, ...], dict[str, Any]]] = [(("base",), spec.base)]
+    for axis, values in spec.axes.items():
+        if isinstance(values, dict):
+            blocks += [(("axes", axis, name), settings) for name, settings in values.items()]
+    for where, settings in blocks:
+        leaves = written_leaves(settings)
+        for j, (leaf, keys) in enumerate(leaves):
+            for earlier, earlier_keys in leaves[:j]:
+                if overlaps(leaf, earlier):
+                    problems.append(
+                        spec.problem(
+                            (*where, *keys),
+                            f"'{'.'.join(earlier)}' is set twice in {dotted(where)}",
+                            found=f"{_spelling(earlier_keys)} and {_spelling(keys)}",
+                            fix="keep one of the two (nested and dotted keys are the same "
+                            "setting)",
+                        )
+                    )
+                    break
 
 
 def _check_conflicts(spec: Spec, problems: list[Problem]) -> None:
@@ -218,6 +261,7 @@ def check_references(spec: Spec, settings_model: type[BaseModel]) -> list[Proble
     problems: list[Problem] = []
     known = settings_paths(settings_model)
     _check_axes(spec, known, problems)
+    _check_repeated_settings(spec, problems)
     _check_conflicts(spec, problems)
     _check_zip(spec, problems)
     _check_assignments(spec, problems)

@@ -65,6 +65,24 @@ def flatten(mapping: Mapping[str, Any], prefix: LeafPath = ()) -> dict[LeafPath,
     return leaves
 
 
+def written_leaves(
+    mapping: Mapping[str, Any], keys: tuple[str, ...] = ()
+) -> list[tuple[LeafPath, tuple[str, ...]]]:
+    """Each leaf of ``mapping`` as ``(leaf path, the YAML keys that lead to it)``.
+
+    Unlike :func:`flatten` it keeps a leaf written twice (``model: {n_heads: 4}`` and
+    ``model.n_heads: 8``), so that the repetition can be reported.
+    """
+    leaves: list[tuple[LeafPath, tuple[str, ...]]] = []
+    for key, value in mapping.items():
+        if isinstance(value, Mapping) and value:
+            for leaf, inner in written_leaves(value, ()):
+                leaves.append((tuple(str(key).split(".")) + leaf, (*keys, str(key), *inner)))
+        else:
+            leaves.append((tuple(str(key).split(".")), (*keys, str(key))))
+    return leaves
+
+
 def nest(leaves: Mapping[LeafPath, Any]) -> dict[str, Any]:
     """The nested mapping of leaf paths (inverse of :func:`flatten`)."""
     root: dict[str, Any] = {}
@@ -77,6 +95,15 @@ def nest(leaves: Mapping[LeafPath, Any]) -> dict[str, Any]:
             node = child
         node[path[-1]] = value
     return root
+
+
+def undot(mapping: Mapping[str, Any]) -> dict[str, Any]:
+    """``mapping`` with dotted keys turned into nested mappings (what a backend reads).
+
+    >>> undot({"model.d_model": 64, "model": {"n_heads": 4}, "seed": 1})
+    {'model': {'d_model': 64, 'n_heads': 4}, 'seed': 1}
+    """
+    return nest(flatten(mapping))
 
 
 def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:

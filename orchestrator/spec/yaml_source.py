@@ -3,11 +3,13 @@
 PyYAML's ``compose`` gives each node a start mark; we keep the composed tree so that any
 dotted location (``axes.kappa.k200.kl_coef``) can be turned back into ``file:line:col``.
 Two YAML 1.1 surprises are fixed on the way in: duplicate keys are errors (PyYAML keeps
-the last silently) and ``1e-3`` is a float (YAML 1.1 reads it as a string).
+the last silently) and ``1e-3`` is a float (YAML 1.1 reads it as a string). ``.inf`` and
+``.nan`` become the words ``inf`` and ``nan`` (JSON has no such numbers).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,6 +34,22 @@ class _Loader(_BaseLoader):  # type: ignore[misc,valid-type]
 
 
 _Loader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_12, list("-+0123456789."))
+
+
+def _finite_float_or_word(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> float | str:
+    """``.inf``, ``-.inf`` and ``.nan`` as the words ``inf``, ``-inf``, ``nan``.
+
+    JSON (cell ids, ``kappa plan --json``, the registry) has no such numbers, NaN equals
+    nothing (so no exclusion could match it), and the settings that take an infinity
+    take the word (``clip_ratio: inf``); every other setting refuses it by name.
+    """
+    value = loader.construct_yaml_float(node)
+    if math.isfinite(value):
+        return value
+    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+
+
+_Loader.add_constructor("tag:yaml.org,2002:float", _finite_float_or_word)
 
 
 @dataclass(frozen=True)
@@ -113,19 +131,44 @@ class SourceDocument:
         )
 
 
-def _duplicate_keys(
+def _dotted(path: Sequence[str | int]) -> str:
+    """``("exclude", 0, "seed")`` -> ``exclude[0].seed``, as spec locations read."""
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
+    return text
+
+
+# Key tags that are names: text, and YAML's merge key `<<` (anchors: `<<: *defaults`).
+_NAME_TAGS = frozenset({"tag:yaml.org,2002:str", "tag:yaml.org,2002:merge"})
+
+
+def _key_problems(
     node: yaml.Node, path: tuple[str | int, ...], doc: SourceDocument, out: list[Problem]
 ) -> None:
     if isinstance(node, yaml.MappingNode):
         seen: dict[str, yaml.Node] = {}
         for key_node, value_node in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.tag not in _NAME_TAGS:
+                # `1:`, `null:`, `yes:` (YAML 1.1 reads a boolean): no name a spec uses.
+                out.append(
+                    Problem(
+                        location=_dotted((*path, key_node.value)),
+                        message="a key must be a name (text), not a number, boolean or null",
+                        found=key_node.value,
+                        fix=f"quote it: '{key_node.value}':",
+                        file=doc.filename,
+                        line=key_node.start_mark.line + 1,
+                        column=key_node.start_mark.column + 1,
+                    )
+                )
             if isinstance(key_node, yaml.ScalarNode):
                 key = key_node.value
                 if key in seen:
                     first = seen[key].start_mark.line + 1
                     out.append(
                         Problem(
-                            location=".".join(str(p) for p in (*path, key)),
+                            location=_dotted((*path, key)),
                             message=f"duplicate key (first given on line {first})",
                             found=repr(key),
                             fix="remove one of the two entries",
@@ -135,10 +178,10 @@ def _duplicate_keys(
                         )
                     )
                 seen[key] = key_node
-                _duplicate_keys(value_node, (*path, key), doc, out)
+                _key_problems(value_node, (*path, key), doc, out)
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
-            _duplicate_keys(item, (*path, index), doc, out)
+            _key_problems(item, (*path, index), doc, out)
 
 
 def load_yaml(text: str, filename: str) -> SourceDocument:
@@ -173,7 +216,7 @@ def load_yaml(text: str, filename: str) -> SourceDocument:
     doc = SourceDocument(data=data, root=root, filename=filename)
     problems: list[Problem] = []
     if root is not None:
-        _duplicate_keys(root, (), doc, problems)
+        _key_problems(root, (), doc, problems)
     if problems:
-        raise UserInputError(f"{filename}: duplicate keys", problems)
+        raise UserInputError(f"{filename}: invalid keys", problems)
     return doc
