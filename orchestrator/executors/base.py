@@ -15,6 +15,9 @@ Contract
   handle from another process (e.g. after the orchestrator was killed), or ``None`` if
   the job is gone.
 * ``capacity()`` says how many more jobs needing ``gpus`` GPUs could start now.
+* ``most_gpus()`` is the most GPUs one job can ever get (``None`` if no fixed limit is
+  known); the scheduler refuses, up front, cells that need more instead of waiting
+  forever for a slot that cannot open.
 """
 
 from __future__ import annotations
@@ -61,6 +64,11 @@ class Executor(ABC):
     @abstractmethod
     def capacity(self, gpus: int = 0) -> int:
         """How many more jobs needing ``gpus`` GPUs could start right now."""
+
+    def most_gpus(self) -> int | None:
+        """The most GPUs one job can ever get here; ``None`` when no fixed limit is known
+        (e.g. a cluster that may grow)."""
+        return None
 
     @abstractmethod
     def reattach(self, job_id: str) -> JobHandle | None:

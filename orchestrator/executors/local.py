@@ -191,6 +191,11 @@ class LocalExecutor(Executor):
             slots = min(slots, len(self._free_devices()) // gpus)
         return max(0, slots)
 
+    def most_gpus(self) -> int:
+        """Every device this executor may hand out (``CUDA_VISIBLE_DEVICES``, else
+        ``nvidia-smi -L``)."""
+        return len(self.devices)
+
     def running(self) -> int:
         """Jobs this executor knows to be running (submitted or reattached)."""
         self._reap()

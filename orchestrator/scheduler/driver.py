@@ -40,6 +40,7 @@ from orchestrator.executors import (
     get_executor,
 )
 from orchestrator.registry import TERMINAL_STATES, CellRecord, CellState, Registry
+from orchestrator.scheduler.gpu_fit import check_gpus_fit
 from orchestrator.scheduler.lock import SweepLock, SweepLockedError, holder_pid
 from orchestrator.scheduler.loop import SchedulerOptions, SweepScheduler
 from orchestrator.scheduler.submission import SubmitResult, prepare, record
@@ -172,6 +173,8 @@ def submit(
     chosen = choose_executor(prepared.name, choice) if executor is None else None
     if chosen is not None and (wait or chosen.name != "local"):
         executor = chosen.make(max_parallel)  # an unreachable cluster fails here
+    check_gpus_fit(prepared.backend, ((c.cell_id, c.settings) for c in prepared.cells),
+                   executor if executor is not None else ExecutorChoice().make(max_parallel))
     with stores.open_registry() as registry:
         result = record(prepared, registry, Tracker(stores.mlflow_uri), rerun=rerun)
     if chosen is not None:
@@ -215,6 +218,9 @@ def resume(
             remember_executor(sweep, chosen)
         elif executor.name in JOB_ID_PREFIXES.values():  # a custom executor judges its own
             _check_running_jobs(registry, sweep, executor.name)
+        check_gpus_fit(backend, ((c.cell_id, c.settings) for c in
+                                 registry.cells(sweep, [CellState.PENDING, CellState.QUEUED])),
+                       executor)
         scheduler = SweepScheduler(registry, sweep, backend, executor, tracker, opts)
         while True:
             try:
