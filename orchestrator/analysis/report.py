@@ -70,18 +70,16 @@ def default_tables(frame: pd.DataFrame, seed_axis: str = "seed") -> list[tuple[s
     if "reward_budget" in varying:
         values = [str(v).lower() for v in frame[axis_column("reward_budget")]]
         base = "false" if "false" in values else values[0]
+        # With nothing else varying, the RB axis labels the rows itself (RB ✗, then + RB).
         rows = tuple(a for a in placed if a != "reward_budget") or (
             ("baseline",) if "baseline" in axes else ()
         )
-        if rows:
-            specs.append(
-                (
-                    "Main table (signed deltas vs each baseline)",
-                    TableSpec(
-                        rows=rows, delta=DeltaSpec(axis="reward_budget", base=base), **common
-                    ),
-                )
+        specs.append(
+            (
+                "Main table (signed deltas vs each baseline)",
+                TableSpec(rows=rows, delta=DeltaSpec(axis="reward_budget", base=base), **common),
             )
+        )
     if "use_kl_loss" in varying and "reward_budget" in varying:
         others = {
             a: str(frame[axis_column(a)].iloc[0])
@@ -130,8 +128,12 @@ def _plots(curves: pd.DataFrame | None, seed_axis: str, sweep: str) -> tuple[str
     conv = [(label, step) for p in panels for label, step in p.convergence.items()]
     conv_html = ""
     if conv:
+        import html
+
+        # Cell ids from bare run folders are folder names: escape them like any text.
         rows = "".join(
-            f"<tr><td><code>{label}</code></td><td>{step:.0f}</td></tr>" for label, step in conv
+            f"<tr><td><code>{html.escape(label)}</code></td><td>{step:.0f}</td></tr>"
+            for label, step in conv
         )
         conv_html = f'<table class="convergence"><tr><th>cell</th><th>step</th></tr>{rows}</table>'
     return div, png_b64, conv_html

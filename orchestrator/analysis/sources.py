@@ -34,6 +34,21 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def _numeric(final: Any) -> dict[str, float]:
+    """The numeric entries of a ``summary.json`` ``final`` mapping.
+
+    A metric that could not be computed may be written as ``null`` (JSON has no NaN) or
+    as text; it is missing, not a reason to fail reading the whole sweep.
+    """
+    if not isinstance(final, Mapping):
+        return {}
+    return {
+        str(k): float(v)
+        for k, v in final.items()
+        if isinstance(v, int | float) and not isinstance(v, bool)
+    }
+
+
 def cell_from_run_folder(sweep: str, run_dir: Path) -> CellResult:
     """A cell result from a run folder alone."""
     meta = _read_json(run_dir / "cell.json") or {}
@@ -46,13 +61,12 @@ def cell_from_run_folder(sweep: str, run_dir: Path) -> CellResult:
         state = "running"
     else:
         state = "pending"
-    final = dict((summary or {}).get("final") or {})
     return CellResult(
         sweep=sweep,
         cell_id=run_dir.name,
         state=state,
         axes=dict(meta.get("axes") or {}),
-        final_metrics={k: float(v) for k, v in final.items()},
+        final_metrics=_numeric((summary or {}).get("final")),
         run_dir=str(run_dir),
         mlflow_run_id=meta.get("mlflow_run_id"),
     )
@@ -85,8 +99,7 @@ def _fill_missing_metrics(cells: list[CellResult], mlflow_uri: str | None) -> li
         metrics: Mapping[str, float] = cell.final_metrics
         if not metrics and cell.run_dir:
             summary = _read_json(Path(cell.run_dir) / "summary.json") or {}
-            final = summary.get("final") or {}
-            metrics = {k: float(v) for k, v in final.items() if isinstance(v, int | float)}
+            metrics = _numeric(summary.get("final"))
         if not metrics and cell.mlflow_run_id and mlflow_uri:
             try:
                 metrics = _mlflow_final_metrics(cell.mlflow_run_id, mlflow_uri)

@@ -29,6 +29,8 @@ OutputOption = Annotated[
     Path | None, typer.Option("--output", "-o", help="Write here instead of standard output.")
 ]
 EXPORT_FORMATS = ("csv", "parquet", "json")
+TABLE_FORMATS = ("markdown", "latex", "csv", "html")
+BETTER = ("higher", "lower")
 
 
 def _emit(text: str, output: Path | None) -> None:
@@ -66,9 +68,35 @@ def export(
         _parquet_ready(frame).to_parquet(output, index=False)
         typer.echo(f"wrote {output}", err=True)
     elif fmt == "json":
-        _emit(frame.to_json(orient="records", indent=2) or "", output)
+        _emit(_json_records(frame), output)
     else:
         _emit(frame.to_csv(index=False), output)
+
+
+def _json_value(value: Any) -> Any:
+    """JSON has no NaN or infinity: NaN is ``null``; ±inf is ``"inf"``/``"-inf"`` (as in a
+    spec's ``clip_ratio: [0.2, inf]``), so an infinite axis value is not read as missing."""
+    import math
+
+    if isinstance(value, float) and not math.isfinite(value):
+        return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, list | tuple):
+        return [_json_value(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _json_value(v) for k, v in value.items()}
+    if hasattr(value, "item") and not isinstance(value, str):  # numpy scalars
+        return _json_value(value.item())
+    return value
+
+
+def _json_records(frame: Any) -> str:
+    """The frame as a JSON list of records, one per cell, keeping axis values' types."""
+    import json
+
+    records = [
+        {str(k): _json_value(v) for k, v in record.items()} for record in frame.to_dict("records")
+    ]
+    return json.dumps(records, indent=2, allow_nan=False) + "\n"
 
 
 def _parquet_ready(frame: Any) -> Any:
@@ -118,7 +146,11 @@ def _parse_where(items: list[str]) -> dict[str, str]:
 def table(
     sweep: Annotated[str, typer.Argument(help="Sweep name.")],
     rows: Annotated[
-        str, typer.Option(help="Axes labelling the rows (comma-separated).")
+        str,
+        typer.Option(
+            help="Axes labelling the rows (comma-separated; '' for none, e.g. when the "
+            "--delta axis is the only one that varies)."
+        ),
     ] = "baseline",
     delta: Annotated[
         str | None,
@@ -145,6 +177,9 @@ def table(
         str, typer.Option("--format", "-f", help="markdown | latex | csv | html")
     ] = "markdown",
     scale: Annotated[str, typer.Option(help="auto (points when in [0,1]) | points | raw")] = "auto",
+    better: Annotated[
+        str, typer.Option(help="higher | lower: which end of each column is bold (best).")
+    ] = "higher",
     ci: Annotated[bool, typer.Option("--ci/--no-ci", help="Show confidence intervals.")] = True,
     confidence: Annotated[float, typer.Option(help="Confidence level of the intervals.")] = 0.95,
     resamples: Annotated[int, typer.Option(help="Bootstrap resamples for delta CIs.")] = 10_000,
@@ -156,7 +191,13 @@ def table(
     """Print an ablation table: rows of baselines, '+ RB' delta rows, blocks per model."""
     from orchestrator.analysis.sources import results
     from orchestrator.analysis.tables import DeltaSpec, build_table, render
+    from orchestrator.errors import unknown_name
 
+    # Options that need no data fail before the (slower) results are read.
+    if fmt not in TABLE_FORMATS:
+        raise unknown_name("table format", fmt, TABLE_FORMATS, "--format")
+    if better not in BETTER:
+        raise unknown_name("direction", better, BETTER, "--better")
     try:
         delta_spec = DeltaSpec.parse(delta) if delta else None
     except ValueError as exc:
@@ -173,6 +214,7 @@ def table(
         where=_parse_where(where or []),
         seed_axis=seed_axis,
         scale=scale,
+        higher_is_better=better == "higher",
         show_ci=ci,
         confidence=confidence,
         n_resamples=resamples,
@@ -221,16 +263,53 @@ def convergence(
         raise unknown_name("format", fmt, ("markdown", "csv"), "--format")
     frame = results(sweep, registry, mlflow)
     curves = load_curves(frame, [metric], paths.mlflow_uri(mlflow))
+    if curves.empty:
+        _check_curve_glob(frame, metric, paths.mlflow_uri(mlflow))
     conv = convergence_frame(curves, frame, metric)
     conv.columns = [c.removeprefix("axis.") for c in conv.columns]
     if fmt == "csv":
         _emit(conv.to_csv(index=False), None)
         return
-    conv = conv.astype(object).where(conv.notna(), "—")
     header = "| " + " | ".join(map(str, conv.columns)) + " |"
     lines = [header, "| " + " | ".join("---" for _ in conv.columns) + " |"]
-    lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in conv.itertuples(index=False)]
+    lines += [
+        "| " + " | ".join(_md_value(c, v) for c, v in zip(conv.columns, row, strict=True)) + " |"
+        for row in conv.itertuples(index=False)
+    ]
     _emit("\n".join(lines) + "\n", None)
+
+
+def _md_value(column: str, value: Any) -> str:
+    """A convergence-table value: steps to 0.1, values to 4 decimals, ``—`` when missing."""
+    import math
+
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    if column == "convergence_step":
+        return f"{float(value):.1f}"
+    if column == "last_value":
+        return f"{float(value):.4f}"
+    return str(value)
+
+
+def _check_curve_glob(frame: Any, metric: str, mlflow_uri: str | None) -> None:
+    """Raise when cells logged curves but none is named like ``metric`` (a typo)."""
+    from orchestrator.analysis.curves import load_curves
+
+    logged = sorted(set(load_curves(frame, ["*"], mlflow_uri)["metric"]))
+    if logged:
+        raise UserInputError(
+            "no curve matches --metric",
+            [
+                Problem(
+                    "--metric",
+                    "no per-step metric of this sweep matches",
+                    found=metric,
+                    allowed=", ".join(logged),
+                    fix="use a glob such as 'val-core/*/acc/mean@1'",
+                )
+            ],
+        )
 
 
 def register(app: typer.Typer) -> None:

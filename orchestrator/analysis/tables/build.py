@@ -19,7 +19,6 @@ from orchestrator.analysis.frame import (
     axis_column,
     axis_names,
     hashable_value,
-    metric_names,
     varying_axes,
 )
 from orchestrator.analysis.stats import paired_bootstrap_columns, t_interval
@@ -27,11 +26,11 @@ from orchestrator.analysis.tables.labels import (
     delta_label,
     display_axis,
     display_value,
-    match_metrics,
     value_matches,
 )
 from orchestrator.analysis.tables.model import Label, Table, TableBlock, TableCell, TableRow
 from orchestrator.analysis.tables.spec import TableSpec
+from orchestrator.analysis.tables.validate import validate
 from orchestrator.errors import Problem, UserInputError
 
 if TYPE_CHECKING:
@@ -49,6 +48,7 @@ class _Group:
     seeds: tuple[Hashable, ...]
     values: np.ndarray  # (succeeded runs, columns)
     other_states: Counter[str]
+    all_seeds: frozenset[Hashable] = frozenset()  # every cell's seed, failed ones included
 
     def state_text(self) -> str:
         if self.n_total == 0:
@@ -59,63 +59,34 @@ class _Group:
         return ", ".join(parts)
 
     def n_text(self) -> str:
-        ok = len(self.seeds)
-        return str(ok) if ok == self.n_total else f"{ok}/{self.n_total}"
+        return _fraction(len(self.seeds), self.n_total)
+
+
+def _fraction(used: int, total: int) -> str:
+    """``n`` as printed: ``3``, or ``2/3`` when some runs could not be used."""
+    return str(used) if used == total else f"{used}/{total}"
 
 
 _EMPTY = _Group(0, (), np.zeros((0, 0)), Counter())
-
-
-def _validate(frame: pd.DataFrame, spec: TableSpec) -> list[tuple[str, str]]:
-    problems: list[Problem] = []
-    axes = axis_names(frame)
-    known = ", ".join(axes) or "(none)"
-    named: list[tuple[str, str]] = [
-        (f"--rows {a}", a) for a in (spec.rows if spec.cross is None else ())
-    ]
-    named += [(f"--cross {a}", a) for a in spec.cross or ()]
-    if spec.delta is not None:
-        named.append(("--delta", spec.delta.axis))
-    if spec.blocks is not None:
-        named.append(("--blocks", spec.blocks))
-    named += [(f"--where {a}", a) for a in spec.where]
-    for location, name in named:
-        if name not in axes:
-            problems.append(
-                Problem(location, "no such axis in this sweep", found=repr(name), allowed=known)
-            )
-    metrics = match_metrics(spec.metric_globs, metric_names(frame))
-    if not metrics:
-        problems.append(
-            Problem(
-                "--metrics",
-                "no final metric matches",
-                found=spec.metrics,
-                allowed=", ".join(metric_names(frame)) or "(no final metrics yet)",
-                fix="use a glob such as 'eval/*/mean@8'",
-            )
-        )
-    if spec.delta is not None and spec.delta.axis in axes:
-        column = frame[axis_column(spec.delta.axis)]
-        if not any(value_matches(v, spec.delta.base) for v in column):
-            values = sorted({str(v) for v in column})
-            problems.append(
-                Problem(
-                    "--delta",
-                    f"axis '{spec.delta.axis}' never takes this value",
-                    found=spec.delta.base,
-                    allowed=", ".join(values),
-                )
-            )
-    if problems:
-        raise UserInputError("cannot build the table", problems)
-    return metrics
 
 
 def _filter(frame: pd.DataFrame, spec: TableSpec) -> pd.DataFrame:
     for name, text in spec.where.items():
         column = frame[axis_column(name)]
         frame = frame[[value_matches(v, text) for v in column]]
+    if frame.empty:
+        # Each value exists (validated), but no cell has all of them at once.
+        raise UserInputError(
+            "no cell matches every --where filter together",
+            [
+                Problem(
+                    "--where",
+                    "these filters exclude every cell",
+                    found=", ".join(f"{a}={v}" for a, v in spec.where.items()),
+                    fix="drop or change one of the --where filters",
+                )
+            ],
+        )
     return frame
 
 
@@ -179,7 +150,13 @@ def _groups(
     for key, idx in members.items():
         ok = [i for i in idx if states[i] == SUCCEEDED and np.isfinite(values[i]).any()]
         other = Counter(str(states[i]) for i in idx if states[i] != SUCCEEDED)
-        out[key] = _Group(len(idx), tuple(seeds_all[i] for i in ok), values[ok], other)
+        out[key] = _Group(
+            len(idx),
+            tuple(seeds_all[i] for i in ok),
+            values[ok],
+            other,
+            frozenset(seeds_all[i] for i in idx),
+        )
     return out
 
 
@@ -190,17 +167,21 @@ def _absolute_cells(group: _Group, spec: TableSpec, n_cols: int) -> tuple[TableC
         if not np.isfinite(column).any():
             cells.append(TableCell(None, "absolute", missing=group.state_text()))
         else:
-            cells.append(TableCell(t_interval(column, spec.confidence), "absolute"))
+            iv = t_interval(column, spec.confidence)
+            cells.append(TableCell(iv, "absolute", partial=iv.n < len(group.seeds)))
     return tuple(cells)
 
 
 def _delta_cells(
     base: _Group, treat: _Group, spec: TableSpec, n_cols: int
-) -> tuple[tuple[TableCell, ...], int]:
-    common = [s for s in treat.seeds if s in set(base.seeds)]
+) -> tuple[tuple[TableCell, ...], str]:
+    """Delta cells and the row's ``n``: seeds paired, out of the seeds either side has."""
+    base_seeds = set(base.seeds)
+    common = [s for s in treat.seeds if s in base_seeds]
     if not common:
         reason = treat.state_text() if not treat.seeds else "no base run"
-        return tuple(TableCell(None, "delta", missing=reason) for _ in range(n_cols)), 0
+        cells = tuple(TableCell(None, "delta", missing=reason) for _ in range(n_cols))
+        return cells, _fraction(0, len(base.all_seeds | treat.all_seeds))
     b_rows = [base.seeds.index(s) for s in common]
     t_rows = [treat.seeds.index(s) for s in common]
     intervals = paired_bootstrap_columns(
@@ -210,11 +191,14 @@ def _delta_cells(
         n_resamples=spec.n_resamples,
         seed=spec.bootstrap_seed,
     )
-    cells = [
-        TableCell(None, "delta", missing="no metric") if iv is None else TableCell(iv, "delta")
+    paired = tuple(
+        TableCell(None, "delta", missing="no metric")
+        if iv is None
+        else TableCell(iv, "delta", partial=iv.n < len(common))
         for iv in intervals
-    ]
-    return tuple(cells), len(common)
+    )
+    # Seeds on either side, failed ones included: a pair lost to a failure shows as 2/3.
+    return paired, _fraction(len(common), len(base.all_seeds | treat.all_seeds))
 
 
 def _embolden(rows: list[TableRow], spec: TableSpec, digits: int) -> list[TableRow]:
@@ -239,7 +223,7 @@ def _embolden(rows: list[TableRow], spec: TableSpec, digits: int) -> list[TableR
     return [replace(r, cells=tuple(c)) for r, c in zip(rows, cells, strict=True)]
 
 
-def _notes(spec: TableSpec, factor: float, has_delta: bool) -> tuple[str, ...]:
+def _notes(spec: TableSpec, factor: float, has_delta: bool, partial: bool) -> tuple[str, ...]:
     pct = round(spec.confidence * 100)
     notes = []
     if factor == 100.0:
@@ -251,23 +235,47 @@ def _notes(spec: TableSpec, factor: float, has_delta: bool) -> tuple[str, ...]:
         )
     else:
         notes.append("n = seeds each number rests on (succeeded/total); mean over seeds.")
+    if partial:
+        notes.append("(n=k) after a number: it rests on k runs only (a metric some runs lack).")
     if has_delta:
         interval = "[low, high] = " if spec.show_ci else ""
         notes.append(
-            f"Delta rows: signed change vs the row's own base, paired by seed; {interval}"
+            "Delta rows: signed change vs the row's own base, paired by seed (n = seeds "
+            f"with both runs, of all seeds either side has); {interval}"
             f"{pct}% paired bootstrap CI over seeds ({spec.n_resamples} resamples, seed "
             f"{spec.bootstrap_seed}); † = CI excludes 0."
         )
+    better = "best" if spec.higher_is_better else "best (lowest)"
     notes.append(
-        "Bold: best per column within each block (absolute and delta rows separately). "
+        f"Bold: {better} per column within each block (absolute and delta rows separately). "
         "— = no usable run (cell states in parentheses)."
     )
     return tuple(notes)
 
 
+def _run_averages(frame: pd.DataFrame, spec: TableSpec, values: np.ndarray) -> np.ndarray:
+    """Each run's mean over the columns its block reports; NaN when it lacks one of them.
+
+    Blocks (models) may be evaluated on different benchmarks: a column no run of the
+    block has is not part of that block's average.
+    """
+    keys = (
+        [hashable_value(v) for v in frame[axis_column(spec.blocks)]]
+        if spec.blocks
+        else [None] * len(frame)
+    )
+    out = np.full(len(frame), np.nan)
+    for key in dict.fromkeys(keys):
+        rows = np.array([k == key for k in keys], dtype=bool)
+        present = np.isfinite(values[rows]).any(axis=0)
+        if present.any():
+            out[rows] = values[rows][:, present].mean(axis=1)
+    return out
+
+
 def build_table(frame: pd.DataFrame, spec: TableSpec) -> Table:
     """The table ``spec`` describes over the results frame ``frame``."""
-    metrics = _validate(frame, spec)
+    metrics = validate(frame, spec)
     frame = _filter(frame, spec).reset_index(drop=True)
     _check_unplaced(frame, spec)
     raw = frame[[f"metric.{m}" for m, _ in metrics]].to_numpy(dtype=float)
@@ -275,12 +283,13 @@ def build_table(frame: pd.DataFrame, spec: TableSpec) -> Table:
     values = raw * factor
     headers = [h for _, h in metrics]
     if spec.average:
-        with np.errstate(invalid="ignore"):
-            values = np.column_stack([values, values.mean(axis=1)])
+        values = np.column_stack([values, _run_averages(frame, spec, values)])
         headers.append(AVERAGE)
     n_cols = len(headers)
     label_axes = list(spec.label_axes)
     delta_axis = spec.delta.axis if spec.delta is not None else None
+    # Without row axes, the delta axis labels the rows itself (its base value, then + ...).
+    header_axes = label_axes or ([delta_axis] if delta_axis else [])
     key_axes = (
         ([spec.blocks] if spec.blocks else []) + label_axes + ([delta_axis] if delta_axis else [])
     )
@@ -298,9 +307,7 @@ def build_table(frame: pd.DataFrame, spec: TableSpec) -> Table:
         prefix: tuple[Any, ...] = () if block is None else (block,)
         rows: list[TableRow] = []
         for label_key, delta_values in by_label.items():
-            labels: tuple[Label, ...] = tuple(
-                v if isinstance(v, bool) else display_value(v) for v in label_key
-            )
+            labels: tuple[Label, ...] = tuple(_label(v) for v in label_key)
             if delta_axis is None or spec.delta is None:
                 group = groups[(*prefix, *label_key)]
                 rows.append(
@@ -312,23 +319,30 @@ def build_table(frame: pd.DataFrame, spec: TableSpec) -> Table:
             base_values = [v for v in delta_values if value_matches(v, spec.delta.base)]
             treatments = [v for v in delta_values if not value_matches(v, spec.delta.base)]
             base = groups[(*prefix, *label_key, base_values[0])] if base_values else _EMPTY
+            if not label_axes:
+                labels = (_label(base_values[0]) if base_values else spec.delta.base,)
             rows.append(
                 TableRow(labels, "absolute", base.n_text(), _absolute_cells(base, spec, n_cols))
             )
             for value in treatments:
-                cells, pairs = _delta_cells(
+                cells, n_text = _delta_cells(
                     base, groups[(*prefix, *label_key, value)], spec, n_cols
                 )
                 label = delta_label(delta_axis, value, only_treatment=len(treatments) == 1)
-                blank: tuple[Label, ...] = ("",) * (len(label_axes) - 1)
-                rows.append(TableRow((label, *blank), "delta", str(pairs), cells))
+                blank: tuple[Label, ...] = ("",) * (len(header_axes) - 1)
+                rows.append(TableRow((label, *blank), "delta", n_text, cells))
         title = None if block is None else display_value(block)
         blocks.append(TableBlock(title, tuple(_embolden(rows, spec, spec.digits))))
+    partial = any(c.partial for b in blocks for r in b.rows for c in r.cells)
     return Table(
-        label_headers=tuple(display_axis(a) for a in label_axes),
+        label_headers=tuple(display_axis(a) for a in header_axes),
         columns=tuple(headers),
         blocks=tuple(blocks),
-        notes=_notes(spec, factor, delta_axis is not None),
+        notes=_notes(spec, factor, delta_axis is not None, partial),
         digits=spec.digits,
         show_ci=spec.show_ci,
     )
+
+
+def _label(value: Any) -> Label:
+    return value if isinstance(value, bool) else display_value(value)

@@ -19,6 +19,7 @@ class TableCell:
     kind: RowKind
     missing: str | None = None
     bold: bool = False
+    partial: bool = False  # rests on fewer runs than the row's n (a metric some runs lack)
 
     @property
     def significant(self) -> bool:

@@ -23,19 +23,23 @@ def _num(value: float, digits: int, signed: bool) -> str:
 
 
 def cell_text(cell: TableCell, digits: int, show_ci: bool, pm: str = "±") -> str:
-    """A cell as plain text: ``59.87 ± 1.20``, ``+6.66 [+2.10, +9.00]†`` or ``— (failed)``."""
+    """A cell as plain text: ``59.87 ± 1.20``, ``+6.66 [+2.10, +9.00]†`` or ``— (failed)``.
+
+    A number resting on fewer runs than its row's ``n`` says so: ``30.00 ± 1.10 (n=2)``.
+    """
     if cell.interval is None:
         return f"{MISSING} ({cell.missing})" if cell.missing else MISSING
     iv = cell.interval
+    fewer = f" (n={iv.n})" if cell.partial else ""
     if cell.kind == "absolute":
         text = _num(iv.estimate, digits, signed=False)
         if show_ci and iv.half_width is not None:
             text += f" {pm} {_num(iv.half_width, digits, signed=False)}"
-        return text
+        return text + fewer
     text = _num(iv.estimate, digits, signed=True)
     if show_ci and iv.low is not None and iv.high is not None:
         text += f" [{_num(iv.low, digits, True)}, {_num(iv.high, digits, True)}]"
-    return text + (DAGGER if cell.significant else "")
+    return text + (DAGGER if cell.significant else "") + fewer
 
 
 def _label_text(label: Label, yes: str, no: str) -> str:
@@ -94,6 +98,10 @@ _LATEX_SPECIAL = {
     "}": r"\}",
     "~": r"\textasciitilde{}",
     "^": r"\textasciicircum{}",
+    # In the default OT1 font encoding these print as other glyphs (¡, ¿, —).
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
+    "|": r"\textbar{}",
 }
 
 
@@ -138,7 +146,9 @@ def _latex_row(row: TableRow, table: Table) -> str:
     for cell in row.cells:
         text = _tex(cell_text(cell, table.digits, table.show_ci))
         cells.append(rf"\textbf{{{text}}}" if cell.bold else text)
-    return " & ".join([*labels, row.n, *cells])
+    line = " & ".join([*labels, row.n, *cells])
+    # After "\\" LaTeX reads a leading "[" as a length ("\\[2pt]"): shield it.
+    return "{}" + line if line.startswith("[") else line
 
 
 # --- CSV --------------------------------------------------------------------------------
@@ -150,7 +160,7 @@ def to_csv(table: Table) -> str:
     writer = csv.writer(buf, lineterminator="\n")
     head = ["block", *table.label_headers, "kind", "n"]
     for c in table.columns:
-        head += [c, f"{c} low", f"{c} high", f"{c} significant"]
+        head += [c, f"{c} low", f"{c} high", f"{c} significant", f"{c} n"]
     writer.writerow(head)
     for block in table.blocks:
         for row in block.rows:
@@ -163,13 +173,15 @@ def to_csv(table: Table) -> str:
             for cell in row.cells:
                 iv = cell.interval
                 if iv is None:
-                    line += [f"{MISSING} ({cell.missing})" if cell.missing else MISSING, "", "", ""]
+                    missing = f"{MISSING} ({cell.missing})" if cell.missing else MISSING
+                    line += [missing, "", "", "", 0]
                 else:
                     line += [
                         repr(iv.estimate),
                         "" if iv.low is None else repr(iv.low),
                         "" if iv.high is None else repr(iv.high),
                         str(cell.significant).lower() if cell.kind == "delta" else "",
+                        iv.n,
                     ]
             writer.writerow(line)
     return buf.getvalue()

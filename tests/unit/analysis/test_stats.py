@@ -92,10 +92,11 @@ def test_column_bootstrap_equals_the_single_column_call() -> None:
     got = paired_bootstrap_columns(base, treat, n_resamples=2000, seed=5)
     for j in range(3):
         want = paired_bootstrap_delta(base[:, j], treat[:, j], n_resamples=2000, seed=5)
-        assert got[j] is not None
-        assert got[j].estimate == pytest.approx(want.estimate)
-        assert (got[j].low, got[j].high) == pytest.approx((want.low, want.high))
-        assert got[j].n == want.n
+        iv = got[j]
+        assert iv is not None
+        assert iv.estimate == pytest.approx(want.estimate)
+        assert (iv.low, iv.high) == pytest.approx((want.low, want.high))
+        assert iv.n == want.n
     assert got[1] is not None and got[1].n == 5
     empty = paired_bootstrap_columns(np.full((2, 1), np.nan), np.ones((2, 1)))
     assert empty == [None]

@@ -77,7 +77,7 @@ def _seeded(values: dict[tuple[str, bool, int], float | None]) -> pd.DataFrame:
                 f"{baseline}-{rb}-{seed}",
                 "succeeded" if ok else "failed",
                 {"baseline": baseline, "reward_budget": rb, "seed": seed},
-                {"eval/arith/mean@8": v} if ok else {},
+                {} if v is None else {"eval/arith/mean@8": v},
             )
         )
     return frame_from_results(cells)
@@ -133,7 +133,7 @@ def test_failed_and_missing_cells_are_shown_not_dropped() -> None:
     spec = TableSpec(delta=DeltaSpec(axis="reward_budget", base="false"), metrics="eval/*/mean@8")
     grpo_base, grpo_rb, dapo_base, dapo_rb = build_table(frame, spec).blocks[0].rows
     assert grpo_base.n == "1/2"
-    assert grpo_rb.n == "1"  # only seed 0 is paired
+    assert grpo_rb.n == "1/2"  # only seed 0 is paired, of seeds 0 and 1
     assert grpo_rb.cells[0].interval is not None
     assert grpo_rb.cells[0].interval.estimate == pytest.approx(10.0)
     assert dapo_base.n == "0/1"

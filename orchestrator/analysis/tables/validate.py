@@ -1,0 +1,98 @@
+"""Check a :class:`TableSpec` against a results frame, reporting every problem at once."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING
+
+from orchestrator.analysis.frame import axis_column, axis_names, hashable_value, metric_names
+from orchestrator.analysis.tables.labels import match_metrics, value_matches
+from orchestrator.analysis.tables.spec import TableSpec
+from orchestrator.errors import Problem, UserInputError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def _placements(spec: TableSpec) -> list[tuple[str, str]]:
+    """``(option, axis)`` for every axis the spec places in the table or filters on."""
+    named: list[tuple[str, str]] = [
+        (f"--rows {a}", a) for a in (spec.rows if spec.cross is None else ())
+    ]
+    named += [(f"--cross {a}", a) for a in spec.cross or ()]
+    if spec.delta is not None:
+        named.append(("--delta", spec.delta.axis))
+    if spec.blocks is not None:
+        named.append(("--blocks", spec.blocks))
+    return named
+
+
+def _values_text(frame: pd.DataFrame, axis: str) -> str:
+    values = {str(hashable_value(v)): None for v in frame[axis_column(axis)]}
+    return ", ".join(values)
+
+
+def _state_text(frame: pd.DataFrame) -> str:
+    counts = Counter(str(s) for s in frame["state"])
+    return ", ".join(f"{s}×{n}" for s, n in sorted(counts.items())) or "no cells"
+
+
+def validate(frame: pd.DataFrame, spec: TableSpec) -> list[tuple[str, str]]:
+    """The ``(metric, header)`` columns of the table; raises ``UserInputError`` otherwise."""
+    problems: list[Problem] = []
+    axes = axis_names(frame)
+    known = ", ".join(axes) or "(none)"
+    placed = _placements(spec)
+    for location, name in [*placed, *((f"--where {a}", a) for a in spec.where)]:
+        if name not in axes:
+            hint = "--rows '' puts no axis on the rows" if location.startswith("--rows") else None
+            problems.append(
+                Problem(
+                    location,
+                    "no such axis in this sweep",
+                    found=repr(name),
+                    allowed=known,
+                    fix=hint,
+                )
+            )
+    # An axis has one role: rows, delta, crossing and blocks each split the cells by it.
+    roles: dict[str, list[str]] = {}
+    for location, name in placed:
+        roles.setdefault(name, []).append(location.split()[0])
+    for name, where in roles.items():
+        if len(where) > 1:
+            problems.append(
+                Problem(
+                    " and ".join(where),
+                    f"axis '{name}' is placed twice",
+                    found=repr(name),
+                    fix="give each axis one role: rows, delta, cross or blocks",
+                )
+            )
+    metrics = match_metrics(spec.metric_globs, metric_names(frame))
+    if not metrics:
+        names = metric_names(frame)
+        problems.append(
+            Problem(
+                "--metrics",
+                "no final metric matches",
+                found=spec.metrics,
+                allowed=", ".join(names) or f"(no final metrics yet; cells: {_state_text(frame)})",
+                fix="use a glob such as 'eval/*/mean@8'",
+            )
+        )
+    checks = [("--delta", spec.delta.axis, spec.delta.base)] if spec.delta is not None else []
+    checks += [(f"--where {a}", a, text) for a, text in spec.where.items()]
+    for location, name, text in checks:
+        if name in axes and not any(value_matches(v, text) for v in frame[axis_column(name)]):
+            problems.append(
+                Problem(
+                    location,
+                    f"axis '{name}' never takes this value",
+                    found=text,
+                    allowed=_values_text(frame, name),
+                )
+            )
+    if problems:
+        raise UserInputError("cannot build the table", problems)
+    return metrics
