@@ -166,6 +166,10 @@ class RLSettings(StrictModel):
         None, description="Shorthand for clip_ratio_low = clip_ratio_high; 'inf' = no clipping.")
     clip_ratio_low: ClipRatio | None = None
     clip_ratio_high: ClipRatio | None = None
+    clip_ratio_c: ClipRatio | None = Field(
+        None, description="Dual-clip constant (> 1); None = the bundle's (3, or 10 on verl for "
+                          "GSPO and the DAPO family), and 'inf' when clip_ratio is 'inf': no "
+                          "clipping lifts the dual clip too.")
     use_kl_loss: bool | None = None
     kl_coef: float | None = Field(None, ge=0)
     dynamic_sampling: bool | None = None
@@ -200,6 +204,8 @@ class RLSettings(StrictModel):
             value = getattr(self, name)
             if value is not None and value != "inf" and float(value) <= 0:
                 problems.append(f"{name} must be > 0 or 'inf' (found {value})")
+        if self.clip_ratio_c not in (None, "inf") and float(self.clip_ratio_c) <= 1.0:
+            problems.append(f"clip_ratio_c must be > 1 or 'inf' (found {self.clip_ratio_c})")
         return problems
 
     def reward_problems(self) -> list[str]:
@@ -216,7 +222,6 @@ class RLSettings(StrictModel):
 
 
 def resolve_bundle(s: RLSettings, bundle: Bundle, *, kl_loss_type: str,
-                   clip_ratio_c: ClipRatio | None = None,
                    overlong_penalty: bool | None = None) -> ResolvedAlgorithm:
     """``bundle`` with the cell's explicit settings applied.
 
@@ -234,7 +239,7 @@ def resolve_bundle(s: RLSettings, bundle: Bundle, *, kl_loss_type: str,
             c = "inf"
     low = s.clip_ratio_low if s.clip_ratio_low is not None else low
     high = s.clip_ratio_high if s.clip_ratio_high is not None else high
-    c = clip_ratio_c if clip_ratio_c is not None else c
+    c = s.clip_ratio_c if s.clip_ratio_c is not None else c
     if s.use_kl_loss is not None:
         use_kl = s.use_kl_loss
     elif s.kl_coef is not None:

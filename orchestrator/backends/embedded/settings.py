@@ -71,7 +71,6 @@ class EmbeddedSettings(RLSettings):
     warm_start: WarmStartSettings = WarmStartSettings()
 
     # --- the RL algorithm (embedded-only parts) ----------------------------------------
-    clip_ratio_c: float = Field(3.0, gt=1.0)
     kl_loss_type: Literal["k1", "low_var_kl"] = "low_var_kl"
     overlong_buffer: int = Field(4, ge=0, description="DAPO L_cache: soft-penalty zone (tokens).")
     max_sampling_attempts: int = Field(
@@ -136,5 +135,4 @@ class EmbeddedSettings(RLSettings):
     def algorithm(self) -> ResolvedAlgorithm:
         """The baseline bundle (ALGORITHMS.md §2) with this cell's overrides applied
         (derived, never stored)."""
-        return resolve_bundle(self, BUNDLES[self.baseline], kl_loss_type=self.kl_loss_type,
-                              clip_ratio_c=self.clip_ratio_c)
+        return resolve_bundle(self, BUNDLES[self.baseline], kl_loss_type=self.kl_loss_type)

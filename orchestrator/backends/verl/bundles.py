@@ -75,7 +75,7 @@ def _finite(value: float) -> float:
 def resolve_algorithm(s: VerlSettings) -> VerlAlgorithm:
     """The cell's verl bundle with its explicit settings applied (see the module docstring)."""
     bundle = VERL_BUNDLES[s.baseline]
-    a = resolve_bundle(s, bundle, kl_loss_type=s.kl_loss_type, clip_ratio_c=s.clip_ratio_c,
+    a = resolve_bundle(s, bundle, kl_loss_type=s.kl_loss_type,
                        overlong_penalty=s.overlong_penalty)
     return VerlAlgorithm(
         # verl has no drgrpo estimator: Dr.GRPO is grpo without std normalisation.

@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from orchestrator.backends.rl_settings import ClipRatio, RLSettings
+from orchestrator.backends.rl_settings import RLSettings
 from orchestrator.backends.verl.bundles import VerlAlgorithm, resolve_algorithm
 
 # key=value, +key=value, ++key=value or ~key[=value]: Hydra's override forms.
@@ -37,9 +37,6 @@ class VerlSettings(RLSettings):
     max_response_length: int = Field(8192, ge=1)
 
     # --- the RL algorithm (verl-only parts) -------------------------------------------------
-    clip_ratio_c: ClipRatio | None = Field(
-        None, description="Dual-clip constant (> 1); None = bundle ('inf' when clip_ratio is "
-                          "'inf': no clipping also lifts the dual clip).")
     kl_loss_type: Literal["k1", "k2", "k3", "low_var_kl", "kl", "abs", "mse"] = "low_var_kl"
     overlong_penalty: bool | None = Field(
         None, description="DAPO soft over-long penalty; None = bundle.")
@@ -96,8 +93,6 @@ class VerlSettings(RLSettings):
     @model_validator(mode="after")
     def _consistent(self) -> VerlSettings:
         problems = self.clip_problems()
-        if self.clip_ratio_c not in (None, "inf") and float(self.clip_ratio_c) <= 1.0:
-            problems.append(f"clip_ratio_c must be > 1 or 'inf' (found {self.clip_ratio_c})")
         problems += self.reward_problems()
         mini = self.ppo_mini_batch_size or self.prompts_per_step
         if self.prompts_per_step % mini:
