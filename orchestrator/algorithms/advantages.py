@@ -13,6 +13,7 @@ an all-equal group gets advantage 0.
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable
 from typing import Literal
 
@@ -27,9 +28,28 @@ STD_KINDS: tuple[str, ...] = ("unbiased", "population")
 
 
 def _as_groups(rewards: Tensor) -> Tensor:
+    """Check ``rewards`` ``(groups, G)`` and return it as floats (integers/bools converted)."""
     if rewards.dim() != 2:
         raise ValueError(f"rewards must be shaped (groups, G); got {tuple(rewards.shape)}")
-    return rewards if rewards.is_floating_point() else rewards.to(torch.get_default_dtype())
+    if rewards.shape[1] == 0:
+        raise ValueError("rewards must hold at least one response per group; got G = 0")
+    r = rewards if rewards.is_floating_point() else rewards.to(torch.get_default_dtype())
+    bad = ~torch.isfinite(r)
+    if bool(bad.any()):
+        # A NaN/inf reward would silently turn its whole group's advantages into NaN.
+        where = [tuple(pos) for pos in torch.nonzero(bad)[:5].tolist()]
+        values = [r[g, i].item() for g, i in where]
+        raise ValueError(
+            f"rewards must be finite: {int(bad.sum())} non-finite value(s), first at "
+            f"(group, response) {where} = {values}; check the reward function"
+        )
+    return r
+
+
+def _wide(r: Tensor) -> Tensor:
+    # Group statistics in float64: float16/bfloat16 (and float32 with large G) lose
+    # digits in mean and std; the result is rounded once, back to the input's dtype.
+    return r.to(torch.float64)
 
 
 def _group_mean(rewards: Tensor) -> Tensor:
@@ -38,11 +58,20 @@ def _group_mean(rewards: Tensor) -> Tensor:
     return rewards.mean(dim=1, keepdim=True)
 
 
+def _all_equal(rewards: Tensor) -> Tensor:
+    """``(groups, 1)``: groups of two or more responses whose rewards are all equal."""
+    equal = rewards.amax(dim=1, keepdim=True) == rewards.amin(dim=1, keepdim=True)
+    return equal & (rewards.shape[1] > 1)
+
+
 def grpo(rewards: Tensor, std: StdKind = "unbiased", eps: float = 1e-6) -> Tensor:
     """GRPO: ``(r_i − mean(r)) / (std(r) + eps)`` per group.
 
     ``std="unbiased"`` (N−1, verl's default) or ``"population"`` (N, the first paper's
-    Table 1). Groups of one response use std 1, as verl does.
+    Table 1). Groups of one response use std 1, as verl does. A group of equal rewards
+    gets exactly 0 (its deviations are 0 by definition; float rounding of the mean must
+    not turn them into ``±tiny / eps``). Statistics are computed in float64; the result
+    has the rewards' floating dtype. Non-finite rewards raise ``ValueError``.
     """
     if std not in STD_KINDS:
         raise UserInputError(
@@ -50,18 +79,28 @@ def grpo(rewards: Tensor, std: StdKind = "unbiased", eps: float = 1e-6) -> Tenso
             [Problem("advantage.std", "unknown std kind", found=repr(std),
                      allowed=", ".join(STD_KINDS))],
         )
+    if not (math.isfinite(eps) and eps >= 0):
+        raise ValueError(f"eps must be a finite number >= 0; got {eps}")
     r = _as_groups(rewards)
-    if r.shape[1] == 1:
-        spread = torch.ones_like(r)
+    if r.numel() == 0:
+        return r.clone()
+    wide = _wide(r)
+    if wide.shape[1] == 1:
+        spread = torch.ones_like(wide)
     else:
-        spread = r.std(dim=1, keepdim=True, correction=1 if std == "unbiased" else 0)
-    return (r - _group_mean(r)) / (spread + eps)
+        spread = wide.std(dim=1, keepdim=True, correction=1 if std == "unbiased" else 0)
+    adv = (wide - _group_mean(wide)) / (spread + eps)
+    adv = torch.where(_all_equal(wide), torch.zeros_like(adv), adv)
+    return adv.to(r.dtype)
 
 
 def drgrpo(rewards: Tensor) -> Tensor:
-    """Dr.GRPO: ``r_i − mean(r)`` per group, no std normalisation."""
+    """Dr.GRPO: ``r_i − mean(r)`` per group, no std normalisation (0 for equal rewards)."""
     r = _as_groups(rewards)
-    return r - _group_mean(r)
+    wide = _wide(r)
+    adv = wide - _group_mean(wide)
+    adv = torch.where(_all_equal(wide), torch.zeros_like(adv), adv)
+    return adv.to(r.dtype)
 
 
 def reward_budget_shares(rewards: Tensor) -> Tensor:
@@ -71,11 +110,14 @@ def reward_budget_shares(rewards: Tensor) -> Tensor:
     equal, or a single response) is skipped and gets all-zero shares.
     """
     r = _as_groups(rewards)
-    gaps = r - r.min(dim=1, keepdim=True).values
+    wide = _wide(r)
+    gaps = wide - wide.min(dim=1, keepdim=True).values
     total = gaps.sum(dim=1, keepdim=True)
     skipped = total == 0
     # Divide by 1 where skipped so no 0/0 appears even transiently.
-    return torch.where(skipped, torch.zeros_like(gaps), gaps / torch.where(skipped, 1.0, total))
+    shares = torch.where(skipped, torch.zeros_like(gaps),
+                         gaps / torch.where(skipped, 1.0, total))
+    return shares.to(r.dtype)
 
 
 def reward_budget(rewards: Tensor) -> Tensor:
@@ -86,10 +128,12 @@ def reward_budget(rewards: Tensor) -> Tensor:
     ``1/k − 1/G`` and a wrong one ``−1/G``.
     """
     r = _as_groups(rewards)
-    shares = reward_budget_shares(r)
-    skipped = (shares.sum(dim=1, keepdim=True) == 0).expand_as(shares)
-    centred = shares - 1.0 / r.shape[1]
-    return torch.where(skipped, torch.zeros_like(centred), centred)
+    wide = _wide(r)
+    shares = reward_budget_shares(wide)
+    # Skipped exactly when every gap is 0, i.e. all rewards equal (or G = 1).
+    skipped = (wide.amax(dim=1, keepdim=True) == wide.amin(dim=1, keepdim=True))
+    centred = shares - 1.0 / wide.shape[1]
+    return torch.where(skipped, torch.zeros_like(centred), centred).to(r.dtype)
 
 
 ADVANTAGES: dict[str, AdvantageFn] = {

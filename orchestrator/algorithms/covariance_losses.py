@@ -101,7 +101,8 @@ def kl_cov_selection(
         adv = advantages.detach().reshape(-1)[flat_valid]
         logp = log_prob.detach().reshape(-1)[flat_valid]
         cov = (adv - adv.mean()) * (logp - logp.mean())
-        count = max(1, int(len(cov) * kl_cov_ratio))
+        # At most every valid token (a ratio above 1 would ask topk for more than exist).
+        count = min(len(cov), max(1, int(len(cov) * kl_cov_ratio)))
         selected[flat_valid[torch.topk(cov, count, largest=True).indices]] = True
     return selected.reshape(valid.shape)
 

@@ -64,6 +64,17 @@ def kappa_eff(
     flag and the prompt (group) id of each response. Every pair in the batch weighs the
     same. ``None`` when the batch has no such pair.
     """
+    n_responses = seq_logp_new.shape[0]
+    if not (seq_logp_new.dim() == seq_logp_old.dim() == correct.dim() == group_index.dim() == 1
+            and seq_logp_old.shape[0] == correct.shape[0] == group_index.shape[0]
+            == n_responses):
+        raise ValueError(
+            "kappa_eff needs four (N,) tensors; got "
+            f"{[tuple(t.shape) for t in (seq_logp_new, seq_logp_old, correct, group_index)]}"
+        )
+    if correct.dtype != torch.bool and not bool(((correct == 0) | (correct == 1)).all()):
+        # Passing rewards (e.g. r⁻ = −1) here would silently count every response as correct.
+        raise ValueError("kappa_eff: `correct` must be 0/1 or bool flags, not rewards")
     delta = (seq_logp_new - seq_logp_old).detach().to(torch.float64)
     good = correct.bool()
     groups, inverse = torch.unique(group_index, return_inverse=True)
@@ -89,8 +100,16 @@ def skewness_phi(b: float | Tensor) -> float | Tensor:
     """Two-armed skewness (second paper, Remark 4.2): ``Φ = 1 + (1 − 2b)·log(b / (1 − b))``.
 
     For ``π = (b, 1 − b)`` with ``0 < b < 1``; ``Φ ≥ 0`` exactly for b in about
-    [0.176, 0.824].
+    [0.176, 0.824]. At ``b = 0`` or ``1`` it is ``−inf`` (the limit, for a float or a
+    tensor alike); ``b`` outside ``[0, 1]`` or NaN raises ``ValueError``.
     """
     if isinstance(b, Tensor):
-        return 1 + (1 - 2 * b) * torch.log(b / (1 - b))
+        if not bool(((b >= 0) & (b <= 1)).all()):
+            raise ValueError("skewness_phi: every b must lie in [0, 1]")
+        # log(b) − log1p(−b) is log(b/(1−b)) without the 1/0 at b = 1.
+        return 1 + (1 - 2 * b) * (torch.log(b) - torch.log1p(-b))
+    if not 0 <= b <= 1:
+        raise ValueError(f"skewness_phi: b must lie in [0, 1]; got {b}")
+    if b in (0, 1):
+        return -math.inf
     return 1 + (1 - 2 * b) * math.log(b / (1 - b))

@@ -14,8 +14,14 @@ def entropy_from_logits(logits: Tensor) -> Tensor:
     Uses ``logsumexp(z) − Σ softmax(z)·z`` (verl's formula), which stays finite for large
     logits and is differentiable (the entropy-bonus loss backpropagates through it).
     """
-    probs = torch.softmax(logits, dim=-1)
-    return torch.logsumexp(logits, dim=-1) - (probs * logits).sum(dim=-1)
+    # 16-bit logits are widened: the two terms nearly cancel for peaked distributions.
+    wide = logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
+    probs = torch.softmax(wide, dim=-1)
+    # A -inf logit (a masked-out token) has probability 0 and adds 0 to the entropy; using
+    # it as is would give 0 · (−inf) = NaN in the value and in the gradient.
+    finite = torch.where(torch.isneginf(wide), torch.zeros_like(wide), wide)
+    entropy = torch.logsumexp(wide, dim=-1) - (probs * finite).sum(dim=-1)
+    return entropy.to(logits.dtype)
 
 
 def token_entropy(logits: Tensor, mask: Tensor) -> Tensor:

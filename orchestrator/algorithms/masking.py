@@ -7,6 +7,7 @@ losses and metrics agree with verl to floating-point precision.
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import torch
@@ -67,6 +68,8 @@ def aggregate(
       by ``loss_scale_factor`` (Dr.GRPO). When ``None`` it is the padded length ``T``, as
       in verl; pass the configured maximum response length for a constant normaliser.
 
+    A batch with no valid token at all gives 0 (verl: NaN).
+
     ``loss_scale_factor`` is only meaningful for ``seq-mean-token-sum-norm``.
     """
     if mode not in AGG_MODES:
@@ -77,15 +80,29 @@ def aggregate(
             f"{tuple(loss_mat.shape)} and {tuple(mask.shape)}"
         )
     # Counts stay in the mask's dtype (as in verl) so the 1e-8 below rounds the same way.
+    # A denominator of 0 (no valid token / no non-empty response in the whole batch) is
+    # replaced by 1: the numerator is then 0 too, so the loss is 0 with a zero gradient
+    # instead of verl's 0/0 = NaN, which would poison every weight on backward.
     if mode == "token-mean":
-        return masked_sum(loss_mat, mask) / mask.sum()
+        return masked_sum(loss_mat, mask) / _nonzero(mask.sum())
     tokens_per_seq = mask.sum(dim=-1)
-    seq_present = (tokens_per_seq > 0).to(loss_mat.dtype)
+    # float32 like verl's ``.float()``, so bf16/fp16 losses are averaged as verl does.
+    seq_present = (tokens_per_seq > 0).float()
     seq_sums = masked_sum(loss_mat, mask, dim=-1)
     if mode == "seq-mean-token-mean":
-        # verl's 1e-8 keeps empty responses finite; they are then excluded by seq_present.
-        seq_means = seq_sums / (tokens_per_seq + MASKED_MEAN_EPS)
-        return masked_sum(seq_means, seq_present) / seq_present.sum()
-    loss = masked_sum(seq_sums, seq_present) / seq_present.sum()
-    scale = float(mask.shape[-1]) if loss_scale_factor is None else float(loss_scale_factor)
-    return loss / scale
+        # verl's + 1e-8 on every count (bit-for-bit parity); an empty response divides by 1
+        # instead, since in float16 1e-8 rounds away and 0/0 would put NaN in the gradient.
+        seq_means = seq_sums / torch.where(tokens_per_seq > 0, tokens_per_seq + MASKED_MEAN_EPS,
+                                           torch.ones_like(tokens_per_seq))
+        return masked_sum(seq_means, seq_present) / _nonzero(seq_present.sum())
+    loss = masked_sum(seq_sums, seq_present) / _nonzero(seq_present.sum())
+    if loss_scale_factor is None:
+        # max(T, 1): a (B, 0) batch has a 0 loss, not 0/0.
+        return loss / float(max(mask.shape[-1], 1))
+    if not (math.isfinite(loss_scale_factor) and loss_scale_factor > 0):
+        raise ValueError(f"loss_scale_factor must be a finite number > 0; got {loss_scale_factor}")
+    return loss / float(loss_scale_factor)
+
+
+def _nonzero(count: Tensor) -> Tensor:
+    return torch.where(count == 0, torch.ones_like(count), count)

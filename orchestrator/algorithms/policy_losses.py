@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from orchestrator.algorithms.covariance_losses import clip_cov, kl_cov
-from orchestrator.algorithms.masking import aggregate, masked_mean
+from orchestrator.algorithms.masking import aggregate, masked_mean, masked_sum
 from orchestrator.errors import Problem, UserInputError, unknown_name
 
 PolicyLossFn = Callable[..., tuple[Tensor, dict[str, float]]]
@@ -106,7 +106,9 @@ def gspo(
     log_ratio = log_prob - old_log_prob
     mask = response_mask.to(log_prob.dtype)
     seq_len = mask.sum(dim=-1).clamp(min=1)
-    seq_log_ratio = (log_ratio * mask).sum(dim=-1) / seq_len
+    # masked_sum, not (log_ratio * mask).sum(): a non-finite log-prob on a padded position
+    # (0 · inf = NaN) must not spoil the whole response's ratio.
+    seq_log_ratio = masked_sum(log_ratio, mask, dim=-1) / seq_len
     token_log_ratio = log_prob - log_prob.detach() + seq_log_ratio.detach().unsqueeze(-1)
     ratio = torch.exp(torch.clamp(token_log_ratio, max=GSPO_LOG_RATIO_MAX))
 

@@ -53,4 +53,12 @@ def entropy_reward(rewards: Tensor, seq_entropy: Tensor, coef: float) -> Tensor:
     policy (:func:`~orchestrator.algorithms.entropy.sequence_entropy`); detaching it is
     ALGORITHMS.md §4's choice, so the bonus acts as a reward, not as a loss term.
     """
-    return rewards + coef * seq_entropy.detach().to(rewards.dtype)
+    if rewards.shape != seq_entropy.shape:
+        raise ValueError(
+            f"entropy_reward needs rewards and seq_entropy of one shape; got "
+            f"{tuple(rewards.shape)} and {tuple(seq_entropy.shape)}"
+        )
+    # Integer/bool rewards (0/1 verifier flags) are promoted first: casting the entropy to
+    # the rewards' dtype would truncate the bonus to an integer.
+    dtype = rewards.dtype if rewards.is_floating_point() else torch.get_default_dtype()
+    return rewards.to(dtype) + coef * seq_entropy.detach().to(dtype)

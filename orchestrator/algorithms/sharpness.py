@@ -7,6 +7,7 @@ table lists them per ``k`` for reward budgeting, DrGRPO and GRPO.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import overload
 
@@ -15,6 +16,9 @@ from torch import Tensor
 
 from orchestrator.algorithms.advantages import STD_KINDS, StdKind, advantages
 from orchestrator.errors import Problem, UserInputError
+
+# Rewards built per chunk of rows in advantage_table (bounded memory for any G).
+_CHUNK_ELEMENTS = 1 << 20
 
 # Column order of the table: (display name, advantage name).
 TABLE_CONSTRUCTIONS: tuple[tuple[str, str], ...] = (
@@ -35,8 +39,8 @@ def sharpness_kappa(
 
     With raw rewards in place of advantages it is the κ of a reward setting, §3.
     """
-    if not beta > 0:
-        raise ValueError(f"beta must be > 0; got {beta}")
+    if not (math.isfinite(beta) and beta > 0):
+        raise ValueError(f"beta must be a finite number > 0; got {beta}")
     return (adv_pos - adv_neg) / beta
 
 
@@ -70,9 +74,10 @@ def _validate(group_size: int, beta: float, std: str) -> None:
     if group_size < 2:
         problems.append(Problem("group_size", "needs at least 2 responses per group",
                                 found=str(group_size), allowed="integers >= 2"))
-    if not beta > 0:
-        problems.append(Problem("beta", "KL strength must be positive", found=repr(beta),
-                                fix="e.g. 0.001"))
+    if not (math.isfinite(beta) and beta > 0):
+        # β = 0 (no KL) makes κ infinite: the table of κ values is undefined.
+        problems.append(Problem("beta", "KL strength must be a positive finite number",
+                                found=repr(beta), fix="e.g. 0.001"))
     if std not in STD_KINDS:
         problems.append(Problem("std", "unknown std kind", found=repr(std),
                                 allowed=", ".join(STD_KINDS)))
@@ -90,19 +95,23 @@ def advantage_table(
     with the population std reproduces the first paper's Table 1.
     """
     _validate(group_size, beta, std)
-    ks = torch.arange(1, group_size, dtype=torch.int64)
-    # One group per k: the first k responses correct (reward 1), the rest 0.
-    rewards = (torch.arange(group_size).unsqueeze(0) < ks.unsqueeze(1)).to(torch.float64)
-    per_name = {
-        "reward_budget": advantages("reward_budget", rewards),
-        "drgrpo": advantages("drgrpo", rewards),
-        "grpo": advantages("grpo", rewards, std=std, eps=0.0),
-    }
     rows = []
-    for row, k in enumerate(ks.tolist()):
-        cells = {}
-        for name, adv in per_name.items():
-            pos, neg = adv[row, 0].item(), adv[row, -1].item()
-            cells[name] = PairAdvantages(pos=pos, neg=neg, kappa=sharpness_kappa(pos, neg, beta))
-        rows.append(AdvantageRow(k=k, group_size=group_size, **cells))
+    # One group per k: the first k responses correct (reward 1), the rest 0. Built in
+    # chunks of rows: the full (G−1) × G matrix would need G² floats (20 GB at G = 50 000).
+    chunk = max(1, _CHUNK_ELEMENTS // group_size)
+    for start in range(1, group_size, chunk):
+        ks = torch.arange(start, min(start + chunk, group_size), dtype=torch.int64)
+        rewards = (torch.arange(group_size).unsqueeze(0) < ks.unsqueeze(1)).to(torch.float64)
+        per_name = {
+            "reward_budget": advantages("reward_budget", rewards),
+            "drgrpo": advantages("drgrpo", rewards),
+            "grpo": advantages("grpo", rewards, std=std, eps=0.0),
+        }
+        for row, k in enumerate(ks.tolist()):
+            cells = {}
+            for name, adv in per_name.items():
+                pos, neg = adv[row, 0].item(), adv[row, -1].item()
+                cells[name] = PairAdvantages(pos=pos, neg=neg,
+                                             kappa=sharpness_kappa(pos, neg, beta))
+            rows.append(AdvantageRow(k=k, group_size=group_size, **cells))
     return rows

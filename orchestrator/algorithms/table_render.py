@@ -8,19 +8,30 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from collections.abc import Callable, Sequence
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import ROUND_HALF_UP, Decimal, localcontext
 
 from orchestrator.algorithms.sharpness import TABLE_CONSTRUCTIONS, AdvantageRow
 from orchestrator.errors import unknown_name
 
 
 def round_half_up(value: float, places: int) -> str:
-    """``value`` with ``places`` decimals, halves rounded away from zero."""
+    """``value`` with ``places`` decimals, halves rounded away from zero.
+
+    Any magnitude works (κ = 1/β grows without bound as β shrinks); ``inf``/``nan`` are
+    written as such.
+    """
+    if not math.isfinite(value):
+        return repr(value)
     # round(…, 10) first absorbs float noise such as 0.07499999999999998 for 0.075.
     exact = Decimal(repr(round(value, 10)))
     quantum = Decimal(1).scaleb(-places)
-    text = str(exact.quantize(quantum, rounding=ROUND_HALF_UP))
+    with localcontext() as ctx:
+        # quantize fails once the result has more digits than the context's precision
+        # (28 by default): give it every integer digit plus the decimals.
+        ctx.prec = max(ctx.prec, exact.adjusted() + places + 2)
+        text = str(exact.quantize(quantum, rounding=ROUND_HALF_UP))
     return "0" + text[2:] if text.startswith("-0") and set(text[2:]) <= {".", "0"} else text
 
 
