@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import operator
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
@@ -73,26 +74,37 @@ def prompt_id(sample_index: object) -> int:
 
 
 def text_index(text: str) -> int:
-    """A stable non-negative 63-bit integer of ``text`` (fits torch's int64).
-
-    The response index of :func:`~orchestrator.algorithms.random_rewards` for a response:
-    verl scores in several worker processes and passes neither a step number nor the
-    response's position in its group, so the text itself identifies the response.
-    """
+    """A stable non-negative 63-bit integer of ``text`` (fits torch's int64)."""
     digest = hashlib.blake2b(text.encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big") >> 1
+
+
+# Coins drawn so far in this process, per prompt id (see :func:`random_coin`).
+_draws: Counter[int] = Counter()
+
+
+def reset_draws() -> None:
+    """Forget the coins drawn so far (the next draw of every prompt is its first again)."""
+    _draws.clear()
 
 
 def random_coin(seed: int, sample_index: object, solution_str: str) -> bool:
     """The spurious reward's fair coin for one response, by ``orchestrator.algorithms``.
 
     ``random_rewards(prompt id, response index, seed)`` with the prompt id from
-    ``extra_info["index"]`` (:func:`prompt_id`) and the response index a hash of the
-    response text (:func:`text_index`): the same response of the same prompt under the
-    same seed gets the same reward in any worker, on any node.
+    ``extra_info["index"]`` (:func:`prompt_id`). verl passes neither the response's place
+    in its group nor a step, so the response index is a hash of how many coins this
+    process has drawn for the prompt so far, together with the text. The draw count makes
+    a repeated response draw a fresh coin: a coin fixed by the text alone would be a
+    learnable function of the response (a policy could settle on its "lucky" answer),
+    not the paper's reward independent of the response. The text keeps two workers that
+    score one group apart. One process scoring in a fixed order draws the same coins.
     """
-    coins = random_rewards(torch.tensor([prompt_id(sample_index)]),
-                           torch.tensor([text_index(solution_str)]), int(seed))
+    prompt = prompt_id(sample_index)
+    draw = _draws[prompt]
+    _draws[prompt] += 1
+    coins = random_rewards(torch.tensor([prompt]),
+                           torch.tensor([text_index(f"{draw}\x00{solution_str}")]), int(seed))
     return bool(coins.item())
 
 

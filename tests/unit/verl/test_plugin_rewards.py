@@ -10,7 +10,13 @@ pytest.importorskip("kappa_verl")
 
 import kappa_verl
 import torch
-from kappa_verl.rewards import compute_score, prompt_id, random_coin, text_index
+from kappa_verl.rewards import (
+    compute_score,
+    prompt_id,
+    random_coin,
+    reset_draws,
+    text_index,
+)
 from omegaconf import OmegaConf
 from verl.trainer.ppo.reward import get_custom_reward_fn
 
@@ -45,6 +51,11 @@ def test_defaults_are_one_and_zero() -> None:
     assert compute_score("math_dapo", WRONG, "42") == {"score": 0.0, "acc": 0.0}
 
 
+@pytest.fixture(autouse=True)
+def _fresh_draws() -> None:
+    reset_draws()  # the reward module keeps per-process draw counts
+
+
 def test_random_rewards_ignore_correctness_but_report_it() -> None:
     fn = _loaded(reward_type="random", reward_correct=1.0, reward_incorrect=0.0, seed=7)
     results = [fn(data_source="math_dapo", solution_str=f"{RIGHT} attempt {i}",
@@ -52,15 +63,30 @@ def test_random_rewards_ignore_correctness_but_report_it() -> None:
     scores = [r["score"] for r in results]
     assert all(r["acc"] == 1.0 for r in results)
     assert 150 < sum(scores) < 250  # Bernoulli(0.5); 400 draws, > 5 sigma margin
+    fn.args[0].__globals__["reset_draws"]()  # verl's by-path copy of the module keeps its own
     again = [fn(data_source="math_dapo", solution_str=f"{RIGHT} attempt {i}",
                 ground_truth="42", extra_info={"index": i})["score"] for i in range(400)]
-    assert again == scores  # reproducible in any worker
+    assert again == scores  # reproducible in one process scoring in the same order
+
+
+def test_a_repeated_response_draws_a_fresh_coin() -> None:
+    """Independent of the response: a policy that always answers the same gets no fixed
+    reward for it (a coin fixed by the text would be learnable)."""
+    coins = [random_coin(3, 0, RIGHT) for _ in range(400)]
+    assert 150 < sum(coins) < 250
+    reset_draws()
+    assert [random_coin(3, 0, RIGHT) for _ in range(400)] == coins
 
 
 def test_random_rewards_depend_on_seed_index_and_response() -> None:
-    base = [random_coin(0, i, "x") for i in range(64)]
-    assert base != [random_coin(1, i, "x") for i in range(64)]
-    assert base != [random_coin(0, i, "y") for i in range(64)]
+    def draw(seed: int, text: str) -> list[bool]:
+        reset_draws()
+        return [random_coin(seed, i, text) for i in range(64)]
+
+    base = draw(0, "x")
+    assert base == draw(0, "x")
+    assert base != draw(1, "x")
+    assert base != draw(0, "y")
 
 
 @pytest.mark.parametrize("seed", [0, 7, 12345])
@@ -71,8 +97,9 @@ def test_random_scores_equal_the_algorithms_library(seed: int) -> None:
     for index in range(16):
         got = [fn(data_source="math_dapo", solution_str=text, ground_truth="42",
                   extra_info={"index": index})["score"] for text in responses]
-        coins = random_rewards(torch.tensor([[index]]),
-                               torch.tensor([[text_index(t) for t in responses]]), seed)
+        # The j-th coin drawn for a prompt hashes the draw count with the text.
+        ids = [text_index(f"{j}\x00{t}") for j, t in enumerate(responses)]
+        coins = random_rewards(torch.tensor([[index]]), torch.tensor([ids]), seed)
         assert got == scale_rewards(coins, 5.0, -0.5).reshape(-1).tolist()
 
 
