@@ -22,11 +22,25 @@ def _as_verl(settings: BaseModel) -> VerlSettings:
     return settings
 
 
+# Settings that neither VerlSettings' cross-field rules nor the shape of verl's composed
+# config depend on: each reaches verl as one scalar whose own type and range the settings
+# model checks. Planning composes each of their values once, not once per combination,
+# so a 5-seed grid costs one cold preflight per non-seed combination instead of five.
+# Anything not listed here (kl_coef turns the KL loss on, max_steps and checkpoint_every
+# place the phases, the batch sizes meet in divisibility rules, ...) stays coupled.
+FREE_SETTINGS = frozenset({
+    "seed", "learning_rate", "weight_decay", "temperature", "val_temperature",
+    "eval_temperature", "gpu_memory_utilization", "project_name", "experiment_name",
+})
+
+
 class VerlBackend(Backend):
     """Validates and preflights verl cells; launches them through the phase driver."""
 
     name: ClassVar[str] = "verl"
     settings_model: ClassVar[type[BaseModel]] = VerlSettings
+    coupled_settings: ClassVar[frozenset[str] | None] = (
+        frozenset(VerlSettings.model_fields) - FREE_SETTINGS)
 
     def validate(self, settings: Mapping[str, Any]) -> BaseModel:
         """Validate the settings, then compose them against verl's config (preflight)."""

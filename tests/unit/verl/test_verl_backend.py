@@ -72,3 +72,32 @@ def test_building_commands_never_imports_verl_hydra_or_torch() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_planning_composes_free_settings_once_per_value(tmp_path: Path) -> None:
+    """Seeds and learning rates do not multiply verl preflights; baselines and group sizes
+    (which meet verl's batch rules and bundles) are composed in every combination."""
+    from orchestrator.backends.verl.backend import FREE_SETTINGS
+    from orchestrator.grid.assignments import assignments, axis_values
+    from orchestrator.grid.validation import cells_to_validate, coupled_axes
+    from orchestrator.spec import load_spec
+
+    spec_path = tmp_path / "s.yaml"
+    spec_path.write_text(
+        "name: s\nbackend: verl\n"
+        "base: {model_path: m, train_files: /t.parquet, val_files: /v.parquet}\n"
+        "axes:\n  baseline: [grpo, dapo]\n  seed: [0, 1, 2, 3, 4]\n"
+        "  learning_rate: [1.0e-6, 2.0e-6]\n  group_size: [8, 16]\n")
+    spec = load_spec(spec_path)
+    table = axis_values(spec)
+    order, problems = assignments(spec, table)
+    assert not problems and len(order) == 40
+    coupled = coupled_axes(spec, table, VerlBackend.coupled_settings)
+    assert [list(spec.axes)[i] for i in coupled] == ["baseline", "group_size"]
+    assert len(cells_to_validate(order, coupled, len(spec.axes))) < 10
+    # Everything a cross-field rule reads stays coupled.
+    assert VerlBackend.coupled_settings is not None
+    for name in ("group_size", "prompts_per_step", "ppo_mini_batch_size", "nnodes",
+                 "n_gpus_per_node", "kl_coef", "max_steps", "extra_overrides"):
+        assert name in VerlBackend.coupled_settings and name not in FREE_SETTINGS
+    assert set(VerlSettings.model_fields) >= FREE_SETTINGS
