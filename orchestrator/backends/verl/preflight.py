@@ -29,6 +29,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -37,7 +38,7 @@ from typing import Any
 from orchestrator.backends.verl.command import verl_command
 from orchestrator.backends.verl.phases import phases
 from orchestrator.backends.verl.settings import VerlSettings
-from orchestrator.errors import Problem, UserInputError
+from orchestrator.errors import KappaError, Problem, UserInputError
 from orchestrator.paths import cache_dir
 
 CACHE_SCHEMA = 1
@@ -71,9 +72,12 @@ class ComposeWorker:
     def __init__(self) -> None:
         env = dict(os.environ, VERL_USE_EXTERNAL_PLUGINS="none", OMP_NUM_THREADS="1",
                    HYDRA_FULL_ERROR="0")
+        # Its stderr goes to a file (a pipe nobody reads could fill and block it), so a
+        # worker that dies can say why.
+        self._stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (lives with the worker)
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "orchestrator.backends.verl.compose_worker"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
             text=True, env=env)
         hello = self._read()
         if "plugin_error" in hello:
@@ -88,9 +92,12 @@ class ComposeWorker:
         line = self._proc.stdout.readline()
         if not line:
             code = self._proc.wait()
-            raise RuntimeError(f"verl compose worker exited ({code}); "
-                               f"run `{sys.executable} -m orchestrator.backends.verl."
-                               "compose_worker` to see why")
+            self._stderr.seek(0)
+            tail = "\n".join(self._stderr.read().strip().splitlines()[-15:])
+            raise KappaError(f"verl preflight: the compose worker exited ({code}) while "
+                             f"loading verl's config{':' if tail else ''}\n{tail}\n"
+                             f"(rerun it alone: `{sys.executable} -m orchestrator.backends."
+                             "verl.compose_worker`; KAPPA_VERL_PREFLIGHT=off skips preflight)")
         result: dict[str, Any] = json.loads(line)
         return result
 
@@ -111,6 +118,7 @@ class ComposeWorker:
                 self._proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self._proc.kill()
+        self._stderr.close()
 
 
 _worker: ComposeWorker | None = None

@@ -112,3 +112,16 @@ def test_warm_cache_needs_no_worker(preflight_home: Path) -> None:
                           cells["b"].model_dump_json()], capture_output=True, text=True,
                          check=True)
     assert out.stdout.split() == ["True", "False"]
+
+
+def test_a_worker_that_dies_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.errors import KappaError
+
+    # A stand-in interpreter that fails the way a broken verl install does.
+    broken = tmp_path / "python"
+    broken.write_text("#!/bin/sh\necho 'ImportError: cannot import name flash_attn' >&2\n"
+                      "exit 3\n")
+    broken.chmod(0o755)
+    monkeypatch.setattr(pf.sys, "executable", str(broken))
+    with pytest.raises(KappaError, match=r"exited \(3\)[\s\S]*cannot import name flash_attn"):
+        pf.ComposeWorker()
