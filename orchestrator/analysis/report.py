@@ -23,6 +23,7 @@ from orchestrator.analysis.status_matrix import (
     status_matrix,
 )
 from orchestrator.analysis.tables import DeltaSpec, TableSpec, build_table, render
+from orchestrator.analysis.tables.labels import default_metric_glob
 from orchestrator.errors import UserInputError
 
 if TYPE_CHECKING:
@@ -45,15 +46,6 @@ class ReportInputs:
     mlflow_ui: str | None = None
     tables: tuple[tuple[str, TableSpec], ...] = field(default_factory=tuple)
     seed_axis: str = "seed"
-
-
-def default_metric_glob(metrics: list[str]) -> str | None:
-    """``eval/*/mean@K`` (else ``pass@K``) for the first K the frame has; else every metric."""
-    for family in ("mean@", "pass@"):
-        for name in metrics:
-            if name.startswith("eval/") and family in name:
-                return "eval/*/" + name.rsplit("/", 1)[-1]
-    return "*" if metrics else None
 
 
 def default_tables(frame: pd.DataFrame, seed_axis: str = "seed") -> list[tuple[str, TableSpec]]:

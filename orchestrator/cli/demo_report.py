@@ -10,8 +10,6 @@ folders are. :func:`demo_table_spec` picks the table's layout from the sweep's a
 
 from __future__ import annotations
 
-import re
-from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,21 +32,11 @@ DELTA_AXIS = "reward_budget"
 DELTA_BASE = "false"
 SEED_AXIS = "seed"
 MLFLOW_UI = "http://127.0.0.1:5000"
-_MEAN_AT_K = re.compile(r"^metric\.eval/[^/]+/mean@(\d+)$")
 
 
 def report_path(sweep: str) -> Path:
     """Where ``kappa demo`` writes the sweep's HTML report."""
     return paths.kappa_home() / "reports" / f"{sweep}.html"
-
-
-def mean_at_k_glob(columns: Sequence[str]) -> str | None:
-    """``eval/*/mean@<k>`` for the k most columns have, or ``None`` without any."""
-    ks = Counter(m.group(1) for c in columns if (m := _MEAN_AT_K.match(str(c))))
-    if not ks:
-        return None
-    k = max(ks, key=lambda key: (ks[key], int(key)))
-    return f"eval/*/mean@{k}"
 
 
 def demo_table_spec(axes: Sequence[str], metrics: str) -> TableSpec:
@@ -84,11 +72,13 @@ def _axis_names(frame: pd.DataFrame) -> list[str]:
 
 def ablation_table(frame: pd.DataFrame) -> tuple[TableSpec | None, str]:
     """The sweep's ablation table as markdown (and its spec), or why there is none."""
+    from orchestrator.analysis.frame import metric_names
     from orchestrator.analysis.tables import build_table, render
+    from orchestrator.analysis.tables.labels import default_metric_glob
 
-    metrics = mean_at_k_glob(list(frame.columns))
+    metrics = default_metric_glob(metric_names(frame))
     if metrics is None:
-        return None, "no eval/<benchmark>/mean@<k> final metrics: no ablation table"
+        return None, "no evaluation metrics (eval/*/mean@k, val-core/*/acc/mean@1): no table"
     spec = demo_table_spec(_axis_names(frame), metrics)
     try:
         return spec, render(build_table(frame, spec), "markdown")

@@ -146,12 +146,14 @@ def _parse_where(items: list[str]) -> dict[str, str]:
 def table(
     sweep: Annotated[str, typer.Argument(help="Sweep name.")],
     rows: Annotated[
-        str,
+        str | None,
         typer.Option(
             help="Axes labelling the rows (comma-separated; '' for none, e.g. when the "
-            "--delta axis is the only one that varies)."
+            "--delta axis is the only one that varies). With none of --rows, --delta, "
+            "--cross, --blocks, the layout follows the sweep's axes: every varying axis "
+            "labels rows, reward_budget gives '+ RB' delta rows, model gives blocks."
         ),
-    ] = "baseline",
+    ] = None,
     delta: Annotated[
         str | None,
         typer.Option(
@@ -169,8 +171,11 @@ def table(
         str | None, typer.Option(help="One block per value of this axis (e.g. model).")
     ] = None,
     metrics: Annotated[
-        str, typer.Option(help="Metric globs; the * parts are column headers.")
-    ] = "eval/*/mean@8",
+        str | None,
+        typer.Option(help="Metric globs; the * parts are column headers. Default: "
+                          "eval/*/mean@k for the k the runs logged, else "
+                          "val-core/*/acc/mean@1."),
+    ] = None,
     where: Annotated[list[str] | None, typer.Option(help="AXIS=VALUE filter (repeatable).")] = None,
     seed_axis: Annotated[str, typer.Option(help="Axis of replicate seeds.")] = "seed",
     fmt: Annotated[
@@ -221,7 +226,22 @@ def table(
         bootstrap_seed=bootstrap_seed,
     )
     frame = results(sweep, registry, mlflow)
+    if rows is None and not (delta or cross or blocks):
+        spec = _auto_layout(frame, spec)
     _emit(render(build_table(frame, spec), fmt), output)
+
+
+def _auto_layout(frame: Any, spec: Any) -> Any:
+    """``spec`` laid out as the sweep's report lays out its main table."""
+    from orchestrator.analysis.report import default_tables
+
+    suggested = default_tables(frame, spec.seed_axis)
+    if not suggested:
+        return spec
+    main = suggested[0][1]
+    return spec.model_copy(update={
+        "rows": main.rows, "delta": main.delta, "cross": main.cross, "blocks": main.blocks,
+        "where": {**main.where, **spec.where}})
 
 
 def report(

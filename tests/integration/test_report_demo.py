@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from sweep_fixtures import CLI, seed_mlflow_store
 
-from orchestrator.cli.demo_report import demo_table_spec, mean_at_k_glob
+from orchestrator.analysis.tables.labels import default_metric_glob
+from orchestrator.cli.demo_report import demo_table_spec
 
 SPEC = """\
 name: demo-mini
@@ -53,10 +54,12 @@ def test_demo_prints_the_ablation_table_and_writes_the_report(
 
 
 def test_table_layout_follows_the_axes() -> None:
-    cols = ["metric.eval/a/mean@8", "metric.eval/b/mean@8", "metric.eval/a/mean@1",
-            "metric.eval/a/pass@8", "axis.seed"]
-    assert mean_at_k_glob(cols) == "eval/*/mean@8"
-    assert mean_at_k_glob(["metric.val-core/a/acc/mean@1"]) is None
+    names = ["eval/a/mean@8", "eval/b/mean@8", "eval/a/mean@1", "eval/a/pass@8"]
+    assert default_metric_glob(names) == "eval/*/mean@8"
+    assert default_metric_glob(["eval/a/mean@2", "eval/b/mean@2"]) == "eval/*/mean@2"
+    assert default_metric_glob(["eval/a/pass@4", "x"]) == "eval/*/pass@4"
+    assert default_metric_glob(["val-core/a/acc/mean@1"]) == "val-core/*/acc/mean@1"
+    assert default_metric_glob(["actor/entropy"]) is None
     spec = demo_table_spec(["baseline", "reward_budget", "seed"], "eval/*/mean@8")
     assert spec.rows == ("baseline",) and spec.delta is not None
     assert (spec.delta.axis, spec.delta.base, spec.blocks) == ("reward_budget", "false", None)

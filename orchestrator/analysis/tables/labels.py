@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -75,6 +76,28 @@ def match_metrics(globs: Sequence[str], available: Sequence[str]) -> list[tuple[
     if len(set(headers)) != len(headers):
         return [(name, name) for name, _ in found]
     return found
+
+
+_EVAL_AT_K = re.compile(r"^eval/[^/]+/(mean|pass)@(\d+)$")
+VAL_CORE_GLOB = "val-core/*/acc/mean@1"
+
+
+def default_metric_glob(available: Sequence[str]) -> str | None:
+    """The columns a table shows when none are asked for: ``eval/*/mean@k`` for the k most
+    runs logged (the larger k on a tie), else ``eval/*/pass@k`` likewise, else the
+    validation accuracy ``val-core/*/acc/mean@1``; ``None`` when there is none of these.
+
+    >>> default_metric_glob(["eval/a/mean@4", "eval/b/mean@4", "eval/a/pass@4"])
+    'eval/*/mean@4'
+    """
+    for family in ("mean", "pass"):
+        ks = Counter(m.group(2) for name in available
+                     if (m := _EVAL_AT_K.match(name)) and m.group(1) == family)
+        if ks:
+            k = max(ks, key=lambda key: (ks[key], int(key)))
+            return f"eval/*/{family}@{k}"
+    rx = glob_regex(VAL_CORE_GLOB)
+    return VAL_CORE_GLOB if any(rx.match(name) for name in available) else None
 
 
 def parse_value(text: str) -> Any:

@@ -38,7 +38,8 @@ class TableSpec(_Strict):
       (the KL ✓/✗ × RB ✓/✗ crossing table).
     * ``blocks``: one block per value of this axis (``model``).
     * ``metrics``: comma-separated globs over final-metric names; the ``*`` parts become
-      the column headers; an ``Average`` column is appended.
+      the column headers; an ``Average`` column is appended. ``None``: the evaluation's
+      ``eval/*/mean@k`` (whatever k the runs logged), else ``val-core/*/acc/mean@1``.
     * ``where``: ``axis -> value`` filters applied first.
     * ``seed_axis``: the axis whose values are replicates (mean, CI, pairing).
     """
@@ -47,7 +48,7 @@ class TableSpec(_Strict):
     delta: DeltaSpec | None = None
     cross: tuple[str, ...] | None = None
     blocks: str | None = None
-    metrics: str = "eval/*/mean@8"
+    metrics: str | None = None
     where: dict[str, str] = Field(default_factory=dict)
     seed_axis: str = "seed"
     scale: Scale = "auto"
@@ -76,5 +77,6 @@ class TableSpec(_Strict):
 
     @property
     def metric_globs(self) -> tuple[str, ...]:
-        """The metric globs, split on commas."""
-        return tuple(g.strip() for g in self.metrics.split(",") if g.strip())
+        """The metric globs, split on commas (none: the frame's default, see
+        :func:`~orchestrator.analysis.tables.labels.default_metric_glob`)."""
+        return tuple(g.strip() for g in (self.metrics or "").split(",") if g.strip())

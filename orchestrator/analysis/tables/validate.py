@@ -6,7 +6,7 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from orchestrator.analysis.frame import axis_column, axis_names, hashable_value, metric_names
-from orchestrator.analysis.tables.labels import match_metrics, value_matches
+from orchestrator.analysis.tables.labels import default_metric_glob, match_metrics, value_matches
 from orchestrator.analysis.tables.spec import TableSpec
 from orchestrator.errors import Problem, UserInputError
 
@@ -69,16 +69,19 @@ def validate(frame: pd.DataFrame, spec: TableSpec) -> list[tuple[str, str]]:
                     fix="give each axis one role: rows, delta, cross or blocks",
                 )
             )
-    metrics = match_metrics(spec.metric_globs, metric_names(frame))
+    names = metric_names(frame)
+    default = default_metric_glob(names)
+    globs = spec.metric_globs or ((default,) if default else ())
+    metrics = match_metrics(globs, names)
     if not metrics:
-        names = metric_names(frame)
         problems.append(
             Problem(
                 "--metrics",
-                "no final metric matches",
-                found=spec.metrics,
+                "no final metric matches" if spec.metrics else "no evaluation metric to show",
+                found=spec.metrics or "(default: eval/*/mean@k, else val-core/*/acc/mean@1)",
                 allowed=", ".join(names) or f"(no final metrics yet; cells: {_state_text(frame)})",
-                fix="use a glob such as 'eval/*/mean@8'",
+                fix=f"e.g. --metrics '{default}'" if default else
+                "name the columns with --metrics (globs: the * parts become headers)",
             )
         )
     checks = [("--delta", spec.delta.axis, spec.delta.base)] if spec.delta is not None else []

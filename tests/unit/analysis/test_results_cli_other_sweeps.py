@@ -134,3 +134,17 @@ def test_json_export_keeps_an_infinite_axis_value(app: typer.Typer, tmp_path: Pa
     write_run_folders(tmp_path / "runs", cells, steps=10)
     rows = json.loads(_run(app, "export", "inf-sweep", "--format", "json"))
     assert [r["axis.clip_ratio"] for r in rows] == [0.2, "inf"]  # not null (= missing)
+
+
+def test_default_columns_follow_what_the_runs_logged(app: typer.Typer, tmp_path: Path) -> None:
+    # This sweep evaluated with k = 1 (not the toy's 8): the default finds it.
+    md = _run(app, "table", "sp", "--rows", "clip_ratio")
+    assert md.splitlines()[0] == "| clip_ratio | n | math500@v2 | Average |"
+    from orchestrator.analysis.synthetic import synthetic_cells
+
+    write_run_folders(tmp_path / "runs", synthetic_cells("k4", seeds=(0,), k=4,
+                                                         benchmarks=("a", "b")), steps=5)
+    # No layout options: laid out like the report's main table (the README's tour).
+    lines = _run(app, "table", "k4").splitlines()
+    assert lines[0] == "| Method | n | a | b | Average |"
+    assert "| GRPO | 1 |" in "\n".join(lines) and lines[3].startswith("| + RB | 1 |")
