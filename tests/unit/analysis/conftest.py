@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import pandas as pd
 import pytest
+import typer
 
 from orchestrator.analysis.frame import CellResult, frame_from_results
+from orchestrator.analysis.synthetic import write_run_folders
+from orchestrator.cli import results_cmd
 
 BENCH = ("AMC23", "AIME24", "AIME25", "MATH500", "Olympiad")
 
@@ -73,3 +77,20 @@ def table3_frame() -> pd.DataFrame:
         for (kl, rb), points in TABLE3.items()
     ]
     return frame_from_results(cells)
+
+
+@pytest.fixture
+def results_app(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Callable[[Sequence[CellResult], int], typer.Typer]:
+    """A factory: the results commands over run folders of ``cells`` (``steps`` curve points)."""
+
+    def make(cells: Sequence[CellResult], steps: int) -> typer.Typer:
+        monkeypatch.setenv("KAPPA_HOME", str(tmp_path))
+        write_run_folders(tmp_path / "runs", list(cells), steps=steps)
+        app = typer.Typer()
+        results_cmd.register(app)
+        return app
+
+    return make
+

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -10,21 +11,15 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from orchestrator.analysis.synthetic import synthetic_cells, write_run_folders
-from orchestrator.cli import results_cmd
+from orchestrator.analysis.frame import CellResult
+from orchestrator.analysis.synthetic import synthetic_cells
 from orchestrator.errors import UserInputError
 
 
 @pytest.fixture
-def app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> typer.Typer:
-    monkeypatch.setenv("KAPPA_HOME", str(tmp_path))
-    cells = synthetic_cells(
-        "toy", baselines=("grpo", "dapo"), seeds=(0, 1), benchmarks=("arith", "logic")
-    )
-    write_run_folders(tmp_path / "runs", cells, steps=30)
-    app = typer.Typer()
-    results_cmd.register(app)
-    return app
+def app(results_app: Callable[[Sequence[CellResult], int], typer.Typer]) -> typer.Typer:
+    return results_app(synthetic_cells("toy", baselines=("grpo", "dapo"), seeds=(0, 1),
+                                       benchmarks=("arith", "logic")), 30)
 
 
 def _run(app: typer.Typer, *args: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -14,15 +15,13 @@ from typer.testing import CliRunner
 from orchestrator.analysis.frame import CellResult
 from orchestrator.analysis.sources import cell_from_run_folder
 from orchestrator.analysis.synthetic import write_run_folders
-from orchestrator.cli import results_cmd
 from orchestrator.errors import UserInputError
 
 METRIC = "eval/math500@v2/mean@1"
 
 
 @pytest.fixture
-def app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> typer.Typer:
-    monkeypatch.setenv("KAPPA_HOME", str(tmp_path))
+def app(results_app: Callable[[Sequence[CellResult], int], typer.Typer]) -> typer.Typer:
     cells = []
     for i, clip in enumerate([0.2, 0.1, "inf"]):
         for seed in range(2):
@@ -36,10 +35,7 @@ def app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> typer.Typer:
                     {METRIC: 0.5 + 0.01 * i + 0.001 * seed} if ok else {},
                 )
             )
-    write_run_folders(tmp_path / "runs", cells, steps=20)
-    app = typer.Typer()
-    results_cmd.register(app)
-    return app
+    return results_app(cells, 20)
 
 
 def _run(app: typer.Typer, *args: str) -> str:
