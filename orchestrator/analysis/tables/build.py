@@ -28,7 +28,14 @@ from orchestrator.analysis.tables.labels import (
     display_value,
     value_matches,
 )
-from orchestrator.analysis.tables.model import Label, Table, TableBlock, TableCell, TableRow
+from orchestrator.analysis.tables.model import (
+    MIN_PAIRS_FOR_MARK,
+    Label,
+    Table,
+    TableBlock,
+    TableCell,
+    TableRow,
+)
 from orchestrator.analysis.tables.spec import TableSpec
 from orchestrator.analysis.tables.validate import validate
 from orchestrator.errors import Problem, UserInputError
@@ -243,7 +250,8 @@ def _notes(spec: TableSpec, factor: float, has_delta: bool, partial: bool) -> tu
             "Delta rows: signed change vs the row's own base, paired by seed (n = seeds "
             f"with both runs, of all seeds either side has); {interval}"
             f"{pct}% paired bootstrap CI over seeds ({spec.n_resamples} resamples, seed "
-            f"{spec.bootstrap_seed}); † = CI excludes 0."
+            f"{spec.bootstrap_seed}); † = CI excludes 0, marked from {MIN_PAIRS_FOR_MARK} "
+            "pairs on (with few pairs it mostly means every pair moved the same way)."
         )
     better = "best" if spec.higher_is_better else "best (lowest)"
     notes.append(

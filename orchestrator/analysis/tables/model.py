@@ -8,6 +8,11 @@ from typing import Literal
 from orchestrator.analysis.stats import Interval
 
 RowKind = Literal["absolute", "delta"]
+
+# A bootstrap over n pairs excludes 0 whenever every pair moved the same way, which with
+# no effect at all happens with probability 2^(1-n): one time in two for 2 pairs. Below 3
+# pairs the mark would say nothing.
+MIN_PAIRS_FOR_MARK = 3
 Label = str | bool
 
 
@@ -23,8 +28,10 @@ class TableCell:
 
     @property
     def significant(self) -> bool:
-        """A delta whose confidence interval excludes zero."""
-        return self.kind == "delta" and self.interval is not None and self.interval.excludes_zero
+        """A delta whose confidence interval, over at least ``MIN_PAIRS_FOR_MARK`` pairs,
+        excludes zero."""
+        return (self.kind == "delta" and self.interval is not None
+                and self.interval.n >= MIN_PAIRS_FOR_MARK and self.interval.excludes_zero)
 
 
 @dataclass(frozen=True)

@@ -283,3 +283,16 @@ def test_many_seeds_bootstrap_matches_a_direct_resample() -> None:
     means = diffs[idx].mean(axis=1)
     assert iv is not None and iv.estimate == pytest.approx(diffs.mean())
     assert (iv.low, iv.high) == pytest.approx(tuple(np.quantile(means, [0.025, 0.975])))
+
+
+def test_a_delta_is_marked_only_from_three_pairs_on() -> None:
+    from orchestrator.analysis.stats import Interval
+    from orchestrator.analysis.tables.model import MIN_PAIRS_FOR_MARK, TableCell
+
+    def cell(n: int) -> TableCell:
+        return TableCell(Interval(2.0, 1.0, 3.0, n), "delta")
+
+    assert MIN_PAIRS_FOR_MARK == 3
+    assert not cell(2).significant  # two pairs that moved alike: a coin flip under no effect
+    assert cell(3).significant
+    assert not TableCell(Interval(2.0, -1.0, 3.0, 5), "delta").significant
