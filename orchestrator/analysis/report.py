@@ -29,7 +29,9 @@ from orchestrator.errors import UserInputError
 if TYPE_CHECKING:
     import pandas as pd
 
-TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "dashboards"
+# A link to dashboards/report.html.j2 (where the project keeps its dashboards); a wheel
+# carries the file itself, so an installed kappa finds it without the repository.
+TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 TEMPLATE = "report.html.j2"
 
 

@@ -70,3 +70,16 @@ def test_convergence_table_escapes_cell_ids() -> None:
     )
     html = render_report(ReportInputs(sweep="s", frame=frame, curves=curves))
     assert "<code>&lt;b&gt;run&amp;1</code>" in html and "<code><b>" not in html
+
+
+def test_the_report_template_ships_inside_the_package() -> None:
+    """The package's template is the dashboards/ file (a link the wheel resolves)."""
+    from pathlib import Path
+
+    import orchestrator
+    from orchestrator.analysis.report import TEMPLATE, TEMPLATE_DIR
+
+    package = Path(orchestrator.__file__).parent
+    assert TEMPLATE_DIR.is_relative_to(package)
+    dashboards = package.parent / "dashboards" / TEMPLATE
+    assert (TEMPLATE_DIR / TEMPLATE).read_text() == dashboards.read_text()
