@@ -22,6 +22,14 @@ from typing import Annotated, Any, Literal, TypedDict
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
 
+from orchestrator.limits import (
+    MAX_ATTEMPTS,
+    MAX_BATCH,
+    MAX_GROUP_SIZE,
+    MAX_SEED,
+    MAX_STEPS,
+)
+
 Baseline = Literal["grpo", "drgrpo", "gspo", "dapo", "clip_cov", "kl_cov"]
 AggMode = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
 
@@ -184,14 +192,15 @@ class RLSettings(StrictModel):
     entropy_intervention: Literal["none", "entropy_loss", "entropy_reward"] = "none"
     entropy_coef: float = Field(0.01, ge=0)
     intervention_steps: int | None = Field(
-        None, ge=0, description="Intervention active for steps < N; None = the whole run.")
+        None, ge=0, le=MAX_STEPS,
+        description="Intervention active for steps < N; None = the whole run.")
 
     # --- sampling ------------------------------------------------------------------------
-    group_size: int = Field(8, ge=2)
-    prompts_per_step: int = Field(32, ge=1)
-    ppo_epochs: int = Field(1, ge=1)
+    group_size: int = Field(8, ge=2, le=MAX_GROUP_SIZE)
+    prompts_per_step: int = Field(32, ge=1, le=MAX_BATCH)
+    ppo_epochs: int = Field(1, ge=1, le=MAX_ATTEMPTS)
     temperature: float = Field(1.0, gt=0)
-    seed: int = 0
+    seed: int = Field(0, ge=0, le=MAX_SEED)
 
     def clip_problems(self) -> list[str]:
         """What is wrong with the clip-ratio settings (empty when nothing is)."""

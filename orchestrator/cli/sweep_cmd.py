@@ -61,14 +61,21 @@ def _interruptible(what: str) -> Iterator[None]:
 
 
 def _spec_name(spec: Path) -> str:
-    """The sweep name a spec declares (for messages), or ``SWEEP`` if unreadable."""
-    import yaml
+    """The sweep name a spec declares (for messages), or ``SWEEP`` if unreadable.
+
+    Read with the bounded reader: this runs before the spec is validated, so it must
+    not hang or crash on what validation will refuse (an alias bomb, a huge file).
+    """
+    from orchestrator.errors import UserInputError
+    from orchestrator.spec.yaml_limits import read_yaml_file
+    from orchestrator.spec.yaml_source import load_yaml
 
     try:
-        name = yaml.safe_load(spec.read_text()).get("name")
-    except (OSError, ValueError, AttributeError, yaml.YAMLError):  # ValueError: not UTF-8
+        data = load_yaml(read_yaml_file(spec), str(spec)).data
+    except UserInputError:
         return "SWEEP"
-    return str(name) if name else "SWEEP"
+    name = data.get("name") if isinstance(data, dict) else None
+    return str(name) if isinstance(name, str) and name else "SWEEP"
 
 
 @contextmanager

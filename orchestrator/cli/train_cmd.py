@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -11,21 +12,17 @@ import typer
 def load_settings(config: Path) -> object:
     """Read a flat YAML mapping of embedded settings; every problem raised at once.
 
-    Problems are located in the file (``file:line:col``) with the same YAML reader that
-    specs use, so a cell config and a spec read the same way.
+    Problems are located in the file (``file:line:col``) with the same bounded YAML
+    reader that specs use, so a cell config and a spec read the same way.
     """
     import dataclasses
 
     from orchestrator.backends.embedded.backend import EmbeddedBackend
-    from orchestrator.errors import Problem, UserInputError
+    from orchestrator.errors import UserInputError
+    from orchestrator.spec.yaml_limits import read_yaml_file
     from orchestrator.spec.yaml_source import load_yaml
 
-    try:
-        text = config.read_text()
-    except OSError as exc:
-        raise UserInputError(f"cannot read {config}",
-                             [Problem("", str(exc), file=str(config))]) from None
-    doc = load_yaml(text, str(config))
+    doc = load_yaml(read_yaml_file(config, "config"), str(config))
     data = {} if doc.data is None else doc.data
     if not isinstance(data, dict):
         raise UserInputError(f"{config} must hold a mapping of settings", [doc.problem(
@@ -42,6 +39,31 @@ def load_settings(config: Path) -> object:
         raise UserInputError(f"{config}: invalid embedded settings", located) from None
 
 
+def prepare_out(out: Path) -> None:
+    """Make sure ``out`` is a folder training can write in, or raise ``UserInputError``.
+
+    Checked before any work starts, so a mistyped ``--out`` (an existing file, a folder
+    under a file, a read-only place) is a located error rather than a traceback after
+    the warm start.
+    """
+    from orchestrator.errors import Problem, UserInputError
+
+    def refuse(message: str, fix: str) -> UserInputError:
+        return UserInputError(f"cannot use --out {out}", [Problem(
+            "--out", message, found=str(out), fix=fix)])
+
+    if out.exists() and not out.is_dir():
+        raise refuse("this is a file, not a folder", "name a new or existing run folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f".kappa-write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise refuse(f"cannot write here: {exc.strerror or exc}",
+                     "name a folder you can write in") from None
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``train`` command."""
 
@@ -53,6 +75,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Train one cell with the embedded CPU RL trainer and write its run folder."""
         settings = load_settings(config)  # validated before any work starts
+        prepare_out(out)
         from orchestrator.backends.embedded.settings import EmbeddedSettings
         from orchestrator.backends.embedded.trainer import train as run_training
 

@@ -8,6 +8,7 @@ list axis does not list (``seed: 7``).
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -88,6 +89,28 @@ def _dimensions(spec: Spec) -> list[list[int]]:
         dims.append([names.index(a) for a in group])
         placed.update(group)
     return dims
+
+
+def cell_bound(spec: Spec, table: dict[str, list[AxisValue]]) -> tuple[int, str]:
+    """At most how many cells the grid has, from the axes alone, and how that is reckoned.
+
+    The product of the dimensions' lengths (a zip group counts once, at its longest axis)
+    plus the includes; exclusions are not subtracted, since the product is enumerated
+    before they apply. Computed without enumerating anything.
+    """
+    names = list(spec.axes)
+    factors = []
+    for dim in _dimensions(spec):
+        length = max(len(table[names[p]]) for p in dim)
+        factors.append((" & ".join(names[p] for p in dim), length))
+    bound = math.prod(length for _, length in factors) + len(spec.include)
+    shown = [f"{length:,} ({name})" for name, length in factors[:8]]
+    if len(factors) > 8:
+        shown.append(f"... ({len(factors)} dimensions)")
+    how = " × ".join(shown) or "1 (no axes)"
+    if spec.include:
+        how += f" + {len(spec.include)} included"
+    return bound, how
 
 
 def product(spec: Spec, table: dict[str, list[AxisValue]]) -> Iterator[Assignment]:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from orchestrator.errors import KappaError, UserInputError
-from orchestrator.grid.assignments import assignments, axis_values
+from orchestrator.grid.assignments import AxisValue, assignments, axis_values, cell_bound
 from orchestrator.grid.cell import Cell
 from orchestrator.grid.identity import CellBuilder
 from orchestrator.grid.validation import validate_cells
+from orchestrator.limits import DEFAULT_MAX_CELLS, INT32_MAX, MAX_CELLS_ENV, max_cells
 from orchestrator.spec.model import Spec
 
 
@@ -43,6 +45,8 @@ def expand(spec: Spec) -> Grid:
 
     Order: the product of the axes in spec order, first axis slowest (a zip group sits
     where its first axis is), minus exclusions, then includes not already present.
+    A grid of more than :func:`orchestrator.limits.max_cells` cells (counted from the
+    axes, before any is made) is refused.
     Raises ``UserInputError`` with every problem: exclusions that match no cell,
     settings the backend rejects (each reported once, at its origin in the spec), and
     duplicate cells (two assignments with identical settings and labels).
@@ -51,6 +55,7 @@ def expand(spec: Spec) -> Grid:
 
     backend = get_backend(spec.backend)
     table = axis_values(spec)
+    _check_size(spec, table)
     order, problems = assignments(spec, table)
     if problems:
         raise UserInputError(f"{spec.filename}: invalid grid", problems)
@@ -93,3 +98,28 @@ def expand(spec: Spec) -> Grid:
     if duplicates:
         raise UserInputError(f"{spec.filename}: duplicate cells", duplicates)
     return Grid(spec=spec, cells=tuple(cells), by_id=by_id)
+
+
+def _check_size(spec: Spec, table: dict[str, list[AxisValue]]) -> None:
+    """Refuse a grid bigger than the limit before enumerating it (10^7 cells would take
+    minutes and gigabytes only to be refused later)."""
+    limit = max_cells()
+    bound, how = cell_bound(spec, table)
+    if bound <= limit:
+        return
+    raise UserInputError(f"{spec.filename}: grid too large", [spec.problem(
+        ("axes",),
+        f"the grid has up to {_count(bound)} cells, more than the limit of {limit:,}",
+        found=how,
+        allowed=f"<= {limit:,} cells" + (f" (default {DEFAULT_MAX_CELLS:,})"
+                                          if limit != DEFAULT_MAX_CELLS else ""),
+        fix="shorten axes or zip them" + (
+            f"; if you mean it, raise the limit: {MAX_CELLS_ENV}={bound} kappa ..."
+            if bound <= INT32_MAX else ""),
+    )])
+
+
+def _count(n: int) -> str:
+    """``1,234,567``; an astronomic count as a power of ten (Python refuses to print
+    integers of more than 4300 digits)."""
+    return f"{n:,}" if n < 10**18 else f"about 10^{math.floor(math.log10(n))}"

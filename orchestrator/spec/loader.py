@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.spec.model import AXIS_TAGS, Spec, dotted
 from orchestrator.spec.settings_paths import did_you_mean
+from orchestrator.spec.yaml_limits import read_yaml_file
 from orchestrator.spec.yaml_source import SourceDocument, load_yaml
 
 # Top-level keys that shape nothing in the grid. When only these are wrong, checking goes
@@ -190,33 +191,9 @@ def _with_leaf_stand_ins(data: dict[str, Any], exc: ValidationError) -> dict[str
 
 
 def load_spec(path: str | Path) -> Spec:
-    """Read and parse the spec file at ``path`` (see :func:`parse_spec`)."""
+    """Read and parse the spec file at ``path`` (see :func:`parse_spec`).
+
+    The file is read only up to :data:`orchestrator.limits.MAX_FILE_BYTES`.
+    """
     file = Path(path)
-    try:
-        raw = file.read_bytes()
-    except OSError as exc:
-        raise UserInputError(
-            f"cannot read spec {file}",
-            [Problem(location="", message=exc.strerror or str(exc), file=str(file))],
-        ) from None
-    try:
-        text = raw.decode("utf-8-sig")  # a BOM some editors write is not part of the spec
-    except UnicodeDecodeError as exc:
-        before = raw[: exc.start]
-        line = before.count(b"\n") + 1
-        column = len(before) - (before.rfind(b"\n") + 1) + 1
-        raise UserInputError(
-            f"cannot read spec {file}",
-            [
-                Problem(
-                    location="",
-                    message="not UTF-8 text",
-                    found=repr(raw[exc.start : exc.end]),
-                    fix="save the file as UTF-8",
-                    file=str(file),
-                    line=line,
-                    column=column,
-                )
-            ],
-        ) from None
-    return parse_spec(text, str(file), file)
+    return parse_spec(read_yaml_file(file, "spec"), str(file), file)

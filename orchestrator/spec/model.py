@@ -23,9 +23,18 @@ from pydantic import (
     StrictInt,
     StrictStr,
     Tag,
+    model_validator,
 )
 
 from orchestrator.errors import Problem
+from orchestrator.limits import (
+    MAX_CPUS_PER_NODE,
+    MAX_GPUS_PER_CELL,
+    MAX_GPUS_PER_NODE,
+    MAX_HOURS,
+    MAX_NODES,
+    MAX_RETRIES,
+)
 from orchestrator.spec.yaml_source import SourceDocument
 
 
@@ -90,12 +99,26 @@ class _Strict(BaseModel):
 
 
 class Resources(_Strict):
-    """What one cell needs, for planning and scheduling."""
+    """What one cell needs, for planning and scheduling.
 
-    gpus: int = Field(0, ge=0, description="GPUs per node for one cell.")
-    nodes: int = Field(1, ge=1, description="Nodes for one cell.")
-    hours: float = Field(1.0, gt=0, description="Expected wall-clock hours of one cell.")
-    cpus: int = Field(1, ge=1, description="CPU cores per node for one cell.")
+    Whole numbers only (``gpus: true`` or ``gpus: "2"`` is an error, not 1 or 2), each
+    bounded by what a cluster can give one cell (:mod:`orchestrator.limits`).
+    """
+
+    model_config = ConfigDict(strict=True, allow_inf_nan=False)
+
+    gpus: int = Field(0, ge=0, le=MAX_GPUS_PER_NODE, description="GPUs per node for one cell.")
+    nodes: int = Field(1, ge=1, le=MAX_NODES, description="Nodes for one cell.")
+    hours: float = Field(
+        1.0, gt=0, le=MAX_HOURS, description="Expected wall-clock hours of one cell.")
+    cpus: int = Field(1, ge=1, le=MAX_CPUS_PER_NODE, description="CPU cores per node for one cell.")
+
+    @model_validator(mode="after")
+    def _fits_a_cluster(self) -> Resources:
+        if self.gpus * self.nodes > MAX_GPUS_PER_CELL:
+            raise ValueError(f"gpus × nodes ({self.gpus} × {self.nodes}) is more than "
+                             f"{MAX_GPUS_PER_CELL} GPUs for one cell")
+        return self
 
     @property
     def gpu_hours(self) -> float:
@@ -133,7 +156,8 @@ class Spec(_Strict):
         (), description="Extra cells, each a full axis assignment, appended after the product."
     )
     resources: Resources = Field(default_factory=Resources)
-    retries: int = Field(0, ge=0, description="Extra attempts for a failed cell.")
+    retries: StrictInt = Field(
+        0, ge=0, le=MAX_RETRIES, description="Extra attempts for a failed cell.")
     # Extension point: multi-phase cells (warm start -> RL -> eval with different
     # settings) will be described here. Reserved now so that specs fail loudly
     # instead of silently ignoring it.

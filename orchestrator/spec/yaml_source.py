@@ -18,6 +18,8 @@ from typing import Any
 import yaml
 
 from orchestrator.errors import Problem, UserInputError
+from orchestrator.limits import MAX_FILE_BYTES
+from orchestrator.spec.yaml_limits import check_graph
 
 _BaseLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -50,6 +52,40 @@ def _finite_float_or_word(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> flo
 
 
 _Loader.add_constructor("tag:yaml.org,2002:float", _finite_float_or_word)
+
+# Dates are text: `2024-02-30` is a string, not a crash in the date constructor (no
+# setting takes a date, and JSON has none).
+for _first, _resolvers in _Loader.yaml_implicit_resolvers.items():
+    _resolvers[:] = [(tag, rx) for tag, rx in _resolvers if tag != "tag:yaml.org,2002:timestamp"]
+
+
+def _number(construct: Any) -> Any:
+    """A number constructor whose failures are located YAML errors, not tracebacks.
+
+    ``0x_``, ``.e5`` and integers of more than 4300 digits look like numbers to YAML's
+    resolver but are not to Python.
+    """
+    def checked(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> Any:
+        try:
+            return construct(loader, node)
+        except ValueError:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"{node.value[:40]!r} is not a number kappa can read "
+                "(quote it to make it text)", node.start_mark) from None
+
+    return checked
+
+
+def _unsupported(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+    raise yaml.constructor.ConstructorError(
+        None, None, f"tag {node.tag.replace('tag:yaml.org,2002:', '!!')} is not supported: "
+        "specs hold text, numbers, booleans, null, lists and mappings", node.start_mark)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _number(_Loader.construct_yaml_int))
+_Loader.add_constructor("tag:yaml.org,2002:float", _number(_finite_float_or_word))
+for _tag in ("binary", "timestamp", "set", "omap", "pairs"):
+    _Loader.add_constructor(f"tag:yaml.org,2002:{_tag}", _unsupported)
 
 
 @dataclass(frozen=True)
@@ -184,12 +220,32 @@ def _key_problems(
             _key_problems(item, (*path, index), doc, out)
 
 
+def _reader_problem(exc: yaml.reader.ReaderError, text: str, filename: str) -> Problem:
+    """A character YAML does not allow (a control character), at its line and column."""
+    char = exc.character if isinstance(exc.character, int) else None
+    # libyaml counts UTF-8 bytes; locate the first such character ourselves instead.
+    index = next((i for i, c in enumerate(text) if ord(c) == char), None)
+    before = text[:index] if index is not None else ""
+    return Problem(
+        location="", message=f"{exc.reason}", file=filename,
+        found=f"U+{char:04X}" if char is not None else None,
+        line=before.count("\n") + 1 if index is not None else None,
+        column=index - (before.rfind("\n") + 1) + 1 if index is not None else None,
+        fix="remove it, or write it escaped in a double-quoted string (\"\\t\")")
+
+
 def load_yaml(text: str, filename: str) -> SourceDocument:
     """Parse one YAML document; syntax errors and duplicate keys raise ``UserInputError``."""
+    if len(text) > MAX_FILE_BYTES:  # characters; files are refused on bytes before this
+        raise UserInputError(f"{filename}: too large", [Problem(
+            location="", message=f"more than {MAX_FILE_BYTES:,} characters", file=filename,
+            fix="a spec describes cells, it does not list data: use axes")])
     try:
         loader = _Loader(text)
         try:
             root = loader.get_single_node()
+            if root is not None:
+                check_graph(root, filename)  # before building: aliases expand from here on
             data = loader.construct_document(root) if root is not None else None
         finally:
             loader.dispose()
@@ -205,10 +261,14 @@ def load_yaml(text: str, filename: str) -> SourceDocument:
                     file=filename,
                     line=mark.line + 1 if mark else None,
                     column=mark.column + 1 if mark else None,
-                    fix="check indentation, colons and quotes around this position",
+                    fix=None if isinstance(exc, yaml.constructor.ConstructorError)
+                    else "check indentation, colons and quotes around this position",
                 )
             ],
         ) from None
+    except yaml.reader.ReaderError as exc:
+        raise UserInputError(f"{filename}: not valid YAML", [_reader_problem(exc, text, filename)]
+                             ) from None
     except yaml.YAMLError as exc:
         raise UserInputError(
             f"{filename}: not valid YAML", [Problem(location="", message=str(exc), file=filename)]

@@ -23,6 +23,14 @@ from orchestrator.backends.rl_settings import (
     StrictModel,
     resolve_bundle,
 )
+from orchestrator.limits import (
+    MAX_ATTEMPTS,
+    MAX_BATCH,
+    MAX_EVAL_PROMPTS,
+    MAX_GROUP_SIZE,
+    MAX_STEPS,
+    MAX_TOKENS,
+)
 
 # Re-exported: these names lived here before the shared module existed.
 __all__ = ["AggMode", "Baseline", "ClipRatio", "EmbeddedSettings", "ModelSettings",
@@ -48,8 +56,8 @@ class ModelSettings(StrictModel):
 class WarmStartSettings(StrictModel):
     """Supervised warm start that brings the policy to partial accuracy before RL."""
 
-    steps: int = Field(600, ge=0)
-    batch_size: int = Field(64, ge=1)
+    steps: int = Field(600, ge=0, le=MAX_STEPS)
+    batch_size: int = Field(64, ge=1, le=MAX_BATCH)
     learning_rate: float = Field(3e-3, gt=0)
     target_accuracy: float | None = Field(
         0.4, gt=0, le=1,
@@ -72,23 +80,26 @@ class EmbeddedSettings(RLSettings):
 
     # --- the RL algorithm (embedded-only parts) ----------------------------------------
     kl_loss_type: Literal["k1", "low_var_kl"] = "low_var_kl"
-    overlong_buffer: int = Field(4, ge=0, description="DAPO L_cache: soft-penalty zone (tokens).")
+    overlong_buffer: int = Field(
+        4, ge=0, le=MAX_TOKENS, description="DAPO L_cache: soft-penalty zone (tokens).")
     max_sampling_attempts: int = Field(
-        4, ge=1, description="DAPO dynamic sampling: most generation rounds per step.")
+        4, ge=1, le=MAX_ATTEMPTS,
+        description="DAPO dynamic sampling: most generation rounds per step.")
 
     # --- optimisation --------------------------------------------------------------------
-    max_steps: int = Field(100, ge=1)
+    max_steps: int = Field(100, ge=1, le=MAX_STEPS)
     learning_rate: float = Field(1e-4, gt=0)
-    ppo_mini_batches: int = Field(2, ge=1, description="Optimizer steps per RL step.")
+    ppo_mini_batches: int = Field(2, ge=1, le=MAX_BATCH, description="Optimizer steps per RL step.")
     grad_clip: float = Field(1.0, gt=0)
-    max_response_length: int = Field(24, ge=1)
+    max_response_length: int = Field(24, ge=1, le=MAX_TOKENS)
 
     # --- evaluation, checkpoints, run ----------------------------------------------------
-    val_every: int = Field(10, ge=1)
-    val_size: int = Field(128, ge=1)
-    eval_samples: int = Field(8, ge=1, description="k of mean@k / pass@k at the end.")
+    val_every: int = Field(10, ge=1, le=MAX_STEPS)
+    val_size: int = Field(128, ge=1, le=MAX_EVAL_PROMPTS)
+    eval_samples: int = Field(
+        8, ge=1, le=MAX_GROUP_SIZE, description="k of mean@k / pass@k at the end.")
     eval_temperature: float = Field(0.7, gt=0)
-    checkpoint_every: int = Field(20, ge=1)
+    checkpoint_every: int = Field(20, ge=1, le=MAX_STEPS)
     device: Literal["auto", "cpu", "cuda"] = "auto"
 
     @field_validator("task")

@@ -17,6 +17,15 @@ from pydantic import Field, field_validator, model_validator
 
 from orchestrator.backends.rl_settings import RLSettings
 from orchestrator.backends.verl.bundles import VerlAlgorithm, resolve_algorithm
+from orchestrator.limits import (
+    MAX_BATCH,
+    MAX_GPUS_PER_CELL,
+    MAX_GPUS_PER_NODE,
+    MAX_GROUP_SIZE,
+    MAX_NODES,
+    MAX_STEPS,
+    MAX_TOKENS,
+)
 
 # key=value, +key=value, ++key=value or ~key[=value]: Hydra's override forms.
 _OVERRIDE = re.compile(r"^(\+\+|\+|~)?[A-Za-z_][\w\-]*(\.[\w\-]+)*(=.*)?$", re.DOTALL)
@@ -33,40 +42,44 @@ class VerlSettings(RLSettings):
     model_path: str = Field(..., min_length=1, description="HF model id or local path.")
     train_files: tuple[str, ...] = Field(..., min_length=1)
     val_files: tuple[str, ...] = Field(..., min_length=1)
-    max_prompt_length: int = Field(1024, ge=1)
-    max_response_length: int = Field(8192, ge=1)
+    max_prompt_length: int = Field(1024, ge=1, le=MAX_TOKENS)
+    max_response_length: int = Field(8192, ge=1, le=MAX_TOKENS)
 
     # --- the RL algorithm (verl-only parts) -------------------------------------------------
     kl_loss_type: Literal["k1", "k2", "k3", "low_var_kl", "kl", "abs", "mse"] = "low_var_kl"
     overlong_penalty: bool | None = Field(
         None, description="DAPO soft over-long penalty; None = bundle.")
-    overlong_buffer: int = Field(4096, ge=1, description="DAPO L_cache (tokens).")
+    overlong_buffer: int = Field(4096, ge=1, le=MAX_TOKENS, description="DAPO L_cache (tokens).")
 
     # --- optimisation --------------------------------------------------------------------------
-    max_steps: int = Field(1000, ge=1)
+    max_steps: int = Field(1000, ge=1, le=MAX_STEPS)
     learning_rate: float = Field(1e-6, gt=0)
     weight_decay: float = Field(0.1, ge=0)
     ppo_mini_batch_size: int | None = Field(
-        None, ge=1, description="Prompts per optimizer step; None = prompts_per_step.")
-    ppo_micro_batch_size_per_gpu: int = Field(1, ge=1)
-    log_prob_micro_batch_size_per_gpu: int = Field(4, ge=1)
+        None, ge=1, le=MAX_BATCH,
+        description="Prompts per optimizer step; None = prompts_per_step.")
+    ppo_micro_batch_size_per_gpu: int = Field(1, ge=1, le=MAX_BATCH)
+    log_prob_micro_batch_size_per_gpu: int = Field(4, ge=1, le=MAX_BATCH)
 
     # --- evaluation, checkpoints, run ----------------------------------------------------------
-    val_every: int = Field(5, ge=1, description="Validate on val_files every N steps.")
-    val_samples: int = Field(1, ge=1, description="Samples per validation prompt.")
+    val_every: int = Field(
+        5, ge=1, le=MAX_STEPS, description="Validate on val_files every N steps.")
+    val_samples: int = Field(
+        1, ge=1, le=MAX_GROUP_SIZE, description="Samples per validation prompt.")
     val_temperature: float = Field(0.0, ge=0, description="0 = greedy validation.")
     eval_files: tuple[str, ...] = Field(
         (), description="Benchmarks for a final evaluation phase (none if empty).")
-    eval_samples: int = Field(8, ge=1, description="k of the final mean@k / pass@k.")
+    eval_samples: int = Field(
+        8, ge=1, le=MAX_GROUP_SIZE, description="k of the final mean@k / pass@k.")
     eval_temperature: float = Field(0.7, ge=0)
-    checkpoint_every: int = Field(50, ge=1)
+    checkpoint_every: int = Field(50, ge=1, le=MAX_STEPS)
 
     # --- verl resources ------------------------------------------------------------------------
     rollout_engine: Literal["vllm", "sglang"] = "vllm"
-    tensor_parallel_size: int = Field(1, ge=1)
+    tensor_parallel_size: int = Field(1, ge=1, le=MAX_GPUS_PER_NODE)
     gpu_memory_utilization: float = Field(0.6, gt=0, le=1)
-    nnodes: int = Field(1, ge=1)
-    n_gpus_per_node: int = Field(8, ge=1)
+    nnodes: int = Field(1, ge=1, le=MAX_NODES)
+    n_gpus_per_node: int = Field(8, ge=1, le=MAX_GPUS_PER_NODE)
 
     # --- naming and escape hatches -------------------------------------------------------------
     project_name: str | None = Field(None, description="None = the sweep (run_dir's parent).")
@@ -99,6 +112,9 @@ class VerlSettings(RLSettings):
             problems.append(f"prompts_per_step ({self.prompts_per_step}) must be divisible by "
                             f"ppo_mini_batch_size ({mini})")
         world = self.nnodes * self.n_gpus_per_node
+        if world > MAX_GPUS_PER_CELL:
+            problems.append(f"nnodes × n_gpus_per_node ({self.nnodes} × {self.n_gpus_per_node}) "
+                            f"is more than {MAX_GPUS_PER_CELL} GPUs for one cell")
         if (mini * self.group_size) % world:
             problems.append(
                 f"ppo_mini_batch_size × group_size ({mini} × {self.group_size}) must be divisible "

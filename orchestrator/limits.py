@@ -1,0 +1,74 @@
+"""The bounds every input is held to: what can be read quickly, run, and stored.
+
+Every spec and cell config ends in seconds, either accepted or refused with exit code 2
+and a located message, however it was written. The reader refuses a file, a YAML
+document or a grid too big to handle before handling it (an alias bomb is refused before
+its aliases are expanded; a grid is counted from its axes before it is enumerated), and
+every number a cell takes is bounded by what can run and what the registry can store
+(PostgreSQL's ``INTEGER`` is 32-bit). docs/spec.md ("Limits") lists them for users.
+"""
+
+from __future__ import annotations
+
+import os
+
+from orchestrator.errors import Problem, UserInputError
+
+# --- reading YAML (specs and `kappa train` configs) -----------------------------------------
+MAX_FILE_BYTES = 1024 * 1024
+"""A spec or cell config file: composing 1 MiB of YAML takes about a second."""
+MAX_YAML_NODES = 100_000
+"""Values, keys and containers in one document, counted with every alias expanded."""
+MAX_YAML_DEPTH = 64
+"""Nesting of mappings and lists (a spec needs about 6)."""
+
+# --- grids ---------------------------------------------------------------------------------
+DEFAULT_MAX_CELLS = 100_000
+"""Most cells a grid may have unless ``KAPPA_MAX_CELLS`` allows more."""
+MAX_CELLS_ENV = "KAPPA_MAX_CELLS"
+INT32_MAX = 2**31 - 1
+"""The registry's integer columns (cell index, retries, steps) are 32-bit on PostgreSQL."""
+
+# --- numbers a cell takes -------------------------------------------------------------------
+MAX_RETRIES = 100
+MAX_STEPS = 10_000_000
+"""RL steps, warm-start steps, and every "every N steps" interval."""
+MAX_SEED = 2**32 - 1
+"""NumPy's and most samplers' seed range (0 .. 2^32 - 1)."""
+MAX_GROUP_SIZE = 4096
+"""Responses per prompt (group size, eval/val samples)."""
+MAX_BATCH = 65_536
+"""Prompts per step, per optimizer step, per micro batch, per warm-start batch."""
+MAX_EVAL_PROMPTS = 1_000_000
+MAX_TOKENS = 1_048_576
+"""Prompt / response lengths and length buffers (2^20 tokens)."""
+MAX_ATTEMPTS = 1000
+"""Generation rounds per step, PPO epochs."""
+MAX_GPUS_PER_NODE = 1024
+MAX_NODES = 4096
+MAX_GPUS_PER_CELL = 4096
+MAX_CPUS_PER_NODE = 4096
+MAX_HOURS = 10_000.0
+"""Expected hours of one cell (over a year)."""
+
+
+def max_cells() -> int:
+    """The most cells a grid may have: ``KAPPA_MAX_CELLS`` if set, else the default.
+
+    Raises ``UserInputError`` when the variable is not a whole number in
+    1 .. 2^31 - 1 (the registry stores a cell's index in 32 bits).
+    """
+    raw = os.environ.get(MAX_CELLS_ENV)
+    if raw is None or not raw.strip():
+        return DEFAULT_MAX_CELLS
+    text = raw.strip().replace("_", "")
+    value = int(text) if text.isascii() and text.isdigit() and len(text) <= 10 else 0
+    if not 1 <= value <= INT32_MAX:
+        raise UserInputError(
+            f"{MAX_CELLS_ENV} is not a cell count",
+            [Problem(MAX_CELLS_ENV, "not a whole number of cells the registry can index",
+                     found=repr(raw[:40]), allowed=f"1 .. {INT32_MAX:,}",
+                     fix=f"unset it (default {DEFAULT_MAX_CELLS:,}) or set e.g. "
+                     f"{MAX_CELLS_ENV}=500000")],
+        )
+    return value

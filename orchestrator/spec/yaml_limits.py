@@ -1,0 +1,152 @@
+"""Bounded YAML input: a file is read only up to a size, a document is measured before use.
+
+YAML's anchors and aliases (``&a`` / ``*a``) share one composed node between many places,
+so a 1 kB "billion laughs" document composes instantly and explodes only when something
+walks it as a tree (validation, flattening, JSON). :func:`check_graph` measures the
+composed node graph *before* anything is built from it: its size with every alias
+expanded (memoised per shared node, so measuring costs what composing did), its depth,
+and whether an alias refers to a node that contains it (a cycle, which no tree has).
+Limits: :mod:`orchestrator.limits`.
+"""
+
+from __future__ import annotations
+
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import yaml
+
+from orchestrator.errors import Problem, UserInputError
+from orchestrator.limits import MAX_FILE_BYTES, MAX_YAML_DEPTH, MAX_YAML_NODES
+
+
+def read_yaml_file(path: Path, what: str = "spec") -> str:
+    """The text of a YAML file, read at most :data:`MAX_FILE_BYTES` into memory.
+
+    Every way a file can be unreadable (missing, a folder, no permission, too big, not
+    UTF-8) raises ``UserInputError`` naming the file; bad UTF-8 is located at its line
+    and column. A UTF-8 byte order mark is dropped.
+    """
+    def refuse(message: str, found: str | None = None, fix: str | None = None,
+               line: int | None = None, column: int | None = None) -> UserInputError:
+        problem = Problem(location="", message=message, found=found, fix=fix, file=str(path),
+                          line=line, column=column)
+        return UserInputError(f"cannot read {what} {path}", [problem])
+
+    try:
+        mode = path.stat().st_mode
+        if stat.S_ISDIR(mode):
+            raise refuse("this is a folder, not a file", fix=f"name the {what} file inside it")
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise refuse(exc.strerror or str(exc)) from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise refuse(
+            f"the file is larger than {MAX_FILE_BYTES // 1024:,} KiB",
+            fix=f"a {what} describes cells, it does not list data: use axes, "
+            "and keep data in files the settings name",
+        )
+    try:
+        return raw.decode("utf-8-sig")  # a BOM some editors write is not part of the text
+    except UnicodeDecodeError as exc:
+        before = raw[: exc.start]
+        raise refuse(
+            "not UTF-8 text",
+            found=repr(raw[exc.start : exc.end]),
+            fix="save the file as UTF-8",
+            line=before.count(b"\n") + 1,
+            column=len(before) - (before.rfind(b"\n") + 1) + 1,
+        ) from None
+
+
+def _children(node: yaml.Node) -> Iterator[tuple[str | int, yaml.Node]]:
+    """A node's children with the path part each sits under (a mapping key's own text)."""
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            label = key.value if isinstance(key, yaml.ScalarNode) else "?"
+            yield label, key
+            yield label, value
+    elif isinstance(node, yaml.SequenceNode):
+        yield from enumerate(node.value)
+
+
+def _where(path: list[str | int]) -> str:
+    """The dotted location; a very deep one keeps its first levels and says how many."""
+    text = ""
+    for part in path[:12]:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text + (f"... ({len(path)} levels)" if len(path) > 12 else "")
+
+
+def _problem(filename: str, node: yaml.Node, path: list[str | int], message: str,
+             fix: str, found: str | None = None) -> UserInputError:
+    mark = node.start_mark
+    return UserInputError(f"{filename}: YAML too large or recursive", [Problem(
+        location=_where(path), message=message, found=found, fix=fix, file=filename,
+        line=mark.line + 1, column=mark.column + 1)])
+
+
+def check_graph(root: yaml.Node, filename: str) -> None:
+    """Refuse a composed document that is cyclic, too deep or too big once aliases expand.
+
+    Iterative (no recursion, whatever the depth) and linear in the distinct nodes:
+    an alias's target is measured once and its size reused wherever it is referred to.
+    """
+    expanded: dict[int, int] = {}  # id(node) -> size of its subtree, aliases expanded
+    height: dict[int, int] = {}  # id(node) -> levels below and including it
+    on_path: set[int] = {id(root)}
+    stack: list[tuple[yaml.Node, Iterator[tuple[str | int, yaml.Node]]]] = [
+        (root, _children(root))]
+    path: list[str | int] = []
+    distinct = 1
+    while stack:
+        node, children = stack[-1]
+        step = next(children, None)
+        if step is not None:
+            label, child = step
+            key = id(child)
+            if key in on_path:
+                anchor = child.start_mark
+                raise _problem(
+                    filename, node, [*path, label],
+                    "a recursive alias: it refers to a node that contains it",
+                    found=f"the anchor at line {anchor.line + 1}, column {anchor.column + 1}",
+                    fix="an alias (*name) may only refer to a node outside itself")
+            if key in expanded:  # shared by an alias: measured already
+                if len(stack) + height[key] > MAX_YAML_DEPTH:
+                    raise _too_deep(filename, child, [*path, label])
+                continue
+            distinct += 1
+            if distinct > MAX_YAML_NODES:
+                raise _problem(
+                    filename, child, [*path, label],
+                    f"the document has more than {MAX_YAML_NODES:,} values, keys and lists",
+                    fix="a spec describes cells, it does not list data: use axes, and keep "
+                    "data in files the settings name")
+            if len(stack) >= MAX_YAML_DEPTH:
+                raise _too_deep(filename, child, [*path, label])
+            on_path.add(key)
+            stack.append((child, _children(child)))
+            path.append(label)
+            continue
+        stack.pop()
+        on_path.discard(id(node))
+        kids = [child for _, child in _children(node)]
+        size = 1 + sum(expanded[id(child)] for child in kids)
+        if size > MAX_YAML_NODES:
+            raise _problem(
+                filename, node, path,
+                f"aliases (*name) expand this to more than {MAX_YAML_NODES:,} values",
+                fix="write the values out, or refer to fewer aliases of aliases")
+        expanded[id(node)] = size
+        height[id(node)] = 1 + max((height[id(child)] for child in kids), default=0)
+        if path:
+            path.pop()
+
+
+def _too_deep(filename: str, node: yaml.Node, path: list[str | int]) -> UserInputError:
+    return _problem(
+        filename, node, path, f"nested more than {MAX_YAML_DEPTH} levels deep",
+        fix="flatten it: a spec needs a few levels (dotted keys such as model.d_model help)")
