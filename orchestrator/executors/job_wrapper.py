@@ -15,15 +15,33 @@ The wrapper is the leader of the job's own session and process group, so cancell
 job signals the whole tree. It ignores SIGTERM itself: ARGV receives the signal from the
 group kill, and the wrapper stays to record how ARGV ended.
 
+Two guards keep attempts of one run folder from overlapping:
+
+* ARGV dies with the wrapper (``PR_SET_PDEATHSIG``): a wrapper killed by SIGKILL takes its
+  job along instead of leaving an orphan that writes on into the folder (the executor
+  then kills whatever else is left in the job's process group).
+* Every job that writes to one log (every attempt of one cell) runs under one lock,
+  ``.jobs/<log name>.lock`` beside its JOB_DIR (``.jobs/<log name>.<token>``), taken by
+  the wrapper and handed down to ARGV, so it is held while any process of the attempt
+  lives. A
+  relaunch waits for it (up to ``KAPPA_RUN_LOCK_WAIT`` seconds, default 600) and gives up
+  with exit code 75 rather than run beside a live earlier attempt.
+
 Only the standard library may be used here.
 """
 
 from __future__ import annotations
 
+import ctypes
+import fcntl
 import os
 import signal
 import subprocess
 import sys
+import time
+
+PR_SET_PDEATHSIG = 1
+LOCK_BUSY_EXIT = 75  # EX_TEMPFAIL: the folder's earlier attempt is still running
 
 
 def process_start_ticks(pid: int) -> int | None:
@@ -55,6 +73,44 @@ def _ignore(signum: int, frame: object) -> None:
     """Stay alive when the job's group is signalled; the child gets the signal too."""
 
 
+def _take_run_lock(job_dir: str) -> int | None:
+    """The folder's run lock (see the module docstring), as an fd; ``None`` if an earlier
+    attempt kept it for longer than ``KAPPA_RUN_LOCK_WAIT`` seconds."""
+    folder, name = os.path.split(os.path.abspath(job_dir))
+    path = os.path.join(folder, name.rsplit(".", 1)[0] + ".lock")  # <log name>.lock
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        wait = float(os.environ.get("KAPPA_RUN_LOCK_WAIT", "600"))
+    except ValueError:
+        wait = 600.0
+    deadline = time.monotonic() + wait
+    told = False
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                os.close(fd)
+                return None
+            if not told:
+                sys.stderr.write("kappa: waiting for the previous attempt in this folder "
+                                 "to exit\n")
+                sys.stderr.flush()
+                told = True
+            time.sleep(0.2)
+
+
+def _die_with(parent: int) -> None:
+    """In the child before exec: be SIGKILLed when the wrapper dies (Linux)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL))
+    except (OSError, AttributeError):
+        return  # not Linux: the executor's group kill remains
+    if os.getppid() != parent:  # the wrapper died before the guard was set
+        os._exit(128 + int(signal.SIGKILL))
+
+
 def main(argv: list[str]) -> int:
     """Run ``argv[2:]`` (after ``JOB_DIR --``), recording pid and exit code in JOB_DIR."""
     if len(argv) < 3 or argv[1] != "--":
@@ -63,13 +119,21 @@ def main(argv: list[str]) -> int:
     job_dir, command = argv[0], argv[2:]
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, _ignore)
-    try:
-        child = subprocess.Popen(command)
-    except OSError as exc:
-        sys.stderr.write(f"kappa: could not start {command[0]!r}: {exc}\n")
-        code = 127
+    lock = _take_run_lock(job_dir)
+    wrapper = os.getpid()
+    if lock is None:
+        sys.stderr.write("kappa: an earlier attempt still runs in this folder; not starting\n")
+        code = LOCK_BUSY_EXIT
     else:
-        code = child.wait()
+        try:
+            child = subprocess.Popen(command, pass_fds=(lock,),
+                                     preexec_fn=lambda: _die_with(wrapper))
+        except OSError as exc:
+            sys.stderr.write(f"kappa: could not start {command[0]!r}: {exc}\n")
+            code = 127
+        else:
+            os.close(lock)  # the child holds it now, for as long as it lives
+            code = child.wait()
     _write_atomically(os.path.join(job_dir, "exit"), str(code))
     return code if code >= 0 else 128 - code
 

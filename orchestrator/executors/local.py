@@ -102,6 +102,8 @@ class LocalJob(JobHandle):
             if self._popen.poll() is None:
                 return None
             code = _read_exit(self.job_dir)
+            if code is None:
+                self._kill_leftovers()
             self._code = code if code is not None else self._popen.returncode
             return self._code
         code = _read_exit(self.job_dir)
@@ -109,8 +111,24 @@ class LocalJob(JobHandle):
             return None
         # The wrapper may have written its exit file just before it ended.
         code = _read_exit(self.job_dir)
+        if code is None:
+            self._kill_leftovers()
         self._code = code if code is not None else VANISHED_EXIT_CODE
         return self._code
+
+    def _kill_leftovers(self) -> None:
+        """The wrapper died without recording an end (SIGKILLed): whatever is left of the
+        job's process group must not run on beside a relaunch, so it is killed.
+
+        The group id is the dead wrapper's pid, which Linux does not hand out again while
+        a member of that group lives; a process that has the pid now is someone else, and
+        then there is nothing of ours left to kill.
+        """
+        if Path(f"/proc/{self.pid}").exists() and (
+                process_start_ticks(self.pid) != self.start_ticks):
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)
 
     def wait(self, timeout: float | None = None) -> int | None:
         """Block until the job ends or ``timeout`` seconds pass; the exit code or ``None``."""
@@ -274,7 +292,8 @@ class LocalExecutor(Executor):
         jobs_dir = log_path.parent / ".jobs"
         if not jobs_dir.is_dir():
             return []
-        found = [d for d in jobs_dir.iterdir() if d.name.startswith(f"{log_path.name}.")]
+        found = [d for d in jobs_dir.iterdir()
+                 if d.name.startswith(f"{log_path.name}.") and d.is_dir()]
         # Tokens start with the submit time in hex nanoseconds, so names sort by age.
         found.sort(key=lambda d: d.name, reverse=True)
         return [JOB_ID_PREFIX + str(d) for d in found]

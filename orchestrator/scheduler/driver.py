@@ -42,10 +42,9 @@ from orchestrator.executors import (
 from orchestrator.registry import TERMINAL_STATES, CellRecord, CellState, Registry
 from orchestrator.scheduler.gpu_fit import check_gpus_fit
 from orchestrator.scheduler.lock import SweepLock, SweepLockedError, holder_pid
-from orchestrator.scheduler.loop import SchedulerOptions, SweepScheduler
+from orchestrator.scheduler.loop import UNFINISHED, SchedulerOptions, SweepScheduler
 from orchestrator.scheduler.submission import SubmitResult, prepare, record
 
-UNFINISHED = (CellState.PENDING, CellState.QUEUED, CellState.RUNNING)
 _CANCEL_TRIES = 20
 
 
@@ -56,17 +55,19 @@ class Stores:
     registry_url: str | None = None
     mlflow_uri: str | None = None
 
-    def open_registry(self) -> Registry:
-        """Open the registry (created on first use)."""
-        return Registry.open(self.registry_url)
+    def open_registry(self, create: bool = True) -> Registry:
+        """Open the registry: created on first use, or (``create=False``, for commands
+        that only read) refused with the fix when it does not exist yet."""
+        return Registry.open(self.registry_url, create=create)
 
-    def cli_args(self) -> list[str]:
-        """The same stores as ``kappa`` options, for a process started from here."""
-        args = ["--registry", paths.registry_url(self.registry_url)]
+    def env(self) -> dict[str, str]:
+        """The same stores as ``KAPPA_REGISTRY``/``KAPPA_MLFLOW_URI``, for a process
+        started from here. Never as options: a URL's password would be on its command
+        line, which every user of the machine can read (``ps``, ``/proc/PID/cmdline``)."""
         from orchestrator.tracking import absolute_uri
 
-        args += ["--mlflow", absolute_uri(paths.mlflow_uri(self.mlflow_uri))]
-        return args
+        return {"KAPPA_REGISTRY": paths.registry_url(self.registry_url),
+                "KAPPA_MLFLOW_URI": absolute_uri(paths.mlflow_uri(self.mlflow_uri))}
 
 
 @dataclass(frozen=True)
@@ -255,18 +256,19 @@ def start_background(sweep: str, stores: Stores = Stores(),
 
     The command comes from :func:`kappa_command`; it waits for (or takes over from) any
     scheduler already driving the sweep, on the executor ``choice`` (forwarded as options).
+    The stores go through its environment (:meth:`Stores.env`), never its command line.
     """
-    log = scheduler_log(sweep)
+    log = scheduler_log(paths.check_name(sweep))
     log.parent.mkdir(parents=True, exist_ok=True)
-    argv = [*kappa_command(), "resume", sweep, "--wait", "--quiet", *stores.cli_args()]
+    argv = [*kappa_command(), "resume", sweep, "--wait", "--quiet"]
     if max_parallel is not None:
         argv += ["--max-parallel", str(max_parallel)]
     if choice is not None:
         argv += choice.cli_args()
+    env = {**os.environ, "KAPPA_HOME": str(paths.kappa_home()), **stores.env()}
     with open(log, "ab") as out:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True,
-                                env={**os.environ, "KAPPA_HOME": str(paths.kappa_home())})
+                                stderr=subprocess.STDOUT, start_new_session=True, env=env)
     return proc.pid
 
 
@@ -303,7 +305,27 @@ def cancel(target: str, stores: Stores = Stores(),
                                             last_error="cancelled by user")):
                 cancelled.append(cell)
                 _note_cancelled(cell)
+        _close_undriven(registry, {c.sweep_name for c in cancelled}, stores)
         return cancelled
+
+
+def _close_undriven(registry: Registry, sweeps: set[str], stores: Stores) -> None:
+    """End the MLflow runs of cancelled cells, and the parent run of a sweep left with
+    nothing to do, where no scheduler is there to do it (a live one does it itself)."""
+    from orchestrator.scheduler.loop import close_sweep_runs
+    from orchestrator.scheduler.mlflow_runs import MlflowRunTracker
+
+    undriven = sorted(s for s in sweeps if not is_driven(s))
+    if not undriven:
+        return
+    tracker = MlflowRunTracker(stores.mlflow_uri, background=False)
+    for sweep in undriven:
+        try:
+            close_sweep_runs(registry, registry.get_sweep(sweep), tracker)
+        except Exception as exc:  # the cancel stands; the runs wait for the next scheduler
+            print(f"kappa: cancelled, but could not end the MLflow runs of {sweep} "
+                  f"({str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__}); "
+                  f"`kappa resume {sweep}` ends them", file=sys.stderr)
 
 
 def _cancel_cell(registry: Registry, cell: CellRecord, executors: dict[str, Executor],

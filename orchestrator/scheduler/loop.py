@@ -33,6 +33,7 @@ It holds the sweep's :class:`~orchestrator.scheduler.lock.SweepLock` throughout.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import time
 from collections.abc import Callable
@@ -46,6 +47,10 @@ from orchestrator.registry import TERMINAL_STATES, CellRecord, CellState, Regist
 from orchestrator.scheduler.cell_file import write_cell_file
 from orchestrator.scheduler.lock import SweepLock
 from orchestrator.scheduler.ports import JobFinder, NullTracker, RunTracker
+from orchestrator.scheduler.submission import write_run_folder
+from orchestrator.tracking.retry import is_unreachable
+
+LOG = logging.getLogger(__name__)
 
 LOG_NAME = "train.log"
 # In a run folder while a launch creates the cell's MLflow run and has not yet recorded
@@ -53,6 +58,7 @@ LOG_NAME = "train.log"
 RUN_PENDING_MARKER = ".mlflow-run-pending"
 # How often a running sweep asks the registry whether a cell was cancelled.
 CANCEL_CHECK_SECONDS = 1.0
+UNFINISHED = (CellState.PENDING, CellState.QUEUED, CellState.RUNNING)
 # How an ended cell's MLflow run ends.
 RUN_STATUS = {CellState.SUCCEEDED: "FINISHED", CellState.FAILED: "FAILED",
               CellState.CANCELLED: "KILLED"}
@@ -78,6 +84,30 @@ def log_tail(path: Path, lines: int = 20) -> str:
 def cell_run_dir(cell: CellRecord) -> Path:
     """Where the cell runs: recorded at submit, else ``runs_root()/<sweep>/<cell id>``."""
     return Path(cell.run_dir) if cell.run_dir else runs_root() / cell.sweep_name / cell.cell_id
+
+
+def end_stale_runs(registry: Registry, sweep: SweepRecord, tracker: RunTracker) -> int:
+    """End the MLflow runs of ``sweep``'s ended cells that are still RUNNING; how many."""
+    ended: dict[str, str] = {}
+    run_dirs: dict[str, Path] = {}
+    for cell in registry.cells(sweep.name, list(TERMINAL_STATES)):
+        if cell.mlflow_run_id and cell.state in RUN_STATUS:
+            ended[cell.mlflow_run_id] = RUN_STATUS[cell.state]
+            run_dirs[cell.mlflow_run_id] = cell_run_dir(cell)
+    return tracker.reconcile(sweep, ended, run_dirs) if ended else 0
+
+
+def close_sweep_runs(registry: Registry, sweep: SweepRecord, tracker: RunTracker) -> bool:
+    """For a sweep no scheduler drives (e.g. after ``kappa cancel``): end its ended cells'
+    runs and, if no cell is unfinished, its parent run; whether the parent was ended."""
+    end_stale_runs(registry, sweep, tracker)
+    counts = registry.counts(sweep.name)
+    if any(counts[s] for s in UNFINISHED):
+        tracker.flush()
+        return False
+    tracker.sweep_ended(sweep, {state.value: n for state, n in counts.items()
+                                if state in TERMINAL_STATES})
+    return True
 
 
 @dataclass
@@ -122,12 +152,14 @@ class SweepScheduler:
     _sweep_record: SweepRecord | None = field(default=None, init=False)
     _runs: dict[str, tuple[str, Path]] = field(default_factory=dict, init=False)
     _next_cancel_check: float = field(default=0.0, init=False)
+    _store_waits: dict[str, int] = field(default_factory=dict, init=False)
 
     def run(self) -> dict[CellState, int]:
         """Recover, then launch and watch until no cell is pending, running or retrying."""
         with SweepLock(self.sweep):
             try:
                 self.recover()
+                self.tracker.sweep_started(self._sweep())
                 while True:
                     self.step()
                     if self.options.on_tick is not None:
@@ -138,6 +170,9 @@ class SweepScheduler:
                     self._pause()
             finally:
                 self.tracker.flush()  # runs ended in the background reach the store
+            # Still under the lock: a scheduler for cells submitted meanwhile starts after
+            # this and reopens the parent run.
+            close_sweep_runs(self.registry, self._sweep(), self.tracker)
         return self.registry.counts(self.sweep)
 
     def _pause(self) -> None:
@@ -181,14 +216,7 @@ class SweepScheduler:
     def _end_stale_runs(self) -> None:
         """End the MLflow runs of ended cells that are still RUNNING (a scheduler killed
         before it finished them)."""
-        ended: dict[str, str] = {}
-        run_dirs: dict[str, Path] = {}
-        for cell in self.registry.cells(self.sweep, list(TERMINAL_STATES)):
-            if cell.mlflow_run_id and cell.state in RUN_STATUS:
-                ended[cell.mlflow_run_id] = RUN_STATUS[cell.state]
-                run_dirs[cell.mlflow_run_id] = cell_run_dir(cell)
-        if ended:
-            self.tracker.reconcile(self._sweep(), ended, run_dirs)
+        end_stale_runs(self.registry, self._sweep(), self.tracker)
 
     def _sweep(self) -> SweepRecord:
         if self._sweep_record is None:
@@ -235,22 +263,38 @@ class SweepScheduler:
             settings = self.backend.validate(cell.settings)
             launch = self.backend.launch(settings, run_dir)
             gpus = self.backend.gpus(settings)
-            if self._slots(gpus) <= 0:
-                # Not enough free GPUs for this one now; hand the claim back.
-                self.registry.transition(cell, CellState.QUEUED, CellState.PENDING)
-                return
+        except Exception as exc:  # counts as a failed attempt: retried while retries last
+            self._fail_launch(cell, run_dir, f"launch failed: {exc}")
+            return
+        if self._slots(gpus) <= 0:
+            # Not enough free GPUs for this one now; hand the claim back.
+            self.registry.transition(cell, CellState.QUEUED, CellState.PENDING)
+            return
+        try:
+            # The launch is made from what the registry holds: a submit killed before it
+            # wrote this folder (or a folder deleted since) costs nothing.
+            write_run_folder(run_dir, cell.settings)
             # Every attempt logs into the cell's one child run: created on the first
             # launch, reopened (RUNNING again) by a retry, resume or resubmit.
-            run_dir.mkdir(parents=True, exist_ok=True)
             may_exist = marker.exists()
             if not cell.mlflow_run_id:
                 marker.touch()
             run_id = self.tracker.cell_run(self._sweep(), cell, may_exist=may_exist)
-        except Exception as exc:  # a cell that cannot even be launched fails, loudly
-            if self.registry.transition(cell, CellState.QUEUED, CellState.FAILED,
-                                        last_error=f"launch failed: {exc}"):
-                self._write_cell_file(cell, CellState.FAILED, cell.mlflow_run_id)
+        except Exception as exc:
+            if not is_unreachable(exc):
+                self._fail_launch(cell, run_dir, f"launch failed: {exc}")
+                return
+            # The tracking store is away: not the cell's fault, so no retry is charged;
+            # the cell waits and is launched again once the store answers.
+            LOG.warning("cell %s waits: tracking store unreachable (%s)", cell.cell_id,
+                        (str(exc).splitlines() or [""])[0][:160])
+            if self.registry.transition(cell, CellState.QUEUED, CellState.PENDING):
+                waits = self._store_waits.get(cell.cell_id, 0) + 1
+                self._store_waits[cell.cell_id] = waits
+                self._retry_at[cell.cell_id] = time.monotonic() + retry_delay(
+                    waits, self.options.retry_backoff, cap=60.0)
             return
+        self._store_waits.pop(cell.cell_id, None)
         # One transaction opens the attempt and records the run id and folder; until it
         # commits, the marker makes a later launch look for the run before making one.
         fields: dict[str, str] = {"log_path": str(log_path), "run_dir": str(run_dir)}
@@ -281,6 +325,16 @@ class SweepScheduler:
         if run_id:
             self._runs[cell.cell_id] = (run_id, run_dir)
         self._running[cell.cell_id] = _Running(cell, job, run_dir)
+
+    def _fail_launch(self, cell: CellRecord, run_dir: Path, why: str) -> None:
+        """A launch that could not be made: a failed attempt like any other, so the
+        cell's retries apply (a cell that cannot launch at all spends them quickly)."""
+        if not self.registry.transition(cell, CellState.QUEUED, CellState.RUNNING,
+                                        run_dir=str(run_dir)):
+            return  # cancelled meanwhile
+        if self.registry.finish_attempt(cell, CellState.FAILED, last_error=why):
+            self._write_cell_file(cell, CellState.FAILED, cell.mlflow_run_id)
+            self._after_failure(cell.cell_id)
 
     def _write_cell_file(self, cell: CellRecord, state: CellState, run_id: str | None) -> None:
         """``cell.json`` follows the registry; a folder that cannot take it is no reason

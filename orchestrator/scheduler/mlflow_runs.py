@@ -25,6 +25,8 @@ from typing import Any
 from orchestrator.registry import CellRecord, SweepRecord
 from orchestrator.scheduler.background import BackgroundWork
 from orchestrator.tracking import Tracker, git_commit
+from orchestrator.tracking.outbox import Outbox
+from orchestrator.tracking.retry import with_store_retries
 
 ARTIFACTS = ("config.yaml", "summary.json", "train.log")
 
@@ -116,10 +118,16 @@ class MlflowRunTracker:
         self._later(run_id, lambda: self._finish_now(run_id, status, run_dir))
 
     def _finish_now(self, run_id: str, status: str, run_dir: Path | None) -> None:
-        files = [run_dir / name for name in ARTIFACTS] if run_dir is not None else []
-        final, steps = summary_final_metrics(run_dir)
-        self.tracker.finish_cell_run(run_id, status, [f for f in files if f.exists()],
-                                     final_metrics=final, step=steps)
+        def finish() -> None:
+            files = [run_dir / name for name in ARTIFACTS] if run_dir is not None else []
+            if run_dir is not None:
+                # Metrics the trainer could not deliver (MLflow was away) go in first.
+                Outbox(run_dir).deliver(self.tracker.client, run_id)
+            final, steps = summary_final_metrics(run_dir)
+            self.tracker.finish_cell_run(run_id, status, [f for f in files if f.exists()],
+                                         final_metrics=final, step=steps)
+
+        with_store_retries(finish, f"ending MLflow run {run_id}")
 
     def flush(self) -> None:
         """Wait until every run handed to :meth:`finish` has been ended."""
@@ -137,3 +145,37 @@ class MlflowRunTracker:
         for run_id in stale:
             self.finish(run_id, ended[run_id], run_dirs.get(run_id))
         return len(stale)
+
+    def sweep_started(self, sweep: SweepRecord) -> None:
+        """Set the parent run RUNNING (a resubmit or resume after it had ended)."""
+        parent = sweep.mlflow_parent_run_id
+        if parent:
+            with_store_retries(lambda: self.tracker.client.update_run(parent, status="RUNNING"),
+                               f"reopening the parent run of {sweep.name}")
+
+    def sweep_ended(self, sweep: SweepRecord, counts: Mapping[str, int]) -> None:
+        """End the parent run once every cell's run has been ended (see the port)."""
+        parent = sweep.mlflow_parent_run_id
+        if not parent:
+            return
+        self.flush()
+        status = sweep_status(counts)
+
+        def end() -> None:
+            from mlflow.entities import RunTag
+
+            tags = [RunTag(f"kappa.cells.{state}", str(n)) for state, n in counts.items()]
+            self.tracker.client.log_batch(parent, tags=tags)
+            self.tracker.finish_sweep_run(parent, status)
+
+        with_store_retries(end, f"ending the parent run of {sweep.name}")
+
+
+def sweep_status(counts: Mapping[str, int]) -> str:
+    """How a sweep's parent run ends, from its cells' states: ``FAILED`` if any failed,
+    ``KILLED`` if any was cancelled, else ``FINISHED``."""
+    if counts.get("failed", 0):
+        return "FAILED"
+    if counts.get("cancelled", 0):
+        return "KILLED"
+    return "FINISHED"

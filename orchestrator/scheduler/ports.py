@@ -48,6 +48,16 @@ class RunTracker(Protocol):
         scheduler that died before finishing them left. Returns how many it ended."""
         ...
 
+    def sweep_started(self, sweep: SweepRecord) -> None:
+        """The sweep's parent run is RUNNING again (a scheduler drives the sweep)."""
+        ...
+
+    def sweep_ended(self, sweep: SweepRecord, counts: Mapping[str, int]) -> None:
+        """End the sweep's parent run: ``FINISHED`` when every cell succeeded, ``FAILED``
+        when one failed, else ``KILLED`` (cancelled cells); ``counts`` (state -> cells)
+        go with it as tags."""
+        ...
+
 
 class NullTracker:
     """Tracks nothing (for benchmarks and registry-only runs)."""
@@ -70,6 +80,12 @@ class NullTracker:
                   run_dirs: Mapping[str, Path]) -> int:
         """Nothing to end."""
         return 0
+
+    def sweep_started(self, sweep: SweepRecord) -> None:
+        """No parent run."""
+
+    def sweep_ended(self, sweep: SweepRecord, counts: Mapping[str, int]) -> None:
+        """No parent run."""
 
 
 @runtime_checkable

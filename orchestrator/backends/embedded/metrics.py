@@ -1,8 +1,9 @@
 """The run folder's files (``metrics.jsonl``, ``progress.json``, ``summary.json``) and MLflow.
 
 Metrics go to ``metrics.jsonl`` always, and to the MLflow run named by ``MLFLOW_RUN_ID``
-(on ``MLFLOW_TRACKING_URI``) when both are set: one ``log_batch`` call per step. The
-trainer never creates or ends MLflow runs; the orchestrator owns them.
+(on ``MLFLOW_TRACKING_URI``) when both are set, through the run folder's outbox
+(:mod:`orchestrator.tracking.outbox`). The trainer never creates or ends MLflow runs; the
+orchestrator owns them.
 """
 
 from __future__ import annotations
@@ -10,11 +11,11 @@ from __future__ import annotations
 import json
 import math
 import os
-import time
-from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from orchestrator.tracking.outbox import Outbox, OutboxSender
 
 
 def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
@@ -24,16 +25,15 @@ def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def truncate_metrics(path: Path, last_step: int) -> Counter[tuple[int, str]]:
-    """Drop lines of ``metrics.jsonl`` that a resume from ``last_step`` will redo; how
-    often each (step, metric) was dropped (what the killed run had already logged).
+def truncate_metrics(path: Path, last_step: int) -> list[str]:
+    """Drop lines of ``metrics.jsonl`` that a resume from ``last_step`` will redo; the
+    lines kept (what an uninterrupted run had logged up to there, in order).
 
     That is every line after ``last_step`` and a final evaluation logged at ``last_step``
     (its ``eval/*`` line), which is redone once training ends.
     """
-    dropped: Counter[tuple[int, str]] = Counter()
     if not path.exists():
-        return dropped
+        return []
     kept = []
     for line in path.read_text().splitlines():
         try:
@@ -42,41 +42,31 @@ def truncate_metrics(path: Path, last_step: int) -> Counter[tuple[int, str]]:
             final_eval = step == last_step and any(k.startswith("eval/") for k in row["metrics"])
             if step <= last_step and not final_eval:
                 kept.append(line)
-            else:
-                dropped.update((step, key) for key in row["metrics"])
         except (ValueError, KeyError, TypeError):
             continue  # a line cut short by a kill
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text("".join(f"{line}\n" for line in kept))
     os.replace(tmp, path)
-    return dropped
+    return kept
 
 
-class _MlflowSink:
-    """Batched logging into an existing MLflow run."""
-
-    def __init__(self, run_id: str) -> None:
-        from mlflow.tracking import MlflowClient
-
-        self.client = MlflowClient()
-        self.run_id = run_id
-
-    def log(self, step: int, metrics: Mapping[str, float]) -> None:
-        from mlflow.entities import Metric
-
-        stamp = int(time.time() * 1000)
-        batch = [Metric(_mlflow_key(k), v, stamp, step) for k, v in metrics.items()]
-        if batch:
-            self.client.log_batch(self.run_id, metrics=batch)
-
-
-def _mlflow_key(name: str) -> str:
-    # MLflow rejects '@' in metric names; verl's MLflow logger makes the same substitution.
-    return name.replace("@", "_at_")
+def flush_seconds() -> float:
+    """How long a finishing trainer waits for MLflow to take its last metrics
+    (``KAPPA_METRICS_FLUSH_SECONDS``); what is left is sent by the run's finisher."""
+    try:
+        return max(0.0, float(os.environ.get("KAPPA_METRICS_FLUSH_SECONDS", "60")))
+    except ValueError:
+        return 60.0
 
 
 class RunFiles:
-    """Writes one run folder's metrics, progress and summary (the backend file contract)."""
+    """Writes one run folder's metrics, progress and summary (the backend file contract).
+
+    With ``MLFLOW_RUN_ID`` and ``MLFLOW_TRACKING_URI`` set, every logged record also goes
+    to the run folder's MLflow outbox (:mod:`orchestrator.tracking.outbox`), which a
+    background sender delivers: exactly once across resumes, and training never waits on
+    (or dies of) a tracking server that is away.
+    """
 
     def __init__(self, out_dir: Path, total_steps: int) -> None:
         self.out_dir = out_dir
@@ -84,31 +74,47 @@ class RunFiles:
         self.metrics_path = out_dir / "metrics.jsonl"
         run_id = os.environ.get("MLFLOW_RUN_ID")
         uri = os.environ.get("MLFLOW_TRACKING_URI")
-        self._mlflow = _MlflowSink(run_id) if run_id and uri else None
-        self._in_mlflow: Counter[tuple[int, str]] = Counter()
+        self._outbox: Outbox | None = None
+        self._sender: OutboxSender | None = None
+        if run_id and uri:
+            self._outbox = Outbox(out_dir)
+            self._sender = OutboxSender(self._outbox, run_id)
+        self._seq = 0  # position of the next record in the run's record sequence
 
     def resume_from(self, last_step: int) -> None:
         """Forget the lines a resume from ``last_step`` redoes (``-1``: a fresh start).
 
-        The killed run already sent those lines to MLflow, whose history cannot be edited;
-        sending them again would draw every redone step twice. A resume on CPU redoes them
-        bit for bit, so MLflow keeps the first copy and ``metrics.jsonl`` the new one.
+        MLflow keeps what earlier attempts sent (its history cannot be edited); the
+        outbox knows each record's position, so a redone record is not sent twice. Kept
+        lines an earlier attempt never queued (none, unless MLflow was switched on
+        between attempts) are queued now.
         """
-        self._in_mlflow = truncate_metrics(self.metrics_path, last_step)
+        kept = truncate_metrics(self.metrics_path, last_step)
+        self._seq = len(kept)
+        if self._outbox is not None:
+            for seq in range(self._outbox.length(), len(kept)):
+                row = json.loads(kept[seq])
+                self._outbox.put(seq, int(row["step"]), row["metrics"])
+            if self._sender is not None:
+                self._sender.wake()
 
     def log(self, step: int, metrics: Mapping[str, float]) -> None:
-        """Append one step's metrics (finite values only) and forward them to MLflow."""
+        """Append one step's metrics (finite values only) and queue them for MLflow."""
         clean = {k: float(v) for k, v in metrics.items() if math.isfinite(float(v))}
         with self.metrics_path.open("a") as fh:
             fh.write(json.dumps({"step": step, "metrics": clean}) + "\n")
-        if self._mlflow is not None:
-            fresh = {}
-            for key, value in clean.items():
-                if self._in_mlflow[step, key] > 0:
-                    self._in_mlflow[step, key] -= 1
-                else:
-                    fresh[key] = value
-            self._mlflow.log(step, fresh)
+        if self._outbox is not None:
+            self._outbox.put(self._seq, step, clean)
+        self._seq += 1
+        if self._sender is not None:
+            self._sender.wake()
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Give MLflow up to ``timeout`` s (default :func:`flush_seconds`) to take what is
+        queued; whether everything was delivered."""
+        if self._sender is None:
+            return True
+        return self._sender.close(flush_seconds() if timeout is None else timeout)
 
     def progress(self, step: int) -> None:
         """Record how far training got."""

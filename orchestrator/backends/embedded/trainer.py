@@ -126,6 +126,9 @@ def train(settings: EmbeddedSettings, out_dir: Path,
     final_eval = evaluate(settings, policy)
     files.log(settings.max_steps, final_eval)
     final = _latest_values(files.metrics_path)
+    # MLflow gets a bounded wait; what it has not taken yet waits in the run folder's
+    # outbox for the scheduler, which delivers it before ending the run.
+    files.close()
     files.summary(settings.max_steps, final)
     return final
 

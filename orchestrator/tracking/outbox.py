@@ -1,0 +1,245 @@
+"""Exactly-once metric delivery to MLflow, through a file outbox in the run folder.
+
+A training process never sends a metric straight to MLflow. It appends each logged record
+(one step's metrics) to ``<run_dir>/mlflow-outbox.jsonl`` with its position in the run's
+record sequence and the timestamp it will carry, and a sender (a thread of the trainer;
+at the end, whoever finishes the run) delivers the outbox in order, recording in
+``mlflow-sent.json`` how many records the run has::
+
+    mlflow-outbox.jsonl  {"seq": int, "step": int, "ts": int (ms), "metrics": {name: float}}
+    mlflow-sent.json     {"run_id": str, "sent": int}   # records 0 .. sent-1 are in MLflow
+
+Why this is exact, across any number of interrupted attempts:
+
+* **Nothing twice.** A resumed run redoes the steps after its checkpoint. A redone record
+  whose position is already in the outbox is not queued again (the outbox is never
+  truncated), so MLflow keeps the first copy whatever happened to later attempts.
+* **Nothing lost.** A record is in the outbox before it is sent, and ``sent`` moves only
+  after MLflow accepted the batch. A sender killed mid-call resends the batch with the
+  *same* timestamps; MLflow's SQL stores drop a metric identical in key, value, step and
+  timestamp, so the resend is a no-op where the first call had landed. (MLflow's file
+  store does not dedupe: there a kill inside that one call may double that batch.)
+* **Outages.** A tracking server that is down for longer than the client's own retry
+  budget costs nothing: the sender backs off and tries again while training goes on, and
+  the outbox (on disk, one line per logged step) holds what waits. What is still unsent
+  when the trainer exits is delivered by the scheduler before it ends the run.
+
+Senders of one run folder take turns through an advisory lock on ``mlflow-outbox.lock``.
+MLflow is imported on first send only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+LOG = logging.getLogger(__name__)
+
+OUTBOX = "mlflow-outbox.jsonl"
+SENT = "mlflow-sent.json"
+LOCK = "mlflow-outbox.lock"
+MAX_METRICS_PER_CALL = 1000  # MLflow's per-call limit for log_batch
+
+
+def mlflow_key(name: str) -> str:
+    """MLflow rejects '@' in metric names; verl's MLflow logger makes the same substitution."""
+    return name.replace("@", "_at_")
+
+
+def _read_lines(path: Path) -> list[str]:
+    """Complete lines of ``path`` (a line cut short by a kill is not a line)."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return []
+    lines = text.split("\n")
+    return [line for line in lines[:-1] if line]  # the part after the last newline is cut
+
+
+class Outbox:
+    """The outbox of one run folder (see the module docstring)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = Path(run_dir)
+        self.path = self.run_dir / OUTBOX
+        self._length: int | None = None
+
+    # -- queueing (the training process) -------------------------------------------------
+    def length(self) -> int:
+        """How many records the outbox holds (read once, then counted)."""
+        if self._length is None:
+            self._repair()
+            self._length = len(_read_lines(self.path))
+        return self._length
+
+    def _repair(self) -> None:
+        """Cut a last line that a kill left without its newline."""
+        try:
+            with open(self.path, "rb+") as fh:
+                data = fh.read()
+                if data and not data.endswith(b"\n"):
+                    fh.truncate(data.rfind(b"\n") + 1)
+        except FileNotFoundError:
+            pass
+
+    def put(self, seq: int, step: int, metrics: Mapping[str, float]) -> bool:
+        """Queue record ``seq`` unless the outbox has it already (a redone step); whether
+        it was queued. Records must come in order: ``seq`` is at most :meth:`length`."""
+        have = self.length()
+        if seq < have:
+            return False
+        if seq > have:
+            raise ValueError(f"outbox of {self.run_dir} has {have} records; cannot queue #{seq}")
+        line = json.dumps({"seq": seq, "step": step, "ts": int(time.time() * 1000),
+                           "metrics": dict(metrics)})
+        with open(self.path, "a") as fh:
+            fh.write(line + "\n")
+            fh.flush()
+        self._length = have + 1
+        return True
+
+    # -- sending (any process) -----------------------------------------------------------
+    @contextlib.contextmanager
+    def _turn(self) -> Iterator[None]:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.run_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def sent(self, run_id: str) -> int:
+        """How many records ``run_id`` has (0 for a run the ledger does not name)."""
+        try:
+            data = json.loads((self.run_dir / SENT).read_text())
+        except (OSError, ValueError):
+            return 0
+        if not isinstance(data, dict) or data.get("run_id") != run_id:
+            return 0
+        sent = data.get("sent")
+        return sent if isinstance(sent, int) and sent >= 0 else 0
+
+    def _record_sent(self, run_id: str, sent: int) -> None:
+        target = self.run_dir / SENT
+        tmp = self.run_dir / f".{SENT}.{os.getpid()}.{threading.get_ident()}.tmp"
+        with open(tmp, "w") as fh:
+            json.dump({"run_id": run_id, "sent": sent}, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+
+    def unsent(self, run_id: str) -> int:
+        """Records queued for ``run_id`` and not yet confirmed by MLflow."""
+        return max(0, len(_read_lines(self.path)) - self.sent(run_id))
+
+    def deliver(self, client: Any, run_id: str) -> int:
+        """Send every unsent record to ``run_id`` with ``client`` (an ``MlflowClient``),
+        in order, recording progress after each accepted call; how many records were
+        sent. Exceptions from MLflow propagate (what was confirmed stays confirmed)."""
+        from mlflow.entities import Metric
+
+        with self._turn():
+            first = sent = self.sent(run_id)
+            batch: list[Metric] = []
+            for line in _read_lines(self.path)[sent:]:
+                row = json.loads(line)
+                metrics = [Metric(mlflow_key(k), float(v), int(row["ts"]), int(row["step"]))
+                           for k, v in row["metrics"].items()]
+                if batch and len(batch) + len(metrics) > MAX_METRICS_PER_CALL:
+                    self._send(client, run_id, batch)
+                    self._record_sent(run_id, sent)
+                    batch = []
+                batch.extend(metrics)
+                sent = int(row["seq"]) + 1
+            if sent > first:
+                self._send(client, run_id, batch)
+                self._record_sent(run_id, sent)
+        return sent - first
+
+    @staticmethod
+    def _send(client: Any, run_id: str, batch: list[Any]) -> None:
+        for start in range(0, len(batch), MAX_METRICS_PER_CALL):
+            chunk = batch[start:start + MAX_METRICS_PER_CALL]
+            if chunk:
+                client.log_batch(run_id, metrics=chunk)
+
+
+class OutboxSender:
+    """A daemon thread that delivers an :class:`Outbox` while training goes on.
+
+    :meth:`wake` after each record; failures (a server that went away) are retried with
+    exponential backoff up to ``max_backoff`` seconds, never raised into training.
+    :meth:`close` waits up to ``timeout`` seconds for the outbox to drain, then leaves
+    what is left for the run's finisher.
+    """
+
+    def __init__(self, outbox: Outbox, run_id: str, client: Any | None = None,
+                 max_backoff: float = 30.0) -> None:
+        self.outbox = outbox
+        self.run_id = run_id
+        self.max_backoff = max_backoff
+        self.failures = 0
+        self._client = client
+        # Wakes are numbered; a delivery that started after wake n covers it.
+        self._cond = threading.Condition()
+        self._requested = 0
+        self._covered = 0
+        self._stopping = False
+        self._thread = threading.Thread(target=self._loop, name="kappa-metrics", daemon=True)
+        self._thread.start()
+
+    def _get_client(self) -> Any:
+        if self._client is None:
+            from mlflow.tracking import MlflowClient
+
+            self._client = MlflowClient()
+        return self._client
+
+    def wake(self) -> None:
+        """There is something new to send."""
+        with self._cond:
+            self._requested += 1
+            self._cond.notify_all()
+
+    def _loop(self) -> None:
+        backoff = 0.5
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._stopping or self._requested > self._covered)
+                if self._stopping:
+                    return
+                target = self._requested
+            try:
+                self.outbox.deliver(self._get_client(), self.run_id)
+            except Exception as exc:  # a store that is away: keep the records, try later
+                self.failures += 1
+                if self.failures == 1 or self.failures % 20 == 0:
+                    LOG.warning("MLflow unreachable (%s); metrics wait in %s",
+                                (str(exc).splitlines() or [""])[0][:200], self.outbox.path)
+                with self._cond:
+                    self._cond.wait_for(lambda: self._stopping, timeout=backoff)
+                backoff = min(backoff * 2, self.max_backoff)
+                continue
+            backoff = 0.5
+            with self._cond:
+                self._covered = max(self._covered, target)
+                self._cond.notify_all()
+
+    def close(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for everything queued to be sent; whether it was."""
+        self.wake()
+        with self._cond:
+            target = self._requested
+            drained = self._cond.wait_for(lambda: self._covered >= target, timeout=timeout)
+            self._stopping = True
+            self._cond.notify_all()
+        return drained
