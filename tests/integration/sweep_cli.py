@@ -10,6 +10,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from orchestrator.backends import BACKENDS
 
 BACKENDS["fake"] = "sweep_fixtures:FakeBackend"
+BACKENDS["faulty"] = "fault_fixtures:FaultBackend"
 
 
 def _main() -> None:
