@@ -2,7 +2,8 @@
 
 Every error a user can fix (a bad spec, an unknown name, a registry that needs a
 migration) is a :class:`UserInputError`. The CLI prints it compactly and exits with
-code 2; set ``KAPPA_FULL_ERROR=1`` to see the full traceback instead.
+code 2; set ``KAPPA_FULL_ERROR=1`` to see the full traceback instead. Rendered errors
+never show a password (see :mod:`orchestrator.redact`).
 """
 
 from __future__ import annotations
@@ -64,11 +65,14 @@ class UserInputError(KappaError):
         super().__init__(self.render())
 
     def render(self) -> str:
+        """The summary and every problem, any password in them masked."""
+        from orchestrator.redact import redact
+
         if not self.problems:
-            return self.summary
+            return redact(self.summary)
         lines = [f"{self.summary} ({len(self.problems)} problem(s)):"]
         lines += ["  - " + p.render().replace("\n", "\n    ") for p in self.problems]
-        return "\n".join(lines)
+        return redact("\n".join(lines))
 
 
 def unknown_name(kind: str, name: str, known: Iterable[str], location: str = "") -> UserInputError:

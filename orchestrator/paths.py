@@ -3,12 +3,38 @@
 ``KAPPA_HOME`` moves the folder; ``KAPPA_REGISTRY`` / ``--registry`` select another
 registry database (e.g. PostgreSQL); ``KAPPA_MLFLOW_URI`` / ``--mlflow`` another MLflow
 tracking store or server.
+
+Sweep names become folder and file names under it (``runs/<sweep>/``,
+``scheduler/<sweep>.log``): :func:`check_name` makes sure a name given on the command
+line can only ever name one entry inside its folder.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+
+from orchestrator.errors import Problem, UserInputError
+
+MAX_NAME = 200
+
+
+def check_name(name: str, what: str = "sweep") -> str:
+    """``name`` itself if it is safe as one file or folder name, else UserInputError.
+
+    Refused: empty, ``.``/``..``, a path separator, NUL or another control character,
+    more than :data:`MAX_NAME` characters: anything that could point outside the folder
+    the name is joined to (``kappa export ../../etc``).
+    """
+    bad = (not name or name in (".", "..") or len(name) > MAX_NAME
+           or any(c in "/\\" or ord(c) < 32 or ord(c) == 127 for c in name))
+    if bad:
+        raise UserInputError(f"invalid {what} name {name!r}", [Problem(
+            what, f"not a valid {what} name", found=repr(name),
+            allowed=f"one name of at most {MAX_NAME} characters: no '/', '\\', "
+                    "control characters, and not '.' or '..'",
+            fix="`kappa status` lists the sweeps")])
+    return name
 
 
 def kappa_home() -> Path:
@@ -26,6 +52,27 @@ def mlflow_uri(override: str | None = None) -> str:
     """The MLflow URI: ``--mlflow``, else ``KAPPA_MLFLOW_URI``, else SQLite beside the registry."""
     default = f"sqlite:///{kappa_home() / 'mlflow.db'}"
     return override or os.environ.get("KAPPA_MLFLOW_URI") or default
+
+
+def local_store_path(uri: str) -> Path | None:
+    """The file or folder of a local MLflow store (``sqlite:///``, ``file:``), else None."""
+    from urllib.parse import unquote, urlsplit
+
+    if uri.startswith("sqlite:///"):
+        return Path(uri.removeprefix("sqlite:///").split("?", 1)[0]).resolve()
+    if uri.startswith("file:"):
+        return Path(unquote(urlsplit(uri).path)).resolve()
+    if "://" not in uri and not uri.startswith("sqlite:"):
+        return Path(uri).resolve()  # a bare path is a file store
+    return None
+
+
+def readable_mlflow_uri(override: str | None = None) -> str | None:
+    """:func:`mlflow_uri`, or ``None`` when it is a local store that does not exist:
+    opening one creates it, and a command that only reads must create nothing."""
+    uri = mlflow_uri(override)
+    local = local_store_path(uri)
+    return None if local is not None and not local.exists() else uri
 
 
 def mlflow_artifact_root() -> Path:

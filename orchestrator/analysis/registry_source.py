@@ -1,14 +1,13 @@
 """Adapter from the registry (:mod:`orchestrator.registry`) to analysis's :class:`CellResult`.
 
-The registry's API is touched in this module only. A SQLite registry file that does not
-exist is not created just to be read: the sweep is then unknown (``None``), and
+The registry's API is touched in this module only. A registry that does not exist is not
+created just to be read: the sweep is then unknown (``None``), and
 :func:`orchestrator.analysis.sources.results` falls back to run folders.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from orchestrator.analysis.frame import CellResult
 
@@ -24,21 +23,16 @@ class SweepInfo:
     mlflow_parent_run_id: str | None
 
 
-def _missing_sqlite_file(url: str) -> bool:
-    prefix = "sqlite:///"
-    if not url.startswith(prefix):
-        return False
-    path = url[len(prefix) :].split("?", 1)[0]
-    return path not in ("", ":memory:") and not Path(path).exists()
-
-
 def registry_sweep(sweep: str, registry_url: str) -> tuple[SweepInfo, list[CellResult]] | None:
-    """The sweep and its cells (by index) from the registry, or ``None`` if it lacks them."""
-    if _missing_sqlite_file(registry_url):
-        return None
-    from orchestrator.registry import Registry
+    """The sweep and its cells (by index) from the registry, or ``None`` if it lacks them
+    (or there is no registry: reading never creates one)."""
+    from orchestrator.registry import Registry, RegistryMissing
 
-    with Registry.open(registry_url) as registry:
+    try:
+        registry = Registry.open(registry_url, create=False)
+    except RegistryMissing:
+        return None
+    with registry:
         record = registry.find_sweep(sweep)
         if record is None:
             return None

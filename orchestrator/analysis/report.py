@@ -218,7 +218,7 @@ def build_report(
     frame = results(sweep, registry_url, mlflow_uri)
     found = registry_sweep(sweep, paths.registry_url(registry_url))
     info = found[0] if found else None
-    curves = load_curves(frame, patterns(), paths.mlflow_uri(mlflow_uri))
+    curves = load_curves(frame, patterns(), paths.readable_mlflow_uri(mlflow_uri))
     return render_report(
         ReportInputs(
             sweep=sweep,

@@ -74,9 +74,9 @@ def cell_from_run_folder(sweep: str, run_dir: Path) -> CellResult:
 
 def cells_from_run_folders(sweep: str, root: Path | None = None) -> list[CellResult]:
     """Every cell with a run folder under ``root/<sweep>/`` (default: ``runs_root()``)."""
-    from orchestrator.paths import runs_root
+    from orchestrator.paths import check_name, runs_root
 
-    base = (root or runs_root()) / sweep
+    base = (root or runs_root()) / check_name(sweep)
     if not base.is_dir():
         return []
     return [cell_from_run_folder(sweep, d) for d in sorted(base.iterdir()) if d.is_dir()]
@@ -129,7 +129,9 @@ def results(
     Raises ``UserInputError`` when neither source knows the sweep.
     """
     from orchestrator import paths
+    from orchestrator.registry.engine import display_url
 
+    paths.check_name(sweep)  # a name like ../x must not reach run folders
     url = paths.registry_url(registry_url)
     cells = cells_from_registry(sweep, url)
     if cells is None:
@@ -142,9 +144,10 @@ def results(
                     "sweep",
                     "not in the registry and no run folders",
                     found=repr(sweep),
-                    allowed=f"a sweep in {url} or a folder under {paths.runs_root()}",
+                    allowed=f"a sweep in {display_url(url)} or a folder under "
+                            f"{paths.runs_root()}",
                     fix="check the name with `kappa status`, or set KAPPA_HOME / --registry",
                 )
             ],
         )
-    return frame_from_results(_fill_missing_metrics(cells, paths.mlflow_uri(mlflow_uri)))
+    return frame_from_results(_fill_missing_metrics(cells, paths.readable_mlflow_uri(mlflow_uri)))

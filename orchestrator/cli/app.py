@@ -14,6 +14,7 @@ import sys
 import typer
 
 from orchestrator.errors import KappaError, UserInputError
+from orchestrator.redact import install_log_redaction, redact
 
 # One module per command group; each defines ``register(app: typer.Typer) -> None``.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -22,6 +23,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "orchestrator.cli.db_cmd",
     "orchestrator.cli.spec_cmd",
     "orchestrator.cli.sweep_cmd",
+    "orchestrator.cli.ui_cmd",
     "orchestrator.cli.results_cmd",
     "orchestrator.cli.data_cmd",
 )
@@ -46,17 +48,34 @@ for _module in COMMAND_MODULES:
 
 
 def main() -> None:
-    """Console-script entry point: compact errors, exit code 2 for bad input."""
+    """Console-script entry point: compact errors, exit code 2 for bad input.
+
+    Nothing kappa prints shows a password: log records and every error (a traceback
+    included, since database drivers and MLflow put URLs in their messages) are masked.
+    """
+    install_log_redaction()
+    full = os.environ.get("KAPPA_FULL_ERROR") == "1"
     try:
         app()
     except UserInputError as exc:
-        if os.environ.get("KAPPA_FULL_ERROR") == "1":
-            raise
+        if full:
+            _print_traceback(exc)
         typer.echo(f"error: {exc.render()}", err=True)
         typer.echo("(set KAPPA_FULL_ERROR=1 for the full traceback)", err=True)
         sys.exit(exc.exit_code)
     except KappaError as exc:
-        if os.environ.get("KAPPA_FULL_ERROR") == "1":
-            raise
-        typer.echo(f"error: {exc}", err=True)
+        if full:
+            _print_traceback(exc)
+        typer.echo(f"error: {redact(str(exc))}", err=True)
         sys.exit(1)
+    except Exception as exc:  # a bug or an environment failure: its traceback, masked
+        _print_traceback(exc)
+        sys.exit(1)
+
+
+def _print_traceback(exc: BaseException) -> None:
+    """Print ``exc``'s traceback to stderr with any password masked."""
+    import traceback
+
+    sys.stderr.write(redact("".join(traceback.format_exception(exc))))
+    sys.stderr.flush()

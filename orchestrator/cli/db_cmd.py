@@ -44,10 +44,20 @@ def upgrade(registry: RegistryOption = None) -> None:
 def current(registry: RegistryOption = None) -> None:
     """Show the registry's schema revision and whether it needs `kappa db upgrade`."""
     from orchestrator import paths
-    from orchestrator.registry.engine import display_url, make_engine, normalize_url
+    from orchestrator.registry.engine import (
+        display_url,
+        make_engine,
+        missing_sqlite_file,
+        normalize_url,
+    )
     from orchestrator.registry.schema import SchemaState, schema_status
 
-    engine = make_engine(normalize_url(paths.registry_url(registry)))
+    url = normalize_url(paths.registry_url(registry))
+    if missing_sqlite_file(url):  # only looking: opening the file would create it
+        typer.echo(f"registry: {display_url(url)}")
+        typer.echo("status:   missing (created by `kappa submit` or `kappa db upgrade`)")
+        return
+    engine = make_engine(url)
     try:
         status = schema_status(engine)
     finally:

@@ -255,7 +255,9 @@ def report(
 ) -> None:
     """Write one self-contained HTML report (grid, tables, plots, plan, spec); works offline."""
     from orchestrator.analysis.report import build_report
+    from orchestrator.paths import check_name
 
+    check_name(sweep)  # before anything is read, and the default file name stays here
     html = build_report(sweep, registry_url=registry, mlflow_uri=mlflow, mlflow_ui=mlflow_ui)
     target = output or Path(f"{sweep}-report.html")
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -282,9 +284,9 @@ def convergence(
     if fmt not in ("markdown", "csv"):
         raise unknown_name("format", fmt, ("markdown", "csv"), "--format")
     frame = results(sweep, registry, mlflow)
-    curves = load_curves(frame, [metric], paths.mlflow_uri(mlflow))
+    curves = load_curves(frame, [metric], paths.readable_mlflow_uri(mlflow))
     if curves.empty:
-        _check_curve_glob(frame, metric, paths.mlflow_uri(mlflow))
+        _check_curve_glob(frame, metric, paths.readable_mlflow_uri(mlflow))
     conv = convergence_frame(curves, frame, metric)
     conv.columns = [c.removeprefix("axis.") for c in conv.columns]
     if fmt == "csv":

@@ -1,4 +1,4 @@
-"""``kappa submit | status | logs | cancel | resume | ui | demo``: running sweeps.
+"""``kappa submit | status | logs | cancel | resume | demo``: running sweeps.
 
 Heavy imports (SQLAlchemy, MLflow, rich tables) happen inside the commands.
 """
@@ -167,9 +167,12 @@ def status_cmd(
     """Show sweeps, or one sweep's state counts and cells (progress, attempts, val acc)."""
     from orchestrator.cli.console import make_console
     from orchestrator.cli.sweep_views import print_sweep, sweep_json, sweeps_table
+    from orchestrator.paths import check_name
     from orchestrator.scheduler.lock import holder_pid
 
-    with _stores(registry, None).open_registry() as reg:
+    if sweep is not None:
+        check_name(sweep)
+    with _stores(registry, None).open_registry(create=False) as reg:
         if sweep is None:
             if as_json:
                 typer.echo(json.dumps([sweep_json(reg, s, holder_pid(s.name))
@@ -196,7 +199,7 @@ def logs_cmd(
     from orchestrator.scheduler.driver import find_cell
     from orchestrator.scheduler.loop import LOG_NAME, cell_run_dir
 
-    with _stores(registry, None).open_registry() as reg:
+    with _stores(registry, None).open_registry(create=False) as reg:
         record = find_cell(reg, cell)
         path = cell_run_dir(record) / LOG_NAME
         offset = 0
@@ -229,7 +232,9 @@ def cancel_cmd(
     """
     from orchestrator.scheduler.driver import cancel
 
-    cancelled = cancel(target, _stores(registry, None), ray_address=ray_address)
+    stores = _stores(registry, None)
+    stores.open_registry(create=False).close()  # no registry: nothing to cancel, none made
+    cancelled = cancel(target, stores, ray_address=ray_address)
     typer.echo(f"cancelled {len(cancelled)} cell(s)"
                + (": " + ", ".join(c.cell_id for c in cancelled) if cancelled else ""))
 
@@ -252,6 +257,7 @@ def resume_cmd(
     a background scheduler does it.
     """
     from orchestrator.cli.console import make_console
+    from orchestrator.paths import check_name
     from orchestrator.scheduler.driver import (
         choose_executor,
         resume,
@@ -262,9 +268,10 @@ def resume_cmd(
     stores = _stores(registry, mlflow)
     console = make_console()
     choice = _executor_choice(executor, ray_address)
+    check_name(sweep)
+    with stores.open_registry(create=False) as reg:
+        reg.get_sweep(sweep)  # an unknown sweep fails here (and in front of the user)
     if not wait:
-        with stores.open_registry() as reg:
-            reg.get_sweep(sweep)  # an unknown sweep fails here, not in the background
         choose_executor(sweep, choice)  # so does a bad --executor / missing address
         start_background(sweep, stores, max_parallel, choice)
         console.print(f"resuming {sweep} in the background (log: {scheduler_log(sweep)})")
@@ -273,28 +280,6 @@ def resume_cmd(
         resume(sweep, stores, max_parallel=max_parallel, options=options, choice=choice)
     if not quiet:
         _print_final(console, stores, sweep)
-
-
-def ui_cmd(
-    port: Annotated[int, typer.Option("--port", help="Port to serve on.")] = 5000,
-    host: Annotated[str, typer.Option("--host", help="Interface to bind.")] = "127.0.0.1",
-    mlflow: MlflowOption = None,
-) -> None:
-    """Start the MLflow UI on the same store the sweeps log to and print its URL."""
-    import os
-
-    from orchestrator import paths
-    from orchestrator.tracking import absolute_uri
-
-    uri = absolute_uri(paths.mlflow_uri(mlflow))
-    argv = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri,
-            "--host", host, "--port", str(port)]
-    if uri.startswith(("sqlite:", "file:")):
-        argv += ["--default-artifact-root", paths.mlflow_artifact_root().resolve().as_uri()]
-    typer.echo(f"MLflow UI: http://{host}:{port}  (store: {uri}; Ctrl-C stops it)")
-    sys.stdout.flush()
-    # Become the server, so that signals (Ctrl-C, kill) reach it directly.
-    os.execv(sys.executable, argv)
 
 
 def demo_cmd(
@@ -324,5 +309,4 @@ def register(app: typer.Typer) -> None:
     app.command("logs")(logs_cmd)
     app.command("cancel")(cancel_cmd)
     app.command("resume")(resume_cmd)
-    app.command("ui")(ui_cmd)
     app.command("demo")(demo_cmd)

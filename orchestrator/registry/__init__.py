@@ -10,6 +10,8 @@ Open / close::
 
 ``open`` initialises an empty database to the newest schema and refuses (UserInputError,
 exit 2) a database at an older revision, printing ``kappa db upgrade --registry URL``.
+``Registry.open(url, create=False)`` (for commands that only read) creates nothing: a
+missing or empty database raises ``RegistryMissing`` (a UserInputError).
 SQLite (WAL, foreign keys, busy timeout) and PostgreSQL (``postgresql+psycopg://``; a
 plain ``postgresql://`` URL gets the psycopg 3 driver) behave the same.
 
@@ -54,7 +56,12 @@ A typical life: ``add_cells`` -> ``transition(c, PENDING, QUEUED)`` -> executor 
 SUCCEEDED, exit_code=0, final_metrics=...)``; retry: ``transition(c, FAILED, PENDING)``.
 """
 
-from orchestrator.registry.schema import SchemaState, SchemaStatus, head_revision
+from orchestrator.registry.schema import (
+    RegistryMissing,
+    SchemaState,
+    SchemaStatus,
+    head_revision,
+)
 from orchestrator.registry.snapshots import AttemptRecord, CellLike, CellRecord, SweepRecord
 from orchestrator.registry.states import (
     TERMINAL_STATES,
@@ -76,6 +83,7 @@ __all__ = [
     "CellState",
     "IllegalTransition",
     "Registry",
+    "RegistryMissing",
     "SchemaState",
     "SchemaStatus",
     "SweepRecord",

@@ -18,6 +18,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
 from orchestrator.errors import Problem, UserInputError
+from orchestrator.redact import redact
 
 BUSY_TIMEOUT_MS = 30_000
 SUPPORTED = "sqlite:///PATH, postgresql+psycopg://USER@HOST:PORT/DB"
@@ -27,10 +28,10 @@ def normalize_url(url: str) -> URL:
     """Parse a registry URL; plain ``postgresql://``/``postgres://`` get the psycopg 3 driver."""
     try:
         parsed = make_url(url)
-    except ArgumentError as exc:
+    except (ArgumentError, ValueError) as exc:  # ValueError: e.g. a port that is no number
         raise UserInputError(
             "cannot parse the registry URL",
-            [Problem("registry", str(exc), found=url, allowed=SUPPORTED)],
+            [Problem("registry", str(exc), found=redact(url), allowed=SUPPORTED)],
         ) from None
     backend = parsed.get_backend_name()
     if backend in ("postgresql", "postgres"):
@@ -53,8 +54,29 @@ def normalize_url(url: str) -> URL:
 
 def display_url(url: URL | str) -> str:
     """The URL as a user would type it, with any password masked."""
-    parsed = make_url(url) if isinstance(url, str) else url
-    return parsed.render_as_string(hide_password=True)
+    if isinstance(url, str):
+        try:
+            parsed = make_url(url)
+        except (ArgumentError, ValueError):
+            return redact(url)
+        return parsed.render_as_string(hide_password=True)
+    return url.render_as_string(hide_password=True)
+
+
+def missing_sqlite_file(url: URL) -> bool:
+    """Whether ``url`` names a SQLite file that does not exist (opening would create it)."""
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return False
+    return not Path(url.database).expanduser().exists()
+
+
+def unreachable(url: URL, exc: Exception) -> UserInputError:
+    """The error for a registry server that refused or failed the connection."""
+    reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    return UserInputError(f"cannot connect to the registry at {display_url(url)}", [Problem(
+        "registry", redact(reason[0] if reason else type(exc).__name__),
+        found=display_url(url),
+        fix="check the server is up and the URL's host, port, user and password")])
 
 
 def make_engine(url: str | URL) -> Engine:

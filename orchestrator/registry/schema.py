@@ -141,8 +141,20 @@ def upgrade_schema(engine: Engine, revision: str = "head") -> tuple[SchemaStatus
     return before, after
 
 
-def ensure_schema(engine: Engine) -> SchemaStatus:
-    """Initialise an empty database; accept a current one; refuse anything else."""
+class RegistryMissing(UserInputError):
+    """A command that only reads found no registry (and created none)."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(f"no kappa registry at {url} yet", [Problem(
+            "registry", "the database does not exist yet (or holds no kappa tables)",
+            found=url,
+            fix="`kappa submit SPEC` creates it; or point KAPPA_HOME, KAPPA_REGISTRY or "
+                "--registry at an existing one")])
+
+
+def ensure_schema(engine: Engine, create: bool = True) -> SchemaStatus:
+    """Initialise an empty database (``create=False``: raise :class:`RegistryMissing`);
+    accept a current one; refuse anything else."""
     if _quick_revision(engine) == HEAD_REVISION:
         return SchemaStatus(HEAD_REVISION, HEAD_REVISION, SchemaState.CURRENT)
     from alembic import command
@@ -151,6 +163,8 @@ def ensure_schema(engine: Engine) -> SchemaStatus:
         _lock(connection)
         status = _status(connection)
         if status.state is SchemaState.EMPTY:
+            if not create:
+                raise RegistryMissing(display_url(engine.url))
             command.upgrade(alembic_config(connection), "head")
             return _status(connection)
     if status.state is not SchemaState.CURRENT:

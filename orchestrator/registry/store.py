@@ -11,14 +11,20 @@ from contextlib import contextmanager
 from typing import Any, cast
 
 from sqlalchemy import CursorResult, Engine, func, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from orchestrator import paths
-from orchestrator.registry.engine import display_url, make_engine, normalize_url
+from orchestrator.registry.engine import (
+    display_url,
+    make_engine,
+    missing_sqlite_file,
+    normalize_url,
+    unreachable,
+)
 from orchestrator.registry.models import CellRow, SweepRow, utcnow
 from orchestrator.registry.rows import cell_row, check_fields, jsonable, sweep_row
-from orchestrator.registry.schema import ensure_schema
+from orchestrator.registry.schema import RegistryMissing, ensure_schema
 from orchestrator.registry.snapshots import AttemptRecord, CellLike, CellRecord, SweepRecord
 from orchestrator.registry.states import (
     AttemptState,
@@ -48,15 +54,25 @@ class Registry:
 
     # -- lifecycle ---------------------------------------------------------------------
     @classmethod
-    def open(cls, url: str | None = None) -> Registry:
+    def open(cls, url: str | None = None, *, create: bool = True) -> Registry:
         """Connect to ``url`` (default: :func:`orchestrator.paths.registry_url`).
 
-        An empty database is initialised; an outdated or unknown schema raises
-        :class:`UserInputError` with the fix (``kappa db upgrade --registry URL``).
+        An empty database is initialised, or with ``create=False`` (commands that only
+        read) refused: :class:`RegistryMissing`, and no file or folder is made. An
+        outdated or unknown schema raises :class:`UserInputError` with the fix
+        (``kappa db upgrade --registry URL``); so does a server that cannot be reached.
         """
-        engine = make_engine(normalize_url(paths.registry_url(url)))
+        parsed = normalize_url(paths.registry_url(url))
+        if not create and missing_sqlite_file(parsed):
+            raise RegistryMissing(display_url(parsed))
+        engine = make_engine(parsed)
         try:
-            ensure_schema(engine)
+            ensure_schema(engine, create=create)
+        except OperationalError as exc:
+            engine.dispose()
+            if parsed.get_backend_name() == "sqlite":
+                raise
+            raise unreachable(parsed, exc) from None
         except BaseException:
             engine.dispose()
             raise
@@ -92,7 +108,12 @@ class Registry:
         mlflow_experiment_id: str | None = None,
         mlflow_parent_run_id: str | None = None,
     ) -> SweepRecord:
-        """Create the sweep ``name`` or update it; MLflow ids are only overwritten when given."""
+        """Create the sweep ``name`` or update it; MLflow ids are only overwritten when given.
+
+        The name becomes folder names (run folders, logs): one that is not a single safe
+        name (:func:`orchestrator.paths.check_name`) is refused.
+        """
+        paths.check_name(name)
         for attempt in range(2):
             try:
                 with self._tx() as session:

@@ -3,11 +3,17 @@
 Files are ``<out>/checkpoints/step_<N>.pt``, written to a temporary name then renamed,
 so a process killed mid-write leaves the previous checkpoint intact. Only the newest
 ``keep`` are kept.
+
+A checkpoint holds plain data only (tensors, numbers, strings, lists, tuples, dicts) and
+is read with ``torch.load(weights_only=True)``: a file that would need anything else
+(a pickle that builds objects, i.e. could run code) is refused with
+:class:`UnsafeCheckpointError` before any of it runs.
 """
 
 from __future__ import annotations
 
 import os
+import pickle
 import random
 import re
 from dataclasses import dataclass
@@ -16,7 +22,13 @@ from typing import Any
 
 import torch
 
+from orchestrator.errors import KappaError
+
 _NAME = re.compile(r"^step_(\d+)\.pt$")
+
+
+class UnsafeCheckpointError(KappaError):
+    """A checkpoint that is not plain data (loading it could run code), or not kappa's."""
 
 
 @dataclass(frozen=True)
@@ -66,10 +78,31 @@ def save_checkpoint(out_dir: Path, step: int, model: torch.nn.Module,
 
 
 def load_checkpoint(path: Path, device: torch.device) -> TrainState:
-    """Read a checkpoint written by :func:`save_checkpoint`."""
-    blob = torch.load(path, map_location=device, weights_only=False)
-    return TrainState(step=int(blob["step"]), model=blob["model"], optimizer=blob["optimizer"],
-                      torch_rng=blob["torch_rng"].cpu(), python_rng=blob["python_rng"])
+    """Read a checkpoint written by :func:`save_checkpoint` (plain data only: anything
+    else raises :class:`UnsafeCheckpointError`, and nothing in the file runs)."""
+    try:
+        blob = torch.load(path, map_location=device, weights_only=True)
+    except pickle.UnpicklingError as exc:
+        raise UnsafeCheckpointError(
+            f"{path}: refused: not a plain-data checkpoint (loading it could run code); "
+            f"delete it to restart the run from its previous checkpoint. "
+            f"({str(exc).splitlines()[0]})") from None
+    try:
+        python_rng = _python_rng(blob["python_rng"])
+        return TrainState(step=int(blob["step"]), model=blob["model"],
+                          optimizer=blob["optimizer"],
+                          torch_rng=blob["torch_rng"].cpu(), python_rng=python_rng)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise UnsafeCheckpointError(f"{path}: not a kappa checkpoint ({exc!r})") from None
+
+
+def _python_rng(state: Any) -> tuple[Any, ...]:
+    """``random.getstate()``'s shape, checked: ``(version, (625 ints), gauss_next)``."""
+    version, internal, gauss_next = state
+    internal = tuple(internal)
+    if not isinstance(version, int) or not all(isinstance(v, int) for v in internal):
+        raise ValueError("malformed python RNG state")
+    return (version, internal, gauss_next)
 
 
 def restore_rng(state: TrainState) -> None:

@@ -4,6 +4,8 @@ The result is cached under ``cache_dir()/embedded/`` by a content hash of everyt
 determines it (task, model shape, warm-start settings, seed), so later cells reuse it. A
 file lock makes a second process wait for the first instead of building it twice, and the
 file is written to a temporary name then renamed, so a reader never sees half a file.
+The cache holds plain data and is read with ``weights_only=True``: a file that is not
+(a pickle that would run code when loaded) is never executed, and is rebuilt over.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import fcntl
 import hashlib
 import json
 import os
+import pickle
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -107,10 +111,16 @@ def load_or_build(settings: EmbeddedSettings, device: torch.device) -> WarmStart
     with open(path.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         if path.exists():
-            blob = torch.load(path, map_location=device, weights_only=True)
-            model = TinyGPT(model_shape(settings)).to(device)
-            model.load_state_dict(blob["model"])
-            return WarmStart(model, int(blob["steps"]), float(blob["probe_accuracy"]), path, True)
+            try:
+                blob = torch.load(path, map_location=device, weights_only=True)
+            except pickle.UnpicklingError:
+                print(f"[kappa] {path}: not a plain-data warm start, ignored and rebuilt",
+                      file=sys.stderr, flush=True)
+            else:
+                model = TinyGPT(model_shape(settings)).to(device)
+                model.load_state_dict(blob["model"])
+                return WarmStart(model, int(blob["steps"]), float(blob["probe_accuracy"]),
+                                 path, True)
         model, steps, accuracy = _train(settings, TASKS[settings.task], device)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
         torch.save({"model": model.state_dict(), "steps": steps, "probe_accuracy": accuracy}, tmp)

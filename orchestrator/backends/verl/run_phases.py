@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from types import FrameType
 
@@ -31,7 +32,9 @@ from orchestrator.backends.verl.phases import (
 )
 from orchestrator.backends.verl.settings import VerlSettings
 
-# Passed on to verl's Ray workers, which do not inherit them on a remote cluster.
+# Passed on to verl's Ray workers, which do not inherit them on a remote cluster. They
+# travel on verl's command line (``ray_init.runtime_env``), so a value with a password is
+# left out (see :func:`forwarded_env`).
 FORWARDED_ENV = ("MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID", "MLFLOW_EXPERIMENT_ID")
 # How often the driver refreshes progress.json / forwards metrics while verl runs.
 POLL_SECONDS = float(os.environ.get("KAPPA_VERL_POLL_SECONDS", "5"))
@@ -44,10 +47,24 @@ def _log_path(run_dir: Path, phase: Phase) -> Path:
     return folder / f"{phase.index}-{phase.name}-{attempt:03d}.jsonl"
 
 
+def forwarded_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The variables of :data:`FORWARDED_ENV` to put on verl's command line.
+
+    One whose value carries a password (a tracking URI ``scheme://user:secret@host``)
+    stays off it: every user of the machine can read a command line. verl's workers
+    then get it by inheritance (the local Ray instance verl starts) or from the Ray
+    job's runtime_env (the Ray Jobs executor puts the launch environment there).
+    """
+    from orchestrator.redact import has_credentials
+
+    return {k: environ[k] for k in FORWARDED_ENV
+            if environ.get(k) and not has_credentials(environ[k])}
+
+
 def run_phase(settings: VerlSettings, run_dir: Path, phase: Phase) -> int:
     """Run one phase's verl command in the foreground; its exit code."""
     log_path = _log_path(run_dir, phase)
-    forward = {k: os.environ[k] for k in FORWARDED_ENV if os.environ.get(k)}
+    forward = forwarded_env(os.environ)
     forward["VERL_FILE_LOGGER_PATH"] = str(log_path)
     argv = verl_command(settings, run_dir, phase=phase, forward_env=forward)
     env = dict(os.environ) | phase_env(settings, phase) | {"VERL_FILE_LOGGER_PATH": str(log_path)}

@@ -1,0 +1,141 @@
+"""``kappa ui``: the MLflow UI on the sweeps' store, landing on a sweep's training runs.
+
+The printed (and, with ``--open``, opened) URL is the sweep's runs view filtered to the
+sweep, in the UI's *Model training* mode (see :mod:`orchestrator.tracking.ui`). The
+store's URI reaches ``mlflow server`` through its environment, never its command line
+(a password in it would show in ``ps``); it is printed masked.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Annotated
+
+import typer
+
+from orchestrator.errors import Problem, UserInputError
+
+OPEN_WAIT_S = 120  # how long --open waits for the server before giving up
+
+
+def _sweep_experiment(sweep: str | None, registry: str | None) -> tuple[str, str] | None:
+    """``(sweep name, MLflow experiment id)`` of ``sweep`` (default: the newest sweep);
+    ``None`` when no sweep was named and there is none to show. Creates no registry."""
+    from orchestrator.registry import Registry, RegistryMissing
+
+    try:
+        reg = Registry.open(registry, create=False)
+    except RegistryMissing:
+        if sweep is not None:
+            raise
+        return None
+    with reg:
+        if sweep is not None:
+            record = reg.get_sweep(sweep)  # unknown: the error lists the known sweeps
+        else:
+            newest = reg.list_sweeps()
+            if not newest:
+                return None
+            record = newest[0]
+    if record.mlflow_experiment_id is None:
+        if sweep is None:
+            return None
+        raise UserInputError(f"sweep {sweep} has no MLflow experiment yet", [Problem(
+            "sweep", "it was recorded without its MLflow experiment", found=sweep,
+            fix=f"`kappa resume {sweep}` creates it")])
+    return record.name, record.mlflow_experiment_id
+
+
+def _open_when_up(url: str, health: str) -> None:
+    """Open ``url`` in a browser once ``health`` answers, from a forked child (this
+    process becomes the server)."""
+    if os.fork() != 0:
+        return
+    try:
+        import time
+        import urllib.request
+        import webbrowser
+
+        deadline = time.monotonic() + OPEN_WAIT_S
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(health, timeout=2):
+                    webbrowser.open(url)
+                    break
+            except OSError:
+                time.sleep(0.5)
+    finally:
+        os._exit(0)
+
+
+def ui_cmd(
+    sweep: Annotated[str | None, typer.Argument(
+        help="The sweep to land on (default: the newest one).")] = None,
+    port: Annotated[int, typer.Option("--port", help="Port to serve on.")] = 5000,
+    host: Annotated[str, typer.Option("--host", help="Interface to bind.")] = "127.0.0.1",
+    open_browser: Annotated[bool, typer.Option(
+        "--open", help="Open the printed URL in a web browser.")] = False,
+    registry: Annotated[str | None, typer.Option(
+        "--registry", metavar="URL",
+        help="Registry database URL (default: KAPPA_REGISTRY, else .kappa/registry.db).")
+    ] = None,
+    mlflow: Annotated[str | None, typer.Option(
+        "--mlflow", metavar="URI",
+        help="MLflow tracking URI (default: KAPPA_MLFLOW_URI, else .kappa/mlflow.db).")
+    ] = None,
+) -> None:
+    """Start the MLflow UI on the store the sweeps log to; print the URL of SWEEP's runs.
+
+    The URL opens the sweep's training runs (filtered to the sweep, in the UI's Model
+    training mode). With an MLflow server as the store (--mlflow http://...), no server
+    is started: the URL is that server's.
+    """
+    from orchestrator import paths
+    from orchestrator.redact import redact
+    from orchestrator.tracking import absolute_uri
+    from orchestrator.tracking.ui import (
+        browser_host,
+        experiments_url,
+        is_server,
+        runs_url,
+        without_credentials,
+    )
+
+    if sweep is not None:
+        paths.check_name(sweep)
+    uri = absolute_uri(paths.mlflow_uri(mlflow))
+    store = paths.local_store_path(uri)
+    if store is not None and not store.exists():
+        raise UserInputError(f"no MLflow store at {store} yet", [Problem(
+            "mlflow", "nothing has been tracked there", found=redact(uri),
+            fix="`kappa submit SPEC` creates it; or point KAPPA_HOME, KAPPA_MLFLOW_URI "
+                "or --mlflow at an existing store")])
+    found = _sweep_experiment(sweep, registry)
+    remote = is_server(uri)
+    base = without_credentials(uri) if remote else f"http://{browser_host(host)}:{port}"
+    url = runs_url(base, found[1], found[0]) if found else experiments_url(base)
+    typer.echo(f"MLflow UI: {url}")
+    if found:
+        typer.echo(f"  the runs of sweep {found[0]}; see docs/mlflow-ui.md to compare them")
+    if remote:
+        if open_browser:
+            import webbrowser
+
+            webbrowser.open(url)
+        return
+    typer.echo(f"  store: {redact(uri)}; Ctrl-C stops the server")
+    sys.stdout.flush()
+    env = {**os.environ, "MLFLOW_BACKEND_STORE_URI": uri}
+    if store is not None:
+        env["MLFLOW_DEFAULT_ARTIFACT_ROOT"] = paths.mlflow_artifact_root().resolve().as_uri()
+    if open_browser:
+        _open_when_up(url, f"{base}/health")
+    # Become the server, so that signals (Ctrl-C, kill) reach it directly.
+    os.execve(sys.executable, [sys.executable, "-m", "mlflow", "server", "--host", host,
+                               "--port", str(port)], env)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``kappa ui`` to the ``kappa`` app."""
+    app.command("ui")(ui_cmd)

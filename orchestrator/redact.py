@@ -1,0 +1,73 @@
+"""Masking credentials in anything kappa prints or logs.
+
+A registry or MLflow URL may carry a password (``postgresql://user:secret@host/db``).
+kappa never puts such a URL on a command line (child processes get it through their
+environment) and passes every message, error and log line that could contain one
+through :func:`redact`, which masks the password of every URL-looking substring and
+the value of ``password=...`` key/value pairs (libpq connection strings).
+
+>>> redact("cannot reach postgresql://kappa:s3cret@db:5432/reg")
+'cannot reach postgresql://kappa:***@db:5432/reg'
+>>> redact("host=db user=kappa password=s3cret dbname=reg")
+'host=db user=kappa password=*** dbname=reg'
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+MASK = "***"
+
+# scheme://[user]:password@ -- the password runs to the LAST "@" before the host part
+# (an unencoded "@" in a password is common enough), never across "/" or whitespace.
+_URL_PASSWORD = re.compile(
+    r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@'\"]*):(?P<password>[^\s/'\"]*)@")
+# libpq key/value strings and query parameters: password=..., passwd=..., pwd=...
+_KEY_PASSWORD = re.compile(
+    r"(?P<head>\b(?:password|passwd|pwd)\s*=\s*)(?P<password>'[^']*'|\"[^\"]*\"|[^\s&;,)]+)",
+    re.IGNORECASE)
+
+
+def redact(text: str) -> str:
+    """``text`` with every password in a URL or ``password=`` pair replaced by ``***``."""
+    if "://" not in text and "=" not in text:
+        return text
+    text = _URL_PASSWORD.sub(lambda m: f"{m['head']}:{MASK}@", text)
+    return _KEY_PASSWORD.sub(lambda m: f"{m['head']}{MASK}", text)
+
+
+def has_credentials(url: str) -> bool:
+    """Whether ``url`` carries a password (it must then stay off command lines)."""
+    return redact(url) != url
+
+
+def _masked_record(record: logging.LogRecord) -> logging.LogRecord:
+    """``record`` with its message (and traceback) formatted now, passwords masked."""
+    message = record.getMessage()
+    masked = redact(message)
+    if masked != message:
+        record.msg, record.args = masked, None
+    if record.exc_info and record.exc_info[1] is not None:
+        # Handlers format the traceback later, from the exception: format it here, masked.
+        record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+        record.exc_info = None
+    return record
+
+
+def install_log_redaction() -> None:
+    """Mask passwords in every log record any logger (kappa's, MLflow's, Ray's) makes.
+
+    A record factory rather than a handler filter: libraries add their own handlers
+    (MLflow's logger does not propagate), and every record passes through the factory.
+    """
+    factory = logging.getLogRecordFactory()
+    if getattr(factory, "kappa_redacting", False):
+        return
+
+    def make(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        return _masked_record(factory(*args, **kwargs))
+
+    make.kappa_redacting = True  # type: ignore[attr-defined]
+    logging.setLogRecordFactory(make)

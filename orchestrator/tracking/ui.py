@@ -1,0 +1,64 @@
+"""Where the MLflow UI shows a sweep: the URL of its runs, and the server's environment.
+
+MLflow 3's UI opens an experiment on its GenAI pages (overview, traces) unless the
+browser was switched to *Model training*: the sidebar's workflow switch, kept in the
+browser's local storage (``mlflow.workflowType``), decides, not the experiment's
+``mlflow.experimentKind`` tag. The UI also reads the switch from the page's query
+(``workflowType=machine_learning``), so the URL below lands on the sweep's training runs
+in any browser. Routes and query keys are the UI bundle's own (MLflow 3.x, a hash
+router): ``#/experiments/<id>/runs`` with ``searchFilter`` (the runs search box).
+
+Importing this module imports nothing heavy (``kappa ui`` stays light until the server).
+"""
+
+from __future__ import annotations
+
+from urllib.parse import quote, urlencode, urlsplit, urlunsplit
+
+WORKFLOW_QUERY = {"workflowType": "machine_learning"}
+SERVER_SCHEMES = ("http", "https")
+
+
+def sweep_filter(sweep: str) -> str:
+    """The runs search that shows one sweep's runs (its parent run and every cell)."""
+    escaped = sweep.replace("\\", "\\\\").replace("'", "\\'")
+    return f"tags.`kappa.sweep` = '{escaped}'"
+
+
+def runs_url(base: str, experiment_id: str, sweep: str) -> str:
+    """The UI page of ``sweep``'s training runs, filtered to it, in *Model training* mode.
+
+    >>> runs_url("http://127.0.0.1:5000", "3", "toy-table2")
+    "http://127.0.0.1:5000/#/experiments/3/runs?workflowType=machine_learning&searchFilter=tags.%60kappa.sweep%60%20%3D%20%27toy-table2%27"
+    """
+    query = urlencode({**WORKFLOW_QUERY, "searchFilter": sweep_filter(sweep)}, quote_via=quote)
+    return f"{base.rstrip('/')}/#/experiments/{quote(experiment_id, safe='')}/runs?{query}"
+
+
+def experiments_url(base: str) -> str:
+    """The UI's list of experiments (no sweep to land on)."""
+    return f"{base.rstrip('/')}/#/experiments?{urlencode(WORKFLOW_QUERY)}"
+
+
+def is_server(uri: str) -> bool:
+    """Whether the tracking URI is an MLflow server (whose own UI is at that address)."""
+    return urlsplit(uri).scheme in SERVER_SCHEMES
+
+
+def without_credentials(url: str) -> str:
+    """``url`` without ``user:password@`` (a browser asks for them itself)."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host + (f":{parts.port}" if parts.port is not None else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def browser_host(host: str) -> str:
+    """The address a browser on this machine reaches a server bound to ``host`` at."""
+    if host in ("0.0.0.0", "", "::"):
+        return "127.0.0.1"
+    return f"[{host}]" if ":" in host else host

@@ -1,0 +1,73 @@
+"""Passwords never shown: URL and key/value masking, log records, rendered errors."""
+
+from __future__ import annotations
+
+import logging
+import random
+import string
+
+import pytest
+
+from orchestrator.errors import Problem, UserInputError
+from orchestrator.redact import MASK, has_credentials, install_log_redaction, redact
+
+FUZZ_CASES = 2000
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("postgresql://kappa:s3cret@db:5432/reg", "postgresql://kappa:***@db:5432/reg"),
+    ("postgresql+psycopg://u:p%40ss@h/db", "postgresql+psycopg://u:***@h/db"),
+    ("http://u:p@ss@mlflow.example:5000", "http://u:***@mlflow.example:5000"),
+    ("https://:tok3n@host/api", "https://:***@host/api"),
+    ("error at 'postgresql://a:b@h/d' and http://c:d@e/f.", "error at 'postgresql://a:***@h/d'"
+                                                           " and http://c:***@e/f."),
+    ("host=db user=kappa password=s3cret dbname=reg", "host=db user=kappa password=*** dbname=reg"),
+    ("...?sslmode=require&password=x&user=u", "...?sslmode=require&password=***&user=u"),
+    # Nothing to hide: left as it is.
+    ("postgresql://kappa@db/reg", "postgresql://kappa@db/reg"),
+    ("sqlite:////tmp/home/registry.db", "sqlite:////tmp/home/registry.db"),
+    ("http://127.0.0.1:5000/#/experiments/1/runs?searchFilter=a", None),
+    ("mean@8 = 0.5, user@example.org", None),
+])
+def test_redact_masks_passwords_only(text: str, expected: str | None) -> None:
+    assert redact(text) == (text if expected is None else expected)
+    assert has_credentials(text) == (expected is not None and expected != text)
+
+
+def test_fuzzed_passwords_never_survive() -> None:
+    """Random passwords (URL-safe and percent-encoded characters) in random URL shapes."""
+    seed = random.randrange(2**32)
+    print(f"seed={seed}")
+    rng = random.Random(seed)
+    alphabet = string.ascii_letters + string.digits + "-._~!$&()*+,;%=@"
+    for _ in range(FUZZ_CASES):
+        password = "Z" + "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 24))) + "Q"
+        user = "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(0, 8)))
+        scheme = rng.choice(["postgresql", "postgresql+psycopg", "http", "https", "mysql"])
+        host = rng.choice(["db", "127.0.0.1", "db.example.org:5432", "[::1]:5000"])
+        url = f"{scheme}://{user}:{password}@{host}/" + rng.choice(["reg", "", "a/b?x=1"])
+        text = rng.choice(["{}", "cannot reach {}: refused", "'{}'", "({})"]).format(url)
+        masked = redact(text)
+        assert password not in masked, (seed, text, masked)
+        assert f"{user}:{MASK}@{host}" in masked, (seed, text, masked)
+
+
+def test_user_input_errors_render_masked() -> None:
+    err = UserInputError("cannot use postgresql://u:s3cret@h/db", [Problem(
+        "registry", "bad", found="postgresql://u:s3cret@h/db")])
+    assert "s3cret" not in err.render() and "s3cret" not in str(err)
+    assert "postgresql://u:***@h/db" in err.render()
+
+
+def test_log_records_and_tracebacks_are_masked(caplog: pytest.LogCaptureFixture) -> None:
+    install_log_redaction()
+    install_log_redaction()  # idempotent
+    log = logging.getLogger("kappa.test.redact")
+    with caplog.at_level(logging.INFO):
+        log.warning("connecting to %s", "postgresql://u:s3cret@h/db")
+        try:
+            raise RuntimeError("failed: http://u:s3cret@mlflow/")
+        except RuntimeError:
+            log.exception("store error")
+    assert "s3cret" not in caplog.text
+    assert "postgresql://u:***@h/db" in caplog.text and "http://u:***@mlflow/" in caplog.text
