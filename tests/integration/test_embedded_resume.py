@@ -43,15 +43,35 @@ def _lines(run: Path) -> list[tuple[int, dict[str, float]]]:
     return [(r["step"], _stable(r["metrics"])) for r in rows]
 
 
+def _mlflow_history(uri: str, run_id: str) -> dict[str, list[tuple[int, float]]]:
+    from mlflow import MlflowClient
+
+    client = MlflowClient(uri)
+    keys = client.get_run(run_id).data.metrics
+    return {k: sorted((m.step, m.value) for m in client.get_metric_history(run_id, k))
+            for k in keys if not k.startswith(_VOLATILE)}
+
+
 def test_kill_and_resume_matches_uninterrupted(tmp_path: Path) -> None:
-    env = {**os.environ, "KAPPA_HOME": str(tmp_path / "home"), "OMP_NUM_THREADS": "1"}
+    """Files and MLflow alike: each run logs into a run of its own, and the killed and
+    resumed one ends with exactly the uninterrupted one's metric history."""
+    from mlflow import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    experiment = client.create_experiment("resume", artifact_location=str(tmp_path / "art"))
+    runs = {name: client.create_run(experiment).info.run_id for name in ("straight", "resumed")}
+    env = {**os.environ, "KAPPA_HOME": str(tmp_path / "home"), "OMP_NUM_THREADS": "1",
+           "MLFLOW_TRACKING_URI": uri}
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump(CONFIG))
 
     straight = tmp_path / "straight"
-    subprocess.run(_command(config, straight), env=env, check=True, capture_output=True)
+    subprocess.run(_command(config, straight), env={**env, "MLFLOW_RUN_ID": runs["straight"]},
+                   check=True, capture_output=True)
 
     resumed = tmp_path / "resumed"
+    env["MLFLOW_RUN_ID"] = runs["resumed"]
     proc = subprocess.Popen(_command(config, resumed), env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     first = resumed / "checkpoints" / "step_2.pt"
@@ -75,6 +95,9 @@ def test_kill_and_resume_matches_uninterrupted(tmp_path: Path) -> None:
     assert _lines(straight) == _lines(resumed)
     progress = json.loads((resumed / "progress.json").read_text())
     assert progress == {"step": 10, "total_steps": 10}
+    history = _mlflow_history(uri, runs["straight"])
+    assert [s for s, _ in history["critic/score/mean"]] == list(range(1, 11))
+    assert _mlflow_history(uri, runs["resumed"]) == history  # nothing doubled, nothing lost
 
 
 def test_rerun_of_a_finished_folder_is_stable(tmp_path: Path,
