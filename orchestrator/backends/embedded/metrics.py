@@ -77,8 +77,13 @@ class RunFiles:
         self._outbox: Outbox | None = None
         self._sender: OutboxSender | None = None
         if run_id and uri:
+            # Imported here, not first on the sender's thread: two threads importing
+            # MLflow's modules (import cycles) for the first time at once can deadlock.
+            import mlflow.entities  # noqa: F401
+            from mlflow.tracking import MlflowClient
+
             self._outbox = Outbox(out_dir)
-            self._sender = OutboxSender(self._outbox, run_id)
+            self._sender = OutboxSender(self._outbox, run_id, client=MlflowClient())
         self._seq = 0  # position of the next record in the run's record sequence
 
     def resume_from(self, last_step: int) -> None:
