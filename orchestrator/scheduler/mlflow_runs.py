@@ -9,10 +9,12 @@ may have created a run without recording it (``may_exist``) searches first.
 A new run's params are logged just after it is created, on a background thread
 (:mod:`.background`); a reopened run gets any params it lacks the same way. When a cell
 ends, its config, summary and log are attached, final metrics from ``summary.json`` that
-the run lacks are logged as metrics, and the run is ended — on the same thread, in
-order, off the loop's critical path. :meth:`flush` waits for all that; a retry reopening
+the run lacks are logged as metrics, metrics the trainer left in the run folder's outbox
+(MLflow was away) are delivered, and the run is ended — on the same thread, in order, off
+the loop's critical path. Each of these waits out a tracking store that went away
+(:mod:`orchestrator.tracking.retry`). :meth:`flush` waits for all that; a retry reopening
 a run waits for the run's own pending work first; :meth:`reconcile` ends runs a killed
-scheduler never finished.
+scheduler never finished; :meth:`sweep_ended` ends the parent run.
 """
 
 from __future__ import annotations
@@ -88,7 +90,8 @@ class MlflowRunTracker:
                 self._work.wait_for(run_id)  # its last end must land first
             if self.tracker.reopen_cell_run(run_id):
                 # Its creator may have died before the params were in: complete them.
-                self._later(run_id, lambda: self.tracker.log_cell_params(run_id, cell, True))
+                self._later(run_id, lambda: with_store_retries(
+                    lambda: self.tracker.log_cell_params(run_id, cell, True), "logging params"))
                 return run_id
             may_exist = True  # the recorded run is gone: look before making another
         new_id = self.tracker.create_cell_run(
@@ -96,7 +99,8 @@ class MlflowRunTracker:
             may_exist=may_exist, experiment_id=sweep.mlflow_experiment_id, log_params=False)
         # The params follow off the critical path (before any finish of this run: the
         # worker keeps order). A run found by the search may have them already.
-        self._later(new_id, lambda: self.tracker.log_cell_params(new_id, cell, may_exist))
+        self._later(new_id, lambda: with_store_retries(
+            lambda: self.tracker.log_cell_params(new_id, cell, may_exist), "logging params"))
         return new_id
 
     def _later(self, key: str, task: Callable[[], object]) -> None:
