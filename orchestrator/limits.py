@@ -22,6 +22,14 @@ MAX_YAML_NODES = 100_000
 MAX_YAML_DEPTH = 64
 """Nesting of mappings and lists (a spec needs about 6)."""
 
+# --- specs ---------------------------------------------------------------------------------
+MAX_AXES = 64
+"""Axes of one spec (and labels, zip groups); every check over pairs of axes stays cheap."""
+MAX_PROBLEMS = 100
+"""Problems reported at once per check; the rest are counted, not described."""
+MAX_SUGGESTION_CANDIDATES = 1000
+"""A "did you mean" is looked for among at most this many names."""
+
 # --- grids ---------------------------------------------------------------------------------
 DEFAULT_MAX_CELLS = 100_000
 """Most cells a grid may have unless ``KAPPA_MAX_CELLS`` allows more."""
@@ -72,3 +80,10 @@ def max_cells() -> int:
                      f"{MAX_CELLS_ENV}=500000")],
         )
     return value
+
+
+def more_problems(count: int | None = None) -> Problem:
+    """The last entry of a list cut at :data:`MAX_PROBLEMS`: that (and how many) more exist."""
+    many = f"{count:,} more problem(s)" if count is not None else "more problems"
+    return Problem("", f"... and {many} not listed (the first {MAX_PROBLEMS} are)",
+                   fix="fix the ones above first")

@@ -25,6 +25,7 @@ from pydantic import BaseModel
 from orchestrator.backends.base import Backend
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.grid.assignments import Assignment, AxisValue
+from orchestrator.limits import MAX_PROBLEMS, more_problems
 from orchestrator.spec.model import Spec
 from orchestrator.spec.settings_paths import (
     LeafPath,
@@ -73,13 +74,32 @@ def cells_to_validate(
     return sorted(chosen)
 
 
+class _Leaves:
+    """Setting leaf paths, indexed to find those overlapping a path (one a prefix of the
+    other) in a few lookups rather than a scan: a base of 10^4 settings with 100
+    problems would otherwise cost 10^6 comparisons per cell."""
+
+    def __init__(self, leaves: Iterable[LeafPath]) -> None:
+        self.leaves = set(leaves)
+        self.longer: dict[LeafPath, list[LeafPath]] = {}  # proper prefix -> leaves under it
+        for leaf in self.leaves:
+            for n in range(1, len(leaf)):
+                self.longer.setdefault(leaf[:n], []).append(leaf)
+
+    def overlapping(self, parts: LeafPath) -> list[LeafPath]:
+        """The leaves equal to, above or below ``parts``."""
+        found = [parts[:n] for n in range(1, len(parts) + 1) if parts[:n] in self.leaves]
+        return found + self.longer.get(parts, [])
+
+
 class _Collector:
     """Attributes backend problems to their origin in the spec and deduplicates them."""
 
     def __init__(self, spec: Spec, model: type[BaseModel]) -> None:
         self.spec = spec
         self.known = settings_paths(model)
-        self.base_leaves = flatten(spec.base)
+        self.base_leaves = _Leaves(flatten(spec.base))
+        self.variant_leaves: dict[str, _Leaves] = {}  # by variant axis, filled on demand
         self.problems: dict[tuple[str, str, str | None], Problem] = {}
         # Cross-field problems: message -> failing cells. Their "found" is the whole
         # input mapping, different in every cell, so it is left out.
@@ -97,14 +117,17 @@ class _Collector:
 
     def add(self, problem: Problem, records: Sequence[AxisValue], cell: Assignment) -> None:
         parts: LeafPath = tuple(problem.location.split(".")) if problem.location else ()
-        owner: dict[LeafPath, AxisValue | None] = dict.fromkeys(self.base_leaves)
+        # Who sets each setting that overlaps the problem's: a cell's axis value, else base.
+        owner: dict[LeafPath, AxisValue] = {}
         for record in records:
             for leaf_path in record.overrides:
                 owner[leaf_path] = record
         origins: dict[int, AxisValue | None] = {}
-        for leaf, holder in owner.items():
-            n = min(len(leaf), len(parts))
-            if parts and leaf[:n] == parts[:n]:
+        if parts:
+            overlapping = set(self.base_leaves.overlapping(parts))
+            overlapping.update(leaf for leaf in owner if overlaps(leaf, parts))
+            for leaf in overlapping:
+                holder = owner.get(leaf)
                 origins[id(holder)] = holder
         if len(origins) > 1 or not parts:
             self.cross.setdefault(problem.message, []).append(cell)
@@ -144,9 +167,12 @@ class _Collector:
             variants = self.spec.axes.get(record.axis)
             if not record.is_variant or not isinstance(variants, dict):
                 continue
-            for settings in variants.values():
-                if any(overlaps(leaf, parts) for leaf in flatten(settings)):
-                    return record
+            leaves = self.variant_leaves.get(record.axis)
+            if leaves is None:
+                every = {leaf for settings in variants.values() for leaf in flatten(settings)}
+                leaves = self.variant_leaves[record.axis] = _Leaves(every)
+            if leaves.overlapping(parts):
+                return record
         return None
 
     def cross_problems(
@@ -207,18 +233,26 @@ def validate_cells(
     coupled_pos = coupled_axes(spec, table, getattr(backend, "coupled_settings", None))
     chosen = cells_to_validate(cells, coupled_pos, len(names))
     collector = _Collector(spec, backend.settings_model)
+    cut = False
+    checked = 0
     for index in chosen:
+        if len(collector.problems) + len(collector.cross) >= MAX_PROBLEMS:
+            cut = True  # enough to act on; validating 10^5 broken cells would take minutes
+            break
+        checked += 1
         cell = cells[index]
         try:
             model = backend.validate(settings_of(cell))
         except UserInputError as exc:
             records = [table[names[i]][k] for i, k in enumerate(cell)]
-            for problem in exc.problems or (Problem("", exc.summary),):
+            for problem in (exc.problems or (Problem("", exc.summary),))[:MAX_PROBLEMS]:
                 collector.add(problem, records, cell)
             continue
         on_valid(cell, model)
-    problems = list(collector.problems.values())
-    problems += collector.cross_problems(table, coupled_pos, len(chosen))
+    problems = list(collector.problems.values())[:MAX_PROBLEMS]
+    problems += collector.cross_problems(table, coupled_pos, checked)
+    if cut or len(collector.problems) > MAX_PROBLEMS:
+        problems.append(more_problems())
     if problems:
         raise UserInputError(f"{spec.filename}: invalid settings", problems)
     return len(chosen)

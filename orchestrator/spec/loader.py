@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from orchestrator.errors import Problem, UserInputError
+from orchestrator.limits import MAX_PROBLEMS, more_problems
 from orchestrator.spec.model import AXIS_TAGS, Spec, dotted
 from orchestrator.spec.settings_paths import did_you_mean
 from orchestrator.spec.yaml_limits import read_yaml_file
@@ -38,7 +39,10 @@ def _problems(exc: ValidationError, doc: SourceDocument) -> list[Problem]:
     problems: list[Problem] = []
     seen: set[tuple[Any, ...]] = set()
     errors = exc.errors()
-    for err in errors:
+    for n, err in enumerate(errors):
+        if len(problems) >= MAX_PROBLEMS:
+            problems.append(more_problems(len(errors) - n))
+            break
         loc = list(err["loc"])
         if err["type"] == "too_short" and any(
             len(o["loc"]) > len(loc) and list(o["loc"][: len(loc)]) == loc for o in errors

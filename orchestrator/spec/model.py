@@ -28,6 +28,7 @@ from pydantic import (
 
 from orchestrator.errors import Problem
 from orchestrator.limits import (
+    MAX_AXES,
     MAX_CPUS_PER_NODE,
     MAX_GPUS_PER_CELL,
     MAX_GPUS_PER_NODE,
@@ -141,13 +142,16 @@ class Spec(_Strict):
     )
     axes: dict[AxisName, Axis] = Field(
         default_factory=dict,
+        max_length=MAX_AXES,
         description="The grid is the product of all axes, in this order (first slowest).",
     )
     labels: tuple[AxisName, ...] = Field(
-        (), description="Axes that are recorded on cells but set no backend setting."
+        (), max_length=MAX_AXES,
+        description="Axes that are recorded on cells but set no backend setting.",
     )
     zip: tuple[Annotated[tuple[AxisName, ...], Field(min_length=2)], ...] = Field(
-        (), description="Groups of axes that vary together (equal lengths) instead of crossing."
+        (), max_length=MAX_AXES,
+        description="Groups of axes that vary together (equal lengths) instead of crossing.",
     )
     exclude: tuple[Annotated[dict[AxisName, JsonScalar], Field(min_length=1)], ...] = Field(
         (), description="Drop every cell that matches all the given axis values."

@@ -17,7 +17,6 @@ from orchestrator.spec.settings_paths import (
     LeafPath,
     did_you_mean,
     flatten,
-    overlaps,
     settings_paths,
     written_leaves,
 )
@@ -42,29 +41,32 @@ def axis_leaf_paths(spec: Spec, axis: str) -> set[LeafPath]:
 
 
 def _check_axes(spec: Spec, known: frozenset[str], problems: list[Problem]) -> None:
+    label_at: dict[str, int] = {}
+    for index, label in enumerate(spec.labels):
+        label_at.setdefault(label, index)
     for axis, values in spec.axes.items():
         if isinstance(values, dict):
-            if axis in spec.labels:
+            if axis in label_at:
                 problems.append(
                     spec.problem(
-                        ("labels", spec.labels.index(axis)),
+                        ("labels", label_at[axis]),
                         "an axis of named variants needs no label",
                         found=repr(axis),
                         fix=f"remove '{axis}' from labels",
                     )
                 )
             continue
-        if axis in known and axis in spec.labels:
+        if axis in known and axis in label_at:
             problems.append(
                 spec.problem(
-                    ("labels", spec.labels.index(axis)),
+                    ("labels", label_at[axis]),
                     f"'{axis}' is a {spec.backend} setting, so its axis sets it; "
                     "it cannot be a label",
                     found=repr(axis),
                     fix=f"remove '{axis}' from labels, or rename the axis",
                 )
             )
-        elif axis not in known and axis not in spec.labels:
+        elif axis not in known and axis not in label_at:
             close = did_you_mean(axis, known)
             problems.append(
                 spec.problem(
@@ -79,7 +81,7 @@ def _check_axes(spec: Spec, known: frozenset[str], problems: list[Problem]) -> N
                 )
             )
     for index, label in enumerate(spec.labels):
-        if label in spec.labels[:index]:
+        if label_at[label] != index:
             problems.append(
                 spec.problem(
                     ("labels", index),
@@ -116,39 +118,61 @@ def _check_repeated_settings(spec: Spec, problems: list[Problem]) -> None:
         if isinstance(values, dict):
             blocks += [(("axes", axis, name), settings) for name, settings in values.items()]
     for where, settings in blocks:
+        # Each leaf against the earlier ones through dicts of leaves and of their
+        # prefixes: linear in the leaves (a pairwise scan took minutes on 10^4 keys).
+        whole: dict[LeafPath, int] = {}  # an earlier leaf -> its first position
+        under: dict[LeafPath, int] = {}  # a proper prefix of an earlier leaf -> first position
         leaves = written_leaves(settings)
         for j, (leaf, keys) in enumerate(leaves):
-            for earlier, earlier_keys in leaves[:j]:
-                if overlaps(leaf, earlier):
-                    problems.append(
-                        spec.problem(
-                            (*where, *keys),
-                            f"'{'.'.join(earlier)}' is set twice in {dotted(where)}",
-                            found=f"{_spelling(earlier_keys)} and {_spelling(keys)}",
-                            fix="keep one of the two (nested and dotted keys are the same "
-                            "setting)",
-                        )
+            candidates = [whole[leaf[:n]] for n in range(1, len(leaf) + 1) if leaf[:n] in whole]
+            if leaf in under:
+                candidates.append(under[leaf])
+            if candidates:
+                earlier, earlier_keys = leaves[min(candidates)]
+                problems.append(
+                    spec.problem(
+                        (*where, *keys),
+                        f"'{'.'.join(earlier)}' is set twice in {dotted(where)}",
+                        found=f"{_spelling(earlier_keys)} and {_spelling(keys)}",
+                        fix="keep one of the two (nested and dotted keys are the same "
+                        "setting)",
                     )
-                    break
+                )
+            whole.setdefault(leaf, j)
+            for n in range(1, len(leaf)):
+                under.setdefault(leaf[:n], j)
 
 
 def _check_conflicts(spec: Spec, problems: list[Problem]) -> None:
-    leaves = {axis: axis_leaf_paths(spec, axis) for axis in spec.axes}
+    # Every axis's leaves against the earlier axes' through dicts of leaves and prefixes:
+    # linear in the leaves, where comparing every pair of leaves of every pair of axes
+    # was quadratic in both.
+    whole: dict[LeafPath, list[tuple[int, LeafPath]]] = {}  # leaf -> (axis, leaf) setting it
+    under: dict[LeafPath, list[tuple[int, LeafPath]]] = {}  # prefix -> (axis, longer leaf)
     names = list(spec.axes)
-    for i, first in enumerate(names):
-        for second in names[i + 1 :]:
-            clash = sorted(
-                ".".join(a) for a in leaves[first] for b in leaves[second] if overlaps(a, b)
+    found: list[tuple[int, int, Problem]] = []
+    for i, second in enumerate(names):
+        leaves = axis_leaf_paths(spec, second)
+        clashes: dict[int, set[str]] = {}
+        for leaf in leaves:
+            for n in range(1, len(leaf) + 1):
+                for j, theirs in whole.get(leaf[:n], ()):
+                    clashes.setdefault(j, set()).add(".".join(theirs))
+            for j, theirs in under.get(leaf, ()):
+                clashes.setdefault(j, set()).add(".".join(theirs))
+        for j in sorted(clashes):
+            problem = spec.problem(
+                ("axes", second),
+                f"axes '{names[j]}' and '{second}' both set {', '.join(sorted(clashes[j]))}",
+                found=f"'{second}'",
+                fix="set each setting from one axis only (bundle them as variants)",
             )
-            if clash:
-                problems.append(
-                    spec.problem(
-                        ("axes", second),
-                        f"axes '{first}' and '{second}' both set {', '.join(clash)}",
-                        found=f"'{second}'",
-                        fix="set each setting from one axis only (bundle them as variants)",
-                    )
-                )
+            found.append((j, i, problem))
+        for leaf in leaves:
+            whole.setdefault(leaf, []).append((i, leaf))
+            for n in range(1, len(leaf)):
+                under.setdefault(leaf[:n], []).append((i, leaf))
+    problems += [problem for _, _, problem in sorted(found, key=lambda f: f[:2])]
 
 
 def _axis_length(values: Any) -> int:
@@ -199,6 +223,7 @@ def _allowed_values(spec: Spec, axis: str) -> list[Any]:
 
 
 def _check_assignments(spec: Spec, problems: list[Problem]) -> None:
+    allowed_keys: dict[str, set[Any]] = {}
     for section in ("exclude", "include"):
         entries = getattr(spec, section)
         for e, entry in enumerate(entries):
@@ -219,9 +244,11 @@ def _check_assignments(spec: Spec, problems: list[Problem]) -> None:
                 is_variant = isinstance(spec.axes[axis], dict)
                 # An include may bring a new value to a list axis (seed 7); anything
                 # else outside the axis can match no cell.
-                if (is_variant or section == "exclude") and scalar_key(value) not in {
-                    scalar_key(a) for a in allowed
-                }:
+                if axis not in allowed_keys:
+                    allowed_keys[axis] = {scalar_key(a) for a in allowed}
+                if (is_variant or section == "exclude") and (
+                    scalar_key(value) not in allowed_keys[axis]
+                ):
                     kind = "variant" if is_variant else "value"
                     fix = (
                         did_you_mean(str(value), [str(a) for a in allowed])

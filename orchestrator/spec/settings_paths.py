@@ -14,6 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from orchestrator.limits import MAX_SUGGESTION_CANDIDATES
+
 LeafPath = tuple[str, ...]
 
 
@@ -128,6 +130,13 @@ def overlaps(a: LeafPath, b: LeafPath) -> bool:
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str | None:
-    """``"did you mean 'x'?"`` for the closest known name, if any is close."""
-    close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+    """``"did you mean 'x'?"`` for the closest known name, if any is close.
+
+    Among at most :data:`~orchestrator.limits.MAX_SUGGESTION_CANDIDATES` names (and for
+    a name of at most 200 characters): fuzzy matching costs their product.
+    """
+    candidates = sorted(known)
+    if len(candidates) > MAX_SUGGESTION_CANDIDATES or len(name) > 200:
+        return None
+    close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
     return f"did you mean '{close[0]}'?" if close else None

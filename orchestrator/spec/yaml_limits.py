@@ -61,21 +61,31 @@ def read_yaml_file(path: Path, what: str = "spec") -> str:
         ) from None
 
 
-def _children(node: yaml.Node) -> Iterator[tuple[str | int, yaml.Node]]:
-    """A node's children with the path part each sits under (a mapping key's own text)."""
+def _dots(key: yaml.Node) -> int:
+    """Levels a key adds beyond its own: ``model.d_model`` nests as deep as ``model:
+    {d_model}`` once settings are read, so each dot counts."""
+    return key.value.count(".") if isinstance(key, yaml.ScalarNode) else 0
+
+
+def _children(node: yaml.Node) -> Iterator[tuple[str | int, yaml.Node, int]]:
+    """A node's children: the path part each sits under (a mapping key's own text), the
+    child, and the extra levels its key's dots add."""
     if isinstance(node, yaml.MappingNode):
         for key, value in node.value:
             label = key.value if isinstance(key, yaml.ScalarNode) else "?"
-            yield label, key
-            yield label, value
+            yield label, key, 0
+            yield label, value, _dots(key)
     elif isinstance(node, yaml.SequenceNode):
-        yield from enumerate(node.value)
+        for index, child in enumerate(node.value):
+            yield index, child, 0
 
 
 def _where(path: list[str | int]) -> str:
     """The dotted location; a very deep one keeps its first levels and says how many."""
     text = ""
     for part in path[:12]:
+        if isinstance(part, str) and len(part) > 60:
+            part = part[:60] + "..."
         text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
     return text + (f"... ({len(path)} levels)" if len(path) > 12 else "")
 
@@ -88,24 +98,52 @@ def _problem(filename: str, node: yaml.Node, path: list[str | int], message: str
         line=mark.line + 1, column=mark.column + 1)])
 
 
+def _plain_and_small(root: yaml.Node) -> bool:
+    """Whether the document is a tree (no node reached twice: no alias) within the limits.
+
+    The common case, checked in one quick pass; anything else is measured (and located)
+    by :func:`check_graph`'s full walk.
+    """
+    seen: set[int] = set()
+    stack: list[tuple[yaml.Node, int]] = [(root, 1)]
+    mapping, sequence = yaml.MappingNode, yaml.SequenceNode
+    while stack:
+        node, depth = stack.pop()
+        if id(node) in seen or depth > MAX_YAML_DEPTH:
+            return False
+        seen.add(id(node))
+        kind = type(node)
+        if kind is mapping:
+            for key, value in node.value:
+                stack.append((key, depth + 1))
+                stack.append((value, depth + 1 + _dots(key)))
+        elif kind is sequence:
+            stack.extend((child, depth + 1) for child in node.value)
+        if len(seen) + len(stack) > MAX_YAML_NODES:
+            return False
+    return True
+
+
 def check_graph(root: yaml.Node, filename: str) -> None:
     """Refuse a composed document that is cyclic, too deep or too big once aliases expand.
 
     Iterative (no recursion, whatever the depth) and linear in the distinct nodes:
     an alias's target is measured once and its size reused wherever it is referred to.
     """
+    if _plain_and_small(root):
+        return
     expanded: dict[int, int] = {}  # id(node) -> size of its subtree, aliases expanded
-    height: dict[int, int] = {}  # id(node) -> levels below and including it
+    height: dict[int, int] = {}  # id(node) -> levels in and below it (dots included)
     on_path: set[int] = {id(root)}
-    stack: list[tuple[yaml.Node, Iterator[tuple[str | int, yaml.Node]]]] = [
-        (root, _children(root))]
+    stack: list[tuple[yaml.Node, Iterator[tuple[str | int, yaml.Node, int]], int]] = [
+        (root, _children(root), 1)]
     path: list[str | int] = []
     distinct = 1
     while stack:
-        node, children = stack[-1]
+        node, children, depth = stack[-1]
         step = next(children, None)
         if step is not None:
-            label, child = step
+            label, child, extra = step
             key = id(child)
             if key in on_path:
                 anchor = child.start_mark
@@ -115,7 +153,7 @@ def check_graph(root: yaml.Node, filename: str) -> None:
                     found=f"the anchor at line {anchor.line + 1}, column {anchor.column + 1}",
                     fix="an alias (*name) may only refer to a node outside itself")
             if key in expanded:  # shared by an alias: measured already
-                if len(stack) + height[key] > MAX_YAML_DEPTH:
+                if depth + extra + height[key] > MAX_YAML_DEPTH:
                     raise _too_deep(filename, child, [*path, label])
                 continue
             distinct += 1
@@ -125,28 +163,30 @@ def check_graph(root: yaml.Node, filename: str) -> None:
                     f"the document has more than {MAX_YAML_NODES:,} values, keys and lists",
                     fix="a spec describes cells, it does not list data: use axes, and keep "
                     "data in files the settings name")
-            if len(stack) >= MAX_YAML_DEPTH:
+            if depth + 1 + extra > MAX_YAML_DEPTH:
                 raise _too_deep(filename, child, [*path, label])
             on_path.add(key)
-            stack.append((child, _children(child)))
+            stack.append((child, _children(child), depth + 1 + extra))
             path.append(label)
             continue
         stack.pop()
         on_path.discard(id(node))
-        kids = [child for _, child in _children(node)]
-        size = 1 + sum(expanded[id(child)] for child in kids)
+        kids = [(child, extra) for _, child, extra in _children(node)]
+        size = 1 + sum(expanded[id(child)] for child, _ in kids)
         if size > MAX_YAML_NODES:
             raise _problem(
                 filename, node, path,
                 f"aliases (*name) expand this to more than {MAX_YAML_NODES:,} values",
                 fix="write the values out, or refer to fewer aliases of aliases")
         expanded[id(node)] = size
-        height[id(node)] = 1 + max((height[id(child)] for child in kids), default=0)
+        height[id(node)] = 1 + max((extra + height[id(child)] for child, extra in kids),
+                                   default=0)
         if path:
             path.pop()
 
 
 def _too_deep(filename: str, node: yaml.Node, path: list[str | int]) -> UserInputError:
     return _problem(
-        filename, node, path, f"nested more than {MAX_YAML_DEPTH} levels deep",
-        fix="flatten it: a spec needs a few levels (dotted keys such as model.d_model help)")
+        filename, node, path,
+        f"nested more than {MAX_YAML_DEPTH} levels deep (a dot in a key counts as a level)",
+        fix="flatten it: a spec needs a few levels")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
@@ -103,6 +103,20 @@ class SourceDocument:
     data: Any
     root: yaml.Node | None
     filename: str
+    # id(mapping node) -> its keys' text -> (key node, value node): locating a problem
+    # costs a lookup per level, not a scan of the mapping (specs may have 10^4 problems).
+    _keys: dict[int, dict[str, tuple[yaml.Node, yaml.Node]]] = field(
+        default_factory=dict, repr=False, compare=False)
+
+    def _entries(self, node: yaml.MappingNode) -> dict[str, tuple[yaml.Node, yaml.Node]]:
+        entries = self._keys.get(id(node))
+        if entries is None:
+            entries = {}
+            for key_node, value_node in node.value:
+                if isinstance(key_node, yaml.ScalarNode):
+                    entries.setdefault(key_node.value, (key_node, value_node))
+            self._keys[id(node)] = entries
+        return entries
 
     def position(self, path: Sequence[str | int]) -> Position | None:
         """Where ``path`` (mapping keys / sequence indices) is, or its deepest known parent.
@@ -119,14 +133,12 @@ class SourceDocument:
         while i < len(parts) and node is not None:
             if isinstance(node, yaml.MappingNode):
                 found = None
+                entries = self._entries(node)
                 # Longest dotted join first: a key may itself contain dots.
                 for j in range(len(parts), i, -1):
-                    wanted = ".".join(parts[i:j])
-                    for key_node, value_node in node.value:
-                        if isinstance(key_node, yaml.ScalarNode) and key_node.value == wanted:
-                            found = (key_node, value_node, j)
-                            break
-                    if found:
+                    entry = entries.get(".".join(parts[i:j]))
+                    if entry is not None:
+                        found = (*entry, j)
                         break
                 if found is None:
                     return best
