@@ -253,6 +253,15 @@ def load_yaml(text: str, filename: str) -> SourceDocument:
             location="", message=f"more than {MAX_FILE_BYTES:,} characters", file=filename,
             fix="a spec describes cells, it does not list data: use axes")])
     try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:  # lone surrogates: text no file can hold
+        before = text[: exc.start]
+        raise UserInputError(f"{filename}: not valid text", [Problem(
+            location="", message="not Unicode text (a lone surrogate)",
+            found=repr(text[exc.start : exc.end]), file=filename,
+            line=before.count("\n") + 1, column=exc.start - (before.rfind("\n") + 1) + 1,
+            fix="remove the character")]) from None
+    try:
         loader = _Loader(text)
         try:
             root = loader.get_single_node()
