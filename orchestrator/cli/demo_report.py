@@ -20,6 +20,7 @@ from rich.table import Table
 from orchestrator import paths
 from orchestrator.cli.sweep_views import STATE_STYLE, describe_axes, val_accuracy
 from orchestrator.errors import UserInputError
+from orchestrator.redact import redact
 from orchestrator.registry import Registry
 
 if TYPE_CHECKING:
@@ -118,6 +119,7 @@ def print_demo_results(console: Console, registry: Registry, sweep: str,
     except (UserInputError, OSError) as exc:
         console.print(f"report:    not written ({exc})", markup=False)
     console.print(f"registry:  {registry.url}")
-    console.print(f"MLflow:    {paths.mlflow_uri(stores.mlflow_uri)} — browse it with "
-                  f"`kappa ui` ({MLFLOW_UI}); see docs/mlflow-ui.md to compare runs")
+    console.print(f"MLflow:    {redact(paths.mlflow_uri(stores.mlflow_uri))} — browse it with "
+                  f"`kappa ui {sweep} --open` ({MLFLOW_UI}); see docs/mlflow-ui.md to "
+                  "compare runs")
     console.print(f"run folders: {paths.runs_root() / sweep}")

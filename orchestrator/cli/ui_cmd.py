@@ -127,6 +127,9 @@ def ui_cmd(
     typer.echo(f"  store: {redact(uri)}; Ctrl-C stops the server")
     sys.stdout.flush()
     env = {**os.environ, "MLFLOW_BACKEND_STORE_URI": uri}
+    # Server-side jobs run GenAI judges and evaluations, never needed for training runs;
+    # without them the server is one process instead of eight (the user's setting wins).
+    env.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
     if store is not None:
         env["MLFLOW_DEFAULT_ARTIFACT_ROOT"] = paths.mlflow_artifact_root().resolve().as_uri()
     if open_browser:

@@ -1,17 +1,20 @@
 """What the MLflow UI shows, checked through a real ``mlflow server``'s REST API.
 
-A tiny finished sweep (fake backend) is served by ``mlflow server`` on a free port; the
-UI's runs table, compare view, grouping and parallel-coordinates chart read exactly
-these endpoints: runs/search (filter by ``tags.kappa.sweep``), runs/get and
-metrics/get-history. Child runs must carry a readable name, the parent run id tag,
-``axis.<name>`` tags (group by) AND params (parallel coordinates plots params and
-metrics), and the final metrics as metrics.
+A tiny finished sweep (fake backend) is served by ``kappa ui SWEEP --open`` (which
+becomes ``mlflow server``) on a free port; the UI's runs table, compare view, grouping
+and parallel-coordinates chart read exactly these endpoints: runs/search (filter by
+``tags.kappa.sweep``), runs/get and metrics/get-history. Child runs must carry a readable
+name, the parent run id tag, ``axis.<name>`` tags (group by) AND params (parallel
+coordinates plots params and metrics), and the final metrics as metrics. The URL
+``kappa ui`` prints (and opens) must be the sweep's runs view, filtered to the sweep, in
+a route and with query keys the served UI bundle knows.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -21,6 +24,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +34,6 @@ from sweep_fixtures import BACKEND_ENTRY, seed_mlflow_store
 from orchestrator.backends import BACKENDS
 from orchestrator.registry import Registry
 from orchestrator.scheduler.driver import submit
-from orchestrator.tracking import Tracker
 
 SPEC = """\
 name: ui-mini
@@ -101,9 +104,39 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
             proc.wait(30)
 
 
+BROWSER_RECORDER = """#!/bin/sh
+printf '%s' "$1" > "$(dirname "$0")/opened.txt"
+"""
+
+
+@dataclass(frozen=True)
+class Served:
+    """A sweep served by ``kappa ui``: the server's base URL, KAPPA_HOME, what ``kappa ui``
+    printed, the file its browser wrote the opened URL to, and the server's pid."""
+
+    base: str
+    home: Path
+    printed: str
+    opened: Path
+    pid: int
+
+
+def kappa_ui(home: Path, port: int, log: Path, *args: str) -> subprocess.Popen[bytes]:
+    """``kappa ui ARGS --port PORT --open`` in its own process group; a recording browser."""
+    recorder = home.parent / "browser.sh"
+    recorder.write_text(BROWSER_RECORDER)
+    recorder.chmod(0o755)
+    env = {**os.environ, "KAPPA_HOME": str(home), "BROWSER": f"{recorder} %s",
+           "MLFLOW_WORKERS": "1"}
+    with open(log, "wb") as out:
+        return subprocess.Popen([sys.executable, "-m", "orchestrator", "ui", *args,
+                                 "--port", str(port), "--open"], stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True, env=env)
+
+
 @pytest.fixture(scope="module")
-def served_sweep(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    """A finished 4-cell sweep and the base URL of an MLflow server on its store."""
+def served_sweep(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """A finished 4-cell sweep, served by ``kappa ui ui-mini --open``."""
     home = tmp_path_factory.mktemp("ui") / "home"
     seed_mlflow_store(home)
     spec = home.parent / "ui.yaml"
@@ -113,21 +146,22 @@ def served_sweep(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str
         mp.setenv("KAPPA_POLL_INTERVAL", "0.05")
         mp.setitem(BACKENDS, "fake", BACKEND_ENTRY)
         submit(spec, wait=True, max_parallel=2)
-        uri = Tracker().uri
     port = _free_port()
     log = home.parent / "mlflow-server.log"
-    proc = mlflow_server(uri, home / "mlartifacts", port, log)
+    proc = kappa_ui(home, port, log, "ui-mini")
     base = f"http://127.0.0.1:{port}"
     try:
         wait_until_up(base, proc, log)
-        yield base, home
+        printed = re.search(r"^MLflow UI: (\S+)$", log.read_text(), re.MULTILINE)
+        assert printed is not None, log.read_text()
+        yield Served(base, home, printed.group(1), home.parent / "opened.txt", proc.pid)
     finally:
         stop(proc)
 
 
 @pytest.mark.slow
-def test_ui_endpoints_see_names_tags_params_and_metrics(served_sweep: tuple[str, Path]) -> None:
-    base, home = served_sweep
+def test_ui_endpoints_see_names_tags_params_and_metrics(served_sweep: Served) -> None:
+    base, home = served_sweep.base, served_sweep.home
     with Registry.open(f"sqlite:///{home / 'registry.db'}") as reg:
         sweep = reg.get_sweep("ui-mini")
         cells = {c.mlflow_run_id: c for c in reg.cells("ui-mini")}
@@ -159,3 +193,70 @@ def test_ui_endpoints_see_names_tags_params_and_metrics(served_sweep: tuple[str,
         "experiment_ids": [sweep.mlflow_experiment_id],
         "filter": "tags.`axis.baseline` = 'grpo'"})
     assert len(grpo["runs"]) == 2
+
+
+def _ui_bundle() -> str:
+    """The installed MLflow UI's JavaScript (the one the server serves)."""
+    import mlflow
+
+    build = Path(mlflow.__file__).parent / "server" / "js" / "build" / "static" / "js"
+    return "\n".join(p.read_text(errors="replace") for p in sorted(build.glob("*.js")))
+
+
+@pytest.mark.slow
+def test_kappa_ui_lands_on_the_sweeps_runs(served_sweep: Served) -> None:
+    """The printed URL: this server, the sweep's experiment, its runs tab, a search that
+    finds exactly the sweep's runs, Model training mode; ``--open`` opened the same URL."""
+    base = served_sweep.base
+    with Registry.open(f"sqlite:///{served_sweep.home / 'registry.db'}") as reg:
+        sweep = reg.get_sweep("ui-mini")
+        run_ids = {c.mlflow_run_id for c in reg.cells("ui-mini")} | {sweep.mlflow_parent_run_id}
+    url = urllib.parse.urlsplit(served_sweep.printed)
+    assert f"{url.scheme}://{url.netloc}" == base and url.path == "/"
+    route, _, query = url.fragment.partition("?")
+    assert route == f"/experiments/{sweep.mlflow_experiment_id}/runs"
+    params = urllib.parse.parse_qs(query)
+    assert params["workflowType"] == ["machine_learning"]
+    [search] = params["searchFilter"]
+    found = _post(base, "/api/2.0/mlflow/runs/search", {
+        "experiment_ids": [sweep.mlflow_experiment_id], "filter": search})
+    assert {r["info"]["run_id"] for r in found["runs"]} == run_ids
+    # The route and the query keys are the served UI's own (a new MLflow may move them).
+    bundle = _ui_bundle()
+    for literal in ('"/experiments/:experimentId/runs"', '"searchFilter"',
+                    'get("workflowType")', '"machine_learning"'):
+        assert literal in bundle, literal
+    deadline = time.monotonic() + STARTUP_LIMIT
+    while not served_sweep.opened.exists():
+        assert time.monotonic() < deadline, "--open never opened a browser"
+        time.sleep(0.2)
+    assert served_sweep.opened.read_text() == served_sweep.printed
+    # The store reached the server through its environment, not its command line.
+    cmdline = Path(f"/proc/{served_sweep.pid}/cmdline").read_bytes().split(b"\0")
+    assert b"--backend-store-uri" not in cmdline and b"server" in cmdline
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_kappa_ui_url_renders_the_runs_in_chromium(served_sweep: Served, tmp_path: Path) -> None:
+    """In a fresh headless browser (no remembered workflow type), the printed URL shows
+    the sweep's runs table (its parent run and 4 cells), not the GenAI overview that the
+    experiment's plain address shows (the control)."""
+    import shutil
+
+    browser = next((b for b in ("chromium", "chromium-browser", "google-chrome")
+                    if shutil.which(b)), None)
+    if browser is None:
+        pytest.skip("chromium is not installed (make sysdeps / apt-get install -y chromium)")
+
+    def rendered(url: str, profile: str) -> str:
+        return subprocess.run(
+            [browser, "--headless", "--no-sandbox", "--disable-gpu",
+             f"--user-data-dir={tmp_path / profile}", "--virtual-time-budget=20000",
+             "--dump-dom", url], capture_output=True, text=True, timeout=180,
+            check=False).stdout
+
+    dom = rendered(served_sweep.printed, "printed")
+    assert re.search(r"<strong>5</strong> matching runs", dom), dom[-3000:]
+    plain = served_sweep.printed.split("/runs?", 1)[0]  # #/experiments/<id>
+    assert "matching runs" not in rendered(plain, "plain")
