@@ -4,7 +4,10 @@ A registry or MLflow URL may carry a password (``postgresql://user:secret@host/d
 kappa never puts such a URL on a command line (child processes get it through their
 environment) and passes every message, error and log line that could contain one
 through :func:`redact`, which masks the password of every URL-looking substring and
-the value of ``password=...`` key/value pairs (libpq connection strings).
+the value of ``password=...`` key/value pairs (libpq connection strings). The CLI
+applies it to everything it writes (:func:`redacted_output`) and to every log record
+(:func:`install_log_redaction`), so a message that quotes a URL (a database driver's
+error, a cell's ``last_error``) cannot leak one either.
 
 >>> redact("cannot reach postgresql://kappa:s3cret@db:5432/reg")
 'cannot reach postgresql://kappa:***@db:5432/reg'
@@ -16,7 +19,10 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any
+import sys
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any, TextIO
 
 MASK = "***"
 
@@ -71,3 +77,35 @@ def install_log_redaction() -> None:
 
     make.kappa_redacting = True  # type: ignore[attr-defined]
     logging.setLogRecordFactory(make)
+
+
+class RedactingStream:
+    """A text stream that masks passwords in everything written to it (each ``write``
+    call is masked on its own; kappa writes whole messages and lines)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(redact(text))
+        return len(text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        # flush, isatty, fileno, encoding, ...: the wrapped stream's own.
+        return getattr(self._stream, name)
+
+
+@contextmanager
+def redacted_output() -> Iterator[None]:
+    """Within the block, ``sys.stdout`` and ``sys.stderr`` mask passwords."""
+    out, err = sys.stdout, sys.stderr
+    sys.stdout = RedactingStream(out)
+    sys.stderr = RedactingStream(err)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = out, err

@@ -14,7 +14,7 @@ import sys
 import typer
 
 from orchestrator.errors import KappaError, UserInputError
-from orchestrator.redact import install_log_redaction, redact
+from orchestrator.redact import install_log_redaction, redact, redacted_output
 
 # One module per command group; each defines ``register(app: typer.Typer) -> None``.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -50,10 +50,16 @@ for _module in COMMAND_MODULES:
 def main() -> None:
     """Console-script entry point: compact errors, exit code 2 for bad input.
 
-    Nothing kappa prints shows a password: log records and every error (a traceback
-    included, since database drivers and MLflow put URLs in their messages) are masked.
+    Nothing kappa prints shows a password: its output streams, log records and every
+    error (a traceback included, since database drivers and MLflow put URLs in their
+    messages) are masked (:mod:`orchestrator.redact`).
     """
     install_log_redaction()
+    with redacted_output():
+        _run()
+
+
+def _run() -> None:
     full = os.environ.get("KAPPA_FULL_ERROR") == "1"
     try:
         app()

@@ -5,6 +5,9 @@ from __future__ import annotations
 import logging
 import random
 import string
+import sys
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -71,3 +74,33 @@ def test_log_records_and_tracebacks_are_masked(caplog: pytest.LogCaptureFixture)
             log.exception("store error")
     assert "s3cret" not in caplog.text
     assert "postgresql://u:***@h/db" in caplog.text and "http://u:***@mlflow/" in caplog.text
+
+
+def test_cli_output_is_masked_even_when_it_quotes_stored_text(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A cell's last error quoting a URL (as a driver's message may) shows masked in
+    ``kappa status``, table and JSON alike; the streams are restored afterwards."""
+    from orchestrator.cli.app import main
+    from orchestrator.registry import CellState, Registry
+
+    monkeypatch.setenv("KAPPA_HOME", str(tmp_path))
+    cell = SimpleNamespace(cell_id="c0ffee", index=0, axes={"seed": 0}, settings={"seed": 0},
+                           labels={})
+    with Registry.open() as reg:
+        reg.upsert_sweep("toy", backend="embedded", spec_text="name: toy\n")
+        reg.add_cells("toy", [cell])
+        assert reg.transition(("toy", "c0ffee"), CellState.PENDING, CellState.QUEUED)
+        assert reg.start_attempt(("toy", "c0ffee")) is not None
+        assert reg.finish_attempt(("toy", "c0ffee"), CellState.FAILED, exit_code=1,
+                                  last_error="store at http://ml:s3cret@mlflow:5000 refused")
+    stdout = sys.stdout
+    for args in (["status", "toy"], ["status", "toy", "--json"]):
+        monkeypatch.setattr(sys, "argv", ["kappa", *args])
+        with pytest.raises(SystemExit) as exit_:
+            main()
+        assert exit_.value.code in (0, None)
+        out = capsys.readouterr().out
+        assert "http://ml:***@mlflow:5000" in out, out
+        assert "s3cret" not in out
+    assert sys.stdout is stdout
