@@ -25,6 +25,7 @@ import yaml
 from orchestrator.backends import Backend, get_backend
 from orchestrator.paths import runs_root
 from orchestrator.registry import CellRecord, CellState, Registry
+from orchestrator.registry.locks import sweep_record_lock
 from orchestrator.scheduler.cell_file import write_cell_file
 from orchestrator.spec import Spec, load_spec
 
@@ -91,12 +92,23 @@ def record(
     tracker: Any,  # orchestrator.tracking.Tracker
     rerun: bool = False,
 ) -> SubmitResult:
-    """Write the validated sweep: MLflow parent run, registry rows, run folders."""
+    """Write the validated sweep: MLflow parent run, registry rows, run folders.
+
+    One process at a time per sweep (:func:`sweep_record_lock`): a concurrent submit of
+    the same spec waits, then finds the sweep and its parent run recorded and adds only
+    what is new; and a submit failing midway removes only what it created itself.
+    """
+    with sweep_record_lock(registry.engine, prepared.name):
+        return _record(prepared, registry, tracker, rerun)
+
+
+def _record(prepared: PreparedSweep, registry: Registry, tracker: Any,
+            rerun: bool) -> SubmitResult:
     spec = prepared.spec
     is_new = registry.find_sweep(spec.name) is None
     experiment_id = tracker.ensure_experiment(spec.name)
-    parent_run_id = tracker.start_sweep_run(experiment_id, spec.name, spec.source_text,
-                                            tags={"kappa.backend": spec.backend})
+    parent_run_id, run_is_new = tracker.sweep_run(
+        experiment_id, spec.name, spec.source_text, tags={"kappa.backend": spec.backend})
     try:
         registry.upsert_sweep(spec.name, backend=spec.backend, spec_text=spec.source_text,
                               mlflow_experiment_id=experiment_id,
@@ -111,7 +123,8 @@ def record(
     except BaseException:
         if is_new:
             registry.delete_sweep(spec.name)
-            tracker.delete_sweep_runs(parent_run_id)
+            if run_is_new:  # a parent run found in MLflow predates this submit: kept
+                tracker.delete_sweep_runs(parent_run_id)
         raise
     requeued = _requeue_finished(registry, spec.name, rerun)
     return SubmitResult(sweep=spec.name, total_cells=len(prepared.cells), new_cells=len(new),

@@ -1,9 +1,144 @@
-"""MLflow's local SQLite store, tuned for a scheduler that writes to it all the time."""
+"""MLflow's local SQLite store: created and migrated once, safely, by many processes.
+
+MLflow creates its schema on the first call against an empty database and migrates it
+with Alembic, outside any transaction and with no lock. Two processes doing that at
+once (four ``kappa submit`` on a fresh ``KAPPA_HOME``) trip over each other: "table
+_alembic_tmp_... already exists", "Online migration expected to match one row", and
+the half-made temporary tables they leave behind break the store for every later
+command. So :func:`prepare_store` makes the store under an exclusive ``flock`` on
+``<mlflow.db>.lock``: one process creates and migrates, the others wait and then find it
+ready. The lock is taken only when the store is not already current (a few-millisecond
+check), so a live sweep's processes never queue behind each other.
+
+The store is also switched to write-ahead logging (:func:`use_wal`), last, under the
+same lock: a store in WAL mode at MLflow's newest revision is a finished one.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import logging
+import os
+import sqlite3
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+LOG = logging.getLogger(__name__)
+
+LOCK_SUFFIX = ".lock"
+# Alembic's batch mode (SQLite's ALTER TABLE) copies a table into this, drops the
+# original and renames the copy back.
+_ALEMBIC_TMP = "_alembic_tmp_"
+
+
+def lock_path(db: Path) -> Path:
+    """The lock file that serialises creating and migrating the store ``db``."""
+    return db.with_name(db.name + LOCK_SUFFIX)
+
+
+@contextlib.contextmanager
+def store_lock(db: Path) -> Iterator[None]:
+    """Hold the store's creation lock (blocking; the kernel frees it if the holder dies)."""
+    path = lock_path(db)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+def prepare_store(db: Path, create: Callable[[], object]) -> bool:
+    """Make sure the SQLite store ``db`` exists at MLflow's newest schema, in WAL mode.
+
+    ``create`` is the first MLflow call against the store (MLflow creates and migrates
+    the schema then); it runs under :func:`store_lock`, and only if the store is not
+    current yet. Leftovers of a migration that died half-way are repaired first (see
+    :func:`repair_interrupted_migration`). Returns whether this call had to do anything.
+    """
+    head = mlflow_head_revision()
+    if store_is_current(db, head):
+        return False
+    with store_lock(db):
+        if store_is_current(db, head):  # another process finished it while we waited
+            return False
+        if schema_revision(db) != head:
+            repair_interrupted_migration(db)
+        create()
+        use_wal(db)
+    return True
+
+
+def mlflow_head_revision() -> str | None:
+    """The schema revision of this MLflow version (``None``: cannot tell)."""
+    try:
+        from mlflow.store.db.utils import _get_latest_schema_revision
+
+        return str(_get_latest_schema_revision())
+    except Exception:  # a private MLflow helper: without it, always take the lock
+        return None
+
+
+def store_is_current(db: Path, head: str | None) -> bool:
+    """Whether ``db`` is a finished store: at revision ``head`` and in WAL mode."""
+    if head is None or not db.is_file():
+        return False
+    try:
+        with contextlib.closing(sqlite3.connect(db, timeout=30)) as conn:
+            mode = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+            return mode == "wal" and _revision(conn) == head
+    except sqlite3.Error:
+        return False
+
+
+def schema_revision(db: Path) -> str | None:
+    """The store's Alembic revision, or ``None`` (no store, or no stamp yet)."""
+    if not db.is_file():
+        return None
+    try:
+        with contextlib.closing(sqlite3.connect(db, timeout=30)) as conn:
+            return _revision(conn)
+    except sqlite3.Error:
+        return None
+
+
+def _revision(conn: sqlite3.Connection) -> str | None:
+    try:
+        row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+    except sqlite3.OperationalError:  # no such table: nothing made yet
+        return None
+    return None if row is None else str(row[0])
+
+
+def repair_interrupted_migration(db: Path) -> list[str]:
+    """Undo what a migration killed inside an Alembic batch operation left behind.
+
+    A batch operation copies table ``T`` into ``_alembic_tmp_T``, drops ``T`` and renames
+    the copy to ``T``. Interrupted before the drop, ``T`` is intact and the copy is
+    dropped; interrupted after it, the copy holds the data and is renamed back. Either
+    way the migration can then run again from the stamped revision (MLflow stamps each
+    step). Call only under :func:`store_lock` (nobody else is migrating). Returns the
+    leftover tables found.
+    """
+    if not db.is_file():
+        return []
+    with contextlib.closing(sqlite3.connect(db, timeout=30)) as conn:
+        tables = {row[0] for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        leftovers = sorted(t for t in tables if t.startswith(_ALEMBIC_TMP))
+        for tmp in leftovers:
+            original = tmp.removeprefix(_ALEMBIC_TMP)
+            if original in tables:
+                conn.execute(f'DROP TABLE "{tmp}"')
+            else:
+                conn.execute(f'ALTER TABLE "{tmp}" RENAME TO "{original}"')
+            conn.commit()
+    if leftovers:
+        LOG.warning("repaired the MLflow store %s: an earlier schema migration had been "
+                    "interrupted (left %s)", db, ", ".join(leftovers))
+    return leftovers
 
 
 def use_wal(db: Path) -> bool:
@@ -14,8 +149,6 @@ def use_wal(db: Path) -> bool:
     and readers (the UI) never block the scheduler. The mode is stored in the file, so
     this is done once per store; a busy or odd file stays as it is.
     """
-    import sqlite3
-
     try:
         with contextlib.closing(sqlite3.connect(db, timeout=5)) as conn:
             mode = conn.execute("PRAGMA journal_mode").fetchone()[0]

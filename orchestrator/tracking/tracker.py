@@ -10,7 +10,9 @@ was created.
   artifacts go under ``orchestrator.paths.mlflow_artifact_root()``.
 * ``start_sweep_run(experiment_id, sweep_name, spec_text, tags=None) -> parent_run_id``:
   idempotent, an existing parent run of the same sweep (found by tag) is reused; the
-  spec is logged as the artifact ``spec.yaml``.
+  spec is logged as the artifact ``spec.yaml``. ``sweep_run(...)`` also says whether the
+  run was new. Not atomic: concurrent submits serialise it per sweep (the registry's
+  ``sweep_record_lock``).
 * ``create_cell_run(parent_run_id, cell, sweep_name, git_commit=None, *, may_exist=True,
   experiment_id=None) -> run_id``: the child run, created BEFORE launch and left
   RUNNING; reused (and set RUNNING again) if the cell already has one under this parent,
@@ -46,7 +48,7 @@ from orchestrator.tracking.naming import (
     run_name,
     settings_params,
 )
-from orchestrator.tracking.sqlite_store import use_wal
+from orchestrator.tracking.sqlite_store import prepare_store
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -97,7 +99,8 @@ class Tracker:
 
     @property
     def client(self) -> MlflowClient:
-        """The MLflow client (imports MLflow, creates the local store's folder)."""
+        """The MLflow client (imports MLflow; creates and migrates a local store, safely
+        across processes: see :mod:`.sqlite_store`)."""
         if self._client is None:
             import logging
 
@@ -107,14 +110,14 @@ class Tracker:
             # noise in the middle of a sweep's progress output.
             logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
             logging.getLogger("alembic").setLevel(logging.WARNING)
-            if self.uri.startswith("sqlite:///"):
-                db = Path(self.uri.removeprefix("sqlite:///"))
-                db.parent.mkdir(parents=True, exist_ok=True)
-                self._client = MlflowClient(tracking_uri=self.uri)
-                self._client.search_experiments(max_results=1)  # creates the schema
-                use_wal(db)
-            else:
-                self._client = MlflowClient(tracking_uri=self.uri)
+            local = self.uri.startswith("sqlite:") and ":memory:" not in self.uri
+            db = paths.local_store_path(self.uri) if local else None
+            if db is not None:
+                # Making the client opens the store, which creates and migrates an empty
+                # one: one process at a time (a server migrates its store itself).
+                prepare_store(db, lambda: MlflowClient(tracking_uri=self.uri)
+                              .search_experiments(max_results=1))
+            self._client = MlflowClient(tracking_uri=self.uri)
         return self._client
 
     # -- experiments and sweeps ----------------------------------------------------------
@@ -125,7 +128,13 @@ class Tracker:
         existing = self.client.get_experiment_by_name(name)
         if existing is not None:
             if existing.lifecycle_stage == "deleted":
-                self.client.restore_experiment(existing.experiment_id)
+                try:
+                    self.client.restore_experiment(existing.experiment_id)
+                except MlflowException:
+                    # Another process restored it first; anything else is still an error.
+                    again = self.client.get_experiment_by_name(name)
+                    if again is None or again.lifecycle_stage != "active":
+                        raise
             return str(existing.experiment_id)
         location = None
         if self.artifact_root is not None:
@@ -149,6 +158,22 @@ class Tracker:
         tags: Mapping[str, str] | None = None,
     ) -> str:
         """The sweep's parent run id: the existing one for ``sweep_name``, else a new one."""
+        return self.sweep_run(experiment_id, sweep_name, spec_text, tags)[0]
+
+    def sweep_run(
+        self,
+        experiment_id: str,
+        sweep_name: str,
+        spec_text: str,
+        tags: Mapping[str, str] | None = None,
+    ) -> tuple[str, bool]:
+        """Like :meth:`start_sweep_run`; also whether the run was created by this call
+        (only such a run may be deleted again when the submit fails).
+
+        Looking up and then creating is not atomic: callers serialise it per sweep
+        (``orchestrator.registry.locks.sweep_record_lock``), else two concurrent submits
+        make two parent runs.
+        """
         all_tags = {
             **(tags or {}),
             "kappa.sweep": sweep_name,
@@ -160,6 +185,7 @@ class Tracker:
             f"tags.`{SWEEP_KEY_TAG}` = '{sweep_key(sweep_name)}' and tags.`{ROLE_TAG}` = 'sweep'",
         )
         run = next(found, None)
+        created = run is None
         if run is None:
             run_id: str = self.client.create_run(
                 experiment_id, run_name=sweep_name, tags=all_tags
@@ -169,7 +195,7 @@ class Tracker:
             for key, value in all_tags.items():
                 self.client.set_tag(run_id, key, value)
         self.client.log_text(run_id, spec_text, "spec.yaml")
-        return run_id
+        return run_id, created
 
     def finish_sweep_run(self, parent_run_id: str, status: str = "FINISHED") -> None:
         """End the sweep's parent run."""

@@ -1,0 +1,70 @@
+"""A lock that spans several transactions: one process at a time records a sweep.
+
+Recording a submitted sweep reads the registry, creates the MLflow experiment and parent
+run, then writes the registry rows: steps in two stores that no one transaction can
+cover. Two ``kappa submit`` of one spec interleaving there would each find no parent
+run and make one (a duplicate), and a failing one would undo the sweep the other had
+just recorded. :func:`sweep_record_lock` makes that sequence exclusive:
+
+* PostgreSQL: a session advisory lock keyed by the sweep's name, on a connection of its
+  own (so it holds across machines sharing the database, and ends with the session if
+  the holder dies);
+* SQLite: ``fcntl.flock`` on ``<registry.db>.lock`` beside the database file (the kernel
+  frees it if the holder dies); one lock for all the registry's sweeps, as recording is
+  short and rare;
+* an in-memory SQLite database is one process's own: no lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from sqlalchemy import Engine, text
+
+LOCK_SUFFIX = ".lock"
+
+
+def advisory_key(name: str) -> int:
+    """A signed 64-bit PostgreSQL advisory-lock key for ``name`` (stable across processes)."""
+    digest = hashlib.sha256(f"kappa-sweep:{name}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def sqlite_lock_path(engine: Engine) -> Path | None:
+    """The lock file beside a SQLite registry's database (``None``: in memory)."""
+    database = engine.url.database
+    if not database or database == ":memory:" or database.startswith("file::memory:"):
+        return None
+    db = Path(database).expanduser().resolve()
+    return db.with_name(db.name + LOCK_SUFFIX)
+
+
+@contextlib.contextmanager
+def sweep_record_lock(engine: Engine, sweep: str) -> Iterator[None]:
+    """Hold the exclusive right to record ``sweep`` (blocking until it is free)."""
+    if engine.dialect.name == "postgresql":
+        key = advisory_key(sweep)
+        # AUTOCOMMIT: the lock belongs to the session; no transaction stays open with it.
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": key})
+            try:
+                yield
+            finally:
+                conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": key})
+        return
+    path = sqlite_lock_path(engine)
+    if path is None:
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
