@@ -255,17 +255,20 @@ def start_background(sweep: str, stores: Stores = Stores(),
     """Start ``kappa resume SWEEP --wait`` detached from this process; its pid.
 
     The command comes from :func:`kappa_command`; it waits for (or takes over from) any
-    scheduler already driving the sweep, on the executor ``choice`` (forwarded as options).
-    The stores go through its environment (:meth:`Stores.env`), never its command line.
+    scheduler already driving the sweep, on the executor ``choice``. URLs (the stores',
+    a Ray address, any of which may carry a password) go through its environment
+    (:meth:`Stores.env`, ``RAY_ADDRESS``), never its command line, which ``ps`` shows.
     """
     log = scheduler_log(paths.check_name(sweep))
     log.parent.mkdir(parents=True, exist_ok=True)
     argv = [*kappa_command(), "resume", sweep, "--wait", "--quiet"]
+    env = {**os.environ, "KAPPA_HOME": str(paths.kappa_home()), **stores.env()}
     if max_parallel is not None:
         argv += ["--max-parallel", str(max_parallel)]
     if choice is not None:
-        argv += choice.cli_args()
-    env = {**os.environ, "KAPPA_HOME": str(paths.kappa_home()), **stores.env()}
+        argv += ExecutorChoice(choice.name).cli_args()
+        if choice.ray_address and choice.name == "ray_jobs":
+            env["RAY_ADDRESS"] = choice.ray_address  # read by --ray-address
     with open(log, "ab") as out:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True, env=env)

@@ -20,7 +20,7 @@ from orchestrator.scheduler.driver import ExecutorChoice, Stores, scheduler_log,
 
 RECORDER = """
 import json, os, sys
-keys = ("KAPPA_REGISTRY", "KAPPA_MLFLOW_URI", "KAPPA_HOME")
+keys = ("KAPPA_REGISTRY", "KAPPA_MLFLOW_URI", "KAPPA_HOME", "RAY_ADDRESS")
 json.dump({"argv": sys.argv, "env": {k: os.environ.get(k) for k in keys}},
           open(os.environ["RECORD_TO"], "w"))
 """
@@ -42,14 +42,16 @@ def test_store_urls_travel_in_the_environment(tmp_path: Path,
     monkeypatch.setenv("KAPPA_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("KAPPA_CLI", f"{shlex.quote(sys.executable)} {shlex.quote(str(script))}")
     monkeypatch.setenv("RECORD_TO", str(record))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    ray = f"https://ray:{secret}@head.example:8265"
     pid = start_background("toy", Stores(registry, mlflow), max_parallel=2,
-                           choice=ExecutorChoice("local"))
+                           choice=ExecutorChoice("ray_jobs", ray))
     assert _wait(pid) == 0
     seen = json.loads(record.read_text())
     assert seen["argv"][1:] == ["resume", "toy", "--wait", "--quiet", "--max-parallel", "2",
-                                "--executor", "local"]
+                                "--executor", "ray_jobs"]
     assert seen["env"] == {"KAPPA_REGISTRY": registry, "KAPPA_MLFLOW_URI": mlflow,
-                           "KAPPA_HOME": str(tmp_path / "home")}
+                           "KAPPA_HOME": str(tmp_path / "home"), "RAY_ADDRESS": ray}
 
 
 def test_default_stores_are_resolved_before_handing_over(
