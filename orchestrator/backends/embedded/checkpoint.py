@@ -27,8 +27,12 @@ from orchestrator.errors import KappaError
 _NAME = re.compile(r"^step_(\d+)\.pt$")
 
 
-class UnsafeCheckpointError(KappaError):
-    """A checkpoint that is not plain data (loading it could run code), or not kappa's."""
+class CheckpointError(KappaError):
+    """A checkpoint file that cannot be used: unreadable, or not a kappa checkpoint."""
+
+
+class UnsafeCheckpointError(CheckpointError):
+    """A checkpoint that is not plain data: loading it could run code."""
 
 
 @dataclass(frozen=True)
@@ -80,20 +84,22 @@ def save_checkpoint(out_dir: Path, step: int, model: torch.nn.Module,
 def load_checkpoint(path: Path, device: torch.device) -> TrainState:
     """Read a checkpoint written by :func:`save_checkpoint` (plain data only: anything
     else raises :class:`UnsafeCheckpointError`, and nothing in the file runs)."""
+    remedy = "delete it to restart the run from its previous checkpoint"
     try:
         blob = torch.load(path, map_location=device, weights_only=True)
     except pickle.UnpicklingError as exc:
         raise UnsafeCheckpointError(
             f"{path}: refused: not a plain-data checkpoint (loading it could run code); "
-            f"delete it to restart the run from its previous checkpoint. "
-            f"({str(exc).splitlines()[0]})") from None
+            f"{remedy}. ({str(exc).splitlines()[0]})") from None
+    except (RuntimeError, EOFError, ValueError) as exc:  # torch's words for a corrupt file
+        raise CheckpointError(f"{path}: unreadable checkpoint ({exc}); {remedy}") from None
     try:
         python_rng = _python_rng(blob["python_rng"])
         return TrainState(step=int(blob["step"]), model=blob["model"],
                           optimizer=blob["optimizer"],
                           torch_rng=blob["torch_rng"].cpu(), python_rng=python_rng)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise UnsafeCheckpointError(f"{path}: not a kappa checkpoint ({exc!r})") from None
+        raise CheckpointError(f"{path}: not a kappa checkpoint ({exc!r}); {remedy}") from None
 
 
 def _python_rng(state: Any) -> tuple[Any, ...]:

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from orchestrator.backends.embedded.checkpoint import (
+    CheckpointError,
     UnsafeCheckpointError,
     load_checkpoint,
     restore_rng,
@@ -58,10 +59,13 @@ def test_checkpoint_of_the_old_format_still_loads(tmp_path: Path) -> None:
 def test_a_file_that_is_no_checkpoint_gets_a_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "step_2.pt"
     torch.save({"step": 2, "model": {}}, path)
-    with pytest.raises(UnsafeCheckpointError, match="not a kappa checkpoint"):
+    with pytest.raises(CheckpointError, match="not a kappa checkpoint"):
         load_checkpoint(path, torch.device("cpu"))
     path.write_bytes(pickle.dumps("plain old pickle", protocol=2))
-    with pytest.raises(UnsafeCheckpointError):
+    with pytest.raises(CheckpointError, match="unreadable"):
+        load_checkpoint(path, torch.device("cpu"))
+    path.write_bytes(path.read_bytes()[:7])  # truncated
+    with pytest.raises(CheckpointError):
         load_checkpoint(path, torch.device("cpu"))
 
 
