@@ -104,7 +104,7 @@ def parse_value(text: str) -> Any:
     """A CLI value as YAML reads it (``false`` -> False, ``0.2`` -> 0.2, ``grpo`` -> 'grpo')."""
     try:
         return yaml.safe_load(text)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, ValueError):  # ValueError: 2024-02-30, 0x_, 5000-digit ints
         return text
 
 
