@@ -126,18 +126,22 @@ def _record(prepared: PreparedSweep, registry: Registry, tracker: Any,
             if run_is_new:  # a parent run found in MLflow predates this submit: kept
                 tracker.delete_sweep_runs(parent_run_id)
         raise
-    requeued = _requeue_finished(registry, spec.name, rerun)
+    # Not the cells this call added: one of those already cancelled was cancelled by a
+    # `kappa cancel` that ran after they were added, and must stay so.
+    requeued = _requeue_finished(registry, spec.name, rerun, {c.cell_id for c in new})
     return SubmitResult(sweep=spec.name, total_cells=len(prepared.cells), new_cells=len(new),
                         requeued_cells=requeued, experiment_id=experiment_id,
                         parent_run_id=parent_run_id)
 
 
-def _requeue_finished(registry: Registry, sweep: str, rerun: bool) -> int:
+def _requeue_finished(registry: Registry, sweep: str, rerun: bool, added: set[str]) -> int:
     again: list[CellState] = [CellState.FAILED, CellState.CANCELLED]
     if rerun:
         again.append(CellState.SUCCEEDED)
     count = 0
     for cell in registry.cells(sweep, again):
+        if cell.cell_id in added:
+            continue
         if cell.state is CellState.SUCCEEDED:
             _rerun_in_fresh_folder(cell)
         if registry.transition(cell, cell.state, CellState.PENDING):

@@ -170,11 +170,18 @@ def wait_until_quiet(home: Path) -> None:
 
 
 def check_outcomes(outcomes: list[Outcome], home: Path) -> None:
-    """Each process ended as documented; no traceback anywhere (schedulers' logs too)."""
+    """Each process ended as documented (0; 1 for ``--wait`` when cells were cancelled;
+    2 for a resume or cancel that found no sweep); no traceback anywhere (schedulers'
+    logs too)."""
     for outcome in outcomes:
         assert "Traceback" not in outcome.stdout + outcome.stderr, str(outcome)
         command = outcome.args[0]
         if outcome.returncode == 0:
+            continue
+        if outcome.returncode == 1:
+            # A command that drove the sweep to its end says so when cells ended
+            # cancelled (by a concurrent cancel): exit 1, with the sweep's table.
+            assert "--wait" in outcome.args and "cancelled" in outcome.stdout, str(outcome)
             continue
         # A resume or cancel that ran before any submit recorded the sweep finds none
         # (or no registry at all yet): a user error, said in one message.
@@ -276,10 +283,12 @@ MIXES = [
 def test_submit_resume_cancel_at_once(
         stores: Stores, tmp_path: Path, request: pytest.FixtureRequest, processes: int) -> None:
     seed_mlflow_store(stores.home)  # the store's creation race has its own test
-    spec = write_spec(tmp_path / "s.yaml", SWEEP, seeds=4, steps=2, step_seconds=0.05)
+    # Cells of about a second, and starts spread over seconds: the commands land before,
+    # while and after the sweep is recorded and while its cells run.
+    spec = write_spec(tmp_path / "s.yaml", SWEEP, seeds=4, steps=2, step_seconds=0.25)
     rng = random.Random(seed_for(request))
     commands = _mix(processes, rng, spec)
-    delays = [round(rng.uniform(0, 1.0), 3) for _ in commands]
+    delays = [round(rng.uniform(0, 2.5), 3) for _ in commands]
     outcomes = run_together(commands, delays, tmp_path / "go")
     print("\n".join(f"{o.args} after {o.delay} s -> {o.returncode}" for o in outcomes))
     wait_until_quiet(stores.home)
@@ -375,3 +384,33 @@ def test_a_failed_first_record_keeps_a_parent_run_it_did_not_create(
     with Registry.open(stores.registry_url) as reg:
         assert reg.find_sweep(SWEEP) is None
     assert tracker.client.get_run(earlier).info.lifecycle_stage == "active"
+
+
+@BOTH
+def test_a_cancel_landing_inside_a_submit_is_not_undone_by_it(
+        stores: Stores, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``kappa cancel`` runs just after a submit added the cells and before it requeues
+    finished ones: those cells stay cancelled (the cancel saw them, so it came after the
+    submit), while a cell cancelled before the submit is requeued by it as documented."""
+    seed_mlflow_store(stores.home)
+    spec = write_spec(tmp_path / "s.yaml", SWEEP, seeds=2, steps=1)
+    with Registry.open(stores.registry_url) as reg:
+        first = record(prepare(spec), reg, Tracker())
+        (old,) = [c for c in reg.cells(SWEEP) if c.axes["seed"] == 0]
+        assert reg.transition(old, CellState.PENDING, CellState.CANCELLED)
+    spec = write_spec(tmp_path / "s.yaml", SWEEP, seeds=4, steps=1)
+    add_cells = Registry.add_cells
+
+    def add_then_cancel(self: Registry, *args: Any, **kwargs: Any) -> list[Any]:
+        added = add_cells(self, *args, **kwargs)
+        for cell in added:  # what a concurrent `kappa cancel` does
+            assert self.transition(cell, CellState.PENDING, CellState.CANCELLED)
+        return added
+
+    monkeypatch.setattr(Registry, "add_cells", add_then_cancel)
+    with Registry.open(stores.registry_url) as reg:
+        second = record(prepare(spec), reg, Tracker())
+        states = {c.axes["seed"]: c.state for c in reg.cells(SWEEP)}
+    assert (first.new_cells, second.new_cells, second.requeued_cells) == (2, 2, 1)
+    assert states == {0: CellState.PENDING, 1: CellState.PENDING,
+                      2: CellState.CANCELLED, 3: CellState.CANCELLED}
