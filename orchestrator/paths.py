@@ -6,7 +6,8 @@ tracking store or server.
 
 Sweep names become folder and file names under it (``runs/<sweep>/``,
 ``scheduler/<sweep>.log``): :func:`check_name` makes sure a name given on the command
-line can only ever name one entry inside its folder.
+line can only ever name one entry inside its folder. ``<name>.canary`` is reserved: the
+sweep that holds the canary runs of sweep ``<name>`` (:func:`canary_sweep`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 from orchestrator.errors import Problem, UserInputError
 
 MAX_NAME = 200
+CANARY_SUFFIX = ".canary"
 
 
 def check_name(name: str, what: str = "sweep") -> str:
@@ -35,6 +37,16 @@ def check_name(name: str, what: str = "sweep") -> str:
                     "control characters, and not '.' or '..'",
             fix="`kappa status` lists the sweeps")])
     return name
+
+
+def canary_sweep(name: str) -> str:
+    """The name of the sweep that holds the canary runs of sweep ``name``."""
+    return name + CANARY_SUFFIX
+
+
+def is_canary_sweep(name: str) -> bool:
+    """Whether ``name`` is a canary sweep (its runs are tagged ``kappa.canary``)."""
+    return name.endswith(CANARY_SUFFIX)
 
 
 def kappa_home() -> Path:

@@ -24,6 +24,14 @@ Contract every backend honours
   Metric names follow verl's (``actor/entropy``, ``critic/score/mean``,
   ``val-core/<benchmark>/acc/mean@1``, ...); final evaluation scores are named
   ``eval/<benchmark>/mean@<k>`` and ``eval/<benchmark>/pass@<k>``.
+* ``canary_settings(settings)`` is the smallest run of a cell's settings that still
+  exercises the whole path a full run takes (start, warm start or model load, rewards, a
+  few optimizer steps, a checkpoint, the final write-out); ``kappa canary`` runs it
+  before a grid (:mod:`orchestrator.scheduler.canary`). It must validate, keep every
+  setting that decides which code runs, and never change what a cache shared with the
+  full run is keyed by. The default is the settings unchanged (a backend that knows no
+  smaller run is canaried at full size). Cells that differ only in
+  ``canary_free_settings`` (default: ``seed``) share one canary.
 """
 
 from __future__ import annotations
@@ -56,6 +64,9 @@ class Backend(ABC):
     #: validates each value of any other setting once, and each distinct combination of
     #: these; ``None`` means "unknown": every cell is validated (always correct, slower).
     coupled_settings: ClassVar[frozenset[str] | None] = None
+    #: Settings whose value does not change which code a run executes: cells that differ
+    #: only in these share one canary run (``kappa canary``).
+    canary_free_settings: ClassVar[frozenset[str]] = frozenset({"seed"})
 
     def validate(self, settings: Mapping[str, Any]) -> BaseModel:
         """Return the validated settings model, or raise ``UserInputError`` with all problems."""
@@ -70,6 +81,11 @@ class Backend(ABC):
     def gpus(self, settings: BaseModel) -> int:
         """GPUs one launch of these settings needs (0 for CPU-only)."""
         return 0
+
+    def canary_settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
+        """The smallest run of ``settings`` that still exercises the whole path (see the
+        module docstring); a mapping like ``settings``, which it may assume valid."""
+        return dict(settings)
 
     # Reading results back is the same for every backend that follows the file contract.
     def read_progress(self, run_dir: Path) -> tuple[int, int] | None:

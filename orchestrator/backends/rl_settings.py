@@ -230,6 +230,22 @@ class RLSettings(StrictModel):
         return self.intervention_steps is None or step < self.intervention_steps
 
 
+# A canary run's length: the first step, and a second one on the updated policy (whose
+# ratios have moved off 1, so clipping and the KL term really act).
+CANARY_STEPS = 2
+
+
+def canary_intervention_steps(steps: int | None, max_steps: int, canary_steps: int) -> int | None:
+    """``intervention_steps`` of a canary ``canary_steps`` long: an intervention that ends
+    before ``max_steps`` still ends before the canary does (so a two-phase cell stays two
+    phases); one that never ends, or is off from the start, stays so."""
+    if steps is None or steps == 0:
+        return steps
+    if steps >= max_steps:
+        return canary_steps
+    return max(1, canary_steps - 1)
+
+
 def resolve_bundle(s: RLSettings, bundle: Bundle, *, kl_loss_type: str,
                    overlong_penalty: bool | None = None) -> ResolvedAlgorithm:
     """``bundle`` with the cell's explicit settings applied.

@@ -23,6 +23,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "orchestrator.cli.db_cmd",
     "orchestrator.cli.spec_cmd",
     "orchestrator.cli.sweep_cmd",
+    "orchestrator.cli.canary_cmd",
     "orchestrator.cli.ui_cmd",
     "orchestrator.cli.results_cmd",
     "orchestrator.cli.data_cmd",

@@ -116,6 +116,10 @@ def submit_cmd(
         "--wait", help="Run the sweep here and return when it has ended.")] = False,
     rerun: Annotated[bool, typer.Option(
         "--rerun", help="Run succeeded cells again too (in fresh run folders).")] = False,
+    canary: Annotated[bool, typer.Option(
+        "--canary", help="First run every distinct cell configuration for a few steps "
+                         "(`kappa canary`), here; submit only if all passed (else exit 2)."
+                         )] = False,
     max_parallel: MaxParallelOption = None,
     executor: ExecutorOption = None,
     ray_address: RayAddressOption = None,
@@ -127,13 +131,21 @@ def submit_cmd(
     Resubmitting adds only new cells and retries failed or cancelled ones; succeeded cells
     never run again unless --rerun. Without --wait a background scheduler runs the sweep
     (log: .kappa/scheduler/<sweep>.log) and this returns at once; follow it with
-    `kappa status SWEEP`.
+    `kappa status SWEEP`. With --canary the canaries run first, in the foreground.
     """
     from orchestrator.cli.console import make_console
     from orchestrator.scheduler.driver import scheduler_log, submit
 
     console = make_console()
     choice = _executor_choice(executor, ray_address)
+    if canary:
+        from orchestrator.cli.canary_cmd import EXIT_CANARY_FAILED, run_and_report
+
+        outcome = run_and_report(console, spec, _stores(registry, mlflow), choice,
+                                 max_parallel, rerun)
+        if not outcome.passed:
+            console.print(f"the grid of {outcome.plan.grid.name} was not submitted")
+            raise typer.Exit(EXIT_CANARY_FAILED)
     with _interruptible(_spec_name(spec)), _progress(console, quiet=not wait) as options:
         result = submit(spec, _stores(registry, mlflow), rerun=rerun, wait=wait,
                         max_parallel=max_parallel, options=options, choice=choice)

@@ -23,7 +23,8 @@ from typing import Any
 import yaml
 
 from orchestrator.backends import Backend, get_backend
-from orchestrator.paths import runs_root
+from orchestrator.errors import UserInputError
+from orchestrator.paths import CANARY_SUFFIX, is_canary_sweep, runs_root
 from orchestrator.registry import CellRecord, CellState, Registry
 from orchestrator.registry.locks import sweep_record_lock
 from orchestrator.scheduler.cell_file import write_cell_file
@@ -63,6 +64,10 @@ def prepare(spec_path: str | Path) -> PreparedSweep:
     from orchestrator.grid import expand
 
     spec = load_spec(spec_path)
+    if is_canary_sweep(spec.name):
+        raise UserInputError(f"{spec.filename}: reserved sweep name", [spec.problem(
+            ["name"], f"names ending in {CANARY_SUFFIX!r} are reserved for canary runs",
+            found=repr(spec.name), fix=f"drop the {CANARY_SUFFIX!r} ending")])
     backend = get_backend(spec.backend)
     grid = expand(spec)
     return PreparedSweep(spec=spec, backend=backend, cells=tuple(grid.cells))

@@ -16,6 +16,8 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from orchestrator.paths import is_canary_sweep
+
 MAX_KEY_LENGTH = 250
 MAX_PARAM_VALUE_LENGTH = 6000
 MAX_TAG_VALUE_LENGTH = 8000
@@ -23,6 +25,7 @@ MAX_RUN_NAME_LENGTH = 250
 MAX_PARAMS_TAGS_PER_BATCH = 100
 TRUNCATED = "…[truncated]"
 NAME_SEPARATOR = " · "
+CANARY_TAG = "kappa.canary"
 
 # MLflow accepts alphanumerics, underscores, dashes, periods, spaces, slashes and colons.
 _BAD_KEY_CHARS = re.compile(r"[^\w\-. /:]")
@@ -115,9 +118,16 @@ def cell_tags(
     }
     tags["kappa.cell_id"] = cell_id
     tags["kappa.sweep"] = clip(sweep_name, MAX_TAG_VALUE_LENGTH)
+    tags.update(sweep_kind_tags(sweep_name))
     if git_commit:
         tags["kappa.git_commit"] = git_commit
     return tags
+
+
+def sweep_kind_tags(sweep_name: str) -> dict[str, str]:
+    """``kappa.canary: true`` on every run of a canary sweep (a parent run and its
+    children), so a search can leave them out; nothing for other sweeps."""
+    return {CANARY_TAG: "true"} if is_canary_sweep(sweep_name) else {}
 
 
 def batches(

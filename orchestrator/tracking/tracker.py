@@ -47,6 +47,7 @@ from orchestrator.tracking.naming import (
     metric_key,
     run_name,
     settings_params,
+    sweep_kind_tags,
 )
 from orchestrator.tracking.sqlite_store import prepare_store
 
@@ -176,6 +177,7 @@ class Tracker:
         """
         all_tags = {
             **(tags or {}),
+            **sweep_kind_tags(sweep_name),
             "kappa.sweep": sweep_name,
             ROLE_TAG: "sweep",
             SWEEP_KEY_TAG: sweep_key(sweep_name),

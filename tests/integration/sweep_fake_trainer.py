@@ -49,6 +49,10 @@ def main() -> int:
             while not (out / "go").exists():
                 time.sleep(0.02)
         time.sleep(pause)
+        if step == int(config.get("fail_at_step", 0)):
+            print(f"fake trainer: step {step}\nTraceback (most recent call last):\n"
+                  "ValueError: the reward function raised (on purpose)", flush=True)
+            return 4
         with open(out / "metrics.jsonl", "a") as fh:
             fh.write(json.dumps({"step": step, "metrics": {"actor/entropy": 1.0 / step}}) + "\n")
         _write(ckpt, {"step": step})

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -30,6 +32,7 @@ class FakeSettings(BaseModel):
     steps: int = Field(4, ge=1)
     step_seconds: float = Field(0.02, ge=0)
     fail_first: int = Field(0, ge=0, description="fail this many launches, then succeed")
+    fail_at_step: int = Field(0, ge=0, description="crash when reaching this step (0: never)")
     seed: int = 0
     hold_at: int = Field(0, ge=0, description="from this step on (0: never), wait before "
                          "each step until <run_dir>/go exists")
@@ -46,6 +49,11 @@ class FakeBackend(Backend):
     def launch(self, settings: BaseModel, run_dir: Path) -> LaunchSpec:
         return LaunchSpec(argv=(sys.executable, str(TRAINER), str(run_dir / "config.yaml"),
                                 "--out", str(run_dir)))
+
+    def canary_settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
+        """At most two steps (a cell failing later passes its canary, as on a real backend)."""
+        steps = FakeSettings.model_validate(settings).steps
+        return {**settings, "steps": min(steps, 2)}
 
 
 def write_spec(path: Path, name: str, seeds: int = 4, retries: int = 0,

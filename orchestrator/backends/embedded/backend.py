@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
 from orchestrator.backends.base import Backend, LaunchSpec
 from orchestrator.backends.embedded.settings import EmbeddedSettings
+from orchestrator.backends.rl_settings import CANARY_STEPS, canary_intervention_steps
 
 
 class EmbeddedBackend(Backend):
@@ -23,7 +25,6 @@ class EmbeddedBackend(Backend):
         "ppo_mini_batches", "reward_correct", "reward_incorrect", "task", "benchmarks",
         "max_response_length",
     })
-
     def launch(self, settings: BaseModel, run_dir: Path) -> LaunchSpec:
         """``python -m orchestrator train <run_dir>/config.yaml --out <run_dir>`` (pure)."""
         return LaunchSpec(
@@ -36,3 +37,24 @@ class EmbeddedBackend(Backend):
     def gpus(self, settings: BaseModel) -> int:
         """One GPU when the cell asks for CUDA explicitly; ``auto`` and ``cpu`` need none."""
         return 1 if isinstance(settings, EmbeddedSettings) and settings.device == "cuda" else 0
+
+    def canary_settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
+        """Two RL steps of one prompt per mini-batch, validated and checkpointed at the end,
+        and a one-sample final evaluation of every benchmark.
+
+        The warm start is left as configured (and ``seed``, ``task``, ``model``,
+        ``val_size``, which decide its weights): a canary builds the very cache entry its
+        full runs then load, never a second one.
+        """
+        s = self.validate(settings)
+        if not isinstance(s, EmbeddedSettings):
+            raise TypeError(f"expected EmbeddedSettings, got {type(s).__name__}")
+        steps = min(CANARY_STEPS, s.max_steps)
+        smaller = {
+            "max_steps": steps,
+            "prompts_per_step": s.ppo_mini_batches,  # the smallest that divides evenly
+            "eval_samples": 1,
+            "intervention_steps": canary_intervention_steps(
+                s.intervention_steps, s.max_steps, steps),
+        }
+        return {**settings, **{k: v for k, v in smaller.items() if getattr(s, k) != v}}

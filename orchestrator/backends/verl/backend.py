@@ -72,6 +72,13 @@ class VerlBackend(Backend):
         """Every GPU of every node the run spans."""
         return _as_verl(settings).gpus
 
+    def canary_settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
+        """Two steps at the smallest batch, checkpointed, no validation (:mod:`.canary`)."""
+        from orchestrator.backends.verl.canary import canary_settings
+
+        model = _as_verl(super().validate(settings))  # the canary's own validate preflights
+        return canary_settings(model, dict(settings))
+
     def read_progress(self, run_dir: Path) -> tuple[int, int] | None:
         """The driver's progress.json, else verl's checkpoint tracker (steps saved)."""
         progress = super().read_progress(run_dir)

@@ -1,0 +1,228 @@
+"""Canary runs as a user starts them: real ``kappa`` processes, SQLite, MLflow.
+
+The fake backend (``sweep_fixtures.py``) gives cells that crash at a chosen step; the
+real embedded trainer gives a cell that validates but crashes at its first RL step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sweep_fixtures import CLI, completions, launches, seed_mlflow_store
+
+from orchestrator.registry import CellState, Registry
+
+SAFETY = 300  # seconds; a guard against hangs, not a speed assertion
+
+FAKE_SPEC = """\
+name: {name}
+backend: fake
+retries: 2
+base:
+  steps: 4
+axes:
+  variant:
+{variants}
+  seed: [0, 1]
+"""
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "home"
+    seed_mlflow_store(home)
+    monkeypatch.setenv("KAPPA_HOME", str(home))
+    monkeypatch.setenv("KAPPA_POLL_INTERVAL", "0.05")
+    monkeypatch.setenv("KAPPA_RETRY_BACKOFF", "0.05")
+    monkeypatch.setenv("KAPPA_CLI", f"{sys.executable} {CLI}")
+    return home
+
+
+def kappa(*args: str, cli: list[str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run kappa (with the fake backend unless ``cli`` says otherwise); never raises."""
+    command = cli if cli is not None else [sys.executable, str(CLI)]
+    return subprocess.run([*command, *args], capture_output=True, text=True, timeout=SAFETY,
+                          check=False, env=dict(os.environ))
+
+
+def fake_spec(tmp_path: Path, name: str, variants: dict[str, int]) -> Path:
+    """A fake spec: one variant per ``{name: fail_at_step}`` (0: never), seeds 0 and 1."""
+    lines = "".join(f"    {v}: {{fail_at_step: {step}}}\n" for v, step in variants.items())
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(FAKE_SPEC.format(name=name, variants=lines.rstrip("\n")))
+    return path
+
+
+def mlflow_runs(home: Path, experiment: str) -> list[dict[str, str]]:
+    """Tags of every run of ``experiment`` (empty when it does not exist)."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{home / 'mlflow.db'}")
+    found = client.get_experiment_by_name(experiment)
+    if found is None:
+        return []
+    return [dict(r.data.tags) for r in client.search_runs([found.experiment_id])]
+
+
+def test_a_canary_catches_a_cell_that_fails_at_its_first_step(
+        home: Path, tmp_path: Path) -> None:
+    spec = fake_spec(tmp_path, "crashy", {"ok": 0, "broken": 1, "late": 3})
+    proc = kappa("submit", str(spec), "--canary", "--wait", "--max-parallel", "3")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out
+    # 6 cells, 3 canaries: cells that differ only in the seed share one.
+    assert "3 canaries for 6 cells" in out
+    assert "1 of 3 failed" in out and "was not submitted" in out
+    assert "variant=broken, seed=0" in out
+    assert "ValueError: the reward function raised (on purpose)" in out  # the log tail
+    with Registry.open() as reg:
+        assert reg.find_sweep("crashy") is None  # the grid was never recorded
+        canaries = {c.axes["variant"]: c for c in reg.cells("crashy.canary")}
+    assert canaries["broken"].cell_id in out
+    assert {v: c.state for v, c in canaries.items()} == {
+        "ok": CellState.SUCCEEDED, "broken": CellState.FAILED,
+        # It would crash at step 3; a canary runs 2 steps, so it passes (as it should).
+        "late": CellState.SUCCEEDED}
+    assert canaries["broken"].attempts_count == 1  # canaries are not retried
+    assert all(c.total_steps == 2 or c.state is CellState.FAILED for c in canaries.values())
+    # Recorded in MLflow as the canary sweep's own experiment, every run tagged.
+    assert mlflow_runs(home, "crashy") == []
+    tags = mlflow_runs(home, "crashy.canary")
+    assert len(tags) == 4  # the parent run and one child per canary
+    assert all(t.get("kappa.canary") == "true" for t in tags)
+    assert sorted(completions(home)) == sorted(
+        canaries[v].cell_id for v in ("ok", "late"))  # no grid cell ever ran
+
+    # `kappa canary` again: the failed canary runs again, the passed ones do not.
+    proc = kappa("canary", str(spec))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "2 had passed before" in proc.stdout
+    run = home / "runs" / "crashy.canary"
+    assert launches(run / canaries["broken"].cell_id) == [0, 0]
+    assert launches(run / canaries["ok"].cell_id) == [0]
+
+
+def test_passing_canaries_then_the_grid_alone_in_its_results(
+        home: Path, tmp_path: Path) -> None:
+    spec = fake_spec(tmp_path, "steady", {"ok": 0, "late": 3})
+    dry = kappa("canary", str(spec), "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert "2 canaries for 4 cells" in dry.stdout and "steps 4→2" in dry.stdout
+    assert not (home / "registry.db").exists()  # a dry run writes nothing
+    # `late` cells fail at step 3 in the grid (with retries); their canary passed.
+    proc = kappa("submit", str(spec), "--canary", "--wait", "--max-parallel", "4")
+    out = proc.stdout + proc.stderr
+    assert "canaries: all 2 passed" in out, out
+    assert "sweep steady: 4 cells, 4 new" in out
+    with Registry.open() as reg:
+        grid = {c.cell_id: c for c in reg.cells("steady")}
+        canary_ids = {c.cell_id for c in reg.cells("steady.canary")}
+    assert len(grid) == 4 and len(canary_ids) == 2 and not canary_ids & set(grid)
+    assert sorted(c.state.value for c in grid.values()) == ["failed"] * 2 + ["succeeded"] * 2
+    # The grid's results hold its own cells only; its MLflow runs carry no canary tag.
+    exported = kappa("export", "steady", "--format", "json", "-o", str(tmp_path / "r.json"))
+    assert exported.returncode == 0, exported.stderr
+    rows = json.loads((tmp_path / "r.json").read_text())
+    assert {r["cell_id"] for r in rows} == set(grid)
+    assert not any(t.get("kappa.canary") for t in mlflow_runs(home, "steady"))
+    table = kappa("table", "steady")
+    assert table.returncode == 0 and "canary" not in table.stdout, table.stderr
+
+
+def test_bad_input_exits_2_and_writes_nothing(home: Path, tmp_path: Path) -> None:
+    before = sorted(p.name for p in home.iterdir())
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad-one\nbackend: fake\nbase:\n  stepz: 3\naxes:\n  seed: [0]\n")
+    reserved = tmp_path / "reserved.yaml"
+    reserved.write_text("name: mine.canary\nbackend: fake\naxes:\n  seed: [0]\n")
+    for spec in (bad, reserved):
+        for args in (("canary", str(spec)), ("submit", str(spec), "--canary", "--wait")):
+            proc = kappa(*args)
+            assert proc.returncode == 2, proc.stdout + proc.stderr
+            assert "stepz" in proc.stderr or "reserved" in proc.stderr
+    assert sorted(p.name for p in home.iterdir()) == before
+
+
+TINY_EMBEDDED = """\
+name: tiny-canary
+backend: embedded
+base:
+  task: addition
+  benchmarks: [add-val]
+  group_size: 4
+  prompts_per_step: 4
+  ppo_mini_batches: 2
+  max_steps: 3
+  val_every: 3
+  val_size: 8
+  eval_samples: 2
+  model: {{d_model: 16, n_layers: 1, n_heads: 2}}
+  warm_start: {{steps: 2, batch_size: 8, target_accuracy: null}}
+axes:
+  kappa:
+    k1: {{reward_correct: 1.0}}
+{extra}
+  seed: [0, 1]
+"""
+# Validates (a finite float), but no float32 tensor holds it: the first RL step's reward
+# scaling raises. A canary catches it in seconds instead of after a cluster's queue.
+OVERFLOW = "    huge: {reward_correct: 1.0e+39}"
+
+
+def _kappa_cli() -> list[str]:
+    return [sys.executable, "-m", "orchestrator"]
+
+
+def test_embedded_canary_catches_a_cell_that_crashes_at_step_one(
+        home: Path, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from orchestrator.cli.app import app
+
+    spec = tmp_path / "tiny.yaml"
+    spec.write_text(TINY_EMBEDDED.format(extra=OVERFLOW))
+    # In this process (the cells are processes of their own): one interpreter start less.
+    result = CliRunner().invoke(app, ["submit", str(spec), "--canary", "--max-parallel", "2"])
+    out = result.output
+    assert result.exit_code == 2, out
+    assert "2 canaries for 4 cells" in out and "1 of 2 failed" in out
+    assert "kappa=huge, seed=0" in out and "overflow" in out  # the crash, from the log
+    with Registry.open() as reg:
+        assert reg.find_sweep("tiny-canary") is None
+        canaries = {c.axes["kappa"]: c for c in reg.cells("tiny-canary.canary")}
+    ok, huge = canaries["k1"], canaries["huge"]
+    assert (ok.state, huge.state) == (CellState.SUCCEEDED, CellState.FAILED)
+    assert huge.progress_step in (None, 0)  # it died in its first step
+    # The passing canary took the whole path: 2 steps, a checkpoint, the final evaluation.
+    assert ok.progress_step == 2 and ok.settings["max_steps"] == 2
+    assert "eval/add-val/mean@1" in (ok.final_metrics or {})
+    run_dir = Path(ok.run_dir or "")
+    assert (run_dir / "checkpoints" / "step_2.pt").exists()
+    # Both canaries are seed 0: one warm start, the one seed 0's full runs will load.
+    assert len(list((home / "cache" / "embedded").glob("warmstart-*.pt"))) == 1
+    tags = mlflow_runs(home, "tiny-canary.canary")
+    assert len(tags) == 3 and all(t.get("kappa.canary") == "true" for t in tags)
+
+
+@pytest.mark.slow
+def test_embedded_canaries_pass_then_the_grid_runs(home: Path, tmp_path: Path) -> None:
+    spec = tmp_path / "tiny.yaml"
+    spec.write_text(TINY_EMBEDDED.format(extra=""))
+    proc = kappa("submit", str(spec), "--canary", "--wait", "--max-parallel", "2",
+                 cli=_kappa_cli())
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert "1 canary for 2 cells" in out and "canaries: all 1 passed" in out
+    with Registry.open() as reg:
+        grid = reg.cells("tiny-canary")
+    assert [c.state for c in grid] == [CellState.SUCCEEDED] * 2
+    assert {c.progress_step for c in grid} == {3}
+    # The canary's warm start (seed 0) was the grid's: two seeds, two cache entries.
+    assert len(list((home / "cache" / "embedded").glob("warmstart-*.pt"))) == 2
+    table = kappa("table", "tiny-canary", "--rows", "kappa", cli=_kappa_cli())
+    assert table.returncode == 0, table.stderr

@@ -1,0 +1,88 @@
+"""Which canaries a grid gets, and what an embedded canary runs (no process started)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orchestrator.backends import get_backend
+from orchestrator.backends.embedded.settings import EmbeddedSettings
+from orchestrator.backends.rl_settings import canary_intervention_steps
+from orchestrator.errors import UserInputError
+from orchestrator.scheduler.canary import CanaryPlan, describe_changes, plan_canaries
+from orchestrator.scheduler.submission import prepare
+
+SPEC = """\
+name: plan-canaries
+backend: embedded
+base: {task: addition, max_steps: 40, prompts_per_step: 8, ppo_mini_batches: 2}
+axes:
+  baseline: [grpo, dapo]
+  length: {short: {max_steps: 40}, long: {max_steps: 80}}
+  seed: [0, 1, 2]
+"""
+
+
+def _plan(tmp_path: Path, text: str = SPEC) -> CanaryPlan:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(text)
+    return plan_canaries(prepare(spec))
+
+
+def test_cells_differing_in_seed_or_only_in_length_share_a_canary(tmp_path: Path) -> None:
+    plan = _plan(tmp_path)
+    assert plan.name == "plan-canaries.canary"
+    assert len(plan.grid.cells) == 12
+    # seed is free; 40 and 80 steps both become a 2-step canary: one per baseline.
+    assert [c.cell.axes["baseline"] for c in plan.canaries] == ["grpo", "dapo"]
+    for canary in plan.canaries:
+        assert len(canary.stands_for) == 6
+        assert canary.cell.axes == canary.stands_for[0].axes  # the first cell is run
+        assert canary.cell.settings["max_steps"] == 2
+        assert canary.changes["max_steps"] == (40, 2)
+        assert canary.changes["prompts_per_step"] == (8, 2)
+    assert "max_steps 40→2" in describe_changes(plan.canaries[0].changes)
+    sweep = plan.sweep()
+    assert (sweep.name, sweep.spec.retries) == ("plan-canaries.canary", 0)
+    assert {c.cell_id for c in sweep.cells}.isdisjoint(c.cell_id for c in plan.grid.cells)
+
+
+def test_planning_twice_gives_the_same_canary_ids(tmp_path: Path) -> None:
+    first = [c.cell.cell_id for c in _plan(tmp_path).canaries]
+    assert [c.cell.cell_id for c in _plan(tmp_path).canaries] == first
+
+
+def test_canary_sweep_names_are_reserved(tmp_path: Path) -> None:
+    with pytest.raises(UserInputError, match="reserved"):
+        _plan(tmp_path, SPEC.replace("name: plan-canaries", "name: mine.canary"))
+
+
+def test_embedded_canary_keeps_the_warm_start_its_full_run_loads() -> None:
+    from orchestrator.backends.embedded.warmstart import cache_key
+
+    backend = get_backend("embedded")
+    raw = {"task": "addition", "seed": 3, "max_steps": 300, "prompts_per_step": 64,
+           "ppo_mini_batches": 4, "val_size": 64, "warm_start": {"steps": 50},
+           "entropy_intervention": "entropy_loss", "intervention_steps": 100}
+    canary = backend.canary_settings(raw)
+    assert {k: canary[k] for k in ("max_steps", "prompts_per_step", "eval_samples",
+                                   "intervention_steps")} == {
+        "max_steps": 2, "prompts_per_step": 4, "eval_samples": 1, "intervention_steps": 1}
+    full, short = EmbeddedSettings.model_validate(raw), EmbeddedSettings.model_validate(canary)
+    assert cache_key(short) == cache_key(full)
+    assert short.val_size == full.val_size  # held out of the warm start's training data
+    # Settings it does not change stay as given (no defaults written in).
+    assert set(canary) == set(raw) | {"eval_samples"}
+
+
+@pytest.mark.parametrize(("steps", "max_steps", "expected"), [
+    (None, 1000, None),  # on for the whole run
+    (0, 1000, 0),  # never on
+    (500, 1000, 1),  # two phases stay two phases
+    (1000, 1000, 2),  # on until the end
+    (5000, 1000, 2),
+])
+def test_intervention_steps_of_a_canary(steps: int | None, max_steps: int,
+                                        expected: int | None) -> None:
+    assert canary_intervention_steps(steps, max_steps, 2) == expected
