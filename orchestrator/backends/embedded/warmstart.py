@@ -59,6 +59,9 @@ def cache_key(settings: EmbeddedSettings) -> str:
         "model": asdict(model_shape(settings)),
         "warm_start": settings.warm_start.model_dump(mode="json"),
         "seed": settings.seed,
+        # The warm start trains around the held-out validation prompts, which depend on
+        # it: two val_size values must not share weights trained on the other's set.
+        "val_size": settings.val_size,
         "torch": torch.__version__.split("+")[0],
     }
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:20]
