@@ -10,6 +10,9 @@ Columns, in this order:
     final metrics (``metric.eval/arith-val/mean@8``), ``NaN`` where a cell has none.
 ``run_dir``, ``mlflow_run_id``
     where the cell's run folder and MLflow run are (``None`` when unknown).
+``stop_reason``
+    why a stopping rule ended the cell early (``plateau at step 340 (...)``), else
+    ``None``. A stopped cell that ``succeeded`` is a finished cell: its numbers count.
 
 Everything else in analysis (tables, plots, the report) consumes this frame, so it can be
 built from any source: the registry, bare run folders, or a synthetic list in a test.
@@ -29,6 +32,7 @@ AXIS_PREFIX = "axis."
 METRIC_PREFIX = "metric."
 ID_COLUMNS: tuple[str, ...] = ("sweep", "cell_id", "state")
 LOCATION_COLUMNS: tuple[str, ...] = ("run_dir", "mlflow_run_id")
+STOP_COLUMN = "stop_reason"
 SUCCEEDED = "succeeded"
 
 
@@ -43,6 +47,7 @@ class CellResult:
     final_metrics: Mapping[str, float] = field(default_factory=dict)
     run_dir: str | None = None
     mlflow_run_id: str | None = None
+    stop_reason: str | None = None
 
 
 def axis_column(name: str) -> str:
@@ -94,12 +99,14 @@ def frame_from_results(cells: Iterable[CellResult]) -> pd.DataFrame:
             row[metric_column(name)] = _as_float(cell.final_metrics.get(name, math.nan))
         row["run_dir"] = cell.run_dir
         row["mlflow_run_id"] = cell.mlflow_run_id
+        row[STOP_COLUMN] = cell.stop_reason
         rows.append(row)
     columns = [
         *ID_COLUMNS,
         *(axis_column(a) for a in axes),
         *(metric_column(m) for m in metric_order),
         *LOCATION_COLUMNS,
+        STOP_COLUMN,
     ]
     # Object dtype first, so axis values keep their Python types (bool, int, str, None)
     # rather than being coerced to floats and NaN.

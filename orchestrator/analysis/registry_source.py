@@ -57,6 +57,7 @@ def registry_sweep(sweep: str, registry_url: str) -> tuple[SweepInfo, list[CellR
             },
             run_dir=c.run_dir,
             mlflow_run_id=c.mlflow_run_id,
+            stop_reason=c.stop_reason,
         )
         for c in cells
     ]

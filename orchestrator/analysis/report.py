@@ -20,7 +20,9 @@ from orchestrator.analysis.status_matrix import (
     KNOWN_STATES,
     mlflow_run_url,
     state_class,
+    state_label,
     status_matrix,
+    stop_reason_of,
 )
 from orchestrator.analysis.tables import DeltaSpec, TableSpec, build_table, render
 from orchestrator.analysis.tables.labels import default_metric_glob
@@ -171,8 +173,8 @@ def render_report(inputs: ReportInputs) -> str:
             {
                 "cell_id": r["cell_id"],
                 "axes": [r[axis_column(a)] for a in axes],
-                "state": r["state"],
-                "state_class": state_class(str(r["state"])),
+                "state": state_label(str(r["state"]), stop_reason_of(r)),
+                "state_class": state_class(str(r["state"]), stop_reason_of(r)),
                 "run_id": run_id or "",
                 "href": href,
             }

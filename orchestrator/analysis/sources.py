@@ -61,6 +61,7 @@ def cell_from_run_folder(sweep: str, run_dir: Path) -> CellResult:
         state = "running"
     else:
         state = "pending"
+    stopped = (summary or {}).get("stopped")
     return CellResult(
         sweep=sweep,
         cell_id=run_dir.name,
@@ -69,6 +70,8 @@ def cell_from_run_folder(sweep: str, run_dir: Path) -> CellResult:
         final_metrics=_numeric((summary or {}).get("final")),
         run_dir=str(run_dir),
         mlflow_run_id=meta.get("mlflow_run_id"),
+        stop_reason=str(stopped["reason"]) if isinstance(stopped, dict)
+        and stopped.get("reason") else None,
     )
 
 

@@ -14,7 +14,9 @@ from orchestrator.analysis.frame import axis_column, varying_axes
 if TYPE_CHECKING:
     import pandas as pd
 
-KNOWN_STATES: tuple[str, ...] = ("succeeded", "failed", "cancelled", "running", "queued", "pending")
+KNOWN_STATES: tuple[str, ...] = ("succeeded", "stopped", "failed", "cancelled", "running",
+                                  "queued", "pending")
+# A succeeded cell a stopping rule ended early shows as "stopped" (a finished result).
 DEFAULT_MLFLOW_UI = "http://127.0.0.1:5000"
 
 
@@ -26,9 +28,26 @@ def mlflow_run_url(ui: str, run_id: str, experiment_id: str | None = None) -> st
     return f"{base}/#/runs/{run_id}"
 
 
-def state_class(state: str) -> str:
-    """The CSS class suffix for a state (unknown states share one colour)."""
+def state_class(state: str, stop_reason: str | None = None) -> str:
+    """The CSS class suffix for a state (unknown states share one colour); a succeeded
+    cell a stopping rule ended is ``stopped``."""
+    if state == "succeeded" and stop_reason:
+        return "stopped"
     return state if state in KNOWN_STATES else "unknown"
+
+
+def state_label(state: str, stop_reason: str | None = None) -> str:
+    """``stopped: plateau at step 340``, ``failed: diverged at step 12``, or the state."""
+    if not stop_reason:
+        return state
+    short = stop_reason.split(" (")[0].split(":")[0]
+    return f"{'stopped' if state == 'succeeded' else state}: {short}"
+
+
+def stop_reason_of(record: dict[str, Any]) -> str | None:
+    """A frame record's stop reason (``None`` when absent or NaN)."""
+    reason = record.get("stop_reason")
+    return reason if isinstance(reason, str) and reason else None
 
 
 @dataclass(frozen=True)
@@ -63,12 +82,15 @@ def _cell(
     record: dict[str, Any], axes: list[str], ui: str | None, experiment_id: str | None
 ) -> MatrixCell:
     state = str(record["state"])
+    reason = stop_reason_of(record)
     run_id = record.get("mlflow_run_id")
     href = mlflow_run_url(ui, run_id, experiment_id) if ui and run_id else None
     title = f"{record['cell_id']} · " + ", ".join(f"{a}={record[axis_column(a)]}" for a in axes)
+    if reason:
+        title += f" · {reason}"
     cell_id = str(record["cell_id"])
     text = cell_id if len(cell_id) <= 16 else cell_id[:10]  # content hashes: a short prefix
-    return MatrixCell(text, state, state_class(state), title, href)
+    return MatrixCell(text, state_label(state, reason), state_class(state, reason), title, href)
 
 
 def status_matrix(

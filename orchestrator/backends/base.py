@@ -24,6 +24,14 @@ Contract every backend honours
   Metric names follow verl's (``actor/entropy``, ``critic/score/mean``,
   ``val-core/<benchmark>/acc/mean@1``, ...); final evaluation scores are named
   ``eval/<benchmark>/mean@<k>`` and ``eval/<benchmark>/pass@<k>``.
+* ``read_metrics(run_dir, cursor)`` returns the metrics logged since ``cursor`` (the
+  stopping rules' input, :mod:`orchestrator.backends.run_metrics`), non-finite values
+  included; the default reads ``metrics.jsonl`` by byte offset.
+* ``request_stop(run_dir, request)`` asks a running launch to end early
+  (:mod:`orchestrator.backends.stop_request`). A backend whose process honours the
+  request (``stops_itself``) ends with a checkpoint, a final evaluation and a
+  ``summary.json`` carrying ``"stopped"``; any other is ended by the scheduler through
+  its executor and ``stopped_summary`` writes its summary from the last metrics.
 * ``canary_settings(settings)`` is the smallest run of a cell's settings that still
   exercises the whole path a full run takes (start, warm start or model load, rewards, a
   few optimizer steps, a checkpoint, the final write-out); ``kappa canary`` runs it
@@ -44,6 +52,13 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from pydantic import BaseModel
+
+from orchestrator.backends.run_metrics import METRICS_FILE, MetricsRead, read_metrics_file
+from orchestrator.backends.stop_request import (
+    StopRequest,
+    synthesize_summary,
+    write_stop_request,
+)
 
 
 @dataclass(frozen=True)
@@ -67,6 +82,9 @@ class Backend(ABC):
     #: Settings whose value does not change which code a run executes: cells that differ
     #: only in these share one canary run (``kappa canary``).
     canary_free_settings: ClassVar[frozenset[str]] = frozenset({"seed"})
+    #: Whether a launched process honours a stop request itself (see the module
+    #: docstring); when not, the scheduler ends its job and calls ``stopped_summary``.
+    stops_itself: ClassVar[bool] = False
 
     def validate(self, settings: Mapping[str, Any]) -> BaseModel:
         """Return the validated settings model, or raise ``UserInputError`` with all problems."""
@@ -103,3 +121,18 @@ class Backend(ABC):
             return dict(json.loads((run_dir / "summary.json").read_text()))
         except (OSError, ValueError):
             return None
+
+    def read_metrics(self, run_dir: Path, cursor: Any = None) -> MetricsRead:
+        """The metrics logged since ``cursor`` (``None``: from the start); pass the
+        returned cursor back next time."""
+        return read_metrics_file(run_dir / METRICS_FILE, cursor)
+
+    def request_stop(self, run_dir: Path, request: StopRequest) -> None:
+        """Ask the launch running in ``run_dir`` to end early (written atomically)."""
+        write_stop_request(run_dir, request)
+
+    def stopped_summary(self, run_dir: Path, request: StopRequest) -> dict[str, Any]:
+        """Write and return ``summary.json`` of a launch the scheduler ended on a stop
+        request: the last value of every metric, at the last step it reported."""
+        progress = self.read_progress(run_dir)
+        return synthesize_summary(run_dir, request, progress[0] if progress else None)

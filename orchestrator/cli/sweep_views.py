@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 from rich.table import Table
 
 from orchestrator.registry import TERMINAL_STATES, CellRecord, CellState, Registry, SweepRecord
+
+if TYPE_CHECKING:
+    from orchestrator.scheduler.budget import SweepHours
 
 # Off a terminal, unchanged counts are repeated (with the running cells' steps) this often.
 HEARTBEAT_S = 30.0
@@ -46,8 +49,9 @@ def describe_axes(cell: CellRecord) -> str:
     return ", ".join(f"{k}={v}" for k, v in cell.axes.items())
 
 
-def cell_row(cell: CellRecord) -> dict[str, Any]:
-    """A cell as plain JSON-able data (``kappa status --json``)."""
+def cell_row(cell: CellRecord, waiting: str | None = None) -> dict[str, Any]:
+    """A cell as plain JSON-able data (``kappa status --json``); ``waiting``: why a
+    pending cell cannot start yet (``gpu_hours cap``)."""
     return {
         "cell_id": cell.cell_id, "index": cell.index, "axes": dict(cell.axes),
         "state": cell.state.value, "attempts": cell.attempts_count,
@@ -55,19 +59,69 @@ def cell_row(cell: CellRecord) -> dict[str, Any]:
         "exit_code": cell.exit_code, "val_accuracy": val_accuracy(cell.final_metrics),
         "final_metrics": dict(cell.final_metrics or {}), "run_dir": cell.run_dir,
         "mlflow_run_id": cell.mlflow_run_id, "last_error": cell.last_error,
+        "stop_reason": cell.stop_reason, "waiting": waiting,
     }
 
 
+def sweep_hours(sweep: SweepRecord, cells: list[CellRecord]) -> tuple[SweepHours, set[str]]:
+    """The sweep's hours (used, projected, planned, saved; :mod:`.budget`) and the ids
+    of pending cells its GPU-hours cap holds back now."""
+    from orchestrator.scheduler.budget import admit
+    from orchestrator.scheduler.budget import sweep_hours as hours_of
+    from orchestrator.spec.stopping import stored_stopping
+
+    rules, resources = stored_stopping(sweep.spec_text)
+    cap = rules.gpu_hours if rules is not None else None
+    waiting: set[str] = set()
+    if cap is not None:
+        pending = [c for c in cells if c.state is CellState.PENDING]
+        others = [c for c in cells if c.state is not CellState.PENDING]
+        waiting = {c.cell_id for c in admit(pending, others, resources, cap)[1]}
+    return hours_of(cells, resources, cap), waiting
+
+
+def hours_text(hours: SweepHours) -> str:
+    """``GPU-hours: used 12 · running 24 (projected) · ... · saved by stopping rules 6``."""
+    def n(x: float) -> str:
+        return f"{x:,.1f}" if x >= 10 else f"{x:,.3g}"
+
+    cap = f" of cap {n(hours.cap)}" if hours.cap is not None else ""
+    line = (f"{hours.unit}: used {n(hours.used)} · running {n(hours.running)} (projected) · "
+            f"pending {n(hours.planned)} (planned) · sweep {n(hours.projected)}{cap}")
+    if hours.stopped_cells:
+        line += (f" · saved by stopping rules {n(hours.saved)} "
+                 f"({hours.stopped_cells} cell{'s' if hours.stopped_cells > 1 else ''} stopped)")
+    return line
+
+
+def state_text(cell: CellRecord, waiting: set[str] | frozenset[str] = frozenset()) -> str:
+    """``succeeded (stopped: plateau at step 340)``, ``pending (waits: gpu_hours cap)``."""
+    from orchestrator.scheduler.budget import CAP_REASON
+
+    if cell.stop_reason:
+        short = (CAP_REASON if cell.stop_reason.startswith(CAP_REASON)
+                 else "stopped: " + cell.stop_reason.split(" (")[0])
+        return f"{cell.state.value} ({short})"
+    if cell.cell_id in waiting:
+        return f"{cell.state.value} (waits: {CAP_REASON})"
+    return cell.state.value
+
+
 def sweep_json(registry: Registry, sweep: SweepRecord, driver_pid: int | None) -> dict[str, Any]:
-    """A sweep, its state counts and its cells as JSON-able data."""
+    """A sweep, its state counts, hours and cells as JSON-able data."""
+    from orchestrator.scheduler.budget import CAP_REASON
+
     counts = registry.counts(sweep.name)
+    cells = registry.cells(sweep.name)
+    hours, waiting = sweep_hours(sweep, cells)
     return {
         "sweep": sweep.name, "backend": sweep.backend,
         "counts": {state.value: n for state, n in counts.items()},
         "scheduler_pid": driver_pid,
         "mlflow_experiment_id": sweep.mlflow_experiment_id,
         "mlflow_parent_run_id": sweep.mlflow_parent_run_id,
-        "cells": [cell_row(c) for c in registry.cells(sweep.name)],
+        "hours": hours.as_json(),
+        "cells": [cell_row(c, CAP_REASON if c.cell_id in waiting else None) for c in cells],
     }
 
 
@@ -92,8 +146,10 @@ def sweeps_table(registry: Registry) -> Table:
     return table
 
 
-def cells_table(cells: list[CellRecord]) -> Table:
-    """One row per cell: state, progress, attempts, final validation accuracy."""
+def cells_table(cells: list[CellRecord],
+                waiting: set[str] | frozenset[str] = frozenset()) -> Table:
+    """One row per cell: state (and why it stopped or waits), progress, attempts, final
+    validation accuracy."""
     table = Table(title_justify="left")
     for name, justify in (("#", "right"), ("cell", "left"), ("axes", "left"),
                           ("state", "left"), ("progress", "right"), ("attempts", "right"),
@@ -105,7 +161,7 @@ def cells_table(cells: list[CellRecord]) -> Table:
             progress = f"{cell.progress_step}/{cell.total_steps or '?'}"
         acc = val_accuracy(cell.final_metrics)
         table.add_row(str(cell.index), cell.cell_id, describe_axes(cell),
-                      f"[{STATE_STYLE[cell.state]}]{cell.state.value}[/]", progress,
+                      f"[{STATE_STYLE[cell.state]}]{state_text(cell, waiting)}[/]", progress,
                       str(cell.attempts_count), "" if acc is None else f"{acc:.3f}")
     return table
 
@@ -114,9 +170,12 @@ def print_sweep(console: Console, registry: Registry, sweep: SweepRecord,
                 driver_pid: int | None) -> None:
     """Counts per state, who drives the sweep, and the cells table."""
     counts = registry.counts(sweep.name)
+    cells = registry.cells(sweep.name)
+    hours, waiting = sweep_hours(sweep, cells)
     driver = f"scheduler pid {driver_pid}" if driver_pid else "no scheduler running"
     console.print(f"[bold]{sweep.name}[/] ({sweep.backend}): {counts_text(counts)} — {driver}")
-    console.print(cells_table(registry.cells(sweep.name)))
+    console.print(hours_text(hours), highlight=False)
+    console.print(cells_table(cells, waiting))
     failed = [c for c in registry.cells(sweep.name, [CellState.FAILED]) if c.last_error]
     for cell in failed[:3]:
         first = cell.last_error.splitlines()[0] if cell.last_error else ""

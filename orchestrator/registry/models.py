@@ -110,6 +110,7 @@ class CellRow(Base):
     total_steps: Mapped[int | None] = mapped_column(Integer)
     progress_updated_at: Mapped[datetime | None]
     final_metrics: Mapped[dict[str, Any] | None]
+    stop_reason: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime]
     queued_at: Mapped[datetime | None]
     started_at: Mapped[datetime | None]

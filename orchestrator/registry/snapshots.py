@@ -88,6 +88,7 @@ class CellRecord:
     queued_at: datetime | None
     started_at: datetime | None
     finished_at: datetime | None
+    stop_reason: str | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -101,7 +102,10 @@ class CellRecord:
 
     @property
     def retries_left(self) -> int:
-        """Launches still allowed after the ones made (1 + max_retries in all)."""
+        """Launches still allowed after the ones made (1 + max_retries in all); none for
+        a cell a stopping rule failed (diverged: running it again would diverge again)."""
+        if self.state is CellState.FAILED and self.stop_reason:
+            return 0
         return max(0, 1 + self.max_retries - self.attempts_count)
 
     @classmethod
@@ -130,6 +134,7 @@ class CellRecord:
             queued_at=row.queued_at,
             started_at=row.started_at,
             finished_at=row.finished_at,
+            stop_reason=row.stop_reason,
         )
 
 

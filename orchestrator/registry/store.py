@@ -278,13 +278,17 @@ class Registry:
         exit_code: int | None = None,
         last_error: str | None = None,
         final_metrics: Mapping[str, Any] | None = None,
+        stop_reason: str | None = None,
     ) -> bool:
-        """``running -> state`` (a terminal state), closing the open attempt."""
+        """``running -> state`` (a terminal state), closing the open attempt;
+        ``stop_reason`` when a stopping rule ended the cell."""
         fields: dict[str, Any] = {"exit_code": exit_code}
         if last_error is not None:
             fields["last_error"] = last_error
         if final_metrics is not None:
             fields["final_metrics"] = final_metrics
+        if stop_reason is not None:
+            fields["stop_reason"] = stop_reason
         return self._change(cell, (CellState.RUNNING,), state, fields)[0]
 
     def _change(

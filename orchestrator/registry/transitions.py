@@ -3,7 +3,7 @@
 Derived fields are computed here and nowhere else: ``queued_at`` on queued; on running
 ``started_at``, ``attempts_count + 1`` and a new attempt; on a terminal state
 ``finished_at`` and the open attempt closed; on pending the previous run's job id, exit
-code, timestamps and final metrics cleared.
+code, timestamps, final metrics and stop reason cleared.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ TRANSITION_FIELDS = frozenset(
         "progress_step",
         "total_steps",
         "log_path",
+        "stop_reason",
     }
 )
 
@@ -74,6 +75,7 @@ def apply_transition(
             job_id=None,
             exit_code=None,
             final_metrics=None,
+            stop_reason=None,
         )
     # One UPDATE ... WHERE state IN (expected): atomic on SQLite and PostgreSQL alike, so
     # of two processes racing for the same edge exactly one sees rowcount 1.

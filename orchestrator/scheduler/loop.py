@@ -19,7 +19,9 @@ act on the sweep while this loop drives it. The loop
 3. **watches** running jobs: progress from ``progress.json``; on exit, ``succeeded``
    with ``summary.json``'s final metrics or ``failed`` with the exit code and the log's
    tail, then a retry after an exponential backoff while retries remain;
-4. **notices cancellation**: a cell that left ``running`` behind its back (``kappa
+4. **stops** cells early by the spec's stopping rules, and starts only the cells its
+   GPU-hours cap affords (:mod:`.stopping`);
+5. **notices cancellation**: a cell that left ``running`` behind its back (``kappa
    cancel``) has its job killed.
 
 Ending a cell's MLflow run happens off this loop (the tracker may finish runs in the
@@ -41,73 +43,32 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator.backends import Backend
+from orchestrator.backends.stop_request import StopRequest
 from orchestrator.executors import Executor, JobHandle
-from orchestrator.paths import runs_root
-from orchestrator.registry import TERMINAL_STATES, CellRecord, CellState, Registry, SweepRecord
+from orchestrator.registry import CellRecord, CellState, Registry, SweepRecord
 from orchestrator.scheduler.cell_file import write_cell_file
+from orchestrator.scheduler.cells import (
+    LOG_NAME,
+    UNFINISHED,  # noqa: F401  (re-exported: driver imports it from here)
+    cell_run_dir,
+    close_sweep_runs,
+    end_stale_runs,
+    log_tail,
+    retry_delay,
+)
 from orchestrator.scheduler.lock import SweepLock
 from orchestrator.scheduler.ports import JobFinder, NullTracker, RunTracker
+from orchestrator.scheduler.stopping import Ending, SweepStopping
 from orchestrator.scheduler.submission import write_run_folder
 from orchestrator.tracking.retry import is_unreachable
 
 LOG = logging.getLogger(__name__)
 
-LOG_NAME = "train.log"
 # In a run folder while a launch creates the cell's MLflow run and has not yet recorded
 # its id: the next launch must look for that run instead of making a second one.
 RUN_PENDING_MARKER = ".mlflow-run-pending"
 # How often a running sweep asks the registry whether a cell was cancelled.
 CANCEL_CHECK_SECONDS = 1.0
-UNFINISHED = (CellState.PENDING, CellState.QUEUED, CellState.RUNNING)
-# How an ended cell's MLflow run ends.
-RUN_STATUS = {CellState.SUCCEEDED: "FINISHED", CellState.FAILED: "FAILED",
-              CellState.CANCELLED: "KILLED"}
-
-
-def retry_delay(failures: int, base: float, cap: float = 300.0) -> float:
-    """Seconds to wait before retry number ``failures`` (1, 2, ...): ``base * 2**(n-1)``."""
-    return min(cap, base * 2 ** max(0, failures - 1))
-
-
-def log_tail(path: Path, lines: int = 20) -> str:
-    """The last ``lines`` lines of a log (for ``last_error``)."""
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, 2)
-            fh.seek(max(0, fh.tell() - 8192))
-            text = fh.read().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
-    return "\n".join(text.splitlines()[-lines:])
-
-
-def cell_run_dir(cell: CellRecord) -> Path:
-    """Where the cell runs: recorded at submit, else ``runs_root()/<sweep>/<cell id>``."""
-    return Path(cell.run_dir) if cell.run_dir else runs_root() / cell.sweep_name / cell.cell_id
-
-
-def end_stale_runs(registry: Registry, sweep: SweepRecord, tracker: RunTracker) -> int:
-    """End the MLflow runs of ``sweep``'s ended cells that are still RUNNING; how many."""
-    ended: dict[str, str] = {}
-    run_dirs: dict[str, Path] = {}
-    for cell in registry.cells(sweep.name, list(TERMINAL_STATES)):
-        if cell.mlflow_run_id and cell.state in RUN_STATUS:
-            ended[cell.mlflow_run_id] = RUN_STATUS[cell.state]
-            run_dirs[cell.mlflow_run_id] = cell_run_dir(cell)
-    return tracker.reconcile(sweep, ended, run_dirs) if ended else 0
-
-
-def close_sweep_runs(registry: Registry, sweep: SweepRecord, tracker: RunTracker) -> bool:
-    """For a sweep no scheduler drives (e.g. after ``kappa cancel``): end its ended cells'
-    runs and, if no cell is unfinished, its parent run; whether the parent was ended."""
-    end_stale_runs(registry, sweep, tracker)
-    counts = registry.counts(sweep.name)
-    if any(counts[s] for s in UNFINISHED):
-        tracker.flush()
-        return False
-    tracker.sweep_ended(sweep, {state.value: n for state, n in counts.items()
-                                if state in TERMINAL_STATES})
-    return True
 
 
 @dataclass
@@ -153,6 +114,7 @@ class SweepScheduler:
     _runs: dict[str, tuple[str, Path]] = field(default_factory=dict, init=False)
     _next_cancel_check: float = field(default=0.0, init=False)
     _store_waits: dict[str, int] = field(default_factory=dict, init=False)
+    _stops: SweepStopping | None = field(default=None, init=False)
 
     def run(self) -> dict[CellState, int]:
         """Recover, then launch and watch until no cell is pending, running or retrying."""
@@ -211,17 +173,27 @@ class SweepScheduler:
         for cell in self.registry.cells(self.sweep, [CellState.FAILED]):
             if cell.retries_left > 0:
                 self.registry.transition(cell, CellState.FAILED, CellState.PENDING)
-        self._end_stale_runs()
-
-    def _end_stale_runs(self) -> None:
-        """End the MLflow runs of ended cells that are still RUNNING (a scheduler killed
-        before it finished them)."""
+        # Runs of ended cells still RUNNING: a killed scheduler never finished them.
         end_stale_runs(self.registry, self._sweep(), self.tracker)
 
     def _sweep(self) -> SweepRecord:
         if self._sweep_record is None:
             self._sweep_record = self.registry.get_sweep(self.sweep)
         return self._sweep_record
+
+    @property
+    def stopping(self) -> SweepStopping:
+        """The sweep's stopping rules and GPU-hours cap (:mod:`.stopping`)."""
+        if self._stops is None:
+            self._stops = SweepStopping.of(self._sweep(), self.backend)
+        return self._stops
+
+    def stop_cell(self, cell_id: str, request: StopRequest) -> bool:
+        """Ask a running cell to stop as a stopping rule would (a pruner's entry point);
+        whether the request was made (not for a cell that is not running here)."""
+        entry = self._running.get(cell_id)
+        return entry is not None and self.stopping.request(cell_id, entry.run_dir,
+                                                           entry.job, request)
 
     def _find_job(self, cell: CellRecord) -> JobHandle | None:
         if cell.job_id:
@@ -246,7 +218,10 @@ class SweepScheduler:
     def _launch_pending(self) -> None:
         if self._slots(0) <= 0:
             return  # full: no need to ask the registry what waits
-        pending = self.registry.cells(self.sweep, [CellState.PENDING])
+        pending, blocked = self.stopping.admit(
+            self.registry, self.sweep, self.registry.cells(self.sweep, [CellState.PENDING]))
+        if blocked and not pending and not self._running and not self._retry_at:
+            self.stopping.cancel_blocked(self.registry, self.sweep, blocked)
         for cell in pending:
             if self._slots(0) <= 0:
                 return
@@ -311,6 +286,7 @@ class SweepScheduler:
         marker.unlink(missing_ok=True)
         self._write_cell_file(cell, CellState.RUNNING, run_id)
         env = {**launch.env, **(self.tracker.launch_env(run_id) if run_id else {})}
+        self.stopping.launching(cell.cell_id, run_dir)
         try:
             job = self.executor.submit(launch.argv, env, run_dir, log_path, gpus)
         except Exception as exc:
@@ -352,6 +328,10 @@ class SweepScheduler:
                 continue
             del self._running[cell_id]
             summary = self.backend.read_summary(entry.run_dir)
+            ending = self.stopping.ended(cell_id, entry.run_dir, code, summary)
+            if ending is not None:
+                self._end_stopped(entry, code, ending)
+                continue
             if code == 0 and summary is not None and summary.get("status") == "succeeded":
                 final = summary.get("final")
                 if self.registry.finish_attempt(
@@ -376,6 +356,17 @@ class SweepScheduler:
         if progress is not None and progress != entry.progress:
             entry.progress = progress
             self.registry.update_progress(entry.cell, progress[0], progress[1] or None)
+        self.stopping.watch(entry.cell.cell_id, entry.run_dir, entry.job)
+
+    def _end_stopped(self, entry: _Running, code: int, ending: Ending) -> None:
+        """A cell a stopping rule ended: succeeded with the reason, or failed with it
+        (never retried: ``CellRecord.retries_left`` is 0 for it)."""
+        if self.registry.finish_attempt(entry.cell, ending.state, exit_code=code,
+                                        final_metrics=ending.final_metrics,
+                                        last_error=ending.last_error,
+                                        stop_reason=ending.stop_reason):
+            self._write_cell_file(entry.cell, ending.state, self._run_id(entry.cell.cell_id))
+            self._finish_run(entry.cell.cell_id, ending.run_status)
 
     def _after_failure(self, cell_id: str) -> None:
         cell = self.registry.get_cell(self.sweep, cell_id)

@@ -9,12 +9,13 @@ may have created a run without recording it (``may_exist``) searches first.
 A new run's params are logged just after it is created, on a background thread
 (:mod:`.background`); a reopened run gets any params it lacks the same way. When a cell
 ends, its config, summary and log are attached, final metrics from ``summary.json`` that
-the run lacks are logged as metrics, metrics the trainer left in the run folder's outbox
-(MLflow was away) are delivered, and the run is ended — on the same thread, in order, off
-the loop's critical path. Each of these waits out a tracking store that went away
-(:mod:`orchestrator.tracking.retry`). :meth:`flush` waits for all that; a retry reopening
-a run waits for the run's own pending work first; :meth:`reconcile` ends runs a killed
-scheduler never finished; :meth:`sweep_ended` ends the parent run.
+the run lacks are logged as metrics, a stopping rule's reason is tagged ``kappa.stopped``,
+metrics the trainer left in the run folder's outbox (MLflow was away) are delivered, and
+the run is ended — on the same thread, in order, off the loop's critical path. Each of
+these waits out a tracking store that went away (:mod:`orchestrator.tracking.retry`).
+:meth:`flush` waits for all that; a retry reopening a run waits for the run's own pending
+work first; :meth:`reconcile` ends runs a killed scheduler never finished;
+:meth:`sweep_ended` ends the parent run.
 """
 
 from __future__ import annotations
@@ -31,23 +32,35 @@ from orchestrator.tracking.outbox import Outbox
 from orchestrator.tracking.retry import with_store_retries
 
 ARTIFACTS = ("config.yaml", "summary.json", "train.log")
+# Set on a cell's run when a stopping rule ended it: the reason (``plateau at step 340 ...``).
+STOPPED_TAG = "kappa.stopped"
+
+
+def _summary(run_dir: Path | None) -> dict[str, Any]:
+    if run_dir is None:
+        return {}
+    try:
+        summary: Any = json.loads((run_dir / "summary.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return summary if isinstance(summary, dict) else {}
 
 
 def summary_final_metrics(run_dir: Path | None) -> tuple[dict[str, float], int]:
     """The numeric final metrics of ``run_dir/summary.json`` and its step count."""
-    if run_dir is None:
-        return {}, 0
-    try:
-        summary: Any = json.loads((run_dir / "summary.json").read_text())
-    except (OSError, ValueError):
-        return {}, 0
-    if not isinstance(summary, dict):
-        return {}, 0
+    summary = _summary(run_dir)
     final = summary.get("final")
     metrics = {str(k): float(v) for k, v in (final.items() if isinstance(final, dict) else ())
                if isinstance(v, int | float) and not isinstance(v, bool)}
     steps = summary.get("steps")
     return metrics, steps if isinstance(steps, int) else 0
+
+
+def summary_stop_reason(run_dir: Path | None) -> str | None:
+    """Why a stopping rule ended the run (``summary.json``'s ``stopped``), if one did."""
+    stopped = _summary(run_dir).get("stopped")
+    reason = stopped.get("reason") if isinstance(stopped, dict) else None
+    return str(reason) if reason else None
 
 
 def _import_mlflow_parts(tracker: Tracker) -> None:
@@ -128,6 +141,9 @@ class MlflowRunTracker:
                 # Metrics the trainer could not deliver (MLflow was away) go in first.
                 Outbox(run_dir).deliver(self.tracker.client, run_id)
             final, steps = summary_final_metrics(run_dir)
+            stopped = summary_stop_reason(run_dir)
+            if stopped:  # the run's reason for ending early, where the UI shows tags
+                self.tracker.client.set_tag(run_id, STOPPED_TAG, stopped[:5000])
             self.tracker.finish_cell_run(run_id, status, [f for f in files if f.exists()],
                                          final_metrics=final, step=steps)
 

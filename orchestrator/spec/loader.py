@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.limits import MAX_PROBLEMS, more_problems
@@ -17,7 +17,7 @@ from orchestrator.spec.yaml_source import SourceDocument, load_yaml
 # Top-level keys that shape nothing in the grid. When only these are wrong, checking goes
 # on with a stand-in value so that one run reports the grid's problems too.
 _LEAF_STAND_INS: dict[str, Any] = {"name": "invalid-name", "description": "",
-                                   "resources": None, "retries": None}
+                                   "resources": None, "retries": None, "stop": None}
 
 # Member tags pydantic appends to locations inside a union of scalar types.
 _SCALAR_TAGS = frozenset({"bool", "int", "float", "str", "none"})
@@ -94,12 +94,20 @@ def _problems(exc: ValidationError, doc: SourceDocument) -> list[Problem]:
 
 def _known_keys(path: tuple[Any, ...]) -> list[str]:
     from orchestrator.spec.model import Resources
+    from orchestrator.spec.stopping import DivergedRule, PlateauRule, StopRules, ThresholdRule
 
     if path == ():
         return list(Spec.model_fields)
     if path == ("resources",):
         return list(Resources.model_fields)
-    return []
+    models: dict[tuple[Any, ...], type[BaseModel]] = {
+        ("stop",): StopRules, ("stop", "plateau"): PlateauRule,
+        ("stop", "threshold"): ThresholdRule}
+    in_diverged = path[:2] == ("stop", "diverged") and len(path) == 3
+    model: type[BaseModel] | None = DivergedRule if in_diverged else models.get(tuple(path))
+    if model is None:
+        return []
+    return [field.alias or name for name, field in model.model_fields.items()]
 
 
 def parse_spec(text: str, filename: str = "<spec>", path: Path | None = None) -> Spec:
@@ -111,6 +119,7 @@ def parse_spec(text: str, filename: str = "<spec>", path: Path | None = None) ->
     """
     from orchestrator.backends import BACKENDS, get_backend
     from orchestrator.spec.references import check_references
+    from orchestrator.spec.stopping import stop_problems
 
     doc = load_yaml(text, filename)
     data = doc.data
@@ -161,7 +170,7 @@ def parse_spec(text: str, filename: str = "<spec>", path: Path | None = None) ->
         )
     backend = get_backend(spec.backend)
     references = check_references(spec, backend.settings_model)
-    problems = deferred + references
+    problems = deferred + references + stop_problems(spec)
     if problems and all(p.location.startswith(("exclude", "include")) for p in references):
         # The axes are sound: expand them (without the broken selections) so the cells'
         # settings problems are reported in the same run.

@@ -36,6 +36,7 @@ from orchestrator.limits import (
     MAX_NODES,
     MAX_RETRIES,
 )
+from orchestrator.spec.stopping import StopRules
 from orchestrator.spec.yaml_source import SourceDocument
 
 
@@ -162,6 +163,9 @@ class Spec(_Strict):
     resources: Resources = Field(default_factory=Resources)
     retries: StrictInt = Field(
         0, ge=0, le=MAX_RETRIES, description="Extra attempts for a failed cell.")
+    stop: StopRules | None = Field(
+        None, description="Stopping rules on live metrics and the sweep's GPU-hours cap "
+                          "(docs/spec.md#stopping-rules).")
     # Extension point: multi-phase cells (warm start -> RL -> eval with different
     # settings) will be described here. Reserved now so that specs fail loudly
     # instead of silently ignoring it.

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from orchestrator.analysis.frame import (
+    STOP_COLUMN,
     SUCCEEDED,
     axis_column,
     axis_names,
@@ -230,7 +231,25 @@ def _embolden(rows: list[TableRow], spec: TableSpec, digits: int) -> list[TableR
     return [replace(r, cells=tuple(c)) for r, c in zip(rows, cells, strict=True)]
 
 
-def _notes(spec: TableSpec, factor: float, has_delta: bool, partial: bool) -> tuple[str, ...]:
+def _stopped_note(frame: pd.DataFrame) -> str | None:
+    """A note when stopping rules ended some of the table's runs early (they count)."""
+    if STOP_COLUMN not in frame.columns:
+        return None
+    rules = Counter(
+        str(reason).split(" ")[0]
+        for state, reason in zip(frame["state"], frame[STOP_COLUMN], strict=True)
+        if state == SUCCEEDED and isinstance(reason, str) and reason)
+    if not rules:
+        return None
+    n = sum(rules.values())
+    kinds = ", ".join(f"{rule} {count}" for rule, count in sorted(rules.items()))
+    return (f"{n} of {len(frame)} runs were stopped early by a stopping rule ({kinds}); "
+            "a stopped run is finished: its numbers are its final evaluation where it "
+            "stopped.")
+
+
+def _notes(spec: TableSpec, factor: float, has_delta: bool, partial: bool,
+           stopped: str | None = None) -> tuple[str, ...]:
     pct = round(spec.confidence * 100)
     notes = []
     if factor == 100.0:
@@ -258,6 +277,8 @@ def _notes(spec: TableSpec, factor: float, has_delta: bool, partial: bool) -> tu
         f"Bold: {better} per column within each block (absolute and delta rows separately). "
         "— = no usable run (cell states in parentheses)."
     )
+    if stopped:
+        notes.append(stopped)
     return tuple(notes)
 
 
@@ -346,7 +367,7 @@ def build_table(frame: pd.DataFrame, spec: TableSpec) -> Table:
         label_headers=tuple(display_axis(a) for a in header_axes),
         columns=tuple(headers),
         blocks=tuple(blocks),
-        notes=_notes(spec, factor, delta_axis is not None, partial),
+        notes=_notes(spec, factor, delta_axis is not None, partial, _stopped_note(frame)),
         digits=spec.digits,
         show_ci=spec.show_ci,
     )

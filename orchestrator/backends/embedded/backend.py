@@ -25,6 +25,9 @@ class EmbeddedBackend(Backend):
         "ppo_mini_batches", "reward_correct", "reward_incorrect", "task", "benchmarks",
         "max_response_length",
     })
+    # The trainer checks for a stop request after every step (trainer.train).
+    stops_itself: ClassVar[bool] = True
+
     def launch(self, settings: BaseModel, run_dir: Path) -> LaunchSpec:
         """``python -m orchestrator train <run_dir>/config.yaml --out <run_dir>`` (pure)."""
         return LaunchSpec(

@@ -9,12 +9,13 @@ orchestrator owns them.
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from orchestrator.backends.run_metrics import metrics_line
+from orchestrator.backends.stop_request import StopRequest, stopped_block
 from orchestrator.tracking.outbox import Outbox, OutboxSender
 
 
@@ -104,10 +105,11 @@ class RunFiles:
                 self._sender.wake()
 
     def log(self, step: int, metrics: Mapping[str, float]) -> None:
-        """Append one step's metrics (finite values only) and queue them for MLflow."""
-        clean = {k: float(v) for k, v in metrics.items() if math.isfinite(float(v))}
+        """Append one step's metrics and queue the finite ones for MLflow (non-finite
+        values go to the line's ``nonfinite`` field only: see :mod:`.run_metrics`)."""
+        line, clean = metrics_line(step, metrics)
         with self.metrics_path.open("a") as fh:
-            fh.write(json.dumps({"step": step, "metrics": clean}) + "\n")
+            fh.write(line)
         if self._outbox is not None:
             self._outbox.put(self._seq, step, clean)
         self._seq += 1
@@ -126,8 +128,13 @@ class RunFiles:
         write_json_atomic(self.out_dir / "progress.json",
                           {"step": step, "total_steps": self.total_steps})
 
-    def summary(self, steps: int, final: Mapping[str, float]) -> None:
-        """Record success and the final metrics."""
-        write_json_atomic(self.out_dir / "summary.json",
-                          {"status": "succeeded", "steps": steps,
-                           "final": {k: float(v) for k, v in final.items()}})
+    def summary(self, steps: int, final: Mapping[str, float],
+                stopped: StopRequest | None = None) -> None:
+        """Record success (or, stopped on a request, the request's outcome) and the final
+        metrics."""
+        data: dict[str, Any] = {"status": stopped.outcome if stopped else "succeeded",
+                                "steps": steps,
+                                "final": {k: float(v) for k, v in final.items()}}
+        if stopped is not None:
+            data["stopped"] = stopped_block(stopped, steps)
+        write_json_atomic(self.out_dir / "summary.json", data)

@@ -33,6 +33,7 @@ from orchestrator.backends.embedded.settings import EmbeddedSettings
 from orchestrator.backends.embedded.tasks import TASKS, stable_seed
 from orchestrator.backends.embedded.update import kappa_eff, ppo_update
 from orchestrator.backends.embedded.warmstart import load_or_build
+from orchestrator.backends.stop_request import StopRequest, read_stop_request
 from orchestrator.errors import Problem, UserInputError
 
 
@@ -110,10 +111,17 @@ def train(settings: EmbeddedSettings, out_dir: Path,
                       "timing_s/warm_start": warm_seconds})
 
     show = sys.stdout.isatty() if progress is None else progress
+    last = start
+    saved = start if ckpt is not None else -1  # the step of the newest checkpoint
+    stop: StopRequest | None = None
     with _progress(settings.max_steps, start, show) as advance:
         for step in range(start, settings.max_steps):
+            # A stop request (a stopping rule fired) ends the run at this step boundary.
+            stop = read_stop_request(out_dir)
+            if stop is not None:
+                break
             metrics = rl_step(settings, policy, ref, optimizer, step, held_out)
-            done = step + 1
+            done = last = step + 1
             if done % settings.val_every == 0 or done == settings.max_steps:
                 metrics[val_key] = greedy_accuracy(policy, task, val_problems,
                                                    settings.max_response_length)
@@ -121,15 +129,21 @@ def train(settings: EmbeddedSettings, out_dir: Path,
             files.progress(done)
             if done % settings.checkpoint_every == 0 or done == settings.max_steps:
                 save_checkpoint(out_dir, done, policy, optimizer)
+                saved = done
             advance(metrics)
+    if stop is not None:
+        print(f"[kappa] stopped at step {last}: {stop.reason}", flush=True)
+        if saved != last:
+            save_checkpoint(out_dir, last, policy, optimizer)  # a stopped run ends saved
+        files.progress(last)
 
     final_eval = evaluate(settings, policy)
-    files.log(settings.max_steps, final_eval)
+    files.log(last, final_eval)
     final = _latest_values(files.metrics_path)
     # MLflow gets a bounded wait; what it has not taken yet waits in the run folder's
     # outbox for the scheduler, which delivers it before ending the run.
     files.close()
-    files.summary(settings.max_steps, final)
+    files.summary(last, final, stopped=stop)
     return final
 
 

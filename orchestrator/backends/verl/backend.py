@@ -10,6 +10,8 @@ from typing import Any, ClassVar
 from pydantic import BaseModel
 
 from orchestrator.backends.base import Backend, LaunchSpec
+from orchestrator.backends.run_metrics import MetricsRead
+from orchestrator.backends.stop_request import StopRequest, synthesize_summary
 from orchestrator.backends.verl.command import launch_env
 from orchestrator.backends.verl.phases import Phase, checkpointed_step
 from orchestrator.backends.verl.phases import phases as cell_phases
@@ -78,6 +80,25 @@ class VerlBackend(Backend):
 
         model = _as_verl(super().validate(settings))  # the canary's own validate preflights
         return canary_settings(model, dict(settings))
+
+    def read_metrics(self, run_dir: Path, cursor: Any = None) -> MetricsRead:
+        """verl's own file logs, launch by launch (``metrics.jsonl`` is rewritten from
+        them and leaves NaN out; these keep it for ``diverged: {nonfinite: true}``)."""
+        from orchestrator.backends.verl.logs import new_rows
+
+        rows, offsets = new_rows(run_dir, dict(cursor) if isinstance(cursor, dict) else {})
+        return MetricsRead(tuple(rows), offsets)
+
+    def stopped_summary(self, run_dir: Path, request: StopRequest) -> dict[str, Any]:
+        """verl cannot be asked to stop: the scheduler ended its job (SIGTERM), and verl
+        keeps its last saved checkpoint (every ``checkpoint_every`` steps). The summary is
+        built from its logs: the last value of every metric, the last validation as the
+        final ``eval/*`` scores, at the last step logged."""
+        from orchestrator.backends.verl.logs import final_metrics, merged_metrics
+
+        merged = merged_metrics(run_dir)
+        return synthesize_summary(run_dir, request, max(merged, default=0),
+                                  final_metrics(merged))
 
     def read_progress(self, run_dir: Path) -> tuple[int, int] | None:
         """The driver's progress.json, else verl's checkpoint tracker (steps saved)."""

@@ -23,16 +23,19 @@ def log_files(run_dir: Path) -> list[Path]:
     return sorted((run_dir / LOG_DIR).glob("*.jsonl"))
 
 
-def _numeric(data: dict[str, Any]) -> dict[str, float]:
+def _numeric(data: dict[str, Any], finite: bool = True) -> dict[str, float]:
     out = {}
     for key, value in data.items():
-        if isinstance(value, bool | int | float) and math.isfinite(float(value)):
+        if isinstance(value, bool | int | float) and (
+                not finite or math.isfinite(float(value))):
             out[key] = float(value)
     return out
 
 
-def read_lines(path: Path, start: int = 0) -> tuple[list[tuple[int, dict[str, float]]], int]:
-    """Complete lines of one verl log from byte ``start``: ``([(step, metrics)], new offset)``."""
+def read_lines(path: Path, start: int = 0, finite: bool = True,
+               ) -> tuple[list[tuple[int, dict[str, float]]], int]:
+    """Complete lines of one verl log from byte ``start``: ``([(step, metrics)], new offset)``
+    (``finite=False``: NaN and infinities too, which verl's file logger writes as such)."""
     try:
         raw = path.read_bytes()[start:]
     except OSError:
@@ -42,10 +45,22 @@ def read_lines(path: Path, start: int = 0) -> tuple[list[tuple[int, dict[str, fl
     for line in raw[:end].splitlines():
         try:
             obj = json.loads(line)
-            rows.append((int(obj["step"]), _numeric(obj.get("data", {}))))
+            rows.append((int(obj["step"]), _numeric(obj.get("data", {}), finite)))
         except (ValueError, KeyError, TypeError):
             continue
     return rows, start + end
+
+
+def new_rows(run_dir: Path, offsets: dict[str, int]
+             ) -> tuple[list[tuple[int, dict[str, float]]], dict[str, int]]:
+    """Every launch's lines logged after ``offsets`` (file name -> byte), launch by launch,
+    non-finite values kept; and the new offsets (the stopping rules' input)."""
+    rows: list[tuple[int, dict[str, float]]] = []
+    after = dict(offsets)
+    for path in log_files(run_dir):
+        got, after[path.name] = read_lines(path, offsets.get(path.name, 0), finite=False)
+        rows += got
+    return rows, after
 
 
 def merged_metrics(run_dir: Path) -> dict[int, dict[str, float]]:

@@ -49,6 +49,7 @@ def test_schema_columns_in_order() -> None:
         "metric.eval/b1/mean@8",
         "run_dir",
         "mlflow_run_id",
+        "stop_reason",
     ]
     assert axis_names(frame) == ["baseline", "seed", "lr"]
     assert metric_names(frame) == ["eval/b2/mean@8", "eval/b1/mean@8"]

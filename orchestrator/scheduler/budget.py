@@ -1,0 +1,155 @@
+"""GPU-hours of a sweep: used, projected, planned, saved by stopping rules; the cap.
+
+Pure arithmetic over registry snapshots and the spec's ``resources`` (what one cell
+needs: ``gpus × nodes`` for ``hours``):
+
+* **used** — ended cells: the wall time of their last attempt × their GPUs;
+* **running** — each running cell projected to its end from its measured rate
+  (elapsed time / steps done × total steps), or its planned hours before its first step;
+* **planned** — pending and queued cells: their planned hours;
+* **saved** — cells a stopping rule ended: planned hours × the fraction of their steps
+  they did not run.
+
+A cell's planned hours are ``resources.hours`` until cells of the sweep have ended;
+then the measured rate: the median over ended cells of their wall time scaled to all
+their steps (what a full run of this sweep's cells takes here).
+
+The cap (``stop.gpu_hours``) is a budget: a cell starts only if the hours used, the
+running cells' projection and its own planned hours stay within it. Cells that cannot
+start wait while cells run (a cell stopped early may free budget); once nothing runs
+they are cancelled with the reason ``gpu_hours cap``. A sweep whose cells use no GPU
+(``resources.gpus: 0``) is counted in cell-hours instead (a cap needs GPUs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from orchestrator.registry import CellRecord, CellState
+from orchestrator.spec.model import Resources
+
+CAP_REASON = "gpu_hours cap"
+
+
+@dataclass(frozen=True)
+class SweepHours:
+    """A sweep's hours (GPU-hours, or cell-hours when its cells use no GPU)."""
+
+    unit: str
+    used: float
+    running: float
+    planned: float
+    saved: float
+    cap: float | None
+    stopped_cells: int
+
+    @property
+    def projected(self) -> float:
+        """What the whole sweep is projected to cost: used + running + planned."""
+        return self.used + self.running + self.planned
+
+    def as_json(self) -> dict[str, float | str | int | None]:
+        """For ``kappa status --json``."""
+        return {"unit": self.unit, "used": round(self.used, 4),
+                "running_projected": round(self.running, 4),
+                "pending_planned": round(self.planned, 4),
+                "projected": round(self.projected, 4), "saved": round(self.saved, 4),
+                "cap": self.cap, "stopped_cells": self.stopped_cells}
+
+
+def multiplier(resources: Resources) -> tuple[float, str]:
+    """GPUs of one cell and the unit: ``(gpus × nodes, "GPU-hours")``, or ``(1,
+    "cell-hours")`` when cells use no GPU."""
+    gpus = resources.gpus * resources.nodes
+    return (float(gpus), "GPU-hours") if gpus > 0 else (1.0, "cell-hours")
+
+
+def _hours(start: datetime | None, end: datetime | None) -> float:
+    if start is None or end is None:
+        return 0.0
+    return max(0.0, (end - start).total_seconds() / 3600.0)
+
+
+def is_stopped(cell: CellRecord) -> bool:
+    """Whether a stopping rule ended the cell (not the cap, not a cancel)."""
+    return bool(cell.stop_reason) and cell.state in (CellState.SUCCEEDED, CellState.FAILED)
+
+
+def unrun_fraction(cell: CellRecord) -> float:
+    """The fraction of its steps a stopped cell did not run (0 when unknown)."""
+    if not cell.total_steps or cell.progress_step is None:
+        return 0.0
+    return min(1.0, max(0.0, 1.0 - cell.progress_step / cell.total_steps))
+
+
+def running_projection(cell: CellRecord, planned: float, gpus: float,
+                       now: datetime) -> float:
+    """A running cell's projected hours at its end, from its measured per-step rate."""
+    step, total = cell.progress_step or 0, cell.total_steps or 0
+    if step <= 0 or total <= 0 or cell.started_at is None:
+        return planned
+    return gpus * _hours(cell.started_at, now) * max(total, step) / step
+
+
+def planned_hours(cells: Iterable[CellRecord], resources: Resources) -> float:
+    """The hours one full run of a cell is planned at (see the module docstring)."""
+    gpus, _ = multiplier(resources)
+    rates = sorted(
+        _hours(c.started_at, c.finished_at) * c.total_steps / c.progress_step
+        for c in cells
+        if c.state in (CellState.SUCCEEDED, CellState.FAILED) and c.progress_step
+        and c.total_steps and c.started_at is not None and c.finished_at is not None)
+    if not rates:
+        return gpus * resources.hours
+    mid = len(rates) // 2
+    median = rates[mid] if len(rates) % 2 else (rates[mid - 1] + rates[mid]) / 2
+    return gpus * median
+
+
+def sweep_hours(cells: Iterable[CellRecord], resources: Resources, cap: float | None = None,
+                now: datetime | None = None) -> SweepHours:
+    """Used, running (projected), pending (planned) and saved hours of ``cells``."""
+    now = now or datetime.now(UTC)
+    cells = list(cells)
+    gpus, unit = multiplier(resources)
+    planned_one = planned_hours(cells, resources)
+    used = running = planned = saved = 0.0
+    stopped = 0
+    for cell in cells:
+        if cell.state is CellState.RUNNING:
+            running += running_projection(cell, planned_one, gpus, now)
+        elif cell.state in (CellState.PENDING, CellState.QUEUED):
+            planned += planned_one
+        else:
+            used += gpus * _hours(cell.started_at, cell.finished_at)
+            if is_stopped(cell):
+                stopped += 1
+                saved += planned_one * unrun_fraction(cell)
+    return SweepHours(unit, used, running, planned, saved, cap, stopped)
+
+
+def admit(pending: Sequence[CellRecord], others: Iterable[CellRecord], resources: Resources,
+          cap: float, now: datetime | None = None) -> tuple[list[CellRecord], list[CellRecord]]:
+    """Split ``pending`` (in launch order) into the cells the cap lets start now and
+    those that must wait: each admitted cell's planned hours are committed before the
+    next is judged. ``others``: the sweep's cells that are not pending."""
+    others = list(others)
+    hours = sweep_hours(others, resources, now=now)
+    committed = hours.used + hours.running
+    planned_one = planned_hours(others, resources)
+    admitted: list[CellRecord] = []
+    for n, cell in enumerate(pending):
+        if committed + planned_one > cap + 1e-9:
+            return admitted, list(pending[n:])
+        committed += planned_one
+        admitted.append(cell)
+    return admitted, []
+
+
+def cap_message(hours: SweepHours) -> str:
+    """Why cells wait or were cancelled: ``gpu_hours cap: 1,920 of 2,000 committed...``."""
+    committed = hours.used + hours.running
+    return (f"{CAP_REASON}: {committed:,.1f} of {hours.cap or 0:,.1f} {hours.unit} used or "
+            "committed to running cells; a cell more would exceed it")

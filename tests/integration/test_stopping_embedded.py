@@ -1,0 +1,95 @@
+"""Each stopping rule stops a real embedded cell through the real scheduler (slow: trains).
+
+The rules are chosen to fire at a known step whatever the tiny model learns: the
+validation accuracy is at least 0 (threshold), the entropy is positive (diverged above
+a tiny bound), the KL coefficient is logged unchanged every step (plateau).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from sweep_fixtures import seed_mlflow_store
+from typer.testing import CliRunner
+
+from orchestrator.registry import CellState, Registry
+from orchestrator.scheduler.driver import resume, submit
+
+TINY = """\
+name: {name}
+backend: embedded
+base:
+  task: arithmetic
+  group_size: 4
+  prompts_per_step: 4
+  ppo_mini_batches: 1
+  max_steps: 300
+  val_every: 1
+  val_size: 8
+  eval_samples: 2
+  checkpoint_every: 100
+  model: {{d_model: 16, n_layers: 1, n_heads: 2}}
+  warm_start: {{steps: 5, batch_size: 8}}
+retries: 2
+stop: {stop}
+"""
+
+RULES = {
+    "threshold": ("{threshold: {metric: val-core/arith-val/acc/mean@1, at_least: 0.0, "
+                  "min_steps: 3}}", CellState.SUCCEEDED,
+                  "threshold at step 3 (val-core/arith-val/acc/mean@1 = "),
+    "diverged": ("{diverged: [{metric: actor/entropy, above: 0.001, for: 2}]}",
+                 CellState.FAILED, "diverged at step 2 (actor/entropy above 0.001 for 2 logs"),
+    "plateau": ("{plateau: {metric: actor/kl_coef, min_steps: 8, patience: 2}}",
+                CellState.SUCCEEDED, "plateau at step 8 (actor/kl_coef)"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rule", sorted(RULES))
+def test_a_rule_stops_a_real_embedded_cell(
+        rule: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KAPPA_HOME", str(tmp_path / "home"))
+    seed_mlflow_store(tmp_path / "home")
+    monkeypatch.setenv("KAPPA_POLL_INTERVAL", "0.1")
+    monkeypatch.setenv("KAPPA_RETRY_BACKOFF", "0.05")
+    stop, state, reason = RULES[rule]
+    spec = tmp_path / "tiny.yaml"
+    spec.write_text(TINY.format(name=f"emb-{rule}", stop=stop))
+    submit(spec, wait=True)
+    with Registry.open() as reg:
+        (cell,) = reg.cells(f"emb-{rule}")
+    assert cell.state is state and cell.attempts_count == 1  # diverged: not retried
+    assert (cell.stop_reason or "").startswith(reason), cell.stop_reason
+
+    run_dir = Path(cell.run_dir or "")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    stopped = summary["stopped"]
+    at = stopped["at_step"]
+    assert stopped["rule"] == rule and stopped["reason"] == cell.stop_reason
+    assert summary["status"] == state.value and summary["steps"] == at < 300
+    assert (run_dir / "checkpoints" / f"step_{at}.pt").exists()  # ended saved
+    # The final evaluation ran where it stopped: the tables have its numbers.
+    assert "eval/arith-val/mean@2" in summary["final"]
+    assert cell.final_metrics == summary["final"] and cell.progress_step == at
+
+    from mlflow import MlflowClient
+
+    from orchestrator.tracking import Tracker
+
+    run = MlflowClient(Tracker().uri).get_run(cell.mlflow_run_id or "")
+    assert run.data.tags["kappa.stopped"] == cell.stop_reason
+    assert run.info.status == ("FINISHED" if state is CellState.SUCCEEDED else "FAILED")
+    assert "eval/arith-val/mean_at_2" in run.data.metrics
+
+    if state is CellState.FAILED:  # a scheduler started again does not retry it either
+        resume(f"emb-{rule}")
+        with Registry.open() as reg:
+            assert reg.cells(f"emb-{rule}")[0].attempts_count == 1
+
+    from orchestrator.cli.app import app
+
+    out = CliRunner().invoke(app, ["status", f"emb-{rule}"]).output
+    assert f"{state.value} (stopped: {reason.split(' (')[0]})" in out
