@@ -22,7 +22,9 @@ act on the sweep while this loop drives it. The loop
 4. **stops** cells early by the spec's stopping rules, and starts only the cells its
    GPU-hours cap affords (:mod:`.stopping`);
 5. **notices cancellation**: a cell that left ``running`` behind its back (``kappa
-   cancel``) has its job killed.
+   cancel``) has its job killed;
+6. **searches**: a sweep with a ``search:`` block gets its trials' cells from its Optuna
+   studies, which it tells how they ended and reports their metrics to (:mod:`.search`).
 
 Ending a cell's MLflow run happens off this loop (the tracker may finish runs in the
 background); :meth:`SweepScheduler.run` waits for those before it returns, and recovery
@@ -58,6 +60,7 @@ from orchestrator.scheduler.cells import (
 )
 from orchestrator.scheduler.lock import SweepLock
 from orchestrator.scheduler.ports import JobFinder, NullTracker, RunTracker
+from orchestrator.scheduler.search import SweepSearch
 from orchestrator.scheduler.stopping import Ending, SweepStopping
 from orchestrator.scheduler.submission import write_run_folder
 from orchestrator.tracking.retry import is_unreachable
@@ -115,6 +118,7 @@ class SweepScheduler:
     _next_cancel_check: float = field(default=0.0, init=False)
     _store_waits: dict[str, int] = field(default_factory=dict, init=False)
     _stops: SweepStopping | None = field(default=None, init=False)
+    _search: SweepSearch | bool | None = field(default=False, init=False)  # False: not read
 
     def run(self) -> dict[CellState, int]:
         """Recover, then launch and watch until no cell is pending, running or retrying."""
@@ -127,7 +131,8 @@ class SweepScheduler:
                     if self.options.on_tick is not None:
                         self.options.on_tick(self.registry, self.sweep)
                     if not self._running and not self._retry_at and not self.registry.cells(
-                            self.sweep, [CellState.PENDING, CellState.QUEUED]):
+                            self.sweep, [CellState.PENDING, CellState.QUEUED]) and (
+                            self.search is None or self.search.exhausted()):
                         break
                     self._pause()
             finally:
@@ -151,6 +156,8 @@ class SweepScheduler:
         self._notice_cancelled()
         self._collect()
         self._release_retries()
+        if self.search is not None:
+            self.search.sync(self.registry)  # tell ended trials, ask new ones
         self._launch_pending()
 
     # -- recovery ---------------------------------------------------------------------
@@ -187,6 +194,14 @@ class SweepScheduler:
         if self._stops is None:
             self._stops = SweepStopping.of(self._sweep(), self.backend)
         return self._stops
+
+    @property
+    def search(self) -> SweepSearch | None:
+        """The sweep's adaptive search (:mod:`.search`), if its spec has one."""
+        if self._search is False:
+            self._search = SweepSearch.of(self.registry, self.sweep, self._sweep().spec_text,
+                                          self.backend)
+        return self._search if isinstance(self._search, SweepSearch) else None
 
     def stop_cell(self, cell_id: str, request: StopRequest) -> bool:
         """Ask a running cell to stop as a stopping rule would (a pruner's entry point);
@@ -327,6 +342,8 @@ class SweepScheduler:
             if code is None:
                 continue
             del self._running[cell_id]
+            if self.search is not None:
+                self.search.forget(cell_id)
             summary = self.backend.read_summary(entry.run_dir)
             ending = self.stopping.ended(cell_id, entry.run_dir, code, summary)
             if ending is not None:
@@ -357,6 +374,8 @@ class SweepScheduler:
             entry.progress = progress
             self.registry.update_progress(entry.cell, progress[0], progress[1] or None)
         self.stopping.watch(entry.cell.cell_id, entry.run_dir, entry.job)
+        if self.search is not None:
+            self.search.watch(self, entry.cell, entry.run_dir)
 
     def _end_stopped(self, entry: _Running, code: int, ending: Ending) -> None:
         """A cell a stopping rule ended: succeeded with the reason, or failed with it

@@ -70,7 +70,10 @@ def prepare(spec_path: str | Path) -> PreparedSweep:
             found=repr(spec.name), fix=f"drop the {CANARY_SUFFIX!r} ending")])
     backend = get_backend(spec.backend)
     grid = expand(spec)
-    return PreparedSweep(spec=spec, backend=backend, cells=tuple(grid.cells))
+    # A search's grid cells are its studies' starting points; its cells are the trials,
+    # added by the scheduler as Optuna asks for them (orchestrator.scheduler.search).
+    cells = () if spec.search is not None else tuple(grid.cells)
+    return PreparedSweep(spec=spec, backend=backend, cells=cells)
 
 
 def write_run_folder(run_dir: Path, settings: Any) -> None:

@@ -17,7 +17,8 @@ from orchestrator.spec.yaml_source import SourceDocument, load_yaml
 # Top-level keys that shape nothing in the grid. When only these are wrong, checking goes
 # on with a stand-in value so that one run reports the grid's problems too.
 _LEAF_STAND_INS: dict[str, Any] = {"name": "invalid-name", "description": "",
-                                   "resources": None, "retries": None, "stop": None}
+                                   "resources": None, "retries": None, "stop": None,
+                                   "search": None}
 
 # Member tags pydantic appends to locations inside a union of scalar types.
 _SCALAR_TAGS = frozenset({"bool", "int", "float", "str", "none"})
@@ -119,6 +120,7 @@ def parse_spec(text: str, filename: str = "<spec>", path: Path | None = None) ->
     """
     from orchestrator.backends import BACKENDS, get_backend
     from orchestrator.spec.references import check_references
+    from orchestrator.spec.search import search_problems
     from orchestrator.spec.stopping import stop_problems
 
     doc = load_yaml(text, filename)
@@ -170,7 +172,7 @@ def parse_spec(text: str, filename: str = "<spec>", path: Path | None = None) ->
         )
     backend = get_backend(spec.backend)
     references = check_references(spec, backend.settings_model)
-    problems = deferred + references + stop_problems(spec)
+    problems = deferred + references + stop_problems(spec) + search_problems(spec, backend)
     if problems and all(p.location.startswith(("exclude", "include")) for p in references):
         # The axes are sound: expand them (without the broken selections) so the cells'
         # settings problems are reported in the same run.

@@ -36,6 +36,7 @@ from orchestrator.limits import (
     MAX_NODES,
     MAX_RETRIES,
 )
+from orchestrator.spec.search import SearchSpec
 from orchestrator.spec.stopping import StopRules
 from orchestrator.spec.yaml_source import SourceDocument
 
@@ -166,6 +167,9 @@ class Spec(_Strict):
     stop: StopRules | None = Field(
         None, description="Stopping rules on live metrics and the sweep's GPU-hours cap "
                           "(docs/spec.md#stopping-rules).")
+    search: SearchSpec | None = Field(
+        None, description="An adaptive search (Optuna) over some settings: one study per "
+                          "axis combination (docs/spec.md#search).")
     # Extension point: multi-phase cells (warm start -> RL -> eval with different
     # settings) will be described here. Reserved now so that specs fail loudly
     # instead of silently ignoring it.
