@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -123,26 +123,52 @@ class Outcome:
                 f"{self.returncode}\n{self.stdout}\n{self.stderr}")
 
 
-def run_together(commands: list[list[str]], delays: list[float], go: Path) -> list[Outcome]:
-    """Start one process per command; once all are ready, release them at once."""
-    procs = [subprocess.Popen([sys.executable, str(AT_GO), str(go), str(i), f"{delay:.3f}",
-                               *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, env=dict(os.environ))
-             for i, (argv, delay) in enumerate(zip(commands, delays, strict=True))]
+def run_together(commands: list[list[str]], delays: list[float], go: Path,
+                 late: frozenset[int] = frozenset(), home: Path | None = None,
+                 ) -> list[Outcome]:
+    """Start one process per command; once all are ready, release them at once, each
+    after its delay. The ``late`` ones are released (then after their delay) only once
+    the sweep's first run folder exists in ``home``, i.e. a submit has recorded it."""
+    later = go.with_name(go.name + "-late")
+    procs, outputs = [], []
+    for i, (argv, delay) in enumerate(zip(commands, delays, strict=True)):
+        # Files, not pipes: a process blocked on a full pipe could hold the sweep's lock.
+        out, err = go.with_name(f"out.{i}"), go.with_name(f"err.{i}")
+        outputs.append((out, err))
+        with open(out, "w") as out_file, open(err, "w") as err_file:
+            procs.append(subprocess.Popen(
+                [sys.executable, str(AT_GO), str(later if i in late else go), str(i),
+                 f"{delay:.3f}", *argv],
+                stdout=out_file, stderr=err_file, text=True, env=dict(os.environ)))
+    ready = [Path(f"{later if i in late else go}.{i}") for i in range(len(procs))]
+    _wait_for(lambda: all(r.exists() for r in ready), procs, "every process ready")
+    go.touch()
+    if late:
+        assert home is not None
+        _wait_for(lambda: any((home / "runs" / SWEEP).glob("*/cell.json")),
+                  [p for i, p in enumerate(procs) if i not in late], "the sweep recorded")
+        later.touch()
+    outcomes = []
+    for argv, delay, proc, (out, err) in zip(commands, delays, procs, outputs, strict=True):
+        proc.wait(SAFETY)
+        outcomes.append(Outcome(tuple(argv), delay, proc.returncode, out.read_text(),
+                                err.read_text()))
+    return outcomes
+
+
+def _wait_for(condition: Callable[[], bool], procs: list[subprocess.Popen[str]],
+              what: str) -> None:
+    """Until ``condition()``; fail once ``procs`` have all exited without it, or any of
+    them has when ``what`` is their readiness (they cannot get ready then)."""
     deadline = time.monotonic() + SAFETY
-    while not all(Path(f"{go}.{i}").exists() for i in range(len(procs))):
-        if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+    while not condition():
+        exited = [p.poll() is not None for p in procs]
+        if time.monotonic() > deadline or all(exited) or (
+                what == "every process ready" and any(exited)):
             for proc in procs:
                 proc.kill()
-            raise AssertionError("not every process got ready:\n"
-                                 + "\n".join(str(p.communicate()) for p in procs))
+            raise AssertionError(f"gave up waiting for {what}")
         time.sleep(0.02)
-    go.touch()
-    outcomes = []
-    for argv, delay, proc in zip(commands, delays, procs, strict=True):
-        out, err = proc.communicate(timeout=SAFETY)
-        outcomes.append(Outcome(tuple(argv), delay, proc.returncode, out, err))
-    return outcomes
 
 
 def kappa_processes(home: Path) -> list[int]:
@@ -285,12 +311,16 @@ def test_submit_resume_cancel_at_once(
     seed_mlflow_store(stores.home)  # the store's creation race has its own test
     # Cells of about a second, and starts spread over seconds: the commands land before,
     # while and after the sweep is recorded and while its cells run.
-    spec = write_spec(tmp_path / "s.yaml", SWEEP, seeds=4, steps=2, step_seconds=0.25)
+    spec = write_spec(tmp_path / "s.yaml", SWEEP, seeds=3, steps=2, step_seconds=0.2)
     rng = random.Random(seed_for(request))
     commands = _mix(processes, rng, spec)
-    delays = [round(rng.uniform(0, 2.5), 3) for _ in commands]
-    outcomes = run_together(commands, delays, tmp_path / "go")
-    print("\n".join(f"{o.args} after {o.delay} s -> {o.returncode}" for o in outcomes))
+    # Resumes and cancels land before the sweep is recorded, or (``late``) once it is,
+    # while its cells wait or run.
+    delays = [round(rng.uniform(0, 1.5), 3) for _ in commands]
+    late = frozenset(i for i, c in enumerate(commands) if c[0] != "submit" and rng.random() < 0.7)
+    outcomes = run_together(commands, delays, tmp_path / "go", late, stores.home)
+    print("\n".join(f"{o.args} {'late ' if i in late else ''}after {o.delay} s -> "
+                    f"{o.returncode}" for i, o in enumerate(outcomes)))
     wait_until_quiet(stores.home)
     check_outcomes(outcomes, stores.home)
     check_sweep(stores, spec, exact=False)
