@@ -8,7 +8,7 @@ the half-made temporary tables they leave behind break the store for every later
 command. So :func:`prepare_store` makes the store under an exclusive ``flock`` on
 ``<mlflow.db>.lock``: one process creates and migrates, the others wait and then find it
 ready. The lock is taken only when the store is not already current (a few-millisecond
-check), so a live sweep's processes never queue behind each other.
+check), so a live sweep's processes do not queue behind each other.
 
 The store is also switched to write-ahead logging (:func:`use_wal`), last, under the
 same lock: a store in WAL mode at MLflow's newest revision is a finished one.
@@ -38,14 +38,16 @@ def lock_path(db: Path) -> Path:
 
 
 @contextlib.contextmanager
-def store_lock(db: Path) -> Iterator[None]:
-    """Hold the store's creation lock (blocking; the kernel frees it if the holder dies)."""
+def store_lock(db: Path) -> Iterator[int]:
+    """Hold the store's creation lock (blocking; the kernel frees it if the holder dies).
+
+    Yields the lock file's descriptor (the holder may note what it made in the file)."""
     path = lock_path(db)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+        yield fd
     finally:
         os.close(fd)  # closing the descriptor releases the lock
 
@@ -57,18 +59,42 @@ def prepare_store(db: Path, create: Callable[[], object]) -> bool:
     the schema then); it runs under :func:`store_lock`, and only if the store is not
     current yet. Leftovers of a migration that died half-way are repaired first (see
     :func:`repair_interrupted_migration`). Returns whether this call had to do anything.
+
+    The quick check needs MLflow's newest revision; working it out reads every MLflow
+    migration (~50 ms), so the lock file keeps it, per MLflow version.
     """
-    head = mlflow_head_revision()
-    if store_is_current(db, head):
+    noted = _noted_head(db)
+    if noted is not None and store_is_current(db, noted):
         return False
-    with store_lock(db):
-        if store_is_current(db, head):  # another process finished it while we waited
-            return False
-        if schema_revision(db) != head:
-            repair_interrupted_migration(db)
-        create()
-        use_wal(db)
-    return True
+    head = mlflow_head_revision()
+    with store_lock(db) as fd:
+        changed = not store_is_current(db, head)
+        if changed:
+            if schema_revision(db) != head:
+                repair_interrupted_migration(db)
+            create()
+            use_wal(db)
+        if head is not None:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"mlflow {_mlflow_version()} {head}\n".encode(), 0)
+    return changed
+
+
+def _mlflow_version() -> str:
+    from mlflow.version import VERSION
+
+    return str(VERSION)
+
+
+def _noted_head(db: Path) -> str | None:
+    """The newest revision of this MLflow version as the lock file noted it, if it did."""
+    try:
+        words = lock_path(db).read_text().split()
+    except OSError:
+        return None
+    if len(words) == 3 and words[0] == "mlflow" and words[1] == _mlflow_version():
+        return words[2]
+    return None
 
 
 def mlflow_head_revision() -> str | None:

@@ -99,6 +99,10 @@ def test_prepare_store_creates_under_the_lock_then_never_takes_it_again(
     finally:
         os.close(fd)
     assert seen == [True]
+    # The head noted by another MLflow version is not trusted: worked out again, kept.
+    lock_path(db).write_text("mlflow 0.0.1 not-a-revision\n")
+    assert not prepare_store(db, create) and seen == [True]
+    assert lock_path(db).read_text().split()[2] == head
 
 
 def test_prepare_store_repairs_a_store_left_broken_by_an_interrupted_migration(
