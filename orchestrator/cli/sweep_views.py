@@ -122,7 +122,25 @@ def sweep_json(registry: Registry, sweep: SweepRecord, driver_pid: int | None) -
         "mlflow_parent_run_id": sweep.mlflow_parent_run_id,
         "hours": hours.as_json(),
         "cells": [cell_row(c, CAP_REASON if c.cell_id in waiting else None) for c in cells],
+        "studies": studies_json(registry, sweep),
     }
+
+
+def studies_json(registry: Registry, sweep: SweepRecord) -> list[dict[str, Any]]:
+    """A search sweep's studies: trials per state, the best trial (empty otherwise)."""
+    from orchestrator.analysis.studies import study_summaries
+
+    out = []
+    for study in study_summaries(registry, sweep):
+        best = study.best
+        out.append({"study": study.name, "trials": len(study.trials), "budget": study.budget,
+                    **{state.lower(): study.count(state) for state in
+                       ("COMPLETE", "PRUNED", "FAIL", "RUNNING")},
+                    "best": None if best is None else {"trial": best.number,
+                                                       "value": best.value,
+                                                       "params": best.params},
+                    "error": study.error})
+    return out
 
 
 def counts_text(counts: Mapping[CellState, int]) -> str:
@@ -175,6 +193,10 @@ def print_sweep(console: Console, registry: Registry, sweep: SweepRecord,
     driver = f"scheduler pid {driver_pid}" if driver_pid else "no scheduler running"
     console.print(f"[bold]{sweep.name}[/] ({sweep.backend}): {counts_text(counts)} — {driver}")
     console.print(hours_text(hours), highlight=False)
+    from orchestrator.analysis.studies import study_summaries
+
+    for study in study_summaries(registry, sweep):
+        console.print(study.line(), highlight=False, markup=False)
     console.print(cells_table(cells, waiting))
     failed = [c for c in registry.cells(sweep.name, [CellState.FAILED]) if c.last_error]
     for cell in failed[:3]:

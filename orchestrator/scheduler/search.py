@@ -106,9 +106,15 @@ def make_sampler(search: SearchSpec, offset: int, study_index: int = 0) -> Any:
         return s.CmaEsSampler(seed=seed)
     if search.sampler == "qmc":
         return s.QMCSampler(seed=search.seed, scramble=True)  # its sequence is the record
+    class _AskTellGrid(s.GridSampler):
+        # Optuna's grid sampler stops ``study.optimize`` once the grid is used up; with
+        # ask-and-tell there is no optimize to stop (the budget is capped at the grid).
+        def after_trial(self, *args: Any, **kwargs: Any) -> None:
+            return None
+
     points = search.grid_points()
-    return s.GridSampler({n: d.grid_values(points) for n, d in search.space.items()},
-                         seed=search.seed)
+    return _AskTellGrid({n: d.grid_values(points) for n, d in search.space.items()},
+                        seed=search.seed)
 
 
 def make_pruner(search: SearchSpec) -> Any:

@@ -118,6 +118,9 @@ def cell_tags(
     }
     tags["kappa.cell_id"] = cell_id
     tags["kappa.sweep"] = clip(sweep_name, MAX_TAG_VALUE_LENGTH)
+    if isinstance(labels, Mapping):  # a search's trial: its study and trial number
+        tags.update({key: clip(str(labels[key]), MAX_TAG_VALUE_LENGTH)
+                     for key in ("kappa.study", "kappa.trial") if key in labels})
     tags.update(sweep_kind_tags(sweep_name))
     if git_commit:
         tags["kappa.git_commit"] = git_commit

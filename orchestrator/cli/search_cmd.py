@@ -1,0 +1,86 @@
+"""``kappa search SPEC``: run a spec's adaptive search (its ``search:`` block).
+
+A search is recorded and driven like any sweep (``kappa submit`` of the same spec does
+the same; ``kappa search`` only insists that the spec has a ``search:`` block): the
+sweep's scheduler asks the Optuna studies for trials and runs each as a cell. ``kappa
+status``, ``resume``, ``cancel``, ``table``, ``export`` and ``report`` work on it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from orchestrator.cli.sweep_cmd import (
+    ExecutorOption,
+    MaxParallelOption,
+    MlflowOption,
+    RayAddressOption,
+    RegistryOption,
+    _executor_choice,
+    _interruptible,
+    _progress,
+    _spec_name,
+    _stores,
+)
+from orchestrator.errors import Problem, UserInputError
+
+EXIT_STUDY_FAILED = 2
+
+
+def search_cmd(
+    spec: Annotated[Path, typer.Argument(help="The experiment spec (YAML) with search:.")],
+    wait: Annotated[bool, typer.Option(
+        "--wait", help="Run the search here and return when every study has ended.")] = False,
+    max_parallel: MaxParallelOption = None,
+    executor: ExecutorOption = None,
+    ray_address: RayAddressOption = None,
+    registry: RegistryOption = None,
+    mlflow: MlflowOption = None,
+) -> None:
+    """Run SPEC's adaptive search: one Optuna study per axis combination, each trial a cell.
+
+    Optuna's studies live beside the registry (docs/spec.md#search), so a killed search
+    continues with `kappa resume SWEEP` without losing or repeating trials. Without --wait
+    a background scheduler runs it; `kappa status SWEEP` shows each study's trials and
+    best value, `kappa table SWEEP` the best trial per study.
+    """
+    from orchestrator.cli.console import make_console
+    from orchestrator.scheduler.driver import scheduler_log, submit
+    from orchestrator.spec import load_spec
+
+    parsed = load_spec(spec)  # UserInputError (exit 2) before anything is written
+    if parsed.search is None:
+        raise UserInputError(f"{parsed.filename}: no search: block", [parsed.problem(
+            [], "`kappa search` runs a spec's search: block, and this spec has none",
+            fix="add search: {space: ..., objective: ..., trials: N} (docs/spec.md#search), "
+                "or run the grid with `kappa submit`")])
+    console = make_console()
+    choice = _executor_choice(executor, ray_address)
+    stores = _stores(registry, mlflow)
+    with _interruptible(_spec_name(spec)), _progress(console, quiet=not wait) as options:
+        result = submit(spec, stores, wait=wait, max_parallel=max_parallel, options=options,
+                        choice=choice)
+    if not wait:
+        console.print(f"search [bold]{result.sweep}[/] running in the background (log: "
+                      f"{scheduler_log(result.sweep)}); `kappa status {result.sweep}` "
+                      "shows its studies")
+        return
+    from orchestrator.analysis.studies import study_summaries
+
+    with stores.open_registry() as reg:
+        studies = study_summaries(reg, reg.get_sweep(result.sweep))
+    for study in studies:
+        console.print(study.line(), highlight=False, markup=False)
+    failed = [s for s in studies if s.error]
+    if failed:
+        raise UserInputError(f"{len(failed)} stud{'y' if len(failed) == 1 else 'ies'} failed",
+                             [Problem("search.objective.metric", s.error or "", fix=None)
+                              for s in failed])
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``kappa search`` to the ``kappa`` app."""
+    app.command("search")(search_cmd)

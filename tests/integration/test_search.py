@@ -1,0 +1,192 @@
+"""Adaptive search through the real scheduler: real SQLite registry with Optuna's storage
+beside it, real MLflow store, real trial processes (search_fixtures.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from search_fixtures import CLI, METRIC, SEARCH_ENTRY, search_spec
+from sweep_fixtures import seed_mlflow_store
+
+from orchestrator.backends import BACKENDS
+from orchestrator.registry import CellState, Registry
+
+SAFETY = 180  # seconds; a guard against hangs, not a speed assertion
+SPACE = f"""  space:
+    x: {{uniform: [0.0, 1.0]}}
+    shape: {{categorical: [a, b]}}
+  objective: {{metric: {METRIC}, direction: maximize}}
+"""
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    seed_mlflow_store(tmp_path / "home")
+    monkeypatch.setenv("KAPPA_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("KAPPA_POLL_INTERVAL", "0.05")
+    monkeypatch.setenv("KAPPA_RETRY_BACKOFF", "0.05")
+    monkeypatch.setitem(BACKENDS, "searchfake", SEARCH_ENTRY)
+    return tmp_path / "home"
+
+
+def _kappa(*args: str) -> tuple[int, str]:
+    """The real CLI in a process (the test backend registered), its code and output."""
+    proc = subprocess.run([sys.executable, str(CLI), *args], capture_output=True, text=True,
+                          timeout=SAFETY, env=os.environ.copy())
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def _cli(*args: str) -> tuple[int, str]:
+    """The real CLI in this process (cheaper than a process per command)."""
+    from typer.testing import CliRunner
+
+    from orchestrator.cli.app import app
+
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, result.output
+
+
+def _trials(sweep: str) -> dict[str, list[tuple[int, str, float | None]]]:
+    import optuna
+
+    from orchestrator.scheduler.search_storage import open_storage
+
+    with Registry.open() as reg:
+        storage = open_storage(reg.engine)
+        return {s.study_name: [(t.number, t.state.name, t.value) for t in
+                               optuna.load_study(study_name=s.study_name, storage=storage)
+                               .get_trials(deepcopy=False)]
+                for s in optuna.get_all_study_summaries(storage)
+                if s.study_name.startswith(sweep)}
+
+
+def test_search_runs_trials_as_cells_one_study_per_axis_value(home: Path) -> None:
+    spec = search_spec(home.parent / "s.yaml", "srch", SPACE + "  trials: 3\n  parallel: 2\n"
+                       "  seed: 3\n", axes="{baseline: [grpo, dapo]}", steps=3)
+    code, out = _cli("search", str(spec), "--wait")
+    assert code == 0, out
+    studies = _trials("srch")
+    assert set(studies) == {"srch[baseline=grpo]", "srch[baseline=dapo]"}
+    with Registry.open() as reg:
+        cells = reg.cells("srch")
+        sweep = reg.get_sweep("srch")
+    assert len(cells) == 6 and all(c.state is CellState.SUCCEEDED for c in cells)
+    for name, trials in studies.items():
+        assert sorted(n for n, _, _ in trials) == [0, 1, 2]
+        assert all(state == "COMPLETE" for _, state, _ in trials)
+        mine = {c.labels["kappa.trial"]: c for c in cells if c.labels["kappa.study"] == name}
+        assert sorted(mine) == [0, 1, 2]
+        for number, _, value in trials:  # told the cell's final objective
+            cell = mine[number]
+            assert value == (cell.final_metrics or {})[METRIC]
+            assert cell.axes["baseline"] == name.split("=")[1].rstrip("]")
+            assert set(cell.axes) == {"baseline", "x", "shape"}
+    # Optuna's tables are beside the registry, never in it (alembic_version would clash).
+    registry_tables = {r[0] for r in sqlite3.connect(home / "registry.db").execute(
+        "select name from sqlite_master where type='table'")}
+    assert "trials" not in registry_tables and (home / "registry.optuna.db").exists()
+    from mlflow import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{home / 'mlflow.db'}")
+    run = client.get_run(cells[0].mlflow_run_id or "")
+    assert run.data.tags["kappa.study"] == "srch[baseline=grpo]"
+    assert run.data.tags["kappa.trial"] == "0"
+    assert sweep.mlflow_parent_run_id
+    code, out = _cli("status", "srch")
+    assert code == 0 and "srch[baseline=grpo]: 3/3 trials — 3 done — best" in out, out
+    code, out = _cli("status", "srch", "--json")
+    data = json.loads(out)
+    assert [s["complete"] for s in data["studies"]] == [3, 3]
+
+
+def _wait_for_first_trial(home: Path, sweep: str, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + SAFETY
+    while time.monotonic() < deadline and proc.poll() is None:
+        if (home / "registry.optuna.db").exists():
+            with Registry.open() as reg:
+                if reg.find_sweep(sweep) is not None and reg.cells(sweep):
+                    return
+        time.sleep(0.1)
+    raise AssertionError("the search never asked its first trial")
+
+
+def test_a_killed_search_resumes_without_losing_or_repeating_trials(home: Path) -> None:
+    seed = random.randrange(1_000_000)
+    print(f"random seed {seed}")
+    rng = random.Random(seed)
+    spec = search_spec(home.parent / "s.yaml", "killed", SPACE + "  trials: 7\n  parallel: 2\n"
+                       "  sampler: random\n  seed: 1\n", steps=4, step_seconds=0.05)
+    proc = subprocess.Popen([sys.executable, str(CLI), "search", str(spec), "--wait"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=os.environ.copy())
+    _wait_for_first_trial(home, "killed", proc)
+    time.sleep(rng.uniform(0.0, 3.0))  # a random moment of the search
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=SAFETY)
+    code, out = _kappa("resume", "killed", "--wait")
+    assert code == 0, out
+    (trials,) = _trials("killed").values()
+    assert sorted(n for n, _, _ in trials) == list(range(7))
+    assert all(state == "COMPLETE" for _, state, _ in trials), trials
+    with Registry.open() as reg:
+        cells = reg.cells("killed")
+    assert sorted(c.labels["kappa.trial"] for c in cells) == list(range(7))  # one cell each
+    assert all(c.state is CellState.SUCCEEDED for c in cells)
+
+
+def test_the_median_pruner_stops_poor_trials_like_a_stopping_rule(home: Path) -> None:
+    spec = search_spec(home.parent / "s.yaml", "pruned", """  space:
+    x: {categorical: [0.3, 0.31, 0.32, 0.95, 0.97, 1.0]}
+""" + f"  objective: {{metric: {METRIC}}}\n  trials: 6\n  parallel: 1\n  sampler: grid\n"
+                       "  seed: 0\n  pruner: median\n", steps=30, step_seconds=0.03)
+    code, out = _kappa("search", str(spec), "--wait")
+    assert code == 0, out
+    (trials,) = _trials("pruned").values()
+    states = {n: s for n, s, _ in trials}
+    with Registry.open() as reg:
+        cells = {c.labels["kappa.trial"]: c for c in reg.cells("pruned")}
+    pruned = [n for n, s in states.items() if s == "PRUNED"]
+    assert pruned, trials
+    for n in pruned:
+        cell = cells[n]
+        assert cell.state is CellState.SUCCEEDED
+        assert (cell.stop_reason or "").startswith("pruned at step"), cell.stop_reason
+        assert cell.axes["x"] >= 0.95  # only the poor points are pruned
+        assert (cell.progress_step or 0) < 30
+
+
+def test_bad_input_exits_2_and_writes_nothing(home: Path, tmp_path: Path) -> None:
+    spec = search_spec(tmp_path / "bad.yaml", "bad", """  space:
+    x: {uniform: [0.9, 0.1]}
+    nope: {loguniform: [0, 1]}
+  objective: {metric: m}
+  trials: 3
+""")
+    before = sorted(p.name for p in home.iterdir())
+    code, out = _kappa("search", str(spec), "--wait")
+    assert code == 2 and "search.space.x" in out and "low > high" in out, out
+    assert "Traceback" not in out
+    assert sorted(p.name for p in home.iterdir()) == before  # no registry, no studies
+    plain = tmp_path / "plain.yaml"
+    plain.write_text("name: plain\nbackend: searchfake\nbase: {steps: 2}\n")
+    code, out = _kappa("search", str(plain))
+    assert code == 2 and "no search: block" in out, out
+
+
+def test_a_metric_no_trial_logs_fails_the_study(home: Path) -> None:
+    spec = search_spec(home.parent / "s.yaml", "nometric", SPACE.replace(METRIC, "val/nope")
+                       + "  trials: 6\n  parallel: 1\n", steps=2)
+    code, out = _kappa("search", str(spec), "--wait")
+    assert code == 2 and "never logged the objective metric 'val/nope'" in out, out
+    assert "val/score" in out  # what it does log
+    (trials,) = _trials("nometric").values()
+    assert [s for _, s, _ in trials] == ["FAIL"]  # nothing more was asked
