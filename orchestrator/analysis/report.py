@@ -50,6 +50,7 @@ class ReportInputs:
     mlflow_ui: str | None = None
     tables: tuple[tuple[str, TableSpec], ...] = field(default_factory=tuple)
     seed_axis: str = "seed"
+    search_html: str = ""  # a search's Optuna plots (search_results.search_section)
 
 
 def default_tables(frame: pd.DataFrame, seed_axis: str = "seed") -> list[tuple[str, TableSpec]]:
@@ -199,6 +200,7 @@ def render_report(inputs: ReportInputs) -> str:
         axes=axes,
         plan_cells=plan_cells,
         spec_text=inputs.spec_text,
+        search_html=inputs.search_html,
     )
 
 
@@ -221,6 +223,10 @@ def build_report(
     found = registry_sweep(sweep, paths.registry_url(registry_url))
     info = found[0] if found else None
     curves = load_curves(frame, patterns(), paths.readable_mlflow_uri(mlflow_uri))
+    from orchestrator.analysis.search_results import search_section, sweep_studies
+
+    search_html = search_section(sweep_studies(sweep, registry_url),
+                                 with_plotlyjs=curves is None or curves.empty)
     return render_report(
         ReportInputs(
             sweep=sweep,
@@ -231,5 +237,6 @@ def build_report(
             mlflow_experiment_id=info.mlflow_experiment_id if info else None,
             mlflow_ui=mlflow_ui,
             tables=tables,
+            search_html=search_html,
         )
     )

@@ -59,9 +59,11 @@ def export(
             "parquet is binary",
             [Problem("--output", "parquet needs a file", fix="add -o results.parquet")],
         )
+    from orchestrator.analysis.search_results import sweep_studies, with_trials
     from orchestrator.analysis.sources import results
 
     frame = results(sweep, registry, mlflow)
+    frame = with_trials(frame, sweep_studies(sweep, registry), sweep, registry)
     if fmt == "parquet":
         assert output is not None
         output.parent.mkdir(parents=True, exist_ok=True)
@@ -225,6 +227,13 @@ def table(
         n_resamples=resamples,
         bootstrap_seed=bootstrap_seed,
     )
+    if rows is None and not (delta or cross or blocks or metrics):
+        from orchestrator.analysis.search_results import best_table, render_best, sweep_studies
+
+        studies = sweep_studies(sweep, registry)
+        if studies:  # a search: the best trial of each study, with its settings
+            _emit(render_best(best_table(studies), fmt), output)
+            return
     frame = results(sweep, registry, mlflow)
     if rows is None and not (delta or cross or blocks):
         spec = _auto_layout(frame, spec)

@@ -106,6 +106,17 @@ def test_search_runs_trials_as_cells_one_study_per_axis_value(home: Path) -> Non
     code, out = _cli("status", "srch", "--json")
     data = json.loads(out)
     assert [s["complete"] for s in data["studies"]] == [3, 3]
+    code, out = _cli("table", "srch")
+    assert code == 0 and "| study | best trial | val/score | x | shape |" in out, out
+    assert "srch[baseline=dapo]" in out
+    code, out = _cli("export", "srch", "-f", "json")
+    rows = json.loads(out)
+    assert sorted(r["trial.number"] for r in rows) == [0, 0, 1, 1, 2, 2]
+    assert {r["trial.state"] for r in rows} == {"COMPLETE"}
+    report = home.parent / "report.html"
+    code, out = _cli("report", "srch", "-o", str(report))
+    text = report.read_text()
+    assert code == 0 and "Search (Optuna)" in text and "optimization history" in text, out
 
 
 def _wait_for_first_trial(home: Path, sweep: str, proc: subprocess.Popen[bytes]) -> None:
