@@ -1,0 +1,233 @@
+"""GPU-hours saved by the ``plateau`` stopping rule: the toy Table 2 sweep with and without
+it, side by side in one run (embedded trainer, CPU).
+
+* ``full``     the toy Table 2 grid (``experiments/toy/table2.yaml``: baselines × ±RB ×
+               seeds), every cell to ``max_steps``;
+* ``plateau``  the same cells with ``stop: {plateau: {metric: val-core/arith-val/acc/mean@1,
+               min_steps, patience}}``.
+
+Reported: RL steps run, the sweep's wall time and the cells' summed wall time (cell-hours:
+what GPU-hours are on a GPU cluster), the hours kappa's own accounting says the rule saved
+(``kappa status``), and the final table of both — each number of the plateau run against
+the full run's 95% CI: the baselines' means (Student t) and the +RB rows' paired deltas
+(bootstrap; with 2 seeds that interval is just the two pairs' range). Both runs use the same
+validation cadence, and warm-start caches are built before timing, so both load them.
+
+    .venv/bin/python bench/stopping_savings.py          # 6 baselines × ±RB × 3 seeds: 72 cells
+    .venv/bin/python bench/stopping_savings.py --baselines grpo,dapo --seeds 2 --max-steps 60
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+TOY = ROOT / "experiments" / "toy" / "table2.yaml"
+VAL = "val-core/arith-val/acc/mean@1"
+
+
+def make_spec(name: str, baselines: list[str], seeds: int, max_steps: int,
+              stop: dict[str, Any] | None) -> str:
+    """The toy Table 2 spec with these baselines, seeds and steps (and ``stop``)."""
+    spec = yaml.safe_load(TOY.read_text())
+    spec["name"] = name
+    base = spec["base"]
+    base.pop("seed", None)
+    base["max_steps"] = max_steps
+    # Both variants validate equally often: 20 validation points per run.
+    base["val_every"] = max(1, max_steps // 20)
+    spec["axes"] = {"baseline": baselines, "reward_budget": [False, True],
+                    "seed": list(range(seeds))}
+    spec["retries"] = 0
+    if stop is not None:
+        spec["stop"] = stop
+    return yaml.safe_dump(spec, sort_keys=False)
+
+
+def prebuild_warm_starts(spec_text: str) -> float:
+    """Build the warm start of every seed once (both variants then load it); seconds."""
+    from orchestrator.backends.embedded.settings import EmbeddedSettings
+    from orchestrator.backends.embedded.trainer import resolve_device
+    from orchestrator.backends.embedded.warmstart import load_or_build
+
+    spec = yaml.safe_load(spec_text)
+    start = time.perf_counter()
+    for seed in spec["axes"]["seed"]:
+        settings = EmbeddedSettings.model_validate({**spec["base"], "seed": seed})
+        load_or_build(settings, resolve_device(settings.device))
+    return time.perf_counter() - start
+
+
+def run_sweep(path: Path, parallel: int) -> dict[str, Any]:
+    """Submit and wait; wall seconds, steps run, per-cell hours and kappa's accounting."""
+    from orchestrator.registry import Registry
+    from orchestrator.scheduler.budget import sweep_hours
+    from orchestrator.scheduler.driver import submit
+    from orchestrator.spec.stopping import stored_stopping
+
+    start = time.perf_counter()
+    result = submit(path, wait=True, max_parallel=parallel)
+    wall = time.perf_counter() - start
+    with Registry.open() as reg:
+        cells = reg.cells(result.sweep)
+        record = reg.get_sweep(result.sweep)
+    rules, resources = stored_stopping(record.spec_text)
+    hours = sweep_hours(cells, resources, rules.gpu_hours if rules else None)
+    cell_hours = sum((c.finished_at - c.started_at).total_seconds() / 3600
+                     for c in cells if c.started_at and c.finished_at)
+    return {
+        "sweep": result.sweep, "cells": len(cells), "wall_s": wall,
+        "states": sorted({c.state.value for c in cells}),
+        "steps": sum(c.progress_step or 0 for c in cells),
+        "planned_steps": sum(c.total_steps or 0 for c in cells),
+        "cell_hours": cell_hours, "stopped": sum(1 for c in cells if c.stop_reason),
+        "saved_hours": hours.saved,
+        "stop_steps": sorted(c.progress_step or 0 for c in cells if c.stop_reason),
+    }
+
+
+Numbers = dict[tuple[str, ...], tuple[float, float | None, float | None]]
+
+
+def table_numbers(sweep: str) -> tuple[str, Numbers]:
+    """The sweep's default main table (markdown) and its numbers with their 95% CI:
+    ``{(row, kind, column): (estimate, low, high)}`` for the absolute rows of the
+    baseline × RB table and the delta rows of the main table."""
+    from orchestrator.analysis.report import default_tables
+    from orchestrator.analysis.sources import results
+    from orchestrator.analysis.tables import TableSpec, build_table, render
+
+    frame = results(sweep)
+    (_, main), *_ = default_tables(frame)
+    text = render(build_table(frame, main), "markdown")
+    cross = build_table(frame, TableSpec(rows=("baseline", "reward_budget"),
+                                         metrics=main.metrics))
+    numbers: Numbers = {}
+    for table, kind in ((cross, "absolute"), (build_table(frame, main), "delta")):
+        for block in table.blocks:
+            labels: tuple[str, ...] = ()
+            for row in block.rows:
+                if row.kind == "absolute":  # delta rows sit under their base row
+                    labels = tuple(str(x) or labels[i] for i, x in enumerate(row.labels))
+                else:
+                    labels = (*labels[:1], *(str(x) for x in row.labels if str(x)))
+                if row.kind != kind:
+                    continue
+                for column, cell in zip(table.columns, row.cells, strict=True):
+                    iv = cell.interval
+                    if iv is not None:
+                        numbers[(" ".join(labels), kind, column)] = (iv.estimate, iv.low,
+                                                                     iv.high)
+    return text, numbers
+
+
+def compare(full: Numbers, plateau: Numbers) -> tuple[dict[str, int], dict[str, int]]:
+    """Print each number of both runs with the full run's CI; how many lie within it."""
+    within = {"absolute": 0, "delta": 0}
+    compared = {"absolute": 0, "delta": 0}
+    print("| row | kind | column | full | full 95% CI | plateau | within |")
+    print("|---|---|---|---:|---|---:|---|")
+    for key, (f_est, low, high) in full.items():
+        if key not in plateau:
+            continue
+        p_est = plateau[key][0]
+        ok = low is not None and high is not None and low - 1e-9 <= p_est <= high + 1e-9
+        compared[key[1]] += 1
+        within[key[1]] += ok
+        ci = f"[{low:.2f}, {high:.2f}]" if low is not None and high is not None else "—"
+        print(f"| {' | '.join(key)} | {f_est:.2f} | {ci} | {p_est:.2f} | "
+              f"{'yes' if ok else 'NO'} |")
+    for kind in ("absolute", "delta"):
+        print(f"{kind}: {within[kind]} of {compared[kind]} numbers of the plateau run lie "
+              "within the full run's 95% CI")
+    return within, compared
+
+
+def main() -> int:
+    """Run both variants and print the comparison; exit 1 if a run failed."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--baselines", default="grpo,drgrpo,gspo,dapo,clip_cov,kl_cov")
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--max-steps", type=int, default=100)
+    parser.add_argument("--min-steps", type=int, default=None,
+                        help="plateau min_steps (default: 40%% of max-steps)")
+    parser.add_argument("--patience", type=int, default=None,
+                        help="plateau patience in steps (default: 15%% of max-steps)")
+    parser.add_argument("--parallel", type=int, default=2)
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--keep", action="store_true", help="keep the KAPPA_HOME it used")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    baselines = [b.strip() for b in args.baselines.split(",") if b.strip()]
+    min_steps = args.min_steps if args.min_steps is not None else int(0.4 * args.max_steps)
+    patience = args.patience if args.patience is not None else max(1, int(0.15 * args.max_steps))
+    stop = {"plateau": {"metric": VAL, "min_steps": min_steps, "patience": patience}}
+
+    home = Path(tempfile.mkdtemp(prefix="kappa-bench-stop-"))
+    os.environ["KAPPA_HOME"] = str(home)
+    os.environ.setdefault("KAPPA_POLL_INTERVAL", "0.2")
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    specs = {}
+    for variant, rule in (("full", None), ("plateau", stop)):
+        specs[variant] = home / f"{variant}.yaml"
+        specs[variant].write_text(make_spec(f"bench-{variant}", baselines, args.seeds,
+                                            args.max_steps, rule))
+    n_cells = len(baselines) * 2 * args.seeds
+    print(f"toy Table 2: {len(baselines)} baselines x ±RB x {args.seeds} seeds = {n_cells} "
+          f"cells per variant, {args.max_steps} steps, {args.parallel} at a time; plateau "
+          f"min_steps {min_steps}, patience {patience}; KAPPA_HOME {home}", flush=True)
+    warm = prebuild_warm_starts(specs["full"].read_text())
+    print(f"warm starts built in {warm:.1f} s (not timed below)", flush=True)
+    runs = {}
+    for variant in ("full", "plateau"):
+        runs[variant] = run_sweep(specs[variant], args.parallel)
+        r = runs[variant]
+        print(f"{variant:>8}: {r['wall_s']:7.1f} s wall, {r['steps']} steps, "
+              f"{r['cell_hours'] * 3600:7.1f} cell-seconds, states {r['states']}", flush=True)
+    full, plat = runs["full"], runs["plateau"]
+
+    print("\n| variant | RL steps run | sweep wall (s) | cell-seconds | cells stopped |")
+    print("|---|---:|---:|---:|---:|")
+    for name, r in runs.items():
+        print(f"| {name} | {r['steps']} / {r['planned_steps']} | {r['wall_s']:.1f} | "
+              f"{r['cell_hours'] * 3600:.1f} | {r['stopped']} / {r['cells']} |")
+    ratio = {"steps": plat["steps"] / max(1, full["steps"]),
+             "wall": plat["wall_s"] / full["wall_s"],
+             "cell_hours": plat["cell_hours"] / full["cell_hours"]}
+    print(f"\nplateau / full: steps {ratio['steps']:.2f}, sweep wall {ratio['wall']:.2f}, "
+          f"cell-hours {ratio['cell_hours']:.2f}  (saved: {1 - ratio['steps']:.0%} of steps, "
+          f"{1 - ratio['cell_hours']:.0%} of cell-hours)")
+    print(f"kappa status accounting: saved {plat['saved_hours']:.4f} cell-hours "
+          f"(planned hours of stopped cells x unrun fraction); stop steps {plat['stop_steps']}")
+
+    full_text, full_numbers = table_numbers(full["sweep"])
+    plat_text, plat_numbers = table_numbers(plat["sweep"])
+    print("\nfull:\n" + full_text + "\nplateau:\n" + plat_text)
+    within, compared = compare(full_numbers, plat_numbers)
+    if args.json:
+        args.json.write_text(json.dumps({
+            "runs": runs, "ratios": ratio, "within_ci": within, "compared": compared,
+            "full": {" | ".join(k): v for k, v in full_numbers.items()},
+            "plateau": {" | ".join(k): v for k, v in plat_numbers.items()}},
+            indent=1, default=str))
+    if not args.keep:
+        import shutil
+
+        shutil.rmtree(home, ignore_errors=True)
+    failed = any(r["states"] != ["succeeded"] for r in runs.values())
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
