@@ -100,6 +100,12 @@ class Backend(ABC):
         """GPUs one launch of these settings needs (0 for CPU-only)."""
         return 0
 
+    def max_steps(self, settings: BaseModel) -> int | None:
+        """Training steps a launch of these (validated) settings runs at most, if known
+        (an adaptive search's hyperband pruner uses it as its largest resource)."""
+        steps = getattr(settings, "max_steps", None)
+        return steps if isinstance(steps, int) and steps > 0 else None
+
     def canary_settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
         """The smallest run of ``settings`` that still exercises the whole path (see the
         module docstring); a mapping like ``settings``, which it may assume valid."""

@@ -21,7 +21,10 @@ Nothing here is state a restart loses. The studies are the record: a trial is as
 is missing (killed between the ask and the cell's row) gets its cell from its stored
 params, and a cell that vanished with its job is relaunched by the loop's recovery.
 A study stops asking while one of its cells is cancelled (``kappa cancel``, the GPU-hours
-cap), and fails (no more trials) when its finished trials never logged the objective.
+cap): the cancelled trials stay RUNNING (open) in the study and the scheduler does not
+wait for them; submitting the spec again requeues their cells, which finish those same
+trials, and the study asks the rest of its budget. A study fails (no more trials) when
+its finished trials never logged the objective.
 """
 
 from __future__ import annotations
@@ -97,7 +100,9 @@ def make_sampler(search: SearchSpec, offset: int, study_index: int = 0) -> Any:
     seed = None if search.seed is None else (
         search.seed * 100_003 + study_index * 7_919 + offset) % 2**32
     if search.sampler == "tpe":
-        return s.TPESampler(seed=seed)
+        # Optuna's default (10 random trials before TPE models anything) would make a
+        # small budget a random search; a third of the budget, 2 to 10, keeps TPE's role.
+        return s.TPESampler(seed=seed, n_startup_trials=tpe_startup_trials(search))
     if search.sampler == "random":
         return s.RandomSampler(seed=seed)
     if search.sampler == "gp":
@@ -117,8 +122,16 @@ def make_sampler(search: SearchSpec, offset: int, study_index: int = 0) -> Any:
                         seed=search.seed)
 
 
-def make_pruner(search: SearchSpec) -> Any:
-    """The spec's pruner."""
+def tpe_startup_trials(search: SearchSpec) -> int:
+    """Random trials before TPE takes over: a third of the budget, 2 to 10."""
+    return max(2, min(10, search.trials // 3))
+
+
+def make_pruner(search: SearchSpec, max_steps: int | None = None) -> Any:
+    """The spec's pruner. A trial's resource is its training step (values are reported
+    at the steps the backend logs them), so hyperband's ``max_resource`` is the cell's
+    ``max_steps`` where the backend says (Optuna's ``auto`` would take the last step of
+    the first finished trial: too small if a stopping rule ended it early)."""
     import optuna.pruners as p
 
     if search.pruner == "median":
@@ -126,8 +139,24 @@ def make_pruner(search: SearchSpec) -> Any:
     if search.pruner == "successive_halving":
         return p.SuccessiveHalvingPruner()
     if search.pruner == "hyperband":
-        return p.HyperbandPruner()
+        return p.HyperbandPruner(max_resource=max_steps if max_steps else "auto")
     return p.NopPruner()
+
+
+def study_max_steps(search: SearchSpec, backend: Backend, base: Cell) -> int | None:
+    """The most training steps a trial of this study can run: the base settings'
+    (:meth:`Backend.max_steps`), or the top of a searched ``max_steps`` range."""
+    from orchestrator.errors import UserInputError
+
+    try:
+        steps = backend.max_steps(backend.validate(base.settings))
+    except UserInputError:
+        return None
+    for name, dist in search.space.items():
+        if name.split(".")[-1] in ("max_steps", "total_training_steps"):
+            tops = [v for v in dist.corners() if isinstance(v, int | float)]
+            steps = int(max(tops)) if tops else steps
+    return steps
 
 
 @dataclass
@@ -180,7 +209,8 @@ class SweepSearch:
             name = study_name(sweep, dict(base.axes))
             study = optuna.create_study(storage=storage, study_name=name,
                                         direction=direction, load_if_exists=True,
-                                        pruner=make_pruner(search))
+                                        pruner=make_pruner(search, study_max_steps(
+                                            search, backend, base)))
             study.sampler = make_sampler(search, len(study.get_trials(deepcopy=False)), index)
             studies.append(_Study(index, name, base, study))
         return cls(sweep, backend, search, spec.retries, studies)
@@ -207,6 +237,8 @@ class SweepSearch:
                 if cell is None:  # asked, then killed before its cell was recorded
                     self._add_cell(registry, st, trial)
                     more = True
+                elif cell.state is CellState.CANCELLED:
+                    continue  # open until a resubmit requeues its cell: nothing to wait for
                 elif not self._tell(st, trial, cell):
                     more = True
             if st.study.user_attrs.get(ERROR_ATTR) or any(
@@ -307,16 +339,18 @@ class SweepSearch:
         read = self.backend.read_metrics(run_dir, watched.cursor)
         watched.cursor = read.cursor
         metric = self.search.objective.metric
-        last: int | None = None
         for step, values in read.rows:
             value = values.get(metric)
             if value is None or not math.isfinite(value) or step in watched.reported:
                 continue
             watched.trial.report(value, step)
             watched.reported.add(step)
-            last = step
-        if last is not None and self.search.pruner != "none" and watched.trial.should_prune():
-            scheduler.stop_cell(cell.cell_id, pruned(last, f"{self.search.pruner} pruner"))
+            # Asked at every step, as in Optuna's own loop, however many steps one poll
+            # brings: the halving pruners keep the value at the step a trial passed a
+            # rung, and must compare trials at the same step, not at their poll's last.
+            if self.search.pruner != "none" and watched.trial.should_prune():
+                scheduler.stop_cell(cell.cell_id, pruned(step, f"{self.search.pruner} pruner"))
+                return
 
     def _watched_of(self, cell: CellRecord) -> _Watched | None:
         known = self._watched.get(cell.cell_id)

@@ -1,7 +1,8 @@
 """The trainer process of search_fixtures.py (standard library + PyYAML).
 
 ``python search_fake_trainer.py CONFIG RUN_DIR``: logs ``val/score`` at every step,
-rising to ``1 - (x - 0.3)^2 + (0.1 if shape == "b")``; resumes from its checkpoint;
+rising to ``1 - (x - 0.3)^2 + (0.1 if shape == "b")`` (with ``fall_after: K``, falling
+again after step K); resumes from its checkpoint;
 honours ``stop-request.json`` (checkpoint, summary with ``stopped``, exit 0).
 """
 
@@ -25,6 +26,9 @@ def score(config: dict[str, object], step: int, steps: int) -> float:
     """The score at ``step`` of ``steps``."""
     x = float(config.get("x", 0.5))  # type: ignore[arg-type]
     top = 1 - (x - 0.3) ** 2 + (0.1 if config.get("shape") == "b" else 0.0)
+    fall = config.get("fall_after")
+    if isinstance(fall, int) and step > fall:  # rises to the peak, then falls back
+        return round(top * max(0.0, 2 * fall - step) / steps, 6)
     return round(top * step / steps, 6)
 
 

@@ -31,6 +31,7 @@ class SearchFakeSettings(BaseModel):
     baseline: str = "grpo"
     steps: int = Field(6, ge=1)
     step_seconds: float = Field(0.01, ge=0)
+    fall_after: int | None = Field(None, ge=1, description="The score falls after this step.")
     seed: int = 0
 
 
@@ -40,6 +41,10 @@ class SearchFakeBackend(Backend):
     name = "searchfake"
     settings_model = SearchFakeSettings
     stops_itself = True
+
+    def max_steps(self, settings: BaseModel) -> int | None:
+        assert isinstance(settings, SearchFakeSettings)
+        return settings.steps
 
     def launch(self, settings: BaseModel, run_dir: Path) -> LaunchSpec:
         return LaunchSpec(argv=(sys.executable, str(TRAINER), str(run_dir / "config.yaml"),

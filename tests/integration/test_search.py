@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from search_fixtures import CLI, METRIC, SEARCH_ENTRY, search_spec
@@ -201,3 +202,90 @@ def test_a_metric_no_trial_logs_fails_the_study(home: Path) -> None:
     assert "val/score" in out  # what it does log
     (trials,) = _trials("nometric").values()
     assert [s for _, s, _ in trials] == ["FAIL"]  # nothing more was asked
+
+
+def _by_trial(sweep: str) -> dict[int, Any]:
+    with Registry.open() as reg:
+        cells = reg.cells(sweep)
+    numbers = [c.labels["kappa.trial"] for c in cells]
+    assert len(numbers) == len(set(numbers)), numbers  # one cell per trial
+    return {c.labels["kappa.trial"]: c for c in cells}
+
+
+def test_objective_at_best_is_the_best_logged_value_not_the_final(home: Path) -> None:
+    spec = search_spec(home.parent / "s.yaml", "atbest", """  space:
+    x: {categorical: [0.3, 0.6]}
+""" + f"  objective: {{metric: {METRIC}, at: best}}\n  trials: 2\n  sampler: grid\n"
+                       "  seed: 0\n", steps=6, fall_after=3)
+    code, out = _cli("search", str(spec), "--wait")
+    assert code == 0, out
+    (trials,) = _trials("atbest").values()
+    cells = _by_trial("atbest")
+    assert sorted(n for n, _, _ in trials) == [0, 1]
+    for number, state, value in trials:
+        cell = cells[number]
+        lines = (Path(cell.run_dir or "") / "metrics.jsonl").read_text().splitlines()
+        history = [json.loads(line)["metrics"][METRIC] for line in lines]
+        assert state == "COMPLETE" and value == max(history), (value, history)
+        assert value > (cell.final_metrics or {})[METRIC]  # the run fell after its peak
+
+
+def test_a_cancelled_search_resubmitted_continues_its_trials(home: Path) -> None:
+    """`kappa cancel` stops the running trials' cells and the study asks no more; the
+    trials stay open (RUNNING) in the study. Submitting the spec again requeues those
+    cells, which finish the same trials, then the rest of the budget is asked: every
+    trial number once, each with one cell."""
+    spec = search_spec(home.parent / "s.yaml", "cancelled", SPACE + "  trials: 5\n"
+                       "  parallel: 2\n  sampler: random\n  seed: 1\n", steps=20,
+                       step_seconds=0.05)
+    proc = subprocess.Popen([sys.executable, str(CLI), "search", str(spec), "--wait"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=os.environ.copy())
+    _wait_for_first_trial(home, "cancelled", proc)
+    code, out = _kappa("cancel", "cancelled")
+    assert code == 0, out
+    proc.wait(timeout=SAFETY)
+    before = _by_trial("cancelled")
+    assert any(c.state is CellState.CANCELLED for c in before.values()), before
+    (open_trials,) = _trials("cancelled").values()
+    assert len(open_trials) < 5  # the cancel stopped the asking
+    code, out = _kappa("search", str(spec), "--wait")
+    assert code == 0, out
+    (trials,) = _trials("cancelled").values()
+    assert sorted(n for n, _, _ in trials) == list(range(5))
+    assert all(state == "COMPLETE" for _, state, _ in trials), trials
+    after = _by_trial("cancelled")
+    assert sorted(after) == list(range(5))
+    assert all(c.state is CellState.SUCCEEDED for c in after.values())
+    for number, cell in before.items():  # the cancelled trials kept their cells
+        assert after[number].cell_id == cell.cell_id
+
+
+def _halving_spec(home: Path, name: str, pruner: str) -> Path:
+    return search_spec(home.parent / "s.yaml", name, """  space:
+    x: {categorical: [0.3, 0.31, 0.32, 0.9, 0.95, 0.97, 1.0, 0.6, 0.5]}
+""" + f"  objective: {{metric: {METRIC}}}\n  trials: 9\n  parallel: 1\n  sampler: grid\n"
+                       f"  seed: 0\n  pruner: {pruner}\n", steps=12, step_seconds=0.05)
+
+
+@pytest.mark.parametrize("pruner", ["successive_halving", "hyperband"])
+def test_halving_pruners_stop_trials_behind_the_best(home: Path, pruner: str) -> None:
+    spec = _halving_spec(home, pruner.replace("_", "-"), pruner)
+    code, out = _kappa("search", str(spec), "--wait")
+    assert code == 0, out
+    (trials,) = _trials(pruner.replace("_", "-")).values()
+    cells = _by_trial(pruner.replace("_", "-"))
+    states = {n: s for n, s, _ in trials}
+    assert sorted(states) == list(range(9))
+    assert set(states.values()) <= {"COMPLETE", "PRUNED"}
+    best = next(n for n, c in cells.items() if c.axes["x"] == 0.3)
+    assert states[best] == "COMPLETE"  # the best point is never pruned
+    pruned = [n for n, s in states.items() if s == "PRUNED"]
+    assert pruned, trials
+    for n in pruned:
+        cell = cells[n]
+        assert cell.state is CellState.SUCCEEDED
+        assert f"({pruner} pruner)" in (cell.stop_reason or ""), cell.stop_reason
+        assert cell.axes["x"] != 0.3
+    # A stop request can land after a short trial ended; most land before.
+    assert any((cells[n].progress_step or 0) < 12 for n in pruned)
