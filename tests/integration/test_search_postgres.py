@@ -1,0 +1,113 @@
+"""Adaptive search on a PostgreSQL registry: Optuna's studies in the schema
+``kappa_optuna`` of the registry's database, the registry's own tables untouched
+(a real throwaway server, tests/unit/registry/kappa_pg_server.py)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from search_fixtures import METRIC, SEARCH_ENTRY, search_spec
+from sweep_fixtures import seed_mlflow_store
+
+from orchestrator.backends import BACKENDS
+from orchestrator.registry import CellState, Registry
+from orchestrator.scheduler.search_storage import OPTUNA_SCHEMA
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "registry"))
+from kappa_pg_server import PgServer, unavailable_reason
+
+pytestmark = pytest.mark.postgres
+SPACE = f"""  space:
+    x: {{uniform: [0.0, 1.0]}}
+    shape: {{categorical: [a, b]}}
+  objective: {{metric: {METRIC}, direction: maximize}}
+"""
+
+
+@pytest.fixture(scope="module")
+def pg_server() -> Iterator[PgServer]:
+    """A throwaway PostgreSQL server for this module (skips if impossible here)."""
+    reason = unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    server = PgServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def pg_home(pg_server: PgServer, tmp_path: Path,
+            monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, str]]:
+    """A KAPPA_HOME whose registry is a fresh PostgreSQL database."""
+    home = tmp_path / "home"
+    seed_mlflow_store(home)
+    url = pg_server.create_database()
+    monkeypatch.setenv("KAPPA_HOME", str(home))
+    monkeypatch.setenv("KAPPA_REGISTRY", url)
+    monkeypatch.setenv("KAPPA_POLL_INTERVAL", "0.05")
+    monkeypatch.setitem(BACKENDS, "searchfake", SEARCH_ENTRY)
+    try:
+        yield home, url
+    finally:
+        pg_server.drop_database(url)
+
+
+def _tables(url: str) -> dict[str, set[str]]:
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(text(
+                "select table_schema, table_name from information_schema.tables "
+                "where table_schema not in ('pg_catalog', 'information_schema')")).all()
+            revision = conn.execute(text("select version_num from public.alembic_version")
+                                    ).scalar_one()
+    finally:
+        engine.dispose()
+    out: dict[str, set[str]] = {"revision": {revision}}
+    for schema, name in rows:
+        out.setdefault(schema, set()).add(name)
+    return out
+
+
+def test_a_search_on_postgres_keeps_optuna_in_its_own_schema(
+        pg_home: tuple[Path, str], pg_server: PgServer) -> None:
+    from typer.testing import CliRunner
+
+    from orchestrator.cli.app import app
+
+    home, url = pg_home
+    # What the registry alone creates, on a database of its own: the reference.
+    reference_url = pg_server.create_database()
+    try:
+        Registry.open(reference_url).close()
+        reference = _tables(reference_url)
+    finally:
+        pg_server.drop_database(reference_url)
+    spec = search_spec(home.parent / "s.yaml", "pgsearch", SPACE + "  trials: 3\n"
+                       "  parallel: 2\n  seed: 0\n", steps=3)
+    result = CliRunner().invoke(app, ["search", str(spec), "--wait"])
+    assert result.exit_code == 0, result.output
+    tables = _tables(url)
+    assert {"studies", "trials", "trial_params", "trial_values",
+            "alembic_version"} <= tables[OPTUNA_SCHEMA]
+    assert tables["public"] == reference["public"]  # no Optuna table among the registry's
+    assert tables["revision"] == reference["revision"]  # its migration stamp untouched
+    import optuna
+
+    from orchestrator.scheduler.search_storage import open_storage
+
+    with Registry.open() as reg:
+        cells = reg.cells("pgsearch")
+        study = optuna.load_study(study_name="pgsearch", storage=open_storage(reg.engine))
+    trials = study.get_trials(deepcopy=False)
+    assert sorted(t.number for t in trials) == [0, 1, 2]
+    assert all(t.state.name == "COMPLETE" for t in trials)
+    assert sorted(c.labels["kappa.trial"] for c in cells) == [0, 1, 2]
+    assert all(c.state is CellState.SUCCEEDED for c in cells)
