@@ -4,20 +4,25 @@ The lock is ``fcntl.flock`` on ``<KAPPA_HOME>/locks/<sweep>.lock``: the kernel r
 when the holder dies, even by SIGKILL, so a crashed scheduler never leaves a stale lock
 behind and ``kappa resume`` can take over at once. The file also records the holder's
 pid, for ``kappa status`` to show. (The lock is per machine: schedulers for one sweep on
-different machines, sharing a PostgreSQL registry, are not prevented; the registry's
-compare-and-set transitions still keep them from launching a cell twice.)
+different machines share a PostgreSQL registry's advisory lock instead: see
+:class:`SweepLock`'s ``engine``.)
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import re
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from orchestrator.errors import KappaError
 from orchestrator.paths import kappa_home
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
 
 
 class SweepLockedError(KappaError):
@@ -31,12 +36,18 @@ def lock_path(sweep: str) -> Path:
 
 
 class SweepLock:
-    """Exclusive, non-blocking ownership of a sweep; use as a context manager."""
+    """Exclusive, non-blocking ownership of a sweep; use as a context manager.
 
-    def __init__(self, sweep: str) -> None:
+    With ``engine`` (the registry's), a PostgreSQL registry's advisory lock is taken too,
+    so schedulers on different machines sharing that registry exclude each other as well.
+    """
+
+    def __init__(self, sweep: str, engine: Engine | None = None) -> None:
         self.sweep = sweep
         self.path = lock_path(sweep)
+        self.engine = engine
         self._fd: int | None = None
+        self._shared: contextlib.ExitStack | None = None
 
     def acquire(self) -> None:
         """Take the lock or raise :class:`SweepLockedError` naming the holder's pid."""
@@ -53,9 +64,24 @@ class SweepLock:
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
         self._fd = fd
+        if self.engine is not None:
+            from orchestrator.registry.locks import sweep_drive_lock
+
+            stack = contextlib.ExitStack()
+            if not stack.enter_context(sweep_drive_lock(self.engine, self.sweep)):
+                stack.close()
+                self.release()
+                raise SweepLockedError(
+                    f"sweep '{self.sweep}' is already being driven by a scheduler on another "
+                    f"machine sharing this registry; `kappa status {self.sweep}` shows its "
+                    "progress")
+            self._shared = stack
 
     def release(self) -> None:
         """Give the lock up (idempotent)."""
+        if self._shared is not None:
+            self._shared.close()
+            self._shared = None
         if self._fd is not None:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)

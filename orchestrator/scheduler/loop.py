@@ -122,7 +122,7 @@ class SweepScheduler:
 
     def run(self) -> dict[CellState, int]:
         """Recover, then launch and watch until no cell is pending, running or retrying."""
-        with SweepLock(self.sweep):
+        with SweepLock(self.sweep, self.registry.engine):
             try:
                 self.recover()
                 self.tracker.sweep_started(self._sweep())
