@@ -20,6 +20,7 @@ from orchestrator.registry import CellRecord, CellState, Registry
 from orchestrator.scheduler.driver import resume, submit
 from orchestrator.scheduler.loop import SchedulerOptions, SweepScheduler
 from orchestrator.scheduler.mlflow_runs import MlflowRunTracker
+from orchestrator.scheduler.stop_rules import pruned
 from orchestrator.scheduler.submission import prepare, record
 from orchestrator.tracking import Tracker
 
@@ -232,3 +233,37 @@ def test_the_cap_lets_a_cell_wait_until_measured_costs_free_the_budget(
     assert "pending (waits: gpu_hours cap)" in seen[0] and "of cap 1.5" in seen[0]
     with Registry.open() as reg:
         assert [c.state for c in reg.cells("stop-cap2")] == [CellState.SUCCEEDED] * 2
+
+
+def test_a_pruner_stops_a_cell_as_a_rule_would(home: Path, tmp_path: Path) -> None:
+    spec = stop_spec(tmp_path / "s.yaml", "stop-prune", "{gpu_hours: 100}", steps=50,
+                     values=RISING, hold_at=4, resources="{gpus: 1, hours: 1}")
+    with Registry.open() as reg:
+        record(prepare(spec), reg, Tracker())
+        cell = reg.cells("stop-prune")[0]
+    run_dir = Path(cell.run_dir or "")
+    scheduler = _scheduler("stop-prune")
+    scheduler.recover()
+    scheduler.step()
+    _wait_for(lambda: _progress(run_dir) == 3)
+    assert scheduler.stop_cell(cell.cell_id, pruned(3, "median pruner"))
+    assert not scheduler.stop_cell(cell.cell_id, pruned(3))  # the first request stands
+    assert not scheduler.stop_cell("no-such-cell", pruned(3))
+    (run_dir / "go").touch()
+    _wait_for(lambda: (scheduler.step(), _only_cell("stop-prune").is_terminal)[1])
+    done = _only_cell("stop-prune")
+    assert (done.state, done.stop_reason) == (CellState.SUCCEEDED,
+                                               "pruned at step 3 (median pruner)")
+    assert _summary(done)["stopped"] == {"rule": "pruned", "step": 3, "outcome": "succeeded",
+                                         "reason": done.stop_reason, "at_step": 3}
+
+
+def test_a_rule_on_a_metric_no_run_logs_warns(
+        home: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    spec = stop_spec(tmp_path / "s.yaml", "stop-typo", "{threshold: {metric: scroe, "
+                     "at_least: 0.1}}", steps=3, values=RISING)
+    with caplog.at_level("WARNING", logger="orchestrator.scheduler.stopping"):
+        submit(spec, wait=True)
+    cell = _only_cell("stop-typo")
+    assert (cell.state, cell.stop_reason, cell.progress_step) == (CellState.SUCCEEDED, None, 3)
+    assert "stopping rule metric 'scroe' was never logged" in caplog.text
