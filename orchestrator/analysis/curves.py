@@ -66,9 +66,10 @@ def from_mlflow_name(name: str) -> str:
 def _mlflow_history(
     run_id: str, patterns: Sequence[str], mlflow_uri: str
 ) -> dict[str, dict[int, float]]:
-    from mlflow.tracking import MlflowClient
+    from orchestrator.tracking import Tracker
 
-    client = MlflowClient(tracking_uri=mlflow_uri)
+    # Through the Tracker: a store still being created by a first submit is waited for.
+    client = Tracker(mlflow_uri).client
     stored = {from_mlflow_name(n): n for n in sorted(client.get_run(run_id).data.metrics)}
     out: dict[str, dict[int, float]] = {}
     for name in _matching(list(stored), patterns):

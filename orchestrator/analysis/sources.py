@@ -86,11 +86,11 @@ def cells_from_run_folders(sweep: str, root: Path | None = None) -> list[CellRes
 
 
 def _mlflow_final_metrics(run_id: str, mlflow_uri: str) -> Mapping[str, float]:
-    from mlflow.tracking import MlflowClient
-
     from orchestrator.analysis.curves import from_mlflow_name
+    from orchestrator.tracking import Tracker
 
-    run = MlflowClient(tracking_uri=mlflow_uri).get_run(run_id)
+    # Through the Tracker: a store still being created by a first submit is waited for.
+    run = Tracker(mlflow_uri).client.get_run(run_id)
     metrics = {from_mlflow_name(k): float(v) for k, v in run.data.metrics.items()}
     return {k: v for k, v in metrics.items() if k.startswith(FINAL_METRIC_PREFIX)}
 
