@@ -111,3 +111,43 @@ def test_a_search_on_postgres_keeps_optuna_in_its_own_schema(
     assert all(t.state.name == "COMPLETE" for t in trials)
     assert sorted(c.labels["kappa.trial"] for c in cells) == [0, 1, 2]
     assert all(c.state is CellState.SUCCEEDED for c in cells)
+
+
+def test_two_machines_share_one_study_through_a_postgres_registry(
+        pg_home: tuple[Path, str], tmp_path: Path) -> None:
+    """Two `kappa search --wait` processes with their own KAPPA_HOME (two machines) and
+    one PostgreSQL registry on one study: no trial is asked twice, every trial has
+    exactly one cell, and the study ends with its whole budget done. One scheduler per
+    sweep across machines (the registry's advisory lock, orchestrator/scheduler/lock.py):
+    one drives every trial, the other waits for the end and reports the same study."""
+    import os
+    import subprocess
+
+    import optuna
+    from search_fixtures import CLI
+
+    from orchestrator.scheduler.search_storage import open_storage
+
+    home, _url = pg_home
+    other = tmp_path / "other-home"
+    seed_mlflow_store(other)
+    spec = search_spec(tmp_path / "s.yaml", "shared", SPACE + "  trials: 8\n  parallel: 2\n"
+                       "  sampler: random\n  seed: 0\n", steps=6, step_seconds=0.05)
+    procs = [subprocess.Popen([sys.executable, str(CLI), "search", str(spec), "--wait"],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              env={**os.environ, "KAPPA_HOME": str(h)})
+             for h in (home, other)]
+    outputs = [p.communicate(timeout=300)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    with Registry.open() as reg:
+        cells = reg.cells("shared")
+        study = optuna.load_study(study_name="shared", storage=open_storage(reg.engine))
+    trials = study.get_trials(deepcopy=False)
+    assert sorted(t.number for t in trials) == list(range(8)), trials
+    assert all(t.state.name == "COMPLETE" for t in trials), trials
+    numbers = sorted(c.labels["kappa.trial"] for c in cells)
+    assert numbers == list(range(8)), numbers  # exactly one cell per trial
+    assert all(c.state is CellState.SUCCEEDED for c in cells)
+    # Every trial ran on one machine: the two never drove the sweep at once.
+    assert len({Path(c.run_dir or "").parents[2] for c in cells}) == 1
+    assert all("shared: 8/8 trials — 8 done" in out for out in outputs), outputs
