@@ -40,9 +40,10 @@ from orchestrator.executors import (
     get_executor,
 )
 from orchestrator.registry import TERMINAL_STATES, CellRecord, CellState, Registry
+from orchestrator.scheduler.cells import UNFINISHED
 from orchestrator.scheduler.gpu_fit import check_gpus_fit
 from orchestrator.scheduler.lock import SweepLock, SweepLockedError, holder_pid
-from orchestrator.scheduler.loop import UNFINISHED, SchedulerOptions, SweepScheduler
+from orchestrator.scheduler.loop import SchedulerOptions, SweepScheduler
 from orchestrator.scheduler.submission import SubmitResult, prepare, record
 
 _CANCEL_TRIES = 20

@@ -5,17 +5,16 @@ always the truth and another process (``kappa cancel``, a second ``kappa submit`
 act on the sweep while this loop drives it. The loop
 
 1. **recovers** what an earlier, killed scheduler left: ``queued`` cells go back to
-   ``pending`` (their launch never started: an attempt is opened *before* a job is
-   submitted); ``running`` cells are reattached through the executor, and cells whose
-   job vanished are requeued — without charging the retry budget — to relaunch in the
-   same run folder, where the backend resumes from the last checkpoint; ``failed`` cells
-   with retries left (killed during a backoff) go back to ``pending``;
+   ``pending``; ``running`` cells are reattached through the executor, and cells whose
+   job vanished are requeued (no retry charged) to resume from their last checkpoint;
+   ``failed`` cells with retries left (killed during a backoff) go back to ``pending``;
 2. **launches** pending cells while the executor has capacity: ``pending -> queued``,
-   child MLflow run (reused across attempts), attempt opened together with the run id
-   and run folder (``queued -> running``, one transaction), ``cell.json`` written, job
-   submitted, job id recorded. The registry's run id is the truth: MLflow is searched
-   for a cell's run only when a ``.mlflow-run-pending`` marker in its run folder says an
-   earlier launch died between creating a run and recording it;
+   the run folder's ``config.yaml`` from the registry's settings, the child MLflow run
+   (reused across attempts; a store that is away makes the cell wait, uncharged),
+   attempt opened with the run id and folder (``queued -> running``, one transaction),
+   job submitted, job id recorded. A launch that cannot be made is a failed attempt.
+   MLflow is searched for a cell's run only when a ``.mlflow-run-pending`` marker says
+   an earlier launch died between creating a run and recording it;
 3. **watches** running jobs: progress from ``progress.json``; on exit, ``succeeded``
    with ``summary.json``'s final metrics or ``failed`` with the exit code and the log's
    tail, then a retry after an exponential backoff while retries remain;
@@ -38,9 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,7 +48,6 @@ from orchestrator.registry import CellRecord, CellState, Registry, SweepRecord
 from orchestrator.scheduler.cell_file import write_cell_file
 from orchestrator.scheduler.cells import (
     LOG_NAME,
-    UNFINISHED,  # noqa: F401  (re-exported: driver imports it from here)
     cell_run_dir,
     close_sweep_runs,
     end_stale_runs,
@@ -59,6 +55,7 @@ from orchestrator.scheduler.cells import (
     retry_delay,
 )
 from orchestrator.scheduler.lock import SweepLock
+from orchestrator.scheduler.options import SchedulerOptions
 from orchestrator.scheduler.ports import JobFinder, NullTracker, RunTracker
 from orchestrator.scheduler.search import SweepSearch
 from orchestrator.scheduler.stopping import Ending, SweepStopping
@@ -80,25 +77,6 @@ class _Running:
     job: JobHandle
     run_dir: Path
     progress: tuple[int, int] | None = None
-
-
-@dataclass
-class SchedulerOptions:
-    """Knobs of the loop. Defaults suit real sweeps; ``KAPPA_POLL_INTERVAL`` and
-    ``KAPPA_RETRY_BACKOFF`` (seconds) change them, e.g. for tests."""
-
-    max_parallel: int | None = None
-    poll_interval: float = field(default_factory=lambda: _env_seconds("KAPPA_POLL_INTERVAL", 0.5))
-    retry_backoff: float = field(default_factory=lambda: _env_seconds("KAPPA_RETRY_BACKOFF", 5.0))
-    on_tick: Callable[[Registry, str], None] | None = None
-
-
-def _env_seconds(name: str, default: float) -> float:
-    """A duration from the environment (how tests and impatient users shorten waits)."""
-    try:
-        return float(os.environ[name])
-    except (KeyError, ValueError):
-        return default
 
 
 @dataclass
