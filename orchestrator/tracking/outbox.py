@@ -201,7 +201,9 @@ class OutboxSender:
         if self._client is None:
             from mlflow.tracking import MlflowClient
 
-            self._client = MlflowClient()
+            # The environment's URI, not MLflow's process-wide default (which code in
+            # the same process may have set to another store).
+            self._client = MlflowClient(tracking_uri=os.environ.get("MLFLOW_TRACKING_URI"))
         return self._client
 
     def wake(self) -> None:
@@ -223,7 +225,7 @@ class OutboxSender:
             except Exception as exc:  # a store that is away: keep the records, try later
                 self.failures += 1
                 if self.failures == 1 or self.failures % 20 == 0:
-                    LOG.warning("MLflow unreachable (%s); metrics wait in %s",
+                    LOG.warning("MLflow did not take the metrics (%s); they wait in %s",
                                 (str(exc).splitlines() or [""])[0][:200], self.outbox.path)
                 with self._cond:
                     self._cond.wait_for(lambda: self._stopping, timeout=backoff)

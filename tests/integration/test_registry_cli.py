@@ -12,7 +12,7 @@ from sqlalchemy import text
 
 from orchestrator.registry import Registry, head_revision
 from orchestrator.registry.engine import make_engine
-from orchestrator.registry.schema import upgrade_schema
+from orchestrator.registry.schema import HEAD_REVISION, upgrade_schema
 
 
 def kappa_process(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
@@ -87,7 +87,7 @@ def test_db_commands_in_process(
     code, out, _ = kappa(
         "db", "upgrade", "--registry", old_registry, capsys=capsys, monkeypatch=monkeypatch
     )
-    assert code == 0 and "-> 0002" in out
+    assert code == 0 and f"-> {HEAD_REVISION}" in out
     code, out, _ = kappa(
         "db", "upgrade", "--registry", old_registry, capsys=capsys, monkeypatch=monkeypatch
     )

@@ -59,7 +59,8 @@ def _run(cell: CellRecord) -> tuple[str, dict[str, str]]:
 def _status(*args: str) -> str:
     from orchestrator.cli.app import app
 
-    result = CliRunner().invoke(app, ["status", *args])
+    # A wide console whatever ran before in this process (a table must not wrap reasons).
+    result = CliRunner().invoke(app, ["status", *args], env={"COLUMNS": "300"})
     assert result.exit_code == 0, result.output
     return result.output
 

@@ -84,7 +84,8 @@ class RunFiles:
             from mlflow.tracking import MlflowClient
 
             self._outbox = Outbox(out_dir)
-            self._sender = OutboxSender(self._outbox, run_id, client=MlflowClient())
+            self._sender = OutboxSender(self._outbox, run_id,
+                                        client=MlflowClient(tracking_uri=uri))
         self._seq = 0  # position of the next record in the run's record sequence
 
     def resume_from(self, last_step: int) -> None:
