@@ -39,25 +39,12 @@ from orchestrator.scheduler.submission import prepare, record
 from orchestrator.tracking import Tracker
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "registry"))
-from kappa_pg_server import PgServer, unavailable_reason
+from kappa_pg_server import PgServer
 
 HERE = Path(__file__).resolve().parent
 AT_GO = HERE / "kappa_at_go.py"
 SAFETY = 300  # seconds; a guard against hangs, not a speed assertion
 SWEEP = "conc"
-
-
-@pytest.fixture(scope="module")
-def pg_server() -> Iterator[PgServer]:
-    """A throwaway PostgreSQL server for this module (skips if impossible here)."""
-    reason = unavailable_reason()
-    if reason is not None:
-        pytest.skip(reason)
-    server = PgServer().start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @dataclass(frozen=True)

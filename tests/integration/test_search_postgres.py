@@ -17,7 +17,7 @@ from orchestrator.registry import CellState, Registry
 from orchestrator.scheduler.search_storage import OPTUNA_SCHEMA
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "registry"))
-from kappa_pg_server import PgServer, unavailable_reason
+from kappa_pg_server import PgServer
 
 pytestmark = pytest.mark.postgres
 SPACE = f"""  space:
@@ -25,19 +25,6 @@ SPACE = f"""  space:
     shape: {{categorical: [a, b]}}
   objective: {{metric: {METRIC}, direction: maximize}}
 """
-
-
-@pytest.fixture(scope="module")
-def pg_server() -> Iterator[PgServer]:
-    """A throwaway PostgreSQL server for this module (skips if impossible here)."""
-    reason = unavailable_reason()
-    if reason is not None:
-        pytest.skip(reason)
-    server = PgServer().start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture

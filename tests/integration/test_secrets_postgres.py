@@ -14,31 +14,18 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from sweep_fixtures import CLI, seed_mlflow_store, write_spec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "registry"))
-from kappa_pg_server import PgServer, unavailable_reason
+from kappa_pg_server import PgServer
 
 SAFETY = 180  # seconds; a guard against hangs, not a speed assertion
 SECRET = f"s3cret-{uuid.uuid4().hex[:10]}"
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]  # ~50 s: a server and a real sweep
-
-
-@pytest.fixture(scope="module")
-def pg() -> Iterator[PgServer]:
-    reason = unavailable_reason()
-    if reason is not None:
-        pytest.skip(reason)
-    server = PgServer().start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def _kappa(*args: str, check: bool = True, **env: str) -> subprocess.CompletedProcess[str]:
@@ -65,13 +52,13 @@ def _command_lines_with(needle: bytes) -> list[str]:
 
 
 def test_password_stays_off_command_lines_logs_and_output(
-        pg: PgServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        pg_server: PgServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     home = tmp_path / "home"
     seed_mlflow_store(home)
     monkeypatch.setenv("KAPPA_HOME", str(home))
     monkeypatch.setenv("KAPPA_POLL_INTERVAL", "0.05")
     monkeypatch.setenv("KAPPA_CLI", f"{sys.executable} {CLI}")
-    url = pg.create_database().replace("://kappa@", f"://kappa:{SECRET}@")
+    url = pg_server.create_database().replace("://kappa@", f"://kappa:{SECRET}@")
     outputs: list[str] = []
 
     def kappa(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

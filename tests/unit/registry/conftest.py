@@ -6,22 +6,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kappa_pg_server import PgServer, unavailable_reason
+from kappa_pg_server import PgServer
 
 from orchestrator.registry import Registry
-
-
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[PgServer]:
-    """A throwaway PostgreSQL server for this test session (skips if impossible)."""
-    reason = unavailable_reason()
-    if reason is not None:
-        pytest.skip(reason)
-    server = PgServer().start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
