@@ -99,3 +99,21 @@ def seed_mlflow_store(home: Path) -> None:
         building.replace(template)
     home.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(template, home / "mlflow.db")
+
+
+def use_home(home: Path, monkeypatch: Any, *, cli: bool = False,
+             backends: dict[str, str] | None = None) -> Path:
+    """Make ``home`` this test's ``KAPPA_HOME``: a seeded MLflow store, short poll and
+    retry waits, ``backends`` registered in this process and, with ``cli``, background
+    schedulers started through ``sweep_cli.py`` (so they know the test backends too)."""
+    from orchestrator.backends import BACKENDS
+
+    seed_mlflow_store(home)
+    monkeypatch.setenv("KAPPA_HOME", str(home))
+    monkeypatch.setenv("KAPPA_POLL_INTERVAL", "0.05")
+    monkeypatch.setenv("KAPPA_RETRY_BACKOFF", "0.05")
+    if cli:
+        monkeypatch.setenv("KAPPA_CLI", f"{sys.executable} {CLI}")
+    for name, entry in (backends or {}).items():
+        monkeypatch.setitem(BACKENDS, name, entry)
+    return home

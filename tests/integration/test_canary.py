@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from sweep_fixtures import CLI, completions, launches, seed_mlflow_store
+from sweep_fixtures import CLI, completions, launches, use_home
 
 from orchestrator.registry import CellState, Registry
 
@@ -34,13 +34,7 @@ axes:
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "home"
-    seed_mlflow_store(home)
-    monkeypatch.setenv("KAPPA_HOME", str(home))
-    monkeypatch.setenv("KAPPA_POLL_INTERVAL", "0.05")
-    monkeypatch.setenv("KAPPA_RETRY_BACKOFF", "0.05")
-    monkeypatch.setenv("KAPPA_CLI", f"{sys.executable} {CLI}")
-    return home
+    return use_home(tmp_path / "home", monkeypatch, cli=True)
 
 
 def kappa(*args: str, cli: list[str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pytest
 from sweep_fault_trainer import final_metrics, step_metrics
-from sweep_fixtures import CLI, seed_mlflow_store
+from sweep_fixtures import CLI, use_home
 
 from orchestrator.registry import CellState, Registry
 from orchestrator.tracking.outbox import mlflow_key
@@ -54,13 +54,7 @@ def _seeds(default: range) -> list[int]:
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "home"
-    seed_mlflow_store(home)
-    monkeypatch.setenv("KAPPA_HOME", str(home))
-    monkeypatch.setenv("KAPPA_POLL_INTERVAL", "0.05")
-    monkeypatch.setenv("KAPPA_RETRY_BACKOFF", "0.05")
-    monkeypatch.setenv("KAPPA_CLI", f"{sys.executable} {CLI}")
-    return home
+    return use_home(tmp_path / "home", monkeypatch, cli=True)
 
 
 def write_fault_spec(path: Path, steps: int = STEPS, step_seconds: float = 0.08) -> Path:

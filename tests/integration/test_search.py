@@ -16,9 +16,8 @@ from typing import Any
 
 import pytest
 from search_fixtures import CLI, METRIC, SEARCH_ENTRY, search_spec
-from sweep_fixtures import seed_mlflow_store
+from sweep_fixtures import use_home
 
-from orchestrator.backends import BACKENDS
 from orchestrator.registry import CellState, Registry
 
 SAFETY = 180  # seconds; a guard against hangs, not a speed assertion
@@ -31,12 +30,7 @@ SPACE = f"""  space:
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    seed_mlflow_store(tmp_path / "home")
-    monkeypatch.setenv("KAPPA_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("KAPPA_POLL_INTERVAL", "0.05")
-    monkeypatch.setenv("KAPPA_RETRY_BACKOFF", "0.05")
-    monkeypatch.setitem(BACKENDS, "searchfake", SEARCH_ENTRY)
-    return tmp_path / "home"
+    return use_home(tmp_path / "home", monkeypatch, backends={"searchfake": SEARCH_ENTRY})
 
 
 def _kappa(*args: str) -> tuple[int, str]:

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 from stopping_fixtures import BACKEND_ENTRY, DEAF_ENTRY, stop_spec
-from sweep_fixtures import seed_mlflow_store
+from sweep_fixtures import use_home
 from typer.testing import CliRunner
 
-from orchestrator.backends import BACKENDS, get_backend
+from orchestrator.backends import get_backend
 from orchestrator.executors.local import LocalExecutor
 from orchestrator.registry import CellRecord, CellState, Registry
 from orchestrator.scheduler.driver import resume, submit
@@ -30,13 +30,8 @@ RISING = [round(0.1 * i, 2) for i in range(1, 11)]  # 0.1 .. 1.0, then 1.0 repea
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    seed_mlflow_store(tmp_path / "home")
-    monkeypatch.setenv("KAPPA_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("KAPPA_POLL_INTERVAL", "0.05")
-    monkeypatch.setenv("KAPPA_RETRY_BACKOFF", "0.05")
-    monkeypatch.setitem(BACKENDS, "stopfake", BACKEND_ENTRY)
-    monkeypatch.setitem(BACKENDS, "stopfake-deaf", DEAF_ENTRY)
-    return tmp_path / "home"
+    return use_home(tmp_path / "home", monkeypatch,
+                    backends={"stopfake": BACKEND_ENTRY, "stopfake-deaf": DEAF_ENTRY})
 
 
 def _only_cell(sweep: str) -> CellRecord:

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from sweep_fixtures import CLI, completions, launches, seed_mlflow_store, write_spec
+from sweep_fixtures import CLI, completions, launches, use_home, write_spec
 
 from orchestrator.registry import CellState, Registry
 
@@ -24,14 +24,8 @@ SAFETY = 180  # seconds; a guard against hangs, not a speed assertion
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "home"
-    seed_mlflow_store(home)
-    monkeypatch.setenv("KAPPA_HOME", str(home))
-    monkeypatch.setenv("KAPPA_POLL_INTERVAL", "0.05")
-    monkeypatch.setenv("KAPPA_RETRY_BACKOFF", "0.05")
     # Background schedulers must know the fake backend too.
-    monkeypatch.setenv("KAPPA_CLI", f"{sys.executable} {CLI}")
-    return home
+    return use_home(tmp_path / "home", monkeypatch, cli=True)
 
 
 def kappa(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

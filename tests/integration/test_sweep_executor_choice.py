@@ -4,13 +4,12 @@ backend; the slow test runs a sweep's cells as jobs on a real local Ray head."""
 from __future__ import annotations
 
 import os
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from sweep_fixtures import CLI, seed_mlflow_store, write_spec
+from sweep_fixtures import use_home, write_spec
 from test_sweep_cli import kappa
 
 from orchestrator.registry import CellState, Registry
@@ -21,14 +20,8 @@ RAY_SAFETY = 600  # seconds; a guard against hangs (a Ray job starts slowly on 2
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "home"
-    seed_mlflow_store(home)
-    monkeypatch.setenv("KAPPA_HOME", str(home))
-    monkeypatch.setenv("KAPPA_POLL_INTERVAL", "0.05")
-    monkeypatch.setenv("KAPPA_RETRY_BACKOFF", "0.05")
-    monkeypatch.setenv("KAPPA_CLI", f"{sys.executable} {CLI}")
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    return home
+    return use_home(tmp_path / "home", monkeypatch, cli=True)
 
 
 def test_ray_jobs_without_an_address_exits_2_and_writes_nothing(

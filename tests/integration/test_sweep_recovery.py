@@ -17,9 +17,15 @@ from pathlib import Path
 import pytest
 import yaml
 from pydantic import BaseModel
-from sweep_fixtures import BACKEND_ENTRY, FakeBackend, completions, seed_mlflow_store, write_spec
+from sweep_fixtures import (
+    BACKEND_ENTRY,
+    FakeBackend,
+    completions,
+    use_home,
+    write_spec,
+)
 
-from orchestrator.backends import BACKENDS, LaunchSpec
+from orchestrator.backends import LaunchSpec
 from orchestrator.registry import CellState, Registry
 from orchestrator.scheduler.driver import cancel, resume, submit
 from orchestrator.scheduler.submission import prepare, record
@@ -42,14 +48,9 @@ class FlakyLaunchBackend(FakeBackend):
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    seed_mlflow_store(tmp_path / "home")
-    monkeypatch.setenv("KAPPA_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("KAPPA_RETRY_BACKOFF", "0.05")
-    monkeypatch.setenv("KAPPA_POLL_INTERVAL", "0.05")
-    monkeypatch.setitem(BACKENDS, "fake", BACKEND_ENTRY)
-    monkeypatch.setitem(BACKENDS, "flaky-launch", f"{__name__}:FlakyLaunchBackend")
     LAUNCHES.clear()
-    return tmp_path / "home"
+    return use_home(tmp_path / "home", monkeypatch, backends={
+        "fake": BACKEND_ENTRY, "flaky-launch": f"{__name__}:FlakyLaunchBackend"})
 
 
 def _parent(sweep: str) -> tuple[str, dict[str, str]]:

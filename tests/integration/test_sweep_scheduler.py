@@ -7,9 +7,14 @@ import json
 from pathlib import Path
 
 import pytest
-from sweep_fixtures import BACKEND_ENTRY, completions, launches, seed_mlflow_store, write_spec
+from sweep_fixtures import (
+    BACKEND_ENTRY,
+    completions,
+    launches,
+    use_home,
+    write_spec,
+)
 
-from orchestrator.backends import BACKENDS
 from orchestrator.registry import CellState, Registry
 from orchestrator.scheduler.driver import Stores, cancel, resume, submit
 from orchestrator.scheduler.loop import SchedulerOptions
@@ -17,12 +22,7 @@ from orchestrator.scheduler.loop import SchedulerOptions
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    seed_mlflow_store(tmp_path / "home")
-    monkeypatch.setenv("KAPPA_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("KAPPA_RETRY_BACKOFF", "0.05")
-    monkeypatch.setenv("KAPPA_POLL_INTERVAL", "0.05")
-    monkeypatch.setitem(BACKENDS, "fake", BACKEND_ENTRY)
-    return tmp_path / "home"
+    return use_home(tmp_path / "home", monkeypatch, backends={"fake": BACKEND_ENTRY})
 
 
 def test_submit_wait_runs_every_cell_and_records_everything(home: Path, tmp_path: Path) -> None:
