@@ -84,9 +84,13 @@ class SweepStopping:
 
     @classmethod
     def of(cls, sweep: SweepRecord, backend: Backend) -> SweepStopping:
-        """The sweep's rules and cap, from its stored spec."""
+        """The sweep's rules and cap, from its stored spec. A canary sweep carries its
+        grid's spec but none of its rules: its few steps must all run, and the cap is
+        the grid's budget, planned at the grid's hours."""
+        from orchestrator.paths import is_canary_sweep
+
         rules, resources = stored_stopping(sweep.spec_text)
-        return cls(backend, rules, resources)
+        return cls(backend, None if is_canary_sweep(sweep.name) else rules, resources)
 
     @property
     def cap(self) -> float | None:
