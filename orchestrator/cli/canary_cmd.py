@@ -17,10 +17,10 @@ from orchestrator.cli.sweep_cmd import (
     MlflowOption,
     RayAddressOption,
     RegistryOption,
-    _executor_choice,
-    _interruptible,
-    _progress,
-    _stores,
+    executor_choice,
+    interruptible,
+    stores_of,
+    sweep_progress,
 )
 
 if TYPE_CHECKING:
@@ -92,7 +92,7 @@ def run_and_report(console: Console, spec: Path, stores: Stores, choice: Executo
 
     plan = plan_canaries(prepare(spec))
     print_plan(console, plan)
-    with _interruptible(plan.name), _progress(console) as options:
+    with interruptible(plan.name), sweep_progress(console) as options:
         outcome = run_canaries(plan, stores, rerun=rerun, max_parallel=max_parallel,
                                options=options, choice=choice)
     print_outcome(console, outcome)
@@ -129,8 +129,8 @@ def canary_cmd(
 
         print_plan(console, plan_canaries(prepare(spec)), detailed=True)
         return
-    outcome = run_and_report(console, spec, _stores(registry, mlflow),
-                             _executor_choice(executor, ray_address), max_parallel, rerun)
+    outcome = run_and_report(console, spec, stores_of(registry, mlflow),
+                             executor_choice(executor, ray_address), max_parallel, rerun)
     if not outcome.passed:
         raise typer.Exit(EXIT_CANARY_FAILED)
 

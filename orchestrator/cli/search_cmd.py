@@ -19,11 +19,11 @@ from orchestrator.cli.sweep_cmd import (
     MlflowOption,
     RayAddressOption,
     RegistryOption,
-    _executor_choice,
-    _interruptible,
-    _progress,
-    _spec_name,
-    _stores,
+    executor_choice,
+    interruptible,
+    spec_name,
+    stores_of,
+    sweep_progress,
 )
 from orchestrator.errors import Problem, UserInputError
 
@@ -58,9 +58,9 @@ def search_cmd(
             fix="add search: {space: ..., objective: ..., trials: N} (docs/spec.md#search), "
                 "or run the grid with `kappa submit`")])
     console = make_console()
-    choice = _executor_choice(executor, ray_address)
-    stores = _stores(registry, mlflow)
-    with _interruptible(_spec_name(spec)), _progress(console, quiet=not wait) as options:
+    choice = executor_choice(executor, ray_address)
+    stores = stores_of(registry, mlflow)
+    with interruptible(spec_name(spec)), sweep_progress(console, quiet=not wait) as options:
         result = submit(spec, stores, wait=wait, max_parallel=max_parallel, options=options,
                         choice=choice)
     if not wait:

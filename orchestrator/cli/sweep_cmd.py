@@ -43,14 +43,14 @@ RayAddressOption = Annotated[str | None, typer.Option(
 DEFAULT_DEMO_SPEC = Path("experiments/toy/table2.yaml")
 
 
-def _stores(registry: str | None, mlflow: str | None) -> Stores:
+def stores_of(registry: str | None, mlflow: str | None) -> Stores:
     from orchestrator.scheduler.driver import Stores
 
     return Stores(registry_url=registry, mlflow_uri=mlflow)
 
 
 @contextmanager
-def _interruptible(what: str) -> Iterator[None]:
+def interruptible(what: str) -> Iterator[None]:
     """Ctrl-C stops the scheduler, not the jobs: say how to pick them up or stop them."""
     try:
         yield
@@ -60,7 +60,7 @@ def _interruptible(what: str) -> Iterator[None]:
         raise typer.Exit(130) from None
 
 
-def _spec_name(spec: Path) -> str:
+def spec_name(spec: Path) -> str:
     """The sweep name a spec declares (for messages), or ``SWEEP`` if unreadable.
 
     Read with the bounded reader: this runs before the spec is validated, so it must
@@ -79,7 +79,7 @@ def _spec_name(spec: Path) -> str:
 
 
 @contextmanager
-def _progress(console: Console, quiet: bool = False) -> Iterator[SchedulerOptions | None]:
+def sweep_progress(console: Console, quiet: bool = False) -> Iterator[SchedulerOptions | None]:
     """Scheduler options whose tick shows progress: live bars on a terminal, a line per
     change (or per 30 s) in a log; ``None`` (no output) when ``quiet``."""
     if quiet:
@@ -104,7 +104,7 @@ def _progress(console: Console, quiet: bool = False) -> Iterator[SchedulerOption
             display.close()
 
 
-def _executor_choice(executor: str | None, ray_address: str | None) -> ExecutorChoice:
+def executor_choice(executor: str | None, ray_address: str | None) -> ExecutorChoice:
     from orchestrator.scheduler.driver import ExecutorChoice
 
     return ExecutorChoice(executor, ray_address)
@@ -137,22 +137,22 @@ def submit_cmd(
     from orchestrator.scheduler.driver import scheduler_log, submit
 
     console = make_console()
-    choice = _executor_choice(executor, ray_address)
+    choice = executor_choice(executor, ray_address)
     if canary:
         from orchestrator.cli.canary_cmd import EXIT_CANARY_FAILED, run_and_report
 
-        outcome = run_and_report(console, spec, _stores(registry, mlflow), choice,
+        outcome = run_and_report(console, spec, stores_of(registry, mlflow), choice,
                                  max_parallel, rerun)
         if not outcome.passed:
             console.print(f"the grid of {outcome.plan.grid.name} was not submitted")
             raise typer.Exit(EXIT_CANARY_FAILED)
-    with _interruptible(_spec_name(spec)), _progress(console, quiet=not wait) as options:
-        result = submit(spec, _stores(registry, mlflow), rerun=rerun, wait=wait,
+    with interruptible(spec_name(spec)), sweep_progress(console, quiet=not wait) as options:
+        result = submit(spec, stores_of(registry, mlflow), rerun=rerun, wait=wait,
                         max_parallel=max_parallel, options=options, choice=choice)
     console.print(f"sweep [bold]{result.sweep}[/]: {result.total_cells} cells, "
                   f"{result.new_cells} new, {result.requeued_cells} requeued")
     if wait:
-        _print_final(console, _stores(registry, mlflow), result.sweep)
+        _print_final(console, stores_of(registry, mlflow), result.sweep)
     else:
         console.print(f"running in the background (log: {scheduler_log(result.sweep)}); "
                       f"`kappa status {result.sweep}` shows progress")
@@ -184,7 +184,7 @@ def status_cmd(
 
     if sweep is not None:
         check_name(sweep)
-    with _stores(registry, None).open_registry(create=False) as reg:
+    with stores_of(registry, None).open_registry(create=False) as reg:
         if sweep is None:
             if as_json:
                 typer.echo(json.dumps([sweep_json(reg, s, holder_pid(s.name))
@@ -211,7 +211,7 @@ def logs_cmd(
     from orchestrator.scheduler.driver import find_cell
     from orchestrator.scheduler.loop import LOG_NAME, cell_run_dir
 
-    with _stores(registry, None).open_registry(create=False) as reg:
+    with stores_of(registry, None).open_registry(create=False) as reg:
         record = find_cell(reg, cell)
         path = cell_run_dir(record) / LOG_NAME
         offset = 0
@@ -244,7 +244,7 @@ def cancel_cmd(
     """
     from orchestrator.scheduler.driver import cancel
 
-    stores = _stores(registry, None)
+    stores = stores_of(registry, None)
     stores.open_registry(create=False).close()  # no registry: nothing to cancel, none made
     cancelled = cancel(target, stores, ray_address=ray_address)
     typer.echo(f"cancelled {len(cancelled)} cell(s)"
@@ -277,9 +277,9 @@ def resume_cmd(
         start_background,
     )
 
-    stores = _stores(registry, mlflow)
+    stores = stores_of(registry, mlflow)
     console = make_console()
-    choice = _executor_choice(executor, ray_address)
+    choice = executor_choice(executor, ray_address)
     check_name(sweep)
     with stores.open_registry(create=False) as reg:
         reg.get_sweep(sweep)  # an unknown sweep fails here (and in front of the user)
@@ -288,7 +288,7 @@ def resume_cmd(
         start_background(sweep, stores, max_parallel, choice)
         console.print(f"resuming {sweep} in the background (log: {scheduler_log(sweep)})")
         return
-    with _interruptible(sweep), _progress(console, quiet) as options:
+    with interruptible(sweep), sweep_progress(console, quiet) as options:
         resume(sweep, stores, max_parallel=max_parallel, options=options, choice=choice)
     if not quiet:
         _print_final(console, stores, sweep)
@@ -306,9 +306,9 @@ def demo_cmd(
     from orchestrator.scheduler.driver import submit
 
     console = make_console()
-    stores = _stores(registry, mlflow)
+    stores = stores_of(registry, mlflow)
     console.print(f"[bold]kappa demo[/]: submitting {spec} and waiting for every cell")
-    with _interruptible(_spec_name(spec)), _progress(console) as options:
+    with interruptible(spec_name(spec)), sweep_progress(console) as options:
         result = submit(spec, stores, wait=True, max_parallel=max_parallel, options=options)
     with stores.open_registry() as reg:
         print_demo_results(console, reg, result.sweep, stores)
