@@ -63,11 +63,16 @@ from orchestrator.backends.stop_request import (
 
 @dataclass(frozen=True)
 class LaunchSpec:
-    """A process to start: argv (no shell), extra environment, and GPUs it needs."""
+    """A process to start: argv (no shell), extra environment, the GPUs it needs in all
+    and the nodes they span. ``self_placing``: the process is a driver that asks its
+    cluster for the real work's resources itself (verl's Ray placement groups), so an
+    executor reserves none of them for the process."""
 
     argv: tuple[str, ...]
     env: Mapping[str, str] = field(default_factory=dict)
     gpus: int = 0
+    nodes: int = 1
+    self_placing: bool = False
 
 
 class Backend(ABC):

@@ -12,7 +12,7 @@ import importlib
 from typing import Any
 
 from orchestrator.errors import Problem, UserInputError, unknown_name
-from orchestrator.executors.base import Executor, JobHandle
+from orchestrator.executors.base import Executor, JobHandle, JobResources
 
 EXECUTORS: dict[str, str] = {
     "local": "orchestrator.executors.local:LocalExecutor",
@@ -83,5 +83,5 @@ def executor_options(name: str, **options: Any) -> dict[str, Any]:
     return kept
 
 
-__all__ = ["EXECUTORS", "JOB_ID_PREFIXES", "Executor", "JobHandle", "executor_for_job",
-           "executor_name_for_job", "executor_options", "get_executor"]
+__all__ = ["EXECUTORS", "JOB_ID_PREFIXES", "Executor", "JobHandle", "JobResources",
+           "executor_for_job", "executor_name_for_job", "executor_options", "get_executor"]

@@ -8,6 +8,10 @@ Contract
 --------
 * ``submit`` returns quickly; the job runs in the background. The job's stdout and
   stderr go (appended) to ``log_path``. ``env`` is added to the executor's environment.
+  ``resources`` (:class:`JobResources`) is what the job asks for: GPUs in all, nodes,
+  CPUs per node, expected hours, and whether the entrypoint places its own work (a verl
+  driver asking Ray for placement groups) or *is* the work (an embedded trainer). An
+  executor reserves what it can express and refuses (raises) what it can never give.
 * ``JobHandle.poll()`` never blocks: ``None`` while running, else the exit code
   (0 = success; a negative code means killed by that signal).
 * ``JobHandle.cancel()`` stops the job and whatever it started; it is idempotent.
@@ -24,7 +28,31 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+
+
+@dataclass(frozen=True)
+class JobResources:
+    """What one job asks its executor for.
+
+    ``gpus`` counts every GPU over all ``nodes``; ``cpus`` is per node; ``hours`` is the
+    expected wall-clock time (``None``: unknown), from which an executor with time limits
+    derives one with a margin. ``self_placing`` means the entrypoint is only a driver that
+    asks its cluster for the real work's resources itself (verl's placement groups on
+    Ray), so an executor reserves nothing for the entrypoint beyond a place to run.
+    """
+
+    gpus: int = 0
+    nodes: int = 1
+    cpus: int = 1
+    hours: float | None = None
+    self_placing: bool = False
+
+    @property
+    def gpus_per_node(self) -> int:
+        """GPUs on each node (``gpus`` spread evenly over ``nodes``)."""
+        return self.gpus // max(1, self.nodes)
 
 
 class JobHandle(ABC):
@@ -57,9 +85,9 @@ class Executor(ABC):
         env: Mapping[str, str],
         cwd: Path,
         log_path: Path,
-        gpus: int = 0,
+        resources: JobResources = JobResources(),
     ) -> JobHandle:
-        """Start ``argv`` in ``cwd`` and return its handle."""
+        """Start ``argv`` in ``cwd`` with ``resources`` and return its handle."""
 
     @abstractmethod
     def capacity(self, gpus: int = 0) -> int:

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from orchestrator.errors import KappaError
-from orchestrator.executors.base import Executor, JobHandle
+from orchestrator.executors.base import Executor, JobHandle, JobResources
 from orchestrator.executors.devices import cpu_threads_per_job, detect_gpus
 from orchestrator.executors.job_wrapper import process_start_ticks
 
@@ -236,11 +236,17 @@ class LocalExecutor(Executor):
         env: Mapping[str, str],
         cwd: Path,
         log_path: Path,
-        gpus: int = 0,
+        resources: JobResources = JobResources(),
     ) -> LocalJob:
-        """Start ``argv`` in ``cwd`` in its own session, output appended to ``log_path``."""
+        """Start ``argv`` in ``cwd`` in its own session, output appended to ``log_path``.
+
+        One machine: a job spanning several nodes is refused (``ValueError``).
+        """
         if not argv:
             raise ValueError("argv is empty")
+        if resources.nodes > 1:
+            raise ValueError(f"a local job runs on one machine, not {resources.nodes} nodes")
+        gpus = resources.gpus
         if self.capacity(gpus) < 1:
             raise NoFreeSlotError(
                 f"no free slot for a job needing {gpus} GPU(s): {len(self._active)} running "

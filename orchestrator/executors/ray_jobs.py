@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import KappaError
-from orchestrator.executors.base import Executor, JobHandle
+from orchestrator.executors.base import Executor, JobHandle, JobResources
 
 JOB_ID_PREFIX = "ray-jobs:"
 FORWARDED_PREFIXES = ("MLFLOW_",)
@@ -181,11 +181,12 @@ class RayJobsExecutor(Executor):
         return f"cd {shlex.quote(str(cwd))} && {command}" if cwd is not None else command
 
     def submit(self, argv: tuple[str, ...], env: Mapping[str, str], cwd: Path, log_path: Path,
-               gpus: int = 0) -> RayJob:
-        """Submit ``argv`` as a new Ray job; ``gpus`` is recorded, not reserved (see class)."""
+               resources: JobResources = JobResources()) -> RayJob:
+        """Submit ``argv`` as a new Ray job; its GPUs are recorded, not reserved (see class)."""
         submission_id = f"kappa-{log_path.stem}-{secrets.token_hex(4)}"
         return self._submit(self.entrypoint(tuple(argv), cwd), self.runtime_env(env),
-                            submission_id, log_path, {"gpus": str(gpus), "base": submission_id})
+                            submission_id, log_path,
+                            {"gpus": str(resources.gpus), "base": submission_id})
 
     def _submit(self, entrypoint: str, runtime_env: dict[str, Any], submission_id: str,
                 log_path: Path | None, extra: Mapping[str, str]) -> RayJob:

@@ -68,7 +68,7 @@ class VerlBackend(Backend):
         argv = (sys.executable, "-m", "orchestrator.backends.verl.run_phases",
                 str(run_dir.resolve()), "--settings-json", s.model_dump_json())
         env = launch_env(s) | {"HYDRA_FULL_ERROR": "1"}
-        return LaunchSpec(argv=argv, env=env, gpus=s.gpus)
+        return LaunchSpec(argv=argv, env=env, gpus=s.gpus, nodes=s.nnodes, self_placing=True)
 
     def gpus(self, settings: BaseModel) -> int:
         """Every GPU of every node the run spans."""

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import UserInputError
-from orchestrator.executors import get_executor
+from orchestrator.executors import JobResources, get_executor
 from orchestrator.executors.devices import cpu_threads_per_job, detect_gpus
 from orchestrator.executors.local import LocalExecutor, NoFreeSlotError
 
@@ -80,14 +80,14 @@ def test_gpu_slots_are_handed_out_and_returned(tmp_path: Path) -> None:
         print(os.environ['CUDA_VISIBLE_DEVICES'], flush=True)
         while not os.path.exists({str(go)!r}): time.sleep(0.02)
     """)
-    two = ex.submit(hold, {}, tmp_path, tmp_path / "a.log", gpus=2)
+    two = ex.submit(hold, {}, tmp_path, tmp_path / "a.log", JobResources(gpus=2))
     assert ex.capacity(2) == 0
     assert ex.capacity(1) == 1
-    one = ex.submit(hold, {}, tmp_path, tmp_path / "b.log", gpus=1)
+    one = ex.submit(hold, {}, tmp_path, tmp_path / "b.log", JobResources(gpus=1))
     assert ex.capacity(1) == 0
     assert ex.capacity(0) == 2  # CPU-only jobs still have slots
     with pytest.raises(NoFreeSlotError):
-        ex.submit(hold, {}, tmp_path, tmp_path / "c.log", gpus=1)
+        ex.submit(hold, {}, tmp_path, tmp_path / "c.log", JobResources(gpus=1))
     cpu = ex.submit(py("import os; print(repr(os.environ['CUDA_VISIBLE_DEVICES']))"), {},
                     tmp_path, tmp_path / "cpu.log")
     assert cpu.wait(WAIT) == 0
