@@ -2,6 +2,8 @@
 # Installs the system packages some tests need, when they are missing and we are root
 # with apt. Never fails the build: a test that needs a missing tool says so itself.
 set -u
+# SLURM (slurm-wlm + munge) for the SLURM executor's tests: its own script installs it.
+bash "$(dirname "$0")/slurm_local.sh" install
 need=()
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then

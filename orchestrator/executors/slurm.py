@@ -1,0 +1,448 @@
+"""The SLURM executor: each launch becomes a SLURM batch job.
+
+SLURM is the queue. kappa writes a batch script (:mod:`.slurm_script`), hands it to
+``sbatch`` and follows the job with ``squeue`` (one call per second for all of an
+executor's jobs), ``sacct`` when the cluster keeps accounting, and the exit code the job
+itself leaves on the shared file system; ``scancel`` stops it. These command-line tools
+are SLURM's own stable interface, the one every site supports.
+
+Why not submitit: it runs pickled Python callables through its own entry point (a
+cell's argv would become a ``CommandFunction`` inside a pickle, its exit code an
+exception), learns a job's state only from ``sacct`` (nothing on a cluster without
+accounting, such as the test cluster), wraps the whole job in one ``srun`` (no room for
+verl's Ray head and workers) and requeues only its own checkpointable callables. What it
+would add over the four commands is what kappa already has: a job folder, a wrapper
+that records the exit code, reattachment by id.
+
+* **Resources**: ``--nodes``, ``--ntasks-per-node=1``, ``--cpus-per-task`` (CPUs per
+  node), ``--gpus-per-node``, ``--time`` from the cell's expected hours times
+  ``time_factor`` plus ``time_extra_minutes`` (else ``default_time_minutes``, else the
+  partition's default), and the partition/account/qos/constraint options. A cell over
+  several nodes must place its own work (verl: a Ray cluster over the allocation, see
+  :mod:`.slurm_script`); any other multi-node cell is refused.
+* **Logs**: SLURM appends the job's stdout and stderr to the cell's ``log_path``
+  (``--open-mode=append``); when a job ends other than COMPLETED, a line saying how
+  (``kappa: SLURM job 12 ended TIMEOUT``) is appended too, so the failure's log tail says
+  it.
+* **Exit codes**: the code the job wrapper recorded (negative: killed by that signal),
+  else SLURM's ExitCode (``N:S`` -> ``-S`` if a signal ended it, else ``N``). A job that
+  SLURM ended (CANCELLED, TIMEOUT, PREEMPTED, DEADLINE: SIGTERM; NODE_FAIL,
+  OUT_OF_MEMORY, BOOT_FAIL: SIGKILL) never reports 0, even when the command caught the
+  signal and exited cleanly.
+* **Preemption and time limits**: jobs are submitted ``--no-requeue``, so SLURM never
+  reruns a cell behind kappa's back. A preempted or timed-out job ends with a negative
+  code; kappa's scheduler retries the cell (the retry counts against the cell's
+  ``retries``) as a new job in the same run folder, and the backend resumes from its
+  last checkpoint there.
+* **Identity**: a job's folder is ``<log dir>/.jobs/<log name>.<token>/`` (the local
+  executor's layout, so the wrapper's run-folder lock works the same): ``job.sbatch``,
+  ``job.json`` (SLURM id, log), ``exit`` (written by the wrapper) and ``end.json`` (the
+  final state, once known: a cluster without accounting forgets finished jobs after
+  ``MinJobAge``). The job id is ``slurm:<SLURM id>:<job folder>``, so
+  :meth:`SlurmExecutor.reattach` works from any process that sees the folder.
+* **Capacity**: at most ``max_parallel`` of kappa's jobs in SLURM's queue at once
+  (pending or running); SLURM decides when each one runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Field, field_validator
+
+from orchestrator.errors import KappaError
+from orchestrator.executors.base import Executor, ExecutorOptions, JobHandle, JobResources
+from orchestrator.executors.slurm_script import BatchJob, batch_script, time_limit_minutes
+
+JOB_ID_PREFIX = "slurm:"
+WRAPPER = Path(__file__).with_name("job_wrapper.py")
+# States in which a job may still run (or run again).
+ACTIVE_STATES = frozenset({
+    "PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "STOPPED",
+    "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESIZING", "SIGNALING", "STAGE_OUT",
+    "RESV_DEL_HOLD", "POWER_UP_NODE",
+})
+# What a job that SLURM ended reports when it left no nonzero code of its own.
+ENDED_BY_SLURM = {
+    "CANCELLED": -int(signal.SIGTERM), "TIMEOUT": -int(signal.SIGTERM),
+    "PREEMPTED": -int(signal.SIGTERM), "DEADLINE": -int(signal.SIGTERM),
+    "NODE_FAIL": -int(signal.SIGKILL), "OUT_OF_MEMORY": -int(signal.SIGKILL),
+    "BOOT_FAIL": -int(signal.SIGKILL),
+}
+# sbatch options kappa sets itself; ``sbatch_args`` may not repeat them.
+_OWN_OPTIONS = ("--job-name", "--output", "--error", "--open-mode", "--chdir", "--nodes",
+                "--ntasks", "--cpus-per-task", "--gpus", "--time", "--partition",
+                "--account", "--qos", "--constraint", "--requeue", "--no-requeue",
+                "--parsable", "--wrap", "--export", "--comment")
+_THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+STATUS_CACHE_S = 1.0
+
+
+class SlurmError(KappaError):
+    """A SLURM command failed (sbatch refused a job, the controller is unreachable)."""
+
+
+def _split_args(value: Any) -> Any:
+    """``"--mem=8G --exclusive"`` (as typed after ``-E sbatch_args=``) or a list."""
+    if isinstance(value, str):
+        return tuple(shlex.split(value))
+    if isinstance(value, list):
+        return tuple(value)
+    return value
+
+
+class SlurmOptions(ExecutorOptions):
+    """What a user may set on the SLURM executor."""
+
+    partition: str | None = Field(None, description="partition (sbatch --partition)")
+    account: str | None = Field(None, description="account to charge (sbatch --account)")
+    qos: str | None = Field(None, description="quality of service (sbatch --qos)")
+    constraint: str | None = Field(
+        None, description="node features required (sbatch --constraint), e.g. a100")
+    time_factor: float = Field(
+        1.5, ge=1.0, description="--time is the cell's expected hours times this ...")
+    time_extra_minutes: int = Field(10, ge=0, description="... plus these minutes")
+    default_time_minutes: int | None = Field(
+        None, ge=1, description="--time for cells whose hours are unknown "
+                                "(default: the partition's)")
+    max_parallel: int = Field(
+        64, ge=1, description="kappa's jobs in SLURM's queue at once (pending or running)")
+    sbatch_args: Annotated[tuple[str, ...], BeforeValidator(_split_args)] = Field(
+        (), description="further sbatch options, e.g. '--mem=32G --exclusive'")
+    cancel_wait: float = Field(
+        60.0, ge=0, description="seconds cancel waits for SLURM to end the job")
+
+    @field_validator("sbatch_args")
+    @classmethod
+    def _not_kappas_own(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for arg in value:
+            if not arg.startswith("--"):
+                raise ValueError(f"{arg!r}: give sbatch options in their long form (--name=value)")
+            if arg.split("=", 1)[0].startswith(_OWN_OPTIONS):
+                raise ValueError(f"{arg!r}: kappa sets this option itself (or through its "
+                                 "own executor option)")
+        return value
+
+
+def _run(argv: list[str], env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60,
+                              check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SlurmError(f"{argv[0]}: {exc}") from exc
+
+
+def _decode_status(raw: str) -> int | None:
+    """squeue's ``exit_code`` (a raw wait status) as a contract exit code."""
+    try:
+        status = int(raw)
+    except ValueError:
+        return None
+    return os.waitstatus_to_exitcode(status) if status >= 0 else None
+
+
+def _decode_exit(text: str) -> int | None:
+    """sacct's ``ExitCode`` ``N:S`` as a contract exit code."""
+    code, _, sig = text.partition(":")
+    try:
+        return -int(sig) if sig and int(sig) > 0 else int(code)
+    except ValueError:
+        return None
+
+
+def _read_int(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+class SlurmJob(JobHandle):
+    """One SLURM batch job of a :class:`SlurmExecutor` (this process's or an earlier one's)."""
+
+    def __init__(self, executor: SlurmExecutor, slurm_id: str, job_dir: Path,
+                 log_path: Path | None) -> None:
+        self.executor = executor
+        self.slurm_id = slurm_id
+        self.job_dir = job_dir
+        self.log_path = log_path
+        self.job_id = f"{JOB_ID_PREFIX}{slurm_id}:{job_dir}"
+        self._code: int | None = None
+
+    def state(self, fresh: bool = False) -> tuple[str, int | None] | None:
+        """SLURM's ``(state, exit code)`` for the job, ``None`` if SLURM no longer knows it."""
+        return self.executor.job_state(self.slurm_id, fresh)
+
+    def poll(self) -> int | None:
+        """``None`` while the job is queued or runs, else its exit code."""
+        return self._poll(fresh=False)
+
+    def _poll(self, fresh: bool) -> int | None:
+        if self._code is not None:
+            return self._code
+        ended = self._recorded_end()
+        if ended is not None:
+            self._code = ended
+            return ended
+        known = self.state(fresh)
+        if known is not None and known[0] in ACTIVE_STATES:
+            return None
+        state, slurm_code = known if known is not None else ("VANISHED", None)
+        code = _read_int(self.job_dir / "exit")
+        if code is None:
+            code = slurm_code if slurm_code is not None else -int(signal.SIGKILL)
+        if code == 0 and state in ENDED_BY_SLURM:
+            code = ENDED_BY_SLURM[state]
+        self._code = self._record_end(state, code)
+        return self._code
+
+    def _recorded_end(self) -> int | None:
+        try:
+            return int(json.loads((self.job_dir / "end.json").read_text())["code"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def _record_end(self, state: str, code: int) -> int:
+        """Keep the final state beside the job (a cluster without accounting forgets
+        it) and say it in the log; the first process to get here does both."""
+        try:
+            fd = os.open(self.job_dir / "end.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            recorded = self._recorded_end()
+            return recorded if recorded is not None else code
+        except OSError:
+            return code
+        with os.fdopen(fd, "w") as fh:
+            json.dump({"state": state, "code": code}, fh)
+        if state != "COMPLETED" and self.log_path is not None:
+            with contextlib.suppress(OSError), open(self.log_path, "a") as log:
+                log.write(f"kappa: SLURM job {self.slurm_id} ended {state} "
+                          f"(exit code {code})\n")
+        return code
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """Block until the job ends or ``timeout`` seconds pass; the exit code or ``None``."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay = 0.1
+        while (code := self._poll(fresh=True)) is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
+            time.sleep(delay)
+            delay = min(delay * 2, 2.0)
+        return code
+
+    def cancel(self) -> None:
+        """``scancel`` the job (SLURM signals every process of it: SIGTERM, then SIGKILL
+        after the cluster's KillWait) and wait up to ``cancel_wait`` seconds for it to end."""
+        if self.poll() is not None:
+            return
+        done = _run(["scancel", self.slurm_id])
+        if done.returncode != 0 and "already completing or completed" not in done.stderr \
+                and "Invalid job id" not in done.stderr:
+            raise SlurmError(f"scancel {self.slurm_id}: {done.stderr.strip()}")
+        self.wait(self.executor.cancel_wait)
+
+
+class SlurmExecutor(Executor):
+    """Runs jobs as SLURM batch jobs; see the module docstring."""
+
+    name = "slurm"
+    job_id_prefix = JOB_ID_PREFIX
+    Options = SlurmOptions
+
+    def __init__(
+        self,
+        partition: str | None = None,
+        account: str | None = None,
+        qos: str | None = None,
+        constraint: str | None = None,
+        time_factor: float = 1.5,
+        time_extra_minutes: int = 10,
+        default_time_minutes: int | None = None,
+        max_parallel: int = 64,
+        sbatch_args: tuple[str, ...] = (),
+        cancel_wait: float = 60.0,
+        python: str | None = None,
+    ) -> None:
+        self.partition, self.account, self.qos = partition, account, qos
+        self.constraint = constraint
+        self.time_factor, self.time_extra_minutes = time_factor, time_extra_minutes
+        self.default_time_minutes = default_time_minutes
+        self.max_parallel = max(1, max_parallel)
+        self.sbatch_args = tuple(_split_args(sbatch_args))
+        self.cancel_wait = cancel_wait
+        self.python = python or sys.executable
+        self._active: dict[str, SlurmJob] = {}
+        self._states: dict[str, tuple[str, int | None]] = {}
+        self._states_at = -1e9
+        self._accounting: bool | None = None
+
+    # -- what SLURM says --------------------------------------------------------------
+    def job_state(self, slurm_id: str, fresh: bool = False) -> tuple[str, int | None] | None:
+        """``(state, exit code)`` of a job: the controller's (squeue, kept for
+        ``MinJobAge`` after the end), else accounting's (sacct), else ``None``."""
+        if fresh or time.monotonic() - self._states_at > STATUS_CACHE_S:
+            self._refresh_states()
+        known = self._states.get(slurm_id)
+        return known if known is not None else self._sacct_state(slurm_id)
+
+    def _refresh_states(self) -> None:
+        done = _run(["squeue", "--noheader", "--states=all", f"--user={os.getuid()}",
+                     "--Format=JobID:|,State:|,exit_code:|"])
+        if done.returncode != 0:
+            raise SlurmError(f"squeue: {done.stderr.strip() or done.stdout.strip()}")
+        states: dict[str, tuple[str, int | None]] = {}
+        for line in done.stdout.splitlines():
+            fields = [f.strip() for f in line.split("|")]
+            if len(fields) >= 3 and fields[0]:
+                states[fields[0]] = (fields[1], _decode_status(fields[2]))
+        self._states, self._states_at = states, time.monotonic()
+
+    def _sacct_state(self, slurm_id: str) -> tuple[str, int | None] | None:
+        if self._accounting is False:
+            return None
+        done = _run(["sacct", "--noheader", "--allocations", "--parsable2",
+                     f"--jobs={slurm_id}", "--format=State,ExitCode"])
+        if done.returncode != 0:
+            # "Slurm accounting storage is disabled": ask no more.
+            self._accounting = "disabled" not in done.stderr
+            return None
+        self._accounting = True
+        for line in done.stdout.splitlines():
+            state, _, exit_code = line.partition("|")
+            if state:
+                # "CANCELLED by 0" -> CANCELLED
+                return state.split()[0], _decode_exit(exit_code)
+        return None
+
+    # -- slots ------------------------------------------------------------------------
+    def capacity(self, gpus: int = 0) -> int:
+        """How many more jobs kappa may put in SLURM's queue now (SLURM decides when
+        they run)."""
+        for job_id, job in list(self._active.items()):
+            if job.poll() is not None:
+                del self._active[job_id]
+        return max(0, self.max_parallel - len(self._active))
+
+    # -- jobs -------------------------------------------------------------------------
+    def time_minutes(self, resources: JobResources) -> int | None:
+        """The ``--time`` of a job with ``resources`` (see the module docstring)."""
+        return time_limit_minutes(resources.hours, self.time_factor, self.time_extra_minutes,
+                                  self.default_time_minutes)
+
+    def batch_job(self, argv: tuple[str, ...], cwd: Path, log_path: Path, job_dir: Path,
+                  resources: JobResources) -> BatchJob:
+        """What :func:`~.slurm_script.batch_script` makes this executor's script from."""
+        return BatchJob(
+            argv=tuple(argv), cwd=Path(cwd), log_path=log_path, job_dir=job_dir,
+            resources=resources, python=self.python, wrapper=WRAPPER,
+            job_name=f"kappa-{Path(cwd).name}", time_minutes=self.time_minutes(resources),
+            partition=self.partition, account=self.account, qos=self.qos,
+            constraint=self.constraint, sbatch_args=self.sbatch_args)
+
+    def _job_env(self, env: Mapping[str, str], resources: JobResources) -> dict[str, str]:
+        full = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+        if resources.gpus == 0:
+            full["CUDA_VISIBLE_DEVICES"] = ""  # SLURM sets it for jobs that get GPUs
+        for var in _THREAD_VARS:
+            full[var] = str(resources.cpus)
+        full.update(env)  # the launch's own settings win
+        return full
+
+    def submit(
+        self,
+        argv: tuple[str, ...],
+        env: Mapping[str, str],
+        cwd: Path,
+        log_path: Path,
+        resources: JobResources = JobResources(),
+    ) -> SlurmJob:
+        """Write the job's batch script and ``sbatch`` it (its environment: this
+        process's plus ``env``)."""
+        if not argv:
+            raise ValueError("argv is empty")
+        if resources.nodes > 1 and not resources.self_placing:
+            raise ValueError(f"a job over {resources.nodes} nodes must place its own work "
+                             "(a verl cell); this one would run on the first node only")
+        log_path = Path(log_path).resolve()
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        token = f"{time.time_ns():x}{secrets.token_hex(3)}"
+        job_dir = log_path.parent / ".jobs" / f"{log_path.name}.{token}"
+        job_dir.mkdir(parents=True)
+        script = job_dir / "job.sbatch"
+        script.write_text(batch_script(self.batch_job(argv, Path(cwd).resolve(), log_path,
+                                                      job_dir, resources)))
+        done = _run(["sbatch", "--parsable", f"--comment=kappa:{job_dir}", str(script)],
+                    env=self._job_env(env, resources))
+        if done.returncode != 0:
+            raise SlurmError(f"sbatch refused the job: {done.stderr.strip()}")
+        slurm_id = done.stdout.strip().split(";")[0]
+        record = {"slurm_id": slurm_id, "log": str(log_path), "argv": list(argv)}
+        tmp = job_dir / "job.json.tmp"
+        tmp.write_text(json.dumps(record))
+        tmp.replace(job_dir / "job.json")
+        job = SlurmJob(self, slurm_id, job_dir, log_path)
+        self._active[job.job_id] = job
+        self._states_at = -1e9  # the next poll asks squeue again
+        return job
+
+    def reattach(self, job_id: str) -> SlurmJob | None:
+        """The job behind ``job_id`` if SLURM or its folder still knows it; ``None`` if
+        it vanished."""
+        if not job_id.startswith(JOB_ID_PREFIX):
+            return None
+        slurm_id, _, folder = job_id[len(JOB_ID_PREFIX):].partition(":")
+        job_dir = Path(folder)
+        try:
+            record = json.loads((job_dir / "job.json").read_text())
+            log_path: Path | None = Path(record["log"])
+        except (OSError, ValueError, KeyError):
+            log_path = None
+        job = SlurmJob(self, slurm_id, job_dir, log_path)
+        if job._recorded_end() is None and self.job_state(slurm_id, fresh=True) is None \
+                and _read_int(job_dir / "exit") is None:
+            return None
+        if job.poll() is None:
+            self._active[job.job_id] = job  # it holds a place in the queue until it ends
+        return job
+
+    def jobs_for_log(self, log_path: Path) -> list[str]:
+        """Ids of every job submitted with ``log_path`` (by any process), newest first:
+        from each job folder's ``job.json``, or, for a submitter killed before writing
+        it, from the ``kappa:<job folder>`` comment SLURM keeps with the job."""
+        log_path = Path(log_path).resolve()
+        jobs_dir = log_path.parent / ".jobs"
+        if not jobs_dir.is_dir():
+            return []
+        found = sorted((d for d in jobs_dir.iterdir()
+                        if d.name.startswith(f"{log_path.name}.") and d.is_dir()),
+                       key=lambda d: d.name, reverse=True)
+        ids: list[str] = []
+        comments: dict[str, str] | None = None
+        for job_dir in found:
+            try:
+                slurm_id = str(json.loads((job_dir / "job.json").read_text())["slurm_id"])
+            except (OSError, ValueError, KeyError):
+                if comments is None:
+                    comments = self._comments()
+                slurm_id = comments.get(f"kappa:{job_dir}", "")
+            if slurm_id:
+                ids.append(f"{JOB_ID_PREFIX}{slurm_id}:{job_dir}")
+        return ids
+
+    def _comments(self) -> dict[str, str]:
+        done = _run(["squeue", "--noheader", "--states=all", f"--user={os.getuid()}",
+                     "--Format=JobID:|,Comment:|"])
+        pairs = (line.split("|") for line in done.stdout.splitlines())
+        return {p[1].strip(): p[0].strip() for p in pairs if len(p) >= 2 and p[1].strip()}

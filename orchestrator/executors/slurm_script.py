@@ -1,0 +1,165 @@
+"""The batch script a :class:`~orchestrator.executors.slurm.SlurmExecutor` job runs.
+
+:func:`batch_script` is a pure function of its inputs (no clock, no environment), so the
+scripts it writes are pinned by golden files (tests/golden/slurm/). Two shapes:
+
+* **Single node** (every embedded cell; a verl cell on one node): the script runs the
+  cell's command directly on the allocated node, under
+  :mod:`~orchestrator.executors.job_wrapper` (which writes the exit code to
+  ``JOB_DIR/exit`` and holds the run folder's lock).
+* **Several nodes, self-placing** (a multi-node verl cell): verl's documented SLURM
+  pattern. The script starts a Ray head on the first node of the allocation and a Ray
+  worker on each other node (``srun --nodes=1 --ntasks=1 -w NODE --overlap ray start
+  ... --block &``), waits until all of them have joined, then runs the cell's command on
+  the head with ``RAY_ADDRESS`` set, so verl's ``ray.init()`` attaches to that cluster
+  and its placement groups spread over every node. The Ray daemons end with the job
+  (SLURM kills the job's steps when the script exits).
+
+A cell over several nodes that does *not* place its own work has no meaning here (who
+would start the other nodes' share?) and is refused by the executor before a script is
+written.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from orchestrator.executors.base import JobResources
+
+# How long the batch script waits for every Ray node to join before giving up (exit 70).
+RAY_JOIN_TIMEOUT_S = 300
+RAY_JOIN_FAILED_EXIT = 70  # EX_SOFTWARE
+
+
+@dataclass(frozen=True)
+class BatchJob:
+    """Everything a batch script is made from."""
+
+    argv: tuple[str, ...]
+    cwd: Path
+    log_path: Path
+    job_dir: Path
+    resources: JobResources
+    python: str
+    wrapper: Path
+    job_name: str
+    time_minutes: int | None = None
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    constraint: str | None = None
+    sbatch_args: tuple[str, ...] = ()
+    ray_port: int = 6379
+
+
+def time_limit_minutes(hours: float | None, factor: float, extra_minutes: int,
+                       default_minutes: int | None) -> int | None:
+    """``--time`` in whole minutes: ``hours`` times ``factor`` plus ``extra_minutes``
+    (rounded up), or ``default_minutes`` when the cell's hours are unknown (``None``: the
+    partition's own default)."""
+    if hours is None:
+        return default_minutes
+    return max(1, math.ceil(hours * 60 * factor + extra_minutes))
+
+
+def _directives(job: BatchJob) -> list[str]:
+    res = job.resources
+    lines = [
+        f"--job-name={job.job_name}",
+        f"--output={job.log_path}",
+        "--open-mode=append",
+        f"--chdir={job.cwd}",
+        f"--nodes={res.nodes}",
+        "--ntasks-per-node=1",
+        f"--cpus-per-task={res.cpus}",
+    ]
+    if res.gpus_per_node > 0:
+        lines.append(f"--gpus-per-node={res.gpus_per_node}")
+    if job.time_minutes is not None:
+        lines.append(f"--time={job.time_minutes}")
+    for option, value in (("partition", job.partition), ("account", job.account),
+                          ("qos", job.qos), ("constraint", job.constraint)):
+        if value:
+            lines.append(f"--{option}={value}")
+    # SLURM never requeues a cell's job by itself: a preempted or timed-out job ends,
+    # and kappa's scheduler retries the cell (counted against its retries), resuming
+    # from its checkpoint in the same run folder.
+    lines.append("--no-requeue")
+    lines.extend(job.sbatch_args)
+    return [f"#SBATCH {shlex.quote(line)}" for line in lines]
+
+
+def _quote_all(words: Sequence[str]) -> str:
+    return " ".join(shlex.quote(w) for w in words)
+
+
+def _single_node(job: BatchJob) -> list[str]:
+    return [
+        "# One node: the cell runs right here, under kappa's job wrapper.",
+        f"exec {_quote_all([job.python, '-I', '-S', str(job.wrapper)])} \"$JOB_DIR\" -- "
+        f"{_quote_all(job.argv)}",
+    ]
+
+
+def _ray_cluster(job: BatchJob) -> list[str]:
+    res = job.resources
+    ray = shlex.quote(str(Path(job.python).parent / "ray"))
+    gpus = res.gpus_per_node
+    # Exit 0 once the cluster at $1 has $2 live nodes.
+    probe = ('import ray, sys; ray.init(address=sys.argv[1], logging_level="ERROR"); '
+             'sys.exit(sum(n["Alive"] for n in ray.nodes()) < int(sys.argv[2]))')
+    return [
+        "# Several nodes: a Ray cluster over the allocation (verl's SLURM pattern): the head",
+        "# on the first node, a worker on each other one; the cell runs on the head.",
+        'mapfile -t nodes < <(scontrol show hostnames "$SLURM_JOB_NODELIST")',
+        'head_node=${nodes[0]}',
+        'head_ip=$(srun --nodes=1 --ntasks=1 --overlap -w "$head_node" hostname --ip-address'
+        " | awk '{print $1}')",
+        f"export RAY_ADDRESS=\"$head_ip:{job.ray_port}\"",
+        f'echo "kappa: Ray head on $head_node ($RAY_ADDRESS), {res.nodes} nodes"',
+        f'srun --nodes=1 --ntasks=1 --overlap -w "$head_node" {ray} start --head '
+        f'--node-ip-address="$head_ip" --port={job.ray_port} '
+        f'--num-cpus="$SLURM_CPUS_PER_TASK" --num-gpus={gpus} --block &',
+        'for node in "${nodes[@]:1}"; do',
+        f'  srun --nodes=1 --ntasks=1 --overlap -w "$node" {ray} start '
+        f'--address="$RAY_ADDRESS" --num-cpus="$SLURM_CPUS_PER_TASK" --num-gpus={gpus} '
+        "--block &",
+        "done",
+        f"deadline=$((SECONDS + {RAY_JOIN_TIMEOUT_S}))",
+        f"until {_quote_all([job.python, '-c', probe])} \"$RAY_ADDRESS\" {res.nodes} "
+        ">/dev/null 2>&1; do",
+        '  if [ "$SECONDS" -ge "$deadline" ]; then',
+        f'    echo "kappa: the Ray cluster did not reach {res.nodes} nodes in '
+        f'{RAY_JOIN_TIMEOUT_S} s" >&2',
+        f"    exit {RAY_JOIN_FAILED_EXIT}",
+        "  fi",
+        "  sleep 2",
+        "done",
+        f"{_quote_all([job.python, '-I', '-S', str(job.wrapper)])} \"$JOB_DIR\" -- "
+        f"{_quote_all(job.argv)}",
+        "code=$?",
+        f"srun --nodes={res.nodes} --ntasks={res.nodes} --overlap {ray} stop --force "
+        ">/dev/null 2>&1",
+        'exit "$code"',
+    ]
+
+
+def batch_script(job: BatchJob) -> str:
+    """The batch script for ``job`` (see the module docstring)."""
+    body = (_ray_cluster(job) if job.resources.nodes > 1 and job.resources.self_placing
+            else _single_node(job))
+    lines = [
+        "#!/bin/bash",
+        "# kappa: one cell as a SLURM batch job (orchestrator/executors/slurm_script.py).",
+        *_directives(job),
+        "set -u",
+        f"JOB_DIR={shlex.quote(str(job.job_dir))}",
+        "# A previous run of this script (same job, requeued by hand) left its exit code.",
+        'rm -f "$JOB_DIR/exit"',
+        *body,
+    ]
+    return "\n".join(lines) + "\n"
