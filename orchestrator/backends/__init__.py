@@ -1,28 +1,24 @@
-"""Backends: what a launch of one cell is (the embedded trainer, verl).
+"""Backends: what a launch of one cell is (the embedded trainer, verl, plug-ins).
 
-The registry maps a backend name to ``"module:Class"`` so that importing this package
-stays cheap; :func:`get_backend` imports the one asked for.
+Backends are plug-ins: :data:`BACKENDS` maps a name to ``"module:Class"`` from the entry
+points of group ``kappa.backends`` (kappa's own included), read on first use, so that
+importing this package stays cheap; :func:`get_backend` imports the one asked for.
 """
 
 from __future__ import annotations
 
-import importlib
-
 from orchestrator.backends.base import Backend, LaunchSpec
-from orchestrator.errors import unknown_name
+from orchestrator.entry_points import PluginRegistry
 
-BACKENDS: dict[str, str] = {
-    "embedded": "orchestrator.backends.embedded.backend:EmbeddedBackend",
-    "verl": "orchestrator.backends.verl.backend:VerlBackend",
-}
+BACKENDS = PluginRegistry("kappa.backends", "backend")
 
 
 def get_backend(name: str) -> Backend:
-    """The backend registered under ``name``; an unknown name lists the known ones."""
-    if name not in BACKENDS:
-        raise unknown_name("backend", name, BACKENDS, location="backend")
-    module_name, _, attr = BACKENDS[name].partition(":")
-    cls = getattr(importlib.import_module(module_name), attr)
+    """The backend registered under ``name``; an unknown name lists the known ones, a
+    broken plug-in names its entry point."""
+    cls = BACKENDS.load(name)
+    if not (isinstance(cls, type) and issubclass(cls, Backend)):
+        raise BACKENDS.broken(BACKENDS.source(name), "is not a Backend subclass")
     backend: Backend = cls()
     return backend
 

@@ -25,6 +25,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "orchestrator.cli.sweep_cmd",
     "orchestrator.cli.canary_cmd",
     "orchestrator.cli.search_cmd",
+    "orchestrator.cli.executors_cmd",
     "orchestrator.cli.ui_cmd",
     "orchestrator.cli.results_cmd",
     "orchestrator.cli.data_cmd",

@@ -13,6 +13,7 @@ import typer
 
 from orchestrator.cli.sweep_cmd import (
     ExecutorOption,
+    ExecutorOptionsOption,
     MaxParallelOption,
     MlflowOption,
     RayAddressOption,
@@ -107,6 +108,7 @@ def canary_cmd(
         "--rerun", help="Run canaries that passed before again too.")] = False,
     max_parallel: MaxParallelOption = None,
     executor: ExecutorOption = None,
+    executor_option: ExecutorOptionsOption = None,
     ray_address: RayAddressOption = None,
     registry: RegistryOption = None,
     mlflow: MlflowOption = None,
@@ -130,7 +132,8 @@ def canary_cmd(
         print_plan(console, plan_canaries(prepare(spec)), detailed=True)
         return
     outcome = run_and_report(console, spec, stores_of(registry, mlflow),
-                             executor_choice(executor, ray_address), max_parallel, rerun)
+                             executor_choice(executor, ray_address, executor_option),
+                             max_parallel, rerun)
     if not outcome.passed:
         raise typer.Exit(EXIT_CANARY_FAILED)
 

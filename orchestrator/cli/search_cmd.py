@@ -15,6 +15,7 @@ import typer
 
 from orchestrator.cli.sweep_cmd import (
     ExecutorOption,
+    ExecutorOptionsOption,
     MaxParallelOption,
     MlflowOption,
     RayAddressOption,
@@ -36,6 +37,7 @@ def search_cmd(
         "--wait", help="Run the search here and return when every study has ended.")] = False,
     max_parallel: MaxParallelOption = None,
     executor: ExecutorOption = None,
+    executor_option: ExecutorOptionsOption = None,
     ray_address: RayAddressOption = None,
     registry: RegistryOption = None,
     mlflow: MlflowOption = None,
@@ -58,7 +60,7 @@ def search_cmd(
             fix="add search: {space: ..., objective: ..., trials: N} (docs/spec.md#search), "
                 "or run the grid with `kappa submit`")])
     console = make_console()
-    choice = executor_choice(executor, ray_address)
+    choice = executor_choice(executor, ray_address, executor_option)
     stores = stores_of(registry, mlflow)
     with interruptible(spec_name(spec)), sweep_progress(console, quiet=not wait) as options:
         result = submit(spec, stores, wait=wait, max_parallel=max_parallel, options=options,

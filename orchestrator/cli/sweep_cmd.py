@@ -34,12 +34,18 @@ MaxParallelOption = Annotated[int | None, typer.Option(
     help="Cells running at once (default: one per CPU core, or per GPU).")]
 ExecutorOption = Annotated[str | None, typer.Option(
     "--executor", metavar="NAME",
-    help="Where cells run: local or ray_jobs (default: what the sweep used last, else "
-         "local). Remembered for the sweep's later resume and cancel.")]
+    help="Where cells run: local, ray_jobs or an installed plug-in (`kappa executors` "
+         "lists them and their options; default: what the sweep used last, else local). "
+         "Remembered, with its options, for the sweep's later resume and cancel.")]
+ExecutorOptionsOption = Annotated[list[str] | None, typer.Option(
+    "--executor-option", "-E", metavar="KEY=VALUE",
+    help="An option of the executor (repeatable), e.g. -E max_parallel=4; a list or "
+         "mapping as JSON. `kappa executors` lists each executor's options.")]
 RayAddressOption = Annotated[str | None, typer.Option(
     "--ray-address", metavar="URL", envvar="RAY_ADDRESS",
     help="Ray dashboard (Jobs API) address for --executor ray_jobs, e.g. "
-         "http://head:8265 (default: RAY_ADDRESS, else the sweep's last one).")]
+         "http://head:8265 (default: RAY_ADDRESS, else the sweep's last one); short for "
+         "-E address=URL.")]
 DEFAULT_DEMO_SPEC = Path("experiments/toy/table2.yaml")
 
 
@@ -104,10 +110,16 @@ def sweep_progress(console: Console, quiet: bool = False) -> Iterator[SchedulerO
             display.close()
 
 
-def executor_choice(executor: str | None, ray_address: str | None) -> ExecutorChoice:
+def executor_choice(executor: str | None, ray_address: str | None,
+                    executor_option: list[str] | None = None) -> ExecutorChoice:
+    """The executor the command line asks for: ``--executor``, its ``-E KEY=VALUE``
+    options (over those a parent scheduler handed over in ``KAPPA_EXECUTOR_OPTIONS``)
+    and the ``--ray-address`` shortcut, offered to whichever executor takes it."""
+    from orchestrator.cli.executor_options import parse_executor_options
     from orchestrator.scheduler.driver import ExecutorChoice
 
-    return ExecutorChoice(executor, ray_address)
+    options = parse_executor_options(executor_option or ())
+    return ExecutorChoice(executor, options, {"address": ray_address})
 
 
 def submit_cmd(
@@ -122,6 +134,7 @@ def submit_cmd(
                          )] = False,
     max_parallel: MaxParallelOption = None,
     executor: ExecutorOption = None,
+    executor_option: ExecutorOptionsOption = None,
     ray_address: RayAddressOption = None,
     registry: RegistryOption = None,
     mlflow: MlflowOption = None,
@@ -132,12 +145,13 @@ def submit_cmd(
     never run again unless --rerun. Without --wait a background scheduler runs the sweep
     (log: .kappa/scheduler/<sweep>.log) and this returns at once; follow it with
     `kappa status SWEEP`. With --canary the canaries run first, in the foreground.
+    Cells run on --executor (`kappa executors` lists those installed and their -E options).
     """
     from orchestrator.cli.console import make_console
     from orchestrator.scheduler.driver import scheduler_log, submit
 
     console = make_console()
-    choice = executor_choice(executor, ray_address)
+    choice = executor_choice(executor, ray_address, executor_option)
     if canary:
         from orchestrator.cli.canary_cmd import EXIT_CANARY_FAILED, run_and_report
 
@@ -234,19 +248,23 @@ def logs_cmd(
 
 def cancel_cmd(
     target: Annotated[str, typer.Argument(help="A sweep name, or one cell's id.")],
+    executor_option: ExecutorOptionsOption = None,
     ray_address: RayAddressOption = None,
     registry: RegistryOption = None,
 ) -> None:
     """Cancel a sweep's unfinished cells (or one cell) and stop their running jobs.
 
-    Each job is stopped by the executor that runs it (from its job id); Ray jobs need
-    the cluster address, which the sweep remembers unless --ray-address overrides it.
+    Each job is stopped by the executor that runs it (from its job id), with the options
+    the sweep remembers for it (a Ray cluster's address); --ray-address and -E override
+    them, for the executors that take them.
     """
+    from orchestrator.cli.executor_options import parse_executor_options
     from orchestrator.scheduler.driver import cancel
 
     stores = stores_of(registry, None)
     stores.open_registry(create=False).close()  # no registry: nothing to cancel, none made
-    cancelled = cancel(target, stores, ray_address=ray_address)
+    offered = {"address": ray_address, **parse_executor_options(executor_option or ())}
+    cancelled = cancel(target, stores, offered=offered)
     typer.echo(f"cancelled {len(cancelled)} cell(s)"
                + (": " + ", ".join(c.cell_id for c in cancelled) if cancelled else ""))
 
@@ -258,6 +276,7 @@ def resume_cmd(
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress output.")] = False,
     max_parallel: MaxParallelOption = None,
     executor: ExecutorOption = None,
+    executor_option: ExecutorOptionsOption = None,
     ray_address: RayAddressOption = None,
     registry: RegistryOption = None,
     mlflow: MlflowOption = None,
@@ -279,13 +298,13 @@ def resume_cmd(
 
     stores = stores_of(registry, mlflow)
     console = make_console()
-    choice = executor_choice(executor, ray_address)
+    choice = executor_choice(executor, ray_address, executor_option)
     check_name(sweep)
     with stores.open_registry(create=False) as reg:
         reg.get_sweep(sweep)  # an unknown sweep fails here (and in front of the user)
     if not wait:
-        choose_executor(sweep, choice)  # so does a bad --executor / missing address
-        start_background(sweep, stores, max_parallel, choice)
+        chosen = choose_executor(sweep, choice)  # so does a bad --executor / option
+        start_background(sweep, stores, max_parallel, chosen)
         console.print(f"resuming {sweep} in the background (log: {scheduler_log(sweep)})")
         return
     with interruptible(sweep), sweep_progress(console, quiet) as options:

@@ -1,48 +1,103 @@
-"""Executors: where a launch runs (local processes with GPU slots; Ray clusters).
+"""Executors: where a launch runs (local processes with GPU slots; Ray clusters; plug-ins).
 
-:data:`EXECUTORS` maps a name to ``"module:Class"`` so that importing this package stays
-cheap; :func:`get_executor` imports the one asked for and passes its options through.
-A job id starts with its executor's prefix (:data:`JOB_ID_PREFIXES`), so
-:func:`executor_for_job` can pick the executor that reattaches or cancels it.
+Executors are plug-ins: :data:`EXECUTORS` maps a name to ``"module:Class"`` from the
+entry points of group ``kappa.executors`` (kappa's own included), read on first use, so
+importing this package stays cheap. :func:`get_executor` imports the one asked for and
+validates its options against the class's ``Options`` model (a :class:`UserInputError`
+located at ``executor.<option>`` otherwise). A job id starts with its executor's
+``job_id_prefix``, so :func:`executor_for_job` can pick the executor that reattaches or
+cancels it.
 """
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Mapping
 from typing import Any
 
-from orchestrator.errors import Problem, UserInputError, unknown_name
-from orchestrator.executors.base import Executor, JobHandle, JobResources
+from orchestrator.entry_points import PluginRegistry
+from orchestrator.errors import Problem, UserInputError
+from orchestrator.executors.base import Executor, ExecutorOptions, JobHandle, JobResources
 
-EXECUTORS: dict[str, str] = {
-    "local": "orchestrator.executors.local:LocalExecutor",
-    "ray_jobs": "orchestrator.executors.ray_jobs:RayJobsExecutor",
-}
-# The prefix of every job id an executor hands out (see each executor's JOB_ID_PREFIX).
-JOB_ID_PREFIXES: dict[str, str] = {"local:": "local", "ray-jobs:": "ray_jobs"}
-# Options an executor cannot be made without, with how a ``kappa`` user supplies them.
-REQUIRED_OPTIONS: dict[str, dict[str, str]] = {
-    "ray_jobs": {"address": "pass --ray-address URL (the Ray dashboard, e.g. "
-                            "http://head:8265) or set RAY_ADDRESS"},
-}
+EXECUTORS = PluginRegistry("kappa.executors", "executor")
+# How a ``kappa`` process gets executor options from the one that started it (JSON):
+# never on its command line, since an option may hold a password (a cluster URL).
+OPTIONS_ENV = "KAPPA_EXECUTOR_OPTIONS"
+
+
+def executor_class(name: str) -> type[Executor]:
+    """The executor class registered under ``name``; an unknown name lists the known
+    ones, a broken plug-in names its entry point."""
+    cls = EXECUTORS.load(name)
+    source = EXECUTORS.source(name)
+    if not (isinstance(cls, type) and issubclass(cls, Executor)):
+        raise EXECUTORS.broken(source, "is not an Executor subclass")
+    if getattr(cls, "name", None) != name:
+        raise EXECUTORS.broken(source, f"declares name {getattr(cls, 'name', None)!r}, "
+                                       f"not {name!r}")
+    if not cls.job_id_prefix:
+        raise EXECUTORS.broken(source, "declares no job_id_prefix")
+    return cls
+
+
+def validate_options(name: str, options: Mapping[str, Any]) -> ExecutorOptions:
+    """``options`` checked against executor ``name``'s ``Options`` model.
+
+    Every problem at once, each located at ``executor.<option>`` with a fix (the field's
+    own ``fix`` if it declares one).
+    """
+    from pydantic import ValidationError
+
+    model = executor_class(name).Options
+    try:
+        # ``None`` means "not given" (an unset CLI shortcut): the option's default.
+        return model.model_validate({k: v for k, v in options.items() if v is not None})
+    except ValidationError as exc:
+        problems = [_problem(name, model, error) for error in exc.errors()]
+        raise UserInputError(f"bad options for executor {name}", problems) from None
+
+
+def _problem(name: str, model: type[ExecutorOptions], error: Any) -> Problem:
+    loc = ".".join(str(part) for part in error.get("loc", ()))
+    known = ", ".join(model.model_fields) or "(none)"
+    option = str(error["loc"][0]) if error.get("loc") else ""
+    field = model.model_fields.get(option)
+    extra = field.json_schema_extra if field is not None else None
+    fix = extra.get("fix") if isinstance(extra, dict) else None
+    if error["type"] == "extra_forbidden":
+        return Problem(f"executor.{loc}", f"the {name} executor has no option {option!r}",
+                       allowed=known, fix="`kappa executors` lists each executor's options")
+    if fix is None and field is not None:
+        fix = f"-E {option}=VALUE: {field.description or 'see `kappa executors`'}"
+    found = None if error["type"] == "missing" else repr(error.get("input"))
+    return Problem(f"executor.{loc}" if loc else "executor", str(error["msg"]), found=found,
+                   fix=str(fix) if fix is not None else None)
 
 
 def get_executor(name: str = "local", **options: Any) -> Executor:
-    """The executor registered under ``name``; an unknown name lists the known ones.
+    """The executor registered under ``name``, made with ``options`` (validated: an
+    unknown or bad option is a :class:`UserInputError` saying how to give it)."""
+    cls = executor_class(name)
+    return cls.from_options(validate_options(name, options))
 
-    A required option that is missing or ``None`` (e.g. ray_jobs' ``address``) is a
-    :class:`UserInputError` saying how to give it.
-    """
-    if name not in EXECUTORS:
-        raise unknown_name("executor", name, EXECUTORS, location="executor")
-    missing = [Problem(f"executor.{option}", f"the {name} executor needs {option}", fix=fix)
-               for option, fix in REQUIRED_OPTIONS.get(name, {}).items()
-               if options.get(option) is None]
-    if missing:
-        raise UserInputError(f"executor {name} is missing options", missing)
-    module_name, _, attr = EXECUTORS[name].partition(":")
-    executor: Executor = getattr(importlib.import_module(module_name), attr)(**options)
-    return executor
+
+def executor_options(name: str, **options: Any) -> dict[str, Any]:
+    """The subset of ``options`` (without ``None`` values) that executor ``name`` takes:
+    options offered to whichever executor has them (``--ray-address``), dropped by the
+    rest."""
+    fields = executor_class(name).Options.model_fields
+    return {k: v for k, v in options.items() if k in fields and v is not None}
+
+
+def job_id_prefixes() -> dict[str, str]:
+    """Each registered executor's job id prefix -> its name (broken plug-ins left out:
+    they cannot own a job that one of the others must stop)."""
+    prefixes: dict[str, str] = {}
+    for name in EXECUTORS:
+        try:
+            prefixes[executor_class(name).job_id_prefix] = name
+        except UserInputError:
+            continue
+    return prefixes
 
 
 def executor_name_for_job(job_id: str) -> str:
@@ -50,13 +105,16 @@ def executor_name_for_job(job_id: str) -> str:
 
     An id without a known prefix is a :class:`UserInputError`, never a guess.
     """
-    for prefix, name in JOB_ID_PREFIXES.items():
+    prefixes = job_id_prefixes()
+    # The longest matching prefix: a plug-in's ``ray-jobs-x:`` is not ``ray-jobs:``.
+    for prefix in sorted(prefixes, key=len, reverse=True):
         if job_id.startswith(prefix):
-            return name
+            return prefixes[prefix]
     raise UserInputError(f"no executor knows job '{job_id}'", [Problem(
         "job_id", "the job id has no known executor prefix", found=job_id,
-        allowed=", ".join(JOB_ID_PREFIXES),
-        fix="the registry holds a job id from another kappa version; cancel the job by hand")])
+        allowed=", ".join(sorted(prefixes)),
+        fix="install the executor plug-in that ran it (`kappa executors` lists those "
+            "installed), or cancel the job by hand")])
 
 
 def executor_for_job(job_id: str, **options: Any) -> Executor:
@@ -69,19 +127,6 @@ def executor_for_job(job_id: str, **options: Any) -> Executor:
     return get_executor(name, **executor_options(name, **options))
 
 
-def executor_options(name: str, **options: Any) -> dict[str, Any]:
-    """The subset of ``options`` (without ``None`` values) that executor ``name`` takes."""
-    if name not in EXECUTORS:
-        raise unknown_name("executor", name, EXECUTORS, location="executor")
-    import inspect
-
-    module_name, _, attr = EXECUTORS[name].partition(":")
-    accepted = inspect.signature(getattr(importlib.import_module(module_name), attr)).parameters
-    kept = {k: v for k, v in options.items() if k in accepted and v is not None}
-    for option in REQUIRED_OPTIONS.get(name, {}):
-        kept.setdefault(option, None)  # so get_executor reports it missing
-    return kept
-
-
-__all__ = ["EXECUTORS", "JOB_ID_PREFIXES", "Executor", "JobHandle", "JobResources",
-           "executor_for_job", "executor_name_for_job", "executor_options", "get_executor"]
+__all__ = ["EXECUTORS", "OPTIONS_ENV", "Executor", "ExecutorOptions", "JobHandle", "JobResources",
+           "executor_class", "executor_for_job", "executor_name_for_job", "executor_options",
+           "get_executor", "job_id_prefixes", "validate_options"]

@@ -22,6 +22,17 @@ Contract
 * ``most_gpus()`` is the most GPUs one job can ever get (``None`` if no fixed limit is
   known); the scheduler refuses, up front, cells that need more instead of waiting
   forever for a slot that cannot open.
+
+Plug-ins
+--------
+An executor is registered under its ``name`` as an entry point of group
+``kappa.executors`` (``name = "package.module:Class"``). The class declares its
+``name``, the ``job_id_prefix`` every job id it hands out starts with (so the executor
+of a recorded job can be found again) and its ``Options``: a frozen pydantic model
+(``extra="forbid"``) of what a user may set (``kappa executors`` lists them, ``-E
+KEY=VALUE`` sets them). :meth:`Executor.from_options` makes the executor from validated
+options; by default it passes them to the constructor as keywords. Every executor must
+pass tests/integration/test_executor_conformance.py.
 """
 
 from __future__ import annotations
@@ -30,6 +41,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
 
 
 @dataclass(frozen=True)
@@ -73,10 +87,28 @@ class JobHandle(ABC):
         """Stop the job and its children. Safe to call twice."""
 
 
+class ExecutorOptions(BaseModel):
+    """What a user may set on an executor (base: nothing). Subclasses add fields with a
+    ``description`` each; a field may carry ``json_schema_extra={"fix": ...}``, the fix
+    shown when it is missing or invalid."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
 class Executor(ABC):
     """Where launches run."""
 
-    name: str
+    name: ClassVar[str]
+    # Every job id this executor hands out starts with it (e.g. ``local:``).
+    job_id_prefix: ClassVar[str] = ""
+    Options: ClassVar[type[ExecutorOptions]] = ExecutorOptions
+
+    @classmethod
+    def from_options(cls, options: ExecutorOptions) -> Executor:
+        """The executor made from validated ``options`` (default: as constructor
+        keywords)."""
+        kwargs: dict[str, Any] = dict(options)
+        return cls(**kwargs)
 
     @abstractmethod
     def submit(

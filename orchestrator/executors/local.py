@@ -28,9 +28,12 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Field
 
 from orchestrator.errors import KappaError
-from orchestrator.executors.base import Executor, JobHandle, JobResources
+from orchestrator.executors.base import Executor, ExecutorOptions, JobHandle, JobResources
 from orchestrator.executors.devices import cpu_threads_per_job, detect_gpus
 from orchestrator.executors.job_wrapper import process_start_ticks
 
@@ -170,10 +173,33 @@ class LocalJob(JobHandle):
             os.killpg(self.pid, signum)
 
 
+def _device_list(value: Any) -> Any:
+    """``"0,1"`` (as typed after ``-E gpus=``) or a list: device ids as strings."""
+    if isinstance(value, str):
+        return tuple(part.strip() for part in value.split(",") if part.strip())
+    if isinstance(value, list | tuple):
+        return tuple(str(v) for v in value)
+    return value
+
+
+class LocalOptions(ExecutorOptions):
+    """What a user may set on the local executor."""
+
+    max_parallel: int | None = Field(
+        None, ge=1, description="jobs at once (default: one per CPU core, or per GPU)")
+    gpus: Annotated[tuple[str, ...] | None, BeforeValidator(_device_list)] = Field(
+        None, description="device ids jobs may be given, e.g. 0,1 (default: "
+                          "CUDA_VISIBLE_DEVICES, else every GPU nvidia-smi lists)")
+    grace_period: float = Field(
+        10.0, ge=0, description="seconds a cancelled job gets between SIGTERM and SIGKILL")
+
+
 class LocalExecutor(Executor):
     """Runs jobs as local processes; see the module docstring."""
 
     name = "local"
+    job_id_prefix = JOB_ID_PREFIX
+    Options = LocalOptions
 
     def __init__(
         self,

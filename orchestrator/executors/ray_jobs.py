@@ -41,8 +41,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field, model_validator
+
 from orchestrator.errors import KappaError
-from orchestrator.executors.base import Executor, JobHandle, JobResources
+from orchestrator.executors.base import Executor, ExecutorOptions, JobHandle, JobResources
 
 JOB_ID_PREFIX = "ray-jobs:"
 FORWARDED_PREFIXES = ("MLFLOW_",)
@@ -145,6 +147,26 @@ class RayJob(JobHandle):
         offset_file.write_text(str(len(text)))
 
 
+class RayJobsOptions(ExecutorOptions):
+    """What a user may set on the Ray Jobs executor."""
+
+    address: str = Field(
+        description="the cluster's dashboard (Jobs API), e.g. http://head:8265 "
+                    "(default: RAY_ADDRESS)",
+        json_schema_extra={"fix": "pass --ray-address URL (the Ray dashboard, e.g. "
+                                  "http://head:8265), -E address=URL, or set RAY_ADDRESS"})
+    max_parallel: int = Field(8, ge=1, description="kappa jobs pending or running at once")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _address_from_environment(cls, data: Any) -> Any:
+        # Ray's own convention: RAY_ADDRESS names the cluster when nothing else does.
+        if isinstance(data, dict) and data.get("address") is None and os.environ.get(
+                "RAY_ADDRESS"):
+            return {**data, "address": os.environ["RAY_ADDRESS"]}
+        return data
+
+
 class RayJobsExecutor(Executor):
     """Submits launches as Ray jobs to the cluster whose dashboard is at ``address``.
 
@@ -154,6 +176,8 @@ class RayJobsExecutor(Executor):
     """
 
     name = "ray_jobs"
+    job_id_prefix = JOB_ID_PREFIX
+    Options = RayJobsOptions
 
     def __init__(self, address: str, *, max_parallel: int = 8,
                  forward_prefixes: tuple[str, ...] = FORWARDED_PREFIXES) -> None:

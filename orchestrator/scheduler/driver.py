@@ -8,8 +8,8 @@
 * :func:`cancel` marks a sweep's (or one cell's) unfinished cells ``cancelled`` and stops
   their jobs; a scheduler driving the sweep notices on its next pass.
 
-The executor a sweep runs on (:class:`ExecutorChoice`: ``local`` or ``ray_jobs`` and the
-cluster address) is remembered per sweep in ``<KAPPA_HOME>/scheduler/<sweep>.executor.json``
+The executor a sweep runs on (:class:`ExecutorChoice`: a registered executor's name and
+its options) is remembered per sweep in ``<KAPPA_HOME>/scheduler/<sweep>.executor.json``
 and forwarded to background schedulers, so ``resume`` keeps using it; ``cancel`` picks the
 executor of each job from its id's prefix. Resuming with an executor other than the one
 running cells' jobs belong to is refused, never silently requeued elsewhere.
@@ -26,18 +26,21 @@ import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from orchestrator import paths
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.executors import (
-    JOB_ID_PREFIXES,
+    OPTIONS_ENV,
     Executor,
     executor_name_for_job,
     executor_options,
     get_executor,
+    job_id_prefixes,
+    validate_options,
 )
 from orchestrator.registry import TERMINAL_STATES, CellRecord, CellState, Registry
 from orchestrator.scheduler.cells import UNFINISHED
@@ -73,34 +76,47 @@ class Stores:
 
 @dataclass(frozen=True)
 class ExecutorChoice:
-    """Which executor runs a sweep's cells: a name of ``EXECUTORS`` and, for ``ray_jobs``,
-    the Ray dashboard address. ``None`` fields mean "what the sweep used last, else
-    local" (see :func:`choose_executor`)."""
+    """Which executor runs a sweep's cells: a registered executor's ``name`` and its
+    ``options`` (validated against its ``Options`` model). A ``None`` name means "what the
+    sweep used last, else local" (see :func:`choose_executor`).
+
+    ``offered`` are options given through a shortcut meant for some executors only (the
+    CLI's ``--ray-address``, which may come from ``RAY_ADDRESS``): each is kept by an
+    executor whose ``Options`` has it and dropped by the others, where ``options`` that
+    an executor lacks are an error.
+    """
 
     name: str | None = None
-    ray_address: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    offered: Mapping[str, Any] = field(default_factory=dict)
+
+    def _all_options(self, max_parallel: int | None = None) -> dict[str, Any]:
+        name = self.name or "local"
+        return {**executor_options(name, **self.offered), **self.options,
+                **executor_options(name, max_parallel=max_parallel)}
 
     def make(self, max_parallel: int | None = None) -> Executor:
-        """Build the executor (a ray_jobs one connects to its cluster here)."""
-        name = self.name or "local"
-        return get_executor(name, **executor_options(
-            name, max_parallel=max_parallel, address=self.ray_address))
+        """Build the executor (a ray_jobs one connects to its cluster here);
+        ``max_parallel`` (``--max-parallel``) wins over the options' own."""
+        return get_executor(self.name or "local", **self._all_options(max_parallel))
 
-    def check(self) -> None:
-        """Raise UserInputError for an unknown name or a missing option, connecting to
+    def check(self) -> ExecutorChoice:
+        """This choice with its options validated and normalised (``offered`` folded
+        in); UserInputError for an unknown name or a bad or missing option. Connects to
         nothing."""
         name = self.name or "local"
-        opts = executor_options(name, address=self.ray_address)
-        missing = [k for k, v in opts.items() if v is None]
-        if missing:
-            get_executor(name, **opts)  # raises, saying how to give the missing options
+        valid = validate_options(name, self._all_options())
+        return ExecutorChoice(name, valid.model_dump(mode="json", exclude_unset=True))
 
     def cli_args(self) -> list[str]:
-        """The choice as ``kappa resume`` options (for a background scheduler)."""
-        args = ["--executor", self.name] if self.name else []
-        if self.ray_address and self.name == "ray_jobs":
-            args += ["--ray-address", self.ray_address]
-        return args
+        """The choice's name as ``kappa resume`` options (its options go in :meth:`env`)."""
+        return ["--executor", self.name] if self.name else []
+
+    def env(self) -> dict[str, str]:
+        """The choice's options (``offered`` ones its executor takes included) for a
+        ``kappa`` process started from here, which reads them as ``-E`` options."""
+        options = self._all_options() if self.name else dict(self.options)
+        return {OPTIONS_ENV: json.dumps(options)} if options else {}
 
 
 def executor_file(sweep: str) -> Path:
@@ -112,21 +128,24 @@ def remembered_executor(sweep: str) -> ExecutorChoice:
     """The executor ``sweep`` last ran on (empty choice if none was recorded)."""
     try:
         data = json.loads(executor_file(sweep).read_text())
-        return ExecutorChoice(str(data["name"]), data.get("ray_address"))
-    except (OSError, ValueError, KeyError, TypeError):
+        options = dict(data.get("options") or {})
+        if data.get("ray_address"):  # written by kappa before executor options existed
+            options.setdefault("address", data["ray_address"])
+        return ExecutorChoice(str(data["name"]), options)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return ExecutorChoice()
 
 
 def choose_executor(sweep: str, choice: ExecutorChoice | None = None) -> ExecutorChoice:
-    """``choice`` completed from what ``sweep`` last used (else local), and checked
+    """``choice`` completed from what ``sweep`` last used (else local): the options the
+    sweep last used with the same executor, overridden by those given; checked
     (UserInputError, e.g. ray_jobs without an address); writes nothing."""
     given = choice or ExecutorChoice()
     last = remembered_executor(sweep)
     name = given.name or last.name or "local"
-    address = given.ray_address or (last.ray_address if last.name == name else None)
-    chosen = ExecutorChoice(name, address if name == "ray_jobs" else None)
-    chosen.check()
-    return chosen
+    kept = last.options if last.name == name else {}
+    offered = executor_options(name, **given.offered)
+    return ExecutorChoice(name, {**kept, **offered, **given.options}).check()
 
 
 def remember_executor(sweep: str, chosen: ExecutorChoice) -> None:
@@ -136,7 +155,7 @@ def remember_executor(sweep: str, chosen: ExecutorChoice) -> None:
     path = executor_file(sweep)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"name": chosen.name, "ray_address": chosen.ray_address}))
+    tmp.write_text(json.dumps({"name": chosen.name, "options": dict(chosen.options)}))
     tmp.replace(path)
 
 
@@ -145,13 +164,14 @@ def _check_running_jobs(registry: Registry, sweep: str, executor_name: str) -> N
     # Only the registered executors' prefixes: an embedding program's own executor may
     # hand out ids of its own, which only it can judge.
     foreign = sorted({name for c in registry.cells(sweep, [CellState.RUNNING]) if c.job_id
-                      for prefix, name in JOB_ID_PREFIXES.items() if c.job_id.startswith(prefix)}
+                      for prefix, name in job_id_prefixes().items()
+                      if c.job_id.startswith(prefix)}
                      - {executor_name})
     if foreign:
         raise UserInputError(f"cells of {sweep} run as {', '.join(foreign)} jobs", [Problem(
             "executor", "the running cells' jobs belong to another executor",
             found=executor_name, allowed=", ".join(foreign),
-            fix=f"`kappa resume {sweep} --executor {foreign[0]}` (with its --ray-address)")])
+            fix=f"`kappa resume {sweep} --executor {foreign[0]}` (with its options)")])
 
 
 def submit(
@@ -218,7 +238,7 @@ def resume(
             _check_running_jobs(registry, sweep, chosen.name or "local")
             executor = chosen.make(opts.max_parallel)
             remember_executor(sweep, chosen)
-        elif executor.name in JOB_ID_PREFIXES.values():  # a custom executor judges its own
+        elif executor.name in job_id_prefixes().values():  # a custom one judges its own
             _check_running_jobs(registry, sweep, executor.name)
         check_gpus_fit(backend, ((c.cell_id, c.settings) for c in
                                  registry.cells(sweep, [CellState.PENDING, CellState.QUEUED])),
@@ -256,20 +276,21 @@ def start_background(sweep: str, stores: Stores = Stores(),
     """Start ``kappa resume SWEEP --wait`` detached from this process; its pid.
 
     The command comes from :func:`kappa_command`; it waits for (or takes over from) any
-    scheduler already driving the sweep, on the executor ``choice``. URLs (the stores',
-    a Ray address, any of which may carry a password) go through its environment
-    (:meth:`Stores.env`, ``RAY_ADDRESS``), never its command line, which ``ps`` shows.
+    scheduler already driving the sweep, on the executor ``choice``. URLs and options
+    (the stores', an executor's, any of which may carry a password) go through its
+    environment (:meth:`Stores.env`, :meth:`ExecutorChoice.env`), never its command
+    line, which ``ps`` shows.
     """
     log = scheduler_log(paths.check_name(sweep))
     log.parent.mkdir(parents=True, exist_ok=True)
     argv = [*kappa_command(), "resume", sweep, "--wait", "--quiet"]
     env = {**os.environ, "KAPPA_HOME": str(paths.kappa_home()), **stores.env()}
+    env.pop(OPTIONS_ENV, None)  # only this choice's options, never inherited ones
     if max_parallel is not None:
         argv += ["--max-parallel", str(max_parallel)]
     if choice is not None:
-        argv += ExecutorChoice(choice.name).cli_args()
-        if choice.ray_address and choice.name == "ray_jobs":
-            env["RAY_ADDRESS"] = choice.ray_address  # read by --ray-address
+        argv += choice.cli_args()
+        env.update(choice.env())
     with open(log, "ab") as out:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True, env=env)
@@ -278,27 +299,28 @@ def start_background(sweep: str, stores: Stores = Stores(),
 
 def cancel(target: str, stores: Stores = Stores(),
            executor: Executor | None = None,
-           ray_address: str | None = None) -> list[CellRecord]:
+           offered: Mapping[str, Any] | None = None) -> list[CellRecord]:
     """Cancel sweep ``target`` (or the cell ``target`` names: an id or unique prefix).
 
     Unfinished cells become ``cancelled`` (one transaction each) and their running jobs
     are stopped here, so a sweep whose scheduler died is stopped too. Each job is
-    stopped by the executor its id's prefix names (``executor`` overrides); a Ray job
-    needs ``ray_address`` or the address the sweep remembered. Returns the cells that
-    were cancelled.
+    stopped by the executor its id's prefix names (``executor`` overrides), made with
+    the options the sweep remembered for it, and those of ``offered`` it takes (e.g.
+    ``{"address": ...}`` from ``--ray-address``). Returns the cells that were cancelled.
     """
     with stores.open_registry() as registry:
         cells = _cells_of(registry, target)
         # Every executor is made before any cell changes, so a missing address cancels nothing.
-        executors = {} if executor is None else {n: executor for n in JOB_ID_PREFIXES.values()}
+        executors = {} if executor is None else {n: executor for n in job_id_prefixes().values()}
+        offered = dict(offered or {})
         for cell in cells:
             if cell.state is CellState.RUNNING and cell.job_id:
-                _executor_of(cell.job_id, cell.sweep_name, executors, ray_address)
+                _executor_of(cell.job_id, cell.sweep_name, executors, offered)
         cancelled = []
         # Waiting cells first: cancelling a running one frees a slot, and a live scheduler
         # would fill it with a cell this loop had not reached yet.
         for cell in sorted(cells, key=lambda c: c.state is CellState.RUNNING):
-            done = _cancel_cell(registry, cell, executors, ray_address)
+            done = _cancel_cell(registry, cell, executors, offered)
             if done is not None:
                 cancelled.append(done)
         # Cells waiting for a retry sit in ``failed`` with retries left; stop those too.
@@ -333,7 +355,7 @@ def _close_undriven(registry: Registry, sweeps: set[str], stores: Stores) -> Non
 
 
 def _cancel_cell(registry: Registry, cell: CellRecord, executors: dict[str, Executor],
-                 ray_address: str | None) -> CellRecord | None:
+                 offered: Mapping[str, Any]) -> CellRecord | None:
     """Cancel one unfinished cell, whatever state a live scheduler moves it to meanwhile;
     the cell as it was cancelled, or ``None`` if it had already ended."""
     for _ in range(_CANCEL_TRIES):
@@ -343,7 +365,7 @@ def _cancel_cell(registry: Registry, cell: CellRecord, executors: dict[str, Exec
                                last_error="cancelled by user"):
             _note_cancelled(cell)
             if cell.state is CellState.RUNNING and cell.job_id:
-                executor = _executor_of(cell.job_id, cell.sweep_name, executors, ray_address)
+                executor = _executor_of(cell.job_id, cell.sweep_name, executors, offered)
                 job = executor.reattach(cell.job_id)
                 if job is not None:
                     job.cancel()
@@ -353,12 +375,13 @@ def _cancel_cell(registry: Registry, cell: CellRecord, executors: dict[str, Exec
 
 
 def _executor_of(job_id: str, sweep: str, executors: dict[str, Executor],
-                 ray_address: str | None) -> Executor:
+                 offered: Mapping[str, Any]) -> Executor:
     """The executor that can stop ``job_id`` (made once, kept in ``executors``)."""
     name = executor_name_for_job(job_id)
     if name not in executors:
-        address = ray_address or remembered_executor(sweep).ray_address
-        executors[name] = ExecutorChoice(name, address).make()
+        last = remembered_executor(sweep)
+        executors[name] = ExecutorChoice(
+            name, last.options if last.name == name else {}, offered).make()
     return executors[name]
 
 

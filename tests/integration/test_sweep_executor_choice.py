@@ -32,12 +32,12 @@ def test_ray_jobs_without_an_address_exits_2_and_writes_nothing(
         proc = kappa("submit", str(spec), "--executor", "ray_jobs", *wait, check=False)
         assert proc.returncode == 2, proc.stderr
         assert "--ray-address" in proc.stderr and "RAY_ADDRESS" in proc.stderr
-    proc = kappa("submit", str(spec), "--executor", "slurm", check=False)
+    proc = kappa("submit", str(spec), "--executor", "nope", check=False)
     assert proc.returncode == 2 and "local, ray_jobs" in proc.stderr
     assert sorted(p.name for p in home.iterdir()) == before  # no registry, no runs
 
     kappa("submit", str(spec), "--wait")  # local by default; then remembered
-    assert remembered_executor("no-address") == ExecutorChoice("local", None)
+    assert remembered_executor("no-address") == ExecutorChoice("local", {})
     proc = kappa("resume", "no-address", "--executor", "ray_jobs", check=False)
     assert proc.returncode == 2 and "--ray-address" in proc.stderr
 
@@ -64,7 +64,7 @@ def test_a_sweep_on_ray_jobs_runs_in_the_background_and_cancels_through_ray(
         out = kappa("submit", str(spec), "--executor", "ray_jobs", "--ray-address",
                     address).stdout
         assert "background" in out
-        assert remembered_executor("on-ray") == ExecutorChoice("ray_jobs", address)
+        assert remembered_executor("on-ray") == ExecutorChoice("ray_jobs", {"address": address})
 
         def both_parked() -> bool:
             with Registry.open() as reg:

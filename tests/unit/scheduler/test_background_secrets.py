@@ -20,7 +20,7 @@ from orchestrator.scheduler.driver import ExecutorChoice, Stores, scheduler_log,
 
 RECORDER = """
 import json, os, sys
-keys = ("KAPPA_REGISTRY", "KAPPA_MLFLOW_URI", "KAPPA_HOME", "RAY_ADDRESS")
+keys = ("KAPPA_REGISTRY", "KAPPA_MLFLOW_URI", "KAPPA_HOME", "KAPPA_EXECUTOR_OPTIONS")
 json.dump({"argv": sys.argv, "env": {k: os.environ.get(k) for k in keys}},
           open(os.environ["RECORD_TO"], "w"))
 """
@@ -45,13 +45,14 @@ def test_store_urls_travel_in_the_environment(tmp_path: Path,
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     ray = f"https://ray:{secret}@head.example:8265"
     pid = start_background("toy", Stores(registry, mlflow), max_parallel=2,
-                           choice=ExecutorChoice("ray_jobs", ray))
+                           choice=ExecutorChoice("ray_jobs", {"address": ray}))
     assert _wait(pid) == 0
     seen = json.loads(record.read_text())
     assert seen["argv"][1:] == ["resume", "toy", "--wait", "--quiet", "--max-parallel", "2",
                                 "--executor", "ray_jobs"]
     assert seen["env"] == {"KAPPA_REGISTRY": registry, "KAPPA_MLFLOW_URI": mlflow,
-                           "KAPPA_HOME": str(tmp_path / "home"), "RAY_ADDRESS": ray}
+                           "KAPPA_HOME": str(tmp_path / "home"),
+                           "KAPPA_EXECUTOR_OPTIONS": json.dumps({"address": ray})}
 
 
 def test_default_stores_are_resolved_before_handing_over(

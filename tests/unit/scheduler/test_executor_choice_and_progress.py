@@ -34,7 +34,6 @@ from orchestrator.scheduler.driver import (
     ExecutorChoice,
     Stores,
     choose_executor,
-    executor_file,
     remember_executor,
     remembered_executor,
     resume,
@@ -54,7 +53,7 @@ def test_job_ids_name_their_executor_and_unknown_ones_are_refused() -> None:
     assert executor_name_for_job("local:/runs/s/c/.jobs/train.log.ab12") == "local"
     assert executor_name_for_job("ray-jobs:kappa-train-ab12") == "ray_jobs"
     with pytest.raises(UserInputError, match="ray-jobs:") as err:
-        executor_name_for_job("slurm:123")  # lists the known prefixes, never guesses
+        executor_name_for_job("nope:123")  # lists the known prefixes, never guesses
     assert "local:" in str(err.value)
 
 
@@ -68,30 +67,40 @@ def test_executor_for_job_takes_only_the_options_its_executor_knows() -> None:
     with pytest.raises(UserInputError, match="RAY_ADDRESS"):
         get_executor("ray_jobs")
     with pytest.raises(UserInputError, match="local, ray_jobs"):
-        executor_options("slurm")
+        executor_options("ray-jobs")
 
 
-def test_choice_defaults_to_the_sweeps_last_executor_else_local(home: Path) -> None:
-    assert choose_executor("s") == ExecutorChoice("local", None)
+def test_choice_defaults_to_the_sweeps_last_executor_else_local(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    head = {"address": "http://head:8265"}
+    assert choose_executor("s") == ExecutorChoice("local", {})
     with pytest.raises(UserInputError, match="--ray-address"):
         choose_executor("s", ExecutorChoice("ray_jobs"))
     with pytest.raises(UserInputError, match="local, ray_jobs"):
-        choose_executor("s", ExecutorChoice("ray-jobs", "http://h:1"))
-    assert not executor_file("s").exists()  # choosing writes nothing
+        choose_executor("s", ExecutorChoice("ray-jobs", head))
+    with pytest.raises(UserInputError, match=r"executor\.address"):
+        choose_executor("s", ExecutorChoice("local", head))  # an option local lacks
+    assert not (home / "registry.db").exists()  # choosing writes nothing
 
-    ray = choose_executor("s", ExecutorChoice("ray_jobs", "http://head:8265"))
+    ray = choose_executor("s", ExecutorChoice("ray_jobs", {**head, "max_parallel": "3"}))
+    assert ray == ExecutorChoice("ray_jobs", {**head, "max_parallel": 3})  # normalised
+    with Registry.open() as reg:
+        reg.upsert_sweep("s", backend="embedded", spec_text="name: s")
     remember_executor("s", ray)
-    assert json.loads(executor_file("s").read_text()) == {
-        "name": "ray_jobs", "ray_address": "http://head:8265"}
     assert remembered_executor("s") == ray
     assert choose_executor("s") == ray  # resume / a background scheduler keep it
-    assert choose_executor("s", ExecutorChoice(None, "http://other:8265")).ray_address == (
-        "http://other:8265")
-    assert choose_executor("s", ExecutorChoice("local", "http://x:1")) == ExecutorChoice(
-        "local", None)
-    assert choose_executor("other") == ExecutorChoice("local", None)  # per sweep
-    assert ray.cli_args() == ["--executor", "ray_jobs", "--ray-address", "http://head:8265"]
-    assert ExecutorChoice().cli_args() == []
+    other = {"address": "http://other:8265"}
+    assert choose_executor("s", ExecutorChoice(None, offered=other)).options == {
+        **other, "max_parallel": 3}  # a shortcut overrides the remembered option only
+    # ... and is dropped by an executor that has no such option.
+    assert choose_executor("s", ExecutorChoice("local", offered=other)) == ExecutorChoice(
+        "local", {})
+    assert choose_executor("other") == ExecutorChoice("local", {})  # per sweep
+    assert ray.cli_args() == ["--executor", "ray_jobs"]  # options travel in env()
+    assert json.loads(ray.env()["KAPPA_EXECUTOR_OPTIONS"]) == {**head, "max_parallel": 3}
+    assert ExecutorChoice().cli_args() == [] and ExecutorChoice().env() == {}
+
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,58 @@
+"""``-E KEY=VALUE``: executor options from the command line.
+
+A value is a string, which the executor's ``Options`` model converts (``4`` to an int,
+``true`` to a bool, ``0,1`` to a list where the option says so); a value that starts
+with ``[`` or ``{`` is JSON. Options a parent process handed over in
+``KAPPA_EXECUTOR_OPTIONS`` (a background scheduler's, see ``ExecutorChoice.env``) come
+first; those on the command line win.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from typing import Any
+
+from orchestrator.errors import Problem, UserInputError
+from orchestrator.executors import OPTIONS_ENV
+
+
+def parse_executor_options(pairs: Iterable[str]) -> dict[str, Any]:
+    """``["max_parallel=4", "gpus=[0, 1]"]`` -> ``{"max_parallel": "4", "gpus": [0, 1]}``,
+    over the handed-over ones; every malformed pair is a problem of one UserInputError."""
+    options: dict[str, Any] = {}
+    problems: list[Problem] = []
+    handed = os.environ.get(OPTIONS_ENV)
+    if handed:
+        try:
+            loaded = json.loads(handed)
+        except ValueError:
+            loaded = None
+        if not isinstance(loaded, dict):
+            problems.append(Problem(OPTIONS_ENV, "not a JSON object", found=handed[:80],
+                                    fix=f"unset {OPTIONS_ENV} (kappa sets it for the "
+                                        "schedulers it starts)"))
+        else:
+            options.update(loaded)
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        key = key.strip()
+        if not sep or not key.isidentifier():
+            problems.append(Problem("executor", "an executor option is KEY=VALUE",
+                                    found=pair, fix="e.g. -E max_parallel=4"))
+            continue
+        if value.lstrip().startswith(("[", "{")):
+            try:
+                options[key] = json.loads(value)
+            except ValueError as exc:
+                problems.append(Problem(f"executor.{key}", f"not valid JSON: {exc}",
+                                        found=value, fix='e.g. -E gpus=["0","1"] or -E gpus=0,1'))
+            continue
+        options[key] = value
+    if problems:
+        raise UserInputError("bad --executor-option", problems)
+    return options
+
+
+__all__ = ["OPTIONS_ENV", "parse_executor_options"]
