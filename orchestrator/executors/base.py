@@ -21,7 +21,8 @@ Contract
 * ``capacity()`` says how many more jobs needing ``gpus`` GPUs could start now.
 * ``most_gpus()`` is the most GPUs one job can ever get (``None`` if no fixed limit is
   known); the scheduler refuses, up front, cells that need more instead of waiting
-  forever for a slot that cannot open.
+  forever for a slot that cannot open. ``fits(resources)`` generalises it: why a job
+  asking for ``resources`` could never run here (``None``: it could, or unknown).
 
 Plug-ins
 --------
@@ -129,6 +130,16 @@ class Executor(ABC):
         """The most GPUs one job can ever get here; ``None`` when no fixed limit is known
         (e.g. a cluster that may grow)."""
         return None
+
+    def fits(self, resources: JobResources) -> str | None:
+        """Why a job asking for ``resources`` could never run here (a sentence naming
+        what it asks and what there is), or ``None`` if it could or nothing is known. The
+        default judges GPUs against :meth:`most_gpus`."""
+        most = self.most_gpus()
+        if most is None or resources.gpus <= most:
+            return None
+        return (f"needs {resources.gpus} GPU(s) per job; {most} GPU(s) visible to the "
+                f"{self.name} executor")
 
     @abstractmethod
     def reattach(self, job_id: str) -> JobHandle | None:

@@ -4,8 +4,16 @@ A verl run is itself a Ray application (``main_ppo`` calls ``ray.init`` and star
 TaskRunner actor and GPU worker groups), so it must be a job's *driver*, never a task or
 actor inside another Ray workload: this executor submits ``argv`` as the job's entrypoint
 through the Jobs API (``JobSubmissionClient``, the dashboard's HTTP endpoint), and
-``ray.init()`` inside the job attaches to the cluster. The entrypoint reserves no
-resources; verl's placement groups request the GPUs.
+``ray.init()`` inside the job attaches to the cluster.
+
+* Placement (:mod:`.ray_placement`): a cell that is its own workload (an embedded
+  trainer) reserves its CPUs and GPUs (and ``entrypoint_resources``) for its entrypoint,
+  so Ray runs it on a node that has them and a sweep spreads over the workers; a verl
+  cell's entrypoint is a resource-free driver (on the head node) and verl's placement
+  groups request the GPUs. A cell no node (or, for verl, no ``nnodes`` nodes) could ever
+  give is refused by :meth:`RayJobsExecutor.fits` at submit. ``capacity`` counts the
+  cluster's CPUs and GPUs against what kappa's active jobs hold and lets at most
+  ``max_pending`` of them wait in PENDING (for resources other work holds).
 
 * Env: ``env`` (for a verl cell: the plug-in's variables, including the entropy-to-reward
   ``KAPPA_ENTROPY_REWARD_*`` of an entropy-reward cell) plus the caller's ``MLFLOW_*``
@@ -45,6 +53,13 @@ from pydantic import Field, model_validator
 
 from orchestrator.errors import KappaError
 from orchestrator.executors.base import Executor, ExecutorOptions, JobHandle, JobResources
+from orchestrator.executors.ray_placement import (
+    RayNode,
+    alive_nodes,
+    entrypoint_options,
+    free_slots,
+    why_not,
+)
 
 JOB_ID_PREFIX = "ray-jobs:"
 FORWARDED_PREFIXES = ("MLFLOW_",)
@@ -58,6 +73,8 @@ POLL_INTERVAL_S = 1.0
 TRANSIENT_REFUSALS = ("No available agent to submit job",)
 SUBMIT_RETRY_S = 120.0
 SUBMIT_RETRY_INTERVAL_S = 2.0
+# Nodes join and leave (autoscaling, failures); their list is read again after this.
+NODES_TTL_S = 30.0
 
 
 def is_transient_refusal(exc: BaseException) -> bool:
@@ -171,21 +188,31 @@ class RayJobsExecutor(Executor):
     """Submits launches as Ray jobs to the cluster whose dashboard is at ``address``.
 
     ``address`` is the Jobs API endpoint, e.g. ``http://head:8265``. ``max_parallel``
-    bounds how many of kappa's jobs run at once on that cluster (GPU placement is Ray's
-    and verl's business; an over-subscribed job waits in PENDING).
+    bounds how many of kappa's jobs are active at once on that cluster, ``max_pending``
+    how many of them may wait in PENDING for resources. ``entrypoint_resources`` are
+    custom Ray resources every embedded cell's entrypoint also reserves (e.g.
+    ``{"node_b": 0.01}``: only nodes started with ``--resources '{"node_b": 1}'`` run
+    cells). ``autoscaling``: the cluster grows on demand, so a cell today's nodes cannot
+    hold is not refused.
     """
 
     name = "ray_jobs"
     job_id_prefix = JOB_ID_PREFIX
     Options = RayJobsOptions
 
-    def __init__(self, address: str, *, max_parallel: int = 8,
+    def __init__(self, address: str, *, max_parallel: int = 8, max_pending: int = 2,
+                 entrypoint_resources: Mapping[str, float] | None = None,
+                 autoscaling: bool = False,
                  forward_prefixes: tuple[str, ...] = FORWARDED_PREFIXES) -> None:
         from ray.job_submission import JobSubmissionClient
 
         self.address = address
         self.max_parallel = max_parallel
+        self.max_pending = max_pending
+        self.entrypoint_resources = dict(entrypoint_resources or {})
+        self.autoscaling = autoscaling
         self.forward_prefixes = forward_prefixes
+        self._nodes: tuple[float, list[RayNode]] | None = None
         try:
             self._client = JobSubmissionClient(address)
         except Exception as exc:  # ConnectionError, RuntimeError, ... depending on Ray version
@@ -206,14 +233,22 @@ class RayJobsExecutor(Executor):
 
     def submit(self, argv: tuple[str, ...], env: Mapping[str, str], cwd: Path, log_path: Path,
                resources: JobResources = JobResources()) -> RayJob:
-        """Submit ``argv`` as a new Ray job; its GPUs are recorded, not reserved (see class)."""
+        """Submit ``argv`` as a new Ray job, its entrypoint reserving what an embedded
+        cell uses (see the module docstring); a job the cluster can never hold raises."""
+        why = self.fits(resources)
+        if why is not None:
+            raise RayJobsError(f"the Ray cluster at {self.address} can never run this job: {why}")
         submission_id = f"kappa-{log_path.stem}-{secrets.token_hex(4)}"
+        # What the job holds, for capacity(): a verl driver holds nothing itself, but its
+        # placement groups will hold the GPUs (and some CPUs) on every node it spans.
+        held = {"gpus": str(resources.gpus), "cpus": str(resources.cpus * resources.nodes)}
         return self._submit(self.entrypoint(tuple(argv), cwd), self.runtime_env(env),
-                            submission_id, log_path,
-                            {"gpus": str(resources.gpus), "base": submission_id})
+                            submission_id, log_path, {**held, "base": submission_id},
+                            entrypoint_options(resources, self.entrypoint_resources))
 
     def _submit(self, entrypoint: str, runtime_env: dict[str, Any], submission_id: str,
-                log_path: Path | None, extra: Mapping[str, str]) -> RayJob:
+                log_path: Path | None, extra: Mapping[str, str],
+                placement: Mapping[str, Any] | None = None) -> RayJob:
         metadata = {METADATA_KEY: "1", **extra}
         if log_path is not None:
             metadata["log_path"] = str(log_path)
@@ -221,7 +256,8 @@ class RayJobsExecutor(Executor):
         while True:
             try:
                 self._client.submit_job(entrypoint=entrypoint, runtime_env=runtime_env,
-                                        submission_id=submission_id, metadata=metadata)
+                                        submission_id=submission_id, metadata=metadata,
+                                        **(placement or {}))
                 break
             except Exception as exc:
                 if is_transient_refusal(exc) and time.monotonic() < deadline:
@@ -230,15 +266,48 @@ class RayJobsExecutor(Executor):
                 raise RayJobsError(f"Ray refused job {submission_id}: {exc}") from exc
         return RayJob(self._client, submission_id, log_path)
 
-    def _active_kappa_jobs(self) -> int:
-        jobs = self._client.list_jobs()
-        return sum(1 for job in jobs
-                   if (job.metadata or {}).get(METADATA_KEY) == "1"
-                   and _status_name(job.status) in ("PENDING", "RUNNING"))
+    def _active_kappa_jobs(self) -> list[Any]:
+        return [job for job in self._client.list_jobs()
+                if (job.metadata or {}).get(METADATA_KEY) == "1"
+                and _status_name(job.status) in ("PENDING", "RUNNING")]
+
+    def nodes(self) -> list[RayNode]:
+        """The cluster's alive nodes (re-read every ``NODES_TTL_S``; empty when the State
+        API does not answer, i.e. unknown)."""
+        now = time.monotonic()
+        if self._nodes is None or now - self._nodes[0] > NODES_TTL_S:
+            try:
+                self._nodes = (now, alive_nodes(self.address))
+            except Exception:  # an older or restricted dashboard: nothing known
+                self._nodes = (now, [])
+        return self._nodes[1]
 
     def capacity(self, gpus: int = 0) -> int:
-        """``max_parallel`` minus kappa's pending or running jobs on the cluster."""
-        return max(0, self.max_parallel - self._active_kappa_jobs())
+        """How many more jobs needing ``gpus`` GPUs to submit now: within
+        ``max_parallel`` active kappa jobs, as many as the cluster's CPUs and GPUs hold
+        beyond what kappa's active jobs hold, plus up to ``max_pending`` waiting jobs."""
+        active = self._active_kappa_jobs()
+        slots = self.max_parallel - len(active)
+        nodes = self.nodes()
+        if nodes:
+            pending = sum(1 for job in active if _status_name(job.status) == "PENDING")
+            room = free_slots(gpus, nodes, (job.metadata or {} for job in active))
+            slots = min(slots, room + max(0, self.max_pending - pending))
+        return max(0, slots)
+
+    def fits(self, resources: JobResources) -> str | None:
+        """Why no node (or, for a self-placing verl cell, no ``nodes`` nodes) of the
+        cluster could ever run a job asking for ``resources``; ``None`` if one could, if
+        the cluster autoscales, or if its nodes are unknown."""
+        if self.autoscaling:
+            return None
+        return why_not(resources, self.nodes(), self.entrypoint_resources)
+
+    def most_gpus(self) -> int | None:
+        """The most GPUs on one node (a cell that is its own workload runs on one);
+        ``None`` if the cluster autoscales or its nodes are unknown."""
+        nodes = [] if self.autoscaling else self.nodes()
+        return int(max(n.gpus for n in nodes)) if nodes else None
 
     def _info(self, job_id: str) -> tuple[str, Any] | None:
         submission_id = job_id.removeprefix(JOB_ID_PREFIX)

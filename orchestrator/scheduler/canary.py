@@ -43,7 +43,7 @@ from orchestrator.scheduler.driver import (
     remember_executor,
     resume,
 )
-from orchestrator.scheduler.gpu_fit import check_gpus_fit
+from orchestrator.scheduler.fit import check_fit
 from orchestrator.scheduler.loop import LOG_NAME, SchedulerOptions, cell_run_dir, log_tail
 from orchestrator.scheduler.submission import PreparedSweep, record
 
@@ -193,8 +193,8 @@ def run_canaries(
     if executor is None:
         chosen = choose_executor(plan.grid.name, choice)
         executor = chosen.make(max_parallel)  # an unreachable cluster fails here
-    check_gpus_fit(plan.grid.backend,
-                   ((c.cell.cell_id, c.cell.settings) for c in plan.canaries), executor)
+    check_fit(plan.grid.backend, ((c.cell.cell_id, c.cell.settings) for c in plan.canaries),
+              executor, plan.grid.spec.resources)
     ids = [c.cell.cell_id for c in plan.canaries]
     with stores.open_registry() as registry:
         before = {c.cell_id for c in registry.cells(plan.name, [CellState.SUCCEEDED])} \

@@ -44,7 +44,7 @@ from orchestrator.executors import (
 )
 from orchestrator.registry import TERMINAL_STATES, CellRecord, CellState, Registry
 from orchestrator.scheduler.cells import UNFINISHED
-from orchestrator.scheduler.gpu_fit import check_gpus_fit
+from orchestrator.scheduler.fit import check_fit
 from orchestrator.scheduler.lock import SweepLock, SweepLockedError, holder_pid
 from orchestrator.scheduler.loop import SchedulerOptions, SweepScheduler
 from orchestrator.scheduler.submission import SubmitResult, prepare, record
@@ -195,8 +195,9 @@ def submit(
     chosen = choose_executor(prepared.name, choice) if executor is None else None
     if chosen is not None and (wait or chosen.name != "local"):
         executor = chosen.make(max_parallel)  # an unreachable cluster fails here
-    check_gpus_fit(prepared.backend, ((c.cell_id, c.settings) for c in prepared.cells),
-                   executor if executor is not None else ExecutorChoice().make(max_parallel))
+    check_fit(prepared.backend, ((c.cell_id, c.settings) for c in prepared.cells),
+              executor if executor is not None else ExecutorChoice().make(max_parallel),
+              prepared.spec.resources)
     with stores.open_registry() as registry:
         result = record(prepared, registry, Tracker(stores.mlflow_uri), rerun=rerun)
     if chosen is not None:
@@ -225,6 +226,7 @@ def resume(
     """
     from orchestrator.backends import get_backend
     from orchestrator.scheduler.mlflow_runs import MlflowRunTracker
+    from orchestrator.spec.stopping import stored_stopping
 
     opts = options or SchedulerOptions()
     if max_parallel is not None:
@@ -240,9 +242,9 @@ def resume(
             remember_executor(sweep, chosen)
         elif executor.name in job_id_prefixes().values():  # a custom one judges its own
             _check_running_jobs(registry, sweep, executor.name)
-        check_gpus_fit(backend, ((c.cell_id, c.settings) for c in
-                                 registry.cells(sweep, [CellState.PENDING, CellState.QUEUED])),
-                       executor)
+        check_fit(backend, ((c.cell_id, c.settings) for c in
+                            registry.cells(sweep, [CellState.PENDING, CellState.QUEUED])),
+                  executor, stored_stopping(record_.spec_text)[1])
         scheduler = SweepScheduler(registry, sweep, backend, executor, tracker, opts)
         while True:
             try:

@@ -43,7 +43,7 @@ from pathlib import Path
 
 from orchestrator.backends import Backend
 from orchestrator.backends.stop_request import StopRequest
-from orchestrator.executors import Executor, JobHandle, JobResources
+from orchestrator.executors import Executor, JobHandle
 from orchestrator.registry import CellRecord, CellState, Registry, SweepRecord
 from orchestrator.scheduler.cell_file import write_cell_file
 from orchestrator.scheduler.cells import (
@@ -54,6 +54,7 @@ from orchestrator.scheduler.cells import (
     log_tail,
     retry_delay,
 )
+from orchestrator.scheduler.fit import job_resources
 from orchestrator.scheduler.lock import SweepLock
 from orchestrator.scheduler.options import SchedulerOptions
 from orchestrator.scheduler.ports import JobFinder, NullTracker, RunTracker
@@ -281,9 +282,8 @@ class SweepScheduler:
         env = {**launch.env, **(self.tracker.launch_env(run_id) if run_id else {})}
         self.stopping.launching(cell.cell_id, run_dir)
         try:
-            job = self.executor.submit(launch.argv, env, run_dir, log_path, JobResources(
-                gpus=gpus, nodes=launch.nodes, cpus=self.stopping.resources.cpus,
-                hours=self.stopping.resources.hours, self_placing=launch.self_placing))
+            job = self.executor.submit(launch.argv, env, run_dir, log_path, job_resources(
+                self.backend, settings, self.stopping.resources, launch))
         except Exception as exc:
             self.registry.finish_attempt(cell, CellState.FAILED,
                                          last_error=f"executor refused the job: {exc}")

@@ -1,13 +1,15 @@
-"""A throw-away local Ray head with the dashboard (the Jobs API), for integration tests.
+"""Throw-away local Ray clusters with the dashboard (the Jobs API), for integration tests.
 
-Started with ``ray start --head --block`` as the leader of its own session, with its own
-temp dir and free ports, and stopped by signalling that process group only — never with
-``ray stop``, which would stop every Ray on the machine.
+:func:`local_ray_head` starts a head alone; :func:`local_ray_cluster` a head and worker
+nodes on 127.0.0.1, each a ``ray start --block`` leading its own session, with its own
+temp dir and free ports. They are stopped by signalling those process groups only —
+never with ``ray stop``, which would stop every Ray on the machine.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -16,7 +18,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
@@ -36,52 +39,119 @@ def _jobs_api_ready(address: str) -> bool:
     return True
 
 
+def _alive_nodes(address: str) -> int:
+    from ray.util.state import list_nodes
+
+    try:
+        return len(list_nodes(address=address, filters=[("state", "=", "ALIVE")],
+                              raise_on_missing_output=False))
+    except Exception:
+        return 0
+
+
+@dataclass(frozen=True)
+class WorkerNode:
+    """A worker node to start: its CPUs and custom resources (e.g. ``{"node_a": 1}``)."""
+
+    num_cpus: int = 2
+    resources: Mapping[str, float] = field(default_factory=dict)
+
+
+def _own_ports() -> list[str]:
+    # Every fixed default port too, so nodes (and heads of pytest -n 2) never share one.
+    return [f"--{name}={free_port()}" for name in (
+        "dashboard-agent-listen-port", "dashboard-agent-grpc-port", "metrics-export-port",
+        "runtime-env-agent-port", "node-manager-port", "object-manager-port")]
+
+
+class _Nodes:
+    """The ``ray start --block`` processes of one cluster, each in its own session."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.logs: list[Path] = []
+
+    def start(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
+        ray_bin = Path(sys.executable).with_name("ray")
+        temp_dir = tempfile.mkdtemp(prefix=f"{name[0]}", dir=self.root)  # short socket paths
+        env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "PYTHONWARNINGS": "ignore"}
+        log_path = Path(self.root) / f"{name}.log"
+        self.logs.append(log_path)
+        with open(log_path, "w") as log:
+            proc = subprocess.Popen(
+                [str(ray_bin), "start", "--block", f"--temp-dir={temp_dir}",
+                 "--disable-usage-stats", *args],
+                stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        self.procs.append(proc)
+        return proc
+
+    def tails(self) -> str:
+        return "\n".join(f"--- {p.name}\n{p.read_text()[-2000:]}" for p in self.logs
+                         if p.exists())
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):  # workers first, the head last
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in reversed(self.procs):
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=30)
+            with contextlib.suppress(ProcessLookupError):  # stragglers in the same group
+                os.killpg(proc.pid, signal.SIGKILL)
+
+
 @contextlib.contextmanager
-def local_ray_head(num_cpus: int = 2, startup_s: float = 240.0) -> Iterator[str]:
-    """Yield the Jobs API address of a fresh local Ray head; tear it down afterwards."""
-    ray_bin = Path(sys.executable).with_name("ray")
-    temp_dir = tempfile.mkdtemp(prefix="/tmp/kr")  # short: Ray's socket paths are long
-    dashboard_port = free_port()
+def local_ray_cluster(head_cpus: int = 2, workers: Sequence[WorkerNode] = (),
+                      startup_s: float = 240.0) -> Iterator[str]:
+    """Yield the Jobs API address of a fresh local Ray cluster (a head with ``head_cpus``
+    CPUs, then ``workers``, no GPUs anywhere) once every node is alive; tear it down
+    afterwards."""
+    root = tempfile.mkdtemp(prefix="/tmp/kr")  # short: Ray's socket paths are long
+    dashboard_port, gcs_port = free_port(), free_port()
     # Ray >= 2.5x enables token auth by default; a throw-away loopback cluster opts out, and
     # so must this process's Jobs API client.
     previous_auth = os.environ.get("RAY_AUTH_MODE")
     os.environ["RAY_AUTH_MODE"] = "disabled"
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "PYTHONWARNINGS": "ignore"}
-    log = open(Path(temp_dir) / "head.log", "w")  # noqa: SIM115 (closed in finally)
-    proc = subprocess.Popen(
-        [str(ray_bin), "start", "--head", "--block", f"--num-cpus={num_cpus}", "--num-gpus=0",
-         f"--port={free_port()}", "--include-dashboard=true", "--dashboard-host=127.0.0.1",
-         f"--dashboard-port={dashboard_port}", f"--temp-dir={temp_dir}", "--disable-usage-stats",
-         # Every fixed default port too, so two heads (pytest -n 2) never share an agent.
-         *(f"--{name}={free_port()}" for name in (
-             "dashboard-agent-listen-port", "dashboard-agent-grpc-port",
-             "metrics-export-port", "runtime-env-agent-port", "ray-client-server-port",
-             "node-manager-port", "object-manager-port"))],
-        stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-    )
+    nodes = _Nodes(root)
     address = f"http://127.0.0.1:{dashboard_port}"
     try:
+        head = nodes.start("head", [
+            "--head", f"--num-cpus={head_cpus}", "--num-gpus=0", f"--port={gcs_port}",
+            "--include-dashboard=true", "--dashboard-host=127.0.0.1",
+            f"--dashboard-port={dashboard_port}", f"--ray-client-server-port={free_port()}",
+            *_own_ports()])
         deadline = time.monotonic() + startup_s
         while not _jobs_api_ready(address):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("local Ray head did not start:\n"
-                                   + (Path(temp_dir) / "head.log").read_text()[-3000:])
+            if head.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("local Ray head did not start:\n" + nodes.tails())
+            time.sleep(2)
+        for i, worker in enumerate(workers):
+            nodes.start(f"worker{i}", [
+                f"--address=127.0.0.1:{gcs_port}", f"--num-cpus={worker.num_cpus}",
+                "--num-gpus=0", f"--resources={json.dumps(dict(worker.resources))}",
+                # Workers of two raylets on one host must not draw from one port range.
+                "--min-worker-port=0", "--max-worker-port=0", *_own_ports()])
+        while workers and _alive_nodes(address) < 1 + len(workers):
+            if any(p.poll() is not None for p in nodes.procs) or time.monotonic() > deadline:
+                raise RuntimeError("local Ray workers did not join:\n" + nodes.tails())
             time.sleep(2)
         yield address
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
-        with contextlib.suppress(ProcessLookupError):  # stragglers in the same group
-            os.killpg(proc.pid, signal.SIGKILL)
-        log.close()
+        nodes.stop()
         if previous_auth is None:
             os.environ.pop("RAY_AUTH_MODE", None)
         else:
             os.environ["RAY_AUTH_MODE"] = previous_auth
-        shutil.rmtree(temp_dir, ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def local_ray_head(num_cpus: int = 2, startup_s: float = 240.0) -> Iterator[str]:
+    """Yield the Jobs API address of a fresh local Ray head; tear it down afterwards."""
+    with local_ray_cluster(head_cpus=num_cpus, startup_s=startup_s) as address:
+        yield address

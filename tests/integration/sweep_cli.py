@@ -11,6 +11,7 @@ from orchestrator.backends import BACKENDS
 
 BACKENDS["fake"] = "sweep_fixtures:FakeBackend"
 BACKENDS["faulty"] = "fault_fixtures:FaultBackend"
+BACKENDS["spread"] = "ray_placement_fixtures:SpreadBackend"
 
 
 def _main() -> None:

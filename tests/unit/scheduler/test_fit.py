@@ -1,4 +1,5 @@
-"""Cells that need more GPUs than the executor has are refused up front, not left pending."""
+"""Cells that ask for more than the executor can ever give are refused up front, not left
+pending (:mod:`orchestrator.scheduler.fit`)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ import pytest
 
 from orchestrator.backends import get_backend
 from orchestrator.errors import UserInputError
+from orchestrator.executors.base import JobResources
 from orchestrator.executors.local import LocalExecutor
 from orchestrator.registry import Registry
 from orchestrator.scheduler.driver import submit
-from orchestrator.scheduler.gpu_fit import check_gpus_fit
+from orchestrator.scheduler.fit import check_fit, job_resources
+from orchestrator.spec.model import Resources
 
 SPEC = """\
 name: needs-gpus
@@ -26,13 +29,20 @@ def test_cells_needing_more_gpus_than_visible_are_refused() -> None:
     backend = get_backend("embedded")
     cells = [("a" * 12, {"task": "addition", "device": "cuda"}),
              ("b" * 12, {"task": "addition", "device": "cpu"})]
-    check_gpus_fit(backend, cells, LocalExecutor(gpus=["0"]))  # one GPU: fits
+    check_fit(backend, cells, LocalExecutor(gpus=["0"]), Resources())  # one GPU: fits
     with pytest.raises(UserInputError) as info:
-        check_gpus_fit(backend, cells, LocalExecutor(gpus=[]))
+        check_fit(backend, cells, LocalExecutor(gpus=[]), Resources())
     (problem,) = info.value.problems
-    assert "1 cell(s) need 1 GPUs" in problem.message
+    assert "1 cell(s) could never start on the local executor" in problem.message
+    assert "needs 1 GPU(s) per job; 0 GPU(s) visible to the local executor" in problem.message
     assert "aaaaaaaaaaaa" in (problem.found or "") and "bbbb" not in (problem.found or "")
-    assert "0 GPU(s) visible to the local executor" in (problem.found or "")
+
+
+def test_job_resources_come_from_the_launch_and_the_spec() -> None:
+    embedded = get_backend("embedded")
+    settings = embedded.validate({"task": "addition", "device": "cuda"})
+    assert job_resources(embedded, settings, Resources(cpus=3, hours=2.0)) == JobResources(
+        gpus=1, nodes=1, cpus=3, hours=2.0, self_placing=False)
 
 
 def test_submit_refuses_before_writing_anything(tmp_path: Path,
@@ -40,7 +50,7 @@ def test_submit_refuses_before_writing_anything(tmp_path: Path,
     monkeypatch.setenv("KAPPA_HOME", str(tmp_path / "home"))
     spec = tmp_path / "spec.yaml"
     spec.write_text(SPEC)
-    with pytest.raises(UserInputError, match="more GPUs"):
+    with pytest.raises(UserInputError, match="more than the local executor can ever give"):
         submit(spec, wait=True, executor=LocalExecutor(gpus=[]))
     with Registry.open() as reg:
         assert reg.list_sweeps() == []

@@ -1,0 +1,148 @@
+"""Where a Ray job runs: what its entrypoint reserves, and what the cluster can give.
+
+Ray places a job's *entrypoint* (its driver process) on the head node unless the job
+asks for entrypoint resources; then any node that has them runs it, and Ray holds them
+for the job's life. So:
+
+* A cell that *is* its workload (an embedded trainer, ``JobResources.self_placing`` is
+  false) reserves its ``cpus`` and ``gpus`` (plus any custom resources the executor was
+  given, e.g. ``{"node_b": 0.01}`` to keep cells on one kind of node) for its
+  entrypoint: a sweep spreads over the workers and never over-fills a node.
+* A cell whose entrypoint is only a driver (verl: its TaskRunner and worker groups ask
+  Ray for placement groups) reserves nothing: the driver stays resource-free, and the
+  GPUs go to verl's placement groups.
+
+:func:`why_not` says why a job could never be placed on the cluster's nodes (read from
+the dashboard's State API by :func:`alive_nodes`); the executor refuses such cells at
+submit, before anything is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.executors.base import JobResources
+
+
+@dataclass(frozen=True)
+class RayNode:
+    """One alive node of a Ray cluster and its total resources (``CPU``, ``GPU``,
+    custom ones)."""
+
+    node_id: str
+    resources: Mapping[str, float] = field(default_factory=dict)
+    is_head: bool = False
+
+    @property
+    def cpus(self) -> float:
+        """CPUs Ray schedules on this node."""
+        return float(self.resources.get("CPU", 0.0))
+
+    @property
+    def gpus(self) -> float:
+        """GPUs Ray schedules on this node."""
+        return float(self.resources.get("GPU", 0.0))
+
+    def has(self, need: Mapping[str, float]) -> bool:
+        """Whether this node alone has every resource of ``need``."""
+        return all(float(self.resources.get(k, 0.0)) >= v for k, v in need.items() if v > 0)
+
+
+def entrypoint_need(resources: JobResources,
+                    custom: Mapping[str, float] | None = None) -> dict[str, float]:
+    """What the entrypoint of a job asking for ``resources`` reserves on its node, in
+    Ray's resource names: nothing for a self-placing driver."""
+    if resources.self_placing:
+        return {}
+    need = {"CPU": float(resources.cpus), **{k: float(v) for k, v in (custom or {}).items()}}
+    if resources.gpus > 0:
+        need["GPU"] = float(resources.gpus)
+    return need
+
+
+def entrypoint_options(resources: JobResources,
+                       custom: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """``JobSubmissionClient.submit_job`` keywords reserving the entrypoint's resources
+    (none for a self-placing driver, which Ray then runs on the head node)."""
+    need = entrypoint_need(resources, custom)
+    options: dict[str, Any] = {}
+    if "CPU" in need:
+        options["entrypoint_num_cpus"] = need.pop("CPU")
+    if "GPU" in need:
+        options["entrypoint_num_gpus"] = need.pop("GPU")
+    if need:
+        options["entrypoint_resources"] = need
+    return options
+
+
+def _fmt(resources: Mapping[str, float]) -> str:
+    def num(v: float) -> str:
+        return f"{v:g}"
+
+    names = {"CPU": "CPU(s)", "GPU": "GPU(s)"}
+    return ", ".join(f"{num(v)} {names.get(k, k)}" for k, v in sorted(
+        resources.items(), key=lambda kv: (kv[0] not in names, kv[0])))
+
+
+def why_not(resources: JobResources, nodes: Iterable[RayNode],
+            custom: Mapping[str, float] | None = None) -> str | None:
+    """Why a job asking for ``resources`` could never run on a cluster of ``nodes``;
+    ``None`` when it could (or nothing is known about the nodes)."""
+    nodes = list(nodes)
+    if not nodes:
+        return None
+    if resources.self_placing:
+        per_node = resources.gpus_per_node
+        enough = [n for n in nodes if n.gpus >= per_node]
+        if len(enough) >= resources.nodes:
+            return None
+        most = max(n.gpus for n in nodes)
+        return (f"needs {resources.nodes} node(s) × {per_node} GPU(s) (verl: trainer.nnodes × "
+                f"n_gpus_per_node); the Ray cluster has {len(enough)} node(s) with "
+                f"{per_node} or more GPUs (the most on one node: {most:g}; "
+                f"{sum(n.gpus for n in nodes):g} GPU(s) on {len(nodes)} node(s) in all)")
+    if resources.nodes > 1:
+        return (f"needs {resources.nodes} nodes, but its entrypoint is its workload and Ray "
+                "runs an entrypoint on one node")
+    need = entrypoint_need(resources, custom)
+    if any(node.has(need) for node in nodes):
+        return None
+    largest = max(nodes, key=lambda n: (n.gpus, n.cpus, len(n.resources)))
+    shown = {k: float(largest.resources.get(k, 0.0)) for k in ("CPU", "GPU", *need)}
+    return (f"needs one node with {_fmt(need)} (resources.cpus: {resources.cpus}, GPUs: "
+            f"{resources.gpus}); the largest Ray node has {_fmt(shown)}")
+
+
+def alive_nodes(address: str, timeout_s: int = 30) -> list[RayNode]:
+    """The alive nodes of the cluster whose dashboard is at ``address`` (State API)."""
+    from ray.util.state import list_nodes
+
+    states = list_nodes(address=address, filters=[("state", "=", "ALIVE")],
+                        timeout=timeout_s, raise_on_missing_output=False)
+    return [RayNode(str(s.node_id), {str(k): float(v) for k, v in
+                                     (s.resources_total or {}).items()}, bool(s.is_head_node))
+            for s in states]
+
+
+def free_slots(gpus: int, nodes: Iterable[RayNode], held: Iterable[Mapping[str, str]]) -> int:
+    """How many more jobs needing ``gpus`` GPUs (and at least one CPU) the cluster's
+    resources leave room for, after what kappa's active jobs hold (from their metadata
+    ``cpus`` and ``gpus``). Other users' work is not seen: it shows as kappa's jobs
+    waiting in PENDING, which the executor bounds separately."""
+    nodes = list(nodes)
+    held = list(held)
+    cpus = sum(n.cpus for n in nodes) - sum(_number(m, "cpus") for m in held)
+    room = int(cpus)
+    if gpus > 0:
+        free_gpus = sum(n.gpus for n in nodes) - sum(_number(m, "gpus") for m in held)
+        room = min(room, int(free_gpus // gpus))
+    return max(0, room)
+
+
+def _number(metadata: Mapping[str, str], key: str) -> float:
+    try:
+        return float(metadata.get(key, 0))
+    except ValueError:
+        return 0.0
