@@ -173,6 +173,14 @@ class RayJobsOptions(ExecutorOptions):
         json_schema_extra={"fix": "pass --ray-address URL (the Ray dashboard, e.g. "
                                   "http://head:8265), -E address=URL, or set RAY_ADDRESS"})
     max_parallel: int = Field(8, ge=1, description="kappa jobs pending or running at once")
+    max_pending: int = Field(2, ge=0, description="kappa jobs that may wait in PENDING for "
+                                                  "resources the cluster's other work holds")
+    entrypoint_resources: dict[str, float] = Field(
+        default_factory=dict, description="custom Ray resources each embedded cell also "
+        "reserves, e.g. {\"node_b\": 0.01} to run cells only on nodes started with "
+        "--resources '{\"node_b\": 1}'")
+    autoscaling: bool = Field(False, description="the cluster adds nodes on demand: cells "
+                                                 "today's nodes cannot hold are not refused")
 
     @model_validator(mode="before")
     @classmethod
