@@ -206,6 +206,14 @@ def build_tiny_model(
     model.generation_config = GenerationConfig(
         eos_token_id=[eos, pad], pad_token_id=pad, do_sample=True, temperature=1.0,
         top_p=1.0, max_new_tokens=128)
-    model.save_pretrained(str(build))
+    from transformers.utils import logging as hf_logging
+
+    bar = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # a "Writing model shards" bar for one tiny file
+    try:
+        model.save_pretrained(str(build))
+    finally:
+        if bar:
+            hf_logging.enable_progress_bar()
     _publish(build, out_dir, record)
     return out_dir

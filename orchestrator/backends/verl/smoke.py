@@ -1,0 +1,160 @@
+"""The verl GPU smoke test's files: a tiny model, synthetic prompts and the rendered spec.
+
+``experiments/verl/smoke.yaml`` names its model and data as ``${KAPPA_SMOKE_DIR}/...``:
+no machine's path is written in the repository. :func:`prepare_smoke` fills a folder
+(``kappa smoke verl --out``, default ``$KAPPA_HOME/smoke/verl``) with
+
+* ``model/``: the tiny Qwen2 model and its tokenizer (:mod:`.tiny_model`);
+* ``data/train.parquet`` and ``data/val.parquet``: synthetic arithmetic prompts in verl's
+  format (:func:`orchestrator.data.records.verl_row`, the rows ``kappa data prepare``
+  writes), data source ``openai/gsm8k`` so that verl's own scorer checks the answers;
+* ``smoke.yaml``: the spec with ``${KAPPA_SMOKE_DIR}`` replaced by the folder's absolute
+  path, which is what gets validated and submitted.
+
+Everything is deterministic and reused when already built.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from orchestrator.data.records import verl_row
+from orchestrator.errors import Problem, UserInputError
+from orchestrator.paths import kappa_home
+
+SMOKE_VAR = "${KAPPA_SMOKE_DIR}"
+TEMPLATE = Path(__file__).resolve().parents[3] / "experiments" / "verl" / "smoke.yaml"
+DATA_SOURCE = "openai/gsm8k"
+PARQUET_COLUMNS = ("data_source", "prompt", "ability", "reward_model", "extra_info")
+TRAIN_PROMPTS = 32
+VAL_PROMPTS = 4
+
+
+@dataclass(frozen=True)
+class SmokeFiles:
+    """What :func:`prepare_smoke` wrote."""
+
+    out_dir: Path
+    model: Path
+    train: Path
+    val: Path
+    spec: Path
+
+
+def default_out_dir() -> Path:
+    """``$KAPPA_HOME/smoke/verl``: where ``kappa smoke verl`` builds without ``--out``."""
+    return kappa_home() / "smoke" / "verl"
+
+
+def prompt_rows(count: int, split: str, seed: int) -> list[dict[str, Any]]:
+    """``count`` arithmetic prompts as verl rows (GSM8K style: the answer after ``####``)."""
+    rng = random.Random(f"{seed}:{split}")
+    rows = []
+    for index in range(count):
+        a, b = rng.randint(1, 99), rng.randint(1, 99)
+        text = (f"What is {a} + {b}? Think step by step, then write the final answer "
+                "after \"####\".")
+        rows.append(verl_row(DATA_SOURCE, text, str(a + b), index, split))
+    return rows
+
+
+def write_prompts(data_dir: Path, train: int = TRAIN_PROMPTS, val: int = VAL_PROMPTS,
+                  seed: int = 0) -> tuple[Path, Path]:
+    """``data_dir/train.parquet`` and ``data_dir/val.parquet`` (rewritten each time:
+    cheap, and atomic per file)."""
+    import pandas as pd
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for split, count in (("train", train), ("val", val)):
+        path = data_dir / f"{split}.parquet"
+        tmp = path.with_suffix(".parquet.tmp")
+        pd.DataFrame(prompt_rows(count, split, seed), columns=list(PARQUET_COLUMNS)) \
+            .to_parquet(tmp, index=False)
+        tmp.replace(path)
+        paths.append(path)
+    return paths[0], paths[1]
+
+
+def _fill(value: Any, out_dir: str) -> Any:
+    if isinstance(value, str):
+        return value.replace(SMOKE_VAR, out_dir)
+    if isinstance(value, list):
+        return [_fill(v, out_dir) for v in value]
+    if isinstance(value, dict):
+        return {k: _fill(v, out_dir) for k, v in value.items()}
+    return value
+
+
+def spec_text(out_dir: Path, template: Path = TEMPLATE,
+              base: Mapping[str, Any] | None = None) -> str:
+    """``template`` with ``${KAPPA_SMOKE_DIR}`` = ``out_dir`` (absolute) in every string
+    and ``base`` merged into its ``base:`` settings, as YAML (nothing is written)."""
+    import yaml
+
+    if not template.is_file():
+        raise UserInputError("the smoke spec template is missing", [Problem(
+            "--spec", "no such file", found=str(template),
+            fix="pass --spec experiments/verl/smoke.yaml of a kappa checkout")])
+    data = _fill(yaml.safe_load(template.read_text()), str(out_dir.resolve()))
+    data["base"] = {**data.get("base", {}), **dict(base or {})}
+    header = (f"# Rendered by `kappa smoke verl` from {template.name}; "
+              f"{SMOKE_VAR} = {out_dir.resolve()}\n")
+    return header + yaml.safe_dump(data, sort_keys=False, width=100, allow_unicode=True)
+
+
+def render_spec(out_dir: Path, template: Path = TEMPLATE,
+                base: Mapping[str, Any] | None = None) -> Path:
+    """Write :func:`spec_text` to ``out_dir/smoke.yaml`` and return its path."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "smoke.yaml"
+    path.write_text(spec_text(out_dir, template, base))
+    return path
+
+
+def prepare_smoke(out_dir: Path | None = None, template: Path = TEMPLATE,
+                  base: Mapping[str, Any] | None = None) -> SmokeFiles:
+    """Build the model, write the prompts and render the spec under ``out_dir``."""
+    from orchestrator.backends.verl.tiny_model import build_tiny_model
+
+    out = (out_dir or default_out_dir()).resolve()
+    model = build_tiny_model(out / "model")
+    train, val = write_prompts(out / "data")
+    spec = render_spec(out, template, base)
+    return SmokeFiles(out, model, train, val, spec)
+
+
+def gpu_problems() -> list[str]:
+    """Why this machine cannot run the smoke sweep (empty when it can): a CUDA GPU
+    visible to torch and an installed vLLM (verl's rollout engine here)."""
+    import importlib.util
+
+    problems = []
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            problems.append(f"no CUDA GPU is visible to torch {torch.__version__}")
+    except ImportError:
+        problems.append("torch is not installed")
+    if importlib.util.find_spec("vllm") is None:
+        problems.append("vLLM is not installed (verl's rollout engine for this test)")
+    return problems
+
+
+def smoke_commands(spec: Path, runs: Path) -> list[tuple[str, list[str]]]:
+    """Each cell of the smoke ``spec`` (validated and preflighted, nothing written) with
+    the argv of its verl launch in run folder ``runs/<sweep>/<cell id>``; the MLflow
+    variables the scheduler adds at launch are not in it."""
+    from orchestrator.backends.verl.command import verl_command
+    from orchestrator.backends.verl.settings import VerlSettings
+    from orchestrator.scheduler.submission import prepare
+
+    prepared = prepare(spec)
+    return [(cell.describe(), verl_command(VerlSettings.model_validate(cell.settings),
+                                           runs / prepared.name / cell.cell_id))
+            for cell in prepared.cells]

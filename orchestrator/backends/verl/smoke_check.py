@@ -1,0 +1,131 @@
+"""Pass criteria of the verl smoke sweep, read from the registry and MLflow.
+
+A cell passes when it ended ``succeeded`` and its MLflow run holds, for every training
+step 1..:data:`SMOKE_STEPS`, a finite ``actor/pg_loss``, a finite ``actor/grad_norm``
+above zero (the update really moved the weights: random rewards give non-zero
+advantages) and ``timing_s/gen`` (the rollout engine generated). verl logs these itself
+(its MLflow logger, in the TaskRunner actor), so a missing metric with a succeeded cell
+means MLflow's environment did not reach verl's processes.
+
+A rerun (``kappa smoke verl`` reruns the whole sweep) logs into the cell's same MLflow
+run, so only values logged since the cell's last attempt started count (less
+:data:`CLOCK_SLACK_S` for clocks of other nodes): an earlier run's metrics never make a
+new one pass.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+
+    from orchestrator.registry import CellRecord, Registry
+
+SMOKE_STEPS = 2
+CLOCK_SLACK_S = 60
+# metric -> whether it must be > 0 (else: merely present and finite)
+REQUIRED_METRICS: Mapping[str, bool] = {
+    "actor/pg_loss": False,
+    "actor/grad_norm": True,
+    "timing_s/gen": False,
+}
+
+
+@dataclass(frozen=True)
+class CellVerdict:
+    """One smoke cell's result: what it is, how it ended, what is wrong (nothing: passed)."""
+
+    cell_id: str
+    label: str
+    state: str
+    problems: tuple[str, ...]
+
+    @property
+    def passed(self) -> bool:
+        """Whether the cell met every criterion."""
+        return not self.problems
+
+
+def _label(cell: CellRecord) -> str:
+    return " ".join(f"{k}={v}" for k, v in cell.axes.items()) or cell.cell_id
+
+
+def metric_problems(history: Mapping[str, Mapping[int, float]],
+                    steps: Sequence[int] = tuple(range(1, SMOKE_STEPS + 1))) -> list[str]:
+    """What the logged ``history`` (metric -> step -> value) lacks, one line per miss."""
+    problems = []
+    for key, positive in REQUIRED_METRICS.items():
+        values = history.get(key, {})
+        if not values:
+            problems.append(f"{key}: never logged")
+            continue
+        for step in steps:
+            value = values.get(step)
+            if value is None:
+                problems.append(f"{key}: no value at step {step}")
+            elif not math.isfinite(value):
+                problems.append(f"{key} = {value} at step {step} (not finite)")
+            elif positive and value <= 0:
+                problems.append(f"{key} = {value} at step {step} (must be > 0)")
+    return problems
+
+
+def run_history(client: MlflowClient, run_id: str,
+                since_ms: int = 0) -> dict[str, dict[int, float]]:
+    """The required metrics of MLflow run ``run_id`` logged at or after ``since_ms``
+    (epoch milliseconds): metric -> step -> last value."""
+    history: dict[str, dict[int, float]] = {}
+    for key in REQUIRED_METRICS:
+        points = sorted((m for m in client.get_metric_history(run_id, key)
+                         if m.timestamp >= since_ms), key=lambda m: (m.step, m.timestamp))
+        history[key] = {m.step: m.value for m in points}
+    return history
+
+
+def check_cell(cell: CellRecord, client: MlflowClient) -> CellVerdict:
+    """The verdict of one cell (see the module docstring)."""
+    problems: list[str] = []
+    if cell.state.value != "succeeded":
+        detail = f" (exit code {cell.exit_code})" if cell.exit_code is not None else ""
+        problems.append(f"ended {cell.state.value}{detail}, not succeeded; "
+                        f"`kappa logs {cell.cell_id}` shows why")
+    if not cell.mlflow_run_id:
+        problems.append("no MLflow run recorded")
+    else:
+        try:
+            since = (int(cell.started_at.timestamp() * 1000) - CLOCK_SLACK_S * 1000
+                     if cell.started_at is not None else 0)
+            problems += metric_problems(run_history(client, cell.mlflow_run_id, since))
+        except Exception as exc:  # a missing or unreadable run is a verdict, not a crash
+            problems.append(f"MLflow run {cell.mlflow_run_id} unreadable: "
+                            f"{type(exc).__name__}: {str(exc)[:200]}")
+    return CellVerdict(cell.cell_id, _label(cell), cell.state.value, tuple(problems))
+
+
+def check_smoke(registry: Registry, client: MlflowClient, sweep: str) -> list[CellVerdict]:
+    """Each cell of ``sweep`` checked against the pass criteria, in grid order."""
+    cells = sorted(registry.cells(sweep), key=lambda c: c.index)
+    return [check_cell(cell, client) for cell in cells]
+
+
+def verdict_lines(verdicts: Sequence[CellVerdict]) -> list[str]:
+    """The verdicts as text: one line per cell, its problems indented below it, then a
+    summary line."""
+    lines = []
+    for v in verdicts:
+        lines.append(f"{'PASS' if v.passed else 'FAIL'}  {v.label}  ({v.cell_id}, {v.state})")
+        lines += [f"      {p}" for p in v.problems]
+    failed = [v for v in verdicts if not v.passed]
+    lines.append(f"smoke: all {len(verdicts)} cells passed" if not failed and verdicts
+                 else f"smoke: {len(failed)} of {len(verdicts)} cells failed")
+    return lines
+
+
+def verdicts_json(verdicts: Sequence[CellVerdict]) -> list[dict[str, Any]]:
+    """The verdicts as JSON-ready dicts."""
+    return [{"cell_id": v.cell_id, "label": v.label, "state": v.state, "passed": v.passed,
+             "problems": list(v.problems)} for v in verdicts]

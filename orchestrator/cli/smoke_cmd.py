@@ -1,0 +1,115 @@
+"""``kappa smoke verl``: prove the verl path on a GPU node in minutes (docs/verl.md).
+
+Builds a tiny model, synthetic prompts and the smoke spec locally
+(:mod:`orchestrator.backends.verl.smoke`), runs every baseline ± RB for 2 steps on this
+machine and checks each cell's MLflow metrics
+(:mod:`orchestrator.backends.verl.smoke_check`). Heavy imports happen inside the command.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from orchestrator.cli.sweep_cmd import (
+    MaxParallelOption,
+    MlflowOption,
+    RegistryOption,
+    interruptible,
+    stores_of,
+    sweep_progress,
+)
+
+if TYPE_CHECKING:
+    from orchestrator.scheduler.driver import Stores
+
+EXIT_SMOKE_FAILED = 1
+
+smoke_app = typer.Typer(
+    name="smoke", no_args_is_help=True,
+    help="One-command smoke tests of a backend on this machine (`kappa smoke verl`).")
+
+
+def _refuse_without_gpu(problems: list[str]) -> None:
+    from orchestrator.errors import Problem, UserInputError
+
+    raise UserInputError("kappa smoke verl needs a CUDA GPU and vLLM on this machine", [
+        Problem("this machine", "; ".join(problems), fix=(
+            "run it on a GPU node with verl's GPU extras (`pip install 'verl[vllm]'`); "
+            "`kappa smoke verl --dry-run` builds the files and shows the 12 verl command "
+            "lines without a GPU"))])
+
+
+@smoke_app.command("verl")
+def smoke_verl_cmd(
+    out: Annotated[Path | None, typer.Option(
+        "--out", metavar="DIR",
+        help="Where the model, data and rendered spec go (default: $KAPPA_HOME/smoke/verl).")
+    ] = None,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Build the files, validate and preflight the 12 cells and print "
+                          "their verl command lines; run nothing (no GPU needed).")] = False,
+    spec: Annotated[Path | None, typer.Option(
+        "--spec", metavar="YAML",
+        help="The smoke spec template (default: experiments/verl/smoke.yaml).")] = None,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Print the per-cell verdicts as JSON.")] = False,
+    max_parallel: MaxParallelOption = None,
+    registry: RegistryOption = None,
+    mlflow: MlflowOption = None,
+) -> None:
+    """Run every verl baseline ± RB for 2 steps on a tiny local model, on this GPU.
+
+    The model (2-layer Qwen2, 512-token vocabulary), tokenizer and prompts are built
+    here, without hub access. Each cell passes when it succeeded and logged
+    actor/pg_loss, actor/grad_norm > 0 and timing_s/gen for steps 1 and 2 to its MLflow
+    run. Exit 0 when all 12 passed, 1 when any failed (each failing cell and metric is
+    named), 2 when this machine has no CUDA GPU or no vLLM (nothing is built or run).
+    The sweep (verl-smoke) is rerun in full each time.
+    """
+    from orchestrator.backends.verl import smoke
+
+    if not dry_run:
+        problems = smoke.gpu_problems()
+        if problems:
+            _refuse_without_gpu(problems)
+    files = smoke.prepare_smoke(out, spec or smoke.TEMPLATE)
+    if dry_run:
+        from orchestrator.paths import runs_root
+
+        typer.echo(f"# smoke files in {files.out_dir}; spec {files.spec}")
+        for label, argv in smoke.smoke_commands(files.spec, runs_root()):
+            typer.echo(f"# {label}\n{shlex.join(argv)}")
+        return
+    _run_and_check(files.spec, stores_of(registry, mlflow), max_parallel, as_json)
+
+
+def _run_and_check(spec: Path, stores: Stores, max_parallel: int | None,
+                   as_json: bool) -> None:
+    from orchestrator.backends.verl.smoke_check import check_smoke, verdict_lines, verdicts_json
+    from orchestrator.cli.console import make_console
+    from orchestrator.scheduler.driver import submit
+    from orchestrator.tracking import Tracker
+
+    console = make_console()
+    with interruptible("verl-smoke"), sweep_progress(console, quiet=as_json) as options:
+        result = submit(spec, stores, rerun=True, wait=True, max_parallel=max_parallel,
+                        options=options)
+    with stores.open_registry() as reg:
+        verdicts = check_smoke(reg, Tracker(stores.mlflow_uri).client, result.sweep)
+    if as_json:
+        typer.echo(json.dumps(verdicts_json(verdicts), indent=2))
+    else:
+        for line in verdict_lines(verdicts):
+            typer.echo(line)
+    if not verdicts or not all(v.passed for v in verdicts):
+        raise typer.Exit(EXIT_SMOKE_FAILED)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``kappa smoke`` to the ``kappa`` app."""
+    app.add_typer(smoke_app)
