@@ -8,7 +8,8 @@ act on the sweep while this loop drives it. The loop
    ``pending``; ``running`` cells are reattached through the executor, and cells whose
    job vanished are requeued (no retry charged) to resume from their last checkpoint;
    ``failed`` cells with retries left (killed during a backoff) go back to ``pending``;
-2. **launches** pending cells while the executor has capacity: ``pending -> queued``,
+2. **launches** pending cells that fit the executor's free capacity, longest expected
+   first with smaller cells backfilling (:mod:`.order`): ``pending -> queued``,
    the run folder's ``config.yaml`` from the registry's settings, the child MLflow run
    (reused across attempts; a store that is away makes the cell wait, uncharged),
    attempt opened with the run id and folder (``queued -> running``, one transaction),
@@ -57,6 +58,7 @@ from orchestrator.scheduler.cells import (
 from orchestrator.scheduler.fit import job_resources
 from orchestrator.scheduler.lock import SweepLock
 from orchestrator.scheduler.options import SchedulerOptions
+from orchestrator.scheduler.order import LaunchOrder
 from orchestrator.scheduler.ports import JobFinder, NullTracker, RunTracker
 from orchestrator.scheduler.search import SweepSearch
 from orchestrator.scheduler.stopping import Ending, SweepStopping
@@ -90,6 +92,7 @@ class SweepScheduler:
     executor: Executor
     tracker: RunTracker = field(default_factory=NullTracker)
     options: SchedulerOptions = field(default_factory=SchedulerOptions)
+    order: LaunchOrder | None = None  # None: kappa's (longest expected first, backfill)
     _running: dict[str, _Running] = field(default_factory=dict, init=False)
     _retry_at: dict[str, float] = field(default_factory=dict, init=False)
     _sweep_record: SweepRecord | None = field(default=None, init=False)
@@ -212,15 +215,15 @@ class SweepScheduler:
     def _launch_pending(self) -> None:
         if self._slots(0) <= 0:
             return  # full: no need to ask the registry what waits
-        pending, blocked = self.stopping.admit(
-            self.registry, self.sweep, self.registry.cells(self.sweep, [CellState.PENDING]))
+        if self.order is None:
+            self.order = LaunchOrder(self.backend)
+        # In launch order (:mod:`.order`), so the GPU-hours cap admits cells in it too.
+        pending, blocked = self.stopping.admit(self.registry, self.sweep, self.order.sort(
+            self.registry.cells(self.sweep, [CellState.PENDING])))
         if blocked and not pending and not self._running and not self._retry_at:
             self.stopping.cancel_blocked(self.registry, self.sweep, blocked)
-        for cell in pending:
-            if self._slots(0) <= 0:
-                return
-            if cell.cell_id in self._retry_at:
-                continue
+        ready = [cell for cell in pending if cell.cell_id not in self._retry_at]
+        for cell in self.order.fitting(ready, self._slots):
             if self.registry.transition(cell, CellState.PENDING, CellState.QUEUED):
                 self._launch(cell)
 
