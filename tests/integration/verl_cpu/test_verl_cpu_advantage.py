@@ -1,0 +1,201 @@
+"""verl 0.9.1's advantage step, as the V1 trainer runs it, against ``orchestrator.algorithms``.
+
+What runs for real: ``PPOTrainerSync._compute_advantage`` — verl's own method, wrapped by
+kappa_verl's entropy-to-reward hook on import — reading ``rm_scores``/``entropy``/``uid``
+rows from the store, ``compute_advantage_for_multi_trajectories`` and verl's
+``compute_advantage`` dispatcher (``grpo`` built in, ``reward_budget`` from our plug-in),
+writing ``advantages``/``returns`` back. Every cell's ``algorithm.*`` and
+``rollout.n`` come from verl's Hydra config composed with the overrides our command emits,
+for each baseline with and without reward budgeting (GSPO, DAPO, Clip-Cov and KL-Cov use
+grpo advantages; Dr.GRPO is grpo without std normalisation).
+
+What is replaced: in the default run, TransferQueue (a set of Ray actors) by
+:class:`verl_cpu_support.LocalKV`, an in-process store with TransferQueue's API and
+return types; the slow test runs the same checks over the real TransferQueue on a local
+Ray. The rows are written as verl's ``AgentLoopWorkerTQ`` writes them (one jagged row
+per response, reward on its last token, key ``{uid}_{session}_{index}``), but the
+entropy comes from here, not from an actor's forward pass (that needs the training
+engine, i.e. a GPU: see test_verl_cpu_policy_loss.py).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+pytest.importorskip("verl")
+pytest.importorskip("kappa_verl")
+
+from kappa_verl import entropy_reward as er
+from verl_cpu_support import BASELINES, LocalKV, compose, tiny_cell
+
+from orchestrator.algorithms import advantages, entropy_reward, masked_mean
+
+GROUPS, LENGTH = 4, 6
+CELLS = list(itertools.product(BASELINES, (False, True)))
+
+
+@pytest.fixture(scope="module")
+def cell_configs(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, bool], Any]:
+    """verl's config of each (baseline, reward_budget) cell, composed once per module."""
+    folder = tmp_path_factory.mktemp("adv_cells")
+    return {(b, rb): compose(tiny_cell(folder / "model", folder, baseline=b, reward_budget=rb),
+                             folder / f"{b}-{rb}")
+            for b, rb in CELLS}
+
+
+@pytest.fixture(scope="module")
+def trainer_base() -> Any:
+    """verl's V1 trainer module (imported after kappa_verl, so the hook is on it)."""
+    from verl.trainer.ppo.v1 import trainer_base
+
+    assert getattr(trainer_base.PPOTrainer._compute_advantage, "_kappa_entropy_reward", False)
+    return trainer_base
+
+
+def _rollouts(n: int, seed: int) -> tuple[list[str], list[dict[str, Any]]]:
+    """Rows of ``GROUPS`` prompts × ``n`` responses in shuffled order, as the agent loop writes.
+
+    Scores are κ-scaled verifier rewards (5 / -1) on the last token, one group all correct
+    (GRPO's zero-variance case); lengths and entropies are random.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    keys, fields = [], []
+    for g in range(GROUPS):
+        for s in range(n):
+            length = int(torch.randint(1, LENGTH + 1, (1,), generator=gen))
+            correct = True if g == 0 else bool(torch.rand(1, generator=gen) < 0.5)
+            rm_scores = torch.zeros(length)
+            rm_scores[-1] = 5.0 if correct else -1.0
+            keys.append(f"prompt{g}_{s}_0")
+            fields.append({"uid": f"prompt{g}", "rm_scores": rm_scores,
+                           "response_mask": torch.ones(length, dtype=torch.int64),
+                           "entropy": torch.rand(length, generator=gen) * 3})
+    order = torch.randperm(len(keys), generator=gen).tolist()
+    return [keys[i] for i in order], [fields[i] for i in order]
+
+
+def _expected(config: Any, fields: list[dict[str, Any]], coef: float) -> torch.Tensor:
+    """orchestrator.algorithms' advantages of the rows, padded ``(bs, LENGTH)``."""
+    scores = torch.stack([f["rm_scores"].sum() for f in fields])
+    if coef:
+        seq_entropy = torch.stack([masked_mean(f["entropy"], f["response_mask"].float())
+                                   for f in fields])
+        scores = entropy_reward(scores, seq_entropy, coef)
+    algo = config.algorithm
+    if algo.adv_estimator == "reward_budget":
+        name, options = "reward_budget", {}
+    elif algo.norm_adv_by_std_in_grpo:
+        name, options = "grpo", {"std": "unbiased"}
+    else:
+        name, options = "drgrpo", {}
+    out = torch.zeros(len(fields), LENGTH)
+    uids = sorted({f["uid"] for f in fields})
+    for uid in uids:
+        rows = torch.tensor([i for i, f in enumerate(fields) if f["uid"] == uid])
+        per_row = advantages(name, scores[rows].unsqueeze(0), **options).squeeze(0)
+        for row, value in zip(rows.tolist(), per_row.tolist(), strict=True):
+            out[row, :len(fields[row]["rm_scores"])] = value
+    return out
+
+
+def run_advantage_step(trainer_base: Any, store: Any, config: Any, coef: float,
+                       seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Put one step's rollouts, run verl's ``_compute_advantage``, compare with ours."""
+    from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+    from verl.utils.tensordict_utils import list_of_dict_to_tensordict
+
+    n = int(config.actor_rollout_ref.rollout.n)
+    keys, fields = _rollouts(n, seed)
+    partition = f"train-{seed}-{os.getpid()}"
+    meta = store.kv_batch_put(keys=keys, partition_id=partition,
+                              fields=list_of_dict_to_tensordict(fields))
+    monkeypatch.setenv(er.COEF_ENV, repr(coef))
+    monkeypatch.setenv(er.STEPS_ENV, "3")
+    trainer = object.__new__(PPOTrainerSync)  # the step needs only its config and step count
+    trainer.config = config
+    trainer.global_steps = 1
+    metrics: dict[str, Any] = {}
+    trainer._compute_advantage(meta, metrics)
+
+    got = store.kv_batch_get(keys=keys, partition_id=partition,
+                             select_fields=["advantages", "returns", "rm_scores"])
+    padded = got.to_padded_tensor()
+    expected = _expected(config, fields, coef)
+    width = padded["advantages"].shape[-1]
+    torch.testing.assert_close(padded["advantages"], expected[:, :width], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(padded["returns"], expected[:, :width], rtol=1e-5, atol=1e-5)
+    assert width == max(len(f["rm_scores"]) for f in fields)
+    if coef:
+        assert metrics["kappa/entropy_reward/active"] == 1.0
+        assert metrics["kappa/entropy_reward/mean"] > 0
+    # Advantages are not all zero: the check cannot pass vacuously.
+    assert padded["advantages"].abs().sum() > 0
+
+
+@pytest.mark.parametrize("coef", [0.0, 0.05])
+@pytest.mark.parametrize(("baseline", "reward_budget"), CELLS)
+def test_v1_compute_advantage_equals_ours(baseline: str, reward_budget: bool, coef: float,
+                                          cell_configs: dict[tuple[str, bool], Any],
+                                          trainer_base: Any,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    config = cell_configs[(baseline, reward_budget)]
+    assert config.algorithm.adv_estimator == ("reward_budget" if reward_budget else "grpo")
+    assert bool(config.algorithm.norm_adv_by_std_in_grpo) == (baseline != "drgrpo")
+    store = LocalKV()
+    monkeypatch.setattr(trainer_base, "tq", store)
+    seed = zlib.crc32(f"{baseline}-{reward_budget}-{coef}".encode()) % 10_000
+    print(f"seed {seed}")
+    run_advantage_step(trainer_base, store, config, coef, seed, monkeypatch)
+
+
+@pytest.fixture(scope="module")
+def real_transfer_queue() -> Iterator[Any]:
+    """TransferQueue 0.1.11 on a local Ray (controller and one storage unit as actors)."""
+    ray = pytest.importorskip("ray")
+    import transfer_queue as tq
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        tq.init({"backend": {"SimpleStorage": {"num_data_storage_units": 1}}})
+        yield tq
+        tq.close()
+    finally:
+        ray.shutdown()
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+@pytest.mark.parametrize(("baseline", "reward_budget", "coef"),
+                         [("grpo", True, 0.05), ("grpo", False, 0.05), ("drgrpo", False, 0.0)])
+def test_v1_compute_advantage_over_real_transfer_queue(
+        baseline: str, reward_budget: bool, coef: float,
+        cell_configs: dict[tuple[str, bool], Any], trainer_base: Any,
+        real_transfer_queue: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same step with verl's ``tq`` the real TransferQueue (and LocalKV's fidelity)."""
+    assert trainer_base.tq is real_transfer_queue
+    run_advantage_step(trainer_base, real_transfer_queue, cell_configs[(baseline, reward_budget)],
+                       coef, seed=7, monkeypatch=monkeypatch)
+
+
+def test_local_store_is_not_vacuous(tmp_path: Path) -> None:
+    """LocalKV keeps rows apart per partition and returns jagged rows of their own lengths."""
+    from verl.utils.tensordict_utils import list_of_dict_to_tensordict
+
+    store = LocalKV()
+    rows = [{"uid": "a", "x": torch.ones(2)}, {"uid": "b", "x": torch.zeros(3)}]
+    store.kv_batch_put(keys=["k1", "k2"], partition_id="p",
+                       fields=list_of_dict_to_tensordict(rows))
+    got = store.kv_batch_get(keys=["k2", "k1"], partition_id="p", select_fields=["x", "uid"])
+    padded = got.to_padded_tensor()
+    assert padded.pop("uid").tolist() == ["b", "a"]
+    torch.testing.assert_close(padded["x"], torch.tensor([[0.0, 0.0, 0.0], [1.0, 1.0, 0.0]]))
+    with pytest.raises(KeyError):
+        store.kv_batch_get(keys=["k1"], partition_id="other", select_fields=["x"])
