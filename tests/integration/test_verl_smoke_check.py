@@ -69,11 +69,12 @@ def record_sweep(stores: Stores, name: str, tmp_path: Path,
     return sorted(stores.registry.cells(name), key=lambda c: c.index)
 
 
-def fake_verl_cell(stores: Stores, cell: CellRecord, metrics: Mapping[str, tuple[float, ...]],
+def fake_verl_cell(stores: Stores, cell: CellRecord,
+                   metrics: Mapping[str, tuple[float | None, ...]],
                    state: str = "succeeded", mlflow: bool = True,
                    logged_ms: int | None = None) -> None:
     """FAKE: what the scheduler and verl's MLflow logger leave for one cell on a GPU
-    (run created, attempt started, metrics at steps 1.., attempt finished)."""
+    (run created, attempt started, metrics at steps 1.. where not None, attempt finished)."""
     from mlflow.entities import Metric
 
     from orchestrator.registry import CellState
@@ -87,7 +88,7 @@ def fake_verl_cell(stores: Stores, cell: CellRecord, metrics: Mapping[str, tuple
     if mlflow:
         now = logged_ms if logged_ms is not None else int(time.time() * 1000)
         points = [Metric(key, value, now, step) for key, values in metrics.items()
-                  for step, value in enumerate(values, 1)]
+                  for step, value in enumerate(values, 1) if value is not None]
         tracker.client.log_batch(run_id, metrics=points)
     reg.finish_attempt(cell, CellState(state), exit_code=0 if state == "succeeded" else 1)
 
@@ -116,6 +117,8 @@ def test_bad_cells_are_named_with_the_failing_metric(stores: Stores, tmp_path: P
         5: dict(metrics={k: v[:1] for k, v in GOOD.items()}),  # died after step 1
         6: dict(metrics=GOOD, logged_ms=long_ago),  # an earlier run's metrics only
         7: dict(metrics={}, mlflow=False),
+        # Only the end-of-run summary (kappa logs the last values at the last step).
+        8: dict(metrics={k: (None, v[1]) for k, v in GOOD.items()}),
     }
     for cell in cells:
         fake_verl_cell(stores, cell, **bad.get(cell.index, {"metrics": GOOD}))
@@ -131,11 +134,12 @@ def test_bad_cells_are_named_with_the_failing_metric(stores: Stores, tmp_path: P
     assert problems[by_index[5]] == [f"{k}: no value at step 2" for k in GOOD]
     assert problems[by_index[6]] == [f"{k}: never logged" for k in GOOD]
     assert problems[by_index[7]] == ["no MLflow run recorded"]
+    assert problems[by_index[8]][-1].startswith("only step 2's summary reached MLflow")
     text = "\n".join(verdict_lines(verdicts))
     assert f"FAIL  baseline=grpo reward_budget=True  ({by_index[1]}, succeeded)" in text
     assert "      actor/grad_norm = 0.0 at step 2 (must be > 0)" in text
-    assert text.endswith("smoke: 7 of 12 cells failed")
-    assert sum(not v["passed"] for v in verdicts_json(verdicts)) == 7
+    assert text.endswith("smoke: 8 of 12 cells failed")
+    assert sum(not v["passed"] for v in verdicts_json(verdicts)) == 8
 
 
 def test_metric_problems_needs_every_step() -> None:

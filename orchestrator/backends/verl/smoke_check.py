@@ -99,7 +99,14 @@ def check_cell(cell: CellRecord, client: MlflowClient) -> CellVerdict:
         try:
             since = (int(cell.started_at.timestamp() * 1000) - CLOCK_SLACK_S * 1000
                      if cell.started_at is not None else 0)
-            problems += metric_problems(run_history(client, cell.mlflow_run_id, since))
+            history = run_history(client, cell.mlflow_run_id, since)
+            problems += metric_problems(history)
+            if all(set(values) == {SMOKE_STEPS} for values in history.values()):
+                # Only kappa's end-of-run summary (last values, at the last step) arrived:
+                # verl's own MLflow logger never wrote to this run.
+                problems.append(f"only step {SMOKE_STEPS}'s summary reached MLflow: verl did "
+                                "not log to this run (MLFLOW_* not forwarded to its Ray "
+                                "workers, or mlflow missing in verl's environment)")
         except Exception as exc:  # a missing or unreadable run is a verdict, not a crash
             problems.append(f"MLflow run {cell.mlflow_run_id} unreadable: "
                             f"{type(exc).__name__}: {str(exc)[:200]}")
