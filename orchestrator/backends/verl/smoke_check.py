@@ -106,7 +106,8 @@ def check_cell(cell: CellRecord, client: MlflowClient) -> CellVerdict:
                 # verl's own MLflow logger never wrote to this run.
                 problems.append(f"only step {SMOKE_STEPS}'s summary reached MLflow: verl did "
                                 "not log to this run (MLFLOW_* not forwarded to its Ray "
-                                "workers, or mlflow missing in verl's environment)")
+                                "workers, or the log says 'All MLflow initialization "
+                                "attempts failed')")
         except Exception as exc:  # a missing or unreadable run is a verdict, not a crash
             problems.append(f"MLflow run {cell.mlflow_run_id} unreadable: "
                             f"{type(exc).__name__}: {str(exc)[:200]}")
