@@ -54,6 +54,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -139,6 +140,9 @@ def _run(argv: list[str], env: Mapping[str, str] | None = None) -> subprocess.Co
     try:
         return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60,
                               check=False)
+    except FileNotFoundError as exc:
+        raise SlurmError(f"{argv[0]} not found: the slurm executor needs SLURM's commands "
+                         "(sbatch, squeue, scancel) on PATH") from exc
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise SlurmError(f"{argv[0]}: {exc}") from exc
 
@@ -334,6 +338,27 @@ class SlurmExecutor(Executor):
             if job.poll() is not None:
                 del self._active[job_id]
         return max(0, self.max_parallel - len(self._active))
+
+    def fits(self, resources: JobResources) -> str | None:
+        """Why SLURM would never run a job asking for ``resources`` (``sbatch
+        --test-only`` with the job's own directives: partition, account, QOS, constraint,
+        nodes, CPUs, GPUs, time), or ``None`` if it would."""
+        if resources.nodes > 1 and not resources.self_placing:
+            return f"a job over {resources.nodes} nodes must place its own work (verl)"
+        with tempfile.TemporaryDirectory(prefix="kappa-slurm-fit-") as tmp:
+            folder = Path(tmp)
+            script = folder / "fit.sbatch"
+            script.write_text(batch_script(self.batch_job(
+                ("true",), folder, folder / "fit.log", folder, resources)))
+            try:
+                done = _run(["sbatch", "--test-only", str(script)])
+            except SlurmError as exc:
+                return str(exc)
+        if done.returncode == 0:
+            return None
+        why = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "refused"
+        return (f"SLURM refuses {resources.nodes} node(s) x {resources.cpus} CPU(s), "
+                f"{resources.gpus_per_node} GPU(s) per node: {why.removeprefix('sbatch: ')}")
 
     # -- jobs -------------------------------------------------------------------------
     def time_minutes(self, resources: JobResources) -> int | None:

@@ -13,7 +13,11 @@ scripts it writes are pinned by golden files (tests/golden/slurm/). Two shapes:
   ... --block &``), waits until all of them have joined, then runs the cell's command on
   the head with ``RAY_ADDRESS`` set, so verl's ``ray.init()`` attaches to that cluster
   and its placement groups spread over every node. The Ray daemons end with the job
-  (SLURM kills the job's steps when the script exits).
+  (SLURM kills the job's steps when the script exits). Departures from the usual
+  recipe: the head's port comes from the job id (two jobs sharing a node do not meet on
+  6379), the cluster runs without a dashboard, and with a token of the job's own
+  (``RAY_AUTH_MODE=token``: Ray >= 2.5x starts heads with token auth, and a token passed
+  in the environment reaches the head, the workers and the cell alike).
 
 A cell over several nodes that does *not* place its own work has no meaning here (who
 would start the other nodes' share?) and is refused by the executor before a script is
@@ -30,9 +34,16 @@ from pathlib import Path
 
 from orchestrator.executors.base import JobResources
 
-# How long the batch script waits for every Ray node to join before giving up (exit 70).
+# How long the batch script waits for every Ray node to join (or for a head that died)
+# before giving up with exit 70.
 RAY_JOIN_TIMEOUT_S = 300
 RAY_JOIN_FAILED_EXIT = 70  # EX_SOFTWARE
+# No dashboard: the cell is the Ray driver itself (no Jobs API needed), and a dashboard
+# is the heaviest part of a Ray start and holds a fixed port (8265) two jobs would share.
+RAY_START_FLAGS = "--include-dashboard=false --disable-usage-stats"
+TOKEN_CODE = "import secrets; print(secrets.token_hex(32))"
+# The Ray head's port: RAY_PORT_BASE + the SLURM job id modulo RAY_PORT_SPAN.
+RAY_PORT_BASE, RAY_PORT_SPAN = 20000, 10000
 
 
 @dataclass(frozen=True)
@@ -53,7 +64,6 @@ class BatchJob:
     qos: str | None = None
     constraint: str | None = None
     sbatch_args: tuple[str, ...] = ()
-    ray_port: int = 6379
 
 
 def time_limit_minutes(hours: float | None, factor: float, extra_minutes: int,
@@ -119,32 +129,36 @@ def _ray_cluster(job: BatchJob) -> list[str]:
         'head_node=${nodes[0]}',
         'head_ip=$(srun --nodes=1 --ntasks=1 --overlap -w "$head_node" hostname --ip-address'
         " | awk '{print $1}')",
-        f"export RAY_ADDRESS=\"$head_ip:{job.ray_port}\"",
-        f'echo "kappa: Ray head on $head_node ($RAY_ADDRESS), {res.nodes} nodes"',
+        "# A port of this job's own: two jobs sharing a node do not meet on Ray's 6379.",
+        f"port=$(({RAY_PORT_BASE} + SLURM_JOB_ID % {RAY_PORT_SPAN}))",
+        'export RAY_ADDRESS="$head_ip:$port"',
+        "# The job's own Ray token (Ray's token auth): its head, workers and the cell share",
+        "# it through the environment srun passes on; nobody else on the nodes can connect.",
+        "export RAY_AUTH_MODE=token",
+        f"RAY_AUTH_TOKEN=$({_quote_all([job.python, '-c', TOKEN_CODE])})",
+        "export RAY_AUTH_TOKEN",
+        'echo "kappa: Ray head on $head_node ($RAY_ADDRESS), $SLURM_JOB_NUM_NODES nodes"',
         f'srun --nodes=1 --ntasks=1 --overlap -w "$head_node" {ray} start --head '
-        f'--node-ip-address="$head_ip" --port={job.ray_port} '
+        f'--node-ip-address="$head_ip" --port="$port" {RAY_START_FLAGS} '
         f'--num-cpus="$SLURM_CPUS_PER_TASK" --num-gpus={gpus} --block &',
+        "head_pid=$!",
         'for node in "${nodes[@]:1}"; do',
         f'  srun --nodes=1 --ntasks=1 --overlap -w "$node" {ray} start '
-        f'--address="$RAY_ADDRESS" --num-cpus="$SLURM_CPUS_PER_TASK" --num-gpus={gpus} '
-        "--block &",
+        f'--address="$RAY_ADDRESS" --disable-usage-stats --num-cpus="$SLURM_CPUS_PER_TASK" '
+        f"--num-gpus={gpus} --block &",
         "done",
         f"deadline=$((SECONDS + {RAY_JOIN_TIMEOUT_S}))",
-        f"until {_quote_all([job.python, '-c', probe])} \"$RAY_ADDRESS\" {res.nodes} "
-        ">/dev/null 2>&1; do",
-        '  if [ "$SECONDS" -ge "$deadline" ]; then',
-        f'    echo "kappa: the Ray cluster did not reach {res.nodes} nodes in '
-        f'{RAY_JOIN_TIMEOUT_S} s" >&2',
+        f"until {_quote_all([job.python, '-c', probe])} \"$RAY_ADDRESS\" "
+        '"$SLURM_JOB_NUM_NODES" >/dev/null 2>&1; do',
+        '  if [ "$SECONDS" -ge "$deadline" ] || ! kill -0 "$head_pid" 2>/dev/null; then',
+        '    echo "kappa: the Ray cluster did not reach $SLURM_JOB_NUM_NODES nodes" >&2',
         f"    exit {RAY_JOIN_FAILED_EXIT}",
         "  fi",
         "  sleep 2",
         "done",
-        f"{_quote_all([job.python, '-I', '-S', str(job.wrapper)])} \"$JOB_DIR\" -- "
+        "# The cell is the Ray driver; the Ray daemons (job steps) end with the job.",
+        f"exec {_quote_all([job.python, '-I', '-S', str(job.wrapper)])} \"$JOB_DIR\" -- "
         f"{_quote_all(job.argv)}",
-        "code=$?",
-        f"srun --nodes={res.nodes} --ntasks={res.nodes} --overlap {ray} stop --force "
-        ">/dev/null 2>&1",
-        'exit "$code"',
     ]
 
 

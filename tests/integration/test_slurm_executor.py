@@ -18,6 +18,7 @@ from slurm_cluster import LocalSlurm, slurm_cluster_fixture  # noqa: F401 (fixtu
 
 from orchestrator.executors import JobResources, executor_for_job
 from orchestrator.executors.slurm import SlurmError, SlurmExecutor
+from orchestrator.executors.slurm_script import batch_script
 
 SAFETY = 120  # seconds; a guard against hangs, not a speed assertion
 
@@ -120,10 +121,18 @@ def test_preempted_job_ends_with_a_signal_and_is_not_requeued(
     assert low.state(fresh=True)[0] == "PREEMPTED"  # not requeued: kappa retries the cell
 
 
-def test_sbatch_refusal_is_an_error(slurm_cluster: LocalSlurm, tmp_path: Path) -> None:
+def test_what_slurm_can_never_run_is_refused_up_front(
+        slurm_cluster: LocalSlurm, tmp_path: Path) -> None:
+    executor = SlurmExecutor()
+    assert executor.fits(JobResources(cpus=slurm_cluster.cpus, gpus=2, hours=1.0)) is None
+    too_many_cpus = executor.fits(JobResources(cpus=slurm_cluster.cpus + 1))
+    assert too_many_cpus is not None and "not available" in too_many_cpus
+    assert executor.fits(JobResources(gpus=slurm_cluster.fake_gpus + 1)) is not None
+    assert executor.fits(JobResources(nodes=2, self_placing=True)) is not None  # one node
+    wrong = SlurmExecutor(partition="no-such-partition")
+    assert "partition" in (wrong.fits(JobResources()) or "")
     with pytest.raises(SlurmError, match="partition"):
-        SlurmExecutor(partition="no-such-partition").submit(
-            ("true",), {}, tmp_path, tmp_path / "train.log", JobResources())
+        wrong.submit(("true",), {}, tmp_path, tmp_path / "train.log", JobResources())
 
 
 @pytest.mark.slow
@@ -136,3 +145,31 @@ def test_time_limit_ends_as_timeout(slurm_cluster: LocalSlurm, tmp_path: Path) -
     assert job.wait(300) == -15
     assert "ended TIMEOUT" in (tmp_path / "train.log").read_text()
     assert os.environ["SLURM_CONF"] == str(slurm_cluster.conf)
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_multi_node_script_runs_the_cell_on_a_ray_head(
+        slurm_cluster: LocalSlurm, tmp_path: Path) -> None:
+    """The multi-node (verl) batch script on the one node there is: sbatch's own
+    ``--nodes=1`` overrides the script's ``--nodes=2``, so the Ray head starts (srun in the
+    allocation), no worker, and the cell attaches to the head through RAY_ADDRESS."""
+    pytest.importorskip("ray")
+    executor = SlurmExecutor()
+    log = tmp_path / "train.log"
+    job_dir = tmp_path / ".jobs" / "train.log.0"
+    job_dir.mkdir(parents=True)
+    argv = (sys.executable, "-c", "import os, ray; ray.init(); "
+            "print('kappa-ray', os.environ['RAY_ADDRESS'], len(ray.nodes()), flush=True)")
+    job = executor.batch_job(argv, tmp_path, log, job_dir,
+                             JobResources(nodes=2, cpus=2, self_placing=True))
+    (job_dir / "job.sbatch").write_text(batch_script(job))
+    slurm_id = subprocess.run(["sbatch", "--parsable", "--nodes=1", str(job_dir / "job.sbatch")],
+                              capture_output=True, text=True, check=True,
+                              timeout=SAFETY).stdout.strip()
+    (job_dir / "job.json").write_text(json.dumps({"slurm_id": slurm_id, "log": str(log)}))
+    handle = executor.reattach(f"slurm:{slurm_id}:{job_dir}")
+    assert handle is not None
+    assert handle.wait(400) == 0, log.read_text()
+    text = log.read_text()
+    assert "kappa: Ray head on" in text and "kappa-ray 127.0.0.1:" in text, text
