@@ -162,7 +162,8 @@ def real_transfer_queue() -> Iterator[Any]:
     ray = pytest.importorskip("ray")
     import transfer_queue as tq
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    # address="local": a Ray of its own, never another test's or user's cluster.
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         tq.init({"backend": {"SimpleStorage": {"num_data_storage_units": 1}}})
         yield tq

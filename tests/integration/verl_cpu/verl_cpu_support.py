@@ -69,41 +69,45 @@ def _encode(tokenizer: Any, text: str) -> list[int]:
 def rollout_batch(tokenizer: Any, samples: Sequence[Sample]) -> Any:
     """A ``DataProto`` laid out like verl's agent-loop output for ``samples``.
 
-    Prompts are the chat template applied to the prompt text (left-padded), responses the
-    tokenized text plus EOS (right-padded); the dataset fields (``data_source``,
-    ``reward_model``, ``extra_info``, ``uid``) are in ``non_tensor_batch`` where verl's
-    reward managers read them.
+    Prompts are the chat template applied to the prompt text; the dataset fields
+    (``data_source``, ``reward_model``, ``extra_info``, ``uid``) go to ``non_tensor_batch``
+    where verl's reward managers read them.
     """
-    from verl import DataProto
-
     prompts = [list(tokenizer.apply_chat_template(
         [{"role": "user", "content": s.prompt}], add_generation_prompt=True, tokenize=True,
         return_dict=False)) for s in samples]
-    responses = [[*_encode(tokenizer, s.response), tokenizer.eos_token_id] for s in samples]
+    non_tensors = {
+        "data_source": [s.data_source for s in samples],
+        "reward_model": [{"style": "rule", "ground_truth": s.ground_truth} for s in samples],
+        "extra_info": [{"index": s.index, "split": "train", **s.extra} for s in samples],
+        "uid": [s.uid for s in samples],
+    }
+    return batch_from(tokenizer, prompts, [s.response for s in samples], non_tensors)
+
+
+def batch_from(tokenizer: Any, prompts: Sequence[Sequence[int]], responses: Sequence[str],
+               non_tensors: Mapping[str, Sequence[Any]]) -> Any:
+    """Prompt ids (left-padded) and response texts + EOS (right-padded) as a ``DataProto``."""
+    from verl import DataProto
+
+    response_ids = [[*_encode(tokenizer, text), tokenizer.eos_token_id] for text in responses]
     pad = tokenizer.pad_token_id
-    p_len, r_len = max(map(len, prompts)), max(map(len, responses))
-    bs = len(samples)
-    prompt_ids = torch.full((bs, p_len), pad, dtype=torch.long)
-    response_ids = torch.full((bs, r_len), pad, dtype=torch.long)
+    p_len, r_len = max(map(len, prompts)), max(map(len, response_ids))
+    bs = len(prompts)
+    prompt_t = torch.full((bs, p_len), pad, dtype=torch.long)
+    response_t = torch.full((bs, r_len), pad, dtype=torch.long)
     attention = torch.zeros(bs, p_len + r_len, dtype=torch.long)
-    for i, (p, r) in enumerate(zip(prompts, responses, strict=True)):
-        prompt_ids[i, p_len - len(p):] = torch.tensor(p)
-        response_ids[i, :len(r)] = torch.tensor(r)
+    for i, (p, r) in enumerate(zip(prompts, response_ids, strict=True)):
+        prompt_t[i, p_len - len(p):] = torch.tensor(list(p))
+        response_t[i, :len(r)] = torch.tensor(r)
         attention[i, p_len - len(p):p_len + len(r)] = 1
     position_ids = (attention.cumsum(-1) - 1).clamp(min=0)
     return DataProto.from_dict(
-        tensors={"prompts": prompt_ids, "responses": response_ids,
-                 "input_ids": torch.cat([prompt_ids, response_ids], dim=-1),
+        tensors={"prompts": prompt_t, "responses": response_t,
+                 "input_ids": torch.cat([prompt_t, response_t], dim=-1),
                  "attention_mask": attention, "position_ids": position_ids,
                  "response_mask": attention[:, p_len:].clone()},
-        non_tensors={
-            "data_source": np.array([s.data_source for s in samples], dtype=object),
-            "reward_model": np.array([{"style": "rule", "ground_truth": s.ground_truth}
-                                      for s in samples], dtype=object),
-            "extra_info": np.array([{"index": s.index, "split": "train", **s.extra}
-                                    for s in samples], dtype=object),
-            "uid": np.array([s.uid for s in samples], dtype=object),
-        })
+        non_tensors={k: np.array(list(v), dtype=object) for k, v in non_tensors.items()})
 
 
 class _InProcessCall:
