@@ -377,9 +377,8 @@ class SlurmExecutor(Executor):
             constraint=self.constraint, sbatch_args=self.sbatch_args)
 
     def _job_env(self, env: Mapping[str, str], resources: JobResources) -> dict[str, str]:
+        # SLURM sets CUDA_VISIBLE_DEVICES (the batch script empties it for CPU jobs).
         full = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
-        if resources.gpus == 0:
-            full["CUDA_VISIBLE_DEVICES"] = ""  # SLURM sets it for jobs that get GPUs
         for var in _THREAD_VARS:
             full[var] = str(resources.cpus)
         full.update(env)  # the launch's own settings win

@@ -162,6 +162,14 @@ def _ray_cluster(job: BatchJob) -> list[str]:
     ]
 
 
+def _no_gpus(job: BatchJob) -> list[str]:
+    if job.resources.gpus > 0:
+        return []  # SLURM sets CUDA_VISIBLE_DEVICES to the GPUs it gave the job
+    return ["# No GPU asked: none visible. SLURM unsets the variable for such a job, which",
+            "# CUDA reads as every GPU of the node (where cgroups do not hide them).",
+            "export CUDA_VISIBLE_DEVICES="]
+
+
 def batch_script(job: BatchJob) -> str:
     """The batch script for ``job`` (see the module docstring)."""
     body = (_ray_cluster(job) if job.resources.nodes > 1 and job.resources.self_placing
@@ -174,6 +182,7 @@ def batch_script(job: BatchJob) -> str:
         f"JOB_DIR={shlex.quote(str(job.job_dir))}",
         "# A previous run of this script (same job, requeued by hand) left its exit code.",
         'rm -f "$JOB_DIR/exit"',
+        *_no_gpus(job),
         *body,
     ]
     return "\n".join(lines) + "\n"

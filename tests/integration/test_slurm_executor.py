@@ -33,7 +33,7 @@ def _wait_for(path: Path) -> None:
 def test_exit_codes_environment_gpus_and_logs(slurm_cluster: LocalSlurm, tmp_path: Path) -> None:
     executor = SlurmExecutor()
     cases = {
-        "ok": ("sh", "-c", 'echo "out $KAPPA_X $(pwd) gpus=[$CUDA_VISIBLE_DEVICES]"; '
+        "ok": ("sh", "-c", 'echo "out $KAPPA_X $(pwd) gpus=[${CUDA_VISIBLE_DEVICES-unset}]"; '
                            'echo err >&2'),
         "three": ("sh", "-c", "exit 3"),
         "killed": ("sh", "-c", "kill -9 $$"),
