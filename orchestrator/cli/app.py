@@ -29,6 +29,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "orchestrator.cli.ui_cmd",
     "orchestrator.cli.results_cmd",
     "orchestrator.cli.data_cmd",
+    "orchestrator.cli.doctor_cmd",
     "orchestrator.cli.smoke_cmd",
 )
 

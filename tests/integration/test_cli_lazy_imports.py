@@ -29,6 +29,7 @@ main()
     ["plan", "experiments/toy/table2.yaml", "--json"],
     ["schema"],
     ["submit", "--help"],
+    ["doctor", "--help"],
 ])
 def test_light_commands_import_nothing_heavy(argv: list[str], tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-c", _PROBE, *argv], cwd=ROOT, capture_output=True,

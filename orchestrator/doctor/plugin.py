@@ -1,0 +1,202 @@
+"""Doctor checks of kappa's verl plug-in: here, and in the workers of a Ray cluster.
+
+verl imports its plug-ins on ``import verl`` through the ``verl.plugins`` entry point
+and swallows their errors at DEBUG level, so a missing or broken plug-in only shows when
+a cell's first step calls ``reward_budget``. The checks therefore import verl the way a
+run does — in a fresh process here (without kappa's ``VERL_USE_EXTERNAL_MODULES``
+fallback, so the entry point itself is tested), and in one Ray task per alive node of
+the cluster — and ask verl's own registry.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import secrets
+import subprocess
+import sys
+import time
+from typing import Any
+
+from orchestrator.doctor import CheckResult, DoctorOptions, Status
+from orchestrator.redact import redact
+
+MARK = "KAPPA_DOCTOR "
+PLUGIN_MODULE = "kappa_verl"
+ENTRY_POINT_GROUP = "verl.plugins"
+# Runs in verl's environment (here, or in a Ray worker); needs only the standard library
+# until it imports verl.
+WORKER_PROBE = '''
+def probe():
+    import importlib.metadata, importlib.util, os, socket, sys
+    out = {"host": socket.gethostname(), "python": sys.executable,
+           "entry_point": any(ep.value.split(":")[0] == "kappa_verl" for ep in
+                              importlib.metadata.entry_points(group="verl.plugins")),
+           "importable": importlib.util.find_spec("kappa_verl") is not None,
+           "external_plugins": os.environ.get("VERL_USE_EXTERNAL_PLUGINS")}
+    try:
+        import verl
+        out["verl"] = str(verl.__version__)
+        out["loaded"] = "kappa_verl" in sys.modules
+        if out["importable"]:
+            import kappa_verl
+            out["facts"] = kappa_verl.check()
+    except Exception as exc:
+        out["error"] = f"{type(exc).__name__}: {exc}"
+    return out
+'''
+LOCAL_PROBE = WORKER_PROBE + f'import json\nprint({MARK!r} + json.dumps(probe()), flush=True)\n'
+RAY_PROBE = WORKER_PROBE + f'''
+import json, ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+ray.init()
+nodes = [n for n in ray.nodes() if n["Alive"]]
+task = ray.remote(num_cpus=0)(probe)
+refs = [task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
+        .remote() for n in nodes]
+results = [dict(r, node_id=n["NodeID"], gpus=n["Resources"].get("GPU", 0))
+           for n, r in zip(nodes, ray.get(refs))]
+print({MARK!r} + json.dumps({{"nodes": results}}), flush=True)
+'''
+
+
+def _install_fix() -> str:
+    from orchestrator.backends.verl.preflight import plugin_install_fix
+
+    return plugin_install_fix()
+
+
+def parse_probe(output: str) -> dict[str, Any] | None:
+    """The JSON a probe printed after :data:`MARK`, if any."""
+    for line in reversed(output.splitlines()):
+        if line.startswith(MARK):
+            parsed: dict[str, Any] = json.loads(line[len(MARK):])
+            return parsed
+    return None
+
+
+def verdict(found: dict[str, Any], where: str) -> tuple[Status, str, str | None]:
+    """Judge one probe: did ``import verl`` load the plug-in, and does it work?"""
+    if "error" in found:
+        return Status.PROBLEM, f"{where}: {found['error'][:300]}", _install_fix()
+    if not found.get("importable"):
+        return Status.PROBLEM, f"{where}: kappa_verl is not installed", _install_fix()
+    if not found.get("entry_point"):
+        return (Status.PROBLEM, f"{where}: kappa_verl is importable but declares no "
+                f"'{ENTRY_POINT_GROUP}' entry point", _install_fix())
+    if not found.get("loaded"):
+        setting = found.get("external_plugins")
+        return (Status.PROBLEM, f"{where}: `import verl` did not load kappa_verl "
+                f"(VERL_USE_EXTERNAL_PLUGINS={setting!r})",
+                "unset VERL_USE_EXTERNAL_PLUGINS, or list 'kappa' in it")
+    return Status.OK, f"{where}: loaded by verl {found.get('verl')}'s entry point", None
+
+
+def check_plugin(options: DoctorOptions) -> CheckResult:
+    """The plug-in's entry point is visible here and ``import verl`` loads it."""
+    try:
+        verl = importlib.metadata.version("verl")
+    except importlib.metadata.PackageNotFoundError:
+        return CheckResult("plugin", Status.SKIPPED, "verl is not installed here; the "
+                           "plug-in is needed only where verl cells run")
+    points = [ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+              if ep.value.split(":")[0] == PLUGIN_MODULE]
+    if not points:
+        return CheckResult("plugin", Status.PROBLEM, f"verl {verl} is installed but no "
+                           f"'{ENTRY_POINT_GROUP}' entry point names {PLUGIN_MODULE} in this "
+                           "environment", fix=_install_fix())
+    env = {k: v for k, v in os.environ.items() if k != "VERL_USE_EXTERNAL_MODULES"}
+    env.setdefault("PYTHONWARNINGS", "ignore")
+    try:
+        proc = subprocess.run([sys.executable, "-c", LOCAL_PROBE], env=env, text=True,
+                              capture_output=True, timeout=options.timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        return CheckResult("plugin", Status.PROBLEM, f"`import verl` took more than "
+                           f"{options.timeout_s:g} s", fix="check the Python environment")
+    found = parse_probe(proc.stdout)
+    if found is None:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return CheckResult("plugin", Status.PROBLEM, f"the probe process failed: "
+                           f"{redact(tail)[:300]}", fix=_install_fix())
+    status, summary, fix = verdict(found, "this environment")
+    return CheckResult("plugin", status, summary, fix=fix, details=found)
+
+
+def check_ray(options: DoctorOptions) -> CheckResult:
+    """GPUs the Ray cluster schedules, and the plug-in loaded in a task on every node."""
+    address = options.ray_address or os.environ.get("RAY_ADDRESS")
+    if not address:
+        return CheckResult("ray", Status.SKIPPED, "no Ray address (--ray-address or "
+                           "RAY_ADDRESS): cells run on this machine with --executor local")
+    try:
+        from ray.job_submission import JobSubmissionClient
+    except ImportError:
+        return CheckResult("ray", Status.PROBLEM, "Ray is not installed",
+                           fix="`pip install -e '.[ray]'`")
+    try:
+        client = JobSubmissionClient(address)  # asks the dashboard for its version
+    except Exception as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return CheckResult("ray", Status.PROBLEM, f"cannot reach the Ray dashboard at "
+                           f"{address}: {redact(first)[:300]}",
+                           fix="start the cluster (`ray start --head`) and give its "
+                               "dashboard address, e.g. http://head:8265")
+    details: dict[str, Any] = {"address": address}
+    found, why = _probe_job(client, options)
+    if found is None:
+        return CheckResult("ray", Status.PROBLEM, f"the probe job on {address} failed: {why}",
+                           fix=f"check `{options.python}` runs on the cluster (--python)",
+                           details=details)
+    nodes = found["nodes"]
+    gpus = sum(float(n.get("gpus") or 0) for n in nodes)
+    details.update(nodes=len(nodes), gpus=gpus, workers=nodes)
+    verdicts = [verdict(n, f"node {n.get('host')}") for n in found["nodes"]]
+    bad = [(s, m, f) for s, m, f in verdicts if s is Status.PROBLEM]
+    if bad:
+        return CheckResult("ray", Status.PROBLEM, "; ".join(m for _, m, _ in bad),
+                           fix=bad[0][2], details=details)
+    summary = (f"{len(nodes)} node(s), {gpus:g} GPU(s) in Ray; the plug-in loads by its "
+               f"entry point in a task on every node")
+    if gpus == 0:
+        return CheckResult("ray", Status.WARNING, summary + ": no GPUs, so verl cells "
+                           "cannot run there (embedded cells can)",
+                           fix="start the GPU nodes' raylets with their GPUs "
+                               "(`ray start --address=HEAD:6379`)", details=details)
+    return CheckResult("ray", Status.OK, summary, details=details)
+
+
+def _probe_job(client: Any, options: DoctorOptions) -> tuple[dict[str, Any] | None, str]:
+    """Run :data:`RAY_PROBE` as a Ray job; its result, or ``None`` and why not."""
+    import shlex
+
+    from orchestrator.executors.ray_jobs import SUBMIT_RETRY_INTERVAL_S, is_transient_refusal
+
+    deadline = time.monotonic() + options.timeout_s
+    while True:  # a fresh cluster's job agent may not have registered yet
+        try:
+            job = client.submit_job(entrypoint=f"{shlex.quote(options.python)} -c "
+                                               f"{shlex.quote(RAY_PROBE)}",
+                                    submission_id=f"kappa-doctor-{secrets.token_hex(4)}",
+                                    runtime_env={"env_vars": {"PYTHONWARNINGS": "ignore"}})
+            break
+        except Exception as exc:
+            if not is_transient_refusal(exc) or time.monotonic() > deadline:
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                return None, f"the cluster refused the probe job: {redact(first)[:300]}"
+            time.sleep(SUBMIT_RETRY_INTERVAL_S)
+    status = ""
+    while time.monotonic() < deadline:
+        status = str(getattr(client.get_job_status(job), "value", ""))
+        if status in ("SUCCEEDED", "FAILED", "STOPPED"):
+            break
+        time.sleep(1.0)
+    else:
+        client.stop_job(job)
+        return None, f"no result within {options.timeout_s:g} s (job {job})"
+    logs = client.get_job_logs(job)
+    found = parse_probe(logs)
+    if found is None:
+        tail = (logs.strip().splitlines() or [status])[-1]
+        return None, f"job {job} ended {status}: {redact(tail)[:300]}"
+    return found, status

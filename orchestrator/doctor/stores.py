@@ -1,0 +1,155 @@
+"""Doctor checks of the stores: the MLflow tracking URI and the run registry.
+
+Neither check creates a store that does not exist: a missing local store is reported
+(``kappa submit`` makes it), with whether its folder can be written. An existing MLflow
+store is written to for real: a run in experiment ``kappa-doctor``, created, given a
+parameter, then deleted.
+"""
+
+from __future__ import annotations
+
+import os
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from orchestrator import paths
+from orchestrator.doctor import CheckResult, DoctorOptions, Status
+from orchestrator.doctor.environment import nearest_existing
+from orchestrator.errors import UserInputError
+from orchestrator.redact import redact
+
+DOCTOR_EXPERIMENT = "kappa-doctor"
+HTTP_TIMEOUT_S = 10
+
+
+def _missing_local(name: str, where: str, created_by: str) -> CheckResult:
+    """A local store not made yet: fine if its folder can be made and written."""
+    from pathlib import Path
+
+    folder = nearest_existing(Path(where).parent)
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return CheckResult(name, Status.PROBLEM, f"{where} does not exist and {folder} is "
+                           "not writable", fix="set KAPPA_HOME to a writable folder",
+                           details={"path": where})
+    return CheckResult(name, Status.OK, f"{where} does not exist yet ({created_by} "
+                       "creates it; its folder is writable)", details={"path": where})
+
+
+@contextmanager
+def _fail_fast_http() -> Iterator[None]:
+    """MLflow's HTTP client retries for minutes by default; the doctor asks once."""
+    saved = {k: os.environ.get(k) for k in ("MLFLOW_HTTP_REQUEST_MAX_RETRIES",
+                                            "MLFLOW_HTTP_REQUEST_TIMEOUT")}
+    os.environ.update(MLFLOW_HTTP_REQUEST_MAX_RETRIES="0",
+                      MLFLOW_HTTP_REQUEST_TIMEOUT=str(HTTP_TIMEOUT_S))
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _server_answers(uri: str) -> str | None:
+    """``None`` if the tracking server at ``uri`` answers ``/health``, else why not."""
+    try:
+        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=HTTP_TIMEOUT_S):
+            return None
+    except urllib.error.HTTPError as exc:
+        # It answered: an auth proxy (401/403) or an old server without /health (404);
+        # the write probe below tells whether it works.
+        return None if exc.code in (401, 403, 404) else f"HTTP {exc.code} from /health"
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        return str(getattr(exc, "reason", exc))
+
+
+def check_mlflow(options: DoctorOptions) -> CheckResult:
+    """The tracking URI answers and takes a write (a throwaway run, deleted again)."""
+    uri = paths.mlflow_uri(options.mlflow)
+    shown = redact(uri)
+    local = paths.local_store_path(uri)
+    if local is not None and not local.exists():
+        return _missing_local("mlflow", str(local), "the first `kappa submit`")
+    fix_server = ("start the tracking server, or point --mlflow / KAPPA_MLFLOW_URI at a "
+                  "reachable one (`mlflow server --host 0.0.0.0 --port 5000`)")
+    if uri.startswith(("http://", "https://")):
+        why = _server_answers(uri)
+        if why is not None:
+            return CheckResult("mlflow", Status.PROBLEM, f"tracking server {shown} is "
+                               f"unreachable: {redact(why)}", fix=fix_server,
+                               details={"uri": shown})
+    from orchestrator.tracking.tracker import Tracker
+
+    tracker = Tracker(uri)
+    try:
+        with _fail_fast_http():
+            client = tracker.client
+            experiment = tracker.ensure_experiment(DOCTOR_EXPERIMENT)
+            run = client.create_run(experiment, run_name="kappa-doctor-probe",
+                                    tags={"kappa.doctor": "true"})
+            try:
+                client.log_param(run.info.run_id, "probe", "write")
+            finally:
+                client.delete_run(run.info.run_id)
+    except Exception as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return CheckResult("mlflow", Status.PROBLEM, f"cannot write to {shown}: "
+                           f"{redact(first)[:300]}", fix=fix_server if local is None else
+                           "check the store's file permissions, or run `mlflow db upgrade "
+                           f"{shown}` if MLflow says its schema is old",
+                           details={"uri": shown})
+    return CheckResult("mlflow", Status.OK, f"{shown}: reachable and writable (a run in "
+                       f"experiment {DOCTOR_EXPERIMENT!r} was created and deleted)",
+                       details={"uri": shown, "experiment": DOCTOR_EXPERIMENT})
+
+
+def check_registry(options: DoctorOptions) -> CheckResult:
+    """The registry database answers and is at this kappa's schema revision."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from orchestrator.registry.engine import (
+        display_url,
+        make_engine,
+        missing_sqlite_file,
+        normalize_url,
+    )
+    from orchestrator.registry.schema import SchemaState, schema_status
+
+    try:
+        url = normalize_url(paths.registry_url(options.registry))
+    except UserInputError as exc:
+        return CheckResult("registry", Status.PROBLEM, exc.summary,
+                           fix=exc.problems[0].render() if exc.problems else None)
+    shown = display_url(url)
+    if missing_sqlite_file(url):
+        return _missing_local("registry", str(url.database), "the first `kappa submit`")
+    engine = make_engine(url)
+    try:
+        status = schema_status(engine)
+    except SQLAlchemyError as exc:
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+        return CheckResult("registry", Status.PROBLEM, f"cannot connect to {shown}: "
+                           f"{redact(reason[0] if reason else type(exc).__name__)}",
+                           fix="check the server is up and the URL's host, port, user and "
+                               "password", details={"url": shown})
+    finally:
+        engine.dispose()
+    details = {"url": shown, "revision": status.current, "head": status.head,
+               "state": status.state.value}
+    upgrade = f"kappa db upgrade --registry '{shown}'"
+    verdicts = {
+        SchemaState.CURRENT: (Status.OK, f"at revision {status.current} (current)", None),
+        SchemaState.EMPTY: (Status.OK, "empty; initialised on first use", None),
+        SchemaState.OUTDATED: (Status.PROBLEM, f"at revision {status.current}, older than "
+                               f"this kappa's {status.head}", upgrade),
+        SchemaState.NEWER: (Status.PROBLEM, f"at revision {status.current}, made by a newer "
+                            "kappa", "upgrade kappa, or point --registry at another database"),
+        SchemaState.FOREIGN: (Status.PROBLEM, "has tables but is not a kappa registry",
+                              "point --registry (or KAPPA_REGISTRY) at another database"),
+    }
+    status_, what, fix = verdicts[status.state]
+    return CheckResult("registry", status_, f"{shown}: {what}", fix=fix, details=details)

@@ -1,0 +1,220 @@
+"""``kappa doctor`` on real stores: every check a CPU machine can exercise (issue 11, 3).
+
+The real entry point runs in-process (``main()``); the registry is real SQLite, MLflow a
+real SQLite store (and a server URL nobody listens on), the plug-in probe a real
+``import verl`` in a fresh process. The Ray check runs against a real local Ray head
+(slow).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.cli.app import main
+from orchestrator.registry.engine import make_engine
+from orchestrator.registry.schema import HEAD_REVISION, known_revisions, upgrade_schema
+
+
+def doctor(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    """Run ``kappa doctor ARGS`` in-process: (exit code, stdout + stderr)."""
+    old = sys.argv
+    sys.argv = ["kappa", "doctor", *args]
+    capsys.readouterr()
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:
+        sys.argv = old
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+def doctor_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, Any]]:
+    code, out = doctor(capsys, "--json", *args)
+    report = json.loads(out[out.index("{"):])
+    assert report["exit_code"] == code, report
+    return code, {c["name"]: c for c in report["checks"]}
+
+
+def needs(package: str) -> None:
+    """Skip without ``package``, without importing it (``import verl`` costs seconds)."""
+    if importlib.util.find_spec(package) is None:
+        pytest.skip(f"{package} is not installed")
+
+
+def tree(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "home"
+    monkeypatch.setenv("KAPPA_HOME", str(folder))
+    for var in ("KAPPA_REGISTRY", "KAPPA_MLFLOW_URI", "RAY_ADDRESS", "MLFLOW_TRACKING_URI",
+                "VERL_USE_EXTERNAL_MODULES", "VERL_USE_EXTERNAL_PLUGINS"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.chdir(tmp_path)
+    return folder
+
+
+def test_a_good_setup_passes(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Existing stores at the current schema, the plug-in installed: exit 0, and the
+    MLflow probe run is created and deleted for real."""
+    from mlflow import MlflowClient
+    from mlflow.entities import ViewType
+
+    from orchestrator.registry import Registry
+    from orchestrator.tracking.tracker import Tracker
+
+    with Registry.open(None):
+        pass
+    uri = f"sqlite:///{home / 'mlflow.db'}"
+    Tracker(uri).client.search_experiments()
+    code, checks = doctor_json(capsys, "--min-free-gib", "0")
+    assert code == 0, checks
+    assert list(checks) == ["python", "packages", "gpus", "plugin", "ray", "mlflow",
+                            "registry", "disk"]
+    assert {n for n, c in checks.items() if c["status"] == "problem"} == set()
+    assert checks["registry"]["status"] == "ok"
+    assert checks["registry"]["details"]["revision"] == HEAD_REVISION
+    assert checks["plugin"]["status"] == "ok", checks["plugin"]
+    assert checks["plugin"]["details"]["loaded"] is True
+    assert checks["plugin"]["details"]["facts"]["estimator"] == "reward_budget"
+    assert checks["ray"]["status"] == "skipped" and "RAY_ADDRESS" in checks["ray"]["summary"]
+    assert checks["disk"]["status"] == "ok"
+    assert checks["mlflow"]["status"] == "ok", checks["mlflow"]
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name("kappa-doctor")
+    assert experiment is not None
+    ids = [experiment.experiment_id]
+    assert client.search_runs(ids, run_view_type=ViewType.ACTIVE_ONLY) == []
+    assert len(client.search_runs(ids, run_view_type=ViewType.DELETED_ONLY)) == 1
+
+
+def test_no_gpu_is_a_warning_not_a_problem(home: Path, monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """Embedded users train on CPU: a machine without a GPU is ready for them."""
+    import torch
+
+    if torch.cuda.is_available():
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    code, checks = doctor_json(capsys, "--check", "gpus")
+    assert code == 0
+    assert checks["gpus"]["status"] == "warning"
+    assert "embedded backend" in checks["gpus"]["summary"]
+    assert checks["gpus"]["fix"]
+
+
+def test_a_new_machine_passes_and_nothing_is_created(
+        home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, checks = doctor_json(capsys, "--check", "mlflow", "--check", "registry",
+                               "--check", "disk", "--min-free-gib", "0")
+    assert code == 0, checks
+    assert "does not exist yet" in checks["registry"]["summary"]
+    assert "does not exist yet" in checks["mlflow"]["summary"]
+    assert not home.exists(), tree(home)
+    assert tree(home.parent) == []
+
+
+def test_unreachable_mlflow_server_is_a_problem(home: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from ray_head import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"
+    code, out = doctor(capsys, "--mlflow", url, "--check", "mlflow")
+    assert code == 2, out
+    assert "problem" in out and "unreachable" in out and "mlflow server" in out, out
+    assert "Traceback" not in out
+
+
+def test_an_old_registry_is_a_problem_with_the_fix(home: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"sqlite:///{home.parent / 'old.db'}"
+    engine = make_engine(url)
+    older = known_revisions()[-2]
+    upgrade_schema(engine, older)
+    engine.dispose()
+    code, checks = doctor_json(capsys, "--registry", url, "--check", "registry")
+    assert code == 2
+    registry = checks["registry"]
+    assert registry["status"] == "problem" and older in registry["summary"]
+    assert registry["fix"] == f"kappa db upgrade --registry '{url}'"
+    # The human table says the same, and the fix is the real command: it works.
+    code, out = doctor(capsys, "--registry", url, "--check", "registry")
+    assert code == 2 and "kappa db upgrade" in out and "not ready" in out, out
+    old = sys.argv
+    sys.argv = ["kappa", "db", "upgrade", "--registry", url]
+    try:
+        main()
+    except SystemExit as exc:
+        assert not exc.code
+    finally:
+        sys.argv = old
+    code, checks = doctor_json(capsys, "--registry", url, "--check", "registry")
+    assert code == 0 and checks["registry"]["details"]["revision"] == HEAD_REVISION
+
+
+def test_a_missing_plugin_is_a_problem(home: Path, monkeypatch: pytest.MonkeyPatch,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """verl installed, but no ``verl.plugins`` entry point for kappa_verl."""
+    needs("verl")
+    real = importlib.metadata.entry_points
+
+    def without_kappa(**params: Any) -> Any:
+        found: Any = real(**params)
+        if params.get("group") == "verl.plugins":
+            return importlib.metadata.EntryPoints(
+                ep for ep in found if not ep.value.startswith("kappa_verl"))
+        return found
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", without_kappa)
+    code, checks = doctor_json(capsys, "--check", "plugin")
+    assert code == 2
+    assert checks["plugin"]["status"] == "problem"
+    assert "no 'verl.plugins' entry point" in checks["plugin"]["summary"]
+    assert "pip install" in checks["plugin"]["fix"]
+
+
+@pytest.mark.slow
+def test_a_plugin_verl_does_not_load_is_a_problem(home: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Installed, but verl is told to load no plug-ins: the real ``import verl`` shows it."""
+    needs("verl")
+    monkeypatch.setenv("VERL_USE_EXTERNAL_PLUGINS", "none")
+    code, checks = doctor_json(capsys, "--check", "plugin")
+    assert code == 2
+    assert "did not load kappa_verl" in checks["plugin"]["summary"], checks["plugin"]
+    assert "VERL_USE_EXTERNAL_PLUGINS" in checks["plugin"]["fix"]
+
+
+def test_an_unknown_check_is_refused(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = doctor(capsys, "--check", "gpu")
+    assert code == 2 and "no check named 'gpu'" in out and "gpus" in out, out
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_ray_workers_have_the_plugin(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A real local Ray head: its GPUs (none: a warning) and the plug-in in a worker."""
+    needs("ray")
+    needs("verl")
+    from ray_head import local_ray_head
+
+    with local_ray_head() as address:
+        code, checks = doctor_json(capsys, "--check", "ray", "--ray-address", address,
+                                   "--python", sys.executable)
+    ray = checks["ray"]
+    assert code == 0, ray
+    assert ray["status"] == "warning" and "no GPUs" in ray["summary"], ray
+    workers = ray["details"]["workers"]
+    assert len(workers) == ray["details"]["nodes"] == 1
+    assert workers[0]["loaded"] is True and workers[0]["python"] == sys.executable
