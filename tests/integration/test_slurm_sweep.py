@@ -100,3 +100,37 @@ def test_kill_the_orchestrator_cancel_a_cell_then_resume_reattaches_the_slurm_jo
     for cell_id in parked:
         assert launches(home / "runs" / "on-slurm" / cell_id) == [0]
     assert [slurm_state(parked[i]) for i in survivors] == ["COMPLETED"] * 2
+
+
+@pytest.mark.slow
+def test_a_preempted_cell_is_retried_and_resumes_from_its_checkpoint(
+        home: Path, tmp_path: Path, slurm_cluster: LocalSlurm) -> None:
+    spec = write_spec(tmp_path / "s.yaml", "preempted", seeds=1, retries=1, steps=3,
+                      hold_at=2)
+    orchestrator = subprocess.Popen(
+        [sys.executable, str(CLI), "submit", str(spec), "--executor", "slurm", "--wait"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_until(lambda: len(running_cells("preempted", 1)) == 1, "the job at step 1")
+        with Registry.open() as reg:
+            (cell,) = reg.cells("preempted")
+        # A higher-priority job wants the whole node: SLURM preempts the cell's job.
+        subprocess.run(["sbatch", f"--partition={slurm_cluster.urgent_partition}",
+                        f"--cpus-per-task={slurm_cluster.cpus}", "--output=/dev/null",
+                        "--wrap=sleep 1"], check=True, capture_output=True, timeout=SAFETY)
+        wait_until(lambda: slurm_state(cell.job_id or "") == "PREEMPTED", "the preemption")
+        (home / "runs" / "preempted" / cell.cell_id / "go").touch()
+        assert orchestrator.wait(SAFETY) == 0
+    finally:
+        if orchestrator.poll() is None:
+            os.killpg(orchestrator.pid, signal.SIGKILL)
+    with Registry.open() as reg:
+        (cell,) = reg.cells("preempted")
+        attempts = reg.attempts(cell)
+    assert cell.state is CellState.SUCCEEDED
+    assert [a.state.value for a in attempts] == ["failed", "succeeded"]  # retries count it
+    assert attempts[0].exit_code == -15 and attempts[0].job_id != attempts[1].job_id
+    run = home / "runs" / "preempted" / cell.cell_id
+    assert "ended PREEMPTED" in (run / "train.log").read_text()
+    # The retry was a new SLURM job that resumed from the step-1 checkpoint.
+    assert launches(run) == [0, 1]
