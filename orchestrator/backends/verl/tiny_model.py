@@ -28,7 +28,7 @@ from typing import Any
 
 MARKER = "kappa_tiny.json"
 # Bump when what is built changes (so old folders are rebuilt, not reused).
-FORMAT = 2
+FORMAT = 3
 
 EOS = "<|im_end|>"
 PAD = "<|endoftext|>"
@@ -203,9 +203,9 @@ def build_tiny_model(
     finally:
         torch.random.set_rng_state(generator_state)  # the caller's random stream is theirs
     model.config.dtype = torch.bfloat16
-    model.generation_config = GenerationConfig(
-        eos_token_id=[eos, pad], pad_token_id=pad, do_sample=True, temperature=1.0,
-        top_p=1.0, max_new_tokens=128)
+    # Stop tokens only: vLLM takes a generation config's sampling fields as defaults, and
+    # the sampling settings are verl's to give (temperature, response length).
+    model.generation_config = GenerationConfig(eos_token_id=[eos, pad], pad_token_id=pad)
     from transformers.utils import logging as hf_logging
 
     bar = hf_logging.is_progress_bar_enabled()
