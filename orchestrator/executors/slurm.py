@@ -112,8 +112,10 @@ class SlurmOptions(ExecutorOptions):
     constraint: str | None = Field(
         None, description="node features required (sbatch --constraint), e.g. a100")
     time_factor: float = Field(
-        1.5, ge=1.0, description="--time is the cell's expected hours times this ...")
-    time_extra_minutes: int = Field(10, ge=0, description="... plus these minutes")
+        1.5, ge=1.0, description="--time = the cell's resources.hours times this, "
+                                 "plus time_extra_minutes")
+    time_extra_minutes: int = Field(10, ge=0, description="minutes added to --time "
+                                                          "(see time_factor)")
     default_time_minutes: int | None = Field(
         None, ge=1, description="--time for cells whose hours are unknown "
                                 "(default: the partition's)")
