@@ -218,3 +218,45 @@ def test_ray_workers_have_the_plugin(home: Path, capsys: pytest.CaptureFixture[s
     workers = ray["details"]["workers"]
     assert len(workers) == ray["details"]["nodes"] == 1
     assert workers[0]["loaded"] is True and workers[0]["python"] == sys.executable
+
+
+def test_an_unreachable_registry_server_is_a_problem(
+        home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from ray_head import free_port
+
+    url = f"postgresql://kappa:secret@127.0.0.1:{free_port()}/kappa"
+    code, out = doctor(capsys, "--registry", url, "--check", "registry", "--json")
+    assert code == 2, out
+    registry = json.loads(out[out.index("{"):])["checks"][0]
+    assert registry["status"] == "problem" and "cannot connect" in registry["summary"]
+    assert "secret" not in out and "Traceback" not in out
+
+
+@pytest.mark.slow
+def test_a_real_mlflow_server_takes_the_probe_run(
+        home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Through HTTP: ok while the server runs (the run is created and deleted), a problem
+    once it is stopped."""
+    from mlflow import MlflowClient
+    from mlflow.entities import ViewType
+    from ray_head import free_port
+    from test_mlflow_ui_server import mlflow_server, stop, wait_until_up
+
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    log = tmp_path / "server.log"
+    proc = mlflow_server(f"sqlite:///{tmp_path / 'server.db'}", tmp_path / "art", port, log)
+    try:
+        wait_until_up(base, proc, log)
+        code, checks = doctor_json(capsys, "--mlflow", base, "--check", "mlflow")
+        assert code == 0 and checks["mlflow"]["status"] == "ok", checks
+        client = MlflowClient(tracking_uri=base)
+        experiment = client.get_experiment_by_name("kappa-doctor")
+        assert experiment is not None
+        deleted = client.search_runs([experiment.experiment_id],
+                                     run_view_type=ViewType.DELETED_ONLY)
+        assert len(deleted) == 1
+    finally:
+        stop(proc)
+    code, checks = doctor_json(capsys, "--mlflow", base, "--check", "mlflow")
+    assert code == 2 and "unreachable" in checks["mlflow"]["summary"], checks
