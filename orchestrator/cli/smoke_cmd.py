@@ -20,6 +20,7 @@ from orchestrator.cli.sweep_cmd import (
     MlflowOption,
     RegistryOption,
     interruptible,
+    spec_name,
     stores_of,
     sweep_progress,
 )
@@ -69,7 +70,7 @@ def smoke_verl_cmd(
     actor/pg_loss, actor/grad_norm > 0 and timing_s/gen for steps 1 and 2 to its MLflow
     run. Exit 0 when all 12 passed, 1 when any failed (each failing cell and metric is
     named), 2 when this machine has no CUDA GPU or no vLLM (nothing is built or run).
-    The sweep (verl-smoke) is rerun in full each time.
+    The sweep (verl-smoke-<hash of the rendered spec>) is rerun in full each time.
     """
     from orchestrator.backends.verl import smoke
 
@@ -96,7 +97,7 @@ def _run_and_check(spec: Path, stores: Stores, max_parallel: int | None,
     from orchestrator.tracking import Tracker
 
     console = make_console()
-    with interruptible("verl-smoke"), sweep_progress(console, quiet=as_json) as options:
+    with interruptible(spec_name(spec)), sweep_progress(console, quiet=as_json) as options:
         result = submit(spec, stores, rerun=True, wait=True, max_parallel=max_parallel,
                         options=options)
     with stores.open_registry() as reg:
@@ -104,6 +105,8 @@ def _run_and_check(spec: Path, stores: Stores, max_parallel: int | None,
     if as_json:
         typer.echo(json.dumps(verdicts_json(verdicts), indent=2))
     else:
+        typer.echo(f"sweep {result.sweep} (`kappa status {result.sweep}`, "
+                   "`kappa logs CELL-ID`):")
         for line in verdict_lines(verdicts):
             typer.echo(line)
     if not verdicts or not all(v.passed for v in verdicts):

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+import yaml
 from sweep_fixtures import seed_mlflow_store
 
 from orchestrator.backends.verl import smoke
@@ -62,9 +63,9 @@ def record_sweep(stores: Stores, name: str, tmp_path: Path,
 
     monkeypatch.setenv("KAPPA_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("KAPPA_VERL_PREFLIGHT", "off")
+    data = yaml.safe_load(smoke.spec_text(tmp_path / "smoke"))
     spec = tmp_path / f"{name}.yaml"
-    spec.write_text(smoke.spec_text(tmp_path / "smoke").replace(
-        "name: verl-smoke", f"name: {name}"))
+    spec.write_text(yaml.safe_dump(data | {"name": name}, sort_keys=False))
     stores.parent = record(prepare(spec), stores.registry, stores.tracker).parent_run_id
     return sorted(stores.registry.cells(name), key=lambda c: c.index)
 

@@ -9,13 +9,16 @@ no machine's path is written in the repository. :func:`prepare_smoke` fills a fo
   format (:func:`orchestrator.data.records.verl_row`, the rows ``kappa data prepare``
   writes), data source ``openai/gsm8k`` so that verl's own scorer checks the answers;
 * ``smoke.yaml``: the spec with ``${KAPPA_SMOKE_DIR}`` replaced by the folder's absolute
-  path, which is what gets validated and submitted.
+  path and its name suffixed with a hash of its content (sweep ``verl-smoke-<hash>``),
+  which is what gets validated and submitted.
 
 Everything is deterministic and reused when already built.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -102,6 +105,10 @@ def spec_text(out_dir: Path, template: Path = TEMPLATE,
             fix="pass --spec experiments/verl/smoke.yaml of a kappa checkout")])
     data = _fill(yaml.safe_load(template.read_text()), str(out_dir.resolve()))
     data["base"] = {**data.get("base", {}), **dict(base or {})}
+    # One sweep per rendered spec: two folders (or machines sharing a registry) or two
+    # versions of the template never mix their cells, and a rerun reruns exactly these.
+    digest = hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode())
+    data["name"] = f"{data.get('name', 'verl-smoke')}-{digest.hexdigest()[:8]}"
     header = (f"# Rendered by `kappa smoke verl` from {template.name}; "
               f"{SMOKE_VAR} = {out_dir.resolve()}\n")
     return header + yaml.safe_dump(data, sort_keys=False, width=100, allow_unicode=True)
