@@ -194,24 +194,23 @@ def status_cmd(
     from orchestrator.cli.console import make_console
     from orchestrator.cli.sweep_views import print_sweep, sweep_json, sweeps_table
     from orchestrator.paths import check_name
-    from orchestrator.scheduler.lock import holder_pid
 
     if sweep is not None:
         check_name(sweep)
     with stores_of(registry, None).open_registry(create=False) as reg:
         if sweep is None:
             if as_json:
-                typer.echo(json.dumps([sweep_json(reg, s, holder_pid(s.name))
+                typer.echo(json.dumps([sweep_json(reg, s, reg.lease(s.name))
                                        for s in reg.list_sweeps()], indent=2, default=str))
             else:
                 make_console().print(sweeps_table(reg))
             return
         record = reg.get_sweep(sweep)
         if as_json:
-            typer.echo(json.dumps(sweep_json(reg, record, holder_pid(sweep)), indent=2,
+            typer.echo(json.dumps(sweep_json(reg, record, reg.lease(sweep)), indent=2,
                                   default=str))
         else:
-            print_sweep(make_console(), reg, record, holder_pid(sweep))
+            print_sweep(make_console(), reg, record, reg.lease(sweep))
 
 
 def logs_cmd(
@@ -303,7 +302,7 @@ def resume_cmd(
     with stores.open_registry(create=False) as reg:
         reg.get_sweep(sweep)  # an unknown sweep fails here (and in front of the user)
     if not wait:
-        chosen = choose_executor(sweep, choice)  # so does a bad --executor / option
+        chosen = choose_executor(sweep, choice, stores)  # so does a bad --executor / option
         start_background(sweep, stores, max_parallel, chosen)
         console.print(f"resuming {sweep} in the background (log: {scheduler_log(sweep)})")
         return

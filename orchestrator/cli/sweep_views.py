@@ -8,6 +8,7 @@ state counts change, else at most every :data:`HEARTBEAT_S` seconds).
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -19,6 +20,7 @@ from rich.table import Table
 from orchestrator.registry import TERMINAL_STATES, CellRecord, CellState, Registry, SweepRecord
 
 if TYPE_CHECKING:
+    from orchestrator.registry.leases import Lease
     from orchestrator.scheduler.budget import SweepHours
 
 # Off a terminal, unchanged counts are repeated (with the running cells' steps) this often.
@@ -107,9 +109,36 @@ def state_text(cell: CellRecord, waiting: set[str] | frozenset[str] = frozenset(
     return cell.state.value
 
 
-def sweep_json(registry: Registry, sweep: SweepRecord, driver_pid: int | None) -> dict[str, Any]:
-    """A sweep, its state counts, hours and cells as JSON-able data."""
+def driver_text(lease: Lease | None) -> str:
+    """Who drives the sweep, from its lease in the registry (any machine can tell):
+    ``scheduler on host h1 pid 42 since ... (heartbeat 3s ago)``."""
+    from orchestrator.scheduler.lease import holder_alive
+
+    if lease is None:
+        return "no scheduler running"
+    if holder_alive(lease) is False:
+        return f"no scheduler running (the last, pid {lease.pid} on this host, died)"
+    if lease.expired:
+        return f"no scheduler running (lease of {lease.describe()})"
+    return f"scheduler on {lease.describe()}"
+
+
+def executor_json(registry: Registry, sweep: SweepRecord) -> dict[str, Any] | None:
+    """The executor the sweep runs on, its options' passwords masked."""
+    from orchestrator.redact import redact
+
+    recorded = registry.executor(sweep.name)
+    if recorded is None:
+        return None
+    options = json.loads(redact(json.dumps(recorded[1])))
+    return {"name": recorded[0], "options": options}
+
+
+def sweep_json(registry: Registry, sweep: SweepRecord, lease: Lease | None) -> dict[str, Any]:
+    """A sweep, its state counts, who drives it, its executor, hours and cells as
+    JSON-able data."""
     from orchestrator.scheduler.budget import CAP_REASON
+    from orchestrator.scheduler.lease import holder_alive
 
     counts = registry.counts(sweep.name)
     cells = registry.cells(sweep.name)
@@ -117,7 +146,10 @@ def sweep_json(registry: Registry, sweep: SweepRecord, driver_pid: int | None) -
     return {
         "sweep": sweep.name, "backend": sweep.backend,
         "counts": {state.value: n for state, n in counts.items()},
-        "scheduler_pid": driver_pid,
+        "scheduler_pid": (lease.pid if lease is not None and not lease.expired
+                          and holder_alive(lease) is not False else None),
+        "scheduler": None if lease is None else lease.as_json(),
+        "executor": executor_json(registry, sweep),
         "mlflow_experiment_id": sweep.mlflow_experiment_id,
         "mlflow_parent_run_id": sweep.mlflow_parent_run_id,
         "hours": hours.as_json(),
@@ -185,13 +217,18 @@ def cells_table(cells: list[CellRecord],
 
 
 def print_sweep(console: Console, registry: Registry, sweep: SweepRecord,
-                driver_pid: int | None) -> None:
-    """Counts per state, who drives the sweep, and the cells table."""
+                lease: Lease | None) -> None:
+    """Counts per state, who drives the sweep (its ``lease``), and the cells table."""
     counts = registry.counts(sweep.name)
     cells = registry.cells(sweep.name)
     hours, waiting = sweep_hours(sweep, cells)
-    driver = f"scheduler pid {driver_pid}" if driver_pid else "no scheduler running"
-    console.print(f"[bold]{sweep.name}[/] ({sweep.backend}): {counts_text(counts)} — {driver}")
+    console.print(f"[bold]{sweep.name}[/] ({sweep.backend}): {counts_text(counts)} — "
+                  f"{driver_text(lease)}", highlight=False)
+    executor = executor_json(registry, sweep)
+    if executor is not None:
+        opts = " ".join(f"{k}={v}" for k, v in executor["options"].items())
+        console.print(f"executor: {executor['name']} {opts}".rstrip(), highlight=False,
+                      markup=False)
     console.print(hours_text(hours), highlight=False)
     from orchestrator.analysis.studies import study_summaries
 

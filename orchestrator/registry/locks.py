@@ -69,24 +69,3 @@ def sweep_record_lock(engine: Engine, sweep: str) -> Iterator[None]:
     finally:
         os.close(fd)  # releases the lock
 
-
-@contextlib.contextmanager
-def sweep_drive_lock(engine: Engine, sweep: str) -> Iterator[bool]:
-    """Try to hold the right to drive ``sweep`` for as long as the block runs; yields
-    whether it was had. Only a PostgreSQL registry can be shared by several machines,
-    so only there is this a lock (a session advisory lock on a connection of its own:
-    the server frees it when the holder dies); the per-machine file lock
-    (``orchestrator.scheduler.lock``) covers a SQLite registry. Yields ``True`` there.
-    """
-    if engine.dialect.name != "postgresql":
-        yield True
-        return
-    key = advisory_key(f"drive:{sweep}")
-    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        had = bool(conn.execute(text("SELECT pg_try_advisory_lock(:key)"),
-                                {"key": key}).scalar())
-        try:
-            yield had
-        finally:
-            if had:
-                conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": key})

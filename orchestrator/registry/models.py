@@ -12,7 +12,9 @@ from typing import Any, ClassVar
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     DateTime,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -75,6 +77,9 @@ class SweepRow(Base):
     mlflow_parent_run_id: Mapped[str | None] = mapped_column(String(64))
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
+    # The executor the sweep's cells run on, and its options (migration 0004).
+    executor_name: Mapped[str | None] = mapped_column(String(64))
+    executor_options: Mapped[dict[str, Any] | None]
 
     cells: Mapped[list[CellRow]] = relationship(
         back_populates="sweep", cascade="all, delete-orphan", passive_deletes=True
@@ -142,3 +147,22 @@ class AttemptRow(Base):
     log_path: Mapped[str | None] = mapped_column(Text)
 
     cell: Mapped[CellRow] = relationship(back_populates="attempts")
+
+
+class LeaseRow(Base):
+    """Who drives a sweep: a scheduler's lease, renewed by its heartbeat (``owner`` is
+    ``None`` once released). See :mod:`orchestrator.registry.leases`."""
+
+    __tablename__ = "sweep_leases"
+
+    sweep_id: Mapped[int] = mapped_column(
+        ForeignKey("sweeps.id", ondelete="CASCADE"), primary_key=True, autoincrement=False)
+    owner: Mapped[str | None] = mapped_column(String(36))
+    host: Mapped[str | None] = mapped_column(String(255))
+    host_id: Mapped[str | None] = mapped_column(String(200))
+    pid: Mapped[int | None] = mapped_column(Integer)
+    pid_start: Mapped[int | None] = mapped_column(BigInteger)
+    lease_seconds: Mapped[float | None] = mapped_column(Float)
+    acquired_at: Mapped[datetime | None]
+    heartbeat_at: Mapped[datetime | None]
+    expires_at: Mapped[datetime | None]

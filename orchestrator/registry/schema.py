@@ -33,7 +33,7 @@ MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 # The newest revision, spelled out so that opening an up-to-date registry (every kappa
 # command does) needs one SELECT and no Alembic import (~1 s); a test checks it equals
 # the newest migration's id. Alembic itself is only loaded when something must change.
-HEAD_REVISION = "0003_stop_reason"
+HEAD_REVISION = "0004_scheduler_lease"
 # Any constant works; it only has to be the same for every kappa process.
 _PG_LOCK_KEY = 0x6B61707061  # "kappa"
 

@@ -6,7 +6,7 @@ See the package docstring (``orchestrator/registry/__init__.py``) for the contra
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, cast
 
@@ -21,6 +21,15 @@ from orchestrator.registry.engine import (
     missing_sqlite_file,
     normalize_url,
     unreachable,
+)
+from orchestrator.registry.leases import (
+    Claimant,
+    Lease,
+    check_fence,
+    current_lease,
+    release_lease,
+    renew_lease,
+    take_lease,
 )
 from orchestrator.registry.models import CellRow, SweepRow, utcnow
 from orchestrator.registry.rows import cell_row, check_fields, jsonable, sweep_row
@@ -47,10 +56,21 @@ def spec_hash(spec_text: str) -> str:
 class Registry:
     """The SQL run registry. Open with :meth:`open`; every method is one transaction."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, fence: str | None = None) -> None:
         """Wrap an engine whose schema is already current (use :meth:`open`)."""
         self.engine = engine
+        self.fence = fence
         self._sessions = sessionmaker(engine, expire_on_commit=False)
+
+    def fenced(self, owner: str) -> Registry:
+        """This registry (same engine) for the scheduler holding the lease ``owner``:
+        every cell write first checks, in its own transaction, that ``owner`` still holds
+        the sweep's lease, else raises :class:`~.leases.LeaseLost` and writes nothing."""
+        return Registry(self.engine, fence=owner)
+
+    def _check_fence(self, session: Session, sweep_id: int) -> None:
+        if self.fence is not None:
+            check_fence(session, sweep_id, self.fence)
 
     # -- lifecycle ---------------------------------------------------------------------
     @classmethod
@@ -163,6 +183,46 @@ class Registry:
                 return False
             session.delete(row)
             return True
+
+    def set_executor(self, sweep: str, name: str, options: Mapping[str, Any]) -> None:
+        """Record the executor ``sweep`` runs on and its options (JSON; the caller keeps
+        passwords out of them: the registry is shared)."""
+        with self._tx() as session:
+            row = sweep_row(session, sweep)
+            row.executor_name = name
+            row.executor_options = jsonable(dict(options), "executor options")
+
+    def executor(self, sweep: str) -> tuple[str, dict[str, Any]] | None:
+        """The executor recorded for ``sweep`` and its options, or ``None``."""
+        with self._tx() as session:
+            row = sweep_row(session, sweep)
+            if row.executor_name is None:
+                return None
+            return row.executor_name, dict(row.executor_options or {})
+
+    # -- leases (see .leases) ------------------------------------------------------------
+    def take_lease(self, sweep: str, me: Claimant, seconds: float,
+                   holder_dead: Callable[[Lease], bool] | None = None
+                   ) -> tuple[bool, Lease | None]:
+        """Take the sweep's lease if free, ours, expired or its holder is dead;
+        (taken?, the lease now)."""
+        with self._tx() as session:
+            return take_lease(session, sweep, me, seconds, holder_dead)
+
+    def renew_lease(self, sweep: str, owner: str, seconds: float) -> bool:
+        """The owner's heartbeat; ``False`` when the lease is no longer theirs."""
+        with self._tx() as session:
+            return renew_lease(session, sweep, owner, seconds)
+
+    def release_lease(self, sweep: str, owner: str) -> bool:
+        """The owner gives the lease up."""
+        with self._tx() as session:
+            return release_lease(session, sweep, owner)
+
+    def lease(self, sweep: str) -> Lease | None:
+        """Who drives ``sweep`` (the lease may have expired), or ``None``."""
+        with self._tx() as session:
+            return current_lease(session, sweep)
 
     # -- cells -------------------------------------------------------------------------
     def add_cells(
@@ -301,6 +361,7 @@ class Registry:
         sweep, cell_id = _key(cell)
         with self._tx() as session:
             row = cell_row(session, sweep, cell_id)
+            self._check_fence(session, row.sweep_id)
             return apply_transition(session, row, expected, new, fields)
 
     # -- other updates -----------------------------------------------------------------
@@ -310,6 +371,7 @@ class Registry:
         sweep, cell_id = _key(cell)
         with self._tx() as session:
             row = cell_row(session, sweep, cell_id)
+            self._check_fence(session, row.sweep_id)
             for name, value in fields.items():
                 setattr(row, name, value)
 
@@ -318,6 +380,7 @@ class Registry:
         sweep, cell_id = _key(cell)
         with self._tx() as session:
             row = cell_row(session, sweep, cell_id)
+            self._check_fence(session, row.sweep_id)
             if row.state != CellState.RUNNING.value:
                 return False
             row.job_id = job_id

@@ -191,7 +191,7 @@ def run_canaries(
 
     chosen = None
     if executor is None:
-        chosen = choose_executor(plan.grid.name, choice)
+        chosen = choose_executor(plan.grid.name, choice, stores)
         executor = chosen.make(max_parallel)  # an unreachable cluster fails here
     check_fit(plan.grid.backend, ((c.cell.cell_id, c.cell.settings) for c in plan.canaries),
               executor, plan.grid.spec.resources)
@@ -201,7 +201,7 @@ def run_canaries(
             if registry.find_sweep(plan.name) is not None else set()
         record(plan.sweep(), registry, Tracker(stores.mlflow_uri), rerun=rerun)
     if chosen is not None:
-        remember_executor(plan.name, chosen)
+        remember_executor(plan.name, chosen, stores)
     resume(plan.name, stores, max_parallel=max_parallel, options=options, executor=executor)
     with stores.open_registry() as registry:
         records = {c.cell_id: c for c in registry.cells(plan.name)}

@@ -9,13 +9,14 @@
   their jobs; a scheduler driving the sweep notices on its next pass.
 
 The executor a sweep runs on (:class:`ExecutorChoice`: a registered executor's name and
-its options) is remembered per sweep in ``<KAPPA_HOME>/scheduler/<sweep>.executor.json``
-and forwarded to background schedulers, so ``resume`` keeps using it; ``cancel`` picks the
+its options) is remembered per sweep in the registry (:mod:`.executor_memory`, passwords
+masked), so ``resume`` on any machine sharing it keeps using it; ``cancel`` picks the
 executor of each job from its id's prefix. Resuming with an executor other than the one
 running cells' jobs belong to is refused, never silently requeued elsewhere.
 
-Only one scheduler drives a sweep at a time (:mod:`.lock`); a second one waits for the
-first to finish or hand over.
+Only one scheduler drives a sweep at a time, on any machine: the one holding the sweep's
+lease in the registry (:mod:`.lease`); a second one says who drives it and waits for it
+to finish, or for its lease to expire, then takes over.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from orchestrator.executors import (
 from orchestrator.registry import TERMINAL_STATES, CellRecord, CellState, Registry
 from orchestrator.scheduler.cells import UNFINISHED
 from orchestrator.scheduler.fit import check_fit
-from orchestrator.scheduler.lock import SweepLock, SweepLockedError, holder_pid
+from orchestrator.scheduler.lease import SweepLockedError, holder_alive
 from orchestrator.scheduler.loop import SchedulerOptions, SweepScheduler
 from orchestrator.scheduler.submission import SubmitResult, prepare, record
 
@@ -119,44 +120,52 @@ class ExecutorChoice:
         return {OPTIONS_ENV: json.dumps(options)} if options else {}
 
 
-def executor_file(sweep: str) -> Path:
-    """Where the executor ``sweep`` runs on is remembered."""
-    return paths.kappa_home() / "scheduler" / f"{sweep}.executor.json"
+def remembered_executor(sweep: str, registry: Registry | Stores | None = None) -> ExecutorChoice:
+    """The executor ``sweep`` last ran on, as its registry (``registry``, else the
+    default one) records it; an empty choice if none was recorded or there is no
+    registry yet. A password in its options comes back masked (:mod:`.executor_memory`)."""
+    from orchestrator.scheduler.executor_memory import recall
+
+    if not isinstance(registry, Registry):
+        try:
+            opened = (registry or Stores()).open_registry(create=False)
+        except UserInputError:  # no registry yet (or one to upgrade first): nothing known
+            return ExecutorChoice()
+        with opened:
+            return remembered_executor(sweep, opened)
+    stored = recall(registry, sweep)
+    return ExecutorChoice() if stored is None else ExecutorChoice(stored[0], stored[1])
 
 
-def remembered_executor(sweep: str) -> ExecutorChoice:
-    """The executor ``sweep`` last ran on (empty choice if none was recorded)."""
-    try:
-        data = json.loads(executor_file(sweep).read_text())
-        options = dict(data.get("options") or {})
-        if data.get("ray_address"):  # written by kappa before executor options existed
-            options.setdefault("address", data["ray_address"])
-        return ExecutorChoice(str(data["name"]), options)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return ExecutorChoice()
-
-
-def choose_executor(sweep: str, choice: ExecutorChoice | None = None) -> ExecutorChoice:
+def choose_executor(sweep: str, choice: ExecutorChoice | None = None,
+                    registry: Registry | Stores | None = None) -> ExecutorChoice:
     """``choice`` completed from what ``sweep`` last used (else local): the options the
-    sweep last used with the same executor, overridden by those given; checked
-    (UserInputError, e.g. ray_jobs without an address); writes nothing."""
+    sweep last used with the same executor (from ``registry``), overridden by those
+    given; checked (UserInputError, e.g. ray_jobs without an address, or a remembered
+    password not given again); writes nothing."""
+    from orchestrator.scheduler.executor_memory import check_unmasked
+
     given = choice or ExecutorChoice()
-    last = remembered_executor(sweep)
+    last = remembered_executor(sweep, registry)
     name = given.name or last.name or "local"
     kept = last.options if last.name == name else {}
     offered = executor_options(name, **given.offered)
-    return ExecutorChoice(name, {**kept, **offered, **given.options}).check()
+    options = {**kept, **offered, **given.options}
+    check_unmasked(sweep, name, options)
+    return ExecutorChoice(name, options).check()
 
 
-def remember_executor(sweep: str, chosen: ExecutorChoice) -> None:
-    """Record ``chosen`` for the sweep's next scheduler, ``resume`` and ``cancel``."""
-    if chosen == remembered_executor(sweep):
+def remember_executor(sweep: str, chosen: ExecutorChoice,
+                      registry: Registry | Stores | None = None) -> None:
+    """Record ``chosen`` in the sweep's registry for its next scheduler, ``resume`` and
+    ``cancel``, on any machine sharing it (passwords masked: :mod:`.executor_memory`)."""
+    from orchestrator.scheduler.executor_memory import remember
+
+    if not isinstance(registry, Registry):
+        with (registry or Stores()).open_registry() as opened:
+            remember_executor(sweep, chosen, opened)
         return
-    path = executor_file(sweep)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"name": chosen.name, "options": dict(chosen.options)}))
-    tmp.replace(path)
+    remember(registry, sweep, chosen.name or "local", chosen.options)
 
 
 def _check_running_jobs(registry: Registry, sweep: str, executor_name: str) -> None:
@@ -192,7 +201,7 @@ def submit(
     from orchestrator.tracking import Tracker
 
     prepared = prepare(spec_path)  # raises UserInputError before anything is written
-    chosen = choose_executor(prepared.name, choice) if executor is None else None
+    chosen = choose_executor(prepared.name, choice, stores) if executor is None else None
     if chosen is not None and (wait or chosen.name != "local"):
         executor = chosen.make(max_parallel)  # an unreachable cluster fails here
     check_fit(prepared.backend, ((c.cell_id, c.settings) for c in prepared.cells),
@@ -200,8 +209,8 @@ def submit(
               prepared.spec.resources)
     with stores.open_registry() as registry:
         result = record(prepared, registry, Tracker(stores.mlflow_uri), rerun=rerun)
-    if chosen is not None:
-        remember_executor(result.sweep, chosen)
+        if chosen is not None:
+            remember_executor(result.sweep, chosen, registry)
     if wait:
         resume(result.sweep, stores, max_parallel=max_parallel, options=options,
                executor=executor)
@@ -236,22 +245,28 @@ def resume(
         backend = get_backend(record_.backend)
         tracker = MlflowRunTracker(stores.mlflow_uri)
         if executor is None:
-            chosen = choose_executor(sweep, choice)
+            chosen = choose_executor(sweep, choice, registry)
             _check_running_jobs(registry, sweep, chosen.name or "local")
             executor = chosen.make(opts.max_parallel)
-            remember_executor(sweep, chosen)
+            remember_executor(sweep, chosen, registry)
         elif executor.name in job_id_prefixes().values():  # a custom one judges its own
             _check_running_jobs(registry, sweep, executor.name)
         check_fit(backend, ((c.cell_id, c.settings) for c in
                             registry.cells(sweep, [CellState.PENDING, CellState.QUEUED])),
                   executor, stored_stopping(record_.spec_text)[1])
         scheduler = SweepScheduler(registry, sweep, backend, executor, tracker, opts)
+        waiting_for: str | None = None
         while True:
             try:
                 return scheduler.run()
-            except SweepLockedError:
+            except SweepLockedError as exc:
                 if not registry.cells(sweep, UNFINISHED):
                     return registry.counts(sweep)
+                holder = exc.holder.owner if exc.holder is not None else None
+                if holder != waiting_for:  # say once per holder who drives it
+                    waiting_for = holder
+                    print(f"kappa: {exc}; this one waits, and takes over when that "
+                          "scheduler ends or its lease expires", file=sys.stderr)
                 if opts.on_tick is not None:
                     opts.on_tick(registry, sweep)
                 time.sleep(max(opts.poll_interval, 0.5))
@@ -317,7 +332,7 @@ def cancel(target: str, stores: Stores = Stores(),
         offered = dict(offered or {})
         for cell in cells:
             if cell.state is CellState.RUNNING and cell.job_id:
-                _executor_of(cell.job_id, cell.sweep_name, executors, offered)
+                _executor_of(cell.job_id, cell.sweep_name, executors, offered, registry)
         cancelled = []
         # Waiting cells first: cancelling a running one frees a slot, and a live scheduler
         # would fill it with a cell this loop had not reached yet.
@@ -343,7 +358,7 @@ def _close_undriven(registry: Registry, sweeps: set[str], stores: Stores) -> Non
     from orchestrator.scheduler.loop import close_sweep_runs
     from orchestrator.scheduler.mlflow_runs import MlflowRunTracker
 
-    undriven = sorted(s for s in sweeps if not is_driven(s))
+    undriven = sorted(s for s in sweeps if not is_driven(s, registry))
     if not undriven:
         return
     tracker = MlflowRunTracker(stores.mlflow_uri, background=False)
@@ -367,7 +382,7 @@ def _cancel_cell(registry: Registry, cell: CellRecord, executors: dict[str, Exec
                                last_error="cancelled by user"):
             _note_cancelled(cell)
             if cell.state is CellState.RUNNING and cell.job_id:
-                executor = _executor_of(cell.job_id, cell.sweep_name, executors, offered)
+                executor = _executor_of(cell.job_id, cell.sweep_name, executors, offered, registry)
                 job = executor.reattach(cell.job_id)
                 if job is not None:
                     job.cancel()
@@ -377,13 +392,17 @@ def _cancel_cell(registry: Registry, cell: CellRecord, executors: dict[str, Exec
 
 
 def _executor_of(job_id: str, sweep: str, executors: dict[str, Executor],
-                 offered: Mapping[str, Any]) -> Executor:
+                 offered: Mapping[str, Any], registry: Registry) -> Executor:
     """The executor that can stop ``job_id`` (made once, kept in ``executors``)."""
     name = executor_name_for_job(job_id)
     if name not in executors:
-        last = remembered_executor(sweep)
-        executors[name] = ExecutorChoice(
-            name, last.options if last.name == name else {}, offered).make()
+        from orchestrator.scheduler.executor_memory import check_unmasked
+
+        last = remembered_executor(sweep, registry)
+        options = {**(last.options if last.name == name else {}),
+                   **executor_options(name, **(offered or {}))}
+        check_unmasked(sweep, name, options)
+        executors[name] = ExecutorChoice(name, options).make()
     return executors[name]
 
 
@@ -431,12 +450,17 @@ def find_cell(registry: Registry, target: str) -> CellRecord:
     return cells[0]
 
 
-def is_driven(sweep: str) -> bool:
-    """Whether a scheduler is driving ``sweep`` on this machine now."""
-    return holder_pid(sweep) is not None
+def is_driven(sweep: str, registry: Registry | None = None) -> bool:
+    """Whether a scheduler (on any machine) holds ``sweep``'s lease now: it has not
+    expired, and its holder, if on this host, lives."""
+    if registry is None:
+        with Stores().open_registry(create=False) as opened:
+            return is_driven(sweep, opened)
+    lease = registry.lease(sweep)
+    return lease is not None and not lease.expired and holder_alive(lease) is not False
 
 
 ProgressCallback = Callable[[Registry, str], None]
-__all__ = ["ExecutorChoice", "ProgressCallback", "Stores", "SweepLock", "cancel",
-           "choose_executor", "executor_file", "find_cell", "is_driven", "remember_executor",
+__all__ = ["ExecutorChoice", "ProgressCallback", "Stores", "cancel",
+           "choose_executor", "find_cell", "is_driven", "remember_executor",
            "remembered_executor", "resume", "scheduler_log", "start_background", "submit"]

@@ -31,7 +31,10 @@ background); :meth:`SweepScheduler.run` waits for those before it returns, and r
 ends the runs of ended cells that a killed scheduler left RUNNING. ``cell.json`` in each
 run folder follows the registry (see :mod:`.cell_file`).
 
-It holds the sweep's :class:`~orchestrator.scheduler.lock.SweepLock` throughout.
+It holds the sweep's lease (:mod:`.lease`) throughout and writes through a registry
+fenced by it: once the lease is lost (taken over after it expired) the loop raises
+:class:`~.lease.LeaseLost` before its next pass or launch, and any write it still tries
+changes nothing.
 """
 
 from __future__ import annotations
@@ -56,7 +59,7 @@ from orchestrator.scheduler.cells import (
     retry_delay,
 )
 from orchestrator.scheduler.fit import job_resources
-from orchestrator.scheduler.lock import SweepLock
+from orchestrator.scheduler.lease import LeaseLost, SchedulerLease
 from orchestrator.scheduler.options import SchedulerOptions
 from orchestrator.scheduler.order import LaunchOrder
 from orchestrator.scheduler.ports import JobFinder, NullTracker, RunTracker
@@ -101,28 +104,40 @@ class SweepScheduler:
     _store_waits: dict[str, int] = field(default_factory=dict, init=False)
     _stops: SweepStopping | None = field(default=None, init=False)
     _search: SweepSearch | bool | None = field(default=False, init=False)  # False: not read
+    _lease: SchedulerLease | None = field(default=None, init=False)
 
     def run(self) -> dict[CellState, int]:
-        """Recover, then launch and watch until no cell is pending, running or retrying."""
-        with SweepLock(self.sweep, self.registry.engine):
+        """Take the sweep's lease (:class:`~.lease.SweepLockedError` if another scheduler
+        holds it), recover, then launch and watch until no cell is pending, running or
+        retrying. :class:`~.lease.LeaseLost` if the lease is lost meanwhile."""
+        own = self.registry
+        with SchedulerLease(own, self.sweep) as lease:
+            self._lease, self.registry = lease, own.fenced(lease.owner)
             try:
-                self.recover()
-                self.tracker.sweep_started(self._sweep())
-                while True:
-                    self.step()
-                    if self.options.on_tick is not None:
-                        self.options.on_tick(self.registry, self.sweep)
-                    if not self._running and not self._retry_at and not self.registry.cells(
-                            self.sweep, [CellState.PENDING, CellState.QUEUED]) and (
-                            self.search is None or self.search.exhausted()):
-                        break
-                    self._pause()
+                self._drive()
             finally:
-                self.tracker.flush()  # runs ended in the background reach the store
-            # Still under the lock: a scheduler for cells submitted meanwhile starts after
-            # this and reopens the parent run.
-            close_sweep_runs(self.registry, self._sweep(), self.tracker)
-        return self.registry.counts(self.sweep)
+                self._lease, self.registry = None, own
+        return own.counts(self.sweep)
+
+    def _drive(self) -> None:
+        """Recover, then step until the sweep has nothing left to run; end its runs."""
+        try:
+            self.recover()
+            self.tracker.sweep_started(self._sweep())
+            while True:
+                self.step()
+                if self.options.on_tick is not None:
+                    self.options.on_tick(self.registry, self.sweep)
+                if not self._running and not self._retry_at and not self.registry.cells(
+                        self.sweep, [CellState.PENDING, CellState.QUEUED]) and (
+                        self.search is None or self.search.exhausted()):
+                    break
+                self._pause()
+        finally:
+            self.tracker.flush()  # runs ended in the background reach the store
+        # Still under the lease: a scheduler for cells submitted meanwhile starts
+        # after this and reopens the parent run.
+        close_sweep_runs(self.registry, self._sweep(), self.tracker)
 
     def _pause(self) -> None:
         """Wait up to one poll interval, returning early if the oldest job ends (the
@@ -135,12 +150,18 @@ class SweepScheduler:
 
     def step(self) -> None:
         """One pass: notice cancels, collect ended jobs, release due retries, launch."""
+        self._check_lease()
         self._notice_cancelled()
         self._collect()
         self._release_retries()
         if self.search is not None:
             self.search.sync(self.registry)  # tell ended trials, ask new ones
         self._launch_pending()
+
+    def _check_lease(self) -> None:
+        """Raise :class:`LeaseLost` unless this scheduler still holds the sweep's lease."""
+        if self._lease is not None:
+            self._lease.check()
 
     # -- recovery ---------------------------------------------------------------------
     def recover(self) -> None:
@@ -284,6 +305,7 @@ class SweepScheduler:
         self._write_cell_file(cell, CellState.RUNNING, run_id)
         env = {**launch.env, **(self.tracker.launch_env(run_id) if run_id else {})}
         self.stopping.launching(cell.cell_id, run_dir)
+        self._check_lease()  # a scheduler paused since its last pass starts nothing
         try:
             job = self.executor.submit(launch.argv, env, run_dir, log_path, job_resources(
                 self.backend, settings, self.stopping.resources, launch))
@@ -295,7 +317,11 @@ class SweepScheduler:
                 self._runs[cell.cell_id] = (run_id, run_dir)
             self._after_failure(cell.cell_id)
             return
-        self.registry.attach_job(cell, job.job_id)
+        try:
+            self.registry.attach_job(cell, job.job_id)
+        except LeaseLost:
+            job.cancel()  # lost the sweep while submitting: the new owner runs the cell
+            raise
         if run_id:
             self._runs[cell.cell_id] = (run_id, run_dir)
         self._running[cell.cell_id] = _Running(cell, job, run_dir)

@@ -105,7 +105,7 @@ def test_two_machines_share_one_study_through_a_postgres_registry(
     """Two `kappa search --wait` processes with their own KAPPA_HOME (two machines) and
     one PostgreSQL registry on one study: no trial is asked twice, every trial has
     exactly one cell, and the study ends with its whole budget done. One scheduler per
-    sweep across machines (the registry's advisory lock, orchestrator/scheduler/lock.py):
+    sweep across machines (the registry lease, orchestrator/scheduler/lease.py):
     one drives every trial, the other waits for the end and reports the same study."""
     import os
     import subprocess

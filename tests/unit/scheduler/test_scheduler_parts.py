@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +14,6 @@ from orchestrator.backends.base import Backend, LaunchSpec
 from orchestrator.cli.sweep_views import cell_row, val_accuracy
 from orchestrator.executors.local import LocalExecutor
 from orchestrator.registry import CellState, Registry
-from orchestrator.scheduler.lock import SweepLock, SweepLockedError, holder_pid
 from orchestrator.scheduler.loop import SweepScheduler, log_tail, retry_delay
 
 
@@ -39,30 +36,8 @@ def test_log_tail_keeps_the_last_lines(tmp_path: Path) -> None:
     assert log_tail(tmp_path / "missing.log") == ""
 
 
-def test_sweep_lock_is_exclusive_and_names_its_holder() -> None:
-    assert holder_pid("s") is None
-    with SweepLock("s"):
-        assert holder_pid("s") == os.getpid()
-        with pytest.raises(SweepLockedError, match="already being driven"):
-            SweepLock("s").acquire()
-        SweepLock("other").acquire()  # other sweeps are independent
-    assert holder_pid("s") is None
-    with SweepLock("s"):
-        pass
-
-
-def test_sweep_lock_dies_with_a_killed_holder(home: Path) -> None:
-    code = ("import sys, time\nfrom orchestrator.scheduler.lock import SweepLock\n"
-            "SweepLock('s').acquire(); print('held', flush=True); time.sleep(600)")
-    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
-                              env={**os.environ, "KAPPA_HOME": str(home)})
-    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-    with pytest.raises(SweepLockedError):
-        SweepLock("s").acquire()
-    holder.kill()
-    holder.wait(60)
-    with SweepLock("s"):  # the kernel released it: resume can take over at once
-        assert holder_pid("s") is not None
+# The one-scheduler rule (the registry lease) is tested in
+# tests/unit/registry/test_registry_lease.py and tests/integration/test_lease_takeover.py.
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,219 @@
+"""Who drives a sweep: a scheduler's lease in the registry (table ``sweep_leases``).
+
+One scheduler at a time drives a sweep, wherever it runs. It holds the sweep's lease:
+a row naming its owner (a uuid per scheduler), host and pid, renewed by a heartbeat
+until ``expires_at``. The rules, each one transaction:
+
+* :func:`take_lease`: the row is locked, then taken if it is free (released), already
+  ours, expired, or held by a process the caller proves dead (``holder_dead``: a holder
+  on the caller's own host whose pid is gone); otherwise the holder is returned;
+* :func:`renew_lease`: only the owner renews (``UPDATE ... WHERE owner = me``); a
+  renewal that changes no row means the lease was taken over;
+* :func:`release_lease`: the owner gives it up on a clean exit;
+* :func:`check_fence`: a write of a fenced registry (``Registry.fenced``) first locks
+  the row and checks the owner is still the writer, so a scheduler that lost its lease
+  changes nothing, whatever it believes (the takeover waits for that lock, and the new
+  owner's recovery then sees every write the old one made).
+
+Times are the registry's clock (PostgreSQL's ``now()``; the local clock for SQLite,
+which only one machine uses), so machines whose clocks disagree still agree on expiry.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, cast
+
+from sqlalchemy import CursorResult, Engine, func, select, update
+from sqlalchemy.orm import Session
+
+from orchestrator.errors import KappaError, Problem, UserInputError
+from orchestrator.registry.models import LeaseRow, SweepRow, utcnow
+from orchestrator.registry.rows import sweep_row
+
+LEASE_SECONDS_ENV = "KAPPA_LEASE_SECONDS"
+DEFAULT_LEASE_SECONDS = 30.0
+
+
+def lease_seconds() -> float:
+    """``KAPPA_LEASE_SECONDS`` (default 30): how long a lease lasts without a heartbeat."""
+    raw = os.environ.get(LEASE_SECONDS_ENV, "").strip()
+    if not raw:
+        return DEFAULT_LEASE_SECONDS
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0.5 <= value <= 86_400:
+        raise UserInputError(f"{LEASE_SECONDS_ENV} is not a number of seconds", [Problem(
+            LEASE_SECONDS_ENV, "a scheduler lease length in seconds", found=raw,
+            allowed="0.5 .. 86400", fix=f"unset it (default {DEFAULT_LEASE_SECONDS:g})")])
+    return value
+
+
+class LeaseLost(KappaError):
+    """A scheduler's lease on its sweep was taken over (or ran out): it must stop."""
+
+
+@dataclass(frozen=True)
+class Claimant:
+    """A scheduler asking for a lease: its owner id, host (name, and an id that tells
+    whether a pid can be checked from here), pid and the pid's start time."""
+
+    owner: str
+    host: str
+    host_id: str
+    pid: int
+    pid_start: int | None = None
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A sweep's lease as read at the registry's time ``now``."""
+
+    sweep: str
+    owner: str
+    host: str
+    host_id: str
+    pid: int
+    pid_start: int | None
+    lease_seconds: float
+    acquired_at: datetime
+    heartbeat_at: datetime
+    expires_at: datetime
+    now: datetime
+
+    @property
+    def expired(self) -> bool:
+        """Whether its owner failed to renew it in time (anyone may take it)."""
+        return self.expires_at <= self.now
+
+    @property
+    def heartbeat_age(self) -> float:
+        """Seconds since the owner last renewed it."""
+        return max(0.0, (self.now - self.heartbeat_at).total_seconds())
+
+    def describe(self) -> str:
+        """``host h1 pid 42 since 2026-12-01 12:00:00 UTC (heartbeat 3s ago)``."""
+        state = (f"expired {(self.now - self.expires_at).total_seconds():.0f}s ago"
+                 if self.expired else f"heartbeat {self.heartbeat_age:.0f}s ago")
+        return (f"host {self.host} pid {self.pid} since "
+                f"{self.acquired_at:%Y-%m-%d %H:%M:%S} UTC ({state})")
+
+    def as_json(self) -> dict[str, Any]:
+        """For ``kappa status --json``."""
+        return {"owner": self.owner, "host": self.host, "pid": self.pid,
+                "since": self.acquired_at.isoformat(),
+                "heartbeat_at": self.heartbeat_at.isoformat(),
+                "heartbeat_age_s": round(self.heartbeat_age, 1),
+                "expires_at": self.expires_at.isoformat(), "expired": self.expired}
+
+
+def registry_now(session: Session) -> datetime:
+    """The registry's clock: the server's on PostgreSQL, this machine's on SQLite."""
+    if session.get_bind().dialect.name == "postgresql":
+        value = session.scalar(select(func.now()))
+        if isinstance(value, datetime):
+            return value
+    return utcnow()
+
+
+def _lease(sweep: str, row: LeaseRow, now: datetime) -> Lease | None:
+    if row.owner is None or row.expires_at is None:
+        return None
+    return Lease(sweep, row.owner, row.host or "?", row.host_id or "", row.pid or 0,
+                 row.pid_start, row.lease_seconds or 0.0, row.acquired_at or now,
+                 row.heartbeat_at or now, row.expires_at, now)
+
+
+def _locked_row(session: Session, sweep_id: int, *, shared: bool = False) -> LeaseRow | None:
+    query = select(LeaseRow).where(LeaseRow.sweep_id == sweep_id)
+    # SQLite ignores FOR UPDATE: its transactions (BEGIN IMMEDIATE) are exclusive anyway.
+    return session.scalar(query.with_for_update(read=shared))
+
+
+def _insert_free_row(session: Session, sweep_id: int) -> None:
+    """The sweep's lease row, free, unless it exists (a race with another taker is
+    settled by the primary key: the loser's insert does nothing)."""
+    engine = cast(Engine, session.get_bind())
+    if engine.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        session.execute(pg_insert(LeaseRow).values(sweep_id=sweep_id)
+                        .on_conflict_do_nothing(index_elements=["sweep_id"]))
+    else:
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+        session.execute(sqlite_insert(LeaseRow).values(sweep_id=sweep_id)
+                        .on_conflict_do_nothing(index_elements=["sweep_id"]))
+
+
+def take_lease(session: Session, sweep: str, me: Claimant, seconds: float,
+               holder_dead: Callable[[Lease], bool] | None = None) -> tuple[bool, Lease | None]:
+    """Take ``sweep``'s lease for ``seconds`` if it is free, ours, expired, or its holder
+    is dead; returns (taken?, the lease as it now stands)."""
+    sweep_id = sweep_row(session, sweep).id
+    _insert_free_row(session, sweep_id)
+    row = _locked_row(session, sweep_id)
+    assert row is not None
+    now = registry_now(session)
+    current = _lease(sweep, row, now)
+    if current is not None and current.owner != me.owner and not current.expired and not (
+            holder_dead is not None and holder_dead(current)):
+        return False, current
+    row.owner, row.host, row.host_id, row.pid, row.pid_start = (
+        me.owner, me.host, me.host_id, me.pid, me.pid_start)
+    row.lease_seconds = seconds
+    if current is None or current.owner != me.owner:
+        row.acquired_at = now
+    row.heartbeat_at = now
+    row.expires_at = now + timedelta(seconds=seconds)
+    session.flush()
+    return True, _lease(sweep, row, now)
+
+
+def _owned(sweep: str, owner: str) -> Any:
+    sweep_id = select(SweepRow.id).where(SweepRow.name == sweep).scalar_subquery()
+    return (LeaseRow.sweep_id == sweep_id) & (LeaseRow.owner == owner)
+
+
+def renew_lease(session: Session, sweep: str, owner: str, seconds: float) -> bool:
+    """Extend ``owner``'s lease by ``seconds`` from now; ``False``: it is not theirs."""
+    now = registry_now(session)
+    result = cast(CursorResult[Any], session.execute(
+        update(LeaseRow).where(_owned(sweep, owner))
+        .values(heartbeat_at=now, expires_at=now + timedelta(seconds=seconds),
+                lease_seconds=seconds)
+        .execution_options(synchronize_session=False)))
+    return result.rowcount == 1
+
+
+def release_lease(session: Session, sweep: str, owner: str) -> bool:
+    """Give up ``owner``'s lease (nothing if it is no longer theirs)."""
+    now = registry_now(session)
+    result = cast(CursorResult[Any], session.execute(
+        update(LeaseRow).where(_owned(sweep, owner))
+        .values(owner=None, expires_at=now)
+        .execution_options(synchronize_session=False)))
+    return result.rowcount == 1
+
+
+def current_lease(session: Session, sweep: str) -> Lease | None:
+    """The lease on ``sweep`` now (possibly expired), or ``None`` if no one holds it."""
+    row = session.scalar(select(LeaseRow).join(SweepRow, SweepRow.id == LeaseRow.sweep_id)
+                         .where(SweepRow.name == sweep))
+    return None if row is None else _lease(sweep, row, registry_now(session))
+
+
+def check_fence(session: Session, sweep_id: int, owner: str) -> None:
+    """Raise :class:`LeaseLost` unless ``owner`` holds the sweep's lease; the row stays
+    share-locked until the transaction ends, so no takeover can slip in before it does."""
+    row = _locked_row(session, sweep_id, shared=True)
+    if row is None or row.owner != owner:
+        holder = "" if row is None or row.owner is None else (
+            f" (now held by host {row.host} pid {row.pid})")
+        raise LeaseLost(f"this scheduler no longer holds the sweep's lease{holder}; "
+                        "it stopped without changing anything")

@@ -1,0 +1,187 @@
+"""One scheduler per sweep, on any machine: a lease in the registry, kept by a heartbeat.
+
+A scheduler takes its sweep's lease (:mod:`orchestrator.registry.leases`) before it
+drives it and renews it every third of ``KAPPA_LEASE_SECONDS`` (default 30) on a
+thread of its own; it gives it back on a clean exit. Another scheduler, on this
+machine or on any other sharing the registry, waits until the lease is released or
+expires, then takes over. On this host a holder whose process is gone (SIGKILL, a
+crash) is known dead at once, so a local ``kappa resume`` need not wait out the lease.
+
+Fencing: a scheduler that cannot prove it still holds the lease stops. Locally, the
+lease is lost once ``lease_seconds`` have passed since the start of its last successful
+renewal (a monotonic clock, which runs on while the process is paused; the registry
+counted its expiry from a later moment, so this side always gives up first), or a
+renewal finds another owner; :meth:`SchedulerLease.check` raises
+:class:`LeaseLost` then, and the scheduler checks before every pass and every launch.
+In the registry, every cell write of a scheduler goes through ``Registry.fenced``: it
+fails, writing nothing, once the lease has another owner.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from functools import cache
+from types import TracebackType
+
+from orchestrator.errors import KappaError
+from orchestrator.registry import Registry
+from orchestrator.registry.leases import Claimant, Lease, LeaseLost, lease_seconds
+
+LOG = logging.getLogger(__name__)
+HOST_ID_ENV = "KAPPA_HOST_ID"
+
+__all__ = ["LeaseLost", "SchedulerLease", "SweepLockedError", "holder_alive",
+           "lease_seconds", "this_host"]
+
+
+class SweepLockedError(KappaError):
+    """Another scheduler holds the sweep's lease (``holder``: whose it is)."""
+
+    def __init__(self, message: str, holder: Lease | None = None) -> None:
+        super().__init__(message)
+        self.holder = holder
+
+
+@cache
+def _default_host_id() -> str:
+    """This host's identity for pid checks: boot id and pid namespace (two containers
+    on one kernel do not see each other's pids), else the host name."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as fh:
+            boot = fh.read().strip()
+        return f"{boot}:{os.stat('/proc/self/ns/pid').st_ino}"
+    except OSError:
+        return socket.gethostname()
+
+
+def this_host() -> tuple[str, str]:
+    """(host name, host id); ``KAPPA_HOST_ID`` overrides the id (tests model two
+    machines on one host with it)."""
+    return socket.gethostname(), os.environ.get(HOST_ID_ENV) or _default_host_id()
+
+
+def holder_alive(lease: Lease) -> bool | None:
+    """Whether the lease's holder process lives: ``None`` when it is on another host
+    (only its heartbeat can tell)."""
+    from orchestrator.executors.job_wrapper import process_start_ticks
+
+    if lease.host_id != this_host()[1]:
+        return None
+    try:
+        os.kill(lease.pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    if lease.pid_start is None:
+        return True
+    return process_start_ticks(lease.pid) == lease.pid_start
+
+
+def _holder_dead(lease: Lease) -> bool:
+    return holder_alive(lease) is False
+
+
+class SchedulerLease:
+    """The lease a scheduler holds on its sweep while it drives it (a context manager)."""
+
+    def __init__(self, registry: Registry, sweep: str, seconds: float | None = None) -> None:
+        from orchestrator.executors.job_wrapper import process_start_ticks
+
+        self.registry = registry
+        self.sweep = sweep
+        self.seconds = seconds if seconds is not None else lease_seconds()
+        host, host_id = this_host()
+        pid = os.getpid()
+        self.me = Claimant(str(uuid.uuid4()), host, host_id, pid, process_start_ticks(pid))
+        self._deadline = 0.0
+        self._lost: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def owner(self) -> str:
+        """This scheduler's owner id in the registry."""
+        return self.me.owner
+
+    def acquire(self) -> None:
+        """Take the lease and start the heartbeat, or raise :class:`SweepLockedError`
+        saying who drives the sweep."""
+        started = time.monotonic()
+        taken, lease = self.registry.take_lease(self.sweep, self.me, self.seconds,
+                                                _holder_dead)
+        if not taken:
+            who = lease.describe() if lease is not None else "another scheduler"
+            raise SweepLockedError(
+                f"sweep '{self.sweep}' is already being driven by a scheduler on {who}; "
+                f"`kappa status {self.sweep}` shows its progress", lease)
+        self._deadline = started + self.seconds
+        self._lost = None
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._heartbeat, daemon=True,
+                                        name=f"kappa-lease-{self.sweep}")
+        self._thread.start()
+
+    def held(self) -> bool:
+        """Whether this scheduler may still act (locally known; cheap)."""
+        if self._lost is None and time.monotonic() >= self._deadline:
+            self._lost = (f"its lease was not renewed within {self.seconds:g}s "
+                          "(the process was paused, or the registry was unreachable)")
+        return self._lost is None
+
+    def check(self) -> None:
+        """Raise :class:`LeaseLost` unless the lease is still held."""
+        if not self.held():
+            raise LeaseLost(f"the scheduler of sweep '{self.sweep}' stopped: {self._lost}; "
+                            "another scheduler may drive it now (`kappa status "
+                            f"{self.sweep}`)")
+
+    def _heartbeat(self) -> None:
+        interval = self.seconds / 3
+        while not self._stop.wait(interval):
+            if not self.held():
+                return
+            started = time.monotonic()
+            try:
+                renewed = self.registry.renew_lease(self.sweep, self.owner, self.seconds)
+            except Exception as exc:  # the registry is away: retry; the deadline fences
+                LOG.warning("could not renew the lease of %s: %s", self.sweep, exc)
+                continue
+            if not renewed:
+                holder = self._holder_text()
+                self._lost = f"another scheduler took its lease{holder}"
+                return
+            self._deadline = max(self._deadline, started + self.seconds)
+
+    def _holder_text(self) -> str:
+        try:
+            lease = self.registry.lease(self.sweep)
+        except Exception:
+            return ""
+        return f" ({lease.describe()})" if lease is not None else ""
+
+    def release(self) -> None:
+        """Stop the heartbeat and give the lease back if it is still ours."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._lost is None:
+            try:
+                self.registry.release_lease(self.sweep, self.owner)
+            except Exception as exc:  # it expires on its own
+                LOG.warning("could not release the lease of %s: %s", self.sweep, exc)
+        self._lost = self._lost or "released"
+
+    def __enter__(self) -> SchedulerLease:
+        self.acquire()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.release()
