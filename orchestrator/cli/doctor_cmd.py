@@ -27,10 +27,10 @@ def doctor_cmd(
     checkpoint_dir: Annotated[Path | None, typer.Option(
         "--checkpoint-dir", metavar="DIR",
         help="Where run folders and checkpoints go (default: KAPPA_HOME/runs).")] = None,
-    python: Annotated[str, typer.Option(
+    python: Annotated[str | None, typer.Option(
         "--python", metavar="PATH",
-        help="verl's interpreter on the Ray cluster, as in the spec's `python` setting.")
-    ] = "python3",
+        help="verl's interpreter, as in the spec's `python` setting (default: this "
+             "Python here, python3 in Ray jobs).")] = None,
     min_free_gib: Annotated[float, typer.Option(
         "--min-free-gib", min=0, metavar="GIB",
         help="Warn when less disk than this is free for checkpoints.")] = 50.0,

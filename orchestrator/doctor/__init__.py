@@ -56,7 +56,8 @@ class DoctorOptions:
     mlflow: str | None = None
     ray_address: str | None = None
     checkpoint_dir: Path | None = None
-    python: str = "python3"  # verl's interpreter on the Ray cluster (VerlSettings.python)
+    # verl's interpreter (VerlSettings.python); default: this one here, python3 on Ray.
+    python: str | None = None
     min_free_gib: float = 50.0
     timeout_s: float = 180.0
 

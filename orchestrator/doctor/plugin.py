@@ -24,6 +24,7 @@ from orchestrator.redact import redact
 
 MARK = "KAPPA_DOCTOR "
 PLUGIN_MODULE = "kappa_verl"
+RAY_PYTHON = "python3"  # VerlSettings.python's default: what a verl cell's job runs
 ENTRY_POINT_GROUP = "verl.plugins"
 # Runs in verl's environment (here, or in a Ray worker); needs only the standard library
 # until it imports verl.
@@ -94,32 +95,38 @@ def verdict(found: dict[str, Any], where: str) -> tuple[Status, str, str | None]
 
 
 def check_plugin(options: DoctorOptions) -> CheckResult:
-    """The plug-in's entry point is visible here and ``import verl`` loads it."""
-    try:
-        verl = importlib.metadata.version("verl")
-    except importlib.metadata.PackageNotFoundError:
-        return CheckResult("plugin", Status.SKIPPED, "verl is not installed here; the "
-                           "plug-in is needed only where verl cells run")
-    points = [ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
-              if ep.value.split(":")[0] == PLUGIN_MODULE]
-    if not points:
-        return CheckResult("plugin", Status.PROBLEM, f"verl {verl} is installed but no "
-                           f"'{ENTRY_POINT_GROUP}' entry point names {PLUGIN_MODULE} in this "
-                           "environment", fix=_install_fix())
+    """The plug-in's entry point is visible here and ``import verl`` loads it (in this
+    environment, or in the one of ``--python``)."""
+    if options.python is None:  # this environment: its metadata answers without a process
+        try:
+            verl = importlib.metadata.version("verl")
+        except importlib.metadata.PackageNotFoundError:
+            return CheckResult("plugin", Status.SKIPPED, "verl is not installed here; the "
+                               "plug-in is needed only where verl cells run")
+        points = [ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+                  if ep.value.split(":")[0] == PLUGIN_MODULE]
+        if not points:
+            return CheckResult("plugin", Status.PROBLEM, f"verl {verl} is installed but no "
+                               f"'{ENTRY_POINT_GROUP}' entry point names {PLUGIN_MODULE} in "
+                               "this environment", fix=_install_fix())
+    python = options.python or sys.executable
     env = {k: v for k, v in os.environ.items() if k != "VERL_USE_EXTERNAL_MODULES"}
     env.setdefault("PYTHONWARNINGS", "ignore")
     try:
-        proc = subprocess.run([sys.executable, "-c", LOCAL_PROBE], env=env, text=True,
+        proc = subprocess.run([python, "-c", LOCAL_PROBE], env=env, text=True,
                               capture_output=True, timeout=options.timeout_s, check=False)
     except subprocess.TimeoutExpired:
         return CheckResult("plugin", Status.PROBLEM, f"`import verl` took more than "
                            f"{options.timeout_s:g} s", fix="check the Python environment")
+    except OSError as exc:
+        return CheckResult("plugin", Status.PROBLEM, f"cannot run {python}: {exc}",
+                           fix="give verl's interpreter with --python")
     found = parse_probe(proc.stdout)
     if found is None:
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         return CheckResult("plugin", Status.PROBLEM, f"the probe process failed: "
                            f"{redact(tail)[:300]}", fix=_install_fix())
-    status, summary, fix = verdict(found, "this environment")
+    status, summary, fix = verdict(found, f"{python}")
     return CheckResult("plugin", status, summary, fix=fix, details=found)
 
 
@@ -143,10 +150,11 @@ def check_ray(options: DoctorOptions) -> CheckResult:
                            fix="start the cluster (`ray start --head`) and give its "
                                "dashboard address, e.g. http://head:8265")
     details: dict[str, Any] = {"address": address}
+    python = options.python or RAY_PYTHON
     found, why = _probe_job(client, options)
     if found is None:
         return CheckResult("ray", Status.PROBLEM, f"the probe job on {address} failed: {why}",
-                           fix=f"check `{options.python}` runs on the cluster (--python)",
+                           fix=f"check `{python}` runs on the cluster (--python)",
                            details=details)
     nodes = found["nodes"]
     gpus = sum(float(n.get("gpus") or 0) for n in nodes)
@@ -170,12 +178,13 @@ def _probe_job(client: Any, options: DoctorOptions) -> tuple[dict[str, Any] | No
     """Run :data:`RAY_PROBE` as a Ray job; its result, or ``None`` and why not."""
     import shlex
 
+    python = options.python or RAY_PYTHON
     from orchestrator.executors.ray_jobs import SUBMIT_RETRY_INTERVAL_S, is_transient_refusal
 
     deadline = time.monotonic() + options.timeout_s
     while True:  # a fresh cluster's job agent may not have registered yet
         try:
-            job = client.submit_job(entrypoint=f"{shlex.quote(options.python)} -c "
+            job = client.submit_job(entrypoint=f"{shlex.quote(python)} -c "
                                                f"{shlex.quote(RAY_PROBE)}",
                                     submission_id=f"kappa-doctor-{secrets.token_hex(4)}",
                                     runtime_env={"env_vars": {"PYTHONWARNINGS": "ignore"}})

@@ -184,6 +184,21 @@ def test_a_missing_plugin_is_a_problem(home: Path, monkeypatch: pytest.MonkeyPat
     assert "pip install" in checks["plugin"]["fix"]
 
 
+def test_a_python_without_verl_and_the_plugin_is_a_problem(
+        home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--python``: the interpreter cells would run, here the venv's base Python."""
+    base = Path(sys.base_prefix) / "bin" / "python3"
+    if not base.exists() or sys.prefix == sys.base_prefix:
+        pytest.skip("not in a virtual environment: no interpreter without its packages")
+    code, checks = doctor_json(capsys, "--check", "plugin", "--python", str(base))
+    plugin = checks["plugin"]
+    if plugin["details"].get("verl"):
+        pytest.skip(f"{base} has verl installed")
+    assert code == 2 and plugin["status"] == "problem", plugin
+    assert "No module named 'verl'" in plugin["summary"] and "pip install" in plugin["fix"]
+    assert plugin["details"]["importable"] is False
+
+
 @pytest.mark.slow
 def test_a_plugin_verl_does_not_load_is_a_problem(home: Path, monkeypatch: pytest.MonkeyPatch,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
