@@ -40,6 +40,8 @@ that records the exit code, reattachment by id.
   final state, once known: a cluster without accounting forgets finished jobs after
   ``MinJobAge``). The job id is ``slurm:<SLURM id>:<job folder>``, so
   :meth:`SlurmExecutor.reattach` works from any process that sees the folder.
+* **An unreachable controller** (restarting, overloaded: squeue fails) ends nothing: its
+  jobs count as still running, and squeue is asked again a second later.
 * **Capacity**: at most ``max_parallel`` of kappa's jobs in SLURM's queue at once
   (pending or running); SLURM decides when each one runs.
 """
@@ -48,6 +50,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import secrets
 import shlex
@@ -66,10 +69,15 @@ from orchestrator.errors import KappaError
 from orchestrator.executors.base import Executor, ExecutorOptions, JobHandle, JobResources
 from orchestrator.executors.slurm_script import BatchJob, batch_script, time_limit_minutes
 
+log = logging.getLogger(__name__)
+
 JOB_ID_PREFIX = "slurm:"
 WRAPPER = Path(__file__).with_name("job_wrapper.py")
+# The state of a job while the controller does not answer squeue.
+UNREACHABLE = "UNREACHABLE"
 # States in which a job may still run (or run again).
 ACTIVE_STATES = frozenset({
+    UNREACHABLE,
     "PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "STOPPED",
     "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESIZING", "SIGNALING", "STAGE_OUT",
     "RESV_DEL_HOLD", "POWER_UP_NODE",
@@ -293,6 +301,7 @@ class SlurmExecutor(Executor):
         self._states: dict[str, tuple[str, int | None]] = {}
         self._states_at = -1e9
         self._accounting: bool | None = None
+        self._unreachable: str | None = None  # why the last squeue failed
 
     # -- what SLURM says --------------------------------------------------------------
     def job_state(self, slurm_id: str, fresh: bool = False) -> tuple[str, int | None] | None:
@@ -301,19 +310,36 @@ class SlurmExecutor(Executor):
         if fresh or time.monotonic() - self._states_at > STATUS_CACHE_S:
             self._refresh_states()
         known = self._states.get(slurm_id)
+        if known is None and self._unreachable is not None:
+            # The controller did not answer (restarting, overloaded): nothing is known,
+            # and a job must not be taken for vanished, so it counts as still there.
+            return UNREACHABLE, None
         return known if known is not None else self._sacct_state(slurm_id)
 
     def _refresh_states(self) -> None:
-        done = _run(["squeue", "--noheader", "--states=all", f"--user={os.getuid()}",
-                     "--Format=JobID:|,State:|,exit_code:|"])
+        try:
+            done = _run(["squeue", "--noheader", "--states=all", f"--user={os.getuid()}",
+                         "--Format=JobID:|,State:|,exit_code:|"])
+        except SlurmError as exc:
+            self._squeue_failed(str(exc))
+            return
         if done.returncode != 0:
-            raise SlurmError(f"squeue: {done.stderr.strip() or done.stdout.strip()}")
+            self._squeue_failed(done.stderr.strip() or done.stdout.strip())
+            return
+        self._unreachable = None
         states: dict[str, tuple[str, int | None]] = {}
         for line in done.stdout.splitlines():
             fields = [f.strip() for f in line.split("|")]
             if len(fields) >= 3 and fields[0]:
                 states[fields[0]] = (fields[1], _decode_status(fields[2]))
         self._states, self._states_at = states, time.monotonic()
+
+    def _squeue_failed(self, why: str) -> None:
+        """Keep what squeue said last; ask again after :data:`STATUS_CACHE_S`."""
+        if self._unreachable is None:
+            log.warning("squeue failed (jobs count as still running until it answers): %s",
+                        why)
+        self._unreachable, self._states_at = why, time.monotonic()
 
     def _sacct_state(self, slurm_id: str) -> tuple[str, int | None] | None:
         if self._accounting is False:

@@ -104,6 +104,22 @@ def test_reattach_from_a_new_process_and_cancel_kills_children(
     assert executor.reattach(f"slurm:999999:{tmp_path / 'nothing'}") is None
 
 
+def test_when_squeue_fails_no_job_ends(
+        slurm_cluster: LocalSlurm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    job = SlurmExecutor().submit(("true",), {}, tmp_path, tmp_path / "train.log",
+                                 JobResources())
+    assert job.wait(SAFETY) == 0
+    # squeue cannot be run (a controller that does not answer takes 10 s to say so).
+    path = os.environ["PATH"]
+    monkeypatch.setenv("PATH", str(tmp_path / "no-slurm-here"))
+    blind = SlurmExecutor()
+    (job.job_dir / "end.json").unlink()  # so the answer must come from SLURM
+    handle = blind.reattach(job.job_id)
+    assert handle is not None and handle.poll() is None  # unknown, so not vanished
+    monkeypatch.setenv("PATH", path)
+    assert handle.wait(SAFETY) == 0  # the controller answers again
+
+
 def test_preempted_job_ends_with_a_signal_and_is_not_requeued(
         slurm_cluster: LocalSlurm, tmp_path: Path) -> None:
     executor = SlurmExecutor()
