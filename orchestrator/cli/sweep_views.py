@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from orchestrator.registry.leases import Lease
     from orchestrator.scheduler.budget import SweepHours
 
+# ``kappa status SWEEP`` draws at most this many cells (see ``table_cells``).
+TABLE_ROWS = 200
 # Off a terminal, unchanged counts are repeated (with the running cells' steps) this often.
 HEARTBEAT_S = 30.0
 
@@ -196,6 +198,17 @@ def sweeps_table(registry: Registry) -> Table:
     return table
 
 
+def table_cells(cells: list[CellRecord], limit: int = TABLE_ROWS) -> list[CellRecord]:
+    """The cells ``kappa status`` shows, by index: all of a small sweep; of a large one,
+    ``limit`` of them, running, failed and queued ones first (a table of 100,000 rows
+    takes minutes to draw and nobody reads it; ``--json`` has every cell)."""
+    if len(cells) <= limit:
+        return cells
+    first = {CellState.RUNNING: 0, CellState.FAILED: 1, CellState.QUEUED: 2}
+    picked = sorted(cells, key=lambda c: (first.get(c.state, 3), c.index))[:limit]
+    return sorted(picked, key=lambda c: c.index)
+
+
 def cells_table(cells: list[CellRecord],
                 waiting: set[str] | frozenset[str] = frozenset()) -> Table:
     """One row per cell: state (and why it stopped or waits), progress, attempts, final
@@ -234,8 +247,12 @@ def print_sweep(console: Console, registry: Registry, sweep: SweepRecord,
 
     for study in study_summaries(registry, sweep):
         console.print(study.line(), highlight=False, markup=False)
-    console.print(cells_table(cells, waiting))
-    failed = [c for c in registry.cells(sweep.name, [CellState.FAILED]) if c.last_error]
+    shown = table_cells(cells)
+    console.print(cells_table(shown, waiting))
+    if len(shown) < len(cells):
+        console.print(f"… and {len(cells) - len(shown):,} more cells (`kappa status "
+                      f"{sweep.name} --json` lists every cell)", highlight=False)
+    failed = [c for c in cells if c.state is CellState.FAILED and c.last_error]
     for cell in failed[:3]:
         first = cell.last_error.splitlines()[0] if cell.last_error else ""
         console.print(f"[red]{cell.cell_id}[/]: {first} (`kappa logs {cell.cell_id}`)")

@@ -44,6 +44,8 @@ from orchestrator.registry.transitions import apply_transition
 CellRef = CellRecord | tuple[str, str]
 """A cell is named by its snapshot or by ``(sweep name, cell id)``."""
 
+# Ids per IN (...) list: far below any database's limit on bound parameters.
+_IDS_PER_QUERY = 500
 # Fields a caller may set without changing state.
 UPDATE_FIELDS = frozenset({"run_dir", "mlflow_run_id", "job_id", "max_retries", "last_error"})
 
@@ -274,6 +276,32 @@ class Registry:
                 query = query.where(CellRow.state.in_([CellState(s).value for s in states]))
             rows = session.scalars(query.order_by(CellRow.index, CellRow.cell_id))
             return [CellRecord.of(row, sweep) for row in rows]
+
+    def cell_keys(
+        self, sweep: str, states: Iterable[CellState | str] | None = None
+    ) -> list[tuple[str, int]]:
+        """``(cell id, index)`` of the sweep's cells (optionally only those in ``states``),
+        by index: what a scheduler pass over many waiting cells reads (no settings)."""
+        with self._tx() as session:
+            parent = sweep_row(session, sweep)
+            query = select(CellRow.cell_id, CellRow.index).where(CellRow.sweep_id == parent.id)
+            if states is not None:
+                query = query.where(CellRow.state.in_([CellState(s).value for s in states]))
+            rows = session.execute(query.order_by(CellRow.index, CellRow.cell_id)).all()
+            return [(str(cell_id), int(index)) for cell_id, index in rows]
+
+    def cells_by_id(self, sweep: str, cell_ids: Iterable[str]) -> list[CellRecord]:
+        """The sweep's cells whose ids are in ``cell_ids`` (others skipped), by index."""
+        wanted = list(dict.fromkeys(cell_ids))
+        found: list[CellRecord] = []
+        with self._tx() as session:
+            parent = sweep_row(session, sweep)
+            for start in range(0, len(wanted), _IDS_PER_QUERY):
+                rows = session.scalars(select(CellRow).where(
+                    CellRow.sweep_id == parent.id,
+                    CellRow.cell_id.in_(wanted[start:start + _IDS_PER_QUERY])))
+                found.extend(CellRecord.of(row, sweep) for row in rows)
+        return sorted(found, key=lambda c: (c.index, c.cell_id))
 
     def get_cell(self, sweep: str, ref: str) -> CellRecord:
         """The cell whose id is ``ref`` or starts with it (unique prefix)."""

@@ -128,8 +128,9 @@ class SweepScheduler:
                 self.step()
                 if self.options.on_tick is not None:
                     self.options.on_tick(self.registry, self.sweep)
-                if not self._running and not self._retry_at and not self.registry.cells(
-                        self.sweep, [CellState.PENDING, CellState.QUEUED]) and (
+                counts = self.registry.counts(self.sweep)  # counted, not read: cheap
+                if not self._running and not self._retry_at and not (
+                        counts[CellState.PENDING] or counts[CellState.QUEUED]) and (
                         self.search is None or self.search.exhausted()):
                     break
                 self._pause()
@@ -236,15 +237,24 @@ class SweepScheduler:
     def _launch_pending(self) -> None:
         if self._slots(0) <= 0:
             return  # full: no need to ask the registry what waits
-        if self.order is None:
-            self.order = LaunchOrder(self.backend)
-        # In launch order (:mod:`.order`), so the GPU-hours cap admits cells in it too.
-        pending, blocked = self.stopping.admit(self.registry, self.sweep, self.order.sort(
-            self.registry.cells(self.sweep, [CellState.PENDING])))
-        if blocked and not pending and not self._running and not self._retry_at:
-            self.stopping.cancel_blocked(self.registry, self.sweep, blocked)
-        ready = [cell for cell in pending if cell.cell_id not in self._retry_at]
-        for cell in self.order.fitting(ready, self._slots):
+        order = self.order = self.order or LaunchOrder(self.backend)
+        # Ids and indexes only: a pass over 100,000 waiting cells decodes no settings; a
+        # cell's demand is judged once, from its settings, when the order first meets it.
+        keys = self.registry.cell_keys(self.sweep, [CellState.PENDING])
+        unseen = [cell_id for cell_id, _ in keys if not order.knows(cell_id)]
+        if unseen:
+            order.learn(self.registry.cells_by_id(self.sweep, unseen))
+        ranked = order.sort(keys)
+        if self.stopping.cap is not None:  # the cap judges whole cells, in launch order
+            waiting = {c.cell_id: c for c in self.registry.cells_by_id(self.sweep, ranked)}
+            admitted, blocked = self.stopping.admit(
+                self.registry, self.sweep, [waiting[i] for i in ranked if i in waiting])
+            if blocked and not admitted and not self._running and not self._retry_at:
+                self.stopping.cancel_blocked(self.registry, self.sweep, blocked)
+            ranked = [cell.cell_id for cell in admitted]
+        ready = [cell_id for cell_id in ranked if cell_id not in self._retry_at]
+        for cell_id in order.fitting(ready, self._slots):
+            cell = self.registry.get_cell(self.sweep, cell_id)
             if self.registry.transition(cell, CellState.PENDING, CellState.QUEUED):
                 self._launch(cell)
 
@@ -419,7 +429,8 @@ class SweepScheduler:
         if not self._running or time.monotonic() < self._next_cancel_check:
             return
         self._next_cancel_check = time.monotonic() + CANCEL_CHECK_SECONDS
-        still = {c.cell_id for c in self.registry.cells(self.sweep, [CellState.RUNNING])}
+        still = {cell_id for cell_id, _ in self.registry.cell_keys(self.sweep,
+                                                                    [CellState.RUNNING])}
         for cell_id in [c for c in self._running if c not in still]:
             entry = self._running.pop(cell_id)
             entry.job.cancel()

@@ -47,17 +47,37 @@ class Demand:
 _INVALID = Demand(gpus=0, steps=0)
 
 
+CellKey = tuple[str, int]
+"""A waiting cell as a pass reads it: ``(cell id, index)`` (``Registry.cell_keys``)."""
+
+
 @dataclass
 class LaunchOrder:
-    """Which pending cells to launch, in what order (see the module docstring)."""
+    """Which pending cells to launch, in what order (see the module docstring).
+
+    It works on cell ids: a pass reads only the waiting cells' ids and indexes, and a
+    cell's settings are read (:meth:`learn`) the first time the order meets it.
+    """
 
     backend: Backend
     longest_first: bool = True
     backfill: bool = True
     _demands: dict[str, Demand] = field(default_factory=dict, init=False, repr=False)
 
-    def demand(self, cell: CellRecord) -> Demand:
-        """The cell's GPUs and expected steps (validated once per cell id)."""
+    def knows(self, cell_id: str) -> bool:
+        """Whether the cell's demand was judged already."""
+        return cell_id in self._demands
+
+    def learn(self, cells: Iterable[CellRecord]) -> None:
+        """Judge the demand of ``cells`` not judged yet."""
+        for cell in cells:
+            self.demand(cell)
+
+    def demand(self, cell: CellRecord | str) -> Demand:
+        """The cell's GPUs and expected steps (judged once per cell id; an id never
+        learnt counts as needing nothing, of unknown length)."""
+        if isinstance(cell, str):
+            return self._demands.get(cell, _INVALID)
         known = self._demands.get(cell.cell_id)
         if known is None:
             try:
@@ -69,16 +89,23 @@ class LaunchOrder:
             self._demands[cell.cell_id] = known
         return known
 
-    def sort(self, cells: Iterable[CellRecord]) -> list[CellRecord]:
-        """``cells`` in launch order: longest expected first, then registry order."""
-        by_index = sorted(cells, key=lambda c: (c.index, c.cell_id))
+    def sort(self, cells: Iterable[CellKey | CellRecord]) -> list[str]:
+        """The ids of ``cells`` in launch order: longest expected first, then registry
+        order. Whole cells given are learnt; keys count as :meth:`demand` says."""
+        keys: list[tuple[int, str]] = []
+        for cell in cells:
+            if isinstance(cell, CellRecord):
+                self.demand(cell)
+                keys.append((cell.index, cell.cell_id))
+            else:
+                keys.append((cell[1], cell[0]))
+        ids = [cell_id for _, cell_id in sorted(keys)]
         if not self.longest_first:
-            return by_index
-        return sorted(by_index, key=lambda c: -self.demand(c).steps)  # stable: ties by index
+            return ids
+        return sorted(ids, key=lambda i: -self.demand(i).steps)  # stable: ties by index
 
-    def fitting(self, ordered: Sequence[CellRecord],
-                slots: Callable[[int], int]) -> Iterator[CellRecord]:
-        """The cells of ``ordered`` (already in launch order) that fit now, in order.
+    def fitting(self, ordered: Sequence[str], slots: Callable[[int], int]) -> Iterator[str]:
+        """The ids of ``ordered`` (already in launch order) that fit now, in order.
 
         ``slots(gpus)`` says how many more jobs of ``gpus`` GPUs could start now; it is
         asked again after each cell the caller launched. Free GPUs only shrink during a
@@ -87,10 +114,10 @@ class LaunchOrder:
         """
         if not ordered:
             return
-        smallest = min(self.demand(c).gpus for c in ordered)
+        smallest = min(self.demand(i).gpus for i in ordered)
         blocked: int | None = None  # the fewest GPUs found not to fit in this pass
-        for cell in ordered:
-            need = self.demand(cell).gpus
+        for cell_id in ordered:
+            need = self.demand(cell_id).gpus
             if blocked is not None and need >= blocked:
                 continue
             if slots(need) <= 0:
@@ -98,5 +125,4 @@ class LaunchOrder:
                 if not self.backfill or need <= smallest:
                     return  # FIFO waits for its head; nothing smaller is left to try
                 continue
-            yield cell
-
+            yield cell_id

@@ -66,9 +66,9 @@ def _pool(free: int) -> tuple[Callable[[int], int], Callable[[int], None]]:
 def _launch(order: LaunchOrder, cells: list[CellRecord], free: int) -> list[int]:
     slots, take = _pool(free)
     launched = []
-    for cell in order.fitting(order.sort(cells), slots):
-        take(order.demand(cell).gpus)
-        launched.append(cell.index)
+    for cell_id in order.fitting(order.sort(cells), slots):
+        take(order.demand(cell_id).gpus)
+        launched.append(int(cell_id[1:]))
     return launched
 
 
@@ -76,10 +76,12 @@ def test_longest_expected_first_ties_in_registry_order() -> None:
     cells = [_cell(0, 1, 100), _cell(1, 8, 400), _cell(2, 2, None), _cell(3, 4, 400),
              _cell(4, 1, 800)]
     order = LaunchOrder(_Backend())
-    assert [c.index for c in order.sort(reversed(cells))] == [4, 1, 3, 0, 2]
+    assert order.sort(reversed(cells)) == ["c004", "c001", "c003", "c000", "c002"]
+    # Keys as a pass reads them give the same order once the cells' demands are known.
+    assert order.sort((c.cell_id, c.index) for c in cells) == order.sort(cells)
     # Without lengths (or with longest_first off) the order is the registry's.
-    assert [c.index for c in LaunchOrder(_Backend(), longest_first=False).sort(
-        reversed(cells))] == [0, 1, 2, 3, 4]
+    assert LaunchOrder(_Backend(), longest_first=False).sort(reversed(cells)) == [
+        "c000", "c001", "c002", "c003", "c004"]
 
 
 def test_backfill_starts_smaller_cells_behind_one_that_does_not_fit() -> None:
@@ -102,7 +104,7 @@ def test_a_pass_asks_capacity_once_per_size_that_does_not_fit() -> None:
         return 1 if gpus <= 4 else 0
 
     order = LaunchOrder(_Backend())
-    assert [c.index for c in order.fitting(order.sort(cells), slots)] == [1000]
+    assert list(order.fitting(order.sort(cells), slots)) == ["c1000"]
     assert asked == [8, 1]
 
 
@@ -112,7 +114,7 @@ def test_demand_is_judged_once_and_bad_settings_are_left_to_the_launch() -> None
     good, bad = _cell(0, 2, 10), _cell(1, "two", 10)
     for _ in range(3):
         order.sort([good, bad])
-    assert len(backend.validated) == 2
+    assert len(backend.validated) == 2 and order.knows("c000") and not order.knows("c002")
     # A cell that no longer validates needs no GPUs here: its launch fails it.
     assert order.demand(bad).gpus == 0
     assert _launch(order, [good, bad], 0) == [1]
