@@ -2,8 +2,8 @@
 
 SLURM is the queue. kappa writes a batch script (:mod:`.slurm_script`), hands it to
 ``sbatch`` and follows the job with ``squeue`` (one call per second for all of an
-executor's jobs), ``sacct`` when the cluster keeps accounting, and the exit code the job
-itself leaves on the shared file system; ``scancel`` stops it. These command-line tools
+executor's jobs), ``sacct`` when the cluster keeps accounting (:mod:`.slurm_queue`), and
+the exit code the job itself leaves on the shared file system; ``scancel`` stops it. These command-line tools
 are SLURM's own stable interface, the one every site supports.
 
 Why not submitit: it runs pickled Python callables through its own entry point (a
@@ -41,7 +41,8 @@ that records the exit code, reattachment by id.
   ``MinJobAge``). The job id is ``slurm:<SLURM id>:<job folder>``, so
   :meth:`SlurmExecutor.reattach` works from any process that sees the folder.
 * **An unreachable controller** (restarting, overloaded: squeue fails) ends nothing: its
-  jobs count as still running, and squeue is asked again a second later.
+  jobs count as still running, and squeue is asked again a second later. ``sbatch``
+  that cannot connect at all is tried again for up to ``SUBMIT_RETRY_S``.
 * **Capacity**: at most ``max_parallel`` of kappa's jobs in SLURM's queue at once
   (pending or running); SLURM decides when each one runs.
 """
@@ -50,12 +51,10 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import os
 import secrets
 import shlex
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -65,41 +64,26 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, field_validator
 
-from orchestrator.errors import KappaError
 from orchestrator.executors.base import Executor, ExecutorOptions, JobHandle, JobResources
+from orchestrator.executors.slurm_queue import (
+    ACTIVE_STATES,
+    ENDED_BY_SLURM,
+    SlurmError,
+    SlurmQueue,
+    run_slurm,
+)
 from orchestrator.executors.slurm_script import BatchJob, batch_script, time_limit_minutes
-
-log = logging.getLogger(__name__)
 
 JOB_ID_PREFIX = "slurm:"
 WRAPPER = Path(__file__).with_name("job_wrapper.py")
-# The state of a job while the controller does not answer squeue.
-UNREACHABLE = "UNREACHABLE"
-# States in which a job may still run (or run again).
-ACTIVE_STATES = frozenset({
-    UNREACHABLE,
-    "PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "STOPPED",
-    "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESIZING", "SIGNALING", "STAGE_OUT",
-    "RESV_DEL_HOLD", "POWER_UP_NODE",
-})
-# What a job that SLURM ended reports when it left no nonzero code of its own.
-ENDED_BY_SLURM = {
-    "CANCELLED": -int(signal.SIGTERM), "TIMEOUT": -int(signal.SIGTERM),
-    "PREEMPTED": -int(signal.SIGTERM), "DEADLINE": -int(signal.SIGTERM),
-    "NODE_FAIL": -int(signal.SIGKILL), "OUT_OF_MEMORY": -int(signal.SIGKILL),
-    "BOOT_FAIL": -int(signal.SIGKILL),
-}
 # sbatch options kappa sets itself; ``sbatch_args`` may not repeat them.
 _OWN_OPTIONS = ("--job-name", "--output", "--error", "--open-mode", "--chdir", "--nodes",
                 "--ntasks", "--cpus-per-task", "--gpus", "--time", "--partition",
                 "--account", "--qos", "--constraint", "--requeue", "--no-requeue",
                 "--parsable", "--wrap", "--export", "--comment")
 _THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
-STATUS_CACHE_S = 1.0
-
-
-class SlurmError(KappaError):
-    """A SLURM command failed (sbatch refused a job, the controller is unreachable)."""
+# How long submit keeps trying a controller it cannot connect to (restarting, failing over).
+SUBMIT_RETRY_S = 60.0
 
 
 def _split_args(value: Any) -> Any:
@@ -146,35 +130,6 @@ class SlurmOptions(ExecutorOptions):
         return value
 
 
-def _run(argv: list[str], env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    try:
-        return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60,
-                              check=False)
-    except FileNotFoundError as exc:
-        raise SlurmError(f"{argv[0]} not found: the slurm executor needs SLURM's commands "
-                         "(sbatch, squeue, scancel) on PATH") from exc
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise SlurmError(f"{argv[0]}: {exc}") from exc
-
-
-def _decode_status(raw: str) -> int | None:
-    """squeue's ``exit_code`` (a raw wait status) as a contract exit code."""
-    try:
-        status = int(raw)
-    except ValueError:
-        return None
-    return os.waitstatus_to_exitcode(status) if status >= 0 else None
-
-
-def _decode_exit(text: str) -> int | None:
-    """sacct's ``ExitCode`` ``N:S`` as a contract exit code."""
-    code, _, sig = text.partition(":")
-    try:
-        return -int(sig) if sig and int(sig) > 0 else int(code)
-    except ValueError:
-        return None
-
-
 def _read_int(path: Path) -> int | None:
     try:
         return int(path.read_text().strip())
@@ -196,7 +151,7 @@ class SlurmJob(JobHandle):
 
     def state(self, fresh: bool = False) -> tuple[str, int | None] | None:
         """SLURM's ``(state, exit code)`` for the job, ``None`` if SLURM no longer knows it."""
-        return self.executor.job_state(self.slurm_id, fresh)
+        return self.executor.queue.job_state(self.slurm_id, fresh)
 
     def poll(self) -> int | None:
         """``None`` while the job is queued or runs, else its exit code."""
@@ -261,7 +216,7 @@ class SlurmJob(JobHandle):
         after the cluster's KillWait) and wait up to ``cancel_wait`` seconds for it to end."""
         if self.poll() is not None:
             return
-        done = _run(["scancel", self.slurm_id])
+        done = run_slurm(["scancel", self.slurm_id])
         if done.returncode != 0 and "already completing or completed" not in done.stderr \
                 and "Invalid job id" not in done.stderr:
             raise SlurmError(f"scancel {self.slurm_id}: {done.stderr.strip()}")
@@ -298,65 +253,7 @@ class SlurmExecutor(Executor):
         self.cancel_wait = cancel_wait
         self.python = python or sys.executable
         self._active: dict[str, SlurmJob] = {}
-        self._states: dict[str, tuple[str, int | None]] = {}
-        self._states_at = -1e9
-        self._accounting: bool | None = None
-        self._unreachable: str | None = None  # why the last squeue failed
-
-    # -- what SLURM says --------------------------------------------------------------
-    def job_state(self, slurm_id: str, fresh: bool = False) -> tuple[str, int | None] | None:
-        """``(state, exit code)`` of a job: the controller's (squeue, kept for
-        ``MinJobAge`` after the end), else accounting's (sacct), else ``None``."""
-        if fresh or time.monotonic() - self._states_at > STATUS_CACHE_S:
-            self._refresh_states()
-        known = self._states.get(slurm_id)
-        if known is None and self._unreachable is not None:
-            # The controller did not answer (restarting, overloaded): nothing is known,
-            # and a job must not be taken for vanished, so it counts as still there.
-            return UNREACHABLE, None
-        return known if known is not None else self._sacct_state(slurm_id)
-
-    def _refresh_states(self) -> None:
-        try:
-            done = _run(["squeue", "--noheader", "--states=all", f"--user={os.getuid()}",
-                         "--Format=JobID:|,State:|,exit_code:|"])
-        except SlurmError as exc:
-            self._squeue_failed(str(exc))
-            return
-        if done.returncode != 0:
-            self._squeue_failed(done.stderr.strip() or done.stdout.strip())
-            return
-        self._unreachable = None
-        states: dict[str, tuple[str, int | None]] = {}
-        for line in done.stdout.splitlines():
-            fields = [f.strip() for f in line.split("|")]
-            if len(fields) >= 3 and fields[0]:
-                states[fields[0]] = (fields[1], _decode_status(fields[2]))
-        self._states, self._states_at = states, time.monotonic()
-
-    def _squeue_failed(self, why: str) -> None:
-        """Keep what squeue said last; ask again after :data:`STATUS_CACHE_S`."""
-        if self._unreachable is None:
-            log.warning("squeue failed (jobs count as still running until it answers): %s",
-                        why)
-        self._unreachable, self._states_at = why, time.monotonic()
-
-    def _sacct_state(self, slurm_id: str) -> tuple[str, int | None] | None:
-        if self._accounting is False:
-            return None
-        done = _run(["sacct", "--noheader", "--allocations", "--parsable2",
-                     f"--jobs={slurm_id}", "--format=State,ExitCode"])
-        if done.returncode != 0:
-            # "Slurm accounting storage is disabled": ask no more.
-            self._accounting = "disabled" not in done.stderr
-            return None
-        self._accounting = True
-        for line in done.stdout.splitlines():
-            state, _, exit_code = line.partition("|")
-            if state:
-                # "CANCELLED by 0" -> CANCELLED
-                return state.split()[0], _decode_exit(exit_code)
-        return None
+        self.queue = SlurmQueue()
 
     # -- slots ------------------------------------------------------------------------
     def capacity(self, gpus: int = 0) -> int:
@@ -379,7 +276,7 @@ class SlurmExecutor(Executor):
             script.write_text(batch_script(self.batch_job(
                 ("true",), folder, folder / "fit.log", folder, resources)))
             try:
-                done = _run(["sbatch", "--test-only", str(script)])
+                done = run_slurm(["sbatch", "--test-only", str(script)])
             except SlurmError as exc:
                 return str(exc)
         if done.returncode == 0:
@@ -435,8 +332,16 @@ class SlurmExecutor(Executor):
         script = job_dir / "job.sbatch"
         script.write_text(batch_script(self.batch_job(argv, Path(cwd).resolve(), log_path,
                                                       job_dir, resources)))
-        done = _run(["sbatch", "--parsable", f"--comment=kappa:{job_dir}", str(script)],
-                    env=self._job_env(env, resources))
+        argv_sbatch = ["sbatch", "--parsable", f"--comment=kappa:{job_dir}", str(script)]
+        deadline = time.monotonic() + SUBMIT_RETRY_S
+        while True:
+            done = run_slurm(argv_sbatch, env=self._job_env(env, resources))
+            # Only a controller sbatch could not reach at all is asked again: after a
+            # timeout mid-request the job may exist, and a second one would duplicate it.
+            if (done.returncode == 0 or "connect failure" not in done.stderr
+                    or time.monotonic() > deadline):
+                break
+            time.sleep(2.0)
         if done.returncode != 0:
             raise SlurmError(f"sbatch refused the job: {done.stderr.strip()}")
         slurm_id = done.stdout.strip().split(";")[0]
@@ -446,7 +351,7 @@ class SlurmExecutor(Executor):
         tmp.replace(job_dir / "job.json")
         job = SlurmJob(self, slurm_id, job_dir, log_path)
         self._active[job.job_id] = job
-        self._states_at = -1e9  # the next poll asks squeue again
+        self.queue.forget()  # the next poll asks squeue again
         return job
 
     def reattach(self, job_id: str) -> SlurmJob | None:
@@ -462,7 +367,7 @@ class SlurmExecutor(Executor):
         except (OSError, ValueError, KeyError):
             log_path = None
         job = SlurmJob(self, slurm_id, job_dir, log_path)
-        if job._recorded_end() is None and self.job_state(slurm_id, fresh=True) is None \
+        if job._recorded_end() is None and self.queue.job_state(slurm_id, fresh=True) is None \
                 and _read_int(job_dir / "exit") is None:
             return None
         if job.poll() is None:
@@ -494,7 +399,7 @@ class SlurmExecutor(Executor):
         return ids
 
     def _comments(self) -> dict[str, str]:
-        done = _run(["squeue", "--noheader", "--states=all", f"--user={os.getuid()}",
+        done = run_slurm(["squeue", "--noheader", "--states=all", f"--user={os.getuid()}",
                      "--Format=JobID:|,Comment:|"])
         pairs = (line.split("|") for line in done.stdout.splitlines())
         return {p[1].strip(): p[0].strip() for p in pairs if len(p) >= 2 and p[1].strip()}

@@ -1,0 +1,148 @@
+"""SLURM's own commands, as the SLURM executor uses them: what state a job is in.
+
+:class:`SlurmQueue` asks ``squeue`` about every job of this user at once (at most once a
+second, :data:`STATUS_CACHE_S`) and, for a job the controller no longer holds (finished
+more than ``MinJobAge`` ago), ``sacct`` when the cluster keeps accounting. A failing
+``squeue`` (controller restarting, overloaded) makes no job look ended: until it answers
+again, a job it does not know is :data:`UNREACHABLE`, which counts as still running.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping
+
+from orchestrator.errors import KappaError
+
+log = logging.getLogger(__name__)
+
+STATUS_CACHE_S = 1.0
+# The state of a job while the controller does not answer squeue.
+UNREACHABLE = "UNREACHABLE"
+# States in which a job may still run (or run again).
+ACTIVE_STATES = frozenset({
+    UNREACHABLE,
+    "PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "STOPPED",
+    "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESIZING", "SIGNALING", "STAGE_OUT",
+    "RESV_DEL_HOLD", "POWER_UP_NODE",
+})
+# What a job that SLURM ended reports when it left no nonzero code of its own.
+ENDED_BY_SLURM = {
+    "CANCELLED": -int(signal.SIGTERM), "TIMEOUT": -int(signal.SIGTERM),
+    "PREEMPTED": -int(signal.SIGTERM), "DEADLINE": -int(signal.SIGTERM),
+    "NODE_FAIL": -int(signal.SIGKILL), "OUT_OF_MEMORY": -int(signal.SIGKILL),
+    "BOOT_FAIL": -int(signal.SIGKILL),
+}
+
+
+class SlurmError(KappaError):
+    """A SLURM command failed (sbatch refused a job, the controller is unreachable)."""
+
+
+def run_slurm(argv: list[str],
+              env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run a SLURM command; :class:`SlurmError` if it cannot be run at all."""
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60,
+                              check=False)
+    except FileNotFoundError as exc:
+        raise SlurmError(f"{argv[0]} not found: the slurm executor needs SLURM's commands "
+                         "(sbatch, squeue, scancel) on PATH") from exc
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SlurmError(f"{argv[0]}: {exc}") from exc
+
+
+def _decode_status(raw: str) -> int | None:
+    """squeue's ``exit_code`` (a raw wait status) as a contract exit code."""
+    try:
+        status = int(raw)
+    except ValueError:
+        return None
+    try:
+        return os.waitstatus_to_exitcode(status)
+    except ValueError:  # not the status of an ended process
+        return None
+
+
+def _decode_exit(text: str) -> int | None:
+    """sacct's ``ExitCode`` ``N:S`` as a contract exit code."""
+    code, _, sig = text.partition(":")
+    try:
+        return -int(sig) if sig and int(sig) > 0 else int(code)
+    except ValueError:
+        return None
+
+
+class SlurmQueue:
+    """The states of this user's SLURM jobs (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._states: dict[str, tuple[str, int | None]] = {}
+        self._states_at = -1e9
+        self._accounting: bool | None = None
+        self._unreachable: str | None = None  # why the last squeue failed
+
+    def forget(self) -> None:
+        """Ask squeue again on the next question (a job was just submitted)."""
+        self._states_at = -1e9
+
+    def job_state(self, slurm_id: str, fresh: bool = False) -> tuple[str, int | None] | None:
+        """``(state, exit code)`` of a job: the controller's (squeue, kept for
+        ``MinJobAge`` after the end), else accounting's (sacct), else ``None``."""
+        if fresh or time.monotonic() - self._states_at > STATUS_CACHE_S:
+            self._refresh_states()
+        known = self._states.get(slurm_id)
+        if known is None and self._unreachable is not None:
+            # The controller did not answer (restarting, overloaded): nothing is known,
+            # and a job must not be taken for vanished, so it counts as still there.
+            return UNREACHABLE, None
+        return known if known is not None else self._sacct_state(slurm_id)
+
+    def _refresh_states(self) -> None:
+        try:
+            done = run_slurm(["squeue", "--noheader", "--states=all",
+                              f"--user={os.getuid()}", "--Format=JobID:|,State:|,exit_code:|"])
+        except SlurmError as exc:
+            self._squeue_failed(str(exc))
+            return
+        if done.returncode != 0:
+            self._squeue_failed(done.stderr.strip() or done.stdout.strip())
+            return
+        self._unreachable = None
+        states: dict[str, tuple[str, int | None]] = {}
+        for line in done.stdout.splitlines():
+            fields = [f.strip() for f in line.split("|")]
+            if len(fields) >= 3 and fields[0]:
+                states[fields[0]] = (fields[1], _decode_status(fields[2]))
+        self._states, self._states_at = states, time.monotonic()
+
+    def _squeue_failed(self, why: str) -> None:
+        """Keep what squeue said last; ask again after :data:`STATUS_CACHE_S`."""
+        if self._unreachable is None:
+            log.warning("squeue failed (jobs count as still running until it answers): %s",
+                        why)
+        self._unreachable, self._states_at = why, time.monotonic()
+
+    def _sacct_state(self, slurm_id: str) -> tuple[str, int | None] | None:
+        if self._accounting is False:
+            return None
+        try:
+            done = run_slurm(["sacct", "--noheader", "--allocations", "--parsable2",
+                              f"--jobs={slurm_id}", "--format=State,ExitCode"])
+        except SlurmError:
+            return None
+        if done.returncode != 0:
+            # "Slurm accounting storage is disabled": ask no more.
+            self._accounting = "disabled" not in done.stderr
+            return None
+        self._accounting = True
+        for line in done.stdout.splitlines():
+            state, _, exit_code = line.partition("|")
+            if state:
+                # "CANCELLED by 0" -> CANCELLED
+                return state.split()[0], _decode_exit(exit_code)
+        return None
