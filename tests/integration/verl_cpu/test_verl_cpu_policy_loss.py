@@ -50,13 +50,6 @@ BATCH, GROUP = 2, 4
 
 
 @pytest.fixture(scope="module")
-def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from orchestrator.backends.verl.tiny_model import build_tiny_model
-
-    return build_tiny_model(tmp_path_factory.mktemp("verl_cpu_model") / "model")
-
-
-@pytest.fixture(scope="module")
 def process_group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """A gloo process group of one (verl all-reduces the batch's token count over it)."""
     import torch.distributed as dist

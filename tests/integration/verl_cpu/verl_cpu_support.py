@@ -25,6 +25,8 @@ from orchestrator.backends.verl.command import verl_command
 from orchestrator.backends.verl.settings import VerlSettings
 
 BASELINES = ("grpo", "drgrpo", "gspo", "dapo", "clip_cov", "kl_cov")
+# Every (baseline, reward_budget) cell: the advantage step's estimator settings.
+CELLS = [(baseline, rb) for baseline in BASELINES for rb in (False, True)]
 
 
 def tiny_cell(model_path: Path, data_dir: Path, **overrides: Any) -> VerlSettings:
