@@ -3,8 +3,8 @@
 SLURM is the queue. kappa writes a batch script (:mod:`.slurm_script`), hands it to
 ``sbatch`` and follows the job with ``squeue`` (one call per second for all of an
 executor's jobs), ``sacct`` when the cluster keeps accounting (:mod:`.slurm_queue`), and
-the exit code the job itself leaves on the shared file system; ``scancel`` stops it. These command-line tools
-are SLURM's own stable interface, the one every site supports.
+the exit code the job itself leaves on the shared file system; ``scancel`` stops it.
+These command-line tools are SLURM's own stable interface, the one every site supports.
 
 Why not submitit: it runs pickled Python callables through its own entry point (a
 cell's argv would become a ``CommandFunction`` inside a pickle, its exit code an
