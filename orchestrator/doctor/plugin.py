@@ -180,9 +180,12 @@ def _probe_job(client: Any, options: DoctorOptions) -> tuple[dict[str, Any] | No
 
     python = options.python or RAY_PYTHON
     from orchestrator.executors.ray_jobs import SUBMIT_RETRY_INTERVAL_S, is_transient_refusal
+    from orchestrator.tracking.retry import is_unreachable
 
     deadline = time.monotonic() + options.timeout_s
-    while True:  # a fresh cluster's job agent may not have registered yet
+    # A fresh cluster's job agent may not have registered yet, and a busy dashboard may
+    # drop a connection: both are waited out, up to the deadline.
+    while True:
         try:
             job = client.submit_job(entrypoint=f"{shlex.quote(python)} -c "
                                                f"{shlex.quote(RAY_PROBE)}",
@@ -190,13 +193,18 @@ def _probe_job(client: Any, options: DoctorOptions) -> tuple[dict[str, Any] | No
                                     runtime_env={"env_vars": {"PYTHONWARNINGS": "ignore"}})
             break
         except Exception as exc:
-            if not is_transient_refusal(exc) or time.monotonic() > deadline:
+            transient = is_transient_refusal(exc) or is_unreachable(exc)
+            if not transient or time.monotonic() > deadline:
                 first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
                 return None, f"the cluster refused the probe job: {redact(first)[:300]}"
             time.sleep(SUBMIT_RETRY_INTERVAL_S)
     status = ""
     while time.monotonic() < deadline:
-        status = str(getattr(client.get_job_status(job), "value", ""))
+        try:
+            status = str(getattr(client.get_job_status(job), "value", ""))
+        except Exception as exc:
+            if not is_unreachable(exc):
+                raise
         if status in ("SUCCEEDED", "FAILED", "STOPPED"):
             break
         time.sleep(1.0)

@@ -216,6 +216,17 @@ def test_an_unknown_check_is_refused(home: Path, capsys: pytest.CaptureFixture[s
     assert code == 2 and "no check named 'gpu'" in out and "gpus" in out, out
 
 
+@pytest.mark.ray
+def test_an_unreachable_ray_dashboard_is_a_problem(
+        home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    needs("ray")
+    from ray_head import free_port
+
+    code, checks = doctor_json(capsys, "--check", "ray", "--ray-address",
+                               f"http://127.0.0.1:{free_port()}")
+    assert code == 2 and "cannot reach the Ray dashboard" in checks["ray"]["summary"], checks
+
+
 @pytest.mark.slow
 @pytest.mark.ray
 def test_ray_workers_have_the_plugin(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
