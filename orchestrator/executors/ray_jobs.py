@@ -19,7 +19,11 @@ through the Jobs API (``JobSubmissionClient``, the dashboard's HTTP endpoint), a
   ``KAPPA_ENTROPY_REWARD_*`` of an entropy-reward cell) plus the caller's ``MLFLOW_*``
   variables and ``VERL_USE_EXTERNAL_MODULES=kappa_verl`` go into the job's runtime_env
   ``env_vars``, so they reach every process of the job (the TaskRunner logs to MLflow;
-  the plug-in loads in every worker even without its entry point).
+  the plug-in loads in every worker even without its entry point). Secrets among them
+  (a tracking URI with a password, ``*TOKEN*``/``*PASSWORD*`` variables) do not: the
+  dashboard shows every runtime_env. They go to a file only the user can read in the
+  run folder, which the entrypoint's wrapper and the verl plug-in load
+  (:mod:`.job_secrets`).
 * ``RAY_OVERRIDE_JOB_RUNTIME_ENV=1`` is always set: verl's ``main_ppo`` calls
   ``ray.init(runtime_env=...)`` with env vars of its own and kappa's per-phase ones
   (``+ray_kwargs.ray_init.runtime_env.env_vars.*``), which repeat keys of the job's
@@ -53,6 +57,12 @@ from pydantic import Field, model_validator
 
 from orchestrator.errors import KappaError
 from orchestrator.executors.base import Executor, ExecutorOptions, JobHandle, JobResources
+from orchestrator.executors.job_secrets import (
+    SECRET_ENV_FILE_VAR,
+    split_secrets,
+    wrapped,
+    write_secret_env,
+)
 from orchestrator.executors.ray_placement import (
     RayNode,
     alive_nodes,
@@ -226,12 +236,13 @@ class RayJobsExecutor(Executor):
         except Exception as exc:  # ConnectionError, RuntimeError, ... depending on Ray version
             raise RayJobsError(f"cannot reach the Ray Jobs API at {address}: {exc}") from exc
 
-    def runtime_env(self, env: Mapping[str, str]) -> dict[str, Any]:
-        """The job's runtime_env: forwarded ``MLFLOW_*`` vars, plug-in fallback, then ``env``."""
+    def job_env(self, env: Mapping[str, str]) -> dict[str, str]:
+        """Every variable the job gets: forwarded ``MLFLOW_*`` vars, plug-in fallback,
+        then ``env``."""
         env_vars = {k: v for k, v in os.environ.items() if k.startswith(self.forward_prefixes)}
         env_vars.update(DEFAULT_ENV)
         env_vars.update({str(k): str(v) for k, v in env.items()})
-        return {"env_vars": env_vars}
+        return env_vars
 
     @staticmethod
     def entrypoint(argv: tuple[str, ...], cwd: Path | None) -> str:
@@ -247,10 +258,14 @@ class RayJobsExecutor(Executor):
         if why is not None:
             raise RayJobsError(f"the Ray cluster at {self.address} can never run this job: {why}")
         submission_id = f"kappa-{log_path.stem}-{secrets.token_hex(4)}"
+        shown, secret = split_secrets(self.job_env(env))
+        if secret:  # never in the runtime_env, which the dashboard shows
+            shown[SECRET_ENV_FILE_VAR] = str(write_secret_env(cwd, secret))
+            argv = wrapped(tuple(argv))
         # What the job holds, for capacity(): a verl driver holds nothing itself, but its
         # placement groups will hold the GPUs (and some CPUs) on every node it spans.
         held = {"gpus": str(resources.gpus), "cpus": str(resources.cpus * resources.nodes)}
-        return self._submit(self.entrypoint(tuple(argv), cwd), self.runtime_env(env),
+        return self._submit(self.entrypoint(tuple(argv), cwd), {"env_vars": shown},
                             submission_id, log_path, {**held, "base": submission_id},
                             entrypoint_options(resources, self.entrypoint_resources))
 

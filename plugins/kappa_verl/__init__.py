@@ -34,6 +34,11 @@ def reward_function_path() -> str:
 
 def _load() -> None:
     from kappa_verl import entropy_reward, estimators
+    from orchestrator.executors.job_secrets import load_secret_env
+
+    # A Ray job's secrets (a tracking URI with its password) stay out of its runtime_env,
+    # which the dashboard shows; each of verl's Ray workers reads them from the job's file.
+    load_secret_env()
 
     estimators.register()
     entropy_reward.install()

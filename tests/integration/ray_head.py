@@ -1,8 +1,8 @@
 """Throw-away local Ray clusters with the dashboard (the Jobs API), for integration tests.
 
 :func:`local_ray_head` starts a head alone; :func:`local_ray_cluster` a head and worker
-nodes on 127.0.0.1, each a ``ray start --block`` leading its own session, with its own
-temp dir and free ports. They are stopped by signalling those process groups only —
+nodes on 127.0.0.1, each a ``ray start --block`` leading its own session, with free
+ports and the cluster's own temp dir. They are stopped by signalling those process groups only —
 never with ``ray stop``, which would stop every Ray on the machine.
 """
 
@@ -69,18 +69,21 @@ class _Nodes:
 
     def __init__(self, root: str) -> None:
         self.root = root
+        # One temp dir for every node, as every host of a real cluster has the same path
+        # (/tmp/ray): a node's agent reads a job's log from the session folder the GCS
+        # names, so per-node temp dirs would hide the logs of jobs run on workers.
+        self.temp_dir = tempfile.mkdtemp(prefix="t", dir=root)  # short socket paths
         self.procs: list[subprocess.Popen[bytes]] = []
         self.logs: list[Path] = []
 
     def start(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
         ray_bin = Path(sys.executable).with_name("ray")
-        temp_dir = tempfile.mkdtemp(prefix=f"{name[0]}", dir=self.root)  # short socket paths
         env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "PYTHONWARNINGS": "ignore"}
         log_path = Path(self.root) / f"{name}.log"
         self.logs.append(log_path)
         with open(log_path, "w") as log:
             proc = subprocess.Popen(
-                [str(ray_bin), "start", "--block", f"--temp-dir={temp_dir}",
+                [str(ray_bin), "start", "--block", f"--temp-dir={self.temp_dir}",
                  "--disable-usage-stats", *args],
                 stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         self.procs.append(proc)
@@ -105,49 +108,75 @@ class _Nodes:
                 os.killpg(proc.pid, signal.SIGKILL)
 
 
+def _start(nodes: _Nodes, head_cpus: int, workers: Sequence[WorkerNode],
+           startup_s: float) -> str:
+    """Start the head, then the workers; the Jobs API address once every node is alive."""
+    dashboard_port, gcs_port = free_port(), free_port()
+    address = f"http://127.0.0.1:{dashboard_port}"
+    head = nodes.start("head", [
+        "--head", f"--num-cpus={head_cpus}", "--num-gpus=0", f"--port={gcs_port}",
+        "--include-dashboard=true", "--dashboard-host=127.0.0.1",
+        f"--dashboard-port={dashboard_port}", f"--ray-client-server-port={free_port()}",
+        *_own_ports()])
+    deadline = time.monotonic() + startup_s
+    while not _jobs_api_ready(address):
+        if head.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("local Ray head did not start:\n" + nodes.tails())
+        time.sleep(2)
+    for i, worker in enumerate(workers):
+        nodes.start(f"worker{i}", [
+            f"--address=127.0.0.1:{gcs_port}", f"--num-cpus={worker.num_cpus}",
+            "--num-gpus=0", f"--resources={json.dumps(dict(worker.resources))}",
+            # Workers of two raylets on one host must not draw from one port range.
+            "--min-worker-port=0", "--max-worker-port=0", *_own_ports()])
+    while workers and _alive_nodes(address) < 1 + len(workers):
+        if any(p.poll() is not None for p in nodes.procs) or time.monotonic() > deadline:
+            raise RuntimeError("local Ray workers did not join:\n" + nodes.tails())
+        time.sleep(2)
+    if head.poll() is not None:  # `ray start` gave up on the head after its API answered
+        raise RuntimeError("local Ray head stopped during startup:\n" + nodes.tails())
+    return address
+
+
 @contextlib.contextmanager
 def local_ray_cluster(head_cpus: int = 2, workers: Sequence[WorkerNode] = (),
-                      startup_s: float = 240.0) -> Iterator[str]:
+                      startup_s: float = 240.0, attempts: int = 3) -> Iterator[str]:
     """Yield the Jobs API address of a fresh local Ray cluster (a head with ``head_cpus``
     CPUs, then ``workers``, no GPUs anywhere) once every node is alive; tear it down
-    afterwards."""
-    root = tempfile.mkdtemp(prefix="/tmp/kr")  # short: Ray's socket paths are long
-    dashboard_port, gcs_port = free_port(), free_port()
+    afterwards.
+
+    A start that fails is retried from scratch (``attempts`` in all): ``ray start`` waits
+    a fixed 30 s for its raylet to register, which a loaded machine can exceed.
+    """
     # Ray >= 2.5x enables token auth by default; a throw-away loopback cluster opts out, and
     # so must this process's Jobs API client.
     previous_auth = os.environ.get("RAY_AUTH_MODE")
     os.environ["RAY_AUTH_MODE"] = "disabled"
-    nodes = _Nodes(root)
-    address = f"http://127.0.0.1:{dashboard_port}"
     try:
-        head = nodes.start("head", [
-            "--head", f"--num-cpus={head_cpus}", "--num-gpus=0", f"--port={gcs_port}",
-            "--include-dashboard=true", "--dashboard-host=127.0.0.1",
-            f"--dashboard-port={dashboard_port}", f"--ray-client-server-port={free_port()}",
-            *_own_ports()])
-        deadline = time.monotonic() + startup_s
-        while not _jobs_api_ready(address):
-            if head.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("local Ray head did not start:\n" + nodes.tails())
-            time.sleep(2)
-        for i, worker in enumerate(workers):
-            nodes.start(f"worker{i}", [
-                f"--address=127.0.0.1:{gcs_port}", f"--num-cpus={worker.num_cpus}",
-                "--num-gpus=0", f"--resources={json.dumps(dict(worker.resources))}",
-                # Workers of two raylets on one host must not draw from one port range.
-                "--min-worker-port=0", "--max-worker-port=0", *_own_ports()])
-        while workers and _alive_nodes(address) < 1 + len(workers):
-            if any(p.poll() is not None for p in nodes.procs) or time.monotonic() > deadline:
-                raise RuntimeError("local Ray workers did not join:\n" + nodes.tails())
-            time.sleep(2)
-        yield address
+        for attempt in range(1, attempts + 1):
+            root = tempfile.mkdtemp(prefix="/tmp/kr")  # short: Ray's socket paths are long
+            nodes = _Nodes(root)
+            try:
+                address = _start(nodes, head_cpus, workers, startup_s)
+            except RuntimeError as exc:
+                nodes.stop()
+                shutil.rmtree(root, ignore_errors=True)
+                if attempt == attempts:
+                    raise
+                print(f"local Ray cluster: attempt {attempt} failed, retrying "
+                      f"({str(exc).splitlines()[0]})", file=sys.stderr)
+                continue
+            try:
+                yield address
+            finally:
+                nodes.stop()
+                shutil.rmtree(root, ignore_errors=True)
+            return
     finally:
-        nodes.stop()
         if previous_auth is None:
             os.environ.pop("RAY_AUTH_MODE", None)
         else:
             os.environ["RAY_AUTH_MODE"] = previous_auth
-        shutil.rmtree(root, ignore_errors=True)
 
 
 @contextlib.contextmanager

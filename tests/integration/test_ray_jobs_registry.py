@@ -39,7 +39,7 @@ def test_job_env_lets_verl_repeat_its_keys_in_ray_init(monkeypatch: pytest.Monke
     monkeypatch.setenv("MLFLOW_RUN_ID", "abc")
     executor = object.__new__(RayJobsExecutor)  # runtime_env needs no cluster
     executor.forward_prefixes = ("MLFLOW_",)
-    env_vars = executor.runtime_env({"KAPPA_ENTROPY_REWARD_COEF": "0.01"})["env_vars"]
+    env_vars = executor.job_env({"KAPPA_ENTROPY_REWARD_COEF": "0.01"})
     assert env_vars == {**env_vars, "RAY_OVERRIDE_JOB_RUNTIME_ENV": "1", "MLFLOW_RUN_ID": "abc",
                         "VERL_USE_EXTERNAL_MODULES": "kappa_verl",
                         "KAPPA_ENTROPY_REWARD_COEF": "0.01"}

@@ -11,6 +11,7 @@ nothing written). Slow: three Ray nodes take ~30-90 s to start on a loaded 2-cor
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -87,6 +88,8 @@ def test_an_embedded_sweep_spreads_over_the_workers(cluster: str, home: Path,
     print("cells per node:", {n[:8]: sum(1 for m, _ in placed.values() if m == n)
                               for n in used})
     assert used <= set(workers), "a cell ran on the head, which has no CPUs"
+    for _, run_dir in placed.values():  # Ray's log of a job run on a worker, synced here
+        assert "fake trainer: done" in (run_dir / "train.log").read_text()
     assert len(used) == 2, "the sweep did not spread over both workers"
     for node in used:
         spans = [span for n, run_dir in placed.values() if n == node
@@ -98,10 +101,31 @@ def test_an_embedded_sweep_spreads_over_the_workers(cluster: str, home: Path,
 
 def test_custom_entrypoint_resources_keep_cells_on_one_kind_of_node(
         cluster: str, home: Path, tmp_path: Path) -> None:
-    executor = _executor(cluster, entrypoint_resources={"node_b": 0.01})
+    """Through the CLI: ``-E entrypoint_resources=...`` reaches the executor."""
+    spec = _spec(tmp_path / "s.yaml", "on-b", cells=3)
+    kappa("submit", str(spec), "--executor", "ray_jobs", "--ray-address", cluster,
+          "-E", 'entrypoint_resources={"node_b": 0.01}', "--wait")
+    executor = _executor(cluster)
     [node_b] = [n.node_id for n in executor.nodes() if "node_b" in n.resources]
-    submit(_spec(tmp_path / "s.yaml", "on-b", cells=3), wait=True, executor=executor)
     assert {node for node, _ in _nodes_of_cells(executor, "on-b").values()} == {node_b}
+
+
+def test_secrets_stay_out_of_the_runtime_env_the_dashboard_shows(
+        cluster: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    uri = "postgresql://kappa:s3cret@db.invalid:5432/mlflow"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)  # forwarded like every MLFLOW_* variable
+    executor = _executor(cluster)
+    code = ("import os; print('uri', os.environ['MLFLOW_TRACKING_URI']); "
+            "print('token', os.environ['MLFLOW_TRACKING_TOKEN'])")
+    job = executor.submit((sys.executable, "-c", code), {"MLFLOW_TRACKING_TOKEN": "t0k3n"},
+                          tmp_path, tmp_path / "job.log")
+    assert job.wait(timeout=300) == 0, (tmp_path / "job.log").read_text()
+    assert f"uri {uri}" in (tmp_path / "job.log").read_text()  # the job has them
+    assert "token t0k3n" in (tmp_path / "job.log").read_text()
+    info = executor._client.get_job_info(job.submission_id)
+    shown = json.dumps([info.runtime_env, info.entrypoint, info.metadata])
+    assert "s3cret" not in shown and "t0k3n" not in shown
+    assert str(tmp_path / ".kappa-secret-env.json") in shown  # only where they are
 
 
 @pytest.mark.parametrize(("settings", "says"), [

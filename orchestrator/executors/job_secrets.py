@@ -1,0 +1,107 @@
+"""A job's secrets, kept out of what a cluster shows to everyone who can see it.
+
+A Ray job's ``runtime_env`` is shown by the Ray dashboard (and ``ray job list``) to
+anyone who can reach it, so a tracking URI with its password
+(``postgresql://user:secret@db/mlflow``) or an ``MLFLOW_TRACKING_TOKEN`` must not go
+there. :func:`split_secrets` separates such variables; :func:`write_secret_env` puts them
+in a file only the user can read (mode 0600) in the job's run folder, which the cluster
+reaches anyway (the job runs there); the runtime_env carries only the file's path
+(:data:`SECRET_ENV_FILE_VAR`). The job's entrypoint is wrapped as ``python -m
+orchestrator.executors.job_secrets CMD...``, which loads the file into its environment
+and execs ``CMD`` (so the driver and every process it starts have them); the verl
+plug-in loads it in each of verl's Ray workers (:func:`load_secret_env`).
+
+Light imports only: the wrapper starts before every job.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from collections.abc import Mapping, MutableMapping
+from pathlib import Path
+
+SECRET_ENV_FILE_VAR = "KAPPA_SECRET_ENV_FILE"
+FILE_NAME = ".kappa-secret-env.json"
+# Variables secret by name whatever their value (MLflow's basic auth and token, cloud keys).
+_SECRET_NAME = re.compile(r"PASSWORD|PASSWD|TOKEN|SECRET|CREDENTIAL", re.IGNORECASE)
+
+
+def is_secret(name: str, value: str) -> bool:
+    """Whether a variable must stay out of what a cluster shows: a secret-looking name, or
+    a value with a password in it (a URL ``scheme://user:password@host``)."""
+    from orchestrator.redact import has_credentials
+
+    return bool(_SECRET_NAME.search(name)) or has_credentials(value)
+
+
+def split_secrets(env: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """``env`` as (variables that may be shown, secret ones)."""
+    shown: dict[str, str] = {}
+    secret: dict[str, str] = {}
+    for name, value in env.items():
+        (secret if is_secret(name, value) else shown)[name] = value
+    return shown, secret
+
+
+def write_secret_env(folder: Path, secret: Mapping[str, str]) -> Path:
+    """Write ``secret`` to ``folder``/:data:`FILE_NAME`, readable by the user only (mode
+    0600 from its creation, so no moment exists where others could read it)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / FILE_NAME
+    tmp = folder / f".{FILE_NAME}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)  # an old temp file of the same name keeps its mode otherwise
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(dict(secret), fh)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    tmp.replace(path)
+    return path
+
+
+def load_secret_env(environ: MutableMapping[str, str] | None = None) -> int | None:
+    """Add the variables of the file :data:`SECRET_ENV_FILE_VAR` names to ``environ``
+    (default ``os.environ``) where not already set; how many were added (0 without a
+    file), ``None`` when the file cannot be read."""
+    env = os.environ if environ is None else environ
+    path = env.get(SECRET_ENV_FILE_VAR)
+    if not path:
+        return 0
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    added = 0
+    for name, value in (data.items() if isinstance(data, dict) else ()):
+        if isinstance(name, str) and isinstance(value, str) and name not in env:
+            env[name] = value
+            added += 1
+    return added
+
+
+def wrapped(argv: tuple[str, ...]) -> tuple[str, ...]:
+    """``argv`` started through this module's wrapper (which loads the secrets first)."""
+    return (sys.executable, "-m", "orchestrator.executors.job_secrets", *argv)
+
+
+def main(argv: list[str]) -> int:
+    """Load the secrets, then become ``argv`` (same pid: signals reach the command)."""
+    if not argv:
+        print("usage: python -m orchestrator.executors.job_secrets CMD [ARG...]",
+              file=sys.stderr)
+        return 2
+    if load_secret_env() is None:
+        print(f"kappa: cannot read the job's secrets from {os.environ[SECRET_ENV_FILE_VAR]} "
+              "(the run folder must be reachable, and readable by the cluster's user)",
+              file=sys.stderr, flush=True)
+    os.execvp(argv[0], argv)
+    return 127  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
