@@ -286,3 +286,21 @@ def test_a_real_mlflow_server_takes_the_probe_run(
         stop(proc)
     code, checks = doctor_json(capsys, "--mlflow", base, "--check", "mlflow")
     assert code == 2 and "unreachable" in checks["mlflow"]["summary"], checks
+
+
+@pytest.mark.parametrize(("found", "status", "words"), [
+    ({"error": "ImportError: boom"}, "problem", "ImportError: boom"),
+    ({"importable": False, "entry_point": False, "loaded": False}, "problem", "not installed"),
+    ({"importable": True, "entry_point": False, "loaded": False}, "problem", "no 'verl.plugins'"),
+    ({"importable": True, "entry_point": True, "loaded": False, "external_plugins": "none"},
+     "problem", "VERL_USE_EXTERNAL_PLUGINS='none'"),
+    ({"importable": True, "entry_point": True, "loaded": True, "verl": "0.9.1"}, "ok",
+     "loaded by verl 0.9.1's entry point"),
+])
+def test_probe_verdicts(found: dict[str, Any], status: str, words: str) -> None:
+    """Every way a probe (here or in a Ray worker) can come back, judged."""
+    from orchestrator.doctor.plugin import verdict
+
+    got, summary, fix = verdict(found, "node n1")
+    assert got.value == status and words in summary and summary.startswith("node n1: ")
+    assert (fix is None) == (status == "ok")
