@@ -17,6 +17,7 @@ vLLM/SGLang (only a GPU node can run a rollout engine; the smoke test covers tha
 
 from __future__ import annotations
 
+import os
 import random
 from pathlib import Path
 from typing import Any
@@ -128,13 +129,15 @@ def test_random_rewards_ignore_the_response(tiny_tokenizer_dir: Path, tiny_token
                                             tmp_path: Path) -> None:
     """Bernoulli(0.5) rewards: the same response gets both values, correct or not.
 
-    With 48 copies of a correct and 48 of a wrong response (seeded; the seed is printed),
-    each half is rewarded 24 ± 12 times (more than 3.4 sigma), and ``acc`` stays the truth.
+    64 copies of a correct and 64 of a wrong response, under a random seed (printed;
+    ``KAPPA_TEST_SEED=<n>`` replays it): each half must be rewarded 32 ± 16 times (4 sigma:
+    a false alarm about once in 8000 runs; a coin of 0.8 or more fails it), and ``acc``
+    stays the truth.
     """
-    seed = random.SystemRandom().randrange(2**31)
-    print(f"random reward seed: {seed}")
+    seed = int(os.environ.get("KAPPA_TEST_SEED") or random.SystemRandom().randrange(2**31))
+    print(f"KAPPA_TEST_SEED={seed}")
     config = _config(tiny_tokenizer_dir, tmp_path, reward_type="random", seed=seed)
-    n = 48
+    n = 64
     samples = ([Sample("What is 40 + 2?", "Answer: 42", "42", index=7)] * n
                + [Sample("What is 40 + 2?", "Answer: 41", "42", index=7)] * n)
     data = rollout_batch(tiny_tokenizer, samples)
@@ -146,5 +149,5 @@ def test_random_rewards_ignore_the_response(tiny_tokenizer_dir: Path, tiny_token
     correct, wrong = int(rewarded[:n].sum()), int(rewarded[n:].sum())
     print(f"rewarded: {correct}/{n} correct responses, {wrong}/{n} wrong ones")
     assert 0 < correct < n and 0 < wrong < n  # one identical response, both values
-    assert abs(correct - n / 2) <= 12 and abs(wrong - n / 2) <= 12
+    assert abs(correct - n / 2) <= 16 and abs(wrong - n / 2) <= 16
     np.testing.assert_array_equal(out.non_tensor_batch["acc"], [1.0] * n + [0.0] * n)
