@@ -235,6 +235,18 @@ class Registry:
         Returns the cells that were new. All or nothing: if any cell cannot be stored
         (e.g. settings that are not JSON), none is.
         """
+        # Each cell's JSON is made before the transaction and its snapshot after it: on
+        # PostgreSQL the server ends a transaction idle between statements for as long as
+        # a lease (engine.py), which preparing 100,000 cells inside it would take.
+        payloads: dict[str, tuple[int, Any, Any, Any]] = {}
+        for cell in cells:
+            if cell.cell_id not in payloads:
+                payloads[cell.cell_id] = (
+                    int(cell.index),
+                    jsonable(dict(cell.axes), f"cell {cell.cell_id} axes"),
+                    jsonable(cell.settings, f"cell {cell.cell_id} settings"),
+                    jsonable(cell.labels, f"cell {cell.cell_id} labels"),
+                )
         with self._tx() as session:
             # The row lock serialises concurrent add_cells on PostgreSQL (SQLite's
             # BEGIN IMMEDIATE already does).
@@ -243,27 +255,16 @@ class Registry:
                 session.scalars(select(CellRow.cell_id).where(CellRow.sweep_id == parent.id))
             )
             now = utcnow()
-            new_rows: list[CellRow] = []
-            for cell in cells:
-                if cell.cell_id in existing:
-                    continue
-                existing.add(cell.cell_id)
-                row = CellRow(
-                    sweep_id=parent.id,
-                    cell_id=cell.cell_id,
-                    index=int(cell.index),
-                    axes=jsonable(dict(cell.axes), f"cell {cell.cell_id} axes"),
-                    settings=jsonable(cell.settings, f"cell {cell.cell_id} settings"),
-                    labels=jsonable(cell.labels, f"cell {cell.cell_id} labels"),
-                    state=CellState.PENDING.value,
-                    attempts_count=0,
-                    max_retries=max_retries,
-                    created_at=now,
-                )
-                session.add(row)
-                new_rows.append(row)
+            new_rows = [
+                CellRow(sweep_id=parent.id, cell_id=cell_id, index=index, axes=axes,
+                        settings=settings, labels=labels, state=CellState.PENDING.value,
+                        attempts_count=0, max_retries=max_retries, created_at=now)
+                for cell_id, (index, axes, settings, labels) in payloads.items()
+                if cell_id not in existing
+            ]
+            session.add_all(new_rows)
             session.flush()
-            return [CellRecord.of(row, sweep) for row in new_rows]
+        return [CellRecord.of(row, sweep) for row in new_rows]
 
     def cells(
         self, sweep: str, states: Iterable[CellState | str] | None = None
