@@ -52,8 +52,9 @@ def forwarded_env(environ: Mapping[str, str]) -> dict[str, str]:
 
     One whose value carries a password (a tracking URI ``scheme://user:secret@host``)
     stays off it: every user of the machine can read a command line. verl's workers
-    then get it by inheritance (the local Ray instance verl starts) or from the Ray
-    job's runtime_env (the Ray Jobs executor puts the launch environment there).
+    then get it by inheritance (the local Ray instance verl starts) or, in a Ray job,
+    from the job's secrets file, which the plug-in loads in every worker (the Ray Jobs
+    executor keeps secrets out of the runtime_env: :mod:`orchestrator.executors.job_secrets`).
     """
     from orchestrator.redact import has_credentials
 
