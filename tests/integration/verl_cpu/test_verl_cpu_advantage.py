@@ -33,7 +33,7 @@ pytest.importorskip("verl")
 pytest.importorskip("kappa_verl")
 
 from kappa_verl import entropy_reward as er
-from verl_cpu_support import CELLS, LocalKV
+from verl_cpu_support import CELLS, LocalKV, compose, tiny_cell
 
 from orchestrator.algorithms import advantages, entropy_reward, masked_mean
 
@@ -96,7 +96,8 @@ def _expected(config: Any, fields: list[dict[str, Any]], coef: float) -> torch.T
 
 
 def run_advantage_step(trainer_base: Any, store: Any, config: Any, coef: float,
-                       seed: int, monkeypatch: pytest.MonkeyPatch) -> Any:
+                       seed: int, monkeypatch: pytest.MonkeyPatch,
+                       env: dict[str, str] | None = None) -> Any:
     """Put one step's rollouts, run verl's ``_compute_advantage``, compare with ours.
 
     Returns what the step wrote back (padded ``advantages``, ``returns``, ``rm_scores``).
@@ -109,8 +110,8 @@ def run_advantage_step(trainer_base: Any, store: Any, config: Any, coef: float,
     partition = f"train-{uuid.uuid4().hex}"  # a fresh partition of the (possibly shared) store
     meta = store.kv_batch_put(keys=keys, partition_id=partition,
                               fields=list_of_dict_to_tensordict(fields))
-    monkeypatch.setenv(er.COEF_ENV, repr(coef))
-    monkeypatch.setenv(er.STEPS_ENV, "3")
+    for name, value in (env or {er.COEF_ENV: repr(coef), er.STEPS_ENV: "3"}).items():
+        monkeypatch.setenv(name, value)
     trainer = object.__new__(PPOTrainerSync)  # the step needs only its config and step count
     trainer.config = config
     trainer.global_steps = 1
@@ -151,6 +152,21 @@ def test_v1_compute_advantage_equals_ours(baseline: str, reward_budget: bool, co
     seed = zlib.crc32(f"{baseline}-{reward_budget}-{coef}".encode()) % 10_000
     print(f"seed {seed}")
     run_advantage_step(trainer_base, store, config, coef, seed, monkeypatch)
+
+
+def test_entropy_reward_cell_switches_the_hook_on_through_its_runtime_env(
+        tmp_path: Path, trainer_base: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ``entropy_reward`` cell: the env vars our command puts in verl's ``ray.init``
+    runtime_env are what the hook in the trainer process reads."""
+    cell = tiny_cell(tmp_path / "model", tmp_path, reward_budget=True,
+                     entropy_intervention="entropy_reward", entropy_coef=0.05)
+    config = compose(cell, tmp_path / "run")
+    env = {k: str(v) for k, v in config.ray_kwargs.ray_init.runtime_env.env_vars.items()}
+    assert env[er.COEF_ENV] == "0.05" and env["VERL_USE_EXTERNAL_MODULES"] == "kappa_verl"
+    store = LocalKV()
+    monkeypatch.setattr(trainer_base, "tq", store)
+    run_advantage_step(trainer_base, store, config, coef=0.05, seed=3,
+                       monkeypatch=monkeypatch, env=env)
 
 
 @pytest.fixture(scope="module")

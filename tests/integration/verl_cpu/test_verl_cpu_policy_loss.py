@@ -65,7 +65,8 @@ def process_group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         dist.destroy_process_group()
 
 
-def _actor_config(model_dir: Path, tmp_path: Path, baseline: str) -> tuple[Any, Any]:
+def _actor_config(model_dir: Path, tmp_path: Path, baseline: str,
+                  **overrides: Any) -> tuple[Any, Any]:
     """verl's composed config of the cell and its strict ``ActorConfig`` (as the worker builds it).
 
     Checks that the bundle's loss settings arrived in the dataclass the loss reads.
@@ -74,7 +75,7 @@ def _actor_config(model_dir: Path, tmp_path: Path, baseline: str) -> tuple[Any, 
 
     cell = tiny_cell(model_dir, tmp_path, baseline=baseline, learning_rate=LR,
                      ppo_micro_batch_size_per_gpu=GROUP, group_size=GROUP,
-                     prompts_per_step=BATCH)
+                     prompts_per_step=BATCH, **overrides)
     config = compose(cell, tmp_path / "run")
     actor = omega_conf_to_dataclass(config.actor_rollout_ref.actor)
     bundle = cell.algorithm
@@ -157,8 +158,10 @@ def _response_values(nested_full: Any, data: Any) -> Any:
     return response_to_nested(padded, data["response_mask"])
 
 
-@pytest.mark.parametrize("baseline", BASELINES)
-def test_engine_train_batch_with_each_baseline_loss(baseline: str, tiny_model_dir: Path,
+@pytest.mark.parametrize(("baseline", "intervention"),
+                         [(b, "none") for b in BASELINES] + [("grpo", "entropy_loss")])
+def test_engine_train_batch_with_each_baseline_loss(baseline: str, intervention: str,
+                                                    tiny_model_dir: Path,
                                                     tmp_path: Path, process_group: None,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     from verl.utils.metric import Metric
@@ -167,7 +170,9 @@ def test_engine_train_batch_with_each_baseline_loss(baseline: str, tiny_model_di
 
     monkeypatch.setattr(transformer_impl, "get_device_id", lambda: "cpu")
     monkeypatch.setattr(transformer_impl, "get_device_name", lambda: "cpu")
-    config, actor = _actor_config(tiny_model_dir, tmp_path, baseline)
+    config, actor = _actor_config(tiny_model_dir, tmp_path, baseline,
+                                  entropy_intervention=intervention)
+    assert actor.entropy_coeff == (0.01 if intervention == "entropy_loss" else 0.0)
     engine = _engine(tiny_model_dir, actor)
     vocab = engine.module.config.vocab_size
     data = _rollout_data(seed=BASELINES.index(baseline), vocab=vocab)
@@ -204,6 +209,8 @@ def test_engine_train_batch_with_each_baseline_loss(baseline: str, tiny_model_di
     assert changed > 0, "one optimizer step must change the weights"
     if actor.use_kl_loss:
         assert "kl_loss" in metrics
+    # The entropy bonus (entropy_loss intervention): verl computes the entropy and logs it.
+    assert ("actor/entropy_loss" in metrics) == (intervention == "entropy_loss")
 
 
 def _as_list(value: Any) -> list[Any]:
