@@ -64,6 +64,7 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, field_validator
 
+from orchestrator.errors import Problem, UserInputError
 from orchestrator.executors.base import Executor, ExecutorOptions, JobHandle, JobResources
 from orchestrator.executors.slurm_queue import (
     ACTIVE_STATES,
@@ -135,6 +136,16 @@ def _read_int(path: Path) -> int | None:
         return int(path.read_text().strip())
     except (OSError, ValueError):
         return None
+
+
+# What sbatch says when there is no cluster to ask (rather than a refusal of the job).
+_NO_CLUSTER = ("Unable to contact slurm controller", "Could not establish a configuration")
+
+
+def _unreachable(why: str) -> UserInputError:
+    return UserInputError("SLURM cannot be reached from here", [Problem(
+        "executor", why, fix="run kappa where SLURM's commands work (a login node of the "
+                             "cluster), with SLURM_CONF set if the cluster needs it")])
 
 
 class SlurmJob(JobHandle):
@@ -267,7 +278,8 @@ class SlurmExecutor(Executor):
     def fits(self, resources: JobResources) -> str | None:
         """Why SLURM would never run a job asking for ``resources`` (``sbatch
         --test-only`` with the job's own directives: partition, account, QOS, constraint,
-        nodes, CPUs, GPUs, time), or ``None`` if it would."""
+        nodes, CPUs, GPUs, time), or ``None`` if it would. SLURM that cannot be asked at
+        all (no sbatch here, no controller) is a :class:`UserInputError`."""
         if resources.nodes > 1 and not resources.self_placing:
             return f"a job over {resources.nodes} nodes must place its own work (verl)"
         with tempfile.TemporaryDirectory(prefix="kappa-slurm-fit-") as tmp:
@@ -278,10 +290,12 @@ class SlurmExecutor(Executor):
             try:
                 done = run_slurm(["sbatch", "--test-only", str(script)])
             except SlurmError as exc:
-                return str(exc)
+                raise _unreachable(str(exc)) from None
         if done.returncode == 0:
             return None
         why = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "refused"
+        if any(marker in done.stderr for marker in _NO_CLUSTER):
+            raise _unreachable(why)
         return (f"SLURM refuses {resources.nodes} node(s) x {resources.cpus} CPU(s), "
                 f"{resources.gpus_per_node} GPU(s) per node: {why.removeprefix('sbatch: ')}")
 

@@ -83,3 +83,10 @@ def test_a_multi_node_job_must_place_its_own_work(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="place its own work"):
         SlurmExecutor().submit(("true",), {}, tmp_path, tmp_path / "x.log",
                                JobResources(nodes=2, cpus=1))
+
+
+def test_no_slurm_here_is_a_user_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch
+    with pytest.raises(UserInputError, match="SLURM cannot be reached") as err:
+        SlurmExecutor().fits(JobResources())
+    assert "sbatch not found" in err.value.render()
