@@ -28,11 +28,13 @@ import pytest
 
 from orchestrator.executors import Executor, get_executor
 
-# name -> pytest marks of its parametrization (ray: a head costs 20-40 s, so slow).
+# Each executor's parametrization (ray: a head costs 20-40 s on a loaded machine, so slow).
 PARAMS = [
     pytest.param("local", id="local"),
     pytest.param("ray_jobs", id="ray_jobs", marks=[pytest.mark.slow, pytest.mark.ray]),
-    pytest.param("slurm", id="slurm", marks=[pytest.mark.slow]),
+    # The local SLURM is started once per machine (and shared with test_slurm_*.py);
+    # its five tests take ~12 s.
+    pytest.param("slurm", id="slurm"),
 ]
 
 
