@@ -137,7 +137,8 @@ def prepare_smoke(out_dir: Path | None = None, template: Path = TEMPLATE,
 
 def gpu_problems() -> list[str]:
     """Why this machine cannot run the smoke sweep (empty when it can): a CUDA GPU
-    visible to torch and an installed vLLM (verl's rollout engine here)."""
+    visible to torch, and verl with its GPU extras (vLLM, the rollout engine here, and
+    TransferQueue, which verl 0.9's V1 trainer needs) installed in this Python."""
     import importlib.util
 
     problems = []
@@ -148,8 +149,11 @@ def gpu_problems() -> list[str]:
             problems.append(f"no CUDA GPU is visible to torch {torch.__version__}")
     except ImportError:
         problems.append("torch is not installed")
-    if importlib.util.find_spec("vllm") is None:
-        problems.append("vLLM is not installed (verl's rollout engine for this test)")
+    needed = {"verl": "verl is not installed",
+              "vllm": "vLLM is not installed (verl's rollout engine for this test)",
+              "transfer_queue": "TransferQueue is not installed (verl's V1 trainer needs it)"}
+    problems += [why for module, why in needed.items()
+                 if importlib.util.find_spec(module) is None]
     return problems
 
 
