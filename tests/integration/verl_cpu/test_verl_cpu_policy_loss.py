@@ -94,7 +94,6 @@ def _engine(model_dir: Path, actor: Any) -> Any:
     from transformers import AutoModelForCausalLM
     from verl.workers.engine.fsdp.transformer_impl import FSDPEngineWithLMHead
 
-    torch.manual_seed(0)
     module = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32,
                                                   attn_implementation="eager")
     engine = object.__new__(FSDPEngineWithLMHead)
