@@ -82,6 +82,10 @@ _OWN_OPTIONS = ("--job-name", "--output", "--error", "--open-mode", "--chdir", "
                 "--ntasks", "--cpus-per-task", "--gpus", "--time", "--partition",
                 "--account", "--qos", "--constraint", "--requeue", "--no-requeue",
                 "--parsable", "--wrap", "--export", "--comment")
+# Not passed on from the submitting shell: SLURM sets CUDA_VISIBLE_DEVICES (the batch
+# script empties it for CPU jobs), and a Ray cluster the shell pointed at is not the job's
+# (a multi-node job sets RAY_ADDRESS to its own; a single-node verl cell starts one).
+_NOT_INHERITED = frozenset({"CUDA_VISIBLE_DEVICES", "RAY_ADDRESS"})
 _THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 # How long submit keeps trying a controller it cannot connect to (restarting, failing over).
 SUBMIT_RETRY_S = 60.0
@@ -316,8 +320,7 @@ class SlurmExecutor(Executor):
             constraint=self.constraint, sbatch_args=self.sbatch_args)
 
     def _job_env(self, env: Mapping[str, str], resources: JobResources) -> dict[str, str]:
-        # SLURM sets CUDA_VISIBLE_DEVICES (the batch script empties it for CPU jobs).
-        full = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+        full = {k: v for k, v in os.environ.items() if k not in _NOT_INHERITED}
         for var in _THREAD_VARS:
             full[var] = str(resources.cpus)
         full.update(env)  # the launch's own settings win

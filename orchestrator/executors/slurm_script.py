@@ -140,11 +140,11 @@ def _ray_cluster(job: BatchJob) -> list[str]:
         'echo "kappa: Ray head on $head_node ($RAY_ADDRESS), $SLURM_JOB_NUM_NODES nodes"',
         f'srun --nodes=1 --ntasks=1 --overlap -w "$head_node" {ray} start --head '
         f'--node-ip-address="$head_ip" --port="$port" {RAY_START_FLAGS} '
-        f'--num-cpus="$SLURM_CPUS_PER_TASK" --num-gpus={gpus} --block &',
+        f'--num-cpus="$SLURM_CPUS_ON_NODE" --num-gpus={gpus} --block &',
         "head_pid=$!",
         'for node in "${nodes[@]:1}"; do',
         f'  srun --nodes=1 --ntasks=1 --overlap -w "$node" {ray} start '
-        f'--address="$RAY_ADDRESS" --disable-usage-stats --num-cpus="$SLURM_CPUS_PER_TASK" '
+        f'--address="$RAY_ADDRESS" --disable-usage-stats --num-cpus="$SLURM_CPUS_ON_NODE" '
         f"--num-gpus={gpus} --block &",
         "done",
         f"deadline=$((SECONDS + {RAY_JOIN_TIMEOUT_S}))",

@@ -30,10 +30,13 @@ def _wait_for(path: Path) -> None:
         time.sleep(0.05)
 
 
-def test_exit_codes_environment_gpus_and_logs(slurm_cluster: LocalSlurm, tmp_path: Path) -> None:
+def test_exit_codes_environment_gpus_and_logs(
+        slurm_cluster: LocalSlurm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAY_ADDRESS", "somewhere:6379")  # the shell's cluster, not the job's
     executor = SlurmExecutor()
     cases = {
-        "ok": ("sh", "-c", 'echo "out $KAPPA_X $(pwd) gpus=[${CUDA_VISIBLE_DEVICES-unset}]"; '
+        "ok": ("sh", "-c", 'echo "out $KAPPA_X $(pwd) gpus=[${CUDA_VISIBLE_DEVICES-unset}] '
+                           'ray=${RAY_ADDRESS-unset}"; '
                            'echo err >&2'),
         "three": ("sh", "-c", "exit 3"),
         "killed": ("sh", "-c", "kill -9 $$"),
@@ -52,7 +55,7 @@ def test_exit_codes_environment_gpus_and_logs(slurm_cluster: LocalSlurm, tmp_pat
     assert codes == {"ok": 0, "three": 3, "killed": -9, "gpu": 0}
     ok_log = (tmp_path / "ok" / "train.log").read_text()
     assert ok_log.startswith("earlier attempt\n")  # appended, never truncated
-    assert f"out x-value {tmp_path / 'ok'} gpus=[]" in ok_log and "err" in ok_log
+    assert f"out x-value {tmp_path / 'ok'} gpus=[] ray=unset" in ok_log and "err" in ok_log
     # SLURM handed the job one of the fake GPUs, and CUDA_VISIBLE_DEVICES says which.
     assert "gpus=[0] omp=2" in (tmp_path / "gpu" / "train.log").read_text()
     assert "ended FAILED (exit code 3)" in (tmp_path / "three" / "train.log").read_text()
