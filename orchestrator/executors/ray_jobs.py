@@ -44,6 +44,7 @@ through the Jobs API (``JobSubmissionClient``, the dashboard's HTTP endpoint), a
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets
 import shlex
@@ -275,6 +276,8 @@ class RayJobsExecutor(Executor):
         metadata = {METADATA_KEY: "1", **extra}
         if log_path is not None:
             metadata["log_path"] = str(log_path)
+        if placement:  # Ray's job info does not return it; resubmit() needs it again
+            metadata["placement"] = json.dumps(dict(placement), sort_keys=True)
         deadline = time.monotonic() + SUBMIT_RETRY_S
         while True:
             try:
@@ -349,7 +352,8 @@ class RayJobsExecutor(Executor):
         return RayJob(self._client, submission_id, Path(log_path) if log_path else None)
 
     def resubmit(self, job_id: str) -> RayJob:
-        """Relaunch a finished (e.g. preempted) job's exact entrypoint and runtime_env."""
+        """Relaunch a finished (e.g. preempted) job's exact entrypoint, runtime_env and
+        entrypoint resources."""
         found = self._info(job_id)
         if found is None:
             raise RayJobsError(f"no Ray job {job_id} to resubmit")
@@ -358,8 +362,9 @@ class RayJobsExecutor(Executor):
         base = metadata.get("base", submission_id)
         retry = int(metadata.get("retry", "0")) + 1
         log_path = metadata.pop("log_path", None)
+        placement = json.loads(metadata.pop("placement", None) or "{}")
         extra = {k: v for k, v in metadata.items() if k != METADATA_KEY}
         extra["retry"] = str(retry)
         extra["resumes"] = submission_id
         return self._submit(info.entrypoint, dict(info.runtime_env or {}), f"{base}-retry{retry}",
-                            Path(log_path) if log_path else None, extra)
+                            Path(log_path) if log_path else None, extra, placement)

@@ -110,6 +110,21 @@ def test_custom_entrypoint_resources_keep_cells_on_one_kind_of_node(
     assert {node for node, _ in _nodes_of_cells(executor, "on-b").values()} == {node_b}
 
 
+def test_a_resubmitted_job_reserves_what_the_first_did(cluster: str, tmp_path: Path) -> None:
+    executor = _executor(cluster, entrypoint_resources={"node_b": 0.01})
+    [node_b] = [n.node_id for n in executor.nodes() if "node_b" in n.resources]
+    job = executor.submit((sys.executable, "-c", "print('ran')"), {}, tmp_path,
+                          tmp_path / "first.log")
+    assert job.wait(timeout=300) == 0
+    again = executor.resubmit(job.job_id)  # e.g. after a preemption
+    assert again.wait(timeout=300) == 0
+    for submission in (job.submission_id, again.submission_id):
+        info = executor._client.get_job_info(submission)
+        assert info.driver_node_id == node_b
+        assert json.loads(info.metadata["placement"]) == {
+            "entrypoint_num_cpus": 1.0, "entrypoint_resources": {"node_b": 0.01}}
+
+
 def test_secrets_stay_out_of_the_runtime_env_the_dashboard_shows(
         cluster: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     uri = "postgresql://kappa:s3cret@db.invalid:5432/mlflow"
