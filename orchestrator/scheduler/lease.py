@@ -137,9 +137,12 @@ class SchedulerLease:
     def check(self) -> None:
         """Raise :class:`LeaseLost` unless the lease is still held."""
         if not self.held():
-            raise LeaseLost(f"the scheduler of sweep '{self.sweep}' stopped: {self._lost}; "
-                            "another scheduler may drive it now (`kappa status "
-                            f"{self.sweep}`)")
+            raise self.lost_error()
+
+    def lost_error(self) -> LeaseLost:
+        """The error a scheduler that lost its lease stops with, saying why."""
+        return LeaseLost(f"the scheduler of sweep '{self.sweep}' stopped: {self._lost}; "
+                         f"another scheduler may drive it now (`kappa status {self.sweep}`)")
 
     def _heartbeat(self) -> None:
         interval = self.seconds / 3

@@ -115,6 +115,11 @@ class SweepScheduler:
             self._lease, self.registry = lease, own.fenced(lease.owner)
             try:
                 self._drive()
+            except Exception as exc:
+                if isinstance(exc, LeaseLost) or lease.held():
+                    raise
+                # E.g. the server ended a transaction it was frozen in: the loss is the news.
+                raise lease.lost_error() from exc
             finally:
                 self._lease, self.registry = None, own
         return own.counts(self.sweep)
