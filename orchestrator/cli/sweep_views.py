@@ -184,16 +184,21 @@ def counts_text(counts: Mapping[CellState, int]) -> str:
 
 
 def sweeps_table(registry: Registry) -> Table:
-    """Every sweep with its state counts."""
+    """Every sweep with its state counts and who drives it (from its lease)."""
     table = Table(title="sweeps", title_justify="left")
     table.add_column("sweep")
     table.add_column("backend")
     table.add_column("cells", justify="right")
     table.add_column("states")
+    table.add_column("scheduler")
     table.add_column("updated")
     for sweep in registry.list_sweeps():
         counts = registry.counts(sweep.name)
+        lease = registry.lease(sweep.name)
+        driver = driver_text(lease)
         table.add_row(sweep.name, sweep.backend, str(sum(counts.values())), counts_text(counts),
+                      f"{lease.host} pid {lease.pid}" if lease is not None and
+                      driver.startswith("scheduler on") else "",
                       sweep.updated_at.strftime("%Y-%m-%d %H:%M"))
     return table
 

@@ -153,3 +153,23 @@ def test_a_0003_registry_with_data_upgrades_to_0004(
         assert reg.executor("old") == ("ray_jobs", {"address": "http://head:8265"})
         assert reg.take_lease("old", A, 60)[0]
         assert reg.delete_sweep("old")  # the lease goes with its sweep
+
+
+def test_status_views_show_the_holder_from_the_registry(registry: Registry) -> None:
+    import io
+
+    from rich.console import Console
+
+    from orchestrator.cli.sweep_views import driver_text, sweep_json, sweeps_table
+
+    assert registry.take_lease("toy", A, 60)[0]
+    registry.set_executor("toy", "ray_jobs", {"address": "http://u:***@head:8265"})
+    lease = registry.lease("toy")
+    out = io.StringIO()
+    Console(file=out, width=200).print(sweeps_table(registry))
+    assert "machine-a pid 111" in out.getvalue()
+    assert driver_text(lease).startswith("scheduler on host machine-a pid 111 since")
+    data = sweep_json(registry, registry.get_sweep("toy"), lease)
+    assert data["scheduler"]["host"] == "machine-a" and not data["scheduler"]["expired"]
+    assert data["executor"] == {"name": "ray_jobs",
+                                "options": {"address": "http://u:***@head:8265"}}
