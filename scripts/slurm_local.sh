@@ -16,11 +16,13 @@
 # $KAPPA_SLURM_CPUS CPUs (default 4, whatever the hardware: config_overrides), no cgroups
 # (proctrack/linuxproc, task/none: containers rarely allow them), select/cons_tres by CPU,
 # no accounting database (sacct answers "disabled"; finished jobs stay in `scontrol show
-# job` for MinJobAge seconds and in DIR/log/jobcomp.txt). Two partitions: `debug`
-# (default) and `urgent`, a higher PriorityTier that preempts `debug` jobs by requeueing
-# them (what a cluster's high-priority queue does). Two fake GPUs (Gres=gpu:2 backed by
-# links to /dev/null and /dev/zero under DIR/dev): SLURM counts and hands them out (CUDA_VISIBLE_DEVICES in the
-# job), nothing more; they are labelled fake in `scontrol show node` (Features=fakegpu).
+# job` for MinJobAge seconds and in DIR/log/jobcomp.txt). Three partitions: `debug`
+# (default), `preemptible`, and `urgent`, a higher PriorityTier whose jobs preempt those
+# of `preemptible` (what a cluster's high-priority queue does). Two fake GPUs
+# (Gres=gpu:2 backed by links to /dev/null and /dev/zero under DIR/dev): SLURM counts and
+# hands them out (CUDA_VISIBLE_DEVICES in the job), nothing more; they are labelled fake
+# in `scontrol show node` (Features=fakegpu). `start` restarts a running cluster whose
+# configuration differs from the one it writes.
 #
 # Exit status of start: 0 when the node is idle; 3 when SLURM or munge is not installed;
 # 4 when a daemon did not come up (the last lines of its log are printed).
@@ -51,14 +53,14 @@ install_packages() {
 
 pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
-write_conf() {
+write_conf() {  # $1: slurm.conf to write, $2: gres.conf to write
   local host
   host=$(hostname -s)
   mkdir -p "$DIR"/{state,spool,log,run,munge,dev}
   chmod 700 "$DIR/munge"
   # SLURM wants a character device per GPU: links to /dev/null and /dev/zero stand in.
   ln -sfn /dev/null "$DIR/dev/gpu0"; ln -sfn /dev/zero "$DIR/dev/gpu1"
-  cat >"$CONF" <<EOF
+  cat >"$1" <<EOF
 # Written by scripts/slurm_local.sh: a one-node test cluster on 127.0.0.1.
 ClusterName=kappa-local
 SlurmctldHost=$host(127.0.0.1)
@@ -101,10 +103,13 @@ JobRequeue=1
 PreemptType=preempt/partition_prio
 PreemptMode=REQUEUE
 NodeName=$host NodeAddr=127.0.0.1 CPUs=$CPUS RealMemory=1000 Gres=gpu:2 Features=fakegpu State=UNKNOWN
-PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=REQUEUE
+# Only jobs of "preemptible" can be preempted (by jobs of "urgent"): tests that preempt
+# never touch the jobs other tests run in "debug" at the same time.
+PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=OFF
+PartitionName=preemptible Nodes=$host MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=REQUEUE
 PartitionName=urgent Nodes=$host MaxTime=INFINITE State=UP PriorityTier=2 PreemptMode=OFF
 EOF
-  cat >"$DIR/gres.conf" <<EOF
+  cat >"$2" <<EOF
 # Fake GPUs: links to /dev/null and /dev/zero, so SLURM can count and assign them. No device behind them.
 NodeName=$host Name=gpu File=$DIR/dev/gpu[0-1]
 EOF
@@ -131,11 +136,20 @@ start() {
   mkdir -p "$DIR"
   exec 9>"$DIR/.lock"
   flock 9  # two test processes starting at once: the second waits and finds it running
-  if pid_alive "$DIR/run/munged.pid" && pid_alive "$DIR/run/slurmctld.pid" \
-      && pid_alive "$DIR/run/slurmd.pid" && node_idle; then
-    return 0
+  write_conf "$CONF.new" "$DIR/gres.conf.new"
+  if cmp -s "$CONF.new" "$CONF" && cmp -s "$DIR/gres.conf.new" "$DIR/gres.conf"; then
+    rm -f "$CONF.new" "$DIR/gres.conf.new"
+    if pid_alive "$DIR/run/munged.pid" && pid_alive "$DIR/run/slurmctld.pid" \
+        && pid_alive "$DIR/run/slurmd.pid" && node_idle; then
+      return 0
+    fi
+  else
+    # A cluster started from another configuration (an older version of this script)
+    # is restarted with this one.
+    [ -f "$CONF" ] && say "the configuration changed: restarting the cluster" && stop
+    mv "$CONF.new" "$CONF"
+    mv "$DIR/gres.conf.new" "$DIR/gres.conf"
   fi
-  write_conf
   local key=/etc/munge/munge.key
   if [ ! -r "$key" ]; then
     key="$DIR/munge/munge.key"

@@ -17,7 +17,8 @@ same and raises :class:`SlurmUnavailable` with the reason instead of skipping.
 
 The cluster: node = this host (127.0.0.1), ``cpus`` CPUs, two *fake* GPUs (SLURM counts
 and assigns them and sets ``CUDA_VISIBLE_DEVICES``; no device is behind them),
-partitions ``debug`` (default) and ``urgent`` (preempts ``debug`` jobs), no accounting
+partitions ``debug`` (default), ``preemptible`` and ``urgent`` (whose jobs preempt
+those of ``preemptible``, never another test's ``debug`` jobs), no accounting
 (``sacct`` says it is disabled). It lives in ``$KAPPA_SLURM_DIR`` (default
 /tmp/kappa-slurm), is shared by every test process on the machine (xdist workers wait for
 one another's start) and is left running afterwards: ``scripts/slurm_local.sh stop``
@@ -53,6 +54,8 @@ class LocalSlurm:
     cpus: int
     fake_gpus: int = 2
     partition: str = "debug"
+    # Jobs of ``urgent`` preempt jobs of ``preemptible`` (and nothing else).
+    preemptible_partition: str = "preemptible"
     urgent_partition: str = "urgent"
 
     def env(self) -> dict[str, str]:

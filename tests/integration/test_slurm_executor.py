@@ -83,7 +83,9 @@ def test_reattach_from_a_new_process_and_cancel_kills_children(
         slurm_cluster: LocalSlurm, tmp_path: Path) -> None:
     executor = SlurmExecutor()
     # The job starts a child of its own (as a trainer starts data workers) and waits.
-    argv = ("sh", "-c", "sleep 300 & echo $! > child.pid; wait")
+    # (exec: the job's own process is the last sleep, so SIGTERM ends it as -15; a shell
+    # that outlived its child's SIGTERM would report 143 instead, which is a code too.)
+    argv = ("sh", "-c", "sleep 300 & echo $! > child.pid; exec sleep 301")
     job = executor.submit(argv, {}, tmp_path, tmp_path / "train.log", JobResources(cpus=1))
     _wait_for(tmp_path / "child.pid")
     child = int((tmp_path / "child.pid").read_text())
@@ -125,14 +127,15 @@ def test_when_squeue_fails_no_job_ends(
 
 def test_preempted_job_ends_with_a_signal_and_is_not_requeued(
         slurm_cluster: LocalSlurm, tmp_path: Path) -> None:
-    executor = SlurmExecutor()
-    low = executor.submit(("sh", "-c", "touch started; sleep 300"), {}, tmp_path,
-                          tmp_path / "train.log", JobResources(cpus=slurm_cluster.cpus))
+    executor = SlurmExecutor(partition=slurm_cluster.preemptible_partition)
+    gpus = slurm_cluster.fake_gpus
+    low = executor.submit(("sh", "-c", "touch started; exec sleep 300"), {}, tmp_path,
+                          tmp_path / "train.log", JobResources(cpus=1, gpus=gpus))
     _wait_for(tmp_path / "started")
-    # A job of the higher-priority partition needs the whole node: SLURM preempts ours.
+    # A job of the higher-priority partition needs every GPU: SLURM preempts ours.
     subprocess.run(["sbatch", "--parsable", f"--partition={slurm_cluster.urgent_partition}",
-                    f"--cpus-per-task={slurm_cluster.cpus}", "--output=/dev/null",
-                    "--wrap=true"], check=True, capture_output=True, timeout=SAFETY)
+                    f"--gpus-per-node={gpus}", "--output=/dev/null", "--wrap=true"],
+                   check=True, capture_output=True, timeout=SAFETY)
     assert low.wait(SAFETY) == -15
     assert low.state(fresh=True) == ("PREEMPTED", -15) or low.state()[0] == "PREEMPTED"
     assert "ended PREEMPTED" in (tmp_path / "train.log").read_text()

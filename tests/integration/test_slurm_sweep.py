@@ -107,17 +107,21 @@ def test_a_preempted_cell_is_retried_and_resumes_from_its_checkpoint(
         home: Path, tmp_path: Path, slurm_cluster: LocalSlurm) -> None:
     spec = write_spec(tmp_path / "s.yaml", "preempted", seeds=1, retries=1, steps=3,
                       hold_at=2)
+    # The cell's job holds every (fake) GPU in the partition whose jobs can be preempted.
+    gpus = slurm_cluster.fake_gpus
     orchestrator = subprocess.Popen(
-        [sys.executable, str(CLI), "submit", str(spec), "--executor", "slurm", "--wait"],
+        [sys.executable, str(CLI), "submit", str(spec), "--executor", "slurm", "--wait",
+         "-E", f"partition={slurm_cluster.preemptible_partition}",
+         "-E", f"sbatch_args=--gres=gpu:{gpus}"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         wait_until(lambda: len(running_cells("preempted", 1)) == 1, "the job at step 1")
         with Registry.open() as reg:
             (cell,) = reg.cells("preempted")
-        # A higher-priority job wants the whole node: SLURM preempts the cell's job.
+        # A higher-priority job wants every GPU: SLURM preempts the cell's job.
         subprocess.run(["sbatch", f"--partition={slurm_cluster.urgent_partition}",
-                        f"--cpus-per-task={slurm_cluster.cpus}", "--output=/dev/null",
-                        "--wrap=sleep 1"], check=True, capture_output=True, timeout=SAFETY)
+                        f"--gpus-per-node={gpus}", "--output=/dev/null", "--wrap=sleep 1"],
+                       check=True, capture_output=True, timeout=SAFETY)
         wait_until(lambda: slurm_state(cell.job_id or "") == "PREEMPTED", "the preemption")
         (home / "runs" / "preempted" / cell.cell_id / "go").touch()
         assert orchestrator.wait(SAFETY) == 0
