@@ -109,6 +109,19 @@ class CellRecord:
         return max(0, 1 + self.max_retries - self.attempts_count)
 
     @classmethod
+    def pending(cls, sweep_name: str, row: Mapping[str, Any]) -> CellRecord:
+        """Snapshot a cell just inserted as ``pending`` from the values it was inserted
+        with (``Registry.add_cells``)."""
+        return cls(
+            sweep_name=sweep_name, cell_id=row["cell_id"], index=row["index"],
+            axes=dict(row["axes"]), settings=dict(row["settings"]), labels=dict(row["labels"]),
+            state=CellState.PENDING, attempts_count=0, max_retries=row["max_retries"],
+            run_dir=None, mlflow_run_id=None, job_id=None, exit_code=None, last_error=None,
+            progress_step=None, total_steps=None, progress_updated_at=None,
+            final_metrics=None, created_at=row["created_at"], queued_at=None,
+            started_at=None, finished_at=None)
+
+    @classmethod
     def of(cls, row: CellRow, sweep_name: str) -> CellRecord:
         """Snapshot a row (inside its session)."""
         return cls(

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, Engine, func, select, update
+from sqlalchemy import CursorResult, Engine, func, insert, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -235,18 +235,22 @@ class Registry:
         Returns the cells that were new. All or nothing: if any cell cannot be stored
         (e.g. settings that are not JSON), none is.
         """
-        # Each cell's JSON is made before the transaction and its snapshot after it: on
-        # PostgreSQL the server ends a transaction idle between statements for as long as
-        # a lease (engine.py), which preparing 100,000 cells inside it would take.
-        payloads: dict[str, tuple[int, Any, Any, Any]] = {}
+        # Rows are made before the transaction and inserted in batches, snapshots made
+        # after it: on PostgreSQL the server ends a transaction that idles between
+        # statements as long as a lease (engine.py), and preparing 100,000 rows inside
+        # it (ORM objects and their flush) takes longer than that on a busy machine.
+        now = utcnow()
+        rows: dict[str, dict[str, Any]] = {}
         for cell in cells:
-            if cell.cell_id not in payloads:
-                payloads[cell.cell_id] = (
-                    int(cell.index),
-                    jsonable(dict(cell.axes), f"cell {cell.cell_id} axes"),
-                    jsonable(cell.settings, f"cell {cell.cell_id} settings"),
-                    jsonable(cell.labels, f"cell {cell.cell_id} labels"),
-                )
+            if cell.cell_id not in rows:
+                rows[cell.cell_id] = {
+                    "cell_id": cell.cell_id, "index": int(cell.index),
+                    "axes": jsonable(dict(cell.axes), f"cell {cell.cell_id} axes"),
+                    "settings": jsonable(cell.settings, f"cell {cell.cell_id} settings"),
+                    "labels": jsonable(cell.labels, f"cell {cell.cell_id} labels"),
+                    "state": CellState.PENDING.value, "attempts_count": 0,
+                    "max_retries": max_retries, "created_at": now,
+                }
         with self._tx() as session:
             # The row lock serialises concurrent add_cells on PostgreSQL (SQLite's
             # BEGIN IMMEDIATE already does).
@@ -254,17 +258,10 @@ class Registry:
             existing = set(
                 session.scalars(select(CellRow.cell_id).where(CellRow.sweep_id == parent.id))
             )
-            now = utcnow()
-            new_rows = [
-                CellRow(sweep_id=parent.id, cell_id=cell_id, index=index, axes=axes,
-                        settings=settings, labels=labels, state=CellState.PENDING.value,
-                        attempts_count=0, max_retries=max_retries, created_at=now)
-                for cell_id, (index, axes, settings, labels) in payloads.items()
-                if cell_id not in existing
-            ]
-            session.add_all(new_rows)
-            session.flush()
-        return [CellRecord.of(row, sweep) for row in new_rows]
+            new = [row for cell_id, row in rows.items() if cell_id not in existing]
+            if new:
+                session.execute(insert(CellRow), [{**row, "sweep_id": parent.id} for row in new])
+        return [CellRecord.pending(sweep, row) for row in new]
 
     def cells(
         self, sweep: str, states: Iterable[CellState | str] | None = None
