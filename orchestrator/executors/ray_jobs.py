@@ -247,8 +247,12 @@ class RayJobsExecutor(Executor):
 
     @staticmethod
     def entrypoint(argv: tuple[str, ...], cwd: Path | None) -> str:
-        """The shell command Ray runs: ``cd <cwd> && <argv>``, every word quoted."""
-        command = shlex.join(argv)
+        """The shell command Ray runs: ``cd <cwd> && exec <argv>``, every word quoted.
+
+        ``exec``: the command replaces the shell, so its exit status reaches Ray as is (a
+        job killed by SIGKILL is -9, not the shell's 137) and signals reach it directly.
+        """
+        command = f"exec {shlex.join(argv)}"
         return f"cd {shlex.quote(str(cwd))} && {command}" if cwd is not None else command
 
     def submit(self, argv: tuple[str, ...], env: Mapping[str, str], cwd: Path, log_path: Path,
@@ -311,10 +315,15 @@ class RayJobsExecutor(Executor):
     def capacity(self, gpus: int = 0) -> int:
         """How many more jobs needing ``gpus`` GPUs to submit now: within
         ``max_parallel`` active kappa jobs, as many as the cluster's CPUs and GPUs hold
-        beyond what kappa's active jobs hold, plus up to ``max_pending`` waiting jobs."""
+        beyond what kappa's active jobs hold, plus up to ``max_pending`` waiting jobs
+        (none for more GPUs than the whole cluster has, unless it autoscales: such a job
+        would wait forever). On an autoscaling cluster the waiting jobs are what make the
+        autoscaler add nodes."""
         active = self._active_kappa_jobs()
         slots = self.max_parallel - len(active)
         nodes = self.nodes()
+        if nodes and not self.autoscaling and gpus > sum(n.gpus for n in nodes):
+            return 0
         if nodes:
             pending = sum(1 for job in active if _status_name(job.status) == "PENDING")
             room = free_slots(gpus, nodes, (job.metadata or {} for job in active))
@@ -330,10 +339,11 @@ class RayJobsExecutor(Executor):
         return why_not(resources, self.nodes(), self.entrypoint_resources)
 
     def most_gpus(self) -> int | None:
-        """The most GPUs on one node (a cell that is its own workload runs on one);
-        ``None`` if the cluster autoscales or its nodes are unknown."""
+        """Every GPU of the cluster (a self-placing verl job may span all its nodes;
+        :meth:`fits` judges per node); ``None`` if the cluster autoscales or its nodes
+        are unknown."""
         nodes = [] if self.autoscaling else self.nodes()
-        return int(max(n.gpus for n in nodes)) if nodes else None
+        return int(sum(n.gpus for n in nodes)) if nodes else None
 
     def _info(self, job_id: str) -> tuple[str, Any] | None:
         submission_id = job_id.removeprefix(JOB_ID_PREFIX)
