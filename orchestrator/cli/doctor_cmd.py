@@ -38,26 +38,31 @@ def doctor_cmd(
         "--check", metavar="NAME",
         help="Run only this check (repeatable): python, packages, gpus, plugin, ray, "
              "mlflow, registry, disk.")] = None,
+    timeout: Annotated[float, typer.Option(
+        "--timeout", min=0, metavar="SECONDS",
+        help="How long the plug-in's probe process or the Ray probe job may take; one "
+             "request to a server gets at most 10 s.")] = 180.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
 ) -> None:
     """Check this machine before submitting: versions, GPUs, the verl plug-in (here and
     in Ray workers), MLflow, the registry and free disk.
 
     Each check is ok, warning or problem (with the fix), or skipped (and why). Exit 0
-    when nothing is a problem (warnings allowed), else 2. Creates no registry or MLflow
-    store; the MLflow check creates a run in experiment `kappa-doctor` and deletes it.
+    when nothing is a problem (warnings allowed), else 2. Every network request and
+    probe is bounded (--timeout). Creates no registry, MLflow store or KAPPA_HOME; on an
+    existing MLflow store it creates a run in experiment `kappa-doctor` and deletes it.
     """
     from orchestrator.doctor import DoctorOptions, exit_code, run_checks
 
     options = DoctorOptions(registry=registry, mlflow=mlflow, ray_address=ray_address,
                             checkpoint_dir=checkpoint_dir, python=python,
-                            min_free_gib=min_free_gib)
+                            min_free_gib=min_free_gib, timeout_s=timeout)
     results = run_checks(options, check or ())
     code = exit_code(results)
     if as_json:
         typer.echo(json.dumps({"ok": code == 0, "exit_code": code,
                                "checks": [r.as_json() for r in results]}, indent=2,
-                              default=str))
+                              allow_nan=False))
     else:
         _print_table(results, code)
     raise typer.Exit(code)

@@ -11,8 +11,10 @@ write probe deletes the run it made.
 
 from __future__ import annotations
 
+import math
+import threading
+import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -43,9 +45,27 @@ class CheckResult:
     details: dict[str, Any] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
-        """The result as plain JSON values, any password masked."""
+        """The result as plain JSON values (strict JSON: no NaN), any password masked.
+
+        Details come from probes (a worker's environment, an error's text), so they are
+        masked and made JSON-safe here, once, rather than trusted to each check.
+        """
         return {"name": self.name, "status": self.status.value, "summary": redact(self.summary),
-                "fix": None if self.fix is None else redact(self.fix), "details": self.details}
+                "fix": None if self.fix is None else redact(self.fix),
+                "details": json_safe(self.details)}
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` as strict JSON values: strings masked, non-finite floats as strings."""
+    if isinstance(value, dict):
+        return {redact(str(k)): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [json_safe(v) for v in value]
+    if isinstance(value, bool | int) or value is None:
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    return redact(str(value))
 
 
 @dataclass(frozen=True)
@@ -59,7 +79,26 @@ class DoctorOptions:
     # verl's interpreter (VerlSettings.python); default: this one here, python3 on Ray.
     python: str | None = None
     min_free_gib: float = 50.0
+    # A probe process (``import verl``) or Ray probe job may take this long; one HTTP or
+    # database request gets network_timeout_s. No check outlives CHECK_GRACE_S past it.
     timeout_s: float = 180.0
+
+    @property
+    def network_timeout_s(self) -> float:
+        """How long one request to a server may take: NETWORK_TIMEOUT_S, or less."""
+        return max(0.1, min(NETWORK_TIMEOUT_S, self.timeout_s))
+
+    def __post_init__(self) -> None:
+        problems = [Problem(option, "must be a finite number >= 0", found=repr(value))
+                    for option, value in (("--min-free-gib", self.min_free_gib),
+                                          ("--timeout", self.timeout_s))
+                    if not (math.isfinite(value) and value >= 0)]
+        if problems:
+            raise UserInputError("invalid kappa doctor option", problems)
+
+
+NETWORK_TIMEOUT_S = 10.0  # one request to a server: MLflow, a registry, Ray's dashboard
+CHECK_GRACE_S = 30.0  # past options.timeout_s, a check still running is abandoned
 
 
 Check = Callable[[DoctorOptions], CheckResult]
@@ -89,15 +128,32 @@ def run_checks(options: DoctorOptions, only: Iterable[str] = ()) -> list[CheckRe
             "--check", f"no check named {n!r}", found=n, allowed=", ".join(checks))
             for n in unknown])
 
-    def run(name: str) -> CheckResult:
-        try:
-            return checks[name](options)
-        except Exception as exc:  # a probe's own failure is a finding, not a crash
-            return CheckResult(name, Status.PROBLEM, f"the check failed: {exc!r}"[:500],
-                               fix="a bug in kappa doctor: please report it with this message")
+    results: dict[str, CheckResult] = {}
 
-    with ThreadPoolExecutor(max_workers=len(names)) as pool:
-        return list(pool.map(run, names))
+    def run(name: str) -> None:
+        try:
+            results[name] = checks[name](options)
+        except BaseException as exc:
+            # A probe's failure (even a library's sys.exit) is a finding, not a crash.
+            results[name] = CheckResult(
+                name, Status.PROBLEM, f"the check failed: {exc!r}"[:500],
+                fix="a bug in kappa doctor: please report it with this message")
+
+    # Daemon threads, not a pool: a check stuck in a library call that has no timeout
+    # (a server that accepts and never answers) is abandoned at the deadline, and the
+    # process can still exit; a pool would join it at exit.
+    threads = {n: threading.Thread(target=run, args=(n,), name=f"doctor-{n}", daemon=True)
+               for n in names}
+    for thread in threads.values():
+        thread.start()
+    limit = options.timeout_s + CHECK_GRACE_S
+    deadline = time.monotonic() + limit
+    for thread in threads.values():
+        thread.join(max(0.0, deadline - time.monotonic()))
+    return [results.get(n) or CheckResult(
+        n, Status.PROBLEM, f"no answer within {limit:g} s: the check was abandoned",
+        fix="a server it asks accepts connections but does not answer: check the "
+            "address, or raise --timeout") for n in names]
 
 
 def exit_code(results: Iterable[CheckResult]) -> int:

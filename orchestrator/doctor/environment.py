@@ -123,8 +123,17 @@ def nearest_existing(path: Path) -> Path:
 def check_disk(options: DoctorOptions) -> CheckResult:
     """Free space and write access where run folders and checkpoints go."""
     target = (options.checkpoint_dir or paths.runs_root()).expanduser()
-    existing = nearest_existing(target)
-    usage = shutil.disk_usage(existing)
+    fix_place = "set KAPPA_HOME (or --checkpoint-dir) to a writable folder"
+    try:
+        existing = nearest_existing(target)
+        usage = shutil.disk_usage(existing)
+    except (OSError, RuntimeError) as exc:  # unreadable parent, symlink loop
+        return CheckResult("disk", Status.PROBLEM, f"cannot look at {target}: {exc}",
+                           fix=fix_place, details={"path": str(target)})
+    if not existing.is_dir():
+        return CheckResult("disk", Status.PROBLEM, f"{existing} is a file, not a folder: "
+                           f"run folders cannot be made at {target}", fix=fix_place,
+                           details={"path": str(target), "file": str(existing)})
     free_gib = usage.free / GIB
     details = {"path": str(target), "measured_at": str(existing), "free_gib": round(free_gib, 1),
                "min_free_gib": options.min_free_gib}
@@ -132,7 +141,7 @@ def check_disk(options: DoctorOptions) -> CheckResult:
     summary = f"{free_gib:.1f} GiB free for checkpoints at {where}"
     if not os.access(existing, os.W_OK | os.X_OK):
         return CheckResult("disk", Status.PROBLEM, f"{existing} is not writable: {summary}",
-                           fix="set KAPPA_HOME (or --checkpoint-dir) to a writable folder",
+                           fix=fix_place,
                            details=details)
     if free_gib < 1.0:
         return CheckResult("disk", Status.PROBLEM, summary, details=details,

@@ -10,6 +10,7 @@ the cluster — and ask verl's own registry.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import json
 import os
@@ -72,8 +73,11 @@ def parse_probe(output: str) -> dict[str, Any] | None:
     """The JSON a probe printed after :data:`MARK`, if any."""
     for line in reversed(output.splitlines()):
         if line.startswith(MARK):
-            parsed: dict[str, Any] = json.loads(line[len(MARK):])
-            return parsed
+            try:
+                parsed = json.loads(line[len(MARK):])
+            except ValueError:  # cut short or not ours: no result
+                return None
+            return parsed if isinstance(parsed, dict) else None
     return None
 
 
@@ -113,21 +117,65 @@ def check_plugin(options: DoctorOptions) -> CheckResult:
     env = {k: v for k, v in os.environ.items() if k != "VERL_USE_EXTERNAL_MODULES"}
     env.setdefault("PYTHONWARNINGS", "ignore")
     try:
-        proc = subprocess.run([python, "-c", LOCAL_PROBE], env=env, text=True,
-                              capture_output=True, timeout=options.timeout_s, check=False)
+        stdout, stderr = _run_bounded([python, "-c", LOCAL_PROBE], env, options.timeout_s)
     except subprocess.TimeoutExpired:
-        return CheckResult("plugin", Status.PROBLEM, f"`import verl` took more than "
-                           f"{options.timeout_s:g} s", fix="check the Python environment")
-    except OSError as exc:
+        return CheckResult("plugin", Status.PROBLEM, f"{python}: `import verl` gave no "
+                           f"answer within {options.timeout_s:g} s (stopped)",
+                           fix="check --python is verl's interpreter and that `import verl` "
+                               "works there, or raise --timeout")
+    except (OSError, ValueError) as exc:
         return CheckResult("plugin", Status.PROBLEM, f"cannot run {python}: {exc}",
                            fix="give verl's interpreter with --python")
-    found = parse_probe(proc.stdout)
+    found = parse_probe(stdout)
     if found is None:
-        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        tail = (stderr.strip().splitlines() or stdout.strip().splitlines()
+                or ["no output"])[-1]
         return CheckResult("plugin", Status.PROBLEM, f"the probe process failed: "
                            f"{redact(tail)[:300]}", fix=_install_fix())
     status, summary, fix = verdict(found, f"{python}")
     return CheckResult("plugin", status, summary, fix=fix, details=found)
+
+
+def _run_bounded(argv: list[str], env: dict[str, str], timeout_s: float) -> tuple[str, str]:
+    """Run ``argv``; its (stdout, stderr). Past ``timeout_s`` its whole process group is
+    killed: a script that forks a child holding the pipes would otherwise keep the
+    doctor reading them forever."""
+    import signal
+
+    with subprocess.Popen(argv, env=env, text=True, errors="replace", stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          start_new_session=True) as proc:
+        try:
+            return proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise
+
+
+def _bounded_client(address: str, timeout_s: float) -> Any:
+    """A Ray job client whose every request gives up after ``timeout_s``.
+
+    Ray's client sends its requests without a timeout, so a dashboard that accepts a
+    connection and never answers would hold the doctor forever (run_checks' deadline
+    is the backstop if Ray's internals change).
+    """
+    from ray.job_submission import JobSubmissionClient
+
+    class BoundedClient(JobSubmissionClient):
+        def _do_request(self, *args: Any, **kwargs: Any) -> Any:
+            kwargs.setdefault("timeout", timeout_s)
+            return super()._do_request(*args, **kwargs)
+
+    return BoundedClient(address)
+
+
+def _first_line(exc: BaseException, timeout_s: float) -> str:
+    """An exception's first line, masked; a timeout says how long was waited."""
+    if "timed out" in str(exc).lower() or isinstance(exc, TimeoutError):
+        return f"no answer within {timeout_s:g} s ({type(exc).__name__})"
+    return redact((str(exc).strip().splitlines() or [type(exc).__name__])[0])[:300]
 
 
 def check_ray(options: DoctorOptions) -> CheckResult:
@@ -137,23 +185,24 @@ def check_ray(options: DoctorOptions) -> CheckResult:
         return CheckResult("ray", Status.SKIPPED, "no Ray address (--ray-address or "
                            "RAY_ADDRESS): cells run on this machine with --executor local")
     try:
-        from ray.job_submission import JobSubmissionClient
+        import ray.job_submission  # noqa: F401
     except ImportError:
         return CheckResult("ray", Status.PROBLEM, "Ray is not installed",
                            fix="`pip install -e '.[ray]'`")
     try:
-        client = JobSubmissionClient(address)  # asks the dashboard for its version
+        # The client asks the dashboard for its version as it is made.
+        client = _bounded_client(address, options.network_timeout_s)
     except Exception as exc:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         return CheckResult("ray", Status.PROBLEM, f"cannot reach the Ray dashboard at "
-                           f"{address}: {redact(first)[:300]}",
+                           f"{redact(address)}: {_first_line(exc, options.network_timeout_s)}",
                            fix="start the cluster (`ray start --head`) and give its "
                                "dashboard address, e.g. http://head:8265")
     details: dict[str, Any] = {"address": address}
     python = options.python or RAY_PYTHON
     found, why = _probe_job(client, options)
     if found is None:
-        return CheckResult("ray", Status.PROBLEM, f"the probe job on {address} failed: {why}",
+        return CheckResult("ray", Status.PROBLEM, f"the probe job on {redact(address)} "
+                           f"failed: {why}",
                            fix=f"check `{python}` runs on the cluster (--python)",
                            details=details)
     nodes = found["nodes"]
@@ -195,8 +244,8 @@ def _probe_job(client: Any, options: DoctorOptions) -> tuple[dict[str, Any] | No
         except Exception as exc:
             transient = is_transient_refusal(exc) or is_unreachable(exc)
             if not transient or time.monotonic() > deadline:
-                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-                return None, f"the cluster refused the probe job: {redact(first)[:300]}"
+                why = _first_line(exc, options.network_timeout_s)
+                return None, f"the cluster refused the probe job: {why}"
             time.sleep(SUBMIT_RETRY_INTERVAL_S)
     status = ""
     while time.monotonic() < deadline:

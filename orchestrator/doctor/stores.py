@@ -21,7 +21,6 @@ from orchestrator.errors import UserInputError
 from orchestrator.redact import redact
 
 DOCTOR_EXPERIMENT = "kappa-doctor"
-HTTP_TIMEOUT_S = 10
 
 
 def _missing_local(name: str, where: str, created_by: str) -> CheckResult:
@@ -38,12 +37,12 @@ def _missing_local(name: str, where: str, created_by: str) -> CheckResult:
 
 
 @contextmanager
-def _fail_fast_http() -> Iterator[None]:
+def _fail_fast_http(timeout_s: float) -> Iterator[None]:
     """MLflow's HTTP client retries for minutes by default; the doctor asks once."""
     saved = {k: os.environ.get(k) for k in ("MLFLOW_HTTP_REQUEST_MAX_RETRIES",
                                             "MLFLOW_HTTP_REQUEST_TIMEOUT")}
     os.environ.update(MLFLOW_HTTP_REQUEST_MAX_RETRIES="0",
-                      MLFLOW_HTTP_REQUEST_TIMEOUT=str(HTTP_TIMEOUT_S))
+                      MLFLOW_HTTP_REQUEST_TIMEOUT=str(max(1, round(timeout_s))))
     try:
         yield
     finally:
@@ -54,17 +53,41 @@ def _fail_fast_http() -> Iterator[None]:
                 os.environ[key] = value
 
 
-def _server_answers(uri: str) -> str | None:
+def _health_request(uri: str) -> urllib.request.Request:
+    """A GET of ``uri``'s ``/health``; credentials in the URL become a Basic header.
+
+    urllib reads ``user:password@host`` as the host name (and fails to resolve it);
+    MLflow's own client (requests) sends them as Basic auth, so the doctor does too.
+    """
+    import base64
+    from urllib.parse import unquote, urlsplit, urlunsplit
+
+    parts = urlsplit(uri.rstrip("/") + "/health")
+    headers = {}
+    if parts.username is not None or parts.password is not None:
+        pair = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}"
+        headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
+        host = parts.hostname or ""
+        netloc = (f"[{host}]" if ":" in host else host) + (
+            f":{parts.port}" if parts.port is not None else "")
+        parts = parts._replace(netloc=netloc)
+    return urllib.request.Request(urlunsplit(parts), headers=headers)
+
+
+def _server_answers(uri: str, timeout_s: float) -> str | None:
     """``None`` if the tracking server at ``uri`` answers ``/health``, else why not."""
     try:
-        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=HTTP_TIMEOUT_S):
+        with urllib.request.urlopen(_health_request(uri), timeout=timeout_s):
             return None
     except urllib.error.HTTPError as exc:
         # It answered: an auth proxy (401/403) or an old server without /health (404);
         # the write probe below tells whether it works.
         return None if exc.code in (401, 403, 404) else f"HTTP {exc.code} from /health"
     except (urllib.error.URLError, OSError, ValueError) as exc:
-        return str(getattr(exc, "reason", exc))
+        reason = getattr(exc, "reason", exc)
+        if isinstance(reason, TimeoutError) or isinstance(exc, TimeoutError):
+            return f"no answer within {timeout_s:g} s"
+        return str(reason)
 
 
 def check_mlflow(options: DoctorOptions) -> CheckResult:
@@ -77,7 +100,7 @@ def check_mlflow(options: DoctorOptions) -> CheckResult:
     fix_server = ("start the tracking server, or point --mlflow / KAPPA_MLFLOW_URI at a "
                   "reachable one (`mlflow server --host 0.0.0.0 --port 5000`)")
     if uri.startswith(("http://", "https://")):
-        why = _server_answers(uri)
+        why = _server_answers(uri, options.network_timeout_s)
         if why is not None:
             return CheckResult("mlflow", Status.PROBLEM, f"tracking server {shown} is "
                                f"unreachable: {redact(why)}", fix=fix_server,
@@ -86,7 +109,7 @@ def check_mlflow(options: DoctorOptions) -> CheckResult:
 
     tracker = Tracker(uri)
     try:
-        with _fail_fast_http():
+        with _fail_fast_http(options.network_timeout_s):
             client = tracker.client
             experiment = tracker.ensure_experiment(DOCTOR_EXPERIMENT)
             run = client.create_run(experiment, run_name="kappa-doctor-probe",
@@ -127,13 +150,22 @@ def check_registry(options: DoctorOptions) -> CheckResult:
     shown = display_url(url)
     if missing_sqlite_file(url):
         return _missing_local("registry", str(url.database), "the first `kappa submit`")
+    if url.get_backend_name() == "postgresql" and "connect_timeout" not in url.query:
+        # libpq waits minutes for a server that accepts and never answers (psycopg's
+        # default is 130 s); the doctor asks once, bounded. The user's own value wins.
+        # libpq takes whole seconds, at least 2.
+        timeout = max(2, round(options.network_timeout_s))
+        url = url.update_query_dict({"connect_timeout": str(timeout)})
     engine = make_engine(url)
     try:
         status = schema_status(engine)
     except SQLAlchemyError as exc:
         reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+        first = reason[0] if reason else type(exc).__name__
+        if "timeout expired" in first:
+            first += f" (no answer within {url.query.get('connect_timeout')} s)"
         return CheckResult("registry", Status.PROBLEM, f"cannot connect to {shown}: "
-                           f"{redact(reason[0] if reason else type(exc).__name__)}",
+                           f"{redact(first)}",
                            fix="check the server is up and the URL's host, port, user and "
                                "password", details={"url": shown})
     finally:
