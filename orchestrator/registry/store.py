@@ -120,6 +120,21 @@ class Registry:
         with self._sessions.begin() as session:
             yield session
 
+    @contextmanager
+    def _read(self) -> Iterator[Session]:
+        """A session for reads. On PostgreSQL it holds no transaction (autocommit): the
+        server ends a transaction idle for as long as a lease (``engine.py``), and a
+        client turning 100,000 rows into snapshots is that idle on a busy machine; a read
+        of single SELECTs needs none. SQLite reads keep the ordinary transaction."""
+        if self.engine.dialect.name != "postgresql":
+            with self._tx() as session:
+                yield session
+            return
+        with self.engine.connect() as connection:
+            auto = connection.execution_options(isolation_level="AUTOCOMMIT")
+            with Session(bind=auto, expire_on_commit=False) as session:
+                yield session
+
     # -- sweeps ------------------------------------------------------------------------
     def upsert_sweep(
         self,
@@ -162,18 +177,18 @@ class Registry:
 
     def find_sweep(self, name: str) -> SweepRecord | None:
         """The sweep ``name``, or ``None``."""
-        with self._tx() as session:
+        with self._read() as session:
             row = session.scalar(select(SweepRow).where(SweepRow.name == name))
             return None if row is None else SweepRecord.of(row)
 
     def get_sweep(self, name: str) -> SweepRecord:
         """The sweep ``name``; an unknown name is a :class:`UserInputError` listing known ones."""
-        with self._tx() as session:
+        with self._read() as session:
             return SweepRecord.of(sweep_row(session, name))
 
     def list_sweeps(self) -> list[SweepRecord]:
         """Every sweep, newest first."""
-        with self._tx() as session:
+        with self._read() as session:
             rows = session.scalars(select(SweepRow).order_by(SweepRow.created_at.desc()))
             return [SweepRecord.of(row) for row in rows]
 
@@ -267,7 +282,7 @@ class Registry:
         self, sweep: str, states: Iterable[CellState | str] | None = None
     ) -> list[CellRecord]:
         """The sweep's cells (optionally only those in ``states``), by index."""
-        with self._tx() as session:
+        with self._read() as session:
             parent = sweep_row(session, sweep)
             query = select(CellRow).where(CellRow.sweep_id == parent.id)
             if states is not None:
@@ -280,7 +295,7 @@ class Registry:
     ) -> list[tuple[str, int]]:
         """``(cell id, index)`` of the sweep's cells (optionally only those in ``states``),
         by index: what a scheduler pass over many waiting cells reads (no settings)."""
-        with self._tx() as session:
+        with self._read() as session:
             parent = sweep_row(session, sweep)
             query = select(CellRow.cell_id, CellRow.index).where(CellRow.sweep_id == parent.id)
             if states is not None:
@@ -292,7 +307,7 @@ class Registry:
         """The sweep's cells whose ids are in ``cell_ids`` (others skipped), by index."""
         wanted = list(dict.fromkeys(cell_ids))
         found: list[CellRecord] = []
-        with self._tx() as session:
+        with self._read() as session:
             parent = sweep_row(session, sweep)
             for start in range(0, len(wanted), _IDS_PER_QUERY):
                 rows = session.scalars(select(CellRow).where(
@@ -303,19 +318,19 @@ class Registry:
 
     def get_cell(self, sweep: str, ref: str) -> CellRecord:
         """The cell whose id is ``ref`` or starts with it (unique prefix)."""
-        with self._tx() as session:
+        with self._read() as session:
             return CellRecord.of(cell_row(session, sweep, ref, prefix=True), sweep)
 
     def attempts(self, cell: CellRef) -> list[AttemptRecord]:
         """The cell's attempts, first first."""
         sweep, cell_id = _key(cell)
-        with self._tx() as session:
+        with self._read() as session:
             row = cell_row(session, sweep, cell_id)
             return [AttemptRecord.of(a, sweep, cell_id) for a in row.attempts]
 
     def counts(self, sweep: str) -> dict[CellState, int]:
         """How many of the sweep's cells are in each state (every state present)."""
-        with self._tx() as session:
+        with self._read() as session:
             parent = sweep_row(session, sweep)
             rows = session.execute(
                 select(CellRow.state, func.count())
