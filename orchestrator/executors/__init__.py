@@ -77,7 +77,11 @@ def get_executor(name: str = "local", **options: Any) -> Executor:
     """The executor registered under ``name``, made with ``options`` (validated: an
     unknown or bad option is a :class:`UserInputError` saying how to give it)."""
     cls = executor_class(name)
-    return cls.from_options(validate_options(name, options))
+    valid = validate_options(name, options)
+    owners = _prefix_owners().get(cls.job_id_prefix, [name])
+    if len(owners) > 1:  # its jobs could not be told from another executor's
+        raise _prefix_clash(cls.job_id_prefix, owners)
+    return cls.from_options(valid)
 
 
 def executor_options(name: str, **options: Any) -> dict[str, Any]:
@@ -88,31 +92,49 @@ def executor_options(name: str, **options: Any) -> dict[str, Any]:
     return {k: v for k, v in options.items() if k in fields and v is not None}
 
 
-def job_id_prefixes() -> dict[str, str]:
-    """Each registered executor's job id prefix -> its name (broken plug-ins left out:
-    they cannot own a job that one of the others must stop)."""
-    prefixes: dict[str, str] = {}
+def _prefix_owners() -> dict[str, list[str]]:
+    """Each job id prefix -> the registered executors declaring it (broken plug-ins left
+    out: they cannot own a job that one of the others must stop)."""
+    owners: dict[str, list[str]] = {}
     for name in EXECUTORS:
         try:
-            prefixes[executor_class(name).job_id_prefix] = name
+            owners.setdefault(executor_class(name).job_id_prefix, []).append(name)
         except UserInputError:
             continue
-    return prefixes
+    return owners
+
+
+def job_id_prefixes() -> dict[str, str]:
+    """Each registered executor's job id prefix -> its name. A prefix two executors
+    declare belongs to neither: which of them would reattach or cancel such a job is
+    anyone's guess, so none does (:func:`executor_name_for_job` says so)."""
+    return {prefix: names[0] for prefix, names in _prefix_owners().items() if len(names) == 1}
+
+
+def _prefix_clash(prefix: str, names: list[str]) -> UserInputError:
+    return UserInputError(f"executors {', '.join(names)} declare one job id prefix", [Problem(
+        "executor", "two executors declare the same job_id_prefix, so a job of one could "
+        "be reattached or cancelled by the other", found=f"{prefix!r}: {', '.join(names)}",
+        fix="uninstall the plug-in that copies another executor's prefix (`kappa executors` "
+            "shows each one's)")])
 
 
 def executor_name_for_job(job_id: str) -> str:
     """The name of the executor that handed out ``job_id`` (from its prefix).
 
-    An id without a known prefix is a :class:`UserInputError`, never a guess.
+    An id without a known prefix, or whose prefix two executors declare, is a
+    :class:`UserInputError`, never a guess.
     """
-    prefixes = job_id_prefixes()
+    owners = _prefix_owners()
     # The longest matching prefix: a plug-in's ``ray-jobs-x:`` is not ``ray-jobs:``.
-    for prefix in sorted(prefixes, key=len, reverse=True):
+    for prefix in sorted(owners, key=len, reverse=True):
         if job_id.startswith(prefix):
-            return prefixes[prefix]
+            if len(owners[prefix]) > 1:
+                raise _prefix_clash(prefix, owners[prefix])
+            return owners[prefix][0]
     raise UserInputError(f"no executor knows job '{job_id}'", [Problem(
         "job_id", "the job id has no known executor prefix", found=job_id,
-        allowed=", ".join(sorted(prefixes)),
+        allowed=", ".join(sorted(owners)),
         fix="install the executor plug-in that ran it (`kappa executors` lists those "
             "installed), or cancel the job by hand")])
 

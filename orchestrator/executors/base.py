@@ -42,9 +42,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, get_args
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic_core import PydanticCustomError
 
 
 @dataclass(frozen=True)
@@ -88,12 +89,47 @@ class JobHandle(ABC):
         """Stop the job and its children. Safe to call twice."""
 
 
+def _numeric_only(annotation: Any) -> bool:
+    """Whether a field of type ``annotation`` holds only numbers (``int``, ``float | None``,
+    ``Annotated[int, ...]``), where a boolean would be read as 0 or 1."""
+    leaves: list[Any] = []
+    pending = [annotation]
+    while pending:
+        current = pending.pop()
+        args = get_args(current)
+        if args and getattr(current, "__metadata__", None) is not None:
+            pending.append(args[0])  # Annotated[T, ...]: T
+        elif args:
+            pending.extend(args)
+        else:
+            leaves.append(current)
+    numbers = {int, float}
+    return any(leaf in numbers for leaf in leaves) and all(
+        leaf in numbers or leaf is type(None) for leaf in leaves)
+
+
 class ExecutorOptions(BaseModel):
     """What a user may set on an executor (base: nothing). Subclasses add fields with a
     ``description`` each; a field may carry ``json_schema_extra={"fix": ...}``, the fix
-    shown when it is missing or invalid."""
+    shown when it is missing or invalid.
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    Numbers must be finite (``inf``/``nan`` are refused: no option means "forever"), and
+    a boolean is no number (``true`` for a count is refused, not read as 1)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_booleans_for_numbers(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for key, value in data.items():
+                field = cls.model_fields.get(key) if isinstance(key, str) else None
+                if isinstance(value, bool) and field is not None \
+                        and _numeric_only(field.annotation):
+                    raise PydanticCustomError(
+                        "bool_for_number", "{option}: a boolean is not a number",
+                        {"option": key})
+        return data
 
 
 class Executor(ABC):

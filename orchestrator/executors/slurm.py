@@ -53,35 +53,28 @@ import contextlib
 import json
 import os
 import secrets
-import shlex
 import signal
 import sys
 import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
-
-from pydantic import BeforeValidator, Field, field_validator
 
 from orchestrator.errors import Problem, UserInputError
-from orchestrator.executors.base import Executor, ExecutorOptions, JobHandle, JobResources
+from orchestrator.executors.base import Executor, JobHandle, JobResources
+from orchestrator.executors.slurm_options import SlurmOptions, _split_args
 from orchestrator.executors.slurm_queue import (
     ACTIVE_STATES,
     ENDED_BY_SLURM,
     SlurmError,
     SlurmQueue,
+    SlurmUnreachable,
     run_slurm,
 )
 from orchestrator.executors.slurm_script import BatchJob, batch_script, time_limit_minutes
 
 JOB_ID_PREFIX = "slurm:"
 WRAPPER = Path(__file__).with_name("job_wrapper.py")
-# sbatch options kappa sets itself; ``sbatch_args`` may not repeat them.
-_OWN_OPTIONS = ("--job-name", "--output", "--error", "--open-mode", "--chdir", "--nodes",
-                "--ntasks", "--cpus-per-task", "--gpus", "--time", "--partition",
-                "--account", "--qos", "--constraint", "--requeue", "--no-requeue",
-                "--parsable", "--wrap", "--export", "--comment")
 # Not passed on from the submitting shell: SLURM sets CUDA_VISIBLE_DEVICES (the batch
 # script empties it for CPU jobs), and a Ray cluster the shell pointed at is not the job's
 # (a multi-node job sets RAY_ADDRESS to its own; a single-node verl cell starts one).
@@ -89,50 +82,6 @@ _NOT_INHERITED = frozenset({"CUDA_VISIBLE_DEVICES", "RAY_ADDRESS"})
 _THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 # How long submit keeps trying a controller it cannot connect to (restarting, failing over).
 SUBMIT_RETRY_S = 60.0
-
-
-def _split_args(value: Any) -> Any:
-    """``"--mem=8G --exclusive"`` (as typed after ``-E sbatch_args=``) or a list."""
-    if isinstance(value, str):
-        return tuple(shlex.split(value))
-    if isinstance(value, list):
-        return tuple(value)
-    return value
-
-
-class SlurmOptions(ExecutorOptions):
-    """What a user may set on the SLURM executor."""
-
-    partition: str | None = Field(None, description="partition (sbatch --partition)")
-    account: str | None = Field(None, description="account to charge (sbatch --account)")
-    qos: str | None = Field(None, description="quality of service (sbatch --qos)")
-    constraint: str | None = Field(
-        None, description="node features required (sbatch --constraint), e.g. a100")
-    time_factor: float = Field(
-        1.5, ge=1.0, description="--time = the cell's resources.hours times this, "
-                                 "plus time_extra_minutes")
-    time_extra_minutes: int = Field(10, ge=0, description="minutes added to --time "
-                                                          "(see time_factor)")
-    default_time_minutes: int | None = Field(
-        None, ge=1, description="--time for cells whose hours are unknown "
-                                "(default: the partition's)")
-    max_parallel: int = Field(
-        64, ge=1, description="kappa's jobs in SLURM's queue at once (pending or running)")
-    sbatch_args: Annotated[tuple[str, ...], BeforeValidator(_split_args)] = Field(
-        (), description="further sbatch options, e.g. '--mem=32G --exclusive'")
-    cancel_wait: float = Field(
-        60.0, ge=0, description="seconds cancel waits for SLURM to end the job")
-
-    @field_validator("sbatch_args")
-    @classmethod
-    def _not_kappas_own(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for arg in value:
-            if not arg.startswith("--"):
-                raise ValueError(f"{arg!r}: give sbatch options in their long form (--name=value)")
-            if arg.split("=", 1)[0].startswith(_OWN_OPTIONS):
-                raise ValueError(f"{arg!r}: kappa sets this option itself (or through its "
-                                 "own executor option)")
-        return value
 
 
 def _read_int(path: Path) -> int | None:
@@ -360,8 +309,16 @@ class SlurmExecutor(Executor):
                 break
             time.sleep(2.0)
         if done.returncode != 0:
+            if "connect failure" in done.stderr or any(m in done.stderr for m in _NO_CLUSTER):
+                raise SlurmUnreachable(f"sbatch could not reach the SLURM controller for "
+                                       f"{SUBMIT_RETRY_S:.0f} s: {done.stderr.strip()}")
             raise SlurmError(f"sbatch refused the job: {done.stderr.strip()}")
+        # --parsable prints "ID" or "ID;CLUSTER". Anything else (nothing at all: a site's
+        # sbatch wrapper that submitted nothing) is no job kappa could follow or cancel.
         slurm_id = done.stdout.strip().split(";")[0]
+        if not slurm_id.isdigit():
+            raise SlurmError(f"sbatch gave no job id (stdout {done.stdout.strip()[:80]!r}, "
+                             f"stderr {done.stderr.strip()[:200]!r})")
         record = {"slurm_id": slurm_id, "log": str(log_path), "argv": list(argv)}
         tmp = job_dir / "job.json.tmp"
         tmp.write_text(json.dumps(record))

@@ -43,6 +43,12 @@ class SlurmError(KappaError):
     """A SLURM command failed (sbatch refused a job, the controller is unreachable)."""
 
 
+class SlurmUnreachable(SlurmError, ConnectionError):
+    """The SLURM controller did not answer (restarting, failing over, overloaded): not
+    the job's fault. A :class:`ConnectionError`, so a caller that waits out unreachable
+    services (:func:`orchestrator.tracking.retry.is_unreachable`) waits this one out too."""
+
+
 def run_slurm(argv: list[str],
               env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run a SLURM command; :class:`SlurmError` if it cannot be run at all."""

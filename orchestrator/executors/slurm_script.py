@@ -100,7 +100,19 @@ def _directives(job: BatchJob) -> list[str]:
     # from its checkpoint in the same run folder.
     lines.append("--no-requeue")
     lines.extend(job.sbatch_args)
-    return [f"#SBATCH {shlex.quote(line)}" for line in lines]
+    return [f"#SBATCH {shlex.quote(_one_line(line))}" for line in lines]
+
+
+def _one_line(directive: str) -> str:
+    """``directive`` if it stays on its ``#SBATCH`` line. A line break (or any other
+    control character) in a value would end the directive there and turn the rest into a
+    line of the script itself, which bash runs: a command other than the cell. Options
+    refuse such values before anything is written; this guards every other way in (a
+    run folder's path)."""
+    if not directive.isprintable():
+        raise ValueError(f"a batch script directive may not hold control characters: "
+                         f"{directive!r}")
+    return directive
 
 
 def _quote_all(words: Sequence[str]) -> str:

@@ -1,0 +1,199 @@
+"""Executor options and plug-ins as a hostile user drives them.
+
+* ``-E`` values that are huge, infinite, not numbers, booleans for counts, deeply nested
+  or megabytes long, and SLURM values that would break out of their ``#SBATCH`` line
+  (a line break) or past kappa's own options (an abbreviated ``--arr`` is ``--array``):
+  each is refused at validation, located at ``executor.<option>``, never a traceback
+  and never a job; what is accepted makes a batch script whose every directive stays on
+  its line.
+* A third-party executor that copies another executor's job id prefix owns none of its
+  jobs; one that raises on import harms no other.
+
+The fuzz is seeded (``KAPPA_TEST_SEED`` replays one); it prints its seed.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sweep_fixtures import use_home, write_spec
+from typer.testing import CliRunner
+
+from orchestrator.backends import BACKENDS
+from orchestrator.cli.executor_options import MAX_OPTIONS_CHARS, parse_executor_options
+from orchestrator.errors import UserInputError
+from orchestrator.executors import (
+    EXECUTORS,
+    executor_class,
+    executor_name_for_job,
+    get_executor,
+    validate_options,
+)
+from orchestrator.executors.base import JobResources
+from orchestrator.executors.slurm import SlurmExecutor
+from orchestrator.executors.slurm_script import batch_script
+
+HOSTILE = ["1e308", "1e309", str(10**30), "nan", "inf", "-inf", "-1", "0", "true", "false",
+           "4.5", "0x10", "", " ", "[1, [2, [3]]]", '{"a": {"b": 1}}', "[" * 50 + "]" * 50,
+           "debug\ntouch PWNED #", "x\r#SBATCH --array=0-9", "a\x00b", "--arr=0-9",
+           "--outp=/tmp/stolen", "--test-only", "--wr=id", "--requeue", "--export=ALL",
+           "--mem=1G\n--array=0-3", '["--mem=1G\\ntouch PWNED #"]', "-o /tmp/x",
+           "--mem=1G --exclusive", "debug", "a" * 5000, "é\u2028", "$(id)", "`id`", "';id;'"]
+SWEEP = "hostile-opts"
+
+
+def _seed() -> int:
+    seed = int(os.environ.get("KAPPA_TEST_SEED", random.randrange(2**32)))
+    print(f"seed={seed} (replay: KAPPA_TEST_SEED={seed})")
+    return seed
+
+
+def _script_lines_ok(options: dict[str, object], tmp: Path) -> None:
+    """The batch script of an accepted SLURM option set: every directive on its own line,
+    a finite --time, and the cell's command the only thing it execs."""
+    executor = get_executor("slurm", **options)
+    assert isinstance(executor, SlurmExecutor)
+    job = executor.batch_job(("echo", "cell"), tmp, tmp / "train.log", tmp / "job",
+                             JobResources(cpus=2, hours=1000.0))
+    script = batch_script(job)
+    minutes = executor.time_minutes(JobResources(hours=1000.0))
+    assert minutes is None or (math.isfinite(minutes) and minutes < 10**9)
+    body = [line for line in script.split("\n") if line and not line.startswith("#")]
+    # Only kappa's own lines: nothing an option wrote can be a command.
+    assert all(line.startswith(("set -u", "JOB_DIR=", 'rm -f "$JOB_DIR/exit"',
+                                "export CUDA_VISIBLE_DEVICES=", "exec ")) for line in body), body
+    assert sum(line.startswith("exec ") for line in body) == 1
+    for arg in executor.sbatch_args:
+        name = arg.split("=", 1)[0]
+        assert name in {"--mem", "--exclusive"}, arg  # only the allowed ones from HOSTILE
+
+
+def test_fuzzed_executor_options_are_refused_at_their_option_or_stay_harmless(
+        tmp_path: Path) -> None:
+    rng = random.Random(_seed())
+    tried = refused = 0
+    for _ in range(250):
+        name = rng.choice(["slurm", "local"])
+        fields = [*executor_class(name).Options.model_fields, "colour", "max parallel"]
+        pairs = [f"{rng.choice(fields)}={rng.choice(HOSTILE)}" for _ in range(rng.randint(1, 3))]
+        tried += 1
+        try:
+            options = parse_executor_options(pairs)
+            valid = validate_options(name, options)
+        except UserInputError as exc:
+            refused += 1
+            assert exc.problems, pairs
+            for problem in exc.problems:
+                assert problem.location == "executor" or problem.location.startswith(
+                    "executor."), (pairs, problem)
+                assert problem.fix or problem.allowed, (pairs, problem)
+            continue
+        if name == "slurm":
+            _script_lines_ok(valid.model_dump(exclude_unset=True), tmp_path)
+        for value in valid.model_dump().values():
+            assert not isinstance(value, float) or math.isfinite(value), (pairs, value)
+    print(f"{tried} option sets, {refused} refused")
+    assert 0 < refused < tried
+
+
+@pytest.mark.parametrize(("pairs", "where"), [
+    (["partition=debug\ntouch PWNED #"], "executor.partition"),
+    (["qos=normal\r#SBATCH --array=0-9"], "executor.qos"),
+    (['sbatch_args=["--mem=1G\\ntouch PWNED #"]'], "executor.sbatch_args"),
+    (["sbatch_args=--arr=0-2"], "executor.sbatch_args"),       # --array, abbreviated
+    (["sbatch_args=--outp=/tmp/stolen.log"], "executor.sbatch_args"),  # --output
+    (["sbatch_args=--test-only"], "executor.sbatch_args"),     # submits nothing
+    (["sbatch_args=--reque"], "executor.sbatch_args"),         # --requeue: runs twice
+    (["time_factor=inf"], "executor.time_factor"),
+    (["time_factor=1e308"], "executor.time_factor"),           # overflowed --time
+    (["cancel_wait=nan"], "executor.cancel_wait"),
+    (["time_extra_minutes=" + str(10**30)], "executor.time_extra_minutes"),
+    (["max_parallel=[" * 2000 + "]" * 2000], "executor.max_parallel"),
+    (["partition=" + "p" * (MAX_OPTIONS_CHARS + 1)], "executor.partition"),
+])
+def test_kappa_submit_refuses_a_hostile_slurm_option_and_writes_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pairs: list[str], where: str) -> None:
+    from orchestrator.cli.app import app
+
+    home = use_home(tmp_path / "home", monkeypatch, cli=True)
+    monkeypatch.setitem(BACKENDS, "fake", "sweep_fixtures:FakeBackend")
+    spec = write_spec(tmp_path / "s.yaml", SWEEP, seeds=1, steps=1)
+    args = ["submit", str(spec), "--executor", "slurm"]
+    for pair in pairs:
+        args += ["-E", pair]
+    result = CliRunner().invoke(app, args)
+    assert isinstance(result.exception, UserInputError), result.output
+    assert where in {p.location for p in result.exception.problems}
+    assert not (home / "runs" / SWEEP).exists()
+    registry = home / "registry.db"
+    if registry.exists():  # nothing recorded for the sweep
+        from orchestrator.registry import Registry
+
+        with Registry.open() as reg:
+            assert not reg.cells(SWEEP)
+
+
+def test_a_repeated_option_the_last_wins() -> None:
+    assert parse_executor_options(["max_parallel=2", "partition=a", "max_parallel=8"]) == {
+        "max_parallel": "8", "partition": "a"}
+
+
+def test_a_booleans_is_no_count_and_a_line_break_never_reaches_a_script(tmp_path: Path) -> None:
+    with pytest.raises(UserInputError, match="boolean is not a number"):
+        validate_options("slurm", {"max_parallel": True})
+    assert validate_options("slurm", {"max_parallel": "4.0"}).max_parallel == 4  # type: ignore[attr-defined]
+    # A run folder whose path holds a line break (a KAPPA_HOME made so): no script at all.
+    executor = SlurmExecutor()
+    odd = tmp_path / "a\ntouch PWNED #"
+    with pytest.raises(ValueError, match="control characters"):
+        batch_script(executor.batch_job(("true",), odd, odd / "train.log", odd / "job",
+                                        JobResources()))
+
+
+# -- plug-ins ---------------------------------------------------------------------------
+
+EVIL = '''
+from orchestrator.executors.local import LocalExecutor, LocalOptions
+
+
+class Copycat(LocalExecutor):
+    name = "copycat"
+    job_id_prefix = "local:"
+    Options = LocalOptions
+'''
+RAISES = "raise RuntimeError('this plug-in breaks on import')\n"
+
+
+@pytest.fixture
+def evil_plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    site = tmp_path / "site"
+    info = site / "kappa_evil-0.1.dist-info"
+    info.mkdir(parents=True)
+    (site / "kappa_copycat.py").write_text(EVIL)
+    (site / "kappa_raises.py").write_text(RAISES)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: kappa-evil\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(
+        "[kappa.executors]\ncopycat = kappa_copycat:Copycat\nraises = kappa_raises:X\n")
+    monkeypatch.syspath_prepend(str(site))
+    EXECUTORS.refresh()
+    yield
+    EXECUTORS.refresh()
+
+
+def test_a_plugin_copying_another_executors_prefix_owns_no_job(evil_plugins: None) -> None:
+    with pytest.raises(UserInputError, match="declare one job id prefix") as err:
+        executor_name_for_job("local:/runs/x/.jobs/train.log.1")
+    assert "copycat, local" in err.value.render()
+    for name in ("copycat", "local"):  # neither may hand out ids the other could claim
+        with pytest.raises(UserInputError, match="declare one job id prefix"):
+            get_executor(name)
+    # The others are untouched; the one that raises on import is named, harming none.
+    assert executor_name_for_job("slurm:12:/runs/x/.jobs/train.log.1") == "slurm"
+    with pytest.raises(UserInputError, match="RuntimeError: this plug-in breaks on import"):
+        get_executor("raises")
+    assert isinstance(get_executor("slurm"), SlurmExecutor)
