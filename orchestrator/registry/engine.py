@@ -19,7 +19,6 @@ from sqlalchemy.exc import ArgumentError
 
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.redact import redact
-from orchestrator.registry.leases import lease_seconds
 
 BUSY_TIMEOUT_MS = 30_000
 SUPPORTED = "sqlite:///PATH, postgresql+psycopg://USER@HOST:PORT/DB"
@@ -84,19 +83,7 @@ def make_engine(url: str | URL) -> Engine:
     """An engine for the registry at ``url`` (the SQLite file's folder is created)."""
     parsed = normalize_url(url) if isinstance(url, str) else url
     if parsed.get_backend_name() != "sqlite":
-        engine = create_engine(parsed, pool_pre_ping=True)
-        idle_ms = int(lease_seconds() * 1000)
-
-        @event.listens_for(engine, "connect")
-        def _on_pg_connect(dbapi_connection: Any, _record: Any) -> None:
-            # A process paused inside a transaction (SIGSTOP, a frozen VM) would hold its
-            # row locks, and so keep a scheduler's lease from being taken over, forever:
-            # the server ends such a transaction once it has idled as long as a lease.
-            with dbapi_connection.cursor() as cursor:
-                cursor.execute(f"SET idle_in_transaction_session_timeout = {idle_ms}")
-            dbapi_connection.commit()
-
-        return engine
+        return create_engine(parsed, pool_pre_ping=True)
     if parsed.database and parsed.database != ":memory:":
         Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(parsed, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})

@@ -130,6 +130,14 @@ def _lease(sweep: str, row: LeaseRow, now: datetime) -> Lease | None:
 
 
 def _locked_row(session: Session, sweep_id: int, *, shared: bool = False) -> LeaseRow | None:
+    if session.get_bind().dialect.name == "postgresql":
+        # A process frozen (SIGSTOP, a suspended VM) inside this transaction would hold
+        # the lease row, and so keep its lease from being taken over, forever: the
+        # server ends the transaction once it idles as long as a lease. Only here: a
+        # long read elsewhere may idle longer on a busy client, and holds no lease.
+        session.execute(select(func.set_config(
+            "idle_in_transaction_session_timeout",
+            str(max(1000, int(lease_seconds() * 1000))), True)))
     query = select(LeaseRow).where(LeaseRow.sweep_id == sweep_id)
     # SQLite ignores FOR UPDATE: its transactions (BEGIN IMMEDIATE) are exclusive anyway.
     return session.scalar(query.with_for_update(read=shared))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -173,3 +174,33 @@ def test_status_views_show_the_holder_from_the_registry(registry: Registry) -> N
     assert data["scheduler"]["host"] == "machine-a" and not data["scheduler"]["expired"]
     assert data["executor"] == {"name": "ray_jobs",
                                 "options": {"address": "http://u:***@head:8265"}}
+
+
+def test_a_fenced_write_frozen_in_its_transaction_does_not_hold_the_lease_forever(
+        registry: Registry, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sqlalchemy import select
+    from sqlalchemy.exc import DBAPIError
+    from sqlalchemy.orm import Session
+
+    from orchestrator.registry.leases import check_fence
+    from orchestrator.registry.models import SweepRow
+
+    if registry.engine.dialect.name != "postgresql":
+        pytest.skip("a frozen SQLite writer holds the whole database (documented limit)")
+    monkeypatch.setenv("KAPPA_LEASE_SECONDS", "1")
+    assert registry.take_lease("toy", A, 0.5)[0]
+    with registry.engine.connect() as conn:
+        sweep_id = conn.execute(select(SweepRow.id).where(SweepRow.name == "toy")).scalar_one()
+    with Session(registry.engine) as frozen:  # share-locks the lease row, then freezes
+        check_fence(frozen, sweep_id, A.owner)
+        _wait_expired(registry, "toy")
+        # Blocks on the frozen transaction's lock until the server ends it (it idled a
+        # lease's length), then takes the expired lease.
+        taken: list[bool] = []
+        taker = threading.Thread(daemon=True, target=lambda: taken.append(
+            registry.take_lease("toy", B, 60)[0]))
+        taker.start()
+        taker.join(SAFETY)
+        assert taken == [True], "the frozen transaction kept the lease row locked"
+        with pytest.raises(DBAPIError):
+            frozen.execute(select(1))
