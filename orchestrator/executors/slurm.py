@@ -349,9 +349,16 @@ class SlurmExecutor(Executor):
         return job
 
     def jobs_for_log(self, log_path: Path) -> list[str]:
-        """Ids of every job submitted with ``log_path`` (by any process), newest first:
-        from each job folder's ``job.json``, or, for a submitter killed before writing
-        it, from the ``kappa:<job folder>`` comment SLURM keeps with the job."""
+        """Ids of the jobs submitted with ``log_path`` (by any process), newest first.
+
+        A job's SLURM id comes from its folder's ``job.json`` (the submitter's record),
+        else its ``slurm_id`` (written by the job when it started), else the
+        ``kappa:<job folder>`` comment SLURM keeps with the job (a submitter killed
+        between sbatch and its record, the job still queued). A folder whose job never
+        reached SLURM (its submitter died before sbatch) ends the list: every older
+        folder is an earlier submit's, which a caller looking for the latest submit's
+        job must not take for it. :class:`SlurmUnreachable` if SLURM must be asked and
+        does not answer: guessing "no job" there would run the cell twice."""
         log_path = Path(log_path).resolve()
         jobs_dir = log_path.parent / ".jobs"
         if not jobs_dir.is_dir():
@@ -362,18 +369,31 @@ class SlurmExecutor(Executor):
         ids: list[str] = []
         comments: dict[str, str] | None = None
         for job_dir in found:
-            try:
-                slurm_id = str(json.loads((job_dir / "job.json").read_text())["slurm_id"])
-            except (OSError, ValueError, KeyError):
+            slurm_id = _recorded_id(job_dir)
+            if slurm_id is None:
                 if comments is None:
                     comments = self._comments()
-                slurm_id = comments.get(f"kappa:{job_dir}", "")
-            if slurm_id:
-                ids.append(f"{JOB_ID_PREFIX}{slurm_id}:{job_dir}")
+                slurm_id = comments.get(f"kappa:{job_dir}")
+            if not slurm_id:
+                break
+            ids.append(f"{JOB_ID_PREFIX}{slurm_id}:{job_dir}")
         return ids
 
     def _comments(self) -> dict[str, str]:
         done = run_slurm(["squeue", "--noheader", "--states=all", f"--user={os.getuid()}",
-                     "--Format=JobID:|,Comment:|"])
+                          "--Format=JobID:|,Comment:|"])
+        if done.returncode != 0:
+            raise SlurmUnreachable(f"squeue: {done.stderr.strip()[:300]}")
         pairs = (line.split("|") for line in done.stdout.splitlines())
         return {p[1].strip(): p[0].strip() for p in pairs if len(p) >= 2 and p[1].strip()}
+
+
+def _recorded_id(job_dir: Path) -> str | None:
+    """The SLURM id a job folder records (the submitter's job.json, else the job's own
+    slurm_id file), if any."""
+    try:
+        return str(int(json.loads((job_dir / "job.json").read_text())["slurm_id"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    found = _read_int(job_dir / "slurm_id")
+    return None if found is None else str(found)

@@ -66,7 +66,8 @@ def _script_lines_ok(options: dict[str, object], tmp: Path) -> None:
     body = [line for line in script.split("\n") if line and not line.startswith("#")]
     # Only kappa's own lines: nothing an option wrote can be a command.
     assert all(line.startswith(("set -u", "JOB_DIR=", 'rm -f "$JOB_DIR/exit"',
-                                "export CUDA_VISIBLE_DEVICES=", "exec ")) for line in body), body
+                                "export CUDA_VISIBLE_DEVICES=", "exec ",
+                                'echo "$SLURM_JOB_ID"')) for line in body), body
     assert sum(line.startswith("exec ") for line in body) == 1
     for arg in executor.sbatch_args:
         name = arg.split("=", 1)[0]

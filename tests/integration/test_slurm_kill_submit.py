@@ -1,0 +1,99 @@
+"""``kappa submit --executor slurm`` killed at the worst moment, on the real local SLURM:
+no cell runs twice, none is lost.
+
+The worst moments are around ``sbatch``: just after SLURM took the job but before the
+submitter recorded its id (in the job folder or the registry), and just before sbatch
+ran at all. A wrapper ``sbatch`` first on PATH (it runs the real one) holds the k-th
+submission (k drawn from the seed) at that moment; the test then SIGKILLs the submitter
+and its process group, and ``kappa resume`` must find the job SLURM already has (from
+the folder, the job's own ``slurm_id`` file or SLURM's comment) rather than submit a
+second, and must rerun a cell whose job never reached SLURM. Seeds are printed;
+``KAPPA_TEST_SEED`` replays one. The default run tries one seed; ``slow`` tries more.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from slurm_cluster import LocalSlurm, slurm_cluster_fixture  # noqa: F401 (fixture)
+from sweep_fixtures import CLI, launches, use_home, write_spec
+from test_slurm_sweep import SAFETY, kappa, wait_until
+
+from orchestrator.registry import CellState, Registry
+
+WRAPPER = """#!/bin/bash
+# Counts real submissions (not --test-only) and holds the one numbered $HANG_AT.
+real={real}
+case " $* " in *" --test-only "*) exec "$real" "$@";; esac
+n=$(( $(cat {count} 2>/dev/null || echo 0) + 1 )); echo "$n" > {count}
+if [ "$n" = "$HANG_AT" ] && [ "$HANG_WHEN" = before ]; then touch {held}; sleep 1000; fi
+"$real" "$@"; rc=$?
+if [ "$n" = "$HANG_AT" ]; then touch {held}; sleep 1000; fi
+exit $rc
+"""
+
+
+def _kill_at_submit(home: Path, tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    cells = rng.randint(2, 3)
+    hang_at, when = rng.randint(1, cells), rng.choice(["after", "before"])
+    print(f"seed={seed} (replay: KAPPA_TEST_SEED={seed}): {cells} cells, hold sbatch "
+          f"#{hang_at} {when} it submits")
+    real = shutil.which("sbatch")
+    assert real is not None
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    held = tmp_path / "held"
+    (bin_dir / "sbatch").write_text(WRAPPER.format(real=real, count=tmp_path / "count",
+                                                   held=held))
+    (bin_dir / "sbatch").chmod(0o755)
+    sweep = f"kill-submit-{seed % 10000}"
+    spec = write_spec(tmp_path / "s.yaml", sweep, seeds=cells, steps=1)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+           "HANG_AT": str(hang_at), "HANG_WHEN": when}
+    submitter = subprocess.Popen(
+        [sys.executable, str(CLI), "submit", str(spec), "--executor", "slurm", "--wait",
+         "--max-parallel", "1"], env=env, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_until(held.exists, f"sbatch #{hang_at} held")
+    finally:
+        os.killpg(submitter.pid, signal.SIGKILL)
+        submitter.wait(SAFETY)
+
+    kappa("resume", sweep, "--wait")  # the real sbatch: nothing is held now
+    with Registry.open() as reg:
+        states = {c.cell_id: c.state for c in reg.cells(sweep)}
+    assert set(states.values()) == {CellState.SUCCEEDED}, states
+    # No cell ran twice: each trainer started once, from step 0.
+    for cell_id in states:
+        assert launches(home / "runs" / sweep / cell_id) == [0], cell_id
+    # And SLURM got one job per cell, never a second for a job it already had.
+    listing = subprocess.run(
+        ["squeue", "--noheader", "--states=all", "--format=%k"], capture_output=True,
+        text=True, check=True, timeout=SAFETY).stdout.split()
+    ours = [c for c in listing if f"/runs/{sweep}/" in c]
+    assert len(ours) == len(states), ours
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slurm_cluster: LocalSlurm) -> Path:
+    return use_home(tmp_path / "home", monkeypatch, cli=True)
+
+
+def test_submit_killed_around_sbatch_runs_no_cell_twice(home: Path, tmp_path: Path) -> None:
+    seed = int(os.environ.get("KAPPA_TEST_SEED", random.randrange(2**32)))
+    _kill_at_submit(home, tmp_path, seed)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5, 6])
+def test_submit_killed_around_sbatch_matrix(home: Path, tmp_path: Path, seed: int) -> None:
+    _kill_at_submit(home, tmp_path, seed)
