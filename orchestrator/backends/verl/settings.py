@@ -29,6 +29,10 @@ from orchestrator.limits import (
 
 # key=value, +key=value, ++key=value or ~key[=value]: Hydra's override forms.
 _OVERRIDE = re.compile(r"^(\+\+|\+|~)?[A-Za-z_][\w\-]*(\.[\w\-]+)*(=.*)?$", re.DOTALL)
+# ${NAME}: a template's placeholder. Nothing between the spec and verl expands it (Hydra
+# would even read it as an interpolation), so left in a path it fails only on the GPU node.
+_PLACEHOLDER = re.compile(r"\$\{[^}]*\}")
+SMOKE_PLACEHOLDER = "${KAPPA_SMOKE_DIR}"
 
 
 def _as_tuple(value: object) -> object:
@@ -94,6 +98,22 @@ class VerlSettings(RLSettings):
     @classmethod
     def _one_or_many(cls, value: object) -> object:
         return _as_tuple(value)
+
+    @field_validator("model_path", "train_files", "val_files", "eval_files",
+                     "reward_function_path")
+    @classmethod
+    def _no_placeholder(cls, value: str | tuple[str, ...] | None) -> object:
+        values = (value,) if isinstance(value, str) else value or ()
+        found = sorted({m for v in values for m in _PLACEHOLDER.findall(v)})
+        if not found:
+            return value
+        if SMOKE_PLACEHOLDER in found:
+            raise ValueError(f"{SMOKE_PLACEHOLDER} is not filled in: this is the smoke-test "
+                             "template; run `kappa smoke verl` (it builds the files and "
+                             "fills in the path) instead of submitting it")
+        raise ValueError(f"unexpanded placeholder {', '.join(found)}: kappa does not expand "
+                         "variables in paths; replace the placeholder with the real path "
+                         "(or set it in the spec)")
 
     @field_validator("extra_overrides")
     @classmethod

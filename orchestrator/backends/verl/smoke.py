@@ -12,15 +12,20 @@ no machine's path is written in the repository. :func:`prepare_smoke` fills a fo
   path and its name suffixed with a hash of its content (sweep ``verl-smoke-<hash>``),
   which is what gets validated and submitted.
 
-Everything is deterministic and reused when already built.
+Everything is deterministic and reused when already built; every file is written under
+a name of its own and renamed into place, so runs sharing one folder never see half a
+file nor trip over each other.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
-from collections.abc import Mapping
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -75,12 +80,29 @@ def write_prompts(data_dir: Path, train: int = TRAIN_PROMPTS, val: int = VAL_PRO
     paths = []
     for split, count in (("train", train), ("val", val)):
         path = data_dir / f"{split}.parquet"
-        tmp = path.with_suffix(".parquet.tmp")
-        pd.DataFrame(prompt_rows(count, split, seed), columns=list(PARQUET_COLUMNS)) \
-            .to_parquet(tmp, index=False)
-        tmp.replace(path)
+        frame = pd.DataFrame(prompt_rows(count, split, seed), columns=list(PARQUET_COLUMNS))
+        with _replacing(path) as tmp:
+            frame.to_parquet(tmp, index=False)
         paths.append(path)
     return paths[0], paths[1]
+
+
+@contextmanager
+def _replacing(path: Path) -> Iterator[Path]:
+    """A temporary sibling of ``path`` to write, renamed over ``path`` on success.
+
+    The name is unique to this writer: two ``kappa smoke verl`` runs into one folder
+    each write their own file and rename it (same bytes), never into each other's.
+    """
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        yield tmp
+        tmp.chmod(0o644)  # mkstemp's 0600 would hide it from the cluster's other users
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def _fill(value: Any, out_dir: str) -> Any:
@@ -117,10 +139,36 @@ def spec_text(out_dir: Path, template: Path = TEMPLATE,
 def render_spec(out_dir: Path, template: Path = TEMPLATE,
                 base: Mapping[str, Any] | None = None) -> Path:
     """Write :func:`spec_text` to ``out_dir/smoke.yaml`` and return its path."""
+    text = spec_text(out_dir, template, base)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "smoke.yaml"
-    path.write_text(spec_text(out_dir, template, base))
+    with _replacing(path) as tmp:
+        tmp.write_text(text)
     return path
+
+
+def usable_out_dir(out_dir: Path) -> Path:
+    """``out_dir`` made (absolute) and writable, or a user error naming ``--out``."""
+    out = out_dir.expanduser().resolve()
+
+    def refuse(why: str) -> UserInputError:
+        return UserInputError("kappa smoke verl cannot write its files there", [Problem(
+            "--out", why, found=str(out),
+            fix="give --out a folder you can write (it is made if missing)")])
+
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except FileExistsError as exc:
+        raise refuse("is a file, not a folder") from exc
+    except NotADirectoryError as exc:
+        raise refuse("a part of the path is a file, not a folder") from exc
+    except OSError as exc:
+        raise refuse(f"cannot be made: {exc.strerror or exc}") from exc
+    if not out.is_dir():
+        raise refuse("is not a folder")
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise refuse("is not writable")
+    return out
 
 
 def prepare_smoke(out_dir: Path | None = None, template: Path = TEMPLATE,
@@ -128,7 +176,7 @@ def prepare_smoke(out_dir: Path | None = None, template: Path = TEMPLATE,
     """Build the model, write the prompts and render the spec under ``out_dir``."""
     from orchestrator.backends.verl.tiny_model import build_tiny_model
 
-    out = (out_dir or default_out_dir()).resolve()
+    out = usable_out_dir(out_dir or default_out_dir())
     model = build_tiny_model(out / "model")
     train, val = write_prompts(out / "data")
     spec = render_spec(out, template, base)

@@ -19,8 +19,8 @@ into place, so a reader never sees half a model. torch, ``tokenizers`` and
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -82,17 +82,30 @@ def _is_built(out_dir: Path, record: dict[str, Any]) -> bool:
 
 
 def _publish(build_dir: Path, out_dir: Path, record: dict[str, Any]) -> None:
-    """Write the marker, then move ``build_dir`` to ``out_dir`` (replacing an older build)."""
+    """Write the marker, then move ``build_dir`` to ``out_dir`` (replacing an older build).
+
+    Builders may race (two ``kappa smoke verl`` into one folder): the rename is the only
+    step that claims ``out_dir``, and it fails while ``out_dir`` exists, so whoever finds
+    it taken keeps a same-record build there and moves only an older one aside (under a
+    name of its own), then tries again.
+    """
     (build_dir / MARKER).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
     build_dir.chmod(0o755)  # mkdtemp's 0700 would hide it from other users of the cluster
-    if out_dir.exists():
-        if _is_built(out_dir, record):  # another process finished the same build first
+    for _ in range(100):
+        try:
+            build_dir.rename(out_dir)
+            return
+        except OSError:  # out_dir exists (ENOTEMPTY/EEXIST), or is a file
+            if not out_dir.exists():
+                continue  # another builder moved its old one aside just now
+        if _is_built(out_dir, record):  # another builder finished the same build first
             shutil.rmtree(build_dir)
             return
-        stale = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
-        out_dir.rename(stale)
+        stale = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=out_dir.parent))
+        with contextlib.suppress(FileNotFoundError):  # another builder moved it first
+            out_dir.rename(stale / out_dir.name)
         shutil.rmtree(stale, ignore_errors=True)
-    build_dir.rename(out_dir)
+    raise RuntimeError(f"could not publish {build_dir} as {out_dir}: it keeps changing")
 
 
 def _save_tokenizer(target: Path, vocab_size: int, seed: int) -> None:
