@@ -19,12 +19,13 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from slurm_cluster import LocalSlurm, slurm_cluster_fixture  # noqa: F401 (fixture)
 from sweep_fixtures import CLI, launches, use_home, write_spec
-from test_slurm_sweep import SAFETY, kappa, wait_until
+from test_slurm_sweep import SAFETY, kappa, running_cells, slurm_state, wait_until
 
 from orchestrator.registry import CellState, Registry
 
@@ -97,3 +98,63 @@ def test_submit_killed_around_sbatch_runs_no_cell_twice(home: Path, tmp_path: Pa
 @pytest.mark.parametrize("seed", [1, 2, 3, 4, 5, 6])
 def test_submit_killed_around_sbatch_matrix(home: Path, tmp_path: Path, seed: int) -> None:
     _kill_at_submit(home, tmp_path, seed)
+
+
+def _cancel_killing_the_scheduler(home: Path, tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    delay = rng.uniform(0.0, 3.0)
+    print(f"seed={seed} (replay: KAPPA_TEST_SEED={seed}): SIGKILL the scheduler "
+          f"{delay:.2f} s into `kappa cancel`")
+    sweep = f"kill-cancel-{seed % 10000}"
+    spec = write_spec(tmp_path / "s.yaml", sweep, seeds=2, steps=3, hold_at=2)
+    scheduler = subprocess.Popen(
+        [sys.executable, str(CLI), "submit", str(spec), "--executor", "slurm", "--wait"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_until(lambda: len(running_cells(sweep, 1)) == 2, "two SLURM jobs at step 1")
+        with Registry.open() as reg:
+            jobs = [c.job_id or "" for c in reg.cells(sweep)]
+        canceller = subprocess.Popen([sys.executable, str(CLI), "cancel", sweep],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(delay)  # a seeded moment, not a timing assertion
+    finally:
+        os.killpg(scheduler.pid, signal.SIGKILL)
+        scheduler.wait(SAFETY)
+    canceller.wait(SAFETY)
+    kappa("resume", sweep, "--wait", code=1)  # cancelled cells: not all succeeded
+    with Registry.open() as reg:
+        states = {c.cell_id: c.state for c in reg.cells(sweep)}
+    assert set(states.values()) == {CellState.CANCELLED}, states
+    # No job of the sweep is left running in SLURM, and no cell ran a second time.
+    wait_until(lambda: all(slurm_state(j) in ("CANCELLED", "COMPLETED", "") for j in jobs),
+               "the cancelled jobs to end")
+    for cell_id in states:
+        assert launches(home / "runs" / sweep / cell_id) == [0], cell_id
+
+
+@pytest.mark.slow  # ~50 s a seed on a loaded machine
+@pytest.mark.parametrize("seed", [11, 12, 13])
+def test_scheduler_killed_while_cancelling_leaves_no_job_running(
+        home: Path, tmp_path: Path, seed: int) -> None:
+    _cancel_killing_the_scheduler(home, tmp_path,
+                                  int(os.environ.get("KAPPA_TEST_SEED", seed)))
+
+
+@pytest.mark.slow
+def test_four_submits_of_different_specs_at_once(home: Path, tmp_path: Path) -> None:
+    procs = []
+    for i in range(4):
+        spec = write_spec(tmp_path / f"s{i}.yaml", f"together-{i}", seeds=3, steps=2)
+        procs.append(subprocess.Popen(
+            [sys.executable, str(CLI), "submit", str(spec), "--executor", "slurm", "--wait",
+             "-E", "max_parallel=2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True))
+    for proc in procs:
+        out, err = proc.communicate(timeout=SAFETY * 2)
+        assert proc.returncode == 0, f"{out}\n{err}"
+    with Registry.open() as reg:
+        for i in range(4):
+            cells = reg.cells(f"together-{i}")
+            assert [c.state for c in cells] == [CellState.SUCCEEDED] * 3
+            for cell in cells:
+                assert launches(home / "runs" / f"together-{i}" / cell.cell_id) == [0]
