@@ -187,7 +187,7 @@ def main() -> None:
         for n in sizes:
             with tempfile.TemporaryDirectory() as tmp:
                 results["sqlite"][n] = measure(f"sqlite:///{tmp}/registry.db", n, args.repeat)
-            print(f"sqlite {n:,} cells done", flush=True)
+            print(f"sqlite {n:,} cells: {results['sqlite'][n]}", flush=True)
     if "postgres" in dbs:
         from kappa_pg_server import PgServer, unavailable_reason
 
@@ -202,7 +202,7 @@ def main() -> None:
                     url = server.create_database()
                     results["postgres"][n] = measure(url, n, args.repeat)
                     server.drop_database(url)
-                    print(f"postgres {n:,} cells done", flush=True)
+                    print(f"postgres {n:,} cells: {results['postgres'][n]}", flush=True)
             except Exception:
                 log = server.base / "server.log"
                 print(log.read_text()[-3000:] if log.exists() else "(no server log)")
