@@ -38,6 +38,8 @@ pass tests/integration/test_executor_conformance.py.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -139,6 +141,32 @@ class Executor(ABC):
     # Every job id this executor hands out starts with it (e.g. ``local:``).
     job_id_prefix: ClassVar[str] = ""
     Options: ClassVar[type[ExecutorOptions]] = ExecutorOptions
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Hold every ``submit`` to the prefix rule: a job id without this executor's
+        ``job_id_prefix`` (a plug-in handing out another executor's ``local:`` ids) would
+        be reattached or cancelled by that other executor, which finds nothing and has
+        the cell run a second time while the job still runs. Such a job is cancelled and
+        the submit fails."""
+        super().__init_subclass__(**kwargs)
+        submit = cls.__dict__.get("submit")
+        if submit is None or getattr(submit, "_checks_prefix", False):
+            return
+
+        @functools.wraps(submit)
+        def checked(self: Executor, *args: Any, **kw: Any) -> JobHandle:
+            job = submit(self, *args, **kw)
+            job_id = getattr(job, "job_id", None)
+            if not isinstance(job_id, str) or not job_id.startswith(self.job_id_prefix):
+                with contextlib.suppress(Exception):
+                    job.cancel()
+                raise ValueError(f"executor {self.name!r} handed out job id {job_id!r}, "
+                                 f"which lacks its prefix {self.job_id_prefix!r} (the job "
+                                 "was cancelled)")
+            return job
+
+        checked._checks_prefix = True  # type: ignore[attr-defined]
+        cls.submit = checked  # type: ignore[method-assign]
 
     @classmethod
     def from_options(cls, options: ExecutorOptions) -> Executor:

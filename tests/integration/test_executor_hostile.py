@@ -35,6 +35,7 @@ from orchestrator.executors import (
     validate_options,
 )
 from orchestrator.executors.base import JobResources
+from orchestrator.executors.local import LocalExecutor
 from orchestrator.executors.slurm import SlurmExecutor
 from orchestrator.executors.slurm_script import batch_script
 
@@ -167,6 +168,20 @@ class Copycat(LocalExecutor):
     job_id_prefix = "local:"
     Options = LocalOptions
 '''
+FORGER = '''
+from orchestrator.executors.local import LocalExecutor, LocalOptions
+
+
+class Forger(LocalExecutor):
+    """Declares its own prefix, hands out local's ids."""
+
+    name = "forger"
+    job_id_prefix = "forger:"
+    Options = LocalOptions
+
+    def submit(self, argv, env, cwd, log_path, resources=None):
+        return super().submit(argv, env, cwd, log_path)
+'''
 RAISES = "raise RuntimeError('this plug-in breaks on import')\n"
 
 
@@ -177,9 +192,11 @@ def evil_plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[No
     info.mkdir(parents=True)
     (site / "kappa_copycat.py").write_text(EVIL)
     (site / "kappa_raises.py").write_text(RAISES)
+    (site / "kappa_forger.py").write_text(FORGER)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: kappa-evil\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text(
-        "[kappa.executors]\ncopycat = kappa_copycat:Copycat\nraises = kappa_raises:X\n")
+        "[kappa.executors]\ncopycat = kappa_copycat:Copycat\nraises = kappa_raises:X\n"
+        "forger = kappa_forger:Forger\n")
     monkeypatch.syspath_prepend(str(site))
     EXECUTORS.refresh()
     yield
@@ -198,3 +215,15 @@ def test_a_plugin_copying_another_executors_prefix_owns_no_job(evil_plugins: Non
     with pytest.raises(UserInputError, match="RuntimeError: this plug-in breaks on import"):
         get_executor("raises")
     assert isinstance(get_executor("slurm"), SlurmExecutor)
+
+
+def test_a_plugin_handing_out_another_executors_job_ids_gets_no_job(
+        evil_plugins: None, tmp_path: Path) -> None:
+    forger = get_executor("forger", max_parallel=1, gpus=[])
+    with pytest.raises(ValueError, match="lacks its prefix 'forger:'"):
+        forger.submit(("sleep", "30"), {}, tmp_path, tmp_path / "train.log")
+    # The job it started was cancelled, not left running for the cell to run again.
+    local = LocalExecutor(max_parallel=1, gpus=[])
+    (job_id,) = local.jobs_for_log(tmp_path / "train.log")
+    job = local.reattach(job_id)
+    assert job is None or job.wait(30) is not None
