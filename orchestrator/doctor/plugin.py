@@ -21,7 +21,7 @@ import time
 from typing import Any
 
 from orchestrator.doctor import CheckResult, DoctorOptions, Status
-from orchestrator.redact import redact
+from orchestrator.redact import MASK, redact
 
 MARK = "KAPPA_DOCTOR "
 PLUGIN_MODULE = "kappa_verl"
@@ -184,6 +184,17 @@ def check_ray(options: DoctorOptions) -> CheckResult:
     if not address:
         return CheckResult("ray", Status.SKIPPED, "no Ray address (--ray-address or "
                            "RAY_ADDRESS): cells run on this machine with --executor local")
+    # Ray takes "head:8265" without a scheme, which redact() does not recognise as a URL.
+    from urllib.parse import urlsplit
+
+    try:
+        secret = urlsplit(address if "://" in address else f"http://{address}").password
+    except ValueError:
+        secret = None
+
+    def mask(text: str) -> str:
+        return redact(text.replace(secret, MASK) if secret else text)
+
     try:
         import ray.job_submission  # noqa: F401
     except ImportError:
@@ -194,15 +205,15 @@ def check_ray(options: DoctorOptions) -> CheckResult:
         client = _bounded_client(address, options.network_timeout_s)
     except Exception as exc:
         return CheckResult("ray", Status.PROBLEM, f"cannot reach the Ray dashboard at "
-                           f"{redact(address)}: {_first_line(exc, options.network_timeout_s)}",
+                           f"{mask(address)}: {mask(_first_line(exc, options.network_timeout_s))}",
                            fix="start the cluster (`ray start --head`) and give its "
                                "dashboard address, e.g. http://head:8265")
-    details: dict[str, Any] = {"address": address}
+    details: dict[str, Any] = {"address": mask(address)}
     python = options.python or RAY_PYTHON
     found, why = _probe_job(client, options)
     if found is None:
-        return CheckResult("ray", Status.PROBLEM, f"the probe job on {redact(address)} "
-                           f"failed: {why}",
+        return CheckResult("ray", Status.PROBLEM, f"the probe job on {mask(address)} "
+                           f"failed: {mask(why)}",
                            fix=f"check `{python}` runs on the cluster (--python)",
                            details=details)
     nodes = found["nodes"]

@@ -13,6 +13,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from orchestrator import paths
 from orchestrator.doctor import CheckResult, DoctorOptions, Status
@@ -90,6 +91,37 @@ def _server_answers(uri: str, timeout_s: float) -> str | None:
         return str(reason)
 
 
+def _bounded_db_url(url: Any, timeout_s: float) -> Any:
+    """``url`` (a SQLAlchemy URL) with a connect timeout where the driver has one and the
+    user gave none: libpq waits minutes for a server that accepts and never answers."""
+    if url.get_backend_name() == "postgresql" and "connect_timeout" not in url.query:
+        # libpq takes whole seconds, at least 2.
+        return url.update_query_dict({"connect_timeout": str(max(2, round(timeout_s)))})
+    return url
+
+
+def _database_answers(uri: str, timeout_s: float) -> str | None:
+    """``None`` if the database at ``uri`` takes a connection (bounded), else why not."""
+    from sqlalchemy import create_engine
+    from sqlalchemy.engine import make_url
+
+    try:
+        url = _bounded_db_url(make_url(uri), timeout_s)
+        engine = create_engine(url)
+    except Exception as exc:  # a bad URL or a missing driver: MLflow would fail too
+        return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    try:
+        with engine.connect():
+            return None
+    except Exception as exc:
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+        first = reason[0] if reason else type(exc).__name__
+        return first + (f" (no answer within {url.query.get('connect_timeout')} s)"
+                        if "timeout expired" in first else "")
+    finally:
+        engine.dispose()
+
+
 def check_mlflow(options: DoctorOptions) -> CheckResult:
     """The tracking URI answers and takes a write (a throwaway run, deleted again)."""
     uri = paths.mlflow_uri(options.mlflow)
@@ -104,6 +136,14 @@ def check_mlflow(options: DoctorOptions) -> CheckResult:
         if why is not None:
             return CheckResult("mlflow", Status.PROBLEM, f"tracking server {shown} is "
                                f"unreachable: {redact(why)}", fix=fix_server,
+                               details={"uri": shown})
+    elif local is None and "://" in uri and not uri.startswith(("file:", "sqlite:")):
+        # A database store: MLflow retries its connection for a minute or more.
+        why = _database_answers(uri, options.network_timeout_s)
+        if why is not None:
+            return CheckResult("mlflow", Status.PROBLEM, f"tracking store {shown} is "
+                               f"unreachable: {redact(why)}", fix="check the database "
+                               "server is up and the URI's host, port, user and password",
                                details={"uri": shown})
     from orchestrator.tracking.tracker import Tracker
 
@@ -150,12 +190,8 @@ def check_registry(options: DoctorOptions) -> CheckResult:
     shown = display_url(url)
     if missing_sqlite_file(url):
         return _missing_local("registry", str(url.database), "the first `kappa submit`")
-    if url.get_backend_name() == "postgresql" and "connect_timeout" not in url.query:
-        # libpq waits minutes for a server that accepts and never answers (psycopg's
-        # default is 130 s); the doctor asks once, bounded. The user's own value wins.
-        # libpq takes whole seconds, at least 2.
-        timeout = max(2, round(options.network_timeout_s))
-        url = url.update_query_dict({"connect_timeout": str(timeout)})
+    # psycopg's default connect timeout is 130 s; the doctor asks once, bounded.
+    url = _bounded_db_url(url, options.network_timeout_s)
     engine = make_engine(url)
     try:
         status = schema_status(engine)

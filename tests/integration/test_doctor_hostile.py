@@ -73,15 +73,18 @@ def blackhole() -> Iterator[int]:
     server.close()
 
 
-@pytest.mark.parametrize("as_json", [False, True], ids=["human", "json"])
+@pytest.mark.parametrize(("as_json", "mlflow"), [(False, "http"), (True, "postgresql")],
+                         ids=["human-http-mlflow", "json-postgresql-mlflow"])
 def test_servers_that_never_answer_are_bounded_problems_without_passwords(
-        home: Path, blackhole: int, capsys: pytest.CaptureFixture[str], as_json: bool) -> None:
-    """MLflow, a PostgreSQL registry and a Ray dashboard that accept and never answer:
-    each is a problem that says how long it waited; no password, nothing created."""
+        home: Path, blackhole: int, capsys: pytest.CaptureFixture[str], as_json: bool,
+        mlflow: str) -> None:
+    """MLflow (a server, or a PostgreSQL store: MLflow itself retries for a minute), a
+    PostgreSQL registry and a Ray dashboard that accept and never answer: each is a
+    problem that says how long it waited; no password, nothing created."""
     target = f"u:{PASSWORD}@127.0.0.1:{blackhole}"
     code, out = doctor(capsys, *(["--json"] if as_json else []), "--timeout", "2",
                        "--check", "mlflow", "--check", "registry", "--check", "ray",
-                       "--mlflow", f"http://{target}", "--registry",
+                       "--mlflow", f"{mlflow}://{target}/db", "--registry",
                        f"postgresql://{target}/reg", "--ray-address", f"http://{target}")
     assert code == 2, out
     assert PASSWORD not in out and "Traceback" not in out, out
@@ -94,6 +97,14 @@ def test_servers_that_never_answer_are_bounded_problems_without_passwords(
     else:
         assert out.count("answer within 2 s") >= 3, out  # the table may wrap "no"
     assert not home.exists(), tree(home)
+
+
+def test_a_ray_address_without_scheme_keeps_its_password_masked(
+        home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = doctor(capsys, "--json", "--check", "ray", "--timeout", "2",
+                       "--ray-address", f"u:{PASSWORD}@127.0.0.1:1")
+    assert code == 2 and PASSWORD not in out, out
+    assert strict_json(out)["checks"][0]["status"] == "problem"
 
 
 def test_a_check_that_crashes_or_hangs_still_gives_a_json_report(
