@@ -169,8 +169,8 @@ def test_model_builders_racing_publish_one_build(tmp_path: Path, existing: str) 
 @pytest.mark.slow
 def test_concurrent_smoke_builds_give_one_identical_model(tmp_path: Path) -> None:
     """3 processes build the smoke files into one folder at once (slow: torch and
-    transformers in each, ~20 s): all succeed and the model is byte for byte a lone
-    build's."""
+    transformers in each, about a minute on 2 busy cores): all succeed and the model is
+    byte for byte a lone build's."""
     import subprocess
 
     code = ("import sys; from pathlib import Path; from orchestrator.backends.verl import "
