@@ -80,7 +80,7 @@ def _kill_at_submit(home: Path, tmp_path: Path, seed: int) -> None:
     listing = subprocess.run(
         ["squeue", "--noheader", "--states=all", "--format=%k"], capture_output=True,
         text=True, check=True, timeout=SAFETY).stdout.split()
-    ours = [c for c in listing if f"/runs/{sweep}/" in c]
+    ours = [c for c in listing if c.startswith(f"kappa:{home / 'runs' / sweep}/")]
     assert len(ours) == len(states), ours
 
 
