@@ -63,16 +63,11 @@ from orchestrator.backends.stop_request import (
 
 @dataclass(frozen=True)
 class LaunchSpec:
-    """A process to start: argv (no shell), extra environment, the GPUs it needs in all
-    and the nodes they span. ``self_placing``: the process is a driver that asks its
-    cluster for the real work's resources itself (verl's Ray placement groups), so an
-    executor reserves none of them for the process."""
+    """A process to start: argv (no shell), extra environment, and GPUs it needs."""
 
     argv: tuple[str, ...]
     env: Mapping[str, str] = field(default_factory=dict)
     gpus: int = 0
-    nodes: int = 1
-    self_placing: bool = False
 
 
 class Backend(ABC):
@@ -102,8 +97,19 @@ class Backend(ABC):
         """The process that trains this cell in ``run_dir`` (resuming if it was started)."""
 
     def gpus(self, settings: BaseModel) -> int:
-        """GPUs one launch of these settings needs (0 for CPU-only)."""
+        """GPUs one launch of these settings needs in all (0 for CPU-only)."""
         return 0
+
+    def nodes(self, settings: BaseModel) -> int:
+        """Machines one launch of these settings spans (its GPUs spread evenly over them)."""
+        return 1
+
+    def self_placing(self, settings: BaseModel) -> bool:
+        """Whether a launch is only a driver that asks its cluster for the real work's
+        resources itself (verl's Ray placement groups), so an executor reserves none of
+        them for the launched process. Known from the settings alone, like :meth:`gpus`,
+        so a submit can judge every cell's fit without making its launch."""
+        return False
 
     def max_steps(self, settings: BaseModel) -> int | None:
         """Training steps a launch of these (validated) settings runs at most, if known

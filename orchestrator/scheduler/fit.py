@@ -1,7 +1,7 @@
 """What a cell's job asks its executor for, and refusing cells no executor slot can hold.
 
 :func:`job_resources` is the one place a cell's :class:`JobResources` are made (the loop
-submits them; :func:`check_fit` judges them), from the backend's launch (GPUs, nodes,
+submits them; :func:`check_fit` judges them), from the backend (GPUs, nodes,
 whether it places its own work) and the spec's ``resources`` (CPUs, hours).
 
 The scheduler starts a cell when its executor has room. A cell asking for more than the
@@ -15,26 +15,24 @@ launched.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
-from orchestrator.backends.base import Backend, LaunchSpec
+from orchestrator.backends.base import Backend
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.executors.base import Executor, JobResources
 from orchestrator.spec.model import Resources
 
-# launch() is pure (the backend contract): a placeholder folder only shapes its argv.
-_NO_RUN_DIR = Path("/nonexistent/kappa-fit-check")
 
-
-def job_resources(backend: Backend, settings: BaseModel, resources: Resources,
-                  launch: LaunchSpec | None = None) -> JobResources:
-    """What one launch of a cell with validated ``settings`` asks its executor for."""
-    launch = launch if launch is not None else backend.launch(settings, _NO_RUN_DIR)
-    return JobResources(gpus=backend.gpus(settings), nodes=launch.nodes, cpus=resources.cpus,
-                        hours=resources.hours, self_placing=launch.self_placing)
+def job_resources(backend: Backend, settings: BaseModel, resources: Resources) -> JobResources:
+    """What one launch of a cell with validated ``settings`` asks its executor for: from
+    the settings alone (the backend's ``gpus``/``nodes``/``self_placing``), never from a
+    launch, which may fail for reasons of its moment (a launch-time failure is a failed
+    attempt the cell's retries cover, not a submit error)."""
+    return JobResources(gpus=backend.gpus(settings), nodes=backend.nodes(settings),
+                        cpus=resources.cpus, hours=resources.hours,
+                        self_placing=backend.self_placing(settings))
 
 
 def check_fit(backend: Backend, cells: Iterable[tuple[str, Mapping[str, Any]]],

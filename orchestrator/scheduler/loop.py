@@ -323,7 +323,7 @@ class SweepScheduler:
         self._check_lease()  # a scheduler paused since its last pass starts nothing
         try:
             job = self.executor.submit(launch.argv, env, run_dir, log_path, job_resources(
-                self.backend, settings, self.stopping.resources, launch))
+                self.backend, settings, self.stopping.resources))
         except Exception as exc:
             self.registry.finish_attempt(cell, CellState.FAILED,
                                          last_error=f"executor refused the job: {exc}")

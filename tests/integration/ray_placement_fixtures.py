@@ -39,10 +39,16 @@ class SpreadBackend(Backend):
         return LaunchSpec(argv=(sys.executable, str(PROBE), str(run_dir), sys.executable,
                                 str(TRAINER), str(run_dir / "config.yaml"), "--out",
                                 str(run_dir)),
-                          gpus=s.gpus, nodes=s.nodes, self_placing=s.self_placing)
+                          gpus=s.gpus)
 
     def gpus(self, settings: BaseModel) -> int:
         return int(getattr(settings, "gpus", 0))
+
+    def nodes(self, settings: BaseModel) -> int:
+        return int(getattr(settings, "nodes", 1))
+
+    def self_placing(self, settings: BaseModel) -> bool:
+        return bool(getattr(settings, "self_placing", False))
 
 
 def intervals(run_dir: Path) -> list[tuple[float, float]]:

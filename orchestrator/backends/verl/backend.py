@@ -68,11 +68,19 @@ class VerlBackend(Backend):
         argv = (sys.executable, "-m", "orchestrator.backends.verl.run_phases",
                 str(run_dir.resolve()), "--settings-json", s.model_dump_json())
         env = launch_env(s) | {"HYDRA_FULL_ERROR": "1"}
-        return LaunchSpec(argv=argv, env=env, gpus=s.gpus, nodes=s.nnodes, self_placing=True)
+        return LaunchSpec(argv=argv, env=env, gpus=s.gpus)
 
     def gpus(self, settings: BaseModel) -> int:
         """Every GPU of every node the run spans."""
         return _as_verl(settings).gpus
+
+    def nodes(self, settings: BaseModel) -> int:
+        """verl's ``trainer.nnodes``."""
+        return _as_verl(settings).nnodes
+
+    def self_placing(self, settings: BaseModel) -> bool:
+        """Always: the launch is verl's driver; its placement groups take the GPUs."""
+        return True
 
     def canary_settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
         """Two steps at the smallest batch, checkpointed, no validation (:mod:`.canary`)."""
