@@ -154,23 +154,6 @@ def _run_bounded(argv: list[str], env: dict[str, str], timeout_s: float) -> tupl
             raise
 
 
-def _bounded_client(address: str, timeout_s: float) -> Any:
-    """A Ray job client whose every request gives up after ``timeout_s``.
-
-    Ray's client sends its requests without a timeout, so a dashboard that accepts a
-    connection and never answers would hold the doctor forever (run_checks' deadline
-    is the backstop if Ray's internals change).
-    """
-    from ray.job_submission import JobSubmissionClient
-
-    class BoundedClient(JobSubmissionClient):
-        def _do_request(self, *args: Any, **kwargs: Any) -> Any:
-            kwargs.setdefault("timeout", timeout_s)
-            return super()._do_request(*args, **kwargs)
-
-    return BoundedClient(address)
-
-
 def _first_line(exc: BaseException, timeout_s: float) -> str:
     """An exception's first line, masked; a timeout says how long was waited."""
     if "timed out" in str(exc).lower() or isinstance(exc, TimeoutError):
@@ -201,8 +184,11 @@ def check_ray(options: DoctorOptions) -> CheckResult:
         return CheckResult("ray", Status.PROBLEM, "Ray is not installed",
                            fix="`pip install -e '.[ray]'`")
     try:
-        # The client asks the dashboard for its version as it is made.
-        client = _bounded_client(address, options.network_timeout_s)
+        # The client asks the dashboard for its version as it is made; run_checks'
+        # deadline is the backstop should Ray's internals change.
+        from orchestrator.executors.ray_client import bounded_client
+
+        client = bounded_client(address, options.network_timeout_s)
     except Exception as exc:
         return CheckResult("ray", Status.PROBLEM, f"cannot reach the Ray dashboard at "
                            f"{mask(address)}: {mask(_first_line(exc, options.network_timeout_s))}",

@@ -32,6 +32,11 @@ through the Jobs API (``JobSubmissionClient``, the dashboard's HTTP endpoint), a
 * A submission refused only because the head's job agent has not registered yet (a fresh
   or restarted cluster: "No available agent to submit job, please try again later") is
   retried for up to ``SUBMIT_RETRY_S``; any other refusal is a :class:`RayJobsError`.
+* Every Jobs API request gives up after ``request_timeout_s`` (:mod:`.ray_client`). A
+  cluster that does not answer when the executor is made is a :class:`RayAddressError`
+  (exit 2, before anything is written); later it is a :class:`RayUnreachableError`, and
+  the scheduler treats it as "unknown": a poll says "still running", ``capacity`` says
+  "launch nothing now", and a submit that got no answer costs the cell no retry.
 * Logs: Ray keeps them on the cluster; ``poll``/``wait`` append what is new to
   ``log_path`` (the offset is kept next to it, so a reattached handle continues).
 * Job ids are ``ray-jobs:<submission id>``; :meth:`RayJobsExecutor.reattach` needs only
@@ -45,6 +50,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import secrets
 import shlex
@@ -56,7 +62,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from orchestrator.errors import KappaError
+from orchestrator.errors import KappaError, Problem, UserInputError
 from orchestrator.executors.base import Executor, ExecutorOptions, JobHandle, JobResources
 from orchestrator.executors.job_secrets import (
     SECRET_ENV_FILE_VAR,
@@ -64,6 +70,7 @@ from orchestrator.executors.job_secrets import (
     wrapped,
     write_secret_env,
 )
+from orchestrator.executors.ray_client import REQUEST_TIMEOUT_S, bounded_client, no_answer
 from orchestrator.executors.ray_placement import (
     RayNode,
     alive_nodes,
@@ -72,6 +79,7 @@ from orchestrator.executors.ray_placement import (
     why_not,
 )
 
+LOG = logging.getLogger(__name__)
 JOB_ID_PREFIX = "ray-jobs:"
 FORWARDED_PREFIXES = ("MLFLOW_",)
 DEFAULT_ENV = {"VERL_USE_EXTERNAL_MODULES": "kappa_verl", "RAY_OVERRIDE_JOB_RUNTIME_ENV": "1"}
@@ -84,6 +92,9 @@ POLL_INTERVAL_S = 1.0
 TRANSIENT_REFUSALS = ("No available agent to submit job",)
 SUBMIT_RETRY_S = 120.0
 SUBMIT_RETRY_INTERVAL_S = 2.0
+# A submit that got no answer is sent once more under the same submission id: if the
+# first one reached Ray, Ray says the id exists and the job is the one already running.
+SUBMIT_UNANSWERED_RETRIES = 1
 # Nodes join and leave (autoscaling, failures); their list is read again after this.
 NODES_TTL_S = 30.0
 
@@ -97,6 +108,32 @@ class RayJobsError(KappaError):
     """The Ray Jobs API refused a request or is unreachable."""
 
 
+class RayUnreachableError(RayJobsError, ConnectionError):
+    """The Jobs API did not answer (refused, reset, or silent past the request timeout).
+
+    A ``ConnectionError``, so :func:`orchestrator.tracking.retry.is_unreachable` and the
+    scheduler see it as "away", not as a verdict on a job."""
+
+
+class RayAddressError(UserInputError, RayJobsError):
+    """The cluster named by the executor's address cannot be used (exit 2)."""
+
+
+def _ask(address: str, timeout_s: float, what: str, request: Any, *args: Any,
+         **kwargs: Any) -> Any:
+    """``request(*args, **kwargs)``, a call of the Jobs API client; no answer becomes a
+    :class:`RayUnreachableError` that names the cluster and the wait."""
+    try:
+        return request(*args, **kwargs)
+    except Exception as exc:
+        if not no_answer(exc):
+            raise
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        raise RayUnreachableError(
+            f"the Ray Jobs API at {address} did not answer {what} within {timeout_s:g} s "
+            f"({type(exc).__name__}: {first})") from exc
+
+
 def _status_name(status: Any) -> str:
     return str(getattr(status, "value", status))
 
@@ -104,8 +141,11 @@ def _status_name(status: Any) -> str:
 class RayJob(JobHandle):
     """One Ray job, tracked by submission id through the Jobs API."""
 
-    def __init__(self, client: Any, submission_id: str, log_path: Path | None) -> None:
+    def __init__(self, client: Any, submission_id: str, log_path: Path | None,
+                 address: str = "", timeout_s: float = REQUEST_TIMEOUT_S) -> None:
         self._client = client
+        self._address = address
+        self._timeout_s = timeout_s
         self.submission_id = submission_id
         self.job_id = JOB_ID_PREFIX + submission_id
         self.log_path = log_path
@@ -113,14 +153,25 @@ class RayJob(JobHandle):
 
     def status(self) -> str:
         """Ray's status name: PENDING, RUNNING, STOPPED, SUCCEEDED or FAILED."""
-        return _status_name(self._client.get_job_status(self.submission_id))
+        return _status_name(self._ask("get_job_status", self.submission_id))
+
+    def _ask(self, method: str, *args: Any) -> Any:
+        return _ask(self._address, self._timeout_s, f"{method} for job {self.submission_id}",
+                    getattr(self._client, method), *args)
 
     def poll(self) -> int | None:
-        """``None`` while pending or running, else the exit code (logs are synced first)."""
+        """``None`` while pending or running, else the exit code (logs are synced first).
+
+        A cluster that does not answer is "still running, unknown" (``None``): a job's
+        end is only ever what Ray reports, never a guess from silence."""
         if self._exit is not None:
             return self._exit
-        status = self.status()
-        self.sync_logs()
+        try:
+            status = self.status()
+            self.sync_logs()
+        except RayUnreachableError as exc:
+            LOG.warning("%s; job %s counts as still running", exc, self.job_id)
+            return None
         if status in ("PENDING", "RUNNING"):
             return None
         self._exit = self._exit_code(status)
@@ -131,7 +182,7 @@ class RayJob(JobHandle):
             return 0
         if status == "STOPPED":
             return STOPPED_EXIT_CODE
-        info = self._client.get_job_info(self.submission_id)
+        info = self._ask("get_job_info", self.submission_id)
         code = getattr(info, "driver_exit_code", None)
         return int(code) if code not in (None, 0) else 1
 
@@ -151,11 +202,11 @@ class RayJob(JobHandle):
         if self._exit is not None:
             return
         with contextlib.suppress(RuntimeError):  # already finished or unknown to Ray
-            self._client.stop_job(self.submission_id)
+            self._ask("stop_job", self.submission_id)
 
     def logs(self) -> str:
         """The job's whole log as Ray holds it."""
-        return str(self._client.get_job_logs(self.submission_id))
+        return str(self._ask("get_job_logs", self.submission_id))
 
     def sync_logs(self) -> None:
         """Append the part of the job's log not yet written to ``log_path``."""
@@ -192,6 +243,8 @@ class RayJobsOptions(ExecutorOptions):
         "--resources '{\"node_b\": 1}'")
     autoscaling: bool = Field(False, description="the cluster adds nodes on demand: cells "
                                                  "today's nodes cannot hold are not refused")
+    request_timeout_s: float = Field(REQUEST_TIMEOUT_S, gt=0, description="seconds one "
+                                     "Jobs API request may wait for the dashboard's answer")
 
     @model_validator(mode="before")
     @classmethod
@@ -221,21 +274,29 @@ class RayJobsExecutor(Executor):
 
     def __init__(self, address: str, *, max_parallel: int = 8, max_pending: int = 2,
                  entrypoint_resources: Mapping[str, float] | None = None,
-                 autoscaling: bool = False,
+                 autoscaling: bool = False, request_timeout_s: float = REQUEST_TIMEOUT_S,
                  forward_prefixes: tuple[str, ...] = FORWARDED_PREFIXES) -> None:
-        from ray.job_submission import JobSubmissionClient
-
         self.address = address
+        self.request_timeout_s = request_timeout_s
         self.max_parallel = max_parallel
         self.max_pending = max_pending
         self.entrypoint_resources = dict(entrypoint_resources or {})
         self.autoscaling = autoscaling
         self.forward_prefixes = forward_prefixes
         self._nodes: tuple[float, list[RayNode]] | None = None
-        try:
-            self._client = JobSubmissionClient(address)
-        except Exception as exc:  # ConnectionError, RuntimeError, ... depending on Ray version
-            raise RayJobsError(f"cannot reach the Ray Jobs API at {address}: {exc}") from exc
+        try:  # the client asks the dashboard for its version as it is made
+            self._client = bounded_client(address, request_timeout_s)
+        except Exception as exc:  # ConnectionError, Timeout, RuntimeError, ... (Ray version)
+            why = (f"no answer within {request_timeout_s:g} s" if no_answer(exc) else
+                   (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200])
+            raise RayAddressError(f"cannot reach the Ray Jobs API at {address}", [Problem(
+                "executor.address", f"the Ray dashboard did not answer: {why}",
+                found=address, fix="start the cluster (`ray start --head`) and pass its "
+                "dashboard address (--ray-address http://HEAD:8265, -E address=URL or "
+                "RAY_ADDRESS); a slow dashboard: -E request_timeout_s=SECONDS")]) from exc
+
+    def _ask(self, what: str, request: Any, *args: Any, **kwargs: Any) -> Any:
+        return _ask(self.address, self.request_timeout_s, what, request, *args, **kwargs)
 
     def job_env(self, env: Mapping[str, str]) -> dict[str, str]:
         """Every variable the job gets: forwarded ``MLFLOW_*`` vars, plug-in fallback,
@@ -282,22 +343,37 @@ class RayJobsExecutor(Executor):
             metadata["log_path"] = str(log_path)
         if placement:  # Ray's job info does not return it; resubmit() needs it again
             metadata["placement"] = json.dumps(dict(placement), sort_keys=True)
+        # Bounded: each request by request_timeout_s, refusals of a starting cluster by
+        # SUBMIT_RETRY_S, unanswered requests by SUBMIT_UNANSWERED_RETRIES.
         deadline = time.monotonic() + SUBMIT_RETRY_S
+        unanswered = 0
         while True:
             try:
-                self._client.submit_job(entrypoint=entrypoint, runtime_env=runtime_env,
-                                        submission_id=submission_id, metadata=metadata,
-                                        **(placement or {}))
+                self._ask(f"the submission of job {submission_id}", self._client.submit_job,
+                          entrypoint=entrypoint, runtime_env=runtime_env,
+                          submission_id=submission_id, metadata=metadata,
+                          **(placement or {}))
                 break
+            except RayUnreachableError:
+                unanswered += 1
+                if unanswered > SUBMIT_UNANSWERED_RETRIES:
+                    raise
+                time.sleep(SUBMIT_RETRY_INTERVAL_S)
             except Exception as exc:
+                if unanswered and "already exists" in str(exc):
+                    break  # the unanswered submit reached Ray: that job is this one
                 if is_transient_refusal(exc) and time.monotonic() < deadline:
                     time.sleep(SUBMIT_RETRY_INTERVAL_S)
                     continue
                 raise RayJobsError(f"Ray refused job {submission_id}: {exc}") from exc
-        return RayJob(self._client, submission_id, log_path)
+        return self._handle(submission_id, log_path)
+
+    def _handle(self, submission_id: str, log_path: Path | None) -> RayJob:
+        return RayJob(self._client, submission_id, log_path, self.address,
+                      self.request_timeout_s)
 
     def _active_kappa_jobs(self) -> list[Any]:
-        return [job for job in self._client.list_jobs()
+        return [job for job in self._ask("list_jobs", self._client.list_jobs)
                 if (job.metadata or {}).get(METADATA_KEY) == "1"
                 and _status_name(job.status) in ("PENDING", "RUNNING")]
 
@@ -307,7 +383,8 @@ class RayJobsExecutor(Executor):
         now = time.monotonic()
         if self._nodes is None or now - self._nodes[0] > NODES_TTL_S:
             try:
-                self._nodes = (now, alive_nodes(self.address))
+                self._nodes = (now, alive_nodes(self.address,
+                                                max(1, round(self.request_timeout_s))))
             except Exception:  # an older or restricted dashboard: nothing known
                 self._nodes = (now, [])
         return self._nodes[1]
@@ -318,8 +395,12 @@ class RayJobsExecutor(Executor):
         beyond what kappa's active jobs hold, plus up to ``max_pending`` waiting jobs
         (none for more GPUs than the whole cluster has, unless it autoscales: such a job
         would wait forever). On an autoscaling cluster the waiting jobs are what make the
-        autoscaler add nodes."""
-        active = self._active_kappa_jobs()
+        autoscaler add nodes. A cluster that does not answer has room for nothing now."""
+        try:
+            active = self._active_kappa_jobs()
+        except RayUnreachableError as exc:
+            LOG.warning("%s; no job is submitted until it answers", exc)
+            return 0
         slots = self.max_parallel - len(active)
         nodes = self.nodes()
         if nodes and not self.autoscaling and gpus > sum(n.gpus for n in nodes):
@@ -348,7 +429,8 @@ class RayJobsExecutor(Executor):
     def _info(self, job_id: str) -> tuple[str, Any] | None:
         submission_id = job_id.removeprefix(JOB_ID_PREFIX)
         try:
-            return submission_id, self._client.get_job_info(submission_id)
+            return submission_id, self._ask(f"get_job_info for job {submission_id}",
+                                            self._client.get_job_info, submission_id)
         except RuntimeError:  # Ray: "Job ... does not exist"
             return None
 
@@ -359,7 +441,7 @@ class RayJobsExecutor(Executor):
             return None
         submission_id, info = found
         log_path = (info.metadata or {}).get("log_path")
-        return RayJob(self._client, submission_id, Path(log_path) if log_path else None)
+        return self._handle(submission_id, Path(log_path) if log_path else None)
 
     def resubmit(self, job_id: str) -> RayJob:
         """Relaunch a finished (e.g. preempted) job's exact entrypoint, runtime_env and

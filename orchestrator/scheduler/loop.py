@@ -325,8 +325,12 @@ class SweepScheduler:
             job = self.executor.submit(launch.argv, env, run_dir, log_path, job_resources(
                 self.backend, settings, self.stopping.resources))
         except Exception as exc:
-            self.registry.finish_attempt(cell, CellState.FAILED,
-                                         last_error=f"executor refused the job: {exc}")
+            away = is_unreachable(exc)
+            self.registry.finish_attempt(cell, CellState.FAILED, last_error=(
+                f"executor unreachable (no retry charged): {exc}" if away
+                else f"executor refused the job: {exc}"))
+            if away:  # the cluster is away, not the cell's fault: the attempt is given back
+                self.registry.update_cell(cell, max_retries=cell.max_retries + 1)
             self._write_cell_file(cell, CellState.FAILED, run_id)
             if run_id:
                 self._runs[cell.cell_id] = (run_id, run_dir)
