@@ -93,6 +93,8 @@ def _read_int(path: Path) -> int | None:
 
 # What sbatch says when there is no cluster to ask (rather than a refusal of the job).
 _NO_CLUSTER = ("Unable to contact slurm controller", "Could not establish a configuration")
+# What sbatch says when a request failed midway: the controller may have taken the job.
+_MAYBE_SUBMITTED = ("timed out", "Socket timed out", "Zero Bytes were transmitted")
 
 
 def _unreachable(why: str) -> UserInputError:
@@ -298,27 +300,7 @@ class SlurmExecutor(Executor):
         script = job_dir / "job.sbatch"
         script.write_text(batch_script(self.batch_job(argv, Path(cwd).resolve(), log_path,
                                                       job_dir, resources)))
-        argv_sbatch = ["sbatch", "--parsable", f"--comment=kappa:{job_dir}", str(script)]
-        deadline = time.monotonic() + SUBMIT_RETRY_S
-        while True:
-            done = run_slurm(argv_sbatch, env=self._job_env(env, resources))
-            # Only a controller sbatch could not reach at all is asked again: after a
-            # timeout mid-request the job may exist, and a second one would duplicate it.
-            if (done.returncode == 0 or "connect failure" not in done.stderr
-                    or time.monotonic() > deadline):
-                break
-            time.sleep(2.0)
-        if done.returncode != 0:
-            if "connect failure" in done.stderr or any(m in done.stderr for m in _NO_CLUSTER):
-                raise SlurmUnreachable(f"sbatch could not reach the SLURM controller for "
-                                       f"{SUBMIT_RETRY_S:.0f} s: {done.stderr.strip()}")
-            raise SlurmError(f"sbatch refused the job: {done.stderr.strip()}")
-        # --parsable prints "ID" or "ID;CLUSTER". Anything else (nothing at all: a site's
-        # sbatch wrapper that submitted nothing) is no job kappa could follow or cancel.
-        slurm_id = done.stdout.strip().split(";")[0]
-        if not slurm_id.isdigit():
-            raise SlurmError(f"sbatch gave no job id (stdout {done.stdout.strip()[:80]!r}, "
-                             f"stderr {done.stderr.strip()[:200]!r})")
+        slurm_id = self._sbatch(job_dir, script, self._job_env(env, resources))
         record = {"slurm_id": slurm_id, "log": str(log_path), "argv": list(argv)}
         tmp = job_dir / "job.json.tmp"
         tmp.write_text(json.dumps(record))
@@ -327,6 +309,50 @@ class SlurmExecutor(Executor):
         self._active[job.job_id] = job
         self.queue.forget()  # the next poll asks squeue again
         return job
+
+    def _sbatch(self, job_dir: Path, script: Path, env: Mapping[str, str]) -> str:
+        """``sbatch`` the job of ``job_dir``; its SLURM id. A controller sbatch cannot
+        connect to at all is asked again for up to ``SUBMIT_RETRY_S``. After any other
+        failure the job may exist all the same (sbatch timed out mid-request, or was
+        killed past ``run_slurm``'s limit), so SLURM is asked for a job carrying this
+        folder's comment before the submit is given up: a second job would run the cell
+        twice."""
+        argv = ["sbatch", "--parsable", f"--comment=kappa:{job_dir}", str(script)]
+        deadline = time.monotonic() + SUBMIT_RETRY_S
+        while True:
+            try:
+                done = run_slurm(argv, env=env)
+            except SlurmError as exc:
+                if "not found" in str(exc):
+                    raise
+                return self._adopt(job_dir, str(exc))
+            if (done.returncode == 0 or "connect failure" not in done.stderr
+                    or time.monotonic() > deadline):
+                break
+            time.sleep(2.0)
+        if done.returncode != 0:
+            if "connect failure" in done.stderr or any(m in done.stderr for m in _NO_CLUSTER):
+                raise SlurmUnreachable(f"sbatch could not reach the SLURM controller for "
+                                       f"{SUBMIT_RETRY_S:.0f} s: {done.stderr.strip()}")
+            if any(m in done.stderr for m in _MAYBE_SUBMITTED):
+                return self._adopt(job_dir, done.stderr.strip())
+            raise SlurmError(f"sbatch refused the job: {done.stderr.strip()}")
+        # --parsable prints "ID" or "ID;CLUSTER". Anything else (nothing at all: a site's
+        # sbatch wrapper that submitted nothing) is no job kappa could follow or cancel.
+        slurm_id = done.stdout.strip().split(";")[0]
+        if not slurm_id.isdigit():
+            raise SlurmError(f"sbatch gave no job id (stdout {done.stdout.strip()[:80]!r}, "
+                             f"stderr {done.stderr.strip()[:200]!r})")
+        return slurm_id
+
+    def _adopt(self, job_dir: Path, why: str) -> str:
+        """The id of the job SLURM holds for ``job_dir`` after an sbatch that failed
+        mid-request; :class:`SlurmUnreachable` if there is none (or SLURM cannot say)."""
+        found = self._comments().get(f"kappa:{job_dir}")
+        if found:
+            return found
+        raise SlurmUnreachable(f"sbatch failed before it answered, and SLURM holds no job "
+                               f"for it: {why}")
 
     def reattach(self, job_id: str) -> SlurmJob | None:
         """The job behind ``job_id`` if SLURM or its folder still knows it; ``None`` if

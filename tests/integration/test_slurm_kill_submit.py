@@ -158,3 +158,44 @@ def test_four_submits_of_different_specs_at_once(home: Path, tmp_path: Path) -> 
             assert [c.state for c in cells] == [CellState.SUCCEEDED] * 3
             for cell in cells:
                 assert launches(home / "runs" / f"together-{i}" / cell.cell_id) == [0]
+
+
+TIMES_OUT = """#!/bin/bash
+# sbatch that fails mid-request as a busy controller makes it: after submitting (or not).
+case " $* " in *" --test-only "*) exec {real} "$@";; esac
+[ "$SUBMIT" = yes ] && {real} "$@" >/dev/null
+echo "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation" >&2
+exit 1
+"""
+
+
+@pytest.mark.parametrize("submitted", [True, False])
+def test_an_sbatch_that_times_out_midway_is_not_submitted_twice(
+        slurm_cluster: LocalSlurm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        submitted: bool) -> None:
+    from orchestrator.executors.base import JobResources
+    from orchestrator.executors.slurm import SlurmExecutor
+    from orchestrator.executors.slurm_queue import SlurmUnreachable
+
+    real = shutil.which("sbatch")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text(TIMES_OUT.format(real=real))
+    (bin_dir / "sbatch").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("SUBMIT", "yes" if submitted else "no")
+    executor = SlurmExecutor(partition=slurm_cluster.partition)
+    run = tmp_path / "run"
+    if not submitted:  # nothing reached SLURM: unreachable (not the cell's fault), no job
+        with pytest.raises(SlurmUnreachable, match="holds no job"):
+            executor.submit(("true",), {}, run, run / "train.log", JobResources(cpus=1))
+        return
+    # The job SLURM took in spite of the error is the one followed; no second is made.
+    job = executor.submit(("bash", "-c", "echo ran >> ../ran"), {}, run, run / "train.log",
+                          JobResources(cpus=1))
+    assert job.wait(SAFETY) == 0
+    assert (tmp_path / "ran").read_text() == "ran\n"
+    listing = subprocess.run(["squeue", "--noheader", "--states=all", "--format=%k"],
+                             capture_output=True, text=True, check=True,
+                             timeout=SAFETY).stdout.split()
+    assert sum(c.startswith(f"kappa:{run}/") for c in listing) == 1
