@@ -169,7 +169,7 @@ exit 1
 """
 
 
-@pytest.mark.parametrize("submitted", [True, False])
+@pytest.mark.parametrize("submitted", [True, pytest.param(False, marks=pytest.mark.slow)])
 def test_an_sbatch_that_times_out_midway_is_not_submitted_twice(
         slurm_cluster: LocalSlurm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         submitted: bool) -> None:
