@@ -3,14 +3,17 @@
 A registry or MLflow URL may carry a password (``postgresql://user:secret@host/db``).
 kappa never puts such a URL on a command line (child processes get it through their
 environment) and passes every message, error and log line that could contain one
-through :func:`redact`, which masks the password of every URL-looking substring and
-the value of ``password=...`` key/value pairs (libpq connection strings). The CLI
+through :func:`redact`, which masks the password of every URL-looking substring (with a
+scheme, or without one as Ray takes its address: ``user:pw@head:8265``) and the value of
+``password=...`` key/value pairs (libpq connection strings). The CLI
 applies it to everything it writes (:func:`redacted_output`) and to every log record
 (:func:`install_log_redaction`), so a message that quotes a URL (a database driver's
 error, a cell's ``last_error``) cannot leak one either.
 
 >>> redact("cannot reach postgresql://kappa:s3cret@db:5432/reg")
 'cannot reach postgresql://kappa:***@db:5432/reg'
+>>> redact("ray dashboard kappa:s3cret@head:8265 is down")
+'ray dashboard kappa:***@head:8265 is down'
 >>> redact("host=db user=kappa password=s3cret dbname=reg")
 'host=db user=kappa password=*** dbname=reg'
 """
@@ -30,6 +33,14 @@ MASK = "***"
 # (an unencoded "@" in a password is common enough), never across "/" or whitespace.
 _URL_PASSWORD = re.compile(
     r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@'\"]*):(?P<password>[^\s/'\"]*)@")
+# user:password@host:port without a scheme (Ray's "head:8265" form). The port is what
+# tells it from text that is no address: "mailto:a@b.org", "git@github.com:org/repo" (no
+# password before the "@"), "12:30@room" (no port; a user never starts with a digit, so
+# "at 12:30@host:80" is not masked either). The token starts at a word's start, never
+# inside a URL (its scheme-ful form is _URL_PASSWORD's).
+_BARE_PASSWORD = re.compile(
+    r"(?<![\w.+\-/:@%~])(?P<head>(?:[A-Za-z_][\w.~%+\-]*)?):(?P<password>[^\s/'\"]*)"
+    r"@(?P<host>[A-Za-z0-9][A-Za-z0-9.\-]*|\[[0-9A-Fa-f:.]+\]):(?P<port>\d{1,5})(?![\w.]\w)(?!\w)")
 # libpq key/value strings and query parameters: password=..., passwd=..., pwd=...
 _KEY_PASSWORD = re.compile(
     r"(?P<head>\b(?:password|passwd|pwd)\s*=\s*)(?P<password>'[^']*'|\"[^\"]*\"|[^\s&;,)]+)",
@@ -38,9 +49,10 @@ _KEY_PASSWORD = re.compile(
 
 def redact(text: str) -> str:
     """``text`` with every password in a URL or ``password=`` pair replaced by ``***``."""
-    if "://" not in text and "=" not in text:
+    if "@" not in text and "=" not in text:
         return text
     text = _URL_PASSWORD.sub(lambda m: f"{m['head']}:{MASK}@", text)
+    text = _BARE_PASSWORD.sub(lambda m: f"{m['head']}:{MASK}@{m['host']}:{m['port']}", text)
     return _KEY_PASSWORD.sub(lambda m: f"{m['head']}{MASK}", text)
 
 

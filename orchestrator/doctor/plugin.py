@@ -21,7 +21,7 @@ import time
 from typing import Any
 
 from orchestrator.doctor import CheckResult, DoctorOptions, Status
-from orchestrator.redact import MASK, redact
+from orchestrator.redact import redact
 
 MARK = "KAPPA_DOCTOR "
 PLUGIN_MODULE = "kappa_verl"
@@ -167,17 +167,10 @@ def check_ray(options: DoctorOptions) -> CheckResult:
     if not address:
         return CheckResult("ray", Status.SKIPPED, "no Ray address (--ray-address or "
                            "RAY_ADDRESS): cells run on this machine with --executor local")
-    # Ray takes "head:8265" without a scheme, which redact() does not recognise as a URL.
-    from urllib.parse import urlsplit
+    from orchestrator.executors.ray_client import bounded_client, dashboard_url
 
-    try:
-        secret = urlsplit(address if "://" in address else f"http://{address}").password
-    except ValueError:
-        secret = None
-
-    def mask(text: str) -> str:
-        return redact(text.replace(secret, MASK) if secret else text)
-
+    # Ray takes "user:pw@head" without a scheme; as a URL its password is masked.
+    address = dashboard_url(address)
     try:
         import ray.job_submission  # noqa: F401
     except ImportError:
@@ -186,20 +179,18 @@ def check_ray(options: DoctorOptions) -> CheckResult:
     try:
         # The client asks the dashboard for its version as it is made; run_checks'
         # deadline is the backstop should Ray's internals change.
-        from orchestrator.executors.ray_client import bounded_client
-
         client = bounded_client(address, options.network_timeout_s)
     except Exception as exc:
         return CheckResult("ray", Status.PROBLEM, f"cannot reach the Ray dashboard at "
-                           f"{mask(address)}: {mask(_first_line(exc, options.network_timeout_s))}",
+                           f"{redact(address)}: {_first_line(exc, options.network_timeout_s)}",
                            fix="start the cluster (`ray start --head`) and give its "
                                "dashboard address, e.g. http://head:8265")
-    details: dict[str, Any] = {"address": mask(address)}
+    details: dict[str, Any] = {"address": redact(address)}
     python = options.python or RAY_PYTHON
     found, why = _probe_job(client, options)
     if found is None:
-        return CheckResult("ray", Status.PROBLEM, f"the probe job on {mask(address)} "
-                           f"failed: {mask(why)}",
+        return CheckResult("ray", Status.PROBLEM, f"the probe job on {redact(address)} "
+                           f"failed: {redact(why)}",
                            fix=f"check `{python}` runs on the cluster (--python)",
                            details=details)
     nodes = found["nodes"]

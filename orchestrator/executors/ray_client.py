@@ -12,8 +12,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from orchestrator.errors import KappaError, UserInputError
+
 # Seconds one Jobs API request may take (the dashboard answers in milliseconds when up).
 REQUEST_TIMEOUT_S = 30.0
+
+
+def dashboard_url(address: str) -> str:
+    """``address`` as Ray uses it: ``http://`` in front when it has no scheme (Ray's own
+    default). Every message then quotes a URL, whose password :func:`~orchestrator.redact.
+    redact` masks even without a port (``user:pw@head`` alone is too like other text)."""
+    return address if "://" in address or address == "auto" else f"http://{address}"
 
 
 def bounded_client(address: str, timeout_s: float = REQUEST_TIMEOUT_S) -> Any:
@@ -26,7 +35,7 @@ def bounded_client(address: str, timeout_s: float = REQUEST_TIMEOUT_S) -> Any:
             kwargs.setdefault("timeout", timeout_s)
             return super()._do_request(*args, **kwargs)
 
-    return BoundedClient(address)
+    return BoundedClient(dashboard_url(address))
 
 
 def no_answer(exc: BaseException) -> bool:
@@ -39,3 +48,33 @@ def no_answer(exc: BaseException) -> bool:
     except ImportError:  # pragma: no cover - Ray depends on requests
         return False
     return isinstance(exc, requests.exceptions.ConnectionError | requests.exceptions.Timeout)
+
+
+class RayJobsError(KappaError):
+    """The Ray Jobs API refused a request or is unreachable."""
+
+
+class RayUnreachableError(RayJobsError, ConnectionError):
+    """The Jobs API did not answer (refused, reset, or silent past the request timeout).
+
+    A ``ConnectionError``, so :func:`orchestrator.tracking.retry.is_unreachable` and the
+    scheduler see it as "away", not as a verdict on a job."""
+
+
+class RayAddressError(UserInputError, RayJobsError):
+    """The cluster named by the executor's address cannot be used (exit 2)."""
+
+
+def ask(address: str, timeout_s: float, what: str, request: Any, *args: Any,
+         **kwargs: Any) -> Any:
+    """``request(*args, **kwargs)``, a call of the Jobs API client; no answer becomes a
+    :class:`RayUnreachableError` that names the cluster and the wait."""
+    try:
+        return request(*args, **kwargs)
+    except Exception as exc:
+        if not no_answer(exc):
+            raise
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        raise RayUnreachableError(
+            f"the Ray Jobs API at {address} did not answer {what} within {timeout_s:g} s "
+            f"({type(exc).__name__}: {first})") from exc

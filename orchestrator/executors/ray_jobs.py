@@ -62,7 +62,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from orchestrator.errors import KappaError, Problem, UserInputError
+from orchestrator.errors import Problem
 from orchestrator.executors.base import Executor, ExecutorOptions, JobHandle, JobResources
 from orchestrator.executors.job_secrets import (
     SECRET_ENV_FILE_VAR,
@@ -70,7 +70,16 @@ from orchestrator.executors.job_secrets import (
     wrapped,
     write_secret_env,
 )
-from orchestrator.executors.ray_client import REQUEST_TIMEOUT_S, bounded_client, no_answer
+from orchestrator.executors.ray_client import (
+    REQUEST_TIMEOUT_S,
+    RayAddressError,
+    RayJobsError,
+    RayUnreachableError,
+    ask,
+    bounded_client,
+    dashboard_url,
+    no_answer,
+)
 from orchestrator.executors.ray_placement import (
     RayNode,
     alive_nodes,
@@ -104,36 +113,6 @@ def is_transient_refusal(exc: BaseException) -> bool:
     return any(text in str(exc) for text in TRANSIENT_REFUSALS)
 
 
-class RayJobsError(KappaError):
-    """The Ray Jobs API refused a request or is unreachable."""
-
-
-class RayUnreachableError(RayJobsError, ConnectionError):
-    """The Jobs API did not answer (refused, reset, or silent past the request timeout).
-
-    A ``ConnectionError``, so :func:`orchestrator.tracking.retry.is_unreachable` and the
-    scheduler see it as "away", not as a verdict on a job."""
-
-
-class RayAddressError(UserInputError, RayJobsError):
-    """The cluster named by the executor's address cannot be used (exit 2)."""
-
-
-def _ask(address: str, timeout_s: float, what: str, request: Any, *args: Any,
-         **kwargs: Any) -> Any:
-    """``request(*args, **kwargs)``, a call of the Jobs API client; no answer becomes a
-    :class:`RayUnreachableError` that names the cluster and the wait."""
-    try:
-        return request(*args, **kwargs)
-    except Exception as exc:
-        if not no_answer(exc):
-            raise
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        raise RayUnreachableError(
-            f"the Ray Jobs API at {address} did not answer {what} within {timeout_s:g} s "
-            f"({type(exc).__name__}: {first})") from exc
-
-
 def _status_name(status: Any) -> str:
     return str(getattr(status, "value", status))
 
@@ -156,7 +135,7 @@ class RayJob(JobHandle):
         return _status_name(self._ask("get_job_status", self.submission_id))
 
     def _ask(self, method: str, *args: Any) -> Any:
-        return _ask(self._address, self._timeout_s, f"{method} for job {self.submission_id}",
+        return ask(self._address, self._timeout_s, f"{method} for job {self.submission_id}",
                     getattr(self._client, method), *args)
 
     def poll(self) -> int | None:
@@ -276,7 +255,7 @@ class RayJobsExecutor(Executor):
                  entrypoint_resources: Mapping[str, float] | None = None,
                  autoscaling: bool = False, request_timeout_s: float = REQUEST_TIMEOUT_S,
                  forward_prefixes: tuple[str, ...] = FORWARDED_PREFIXES) -> None:
-        self.address = address
+        self.address = dashboard_url(address)  # a password in it is masked in messages
         self.request_timeout_s = request_timeout_s
         self.max_parallel = max_parallel
         self.max_pending = max_pending
@@ -285,18 +264,18 @@ class RayJobsExecutor(Executor):
         self.forward_prefixes = forward_prefixes
         self._nodes: tuple[float, list[RayNode]] | None = None
         try:  # the client asks the dashboard for its version as it is made
-            self._client = bounded_client(address, request_timeout_s)
+            self._client = bounded_client(self.address, request_timeout_s)
         except Exception as exc:  # ConnectionError, Timeout, RuntimeError, ... (Ray version)
             why = (f"no answer within {request_timeout_s:g} s" if no_answer(exc) else
                    (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200])
-            raise RayAddressError(f"cannot reach the Ray Jobs API at {address}", [Problem(
+            raise RayAddressError(f"cannot reach the Ray Jobs API at {self.address}", [Problem(
                 "executor.address", f"the Ray dashboard did not answer: {why}",
-                found=address, fix="start the cluster (`ray start --head`) and pass its "
+                found=self.address, fix="start the cluster (`ray start --head`) and pass its "
                 "dashboard address (--ray-address http://HEAD:8265, -E address=URL or "
                 "RAY_ADDRESS); a slow dashboard: -E request_timeout_s=SECONDS")]) from exc
 
     def _ask(self, what: str, request: Any, *args: Any, **kwargs: Any) -> Any:
-        return _ask(self.address, self.request_timeout_s, what, request, *args, **kwargs)
+        return ask(self.address, self.request_timeout_s, what, request, *args, **kwargs)
 
     def job_env(self, env: Mapping[str, str]) -> dict[str, str]:
         """Every variable the job gets: forwarded ``MLFLOW_*`` vars, plug-in fallback,

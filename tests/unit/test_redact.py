@@ -26,11 +26,22 @@ FUZZ_CASES = 2000
                                                            " and http://c:***@e/f."),
     ("host=db user=kappa password=s3cret dbname=reg", "host=db user=kappa password=*** dbname=reg"),
     ("...?sslmode=require&password=x&user=u", "...?sslmode=require&password=***&user=u"),
+    # No scheme, as Ray takes its address: the port marks it as one.
+    ("ray at kappa:s3cret@head:8265 is down", "ray at kappa:***@head:8265 is down"),
+    ("RAY_ADDRESS=u:p@ss@10.0.0.1:8265/", "RAY_ADDRESS=u:***@10.0.0.1:8265/"),
+    ("('u:x:y@[::1]:8265', :tok@h:1.)", "('u:***@[::1]:8265', :***@h:1.)"),
     # Nothing to hide: left as it is.
     ("postgresql://kappa@db/reg", "postgresql://kappa@db/reg"),
     ("sqlite:////tmp/home/registry.db", "sqlite:////tmp/home/registry.db"),
     ("http://127.0.0.1:5000/#/experiments/1/runs?searchFilter=a", None),
     ("mean@8 = 0.5, user@example.org", None),
+    # Not credentials, though near the scheme-less form: left as they are.
+    ("git@github.com:org/repo.git and ssh git@host:22", None),
+    ("mailto:someone@example.org, a.b+c@d.org:", None),
+    ("head:8265, [::1]:8265, 10.0.0.1:6379", None),
+    ("at 12:30@room:4 and 10:00:01@node:6379; 12:30@lunch", None),
+    ("ratio 3:2@host:80ms and u:p@h:80.5", None),
+    ("{'key':'v@h:1'}", None),
 ])
 def test_redact_masks_passwords_only(text: str, expected: str | None) -> None:
     assert redact(text) == (text if expected is None else expected)
@@ -53,6 +64,25 @@ def test_fuzzed_passwords_never_survive() -> None:
         masked = redact(text)
         assert password not in masked, (seed, text, masked)
         assert f"{user}:{MASK}@{host}" in masked, (seed, text, masked)
+
+
+def test_fuzzed_passwords_in_addresses_without_a_scheme_never_survive() -> None:
+    """Ray's ``user:password@host:port`` form, random passwords, in random contexts."""
+    seed = random.randrange(2**32)
+    print(f"seed={seed}")
+    rng = random.Random(seed)
+    alphabet = string.ascii_letters + string.digits + "-._~!$&()*+,;%=@:"
+    for _ in range(FUZZ_CASES):
+        password = "Z" + "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 24))) + "Q"
+        user = "".join(rng.choice(string.ascii_lowercase + "_") for _ in range(rng.randint(0, 8)))
+        host = rng.choice(["head:8265", "127.0.0.1:8265", "head.example.org:1", "[::1]:5000"])
+        address = f"{user}:{password}@{host}" + rng.choice(["", "/", "/api/jobs"])
+        text = rng.choice(["{}", "cannot reach {}: refused", "'{}'", "({})", "address={}",
+                           "{}.", "a {}, b"]).format(address)
+        masked = redact(text)
+        assert password not in masked, (seed, text, masked)
+        assert f"{user}:{MASK}@{host}" in masked, (seed, text, masked)
+        assert has_credentials(address), (seed, address)
 
 
 def test_user_input_errors_render_masked() -> None:

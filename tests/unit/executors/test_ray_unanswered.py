@@ -127,3 +127,16 @@ def test_every_jobs_api_call_gives_up_and_the_scheduler_sees_unknown(
             bounded(call)
         assert is_unreachable(caught.value)
         assert f"within {TIMEOUT_S:g} s" in str(caught.value)
+
+
+@pytest.mark.parametrize("port", [True, False])
+def test_an_address_without_scheme_keeps_its_password_masked(silent_address: str,
+                                                             port: bool) -> None:
+    """Ray takes ``user:pw@head[:port]``; the executor's errors quote it as a URL, masked
+    (port 80 on this machine: nothing listens, or something that is no dashboard)."""
+    host = silent_address.removeprefix("http://") if port else "127.0.0.1"
+    with pytest.raises(UserInputError) as caught:
+        bounded(lambda: get_executor("ray_jobs", address=f"u:pa55word@{host}",
+                                     request_timeout_s=TIMEOUT_S))
+    text = caught.value.render()
+    assert "pa55word" not in text and f"http://u:***@{host}" in text, text
