@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, Engine, func, insert, select, update
+from sqlalchemy import CursorResult, Engine, Table, bindparam, func, insert, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -415,6 +415,20 @@ class Registry:
             self._check_fence(session, row.sweep_id)
             for name, value in fields.items():
                 setattr(row, name, value)
+
+    def set_run_dirs(self, sweep: str, run_dirs: Mapping[str, str]) -> None:
+        """Record the run folders of many cells (id -> folder) in one transaction."""
+        if not run_dirs:
+            return
+        cells = cast(Table, CellRow.__table__)
+        statement = (update(cells)
+                     .where(cells.c.sweep_id == bindparam("sweep_pk"),
+                            cells.c.cell_id == bindparam("cell"))
+                     .values(run_dir=bindparam("folder")))
+        with self._tx() as session:
+            parent = sweep_row(session, sweep)
+            session.execute(statement, [{"sweep_pk": parent.id, "cell": cell_id, "folder": folder}
+                                        for cell_id, folder in run_dirs.items()])
 
     def attach_job(self, cell: CellRef, job_id: str) -> bool:
         """Record the executor's job id on a running cell and its open attempt."""

@@ -127,7 +127,9 @@ def _record(prepared: PreparedSweep, registry: Registry, tracker: Any,
             run_dir = root / cell.cell_id
             write_run_folder(run_dir, cell.settings)
             write_cell_file(run_dir, spec.name, cell, CellState.PENDING.value, None)
-            registry.update_cell(cell, run_dir=str(run_dir))
+        # One transaction for all (one per cell took minutes at 100,000 cells); a submit
+        # killed before it leaves run_dir unset, which means this same folder.
+        registry.set_run_dirs(spec.name, {c.cell_id: str(root / c.cell_id) for c in new})
     except BaseException:
         if is_new:
             registry.delete_sweep(spec.name)

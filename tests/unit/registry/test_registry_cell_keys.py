@@ -1,5 +1,6 @@
-"""What a scheduler pass reads of many waiting cells: ids and indexes only
-(``cell_keys``), then whole cells for the few it needs (``cells_by_id``)."""
+"""Registry calls made for many cells at once: what a scheduler pass reads of the waiting
+cells (ids and indexes, ``cell_keys``; whole cells for the few it needs, ``cells_by_id``)
+and the run folders a submit records (``set_run_dirs``)."""
 
 from __future__ import annotations
 
@@ -26,3 +27,10 @@ def test_cells_by_id_reads_just_those_cells_across_many_ids(registry: Registry) 
     assert [c.cell_id for c in found] == list(reversed(wanted))
     assert all(c.settings["seed"] == c.index for c in found)
     assert registry.cells_by_id("toy", []) == []
+
+
+def test_set_run_dirs_records_many_folders_in_one_call(registry: Registry) -> None:
+    cells = registry.add_cells("toy", make_cells(3))
+    registry.set_run_dirs("toy", {cells[0].cell_id: "/runs/a", cells[2].cell_id: "/runs/c"})
+    registry.set_run_dirs("toy", {})
+    assert [c.run_dir for c in registry.cells("toy")] == ["/runs/a", None, "/runs/c"]
