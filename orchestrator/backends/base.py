@@ -111,6 +111,12 @@ class Backend(ABC):
         so a submit can judge every cell's fit without making its launch."""
         return False
 
+    def min_cpus(self, settings: BaseModel) -> int:
+        """CPUs per node a launch cannot run with fewer of (its job asks for at least
+        these, whatever the spec's ``resources.cpus`` says): a floor the backend knows
+        and a user should not have to."""
+        return 1
+
     def max_steps(self, settings: BaseModel) -> int | None:
         """Training steps a launch of these (validated) settings runs at most, if known
         (an adaptive search's hyperband pruner uses it as its largest resource)."""

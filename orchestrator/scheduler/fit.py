@@ -31,7 +31,8 @@ def job_resources(backend: Backend, settings: BaseModel, resources: Resources) -
     launch, which may fail for reasons of its moment (a launch-time failure is a failed
     attempt the cell's retries cover, not a submit error)."""
     return JobResources(gpus=backend.gpus(settings), nodes=backend.nodes(settings),
-                        cpus=resources.cpus, hours=resources.hours,
+                        cpus=max(resources.cpus, backend.min_cpus(settings)),
+                        hours=resources.hours,
                         self_placing=backend.self_placing(settings))
 
 

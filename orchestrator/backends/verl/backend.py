@@ -17,6 +17,10 @@ from orchestrator.backends.verl.phases import Phase, checkpointed_step
 from orchestrator.backends.verl.phases import phases as cell_phases
 from orchestrator.backends.verl.settings import VerlSettings
 
+# verl's ResourcePoolManager default max_colocate_count (verl/single_controller/ray/base.py):
+# each GPU's placement-group bundle asks for this many CPUs beside the GPU.
+VERL_CPUS_PER_GPU = 3
+
 
 def _as_verl(settings: BaseModel) -> VerlSettings:
     if not isinstance(settings, VerlSettings):
@@ -81,6 +85,13 @@ class VerlBackend(Backend):
     def self_placing(self, settings: BaseModel) -> bool:
         """Always: the launch is verl's driver; its placement groups take the GPUs."""
         return True
+
+    def min_cpus(self, settings: BaseModel) -> int:
+        """verl's resource pools bundle ``max_colocate_count`` (3) CPUs with each GPU, and
+        its TaskRunner takes one more: with fewer CPUs on a node (a SLURM allocation of
+        ``resources.cpus``), the placement groups wait forever and the job runs into its
+        time limit with its GPUs idle."""
+        return VERL_CPUS_PER_GPU * _as_verl(settings).n_gpus_per_node + 1
 
     def canary_settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
         """Two steps at the smallest batch, checkpointed, no validation (:mod:`.canary`)."""

@@ -55,3 +55,20 @@ def test_submit_refuses_before_writing_anything(tmp_path: Path,
     with Registry.open() as reg:
         assert reg.list_sweeps() == []
     assert not (tmp_path / "home" / "mlflow.db").exists()
+
+
+def test_a_verl_job_asks_for_the_cpus_its_placement_groups_need() -> None:
+    """verl bundles 3 CPUs with each GPU plus one for its TaskRunner: a job given fewer
+    (the spec's default ``cpus: 1`` on SLURM) would wait forever with its GPUs idle."""
+    from orchestrator.backends.verl.backend import VerlBackend
+    from orchestrator.scheduler.fit import job_resources
+    from orchestrator.spec.model import Resources
+
+    backend = VerlBackend()
+    settings = backend.settings_model.model_validate(
+        {"baseline": "grpo", "model_path": "/m", "train_files": "/t.parquet",
+         "val_files": "/v.parquet", "nnodes": 2, "n_gpus_per_node": 4})
+    need = job_resources(backend, settings, Resources(gpus=4, nodes=2, cpus=1))
+    assert (need.gpus, need.nodes, need.cpus, need.self_placing) == (8, 2, 13, True)
+    more = job_resources(backend, settings, Resources(gpus=4, nodes=2, cpus=32))
+    assert more.cpus == 32  # a spec asking for more keeps it
