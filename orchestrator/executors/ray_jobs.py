@@ -80,6 +80,7 @@ from orchestrator.executors.ray_client import (
     dashboard_url,
     no_answer,
 )
+from orchestrator.executors.ray_options import CustomResources, RayAddress
 from orchestrator.executors.ray_placement import (
     RayNode,
     alive_nodes,
@@ -208,7 +209,7 @@ class RayJob(JobHandle):
 class RayJobsOptions(ExecutorOptions):
     """What a user may set on the Ray Jobs executor."""
 
-    address: str = Field(
+    address: RayAddress = Field(
         description="the cluster's dashboard (Jobs API), e.g. http://head:8265 "
                     "(default: RAY_ADDRESS)",
         json_schema_extra={"fix": "pass --ray-address URL (the Ray dashboard, e.g. "
@@ -216,10 +217,13 @@ class RayJobsOptions(ExecutorOptions):
     max_parallel: int = Field(8, ge=1, description="kappa jobs pending or running at once")
     max_pending: int = Field(2, ge=0, description="kappa jobs that may wait in PENDING for "
                                                   "resources the cluster's other work holds")
-    entrypoint_resources: dict[str, float] = Field(
+    entrypoint_resources: CustomResources = Field(
         default_factory=dict, description="custom Ray resources each embedded cell also "
         "reserves, e.g. {\"node_b\": 0.01} to run cells only on nodes started with "
-        "--resources '{\"node_b\": 1}'")
+        "--resources '{\"node_b\": 1}'",
+        json_schema_extra={"fix": "-E 'entrypoint_resources={\"NAME\": AMOUNT}': custom "
+                                  "resources only, each 0.0001 to 1e14 (CPUs and GPUs come "
+                                  "from the spec's resources)"})
     autoscaling: bool = Field(False, description="the cluster adds nodes on demand: cells "
                                                  "today's nodes cannot hold are not refused")
     request_timeout_s: float = Field(REQUEST_TIMEOUT_S, gt=0, description="seconds one "
