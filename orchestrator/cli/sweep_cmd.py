@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -114,12 +114,18 @@ def executor_choice(executor: str | None, ray_address: str | None,
                     executor_option: list[str] | None = None) -> ExecutorChoice:
     """The executor the command line asks for: ``--executor``, its ``-E KEY=VALUE``
     options (over those a parent scheduler handed over in ``KAPPA_EXECUTOR_OPTIONS``)
-    and the ``--ray-address`` shortcut, offered to whichever executor takes it."""
+    and the ``--ray-address`` shortcut, which only the ray_jobs executor gets."""
     from orchestrator.cli.executor_options import parse_executor_options
     from orchestrator.scheduler.driver import ExecutorChoice
 
     options = parse_executor_options(executor_option or ())
-    return ExecutorChoice(executor, options, {"address": ray_address})
+    return ExecutorChoice(executor, options, ray_shortcut(ray_address))
+
+
+def ray_shortcut(ray_address: str | None) -> dict[str, dict[str, Any]]:
+    """``--ray-address`` (or ``RAY_ADDRESS``) as a shortcut of the ray_jobs executor only:
+    another executor with an ``address`` option must never get the Ray cluster's URL."""
+    return {"ray_jobs": {"address": ray_address}}
 
 
 def submit_cmd(
@@ -262,8 +268,8 @@ def cancel_cmd(
 
     stores = stores_of(registry, None)
     stores.open_registry(create=False).close()  # no registry: nothing to cancel, none made
-    offered = {"address": ray_address, **parse_executor_options(executor_option or ())}
-    cancelled = cancel(target, stores, offered=offered)
+    cancelled = cancel(target, stores, options=parse_executor_options(executor_option or ()),
+                       shortcuts=ray_shortcut(ray_address))
     typer.echo(f"cancelled {len(cancelled)} cell(s)"
                + (": " + ", ".join(c.cell_id for c in cancelled) if cancelled else ""))
 

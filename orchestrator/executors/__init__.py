@@ -86,8 +86,9 @@ def get_executor(name: str = "local", **options: Any) -> Executor:
 
 def executor_options(name: str, **options: Any) -> dict[str, Any]:
     """The subset of ``options`` (without ``None`` values) that executor ``name`` takes:
-    options offered to whichever executor has them (``--ray-address``), dropped by the
-    rest."""
+    options offered to whichever executor has them (``--max-parallel``, ``kappa cancel
+    -E``), dropped by the rest. Not for one executor's own shortcuts (``--ray-address``):
+    those are keyed by executor name (``ExecutorChoice.shortcuts``)."""
     fields = executor_class(name).Options.model_fields
     return {k: v for k, v in options.items() if k in fields and v is not None}
 

@@ -81,19 +81,21 @@ class ExecutorChoice:
     ``options`` (validated against its ``Options`` model). A ``None`` name means "what the
     sweep used last, else local" (see :func:`choose_executor`).
 
-    ``offered`` are options given through a shortcut meant for some executors only (the
-    CLI's ``--ray-address``, which may come from ``RAY_ADDRESS``): each is kept by an
-    executor whose ``Options`` has it and dropped by the others, where ``options`` that
-    an executor lacks are an error.
+    ``shortcuts`` are options given through a command-line shortcut that belongs to ONE
+    executor, keyed by that executor's name (``{"ray_jobs": {"address": URL}}`` from
+    ``--ray-address`` / ``RAY_ADDRESS``): used only when that executor is the one chosen,
+    never handed to another executor that happens to have an option of the same name
+    (a plug-in's ``address`` must not receive the Ray cluster's URL). ``None`` values
+    count as not given.
     """
 
     name: str | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
-    offered: Mapping[str, Any] = field(default_factory=dict)
+    shortcuts: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def _all_options(self, max_parallel: int | None = None) -> dict[str, Any]:
         name = self.name or "local"
-        return {**executor_options(name, **self.offered), **self.options,
+        return {**shortcut_options(name, self.shortcuts), **self.options,
                 **executor_options(name, max_parallel=max_parallel)}
 
     def make(self, max_parallel: int | None = None) -> Executor:
@@ -102,7 +104,7 @@ class ExecutorChoice:
         return get_executor(self.name or "local", **self._all_options(max_parallel))
 
     def check(self) -> ExecutorChoice:
-        """This choice with its options validated and normalised (``offered`` folded
+        """This choice with its options validated and normalised (``shortcuts`` folded
         in); UserInputError for an unknown name or a bad or missing option. Connects to
         nothing."""
         name = self.name or "local"
@@ -114,7 +116,7 @@ class ExecutorChoice:
         return ["--executor", self.name] if self.name else []
 
     def env(self) -> dict[str, str]:
-        """The choice's options (``offered`` ones its executor takes included) for a
+        """The choice's options (its executor's ``shortcuts`` included) for a
         ``kappa`` process started from here, which reads them as ``-E`` options."""
         options = self._all_options() if self.name else dict(self.options)
         return {OPTIONS_ENV: json.dumps(options)} if options else {}
@@ -149,8 +151,7 @@ def choose_executor(sweep: str, choice: ExecutorChoice | None = None,
     last = remembered_executor(sweep, registry)
     name = given.name or last.name or "local"
     kept = last.options if last.name == name else {}
-    offered = executor_options(name, **given.offered)
-    options = {**kept, **offered, **given.options}
+    options = {**kept, **shortcut_options(name, given.shortcuts), **given.options}
     check_unmasked(sweep, name, options)
     return ExecutorChoice(name, options).check()
 
@@ -316,20 +317,23 @@ def start_background(sweep: str, stores: Stores = Stores(),
 
 def cancel(target: str, stores: Stores = Stores(),
            executor: Executor | None = None,
-           offered: Mapping[str, Any] | None = None) -> list[CellRecord]:
+           options: Mapping[str, Any] | None = None,
+           shortcuts: Mapping[str, Mapping[str, Any]] | None = None) -> list[CellRecord]:
     """Cancel sweep ``target`` (or the cell ``target`` names: an id or unique prefix).
 
     Unfinished cells become ``cancelled`` (one transaction each) and their running jobs
     are stopped here, so a sweep whose scheduler died is stopped too. Each job is
     stopped by the executor its id's prefix names (``executor`` overrides), made with
-    the options the sweep remembered for it, and those of ``offered`` it takes (e.g.
-    ``{"address": ...}`` from ``--ray-address``). Returns the cells that were cancelled.
+    the options the sweep remembered for it, those of ``options`` (``-E``) it takes, and
+    its own ``shortcuts`` (keyed by executor name, e.g. ``{"ray_jobs": {"address": ...}}``
+    from ``--ray-address``; see :class:`ExecutorChoice`). Returns the cells that were
+    cancelled.
     """
     with stores.open_registry() as registry:
         cells = _cells_of(registry, target)
         # Every executor is made before any cell changes, so a missing address cancels nothing.
         executors = {} if executor is None else {n: executor for n in job_id_prefixes().values()}
-        offered = dict(offered or {})
+        offered = _Offered(dict(options or {}), dict(shortcuts or {}))
         for cell in cells:
             if cell.state is CellState.RUNNING and cell.job_id:
                 _executor_of(cell.job_id, cell.sweep_name, executors, offered, registry)
@@ -372,7 +376,7 @@ def _close_undriven(registry: Registry, sweeps: set[str], stores: Stores) -> Non
 
 
 def _cancel_cell(registry: Registry, cell: CellRecord, executors: dict[str, Executor],
-                 offered: Mapping[str, Any]) -> CellRecord | None:
+                 offered: _Offered) -> CellRecord | None:
     """Cancel one unfinished cell, whatever state a live scheduler moves it to meanwhile;
     the cell as it was cancelled, or ``None`` if it had already ended."""
     for _ in range(_CANCEL_TRIES):
@@ -392,7 +396,7 @@ def _cancel_cell(registry: Registry, cell: CellRecord, executors: dict[str, Exec
 
 
 def _executor_of(job_id: str, sweep: str, executors: dict[str, Executor],
-                 offered: Mapping[str, Any], registry: Registry) -> Executor:
+                 offered: _Offered, registry: Registry) -> Executor:
     """The executor that can stop ``job_id`` (made once, kept in ``executors``)."""
     name = executor_name_for_job(job_id)
     if name not in executors:
@@ -400,10 +404,26 @@ def _executor_of(job_id: str, sweep: str, executors: dict[str, Executor],
 
         last = remembered_executor(sweep, registry)
         options = {**(last.options if last.name == name else {}),
-                   **executor_options(name, **(offered or {}))}
+                   **shortcut_options(name, offered.shortcuts),
+                   **executor_options(name, **offered.options)}
         check_unmasked(sweep, name, options)
         executors[name] = ExecutorChoice(name, options).make()
     return executors[name]
+
+
+@dataclass(frozen=True)
+class _Offered:
+    """What ``kappa cancel`` was given for whichever executors its jobs need: ``-E``
+    options (each kept by the executors that have it) and per-executor shortcuts."""
+
+    options: Mapping[str, Any]
+    shortcuts: Mapping[str, Mapping[str, Any]]
+
+
+def shortcut_options(name: str, shortcuts: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The options that executor ``name``'s own shortcuts give (``None`` = not given);
+    shortcuts of other executors are none of its business."""
+    return {k: v for k, v in shortcuts.get(name, {}).items() if v is not None}
 
 
 def _note_cancelled(cell: CellRecord) -> None:

@@ -52,6 +52,7 @@ class InlineJob(JobHandle):
 class InlineOptions(ExecutorOptions):
     slots: int = Field(1, ge=1, description="jobs at once")
     label: str = Field("x", description="a name for the log")
+    address: str = Field("", description="a field named like ray_jobs' own")
 
 
 class InlineExecutor(Executor):
@@ -59,7 +60,7 @@ class InlineExecutor(Executor):
     job_id_prefix = "inline:"
     Options = InlineOptions
 
-    def __init__(self, slots=1, label="x"):
+    def __init__(self, slots=1, label="x", address=""):
         self.local, self.label = LocalExecutor(max_parallel=slots, gpus=[]), label
 
     def submit(self, argv, env, cwd, log_path, resources=None):
@@ -116,7 +117,7 @@ def test_a_third_party_executor_is_found_and_its_options_validated(plugin: Path)
     assert set(locations) == {"executor.slots", "executor.colour"}  # every problem at once
     assert locations["executor.slots"].fix is not None and "jobs at once" in str(
         locations["executor.slots"].fix)
-    assert locations["executor.colour"].allowed == "slots, label"
+    assert locations["executor.colour"].allowed == "slots, label, address"
     with pytest.raises(UserInputError, match="did you mean 'inline'") as err:
         get_executor("inlin")
     assert "known: broken, inline, local, misnamed, ray_jobs" in err.value.summary
@@ -189,3 +190,18 @@ def test_a_sweep_runs_on_a_plugin_executor(plugin: Path, tmp_path: Path,
     assert all(c.job_id and c.job_id.startswith("inline:") for c in cells)
     log = (home / "runs" / "on-inline" / cells[0].cell_id / "train.log").read_text()
     assert "inline executor lab" in log  # the plug-in ran it, with the options given
+
+
+def test_the_ray_address_shortcut_reaches_ray_jobs_only(plugin: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--ray-address`` / ``RAY_ADDRESS`` belong to ray_jobs: a plug-in whose options
+    happen to have an ``address`` field must not be handed the Ray cluster's URL."""
+    from orchestrator.cli.sweep_cmd import executor_choice
+
+    url = "http://user:s3cret@head:8265"
+    monkeypatch.setenv("RAY_ADDRESS", url)
+    inline = executor_choice("inline", url)
+    assert "address" not in inline.check().options
+    assert url not in json.dumps(inline.env())  # nor handed to a background scheduler
+    assert executor_choice("inline", url, ["address=mine"]).check().options["address"] == "mine"
+    assert executor_choice("ray_jobs", url).check().options["address"] == url

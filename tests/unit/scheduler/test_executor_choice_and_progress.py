@@ -91,10 +91,11 @@ def test_choice_defaults_to_the_sweeps_last_executor_else_local(
     assert remembered_executor("s") == ray
     assert choose_executor("s") == ray  # resume / a background scheduler keep it
     other = {"address": "http://other:8265"}
-    assert choose_executor("s", ExecutorChoice(None, offered=other)).options == {
+    shortcut = {"ray_jobs": other}
+    assert choose_executor("s", ExecutorChoice(None, shortcuts=shortcut)).options == {
         **other, "max_parallel": 3}  # a shortcut overrides the remembered option only
-    # ... and is dropped by an executor that has no such option.
-    assert choose_executor("s", ExecutorChoice("local", offered=other)) == ExecutorChoice(
+    # ... and is dropped by any other executor.
+    assert choose_executor("s", ExecutorChoice("local", shortcuts=shortcut)) == ExecutorChoice(
         "local", {})
     assert choose_executor("other") == ExecutorChoice("local", {})  # per sweep
     assert ray.cli_args() == ["--executor", "ray_jobs"]  # options travel in env()

@@ -45,5 +45,6 @@ def test_the_registry_remembers_the_executor_without_its_password(
     with pytest.raises(UserInputError, match="RAY_ADDRESS") as err:
         choose_executor("s", None, stores)
     assert "s3cret" not in str(err.value)
-    again = choose_executor("s", ExecutorChoice(None, offered={"address": SECRET}), stores)
+    given = ExecutorChoice(None, shortcuts={"ray_jobs": {"address": SECRET}})
+    again = choose_executor("s", given, stores)
     assert again.name == "ray_jobs" and again.options["address"] == SECRET
