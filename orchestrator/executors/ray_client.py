@@ -10,9 +10,19 @@ answer" (worth waiting out, never a verdict on a job) from "the cluster said no"
 
 from __future__ import annotations
 
+import contextlib
+import os
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 from orchestrator.errors import KappaError, UserInputError
+
+# Ray lets these variables replace the address its Jobs and State API clients are given
+# (ray.dashboard.utils.get_address_for_submission_client): an explicit --ray-address or
+# -E address= would silently go elsewhere, past kappa's check of the option.
+_ADDRESS_OVERRIDES = ("RAY_API_SERVER_ADDRESS", "RAY_ADDRESS")
+_ENV_LOCK = threading.Lock()
 
 # Seconds one Jobs API request may take (the dashboard answers in milliseconds when up).
 REQUEST_TIMEOUT_S = 30.0
@@ -35,7 +45,21 @@ def bounded_client(address: str, timeout_s: float = REQUEST_TIMEOUT_S) -> Any:
             kwargs.setdefault("timeout", timeout_s)
             return super()._do_request(*args, **kwargs)
 
-    return BoundedClient(dashboard_url(address))
+    with exactly_this_address():
+        return BoundedClient(dashboard_url(address))
+
+
+@contextlib.contextmanager
+def exactly_this_address() -> Iterator[None]:
+    """While a Ray client resolves its address, the environment cannot replace it: the
+    address kappa checked (the option, which ``RAY_ADDRESS`` only fills when no address
+    was given) is the one used. The variables are back as they were afterwards."""
+    with _ENV_LOCK:
+        saved = {k: os.environ.pop(k) for k in _ADDRESS_OVERRIDES if k in os.environ}
+        try:
+            yield
+        finally:
+            os.environ.update(saved)
 
 
 def no_answer(exc: BaseException) -> bool:

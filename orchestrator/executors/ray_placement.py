@@ -119,8 +119,11 @@ def alive_nodes(address: str, timeout_s: int = 30) -> list[RayNode]:
     """The alive nodes of the cluster whose dashboard is at ``address`` (State API)."""
     from ray.util.state import list_nodes
 
-    states = list_nodes(address=address, filters=[("state", "=", "ALIVE")],
-                        timeout=timeout_s, raise_on_missing_output=False)
+    from orchestrator.executors.ray_client import dashboard_url, exactly_this_address
+
+    with exactly_this_address():
+        states = list_nodes(address=dashboard_url(address), filters=[("state", "=", "ALIVE")],
+                            timeout=timeout_s, raise_on_missing_output=False)
     return [RayNode(str(s.node_id), {str(k): float(v) for k, v in
                                      (s.resources_total or {}).items()}, bool(s.is_head_node))
             for s in states]

@@ -140,3 +140,20 @@ def test_an_address_without_scheme_keeps_its_password_masked(silent_address: str
                                      request_timeout_s=TIMEOUT_S))
     text = caught.value.render()
     assert "pa55word" not in text and f"http://u:***@{host}" in text, text
+
+
+@pytest.mark.parametrize("variable", ["RAY_ADDRESS", "RAY_API_SERVER_ADDRESS"])
+def test_the_environment_cannot_redirect_an_explicit_address(
+        hung_dashboard: str, silent_address: str, variable: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ray lets RAY_ADDRESS / RAY_API_SERVER_ADDRESS replace the address its client is
+    given; kappa's client talks to the address kappa checked, and leaves the variable as
+    it was."""
+    from orchestrator.executors.ray_client import bounded_client
+
+    monkeypatch.setenv(variable, silent_address)  # would hang the version check
+    client = bounded(lambda: bounded_client(hung_dashboard, TIMEOUT_S))
+    assert client._address == hung_dashboard
+    import os
+
+    assert os.environ[variable] == silent_address
