@@ -21,12 +21,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import secrets
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -35,6 +35,7 @@ from pydantic import BeforeValidator, Field
 from orchestrator.errors import KappaError
 from orchestrator.executors.base import Executor, ExecutorOptions, JobHandle, JobResources
 from orchestrator.executors.devices import cpu_threads_per_job, detect_gpus
+from orchestrator.executors.job_folders import job_dirs, new_job_dir
 from orchestrator.executors.job_wrapper import process_start_ticks
 
 JOB_ID_PREFIX = "local:"
@@ -280,9 +281,7 @@ class LocalExecutor(Executor):
         devices = self._free_devices()[:gpus]
         log_path = Path(log_path).resolve()
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        token = f"{time.time_ns():x}{secrets.token_hex(3)}"
-        job_dir = log_path.parent / ".jobs" / f"{log_path.name}.{token}"
-        job_dir.mkdir(parents=True)
+        job_dir = new_job_dir(log_path)
         with open(log_path, "ab") as log:
             popen = subprocess.Popen(
                 [self.python, "-I", "-S", str(WRAPPER), str(job_dir), "--", *argv],
@@ -318,14 +317,7 @@ class LocalExecutor(Executor):
             return None  # no exit code recorded and not running: vanished
         return job
 
-    def jobs_for_log(self, log_path: Path) -> list[str]:
-        """Ids of every job submitted with ``log_path`` (by any process), newest first."""
-        log_path = Path(log_path).resolve()
-        jobs_dir = log_path.parent / ".jobs"
-        if not jobs_dir.is_dir():
-            return []
-        found = [d for d in jobs_dir.iterdir()
-                 if d.name.startswith(f"{log_path.name}.") and d.is_dir()]
-        # Tokens start with the submit time in hex nanoseconds, so names sort by age.
-        found.sort(key=lambda d: d.name, reverse=True)
-        return [JOB_ID_PREFIX + str(d) for d in found]
+    def jobs_for_log(self, log_path: Path, since: datetime | None = None) -> list[str]:
+        """Ids of the jobs submitted with ``log_path`` (by any process), newest first;
+        with ``since``, only those submitted at or after it (:mod:`.job_folders`)."""
+        return [JOB_ID_PREFIX + str(d) for d in job_dirs(log_path, since)]

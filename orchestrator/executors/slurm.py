@@ -52,16 +52,17 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import secrets
 import signal
 import sys
 import tempfile
 import time
 from collections.abc import Mapping
+from datetime import datetime
 from pathlib import Path
 
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.executors.base import Executor, JobHandle, JobResources
+from orchestrator.executors.job_folders import job_dirs, new_job_dir
 from orchestrator.executors.slurm_options import SlurmOptions, _split_args
 from orchestrator.executors.slurm_queue import (
     ACTIVE_STATES,
@@ -294,9 +295,7 @@ class SlurmExecutor(Executor):
                              "(a verl cell); this one would run on the first node only")
         log_path = Path(log_path).resolve()
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        token = f"{time.time_ns():x}{secrets.token_hex(3)}"
-        job_dir = log_path.parent / ".jobs" / f"{log_path.name}.{token}"
-        job_dir.mkdir(parents=True)
+        job_dir = new_job_dir(log_path)
         script = job_dir / "job.sbatch"
         script.write_text(batch_script(self.batch_job(argv, Path(cwd).resolve(), log_path,
                                                       job_dir, resources)))
@@ -374,8 +373,9 @@ class SlurmExecutor(Executor):
             self._active[job.job_id] = job  # it holds a place in the queue until it ends
         return job
 
-    def jobs_for_log(self, log_path: Path) -> list[str]:
-        """Ids of the jobs submitted with ``log_path`` (by any process), newest first.
+    def jobs_for_log(self, log_path: Path, since: datetime | None = None) -> list[str]:
+        """Ids of the jobs submitted with ``log_path`` (by any process), newest first;
+        with ``since``, only those submitted at or after it (:mod:`.job_folders`).
 
         A job's SLURM id comes from its folder's ``job.json`` (the submitter's record),
         else its ``slurm_id`` (written by the job when it started), else the
@@ -385,16 +385,9 @@ class SlurmExecutor(Executor):
         folder is an earlier submit's, which a caller looking for the latest submit's
         job must not take for it. :class:`SlurmUnreachable` if SLURM must be asked and
         does not answer: guessing "no job" there would run the cell twice."""
-        log_path = Path(log_path).resolve()
-        jobs_dir = log_path.parent / ".jobs"
-        if not jobs_dir.is_dir():
-            return []
-        found = sorted((d for d in jobs_dir.iterdir()
-                        if d.name.startswith(f"{log_path.name}.") and d.is_dir()),
-                       key=lambda d: d.name, reverse=True)
         ids: list[str] = []
         comments: dict[str, str] | None = None
-        for job_dir in found:
+        for job_dir in job_dirs(log_path, since):
             slurm_id = _recorded_id(job_dir)
             if slurm_id is None:
                 if comments is None:

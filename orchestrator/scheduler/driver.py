@@ -416,8 +416,8 @@ class _Offered:
     """What ``kappa cancel`` was given for whichever executors its jobs need: ``-E``
     options (each kept by the executors that have it) and per-executor shortcuts."""
 
-    options: Mapping[str, Any]
-    shortcuts: Mapping[str, Mapping[str, Any]]
+    options: Mapping[str, Any] = field(default_factory=dict)
+    shortcuts: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 def shortcut_options(name: str, shortcuts: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:

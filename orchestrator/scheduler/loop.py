@@ -223,9 +223,12 @@ class SweepScheduler:
         if cell.job_id:
             return self.executor.reattach(cell.job_id)
         # Killed between opening the attempt and recording the job id: ask the
-        # executor for a job that writes to this cell's log.
-        if isinstance(self.executor, JobFinder):
-            for job_id in self.executor.jobs_for_log(cell_run_dir(cell) / LOG_NAME)[:1]:
+        # executor for a job that writes to this cell's log, submitted since this
+        # attempt opened. An older job there is an earlier attempt's (its exit code is
+        # not this one's); none means this attempt's launch died before submitting.
+        if isinstance(self.executor, JobFinder) and cell.started_at is not None:
+            log = cell_run_dir(cell) / LOG_NAME
+            for job_id in self.executor.jobs_for_log(log, since=cell.started_at)[:1]:
                 job = self.executor.reattach(job_id)
                 if job is not None:
                     self.registry.attach_job(cell, job_id)

@@ -10,6 +10,7 @@ need no change here.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -96,6 +97,7 @@ class JobFinder(Protocol):
     and recording its id. :class:`~orchestrator.executors.local.LocalExecutor` has it.
     """
 
-    def jobs_for_log(self, log_path: Path) -> list[str]:
-        """Ids of every job ever submitted with ``log_path``, newest first."""
+    def jobs_for_log(self, log_path: Path, since: datetime | None = None) -> list[str]:
+        """Ids of the jobs submitted with ``log_path``, newest first; with ``since``,
+        only those submitted at or after that moment (of the submitter's clock)."""
         ...

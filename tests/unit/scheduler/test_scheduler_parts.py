@@ -112,6 +112,36 @@ def test_recover_finds_a_job_whose_id_was_never_recorded(home: Path, tmp_path: P
         assert job.wait(60) == 0
 
 
+def test_recover_never_takes_an_earlier_attempts_job_for_this_one(
+        home: Path, tmp_path: Path) -> None:
+    """Attempt 1's job finished (exit 3); attempt 2 opened, and its scheduler was killed
+    before it submitted anything. The log's only job is attempt 1's: recovery must not
+    attach it (and read its exit code as attempt 2's), but rerun the cell."""
+    with Registry.open() as reg:
+        reg.upsert_sweep("r", backend="sleep", spec_text="name: r")
+        (cell,) = reg.add_cells("r", [_Cell("c0", 0, {"i": 0})], max_retries=2)
+        run_dir = tmp_path / "run"
+        reg.update_cell(cell, run_dir=str(run_dir))
+        log = str(run_dir / "train.log")
+        reg.transition(cell, CellState.PENDING, CellState.QUEUED)
+        assert reg.start_attempt(cell, log_path=log)
+        old = LocalExecutor().submit((sys.executable, "-c", "raise SystemExit(3)"), {},
+                                     tmp_path, run_dir / "train.log")
+        assert old.wait(60) == 3
+        assert reg.finish_attempt(cell, CellState.FAILED, exit_code=3)
+        reg.transition(cell, CellState.FAILED, CellState.PENDING)
+        reg.transition(cell, CellState.PENDING, CellState.QUEUED)
+        assert reg.start_attempt(cell, log_path=log)  # attempt 2: killed before submit
+
+        SweepScheduler(reg, "r", _SleepBackend(), LocalExecutor()).recover()
+        found = reg.get_cell("r", "c0")
+        assert found.job_id != old.job_id
+        assert found.state is CellState.PENDING  # run again: its job vanished
+        attempts = reg.attempts(found)
+        assert [a.state.value for a in attempts] == ["failed", "failed"]
+        assert attempts[-1].exit_code is None
+
+
 def test_status_views() -> None:
     assert val_accuracy({"val-core/gsm8k/acc/mean@1": 0.25, "x": 1}) == 0.25
     assert val_accuracy({"eval/x/mean@8": 0.3}) is None
@@ -130,7 +160,7 @@ def test_cell_row_is_json_ready(home: Path) -> None:
 
 
 def test_cancel_follows_cells_a_live_scheduler_moves_meanwhile(home: Path) -> None:
-    from orchestrator.scheduler.driver import _cancel_cell
+    from orchestrator.scheduler.driver import _cancel_cell, _Offered
 
     with Registry.open() as reg:
         reg.upsert_sweep("r", backend="sleep", spec_text="name: r")
@@ -141,12 +171,12 @@ def test_cancel_follows_cells_a_live_scheduler_moves_meanwhile(home: Path) -> No
         assert reg.transition(started, CellState.PENDING, CellState.QUEUED)
         assert reg.start_attempt(started, job_id="local:/nonexistent/job")
         for stale in (claimed, started):
-            assert _cancel_cell(reg, stale, {}, None) is not None
+            assert _cancel_cell(reg, stale, {}, _Offered()) is not None
         assert [c.state for c in reg.cells("r")] == [CellState.CANCELLED] * 2
         # A cell that ended meanwhile stays as it ended.
         (done,) = reg.add_cells("r", [_Cell("c2", 2, {"i": 2})])
         reg.transition(done, CellState.PENDING, CellState.QUEUED)
         reg.start_attempt(done)
         reg.finish_attempt(done, CellState.SUCCEEDED, exit_code=0)
-        assert _cancel_cell(reg, done, {}, None) is None
+        assert _cancel_cell(reg, done, {}, _Offered()) is None
         assert reg.get_cell("r", "c2").state is CellState.SUCCEEDED
