@@ -35,7 +35,7 @@ from orchestrator.registry.leases import Claimant, Lease, LeaseLost, lease_secon
 LOG = logging.getLogger(__name__)
 HOST_ID_ENV = "KAPPA_HOST_ID"
 
-__all__ = ["LeaseLost", "SchedulerLease", "SweepLockedError", "holder_alive",
+__all__ = ["LeaseLost", "SchedulerLease", "SweepLockedError", "holder_alive", "is_driven",
            "lease_seconds", "this_host"]
 
 
@@ -81,6 +81,18 @@ def holder_alive(lease: Lease) -> bool | None:
     if lease.pid_start is None:
         return True
     return process_start_ticks(lease.pid) == lease.pid_start
+
+
+def is_driven(sweep: str, registry: Registry | None = None) -> bool:
+    """Whether a scheduler (on any machine) holds ``sweep``'s lease now: it has not
+    expired, and its holder, if on this host, lives."""
+    if registry is None:
+        from orchestrator.scheduler.stores import Stores
+
+        with Stores().open_registry(create=False) as opened:
+            return is_driven(sweep, opened)
+    lease = registry.lease(sweep)
+    return lease is not None and not lease.expired and holder_alive(lease) is not False
 
 
 def _holder_dead(lease: Lease) -> bool:

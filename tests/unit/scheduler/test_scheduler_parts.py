@@ -160,7 +160,7 @@ def test_cell_row_is_json_ready(home: Path) -> None:
 
 
 def test_cancel_follows_cells_a_live_scheduler_moves_meanwhile(home: Path) -> None:
-    from orchestrator.scheduler.driver import _cancel_cell, _Offered
+    from orchestrator.scheduler.cancelling import _cancel_cell, _Offered
 
     with Registry.open() as reg:
         reg.upsert_sweep("r", backend="sleep", spec_text="name: r")
