@@ -4,18 +4,16 @@ Each state change is one registry transaction (compare-and-set), so the registry
 always the truth and another process (``kappa cancel``, a second ``kappa submit``) can
 act on the sweep while this loop drives it. The loop
 
-1. **recovers** what an earlier, killed scheduler left: ``queued`` cells go back to
-   ``pending``; ``running`` cells are reattached through the executor, and cells whose
-   job vanished are requeued (no retry charged) to resume from their last checkpoint;
-   ``failed`` cells with retries left (killed during a backoff) go back to ``pending``;
+1. **recovers** what an earlier, killed scheduler left (:mod:`.recovery`): running
+   cells' jobs are reattached, vanished ones requeued without charging a retry;
 2. **launches** pending cells that fit the executor's free capacity, longest expected
    first with smaller cells backfilling (:mod:`.order`): ``pending -> queued``,
    the run folder's ``config.yaml`` from the registry's settings, the child MLflow run
    (reused across attempts; a store that is away makes the cell wait, uncharged),
    attempt opened with the run id and folder (``queued -> running``, one transaction),
    job submitted, job id recorded. A launch that cannot be made is a failed attempt.
-   MLflow is searched for a cell's run only when a ``.mlflow-run-pending`` marker says
-   an earlier launch died between creating a run and recording it;
+   MLflow is searched for a cell's run only when a marker says an earlier launch died
+   between creating a run and recording it (:mod:`.cell_runs`);
 3. **watches** running jobs: progress from ``progress.json``; on exit, ``succeeded``
    with ``summary.json``'s final metrics or ``failed`` with the exit code and the log's
    tail, then a retry after an exponential backoff while retries remain;
@@ -39,7 +37,6 @@ changes nothing.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
@@ -49,12 +46,11 @@ from orchestrator.backends import Backend
 from orchestrator.backends.stop_request import StopRequest
 from orchestrator.executors import Executor, JobHandle
 from orchestrator.registry import CellRecord, CellState, Registry, SweepRecord
-from orchestrator.scheduler.cell_file import write_cell_file
+from orchestrator.scheduler.cell_runs import RUN_PENDING_MARKER, CellRuns
 from orchestrator.scheduler.cells import (
     LOG_NAME,
     cell_run_dir,
     close_sweep_runs,
-    end_stale_runs,
     log_tail,
     retry_delay,
 )
@@ -62,17 +58,16 @@ from orchestrator.scheduler.fit import job_resources
 from orchestrator.scheduler.lease import LeaseLost, SchedulerLease
 from orchestrator.scheduler.options import SchedulerOptions
 from orchestrator.scheduler.order import LaunchOrder
-from orchestrator.scheduler.ports import JobFinder, NullTracker, RunTracker
+from orchestrator.scheduler.ports import NullTracker, RunTracker
+from orchestrator.scheduler.recovery import recover_cells
 from orchestrator.scheduler.search import SweepSearch
 from orchestrator.scheduler.stopping import Ending, SweepStopping
-from orchestrator.scheduler.submission import write_run_folder
 from orchestrator.tracking.retry import is_unreachable
+
+__all__ = ["RUN_PENDING_MARKER", "SchedulerOptions", "SweepScheduler"]  # older import paths
 
 LOG = logging.getLogger(__name__)
 
-# In a run folder while a launch creates the cell's MLflow run and has not yet recorded
-# its id: the next launch must look for that run instead of making a second one.
-RUN_PENDING_MARKER = ".mlflow-run-pending"
 # How often a running sweep asks the registry whether a cell was cancelled.
 CANCEL_CHECK_SECONDS = 1.0
 
@@ -99,12 +94,15 @@ class SweepScheduler:
     _running: dict[str, _Running] = field(default_factory=dict, init=False)
     _retry_at: dict[str, float] = field(default_factory=dict, init=False)
     _sweep_record: SweepRecord | None = field(default=None, init=False)
-    _runs: dict[str, tuple[str, Path]] = field(default_factory=dict, init=False)
     _next_cancel_check: float = field(default=0.0, init=False)
     _store_waits: dict[str, int] = field(default_factory=dict, init=False)
     _stops: SweepStopping | None = field(default=None, init=False)
     _search: SweepSearch | bool | None = field(default=False, init=False)  # False: not read
     _lease: SchedulerLease | None = field(default=None, init=False)
+    runs: CellRuns = field(init=False)  # the cells' MLflow runs and cell.json files
+
+    def __post_init__(self) -> None:
+        self.runs = CellRuns(self.sweep, self.tracker)
 
     def run(self) -> dict[CellState, int]:
         """Take the sweep's lease (:class:`~.lease.SweepLockedError` if another scheduler
@@ -172,25 +170,9 @@ class SweepScheduler:
     # -- recovery ---------------------------------------------------------------------
     def recover(self) -> None:
         """Take over whatever an earlier scheduler of this sweep left behind."""
-        for cell in self.registry.cells(self.sweep, [CellState.QUEUED]):
-            self.registry.transition(cell, CellState.QUEUED, CellState.PENDING)
-        for cell in self.registry.cells(self.sweep, [CellState.RUNNING]):
-            job = self._find_job(cell)
-            if job is not None:
-                self._running[cell.cell_id] = _Running(cell, job, cell_run_dir(cell))
-                continue
-            # The job vanished with the old scheduler's machine or process group: run
-            # it again in the same folder. It was not the cell's fault, so the retry
-            # budget grows by the attempt it loses.
-            if self.registry.finish_attempt(cell, CellState.FAILED,
-                                            last_error="job vanished (scheduler restart)"):
-                self.registry.update_cell(cell, max_retries=cell.max_retries + 1)
-                self.registry.transition(cell, CellState.FAILED, CellState.PENDING)
-        for cell in self.registry.cells(self.sweep, [CellState.FAILED]):
-            if cell.retries_left > 0:
-                self.registry.transition(cell, CellState.FAILED, CellState.PENDING)
-        # Runs of ended cells still RUNNING: a killed scheduler never finished them.
-        end_stale_runs(self.registry, self._sweep(), self.tracker)
+        for cell, job in recover_cells(self.registry, self._sweep(), self.executor,
+                                       self.tracker):
+            self._running[cell.cell_id] = _Running(cell, job, cell_run_dir(cell))
 
     def _sweep(self) -> SweepRecord:
         if self._sweep_record is None:
@@ -218,22 +200,6 @@ class SweepScheduler:
         entry = self._running.get(cell_id)
         return entry is not None and self.stopping.request(cell_id, entry.run_dir,
                                                            entry.job, request)
-
-    def _find_job(self, cell: CellRecord) -> JobHandle | None:
-        if cell.job_id:
-            return self.executor.reattach(cell.job_id)
-        # Killed between opening the attempt and recording the job id: ask the
-        # executor for a job that writes to this cell's log, submitted since this
-        # attempt opened. An older job there is an earlier attempt's (its exit code is
-        # not this one's); none means this attempt's launch died before submitting.
-        if isinstance(self.executor, JobFinder) and cell.started_at is not None:
-            log = cell_run_dir(cell) / LOG_NAME
-            for job_id in self.executor.jobs_for_log(log, since=cell.started_at)[:1]:
-                job = self.executor.reattach(job_id)
-                if job is not None:
-                    self.registry.attach_job(cell, job_id)
-                    return job
-        return None
 
     # -- launching --------------------------------------------------------------------
     def _slots(self, gpus: int) -> int:
@@ -269,7 +235,6 @@ class SweepScheduler:
     def _launch(self, cell: CellRecord) -> None:
         run_dir = cell_run_dir(cell)
         log_path = run_dir / LOG_NAME
-        marker = run_dir / RUN_PENDING_MARKER
         try:
             settings = self.backend.validate(cell.settings)
             launch = self.backend.launch(settings, run_dir)
@@ -282,15 +247,8 @@ class SweepScheduler:
             self.registry.transition(cell, CellState.QUEUED, CellState.PENDING)
             return
         try:
-            # The launch is made from what the registry holds: a submit killed before it
-            # wrote this folder (or a folder deleted since) costs nothing.
-            write_run_folder(run_dir, cell.settings)
-            # Every attempt logs into the cell's one child run: created on the first
-            # launch, reopened (RUNNING again) by a retry, resume or resubmit.
-            may_exist = marker.exists()
-            if not cell.mlflow_run_id:
-                marker.touch()
-            run_id = self.tracker.cell_run(self._sweep(), cell, may_exist=may_exist)
+            # Every attempt logs into the cell's one child run (:mod:`.cell_runs`).
+            run_id = self.runs.open(self._sweep(), cell, run_dir)
         except Exception as exc:
             if not is_unreachable(exc):
                 self._fail_launch(cell, run_dir, f"launch failed: {exc}")
@@ -317,10 +275,10 @@ class SweepScheduler:
             if run_id:
                 self.registry.update_cell(cell, mlflow_run_id=run_id)
                 self.tracker.finish(run_id, "KILLED", run_dir)
-            marker.unlink(missing_ok=True)
+            self.runs.recorded(run_dir)
             return
-        marker.unlink(missing_ok=True)
-        self._write_cell_file(cell, CellState.RUNNING, run_id)
+        self.runs.recorded(run_dir)
+        self.runs.write_cell_file(cell, CellState.RUNNING, run_id)
         env = {**launch.env, **(self.tracker.launch_env(run_id) if run_id else {})}
         self.stopping.launching(cell.cell_id, run_dir)
         self._check_lease()  # a scheduler paused since its last pass starts nothing
@@ -334,9 +292,8 @@ class SweepScheduler:
                 else f"executor refused the job: {exc}"))
             if away:  # the cluster is away, not the cell's fault: the attempt is given back
                 self.registry.update_cell(cell, max_retries=cell.max_retries + 1)
-            self._write_cell_file(cell, CellState.FAILED, run_id)
-            if run_id:
-                self._runs[cell.cell_id] = (run_id, run_dir)
+            self.runs.write_cell_file(cell, CellState.FAILED, run_id)
+            self.runs.remember(cell.cell_id, run_id, run_dir)
             self._after_failure(cell.cell_id)
             return
         try:
@@ -344,8 +301,7 @@ class SweepScheduler:
         except LeaseLost:
             job.cancel()  # lost the sweep while submitting: the new owner runs the cell
             raise
-        if run_id:
-            self._runs[cell.cell_id] = (run_id, run_dir)
+        self.runs.remember(cell.cell_id, run_id, run_dir)
         self._running[cell.cell_id] = _Running(cell, job, run_dir)
 
     def _fail_launch(self, cell: CellRecord, run_dir: Path, why: str) -> None:
@@ -355,15 +311,8 @@ class SweepScheduler:
                                         run_dir=str(run_dir)):
             return  # cancelled meanwhile
         if self.registry.finish_attempt(cell, CellState.FAILED, last_error=why):
-            self._write_cell_file(cell, CellState.FAILED, cell.mlflow_run_id)
+            self.runs.write_cell_file(cell, CellState.FAILED, cell.mlflow_run_id)
             self._after_failure(cell.cell_id)
-
-    def _write_cell_file(self, cell: CellRecord, state: CellState, run_id: str | None) -> None:
-        """``cell.json`` follows the registry; a folder that cannot take it is no reason
-        to stop the sweep."""
-        with contextlib.suppress(OSError):
-            write_cell_file(cell_run_dir(cell), self.sweep, cell, state.value,
-                            run_id or cell.mlflow_run_id)
 
     # -- watching ---------------------------------------------------------------------
     def _collect(self) -> None:
@@ -385,7 +334,8 @@ class SweepScheduler:
                 if self.registry.finish_attempt(
                         entry.cell, CellState.SUCCEEDED, exit_code=0,
                         final_metrics=dict(final) if isinstance(final, dict) else {}):
-                    self._write_cell_file(entry.cell, CellState.SUCCEEDED, self._run_id(cell_id))
+                    self.runs.write_cell_file(entry.cell, CellState.SUCCEEDED,
+                                              self.runs.run_id(cell_id))
                     self._finish_run(entry.cell.cell_id, "FINISHED")
                 continue
             why = (f"exit code {code}" if code != 0
@@ -393,10 +343,11 @@ class SweepScheduler:
             tail = log_tail(entry.run_dir / LOG_NAME)
             if self.registry.finish_attempt(entry.cell, CellState.FAILED, exit_code=code,
                                             last_error=f"{why}\n{tail}".strip()):
-                self._write_cell_file(entry.cell, CellState.FAILED, self._run_id(cell_id))
+                self.runs.write_cell_file(entry.cell, CellState.FAILED, self.runs.run_id(cell_id))
                 self._after_failure(cell_id)
             elif self.registry.get_cell(self.sweep, cell_id).state is CellState.CANCELLED:
-                self._write_cell_file(entry.cell, CellState.CANCELLED, self._run_id(cell_id))
+                self.runs.write_cell_file(entry.cell, CellState.CANCELLED,
+                                          self.runs.run_id(cell_id))
                 self._finish_run(cell_id, "KILLED")  # its job died of the cancel
 
     def _report_progress(self, entry: _Running) -> None:
@@ -415,7 +366,8 @@ class SweepScheduler:
                                         final_metrics=ending.final_metrics,
                                         last_error=ending.last_error,
                                         stop_reason=ending.stop_reason):
-            self._write_cell_file(entry.cell, ending.state, self._run_id(entry.cell.cell_id))
+            self.runs.write_cell_file(entry.cell, ending.state,
+                                      self.runs.run_id(entry.cell.cell_id))
             self._finish_run(entry.cell.cell_id, ending.run_status)
 
     def _after_failure(self, cell_id: str) -> None:
@@ -446,20 +398,8 @@ class SweepScheduler:
         for cell_id in [c for c in self._running if c not in still]:
             entry = self._running.pop(cell_id)
             entry.job.cancel()
-            self._write_cell_file(entry.cell, CellState.CANCELLED, self._run_id(cell_id))
+            self.runs.write_cell_file(entry.cell, CellState.CANCELLED, self.runs.run_id(cell_id))
             self._finish_run(cell_id, "KILLED")
 
-    def _run_id(self, cell_id: str) -> str | None:
-        known = self._runs.get(cell_id)
-        return known[0] if known is not None else None
-
     def _finish_run(self, cell_id: str, status: str) -> None:
-        known = self._runs.pop(cell_id, None)
-        if known is not None:
-            run_id: str | None = known[0]
-            run_dir = known[1]
-        else:  # e.g. a reattached job: the registry knows its run
-            cell = self.registry.get_cell(self.sweep, cell_id)
-            run_id, run_dir = cell.mlflow_run_id, cell_run_dir(cell)
-        if run_id:
-            self.tracker.finish(run_id, status, run_dir)
+        self.runs.finish(self.registry, cell_id, status)

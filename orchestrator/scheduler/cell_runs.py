@@ -1,0 +1,80 @@
+"""Each cell's MLflow run and ``cell.json`` as one scheduler sees them.
+
+A launch opens the cell's one child run (created on the first launch, reopened by a
+retry, resume or resubmit); the scheduler remembers it while the cell runs and ends it
+once when the cell ends. A run created but not yet recorded in the registry is flagged
+by :data:`RUN_PENDING_MARKER` in the run folder, so the next launch looks for it instead
+of making a second one. ``cell.json`` follows the registry (:mod:`.cell_file`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from orchestrator.registry import CellRecord, CellState, Registry, SweepRecord
+from orchestrator.scheduler.cell_file import write_cell_file
+from orchestrator.scheduler.cells import cell_run_dir
+from orchestrator.scheduler.ports import RunTracker
+from orchestrator.scheduler.submission import write_run_folder
+
+# In a run folder while a launch creates the cell's MLflow run and has not yet recorded
+# its id: the next launch must look for that run instead of making a second one.
+RUN_PENDING_MARKER = ".mlflow-run-pending"
+
+
+@dataclass
+class CellRuns:
+    """The cells' runs one scheduler opened, so that it ends each exactly once."""
+
+    sweep: str
+    tracker: RunTracker
+    _known: dict[str, tuple[str, Path]] = field(default_factory=dict)
+
+    def open(self, sweep: SweepRecord, cell: CellRecord, run_dir: Path) -> str | None:
+        """Write the run folder from what the registry holds and open the cell's run
+        (its id, None for a tracker that keeps none); the pending marker stays until
+        :meth:`recorded`. Raises what the tracking store raises."""
+        # A submit killed before it wrote this folder (or a folder deleted since) costs
+        # nothing: the launch is made from the registry.
+        write_run_folder(run_dir, cell.settings)
+        marker = run_dir / RUN_PENDING_MARKER
+        may_exist = marker.exists()
+        if not cell.mlflow_run_id:
+            marker.touch()
+        return self.tracker.cell_run(sweep, cell, may_exist=may_exist)
+
+    @staticmethod
+    def recorded(run_dir: Path) -> None:
+        """The registry holds the run id now (or the launch was dropped): no marker."""
+        (run_dir / RUN_PENDING_MARKER).unlink(missing_ok=True)
+
+    def remember(self, cell_id: str, run_id: str | None, run_dir: Path) -> None:
+        """Keep the cell's run to end it when the cell ends."""
+        if run_id:
+            self._known[cell_id] = (run_id, run_dir)
+
+    def run_id(self, cell_id: str) -> str | None:
+        """The run this scheduler opened for the cell, if any."""
+        known = self._known.get(cell_id)
+        return known[0] if known is not None else None
+
+    def finish(self, registry: Registry, cell_id: str, status: str) -> None:
+        """End the cell's run with ``status`` (an MLflow run status)."""
+        known = self._known.pop(cell_id, None)
+        if known is not None:
+            run_id: str | None = known[0]
+            run_dir = known[1]
+        else:  # e.g. a reattached job: the registry knows its run
+            cell = registry.get_cell(self.sweep, cell_id)
+            run_id, run_dir = cell.mlflow_run_id, cell_run_dir(cell)
+        if run_id:
+            self.tracker.finish(run_id, status, run_dir)
+
+    def write_cell_file(self, cell: CellRecord, state: CellState, run_id: str | None) -> None:
+        """``cell.json`` follows the registry; a folder that cannot take it is no reason
+        to stop the sweep."""
+        with contextlib.suppress(OSError):
+            write_cell_file(cell_run_dir(cell), self.sweep, cell, state.value,
+                            run_id or cell.mlflow_run_id)
