@@ -1,0 +1,106 @@
+"""Sweep rows: create, find, list, delete, and the executor a sweep runs on."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from orchestrator import paths
+from orchestrator.registry.connection import RegistryConnection
+from orchestrator.registry.models import SweepRow, utcnow
+from orchestrator.registry.rows import jsonable, sweep_row
+from orchestrator.registry.snapshots import SweepRecord
+
+
+def spec_hash(spec_text: str) -> str:
+    """The hash stored with a sweep: SHA-256 of its spec text."""
+    return hashlib.sha256(spec_text.encode()).hexdigest()
+
+
+class SweepStore(RegistryConnection):
+    """The registry's sweep methods (mixed into :class:`~.store.Registry`)."""
+
+    def upsert_sweep(
+        self,
+        name: str,
+        *,
+        backend: str,
+        spec_text: str,
+        mlflow_experiment_id: str | None = None,
+        mlflow_parent_run_id: str | None = None,
+    ) -> SweepRecord:
+        """Create the sweep ``name`` or update it; MLflow ids are only overwritten when given.
+
+        The name becomes folder names (run folders, logs): one that is not a single safe
+        name (:func:`orchestrator.paths.check_name`) is refused.
+        """
+        paths.check_name(name)
+        for attempt in range(2):
+            try:
+                with self._tx() as session:
+                    now = utcnow()
+                    row = session.scalar(select(SweepRow).where(SweepRow.name == name))
+                    if row is None:
+                        row = SweepRow(name=name, created_at=now)
+                        session.add(row)
+                    row.backend = backend
+                    row.spec_text = spec_text
+                    row.spec_hash = spec_hash(spec_text)
+                    row.updated_at = now
+                    if mlflow_experiment_id is not None:
+                        row.mlflow_experiment_id = mlflow_experiment_id
+                    if mlflow_parent_run_id is not None:
+                        row.mlflow_parent_run_id = mlflow_parent_run_id
+                    session.flush()
+                    return SweepRecord.of(row)
+            except IntegrityError:
+                # Another process created the same sweep between our read and insert.
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+    def find_sweep(self, name: str) -> SweepRecord | None:
+        """The sweep ``name``, or ``None``."""
+        with self._read() as session:
+            row = session.scalar(select(SweepRow).where(SweepRow.name == name))
+            return None if row is None else SweepRecord.of(row)
+
+    def get_sweep(self, name: str) -> SweepRecord:
+        """The sweep ``name``; an unknown name is a :class:`UserInputError` listing known ones."""
+        with self._read() as session:
+            return SweepRecord.of(sweep_row(session, name))
+
+    def list_sweeps(self) -> list[SweepRecord]:
+        """Every sweep, newest first."""
+        with self._read() as session:
+            rows = session.scalars(select(SweepRow).order_by(SweepRow.created_at.desc()))
+            return [SweepRecord.of(row) for row in rows]
+
+    def delete_sweep(self, name: str) -> bool:
+        """Delete a sweep with its cells and attempts; ``False`` if there was none."""
+        with self._tx() as session:
+            row = session.scalar(select(SweepRow).where(SweepRow.name == name))
+            if row is None:
+                return False
+            session.delete(row)
+            return True
+
+    def set_executor(self, sweep: str, name: str, options: Mapping[str, Any]) -> None:
+        """Record the executor ``sweep`` runs on and its options (JSON; the caller keeps
+        passwords out of them: the registry is shared)."""
+        with self._tx() as session:
+            row = sweep_row(session, sweep)
+            row.executor_name = name
+            row.executor_options = jsonable(dict(options), "executor options")
+
+    def executor(self, sweep: str) -> tuple[str, dict[str, Any]] | None:
+        """The executor recorded for ``sweep`` and its options, or ``None``."""
+        with self._tx() as session:
+            row = sweep_row(session, sweep)
+            if row.executor_name is None:
+                return None
+            return row.executor_name, dict(row.executor_options or {})
