@@ -37,24 +37,20 @@ through the Jobs API (``JobSubmissionClient``, the dashboard's HTTP endpoint), a
   (exit 2, before anything is written); later it is a :class:`RayUnreachableError`, and
   the scheduler treats it as "unknown": a poll says "still running", ``capacity`` says
   "launch nothing now", and a submit that got no answer costs the cell no retry.
-* Logs: Ray keeps them on the cluster; ``poll``/``wait`` append what is new to
-  ``log_path`` (the offset is kept next to it, so a reattached handle continues).
-* Job ids are ``ray-jobs:<submission id>``; :meth:`RayJobsExecutor.reattach` needs only
-  that and the cluster address. :meth:`RayJobsExecutor.resubmit` relaunches a job's
-  exact entrypoint and runtime_env under a new submission id — resuming after a
-  preemption, since verl continues from ``trainer.default_local_dir`` with
-  ``trainer.resume_mode=auto``.
+* Logs and job ids: see the handle, :class:`~.ray_job_handle.RayJob`;
+  :meth:`RayJobsExecutor.reattach` needs only the job id and the cluster address.
+  :meth:`RayJobsExecutor.resubmit` relaunches a job's exact entrypoint and runtime_env
+  under a new submission id — resuming after a preemption, since verl continues from
+  ``trainer.default_local_dir`` with ``trainer.resume_mode=auto``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
 import secrets
 import shlex
-import signal
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -63,7 +59,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from orchestrator.errors import Problem
-from orchestrator.executors.base import Executor, ExecutorOptions, JobHandle, JobResources
+from orchestrator.executors.base import Executor, ExecutorOptions, JobResources
 from orchestrator.executors.job_secrets import (
     SECRET_ENV_FILE_VAR,
     split_secrets,
@@ -80,6 +76,12 @@ from orchestrator.executors.ray_client import (
     dashboard_url,
     no_answer,
 )
+from orchestrator.executors.ray_job_handle import (
+    JOB_ID_PREFIX,
+    STOPPED_EXIT_CODE,
+    RayJob,
+    status_name,
+)
 from orchestrator.executors.ray_options import CustomResources, RayAddress
 from orchestrator.executors.ray_placement import (
     RayNode,
@@ -89,14 +91,15 @@ from orchestrator.executors.ray_placement import (
     why_not,
 )
 
+# Public names, some defined in .ray_job_handle / .ray_client and kept importable here.
+__all__ = ["DEFAULT_ENV", "JOB_ID_PREFIX", "STOPPED_EXIT_CODE", "SUBMIT_RETRY_INTERVAL_S",
+           "RayAddressError", "RayJob", "RayJobsError", "RayJobsExecutor", "RayJobsOptions",
+           "RayUnreachableError", "is_transient_refusal"]
+
 LOG = logging.getLogger(__name__)
-JOB_ID_PREFIX = "ray-jobs:"
 FORWARDED_PREFIXES = ("MLFLOW_",)
 DEFAULT_ENV = {"VERL_USE_EXTERNAL_MODULES": "kappa_verl", "RAY_OVERRIDE_JOB_RUNTIME_ENV": "1"}
 METADATA_KEY = "kappa"
-# Ray reports a stopped job without an exit code; report it like a SIGTERMed process.
-STOPPED_EXIT_CODE = -int(signal.SIGTERM)
-POLL_INTERVAL_S = 1.0
 # A head whose Jobs API answers before its job agent has registered (fresh or restarted
 # cluster, busy machine) refuses submissions with this; Ray says to try again later.
 TRANSIENT_REFUSALS = ("No available agent to submit job",)
@@ -112,98 +115,6 @@ NODES_TTL_S = 30.0
 def is_transient_refusal(exc: BaseException) -> bool:
     """Whether Ray refused a submission only because the cluster is still starting."""
     return any(text in str(exc) for text in TRANSIENT_REFUSALS)
-
-
-def _status_name(status: Any) -> str:
-    return str(getattr(status, "value", status))
-
-
-class RayJob(JobHandle):
-    """One Ray job, tracked by submission id through the Jobs API."""
-
-    def __init__(self, client: Any, submission_id: str, log_path: Path | None,
-                 address: str = "", timeout_s: float = REQUEST_TIMEOUT_S) -> None:
-        self._client = client
-        self._address = address
-        self._timeout_s = timeout_s
-        self.submission_id = submission_id
-        self.job_id = JOB_ID_PREFIX + submission_id
-        self.log_path = log_path
-        self._exit: int | None = None
-
-    def status(self) -> str:
-        """Ray's status name: PENDING, RUNNING, STOPPED, SUCCEEDED or FAILED."""
-        return _status_name(self._ask("get_job_status", self.submission_id))
-
-    def _ask(self, method: str, *args: Any) -> Any:
-        return ask(self._address, self._timeout_s, f"{method} for job {self.submission_id}",
-                    getattr(self._client, method), *args)
-
-    def poll(self) -> int | None:
-        """``None`` while pending or running, else the exit code (logs are synced first).
-
-        A cluster that does not answer is "still running, unknown" (``None``): a job's
-        end is only ever what Ray reports, never a guess from silence."""
-        if self._exit is not None:
-            return self._exit
-        try:
-            status = self.status()
-            self.sync_logs()
-        except RayUnreachableError as exc:
-            LOG.warning("%s; job %s counts as still running", exc, self.job_id)
-            return None
-        if status in ("PENDING", "RUNNING"):
-            return None
-        self._exit = self._exit_code(status)
-        return self._exit
-
-    def _exit_code(self, status: str) -> int:
-        if status == "SUCCEEDED":
-            return 0
-        if status == "STOPPED":
-            return STOPPED_EXIT_CODE
-        info = self._ask("get_job_info", self.submission_id)
-        code = getattr(info, "driver_exit_code", None)
-        return int(code) if code not in (None, 0) else 1
-
-    def wait(self, timeout: float | None = None) -> int | None:
-        """Poll until the job ends or ``timeout`` seconds pass."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            code = self.poll()
-            if code is not None:
-                return code
-            if deadline is not None and time.monotonic() >= deadline:
-                return None
-            time.sleep(POLL_INTERVAL_S)
-
-    def cancel(self) -> None:
-        """Ask Ray to stop the job (SIGTERM to the driver, then SIGKILL); idempotent."""
-        if self._exit is not None:
-            return
-        with contextlib.suppress(RuntimeError):  # already finished or unknown to Ray
-            self._ask("stop_job", self.submission_id)
-
-    def logs(self) -> str:
-        """The job's whole log as Ray holds it."""
-        return str(self._ask("get_job_logs", self.submission_id))
-
-    def sync_logs(self) -> None:
-        """Append the part of the job's log not yet written to ``log_path``."""
-        if self.log_path is None:
-            return
-        offset_file = self.log_path.with_name(self.log_path.name + ".ray-offset")
-        try:
-            offset = int(offset_file.read_text())
-        except (OSError, ValueError):
-            offset = 0
-        text = self.logs()
-        if len(text) <= offset:
-            return
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with self.log_path.open("a", encoding="utf-8") as fh:
-            fh.write(text[offset:])
-        offset_file.write_text(str(len(text)))
 
 
 class RayJobsOptions(ExecutorOptions):
@@ -358,7 +269,7 @@ class RayJobsExecutor(Executor):
     def _active_kappa_jobs(self) -> list[Any]:
         return [job for job in self._ask("list_jobs", self._client.list_jobs)
                 if (job.metadata or {}).get(METADATA_KEY) == "1"
-                and _status_name(job.status) in ("PENDING", "RUNNING")]
+                and status_name(job.status) in ("PENDING", "RUNNING")]
 
     def nodes(self) -> list[RayNode]:
         """The cluster's alive nodes (re-read every ``NODES_TTL_S``; empty when the State
@@ -389,7 +300,7 @@ class RayJobsExecutor(Executor):
         if nodes and not self.autoscaling and gpus > sum(n.gpus for n in nodes):
             return 0
         if nodes:
-            pending = sum(1 for job in active if _status_name(job.status) == "PENDING")
+            pending = sum(1 for job in active if status_name(job.status) == "PENDING")
             room = free_slots(gpus, nodes, (job.metadata or {} for job in active))
             slots = min(slots, room + max(0, self.max_pending - pending))
         return max(0, slots)
