@@ -64,7 +64,8 @@ from orchestrator.scheduler.search import SweepSearch
 from orchestrator.scheduler.stopping import Ending, SweepStopping
 from orchestrator.tracking.retry import is_unreachable
 
-__all__ = ["RUN_PENDING_MARKER", "SchedulerOptions", "SweepScheduler"]  # older import paths
+# Public names; the first two live in .cell_runs and .options and stay importable here.
+__all__ = ["RUN_PENDING_MARKER", "SchedulerOptions", "SweepScheduler"]
 
 LOG = logging.getLogger(__name__)
 
