@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,8 +25,9 @@ from orchestrator.registry.schema import HEAD_REVISION, known_revisions, upgrade
 
 def doctor(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
     """Run ``kappa doctor ARGS`` in-process: (exit code, stdout + stderr)."""
-    old = sys.argv
+    old, columns = sys.argv, os.environ.get("COLUMNS")
     sys.argv = ["kappa", "doctor", *args]
+    os.environ["COLUMNS"] = "400"  # the table's cells unwrapped, whatever runs the tests
     capsys.readouterr()
     try:
         main()
@@ -34,6 +36,10 @@ def doctor(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     finally:
         sys.argv = old
+        if columns is None:
+            os.environ.pop("COLUMNS", None)
+        else:
+            os.environ["COLUMNS"] = columns
     out = capsys.readouterr()
     return code, out.out + out.err
 

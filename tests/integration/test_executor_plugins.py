@@ -145,7 +145,7 @@ def _kappa_here(*args: str) -> Result:
     """``kappa ARGS`` run in this process (the CLI's own code, without a new interpreter)."""
     from orchestrator.cli.app import app
 
-    return CliRunner().invoke(app, list(args))
+    return CliRunner().invoke(app, list(args), env={"COLUMNS": "250"})
 
 
 def test_kappa_executors_lists_plugins_and_bad_options_are_located(plugin: Path) -> None:
