@@ -16,7 +16,9 @@ for _var in ("MLFLOW_RUN_ID", "MLFLOW_TRACKING_URI", "KAPPA_REGISTRY"):
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
 
+# Helpers every test folder shares: the throwaway PostgreSQL server, the in-process CLI.
 sys.path.insert(0, str(Path(__file__).resolve().parent / "unit" / "registry"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from kappa_pg_server import PgServer, unavailable_reason  # noqa: E402
 
 

@@ -7,33 +7,16 @@ each command costs milliseconds after the first imports.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
-
-from orchestrator.cli.app import main
+from cli_in_process import kappa
 
 READ_ONLY = [
     ("status",), ("status", "toy"), ("status", "--json"), ("logs", "abc123"),
     ("cancel", "toy"), ("resume", "toy"), ("resume", "toy", "--wait"), ("table", "toy"),
     ("export", "toy"), ("report", "toy"), ("convergence", "toy"), ("ui",), ("ui", "toy"),
 ]
-
-
-def kappa(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
-    """Run ``kappa ARGS`` in-process: (exit code, stdout + stderr)."""
-    old = sys.argv
-    sys.argv = ["kappa", *args]
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    finally:
-        sys.argv = old
-    out = capsys.readouterr()
-    return code, out.out + out.err
 
 
 def tree(root: Path) -> list[str]:

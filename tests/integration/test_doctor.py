@@ -11,37 +11,20 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_in_process import kappa
 
-from orchestrator.cli.app import main
 from orchestrator.registry.engine import make_engine
 from orchestrator.registry.schema import HEAD_REVISION, known_revisions, upgrade_schema
 
 
 def doctor(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
     """Run ``kappa doctor ARGS`` in-process: (exit code, stdout + stderr)."""
-    old, columns = sys.argv, os.environ.get("COLUMNS")
-    sys.argv = ["kappa", "doctor", *args]
-    os.environ["COLUMNS"] = "400"  # the table's cells unwrapped, whatever runs the tests
-    capsys.readouterr()
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    finally:
-        sys.argv = old
-        if columns is None:
-            os.environ.pop("COLUMNS", None)
-        else:
-            os.environ["COLUMNS"] = columns
-    out = capsys.readouterr()
-    return code, out.out + out.err
+    return kappa(capsys, "doctor", *args)
 
 
 def doctor_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, Any]]:
@@ -160,14 +143,8 @@ def test_an_old_registry_is_a_problem_with_the_fix(home: Path,
     # The human table says the same, and the fix is the real command: it works.
     code, out = doctor(capsys, "--registry", url, "--check", "registry")
     assert code == 2 and "kappa db upgrade" in out and "not ready" in out, out
-    old = sys.argv
-    sys.argv = ["kappa", "db", "upgrade", "--registry", url]
-    try:
-        main()
-    except SystemExit as exc:
-        assert not exc.code
-    finally:
-        sys.argv = old
+    code, out = kappa(capsys, "db", "upgrade", "--registry", url)
+    assert code == 0, out
     code, checks = doctor_json(capsys, "--registry", url, "--check", "registry")
     assert code == 0 and checks["registry"]["details"]["revision"] == HEAD_REVISION
 

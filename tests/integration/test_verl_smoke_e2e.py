@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cli_in_process import kappa
 from sweep_fixtures import use_home
 
 from orchestrator.backends.verl import smoke
-from orchestrator.cli.app import main
 
 pytestmark = pytest.mark.slow
 
@@ -57,21 +57,6 @@ ckpt = Path(args["trainer.default_local_dir"])
 ckpt.mkdir(parents=True, exist_ok=True)
 (ckpt / "latest_checkpointed_iteration.txt").write_text(str(total))
 '''
-
-
-def kappa(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
-    """Run ``kappa ARGS`` in-process: (exit code, stdout + stderr)."""
-    old = sys.argv
-    sys.argv = ["kappa", *args]
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    finally:
-        sys.argv = old
-    out = capsys.readouterr()
-    return code, out.out + out.err
 
 
 def test_smoke_command_runs_twelve_cells_and_names_the_failing_one(

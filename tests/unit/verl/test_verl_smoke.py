@@ -10,35 +10,19 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
+from cli_in_process import kappa
 from verl_test_cells import BASELINES, REWARD_FILE
 
 from orchestrator.backends.verl import smoke
-from orchestrator.cli.app import main
 
 GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "verl" / "smoke.txt"
 # Fixed paths keep the golden file machine-independent: the files need not exist for
 # composing, only on the GPU node.
 SMOKE_DIR = Path("/kappa-smoke")
 RUNS = Path("/kappa-home/runs")
-
-
-def kappa(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
-    """Run ``kappa ARGS`` in-process: (exit code, stdout + stderr)."""
-    old = sys.argv
-    sys.argv = ["kappa", *args]
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    finally:
-        sys.argv = old
-    out = capsys.readouterr()
-    return code, out.out + out.err
 
 
 def _fixed_spec(tmp_path: Path) -> Path:
