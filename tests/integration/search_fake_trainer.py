@@ -44,6 +44,10 @@ def main() -> int:
             stop = json.loads((out / "stop-request.json").read_text())
             break
         time.sleep(float(config.get("step_seconds", 0.01)))
+        while config.get("hold_while") and Path(config["hold_while"]).exists():
+            if (out / "stop-request.json").exists():
+                break
+            time.sleep(0.05)
         with open(out / "metrics.jsonl", "a") as fh:
             fh.write(json.dumps({"step": step, "metrics": {
                 "val/score": score(config, step, steps)}}) + "\n")

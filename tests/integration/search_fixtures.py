@@ -32,6 +32,9 @@ class SearchFakeSettings(BaseModel):
     steps: int = Field(6, ge=1)
     step_seconds: float = Field(0.01, ge=0)
     fall_after: int | None = Field(None, ge=1, description="The score falls after this step.")
+    hold_while: str | None = Field(
+        None, description="A path: while it exists, the trial waits before each step (a test "
+                          "decides when trials may end, whatever the machine's load).")
     seed: int = 0
 
 

@@ -229,9 +229,11 @@ def test_a_cancelled_search_resubmitted_continues_its_trials(home: Path) -> None
     trials stay open (RUNNING) in the study. Submitting the spec again requeues those
     cells, which finish the same trials, then the rest of the budget is asked: every
     trial number once, each with one cell."""
+    hold = home.parent / "hold"  # the first trials cannot end before the cancel lands
+    hold.touch()
     spec = search_spec(home.parent / "s.yaml", "cancelled", SPACE + "  trials: 5\n"
                        "  parallel: 2\n  sampler: random\n  seed: 1\n", steps=20,
-                       step_seconds=0.05)
+                       step_seconds=0.05, hold_while=str(hold))
     proc = subprocess.Popen([sys.executable, str(CLI), "search", str(spec), "--wait"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env=os.environ.copy())
@@ -243,6 +245,7 @@ def test_a_cancelled_search_resubmitted_continues_its_trials(home: Path) -> None
     assert any(c.state is CellState.CANCELLED for c in before.values()), before
     (open_trials,) = _trials("cancelled").values()
     assert len(open_trials) < 5  # the cancel stopped the asking
+    hold.unlink()
     code, out = _kappa("search", str(spec), "--wait")
     assert code == 0, out
     (trials,) = _trials("cancelled").values()
