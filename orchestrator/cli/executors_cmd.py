@@ -7,6 +7,7 @@ a plug-in that cannot be loaded is listed with its error instead of stopping the
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
@@ -29,43 +30,44 @@ def _options(model: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def describe_executors() -> list[dict[str, Any]]:
-    """Every registered executor, with its options or the reason it cannot be loaded."""
+def _describe(registry: Any, load: Callable[[str], dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per plug-in of ``registry``: where it comes from, plus what ``load(name)``
+    adds, or the reason it cannot be loaded."""
     from orchestrator.errors import UserInputError
-    from orchestrator.executors import EXECUTORS, executor_class
 
     found = []
-    for name in EXECUTORS:
-        source = EXECUTORS.source(name)
+    for name in registry:
+        source = registry.source(name)
         entry: dict[str, Any] = {"name": name, "entry_point": source.value,
                                  "distribution": source.distribution}
         try:
-            cls = executor_class(name)
+            entry.update(load(name))
         except UserInputError as exc:
             entry["error"] = exc.problems[0].found if exc.problems else exc.summary
-        else:
-            entry["job_id_prefix"] = cls.job_id_prefix
-            entry["options"] = _options(cls.Options)
         found.append(entry)
     return found
+
+
+def describe_executors() -> list[dict[str, Any]]:
+    """Every registered executor, with its options or the reason it cannot be loaded."""
+    from orchestrator.executors import EXECUTORS, executor_class
+
+    def load(name: str) -> dict[str, Any]:
+        cls = executor_class(name)
+        return {"job_id_prefix": cls.job_id_prefix, "options": _options(cls.Options)}
+
+    return _describe(EXECUTORS, load)
 
 
 def describe_backends() -> list[dict[str, Any]]:
     """Every registered backend, or the reason it cannot be loaded."""
     from orchestrator.backends import BACKENDS, get_backend
-    from orchestrator.errors import UserInputError
 
-    found = []
-    for name in BACKENDS:
-        source = BACKENDS.source(name)
-        entry: dict[str, Any] = {"name": name, "entry_point": source.value,
-                                 "distribution": source.distribution}
-        try:
-            get_backend(name)
-        except UserInputError as exc:
-            entry["error"] = exc.problems[0].found if exc.problems else exc.summary
-        found.append(entry)
-    return found
+    def load(name: str) -> dict[str, Any]:
+        get_backend(name)
+        return {}
+
+    return _describe(BACKENDS, load)
 
 
 def executors_cmd(
