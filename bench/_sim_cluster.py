@@ -37,11 +37,19 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.backends.base import Backend, LaunchSpec
+from orchestrator.backends.base import Backend, Demand, LaunchSpec
 from orchestrator.executors.base import Executor, JobHandle, JobResources
+from orchestrator.grid.plan import SweepPlan
+from orchestrator.spec.model import Resources
 
 JOB_ARGV0 = "simulated-cell"
 SPEC_TEXT = "name: sim\nbackend: simulated\nresources: {gpus: 1, hours: 2.0}\n"
+
+
+def plan_json(name: str = "sim") -> str:
+    """The stored plan of a simulated sweep (what a submit of :data:`SPEC_TEXT` records)."""
+    return SweepPlan(name=name, backend="simulated",
+                     resources=Resources(gpus=1, hours=2.0)).to_json()
 Scenario = Literal["steps", "blind"]
 
 
@@ -65,11 +73,10 @@ class SimBackend(Backend):
     name: ClassVar[str] = "simulated"
     settings_model: ClassVar[type[BaseModel]] = SimSettings
 
-    def launch(self, settings: BaseModel, run_dir: Path) -> LaunchSpec:
+    def launch(self, settings: Mapping[str, Any], run_dir: Path, demand: Demand) -> LaunchSpec:
         """An argv that describes the fake job: its duration and steps."""
-        assert isinstance(settings, SimSettings)
-        return LaunchSpec(argv=(JOB_ARGV0, repr(settings.sim_seconds), str(settings.max_steps)),
-                          gpus=settings.gpus)
+        return LaunchSpec(argv=(JOB_ARGV0, repr(float(settings["sim_seconds"])),
+                                str(int(settings["max_steps"]))), gpus=demand.gpus)
 
     def gpus(self, settings: BaseModel) -> int:
         """The cell's GPUs."""
@@ -211,6 +218,15 @@ class SimCell:
     labels: dict[str, Any] = field(default_factory=dict)
 
 
+def add_sim_cells(registry: Any, sweep: str, cells: list[SimCell]) -> list[Any]:
+    """``registry.add_cells`` with each cell's demand judged as a submit judges it."""
+    backend = SimBackend()
+    demands = {c.cell_id: backend.demand(backend.settings_model.model_validate(c.settings))
+               for c in cells}
+    return list(registry.add_cells(sweep, cells,
+                                   demands={k: d.to_json() for k, d in demands.items()}))
+
+
 def draw_cells(n: int, seed: int, scenario: Scenario = "steps",
                median_hours: float = 2.0) -> list[SimCell]:
     """``n`` cells of 1, 2, 4 or 8 GPUs (uniformly), in random registry order.
@@ -277,25 +293,26 @@ def simulate(cells: list[SimCell], node_gpus: list[int], order: str = "kappa") -
     ``kappa`` (its launch order), ``backfill`` (registry order with backfill: kappa's
     order before it knew lengths) or ``fifo`` (strict registry order)."""
     from orchestrator.registry import Registry
-    from orchestrator.scheduler.loop import SweepScheduler
     from orchestrator.scheduler.options import SchedulerOptions
     from orchestrator.scheduler.order import LaunchOrder
     from orchestrator.scheduler.ports import NullTracker
+    from orchestrator.sweeps.driver import build_scheduler
 
     backend = SimBackend()
-    orders = {"kappa": LaunchOrder(backend),
-              "backfill": LaunchOrder(backend, longest_first=False),
-              "fifo": LaunchOrder(backend, longest_first=False, backfill=False)}
+    orders = {"kappa": LaunchOrder(),
+              "backfill": LaunchOrder(longest_first=False),
+              "fifo": LaunchOrder(longest_first=False, backfill=False)}
     cluster = SimCluster(list(node_gpus))
     with tempfile.TemporaryDirectory(prefix="kappa-sim-", dir=_fast_tmp()) as tmp, \
             kappa_home(Path(tmp)), Registry.open(f"sqlite:///{tmp}/registry.db") as registry:
-        registry.upsert_sweep("sim", backend=SimBackend.name, spec_text=SPEC_TEXT)
-        registry.add_cells("sim", cells)
+        registry.upsert_sweep("sim", backend=SimBackend.name, spec_text=SPEC_TEXT,
+                              plan=plan_json())
+        add_sim_cells(registry, "sim", cells)
         # The poll interval only bounds a pause in which no job ends: events wake the
         # loop (see the module docstring), so an hour of virtual time is plenty.
         options = SchedulerOptions(poll_interval=3600.0, retry_backoff=60.0)
-        scheduler = SweepScheduler(registry, "sim", backend, cluster, NullTracker(), options,
-                                   order=orders[order])
+        scheduler = build_scheduler(registry, registry.get_sweep("sim"), backend, cluster,
+                                    NullTracker(), options, order=orders[order])
         counts = {state.value: n for state, n in scheduler.run().items()}
     return SimResult(cluster.makespan, lower_bound(cells, cluster.total_gpus), cluster, counts)
 

@@ -26,8 +26,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -78,7 +79,7 @@ class TrivialBackend:
 def _backend_class() -> type:
     from pydantic import BaseModel, ConfigDict
 
-    from orchestrator.backends.base import Backend, LaunchSpec
+    from orchestrator.backends.base import Backend, Demand, LaunchSpec
 
     class TrivialSettings(BaseModel):
         model_config = ConfigDict(extra="forbid", frozen=True)
@@ -88,7 +89,8 @@ def _backend_class() -> type:
         name = "trivial"
         settings_model = TrivialSettings
 
-        def launch(self, settings: BaseModel, run_dir: Path) -> LaunchSpec:
+        def launch(self, settings: Mapping[str, Any], run_dir: Path,
+                   demand: Demand) -> LaunchSpec:
             return LaunchSpec(argv=TRIVIAL)
 
         def read_summary(self, run_dir: Path) -> dict[str, object] | None:
@@ -101,7 +103,7 @@ def bench_sweep(n: int, parallel: int, workdir: Path) -> float:
     """Wall seconds for ``submit(wait=True)`` of an n-cell spec of trivial cells: spec,
     grid, registry (SQLite), MLflow parent + child runs, run folders, scheduler loop."""
     import orchestrator.backends as backends
-    from orchestrator.scheduler.driver import submit
+    from orchestrator.sweeps.driver import submit
 
     os.environ["KAPPA_HOME"] = str(workdir / "home")
     os.environ.setdefault("KAPPA_POLL_INTERVAL", "0.01")

@@ -48,7 +48,15 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT / "tests" / "unit" / "registry"))
 
-from _sim_cluster import SPEC_TEXT, SimBackend, SimCell, SimCluster, kappa_home  # noqa: E402
+from _sim_cluster import (  # noqa: E402
+    SPEC_TEXT,
+    SimBackend,
+    SimCell,
+    SimCluster,
+    add_sim_cells,
+    kappa_home,
+    plan_json,
+)
 
 from orchestrator.executors.base import JobResources  # noqa: E402
 from orchestrator.registry import CellState, Registry  # noqa: E402
@@ -76,8 +84,9 @@ def make_cells(n: int) -> list[SimCell]:
 def populate(registry: Registry, n: int, cluster: SimCluster, run_root: Path) -> None:
     """One sweep of ``n`` cells: ``RUNNING`` of them running on ``cluster``, the rest
     pending (moved to succeeded/pending by :func:`set_mix`)."""
-    registry.upsert_sweep(SWEEP, backend=SimBackend.name, spec_text=SPEC_TEXT)
-    cells = registry.add_cells(SWEEP, make_cells(n))
+    registry.upsert_sweep(SWEEP, backend=SimBackend.name, spec_text=SPEC_TEXT,
+                          plan=plan_json(SWEEP))
+    cells = add_sim_cells(registry, SWEEP, make_cells(n))
     for cell in cells[:RUNNING]:
         registry.transition(cell, CellState.PENDING, CellState.QUEUED)
         run_dir = run_root / cell.cell_id
@@ -123,9 +132,10 @@ def measure(url: str, n: int, repeat: int) -> dict[str, tuple[float, float]]:
     from orchestrator.scheduler.fit import check_fit
     from orchestrator.scheduler.loop import SweepScheduler
     from orchestrator.scheduler.options import SchedulerOptions
-    from orchestrator.scheduler.order import LaunchOrder
+    from orchestrator.scheduler.order import LaunchOrder, stored_demand
     from orchestrator.scheduler.ports import NullTracker
     from orchestrator.spec.model import Resources
+    from orchestrator.sweeps.driver import build_scheduler
 
     out: dict[str, tuple[float, float]] = {}
     backend = SimBackend()
@@ -149,18 +159,19 @@ def measure(url: str, n: int, repeat: int) -> dict[str, tuple[float, float]]:
 
         def resume_scan() -> None:
             waiting = registry.cells(SWEEP, [CellState.PENDING, CellState.QUEUED])
-            check_fit(backend, ((c.cell_id, c.settings) for c in waiting), cluster, resources)
+            check_fit(((c.cell_id, stored_demand(c)) for c in waiting), cluster, resources)
             SweepScheduler(registry, SWEEP, backend, cluster, NullTracker()).recover()
 
         out["resume scan"] = best(resume_scan, repeat)
         set_mix(registry, half_done=False)
         options = SchedulerOptions(poll_interval=3600.0)
-        scheduler = SweepScheduler(registry, SWEEP, backend, cluster, NullTracker(), options)
+        scheduler = build_scheduler(registry, registry.get_sweep(SWEEP), backend, cluster,
+                                    NullTracker(), options)
         scheduler.recover()  # reattaches the running jobs: the cluster is full
         out["first pass"] = best(scheduler.step, 1)
         out["pass"] = best(scheduler.step, repeat)
         # What a pass read before it read ids only: every pending cell, settings and all.
-        out["pass before"] = best(lambda: LaunchOrder(backend).sort(
+        out["pass before"] = best(lambda: LaunchOrder().sort(
             registry.cells(SWEEP, [CellState.PENDING])), repeat)
         out["loop check"] = best(lambda: registry.counts(SWEEP), repeat)
         out["check before"] = best(lambda: registry.cells(

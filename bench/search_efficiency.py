@@ -64,8 +64,8 @@ def make_spec(name: str, sampler: str, seed: int, trials: int, max_steps: int,
 
 def prebuild_warm_start(spec_text: str) -> float:
     """Build the (shared) warm start once, so no search pays for it; seconds."""
+    from orchestrator.backends.embedded.model import resolve_device
     from orchestrator.backends.embedded.settings import EmbeddedSettings
-    from orchestrator.backends.embedded.trainer import resolve_device
     from orchestrator.backends.embedded.warmstart import load_or_build
 
     settings = EmbeddedSettings.model_validate(yaml.safe_load(spec_text)["base"])
@@ -79,8 +79,8 @@ def run_search(path: Path) -> dict[str, Any]:
     import optuna
 
     from orchestrator.registry import Registry
-    from orchestrator.scheduler.driver import submit
-    from orchestrator.scheduler.search_storage import open_storage
+    from orchestrator.search.storage import open_storage
+    from orchestrator.sweeps.driver import submit
 
     start = time.perf_counter()
     result = submit(path, wait=True)

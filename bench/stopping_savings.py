@@ -57,8 +57,8 @@ def make_spec(name: str, baselines: list[str], seeds: int, max_steps: int,
 
 def prebuild_warm_starts(spec_text: str) -> float:
     """Build the warm start of every seed once (both variants then load it); seconds."""
+    from orchestrator.backends.embedded.model import resolve_device
     from orchestrator.backends.embedded.settings import EmbeddedSettings
-    from orchestrator.backends.embedded.trainer import resolve_device
     from orchestrator.backends.embedded.warmstart import load_or_build
 
     spec = yaml.safe_load(spec_text)
@@ -71,10 +71,10 @@ def prebuild_warm_starts(spec_text: str) -> float:
 
 def run_sweep(path: Path, parallel: int) -> dict[str, Any]:
     """Submit and wait; wall seconds, steps run, per-cell hours and kappa's accounting."""
+    from orchestrator.grid.plan import stored_plan
     from orchestrator.registry import Registry
-    from orchestrator.scheduler.budget import sweep_hours
-    from orchestrator.scheduler.driver import submit
-    from orchestrator.spec.stopping import stored_stopping
+    from orchestrator.stopping.budget import sweep_hours
+    from orchestrator.sweeps.driver import submit
 
     start = time.perf_counter()
     result = submit(path, wait=True, max_parallel=parallel)
@@ -82,7 +82,8 @@ def run_sweep(path: Path, parallel: int) -> dict[str, Any]:
     with Registry.open() as reg:
         cells = reg.cells(result.sweep)
         record = reg.get_sweep(result.sweep)
-    rules, resources = stored_stopping(record.spec_text)
+    plan = stored_plan(record.name, record.plan)
+    rules, resources = plan.stop, plan.resources
     hours = sweep_hours(cells, resources, rules.gpu_hours if rules else None)
     cell_hours = sum((c.finished_at - c.started_at).total_seconds() / 3600
                      for c in cells if c.started_at and c.finished_at)

@@ -19,14 +19,10 @@ from pathlib import Path
 
 import torch
 
-from orchestrator.backends.embedded.experience import collect
-from orchestrator.backends.embedded.model import TinyGPT
-from orchestrator.backends.embedded.rollout import Sequences, generate, left_pad
+from orchestrator.backends.embedded.model import Sequences, TinyGPT, generate, left_pad
 from orchestrator.backends.embedded.settings import EmbeddedSettings
-from orchestrator.backends.embedded.tasks import TASKS
-from orchestrator.backends.embedded.tokenizer import EOS, PAD, TOKENIZER
-from orchestrator.backends.embedded.trainer import train
-from orchestrator.backends.embedded.update import ppo_update
+from orchestrator.backends.embedded.tasks import EOS, PAD, TASKS, TOKENIZER
+from orchestrator.backends.embedded.trainer import collect, ppo_update, train
 from orchestrator.backends.embedded.warmstart import load_or_build
 
 

@@ -1,4 +1,4 @@
-"""Group-relative advantage constructions (ALGORITHMS.md §1).
+"""Group-relative advantage constructions (docs/algorithms.md#advantages).
 
 Every function takes outcome rewards shaped ``(groups, G)`` (one row per prompt, one
 column per sampled response) and returns advantages of the same shape. The same advantage
@@ -20,7 +20,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from orchestrator.errors import Problem, UserInputError, unknown_name
+from orchestrator.algorithms.errors import AlgorithmError, Issue, unknown_name, unknown_options
 
 AdvantageFn = Callable[..., Tensor]
 StdKind = Literal["unbiased", "population"]
@@ -74,10 +74,10 @@ def grpo(rewards: Tensor, std: StdKind = "unbiased", eps: float = 1e-6) -> Tenso
     has the rewards' floating dtype. Non-finite rewards raise ``ValueError``.
     """
     if std not in STD_KINDS:
-        raise UserInputError(
+        raise AlgorithmError(
             f"unknown std kind '{std}'",
-            [Problem("advantage.std", "unknown std kind", found=repr(std),
-                     allowed=", ".join(STD_KINDS))],
+            [Issue("advantage.std", "unknown std kind", found=repr(std),
+                   allowed=", ".join(STD_KINDS))],
         )
     if not (math.isfinite(eps) and eps >= 0):
         raise ValueError(f"eps must be a finite number >= 0; got {eps}")
@@ -143,28 +143,19 @@ ADVANTAGES: dict[str, AdvantageFn] = {
 }
 
 
-def _check_options(kind: str, name: str, fn: Callable[..., object],
-                   options: dict[str, object], skip: int) -> None:
-    """Reject unknown keyword options with one Problem each, naming the allowed ones."""
-    allowed = list(inspect.signature(fn).parameters)[skip:]
-    bad = sorted(set(options) - set(allowed))
-    if bad:
-        raise UserInputError(
-            f"unknown option(s) for {kind} '{name}': {', '.join(bad)}",
-            [Problem(f"{kind}.{opt}", f"not an option of {kind} '{name}'", found=repr(opt),
-                     allowed=", ".join(allowed) or "(none)") for opt in bad],
-        )
-
-
 def advantages(name: str, rewards: Tensor, **options: object) -> Tensor:
     """Advantages of ``rewards`` ``(groups, G)`` under the construction ``name``.
 
     Names are the keys of :data:`ADVANTAGES`: ``grpo`` (options ``std``, ``eps``),
     ``drgrpo`` and ``reward_budget``. The result has the shape of ``rewards``.
-    Unknown names or options raise :class:`~orchestrator.errors.UserInputError`.
+    Unknown names or options raise :class:`~orchestrator.algorithms.errors.AlgorithmError`.
     """
     fn = ADVANTAGES.get(name)
     if fn is None:
         raise unknown_name("advantage", name, ADVANTAGES, "advantage")
-    _check_options("advantage", name, fn, options, skip=1)
+    allowed = list(inspect.signature(fn).parameters)[1:]
+    issues = unknown_options("advantage", f"advantage '{name}'", options, allowed)
+    if issues:
+        bad = ", ".join(sorted(set(options) - set(allowed)))
+        raise AlgorithmError(f"unknown option(s) for advantage '{name}': {bad}", issues)
     return fn(rewards, **options)

@@ -1,4 +1,6 @@
-"""Covariance-based entropy-preserving losses: Clip-Cov and KL-Cov (ALGORITHMS.md §2).
+"""Covariance-based entropy-preserving losses: Clip-Cov and KL-Cov.
+
+Definitions: docs/algorithms.md#policy-losses.
 
 Both rank the batch's valid response tokens by the centred covariance
 ``c_t = (log π_θ(o_t) − mean log π_θ) · (A_t − mean A)`` and treat a small fraction of
@@ -11,7 +13,12 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from orchestrator.algorithms.bundles import BUNDLES
 from orchestrator.algorithms.masking import aggregate, masked_mean
+
+# The recipes' parameters are the defaults (the table of bundles holds them).
+_CLIP_COV = BUNDLES["clip_cov"].policy_loss_params
+_KL_COV = BUNDLES["kl_cov"].policy_loss_params
 
 
 def clip_cov_selection(
@@ -55,9 +62,9 @@ def clip_cov(
     clip_ratio_high: float,
     clip_ratio_c: float = 3.0,
     loss_scale_factor: float | None = None,
-    clip_cov_ratio: float = 2e-4,
-    clip_cov_lb: float = 1.0,
-    clip_cov_ub: float = 5.0,
+    clip_cov_ratio: float = _CLIP_COV["clip_cov_ratio"],
+    clip_cov_lb: float = _CLIP_COV["clip_cov_lb"],
+    clip_cov_ub: float = _CLIP_COV["clip_cov_ub"],
     generator: torch.Generator | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
     """Clip-Cov: the PPO clip surrogate with the selected tokens' loss (and gradient) zeroed.
@@ -118,8 +125,8 @@ def kl_cov(
     clip_ratio_high: float,
     clip_ratio_c: float = 3.0,
     loss_scale_factor: float | None = None,
-    kl_cov_ratio: float = 2e-3,
-    ppo_kl_coef: float = 1.0,
+    kl_cov_ratio: float = _KL_COV["kl_cov_ratio"],
+    ppo_kl_coef: float = _KL_COV["ppo_kl_coef"],
 ) -> tuple[Tensor, dict[str, float]]:
     """KL-Cov: unclipped ``−ρA`` everywhere, plus ``ppo_kl_coef · |log π_θ − log π_old|`` on
     the top ``kl_cov_ratio`` of tokens by covariance.

@@ -1,4 +1,7 @@
-"""DAPO's batch-level helpers: dynamic sampling and the soft over-long penalty (§2)."""
+"""DAPO's batch-level helpers: dynamic sampling and the soft over-long penalty.
+
+Definitions: docs/algorithms.md#baseline-bundles.
+"""
 
 from __future__ import annotations
 

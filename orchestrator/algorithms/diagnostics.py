@@ -1,4 +1,4 @@
-"""Per-step diagnostics every backend reports (ALGORITHMS.md §6).
+"""Per-step diagnostics every backend reports (docs/algorithms.md#diagnostics).
 
 Token entropy lives in :mod:`orchestrator.algorithms.entropy`; this module has clip
 activation, approximate KL, κ_eff and the two-armed skewness Φ.

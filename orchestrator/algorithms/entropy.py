@@ -1,4 +1,4 @@
-"""Token entropy of a categorical policy from its logits (ALGORITHMS.md §4, §6)."""
+"""Token entropy of a categorical policy from its logits (docs/algorithms.md#diagnostics)."""
 
 from __future__ import annotations
 
@@ -33,5 +33,8 @@ def token_entropy(logits: Tensor, mask: Tensor) -> Tensor:
 
 
 def sequence_entropy(logits: Tensor, mask: Tensor) -> Tensor:
-    """Mean per-token entropy of each response ``(B,)``: the ``H(π_θ(o))`` of ALGORITHMS.md §4."""
+    """Mean per-token entropy of each response ``(B,)``.
+
+    This is the ``H(π_θ(o))`` of docs/algorithms.md#entropy-interventions.
+    """
     return masked_mean(entropy_from_logits(logits), mask, dim=-1)

@@ -1,4 +1,6 @@
-"""Per-token KL estimators between the policy and the reference policy (ALGORITHMS.md §2).
+"""Per-token KL estimators between the policy and the reference policy.
+
+Definitions: docs/algorithms.md#kl-estimators.
 
 Same estimators and clamps as verl 0.9.1's ``kl_penalty``: k1 (``log π − log π_ref``),
 abs, k2/mse (``½(log π − log π_ref)²``), k3/low_var_kl
@@ -14,7 +16,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from orchestrator.errors import unknown_name
+from orchestrator.algorithms.errors import unknown_name
 
 KlFn = Callable[[Tensor, Tensor], Tensor]
 

@@ -1,4 +1,4 @@
-"""Masked reductions and the three loss-aggregation modes (ALGORITHMS.md §2).
+"""Masked reductions and the three loss-aggregation modes (docs/algorithms.md#aggregation-modes).
 
 Semantics follow verl 0.9.1 (``verl.utils.torch_functional.masked_mean`` and
 ``verl.trainer.ppo.core_algos.agg_loss`` with a single data-parallel rank) so that
@@ -13,7 +13,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from orchestrator.errors import unknown_name
+from orchestrator.algorithms.errors import unknown_name
 
 AggMode = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
 AGG_MODES: tuple[str, ...] = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm")

@@ -1,4 +1,4 @@
-"""Token-level policy-gradient losses (ALGORITHMS.md §2) and their registry.
+"""Token-level policy-gradient losses (docs/algorithms.md#policy-losses) and their registry.
 
 Each loss follows the semantics of the function of the same name in verl 0.9.1's
 ``verl/trainer/ppo/core_algos.py`` (masking, clamps, dual clip, metric definitions,
@@ -16,8 +16,8 @@ import torch
 from torch import Tensor
 
 from orchestrator.algorithms.covariance_losses import clip_cov, kl_cov
+from orchestrator.algorithms.errors import AlgorithmError, Issue, unknown_name, unknown_options
 from orchestrator.algorithms.masking import aggregate, masked_mean, masked_sum
-from orchestrator.errors import Problem, UserInputError, unknown_name
 
 PolicyLossFn = Callable[..., tuple[Tensor, dict[str, float]]]
 
@@ -147,21 +147,16 @@ def loss_options(name: str) -> tuple[str, ...]:
 
 def _validate(name: str, clip_ratio_low: float, clip_ratio_high: float, clip_ratio_c: float,
               options: dict[str, object]) -> None:
-    allowed = loss_options(name)
-    problems = [
-        Problem(f"loss.{opt}", f"not an option of policy loss '{name}'", found=repr(opt),
-                allowed=", ".join(allowed) or "(none)")
-        for opt in sorted(set(options) - set(allowed))
-    ]
+    problems = unknown_options("loss", f"policy loss '{name}'", options, loss_options(name))
     for field, value in (("clip_ratio_low", clip_ratio_low), ("clip_ratio_high", clip_ratio_high)):
         if not value > 0:
-            problems.append(Problem(f"loss.{field}", "must be > 0 (inf = no clipping)",
-                                    found=repr(value)))
+            problems.append(Issue(f"loss.{field}", "must be > 0 (inf = no clipping)",
+                                  found=repr(value)))
     if not clip_ratio_c > 1.0:
-        problems.append(Problem("loss.clip_ratio_c", "dual-clip bound must be > 1 (as in verl)",
-                                found=repr(clip_ratio_c), fix="use 3.0 (verl's default)"))
+        problems.append(Issue("loss.clip_ratio_c", "dual-clip bound must be > 1 (as in verl)",
+                              found=repr(clip_ratio_c), fix="use 3.0 (verl's default)"))
     if problems:
-        raise UserInputError(f"invalid settings for policy loss '{name}'", problems)
+        raise AlgorithmError(f"invalid settings for policy loss '{name}'", problems)
 
 
 def policy_loss(

@@ -1,4 +1,4 @@
-"""Reward transforms applied before advantages (ALGORITHMS.md §3–§5).
+"""Reward transforms applied before advantages (docs/algorithms.md#reward-variants).
 
 Verifier rewards scaled by a κ setting, the second paper's spurious Bernoulli(0.5)
 rewards, and the first paper's entropy reward.
@@ -15,7 +15,8 @@ from torch import Tensor
 def scale_rewards(correct: Tensor, reward_correct: float, reward_incorrect: float) -> Tensor:
     """Verifier reward: ``reward_correct`` where ``correct`` else ``reward_incorrect``.
 
-    With ``(r⁺, r⁻) = (5, 0)`` and β = 0.001 this is the κ = 5000 setting of §3.
+    With ``(r⁺, r⁻) = (5, 0)`` and β = 0.001 this is the κ = 5000 setting
+    (docs/algorithms.md#kappa-settings).
     """
     high = torch.full(correct.shape, float(reward_correct), dtype=torch.get_default_dtype())
     low = torch.full(correct.shape, float(reward_incorrect), dtype=torch.get_default_dtype())
@@ -51,7 +52,8 @@ def entropy_reward(rewards: Tensor, seq_entropy: Tensor, coef: float) -> Tensor:
 
     ``seq_entropy`` is the mean per-token entropy of each response under the rollout
     policy (:func:`~orchestrator.algorithms.entropy.sequence_entropy`); detaching it is
-    ALGORITHMS.md §4's choice, so the bonus acts as a reward, not as a loss term.
+    kappa's choice (docs/algorithms.md#entropy-interventions), so the bonus acts as a
+    reward, not as a loss term.
     """
     if rewards.shape != seq_entropy.shape:
         raise ValueError(

@@ -1,4 +1,5 @@
-"""The sharpness factor κ and the first paper's advantage table (ALGORITHMS.md §1, §9).
+"""The sharpness factor κ and the first paper's advantage table
+(docs/algorithms.md#sharpness-kappa-and-the-advantage-table).
 
 For a correct/incorrect pair, ``κ = (A⁺ − A⁻) / β``. With binary rewards and ``k``
 correct answers out of ``G``, each construction gives one ``A⁺`` and one ``A⁻``; the
@@ -15,17 +16,10 @@ import torch
 from torch import Tensor
 
 from orchestrator.algorithms.advantages import STD_KINDS, StdKind, advantages
-from orchestrator.errors import Problem, UserInputError
+from orchestrator.algorithms.errors import AlgorithmError, Issue
 
 # Rewards built per chunk of rows in advantage_table (bounded memory for any G).
 _CHUNK_ELEMENTS = 1 << 20
-
-# Column order of the table: (display name, advantage name).
-TABLE_CONSTRUCTIONS: tuple[tuple[str, str], ...] = (
-    ("Reward Budget", "reward_budget"),
-    ("DrGRPO", "drgrpo"),
-    ("GRPO", "grpo"),
-)
 
 
 @overload
@@ -37,7 +31,8 @@ def sharpness_kappa(
 ) -> float | Tensor:
     """Sharpness factor ``κ = (A⁺ − A⁻) / β`` of a correct/incorrect pair.
 
-    With raw rewards in place of advantages it is the κ of a reward setting, §3.
+    With raw rewards in place of advantages it is the κ of a reward setting
+    (docs/algorithms.md#kappa-settings).
     """
     if not (math.isfinite(beta) and beta > 0):
         raise ValueError(f"beta must be a finite number > 0; got {beta}")
@@ -64,7 +59,7 @@ class AdvantageRow:
     grpo: PairAdvantages
 
     def by_construction(self, name: str) -> PairAdvantages:
-        """The cell of advantage construction ``name`` (a TABLE_CONSTRUCTIONS key)."""
+        """The cell of advantage construction ``name`` (reward_budget, drgrpo or grpo)."""
         cells = {"reward_budget": self.reward_budget, "drgrpo": self.drgrpo, "grpo": self.grpo}
         return cells[name]
 
@@ -72,17 +67,17 @@ class AdvantageRow:
 def _validate(group_size: int, beta: float, std: str) -> None:
     problems = []
     if group_size < 2:
-        problems.append(Problem("group_size", "needs at least 2 responses per group",
-                                found=str(group_size), allowed="integers >= 2"))
+        problems.append(Issue("group_size", "needs at least 2 responses per group",
+                              found=str(group_size), allowed="integers >= 2"))
     if not (math.isfinite(beta) and beta > 0):
         # β = 0 (no KL) makes κ infinite: the table of κ values is undefined.
-        problems.append(Problem("beta", "KL strength must be a positive finite number",
-                                found=repr(beta), fix="e.g. 0.001"))
+        problems.append(Issue("beta", "KL strength must be a positive finite number",
+                              found=repr(beta), fix="e.g. 0.001"))
     if std not in STD_KINDS:
-        problems.append(Problem("std", "unknown std kind", found=repr(std),
-                                allowed=", ".join(STD_KINDS)))
+        problems.append(Issue("std", "unknown std kind", found=repr(std),
+                              allowed=", ".join(STD_KINDS)))
     if problems:
-        raise UserInputError("cannot build the advantage table", problems)
+        raise AlgorithmError("cannot build the advantage table", problems)
 
 
 def advantage_table(

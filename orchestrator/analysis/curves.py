@@ -9,45 +9,18 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.analysis.frame import AXIS_PREFIX
+from orchestrator.runs.folder import METRICS_FILE
+from orchestrator.runs.metrics import metric_curves
 
 if TYPE_CHECKING:
     import pandas as pd
 
 CURVE_COLUMNS: tuple[str, ...] = ("cell_id", "step", "metric", "value")
-
-
-def read_metrics_jsonl(path: Path) -> dict[str, dict[int, float]]:
-    """``{metric: {step: value}}`` from a ``metrics.jsonl`` file.
-
-    A step logged twice (a resumed launch re-logs from its checkpoint) keeps its last
-    value; a truncated last line (a run killed mid-write) is ignored.
-    """
-    out: dict[str, dict[int, float]] = {}
-    try:
-        lines = path.read_text().splitlines()
-    except OSError:
-        return out
-    for line in lines:
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-            step = int(record["step"])
-            metrics = record["metrics"]
-        except (ValueError, KeyError, TypeError):
-            continue
-        for name, value in metrics.items():
-            try:
-                out.setdefault(name, {})[step] = float(value)
-            except (TypeError, ValueError):
-                continue
-    return out
 
 
 def _matching(names: Sequence[str], patterns: Sequence[str]) -> list[str]:
@@ -63,9 +36,8 @@ def from_mlflow_name(name: str) -> str:
     return name.replace("_at_", "@")
 
 
-def _mlflow_history(
-    run_id: str, patterns: Sequence[str], mlflow_uri: str
-) -> dict[str, dict[int, float]]:
+def _mlflow_history(run_id: str, patterns: Sequence[str],
+                    mlflow_uri: str) -> dict[str, dict[int, float]]:
     from orchestrator.tracking import Tracker
 
     # Through the Tracker: a store still being created by a first submit is waited for.
@@ -78,12 +50,8 @@ def _mlflow_history(
     return out
 
 
-def cell_curves(
-    run_dir: str | None,
-    mlflow_run_id: str | None,
-    patterns: Sequence[str],
-    mlflow_uri: str | None = None,
-) -> dict[str, dict[int, float]]:
+def cell_curves(run_dir: str | None, mlflow_run_id: str | None, patterns: Sequence[str],
+                mlflow_uri: str | None = None) -> dict[str, dict[int, float]]:
     """Histories of the metrics matching ``patterns`` (globs) of one cell.
 
     The run folder's ``metrics.jsonl`` is read first; when it has none of them (a run on
@@ -91,7 +59,7 @@ def cell_curves(
     """
     found: dict[str, dict[int, float]] = {}
     if run_dir:
-        found = read_metrics_jsonl(Path(run_dir) / "metrics.jsonl")
+        found = metric_curves(Path(run_dir) / METRICS_FILE)
     wanted = {m: found[m] for m in _matching(list(found), patterns)}
     if not wanted and mlflow_run_id and mlflow_uri:
         # An unreachable or foreign store leaves the curve missing rather than failing.
@@ -100,26 +68,20 @@ def cell_curves(
     return wanted
 
 
-def load_curves(
-    frame: pd.DataFrame, patterns: Sequence[str], mlflow_uri: str | None = None
-) -> pd.DataFrame:
+def load_curves(frame: pd.DataFrame, patterns: Sequence[str],
+                mlflow_uri: str | None = None) -> pd.DataFrame:
     """Long-form curves of the metrics matching ``patterns`` for every cell in ``frame``."""
     import pandas as pd
 
     axis_cols = [c for c in frame.columns if c.startswith(AXIS_PREFIX)]
     rows: list[dict[str, Any]] = []
     for record in frame.to_dict("records"):
-        histories = cell_curves(
-            record.get("run_dir"), record.get("mlflow_run_id"), patterns, mlflow_uri
-        )
+        histories = cell_curves(record.get("run_dir"), record.get("mlflow_run_id"), patterns,
+                                mlflow_uri)
         for metric, points in histories.items():
             for step in sorted(points):
-                row = {
-                    "cell_id": record["cell_id"],
-                    "step": step,
-                    "metric": metric,
-                    "value": points[step],
-                }
+                row = {"cell_id": record["cell_id"], "step": step, "metric": metric,
+                       "value": points[step]}
                 row.update({c: record[c] for c in axis_cols})
                 rows.append(row)
     return pd.DataFrame(rows, columns=[*CURVE_COLUMNS, *axis_cols])

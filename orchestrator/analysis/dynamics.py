@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.analysis.convergence import convergence_step
+from orchestrator.algorithms.convergence import convergence_step
 from orchestrator.analysis.frame import AXIS_PREFIX
 
 if TYPE_CHECKING:
@@ -32,16 +32,8 @@ PANELS: dict[str, str] = {
 }
 
 # A colour-blind-safe qualitative palette (Okabe-Ito), shared by static and interactive plots.
-PALETTE: tuple[str, ...] = (
-    "#0072B2",
-    "#E69F00",
-    "#009E73",
-    "#D55E00",
-    "#CC79A7",
-    "#56B4E9",
-    "#F0E442",
-    "#000000",
-)
+PALETTE: tuple[str, ...] = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9",
+                             "#F0E442", "#000000")
 
 
 @dataclass(frozen=True)
@@ -90,11 +82,8 @@ def _mean_curve(label: str, group: str, per_run: pd.DataFrame) -> Curve:
     return Curve(label, group, tuple(float(s) for s in mean.index), tuple(float(v) for v in mean))
 
 
-def build_panels(
-    curves: pd.DataFrame,
-    color_by: str | None = None,
-    panels: Mapping[str, str] = PANELS,
-) -> list[Panel]:
+def build_panels(curves: pd.DataFrame, color_by: str | None = None,
+                 panels: Mapping[str, str] = PANELS) -> list[Panel]:
     """Panels from long-form curves (:func:`orchestrator.analysis.curves.load_curves`)."""
     out: list[Panel] = []
     group_col = AXIS_PREFIX + color_by if color_by else None
@@ -113,21 +102,16 @@ def build_panels(
         marks: dict[str, float] = {}
         for cell_id, run in per_cell.groupby("cell_id", sort=False):
             run = run.sort_values("step")
-            curve = Curve(
-                str(cell_id),
-                group_of[str(cell_id)],
-                tuple(float(s) for s in run["step"]),
-                tuple(float(v) for v in run["value"]),
-            )
+            curve = Curve(str(cell_id), group_of[str(cell_id)],
+                          tuple(float(s) for s in run["step"]),
+                          tuple(float(v) for v in run["value"]))
             runs.append(curve)
             if title == ACCURACY_PANEL:
                 step = convergence_step(curve.steps, curve.values)
                 if step is not None:
                     marks[curve.label] = step
-        means = tuple(
-            _mean_curve(f"mean {g}", str(g), sub)
-            for g, sub in per_cell.groupby("group", sort=False)
-        )
+        means = tuple(_mean_curve(f"mean {g}", str(g), sub)
+                      for g, sub in per_cell.groupby("group", sort=False))
         overall = _mean_curve("mean of all runs", "all", per_cell) if len(runs) > 1 else None
         out.append(Panel(title, tuple(runs), means, overall, marks))
     return out
@@ -148,9 +132,8 @@ def convergence_frame(
         row: dict[str, Any] = {"cell_id": record["cell_id"], "state": record["state"]}
         row.update({c: record[c] for c in axis_cols})
         row["points"] = 0 if curve is None else len(curve.steps)
-        row["convergence_step"] = (
-            None if curve is None else convergence_step(curve.steps, curve.values)
-        )
+        row["convergence_step"] = (None if curve is None
+                                   else convergence_step(curve.steps, curve.values))
         row["last_value"] = None if curve is None else curve.values[-1]
         rows.append(row)
     return pd.DataFrame(rows)

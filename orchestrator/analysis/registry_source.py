@@ -21,6 +21,7 @@ class SweepInfo:
     spec_text: str
     mlflow_experiment_id: str | None
     mlflow_parent_run_id: str | None
+    plan: str | None = None  # JSON; read it with orchestrator.grid.plan.stored_plan
 
 
 def registry_sweep(sweep: str, registry_url: str) -> tuple[SweepInfo, list[CellResult]] | None:
@@ -37,34 +38,12 @@ def registry_sweep(sweep: str, registry_url: str) -> tuple[SweepInfo, list[CellR
         if record is None:
             return None
         cells = registry.cells(sweep)
-    info = SweepInfo(
-        record.name,
-        record.backend,
-        record.spec_text,
-        record.mlflow_experiment_id,
-        record.mlflow_parent_run_id,
-    )
-    results = [
-        CellResult(
-            sweep=sweep,
-            cell_id=c.cell_id,
-            state=str(c.state.value),
-            axes=dict(c.axes),
-            final_metrics={
-                k: float(v)
-                for k, v in (c.final_metrics or {}).items()
-                if isinstance(v, int | float)
-            },
-            run_dir=c.run_dir,
-            mlflow_run_id=c.mlflow_run_id,
-            stop_reason=c.stop_reason,
-        )
-        for c in cells
-    ]
+    info = SweepInfo(record.name, record.backend, record.spec_text,
+                     record.mlflow_experiment_id, record.mlflow_parent_run_id, record.plan)
+    results = [CellResult(
+        sweep=sweep, cell_id=c.cell_id, state=str(c.state.value), axes=dict(c.axes),
+        final_metrics={k: float(v) for k, v in (c.final_metrics or {}).items()
+                       if isinstance(v, int | float)},
+        run_dir=c.run_dir, mlflow_run_id=c.mlflow_run_id, stop_reason=c.stop_reason,
+    ) for c in cells]
     return info, results
-
-
-def registry_cells(sweep: str, registry_url: str) -> list[CellResult] | None:
-    """The sweep's cells from the registry at ``registry_url``, or ``None``."""
-    found = registry_sweep(sweep, registry_url)
-    return None if found is None else found[1]

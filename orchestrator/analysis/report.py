@@ -31,6 +31,8 @@ from orchestrator.errors import UserInputError
 if TYPE_CHECKING:
     import pandas as pd
 
+    from orchestrator.grid.plan import SweepPlan
+
 # A link to dashboards/report.html.j2 (where the project keeps its dashboards); a wheel
 # carries the file itself, so an installed kappa finds it without the repository.
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
@@ -46,6 +48,7 @@ class ReportInputs:
     curves: pd.DataFrame | None = None
     backend: str | None = None
     spec_text: str | None = None
+    plan: SweepPlan | None = None  # the sweep's stored plan (its size and cost)
     mlflow_experiment_id: str | None = None
     mlflow_ui: str | None = None
     tables: tuple[tuple[str, TableSpec], ...] = field(default_factory=tuple)
@@ -69,40 +72,26 @@ def default_tables(frame: pd.DataFrame, seed_axis: str = "seed") -> list[tuple[s
         base = "false" if "false" in values else values[0]
         # With nothing else varying, the RB axis labels the rows itself (RB ✗, then + RB).
         rows = tuple(a for a in placed if a != "reward_budget") or (
-            ("baseline",) if "baseline" in axes else ()
-        )
-        specs.append(
-            (
-                "Main table (signed deltas vs each baseline)",
-                TableSpec(rows=rows, delta=DeltaSpec(axis="reward_budget", base=base), **common),
-            )
-        )
+            ("baseline",) if "baseline" in axes else ())
+        specs.append(("Main table (signed deltas vs each baseline)", TableSpec(
+            rows=rows, delta=DeltaSpec(axis="reward_budget", base=base), **common)))
     if "use_kl_loss" in varying and "reward_budget" in varying:
-        others = {
-            a: str(frame[axis_column(a)].iloc[0])
-            for a in placed
-            if a not in ("use_kl_loss", "reward_budget")
-        }
-        specs.append(
-            (
-                "Crossing table (absolute scores)",
-                TableSpec(cross=("use_kl_loss", "reward_budget"), where=others, **common),
-            )
-        )
+        others = {a: str(frame[axis_column(a)].iloc[0]) for a in placed
+                  if a not in ("use_kl_loss", "reward_budget")}
+        specs.append(("Crossing table (absolute scores)", TableSpec(
+            cross=("use_kl_loss", "reward_budget"), where=others, **common)))
     if not specs and placed:
         specs.append(("Results", TableSpec(rows=tuple(placed), **common)))
     return specs
 
 
-def _tables_html(
-    frame: pd.DataFrame, tables: tuple[tuple[str, TableSpec], ...]
-) -> list[dict[str, str]]:
+def _tables_html(frame: pd.DataFrame,
+                 tables: tuple[tuple[str, TableSpec], ...]) -> list[dict[str, str]]:
     out = []
     for title, spec in tables:
         try:
-            out.append(
-                {"title": title, "html": render(build_table(frame, spec), "html"), "error": ""}
-            )
+            out.append({"title": title, "html": render(build_table(frame, spec), "html"),
+                        "error": ""})
         except UserInputError as exc:
             out.append({"title": title, "html": "", "error": exc.render()})
     return out
@@ -128,25 +117,17 @@ def _plots(curves: pd.DataFrame | None, seed_axis: str, sweep: str) -> tuple[str
         import html
 
         # Cell ids from bare run folders are folder names: escape them like any text.
-        rows = "".join(
-            f"<tr><td><code>{html.escape(label)}</code></td><td>{step:.0f}</td></tr>"
-            for label, step in conv
-        )
+        rows = "".join(f"<tr><td><code>{html.escape(label)}</code></td><td>{step:.0f}</td></tr>"
+                       for label, step in conv)
         conv_html = f'<table class="convergence"><tr><th>cell</th><th>step</th></tr>{rows}</table>'
     return div, png_b64, conv_html
 
 
-def _plan(spec_text: str | None) -> dict[str, Any] | None:
-    if not spec_text:
+def _plan(plan: SweepPlan | None) -> dict[str, Any] | None:
+    if plan is None:
         return None
-    try:
-        from orchestrator.grid import plan
-        from orchestrator.spec import parse_spec
-
-        p = plan(parse_spec(spec_text))
-    except Exception:  # a spec from an older kappa still shows as text and cells
-        return None
-    return {"count": p.count, "resources": p.resources.model_dump_json(), "gpu_hours": p.gpu_hours}
+    return {"count": plan.cell_count, "resources": plan.resources.model_dump_json(),
+            "gpu_hours": plan.gpu_hours}
 
 
 def render_report(inputs: ReportInputs) -> str:
@@ -154,70 +135,43 @@ def render_report(inputs: ReportInputs) -> str:
     import jinja2
 
     frame = inputs.frame
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATE_DIR),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-    )
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE_DIR), autoescape=True,
+                             undefined=jinja2.StrictUndefined)
     tables = inputs.tables or tuple(default_tables(frame, inputs.seed_axis))
     plot_html, plot_png, conv_html = _plots(inputs.curves, inputs.seed_axis, inputs.sweep)
     axes = axis_names(frame)
     plan_cells = []
     for r in frame.to_dict("records"):
         run_id = r.get("mlflow_run_id")
-        href = (
-            mlflow_run_url(inputs.mlflow_ui, run_id, inputs.mlflow_experiment_id)
-            if inputs.mlflow_ui and run_id
-            else None
-        )
-        plan_cells.append(
-            {
-                "cell_id": r["cell_id"],
-                "axes": [r[axis_column(a)] for a in axes],
-                "state": state_label(str(r["state"]), stop_reason_of(r)),
-                "state_class": state_class(str(r["state"]), stop_reason_of(r)),
-                "run_id": run_id or "",
-                "href": href,
-            }
-        )
+        href = (mlflow_run_url(inputs.mlflow_ui, run_id, inputs.mlflow_experiment_id)
+                if inputs.mlflow_ui and run_id else None)
+        plan_cells.append({
+            "cell_id": r["cell_id"], "axes": [r[axis_column(a)] for a in axes],
+            "state": state_label(str(r["state"]), stop_reason_of(r)),
+            "state_class": state_class(str(r["state"]), stop_reason_of(r)),
+            "run_id": run_id or "", "href": href})
     counts = frame["state"].value_counts()
     return env.get_template(TEMPLATE).render(
-        sweep=inputs.sweep,
-        backend=inputs.backend,
-        n_cells=len(frame),
-        generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        mlflow_ui=inputs.mlflow_ui,
-        counts=[(str(s), int(n)) for s, n in counts.items()],
-        states=KNOWN_STATES,
-        matrix=status_matrix(
-            frame, inputs.seed_axis, inputs.mlflow_ui, inputs.mlflow_experiment_id
-        ),
-        tables=_tables_html(frame, tables),
-        plot_html=plot_html,
-        plot_png=plot_png,
-        convergence_html=conv_html,
-        plan=_plan(inputs.spec_text),
-        axes=axes,
-        plan_cells=plan_cells,
-        spec_text=inputs.spec_text,
-        search_html=inputs.search_html,
-    )
+        sweep=inputs.sweep, backend=inputs.backend, n_cells=len(frame),
+        generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), mlflow_ui=inputs.mlflow_ui,
+        counts=[(str(s), int(n)) for s, n in counts.items()], states=KNOWN_STATES,
+        matrix=status_matrix(frame, inputs.seed_axis, inputs.mlflow_ui,
+                             inputs.mlflow_experiment_id),
+        tables=_tables_html(frame, tables), plot_html=plot_html, plot_png=plot_png,
+        convergence_html=conv_html, plan=_plan(inputs.plan), axes=axes, plan_cells=plan_cells,
+        spec_text=inputs.spec_text, search_html=inputs.search_html)
 
 
-def build_report(
-    sweep: str,
-    *,
-    registry_url: str | None = None,
-    mlflow_uri: str | None = None,
-    mlflow_ui: str | None = None,
-    tables: tuple[tuple[str, TableSpec], ...] = (),
-) -> str:
+def build_report(sweep: str, *, registry_url: str | None = None, mlflow_uri: str | None = None,
+                 mlflow_ui: str | None = None,
+                 tables: tuple[tuple[str, TableSpec], ...] = ()) -> str:
     """The report of a stored sweep (registry, else run folders; curves from both stores)."""
     from orchestrator import paths
     from orchestrator.analysis.curves import load_curves
     from orchestrator.analysis.dynamics import patterns
     from orchestrator.analysis.registry_source import registry_sweep
     from orchestrator.analysis.sources import results
+    from orchestrator.grid.plan import stored_plan
 
     frame = results(sweep, registry_url, mlflow_uri)
     found = registry_sweep(sweep, paths.registry_url(registry_url))
@@ -227,16 +181,9 @@ def build_report(
 
     search_html = search_section(sweep_studies(sweep, registry_url),
                                  with_plotlyjs=curves is None or curves.empty)
-    return render_report(
-        ReportInputs(
-            sweep=sweep,
-            frame=frame,
-            curves=curves,
-            backend=info.backend if info else None,
-            spec_text=info.spec_text if info else None,
-            mlflow_experiment_id=info.mlflow_experiment_id if info else None,
-            mlflow_ui=mlflow_ui,
-            tables=tables,
-            search_html=search_html,
-        )
-    )
+    return render_report(ReportInputs(
+        sweep=sweep, frame=frame, curves=curves, backend=info.backend if info else None,
+        spec_text=info.spec_text if info else None,
+        plan=stored_plan(sweep, info.plan) if info else None,
+        mlflow_experiment_id=info.mlflow_experiment_id if info else None, mlflow_ui=mlflow_ui,
+        tables=tables, search_html=search_html))

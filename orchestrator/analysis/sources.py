@@ -4,21 +4,27 @@ Run folders (``runs_root()/<sweep>/<cell_id>/``) follow the backend file contrac
 (``summary.json``, ``progress.json``, ``metrics.jsonl``). Without a registry, the cell's
 axes, state and MLflow run id are read from an optional ``cell.json`` in the folder
 (the scheduler writes it: ``{"sweep", "cell_id", "axes": {name: value}, "labels",
-"state": str, "mlflow_run_id": str | null}``, see ``scheduler/cell_file.py``). Final metrics missing
-everywhere else are read from the MLflow run (its latest ``eval/*`` values; MLflow's
-``mean_at_8`` is read back as ``mean@8``).
+"state": str, "mlflow_run_id": str | null}``, see :mod:`orchestrator.runs.cell_file`).
+Final metrics missing everywhere else are read from the MLflow run (its latest ``eval/*``
+values; MLflow's ``mean_at_8`` is read back as ``mean@8``).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from orchestrator.analysis.frame import CellResult, frame_from_results
 from orchestrator.errors import Problem, UserInputError
+from orchestrator.runs.cell_file import read_cell_file
+from orchestrator.runs.folder import (
+    PROGRESS_FILE,
+    read_summary,
+    summary_final,
+    summary_stop_reason,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -26,52 +32,27 @@ if TYPE_CHECKING:
 FINAL_METRIC_PREFIX = "eval/"
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _numeric(final: Any) -> dict[str, float]:
-    """The numeric entries of a ``summary.json`` ``final`` mapping.
-
-    A metric that could not be computed may be written as ``null`` (JSON has no NaN) or
-    as text; it is missing, not a reason to fail reading the whole sweep.
-    """
-    if not isinstance(final, Mapping):
-        return {}
-    return {
-        str(k): float(v)
-        for k, v in final.items()
-        if isinstance(v, int | float) and not isinstance(v, bool)
-    }
-
-
 def cell_from_run_folder(sweep: str, run_dir: Path) -> CellResult:
     """A cell result from a run folder alone."""
-    meta = _read_json(run_dir / "cell.json") or {}
-    summary = _read_json(run_dir / "summary.json")
+    meta = read_cell_file(run_dir) or {}
+    summary = read_summary(run_dir)
     if summary is not None and summary.get("status"):
         state = str(summary["status"])
     elif meta.get("state"):
         state = str(meta["state"])
-    elif (run_dir / "progress.json").exists():
+    elif (run_dir / PROGRESS_FILE).exists():
         state = "running"
     else:
         state = "pending"
-    stopped = (summary or {}).get("stopped")
     return CellResult(
         sweep=sweep,
         cell_id=run_dir.name,
         state=state,
         axes=dict(meta.get("axes") or {}),
-        final_metrics=_numeric((summary or {}).get("final")),
+        final_metrics=summary_final(summary),
         run_dir=str(run_dir),
         mlflow_run_id=meta.get("mlflow_run_id"),
-        stop_reason=str(stopped["reason"]) if isinstance(stopped, dict)
-        and stopped.get("reason") else None,
+        stop_reason=summary_stop_reason(summary),
     )
 
 
@@ -101,8 +82,7 @@ def _fill_missing_metrics(cells: list[CellResult], mlflow_uri: str | None) -> li
     for cell in cells:
         metrics: Mapping[str, float] = cell.final_metrics
         if not metrics and cell.run_dir:
-            summary = _read_json(Path(cell.run_dir) / "summary.json") or {}
-            metrics = _numeric(summary.get("final"))
+            metrics = summary_final(read_summary(Path(cell.run_dir)))
         if not metrics and cell.mlflow_run_id and mlflow_uri:
             try:
                 metrics = _mlflow_final_metrics(cell.mlflow_run_id, mlflow_uri)
@@ -112,13 +92,6 @@ def _fill_missing_metrics(cells: list[CellResult], mlflow_uri: str | None) -> li
             cell = replace(cell, final_metrics=metrics)
         out.append(cell)
     return out
-
-
-def cells_from_registry(sweep: str, registry_url: str) -> list[CellResult] | None:
-    """The sweep's cells as the registry records them; ``None`` if the registry lacks it."""
-    from orchestrator.analysis.registry_source import registry_cells
-
-    return registry_cells(sweep, registry_url)
 
 
 def results(
@@ -132,25 +105,16 @@ def results(
     Raises ``UserInputError`` when neither source knows the sweep.
     """
     from orchestrator import paths
+    from orchestrator.analysis.registry_source import registry_sweep
     from orchestrator.registry.engine import display_url
 
     paths.check_name(sweep)  # a name like ../x must not reach run folders
     url = paths.registry_url(registry_url)
-    cells = cells_from_registry(sweep, url)
-    if cells is None:
-        cells = cells_from_run_folders(sweep)
+    found = registry_sweep(sweep, url)
+    cells = cells_from_run_folders(sweep) if found is None else found[1]
     if not cells:
-        raise UserInputError(
-            f"no results for sweep '{sweep}'",
-            [
-                Problem(
-                    "sweep",
-                    "not in the registry and no run folders",
-                    found=repr(sweep),
-                    allowed=f"a sweep in {display_url(url)} or a folder under "
-                            f"{paths.runs_root()}",
-                    fix="check the name with `kappa status`, or set KAPPA_HOME / --registry",
-                )
-            ],
-        )
+        raise UserInputError(f"no results for sweep '{sweep}'", [Problem(
+            "sweep", "not in the registry and no run folders", found=repr(sweep),
+            allowed=f"a sweep in {display_url(url)} or a folder under {paths.runs_root()}",
+            fix="check the name with `kappa status`, or set KAPPA_HOME / --registry")])
     return frame_from_results(_fill_missing_metrics(cells, paths.readable_mlflow_uri(mlflow_uri)))

@@ -27,11 +27,6 @@ class Interval:
     n: int
 
     @property
-    def has_interval(self) -> bool:
-        """Whether a confidence interval exists (at least two observations)."""
-        return self.low is not None and self.high is not None
-
-    @property
     def half_width(self) -> float | None:
         """Half the interval's width (the ``±`` of a symmetric interval)."""
         if self.low is None or self.high is None:
@@ -45,24 +40,14 @@ class Interval:
             return False
         return self.low > 0.0 or self.high < 0.0
 
-    def scaled(self, factor: float) -> Interval:
-        """The same interval in other units (e.g. ``100`` for accuracy points)."""
-        return Interval(
-            self.estimate * factor,
-            None if self.low is None else self.low * factor,
-            None if self.high is None else self.high * factor,
-            self.n,
-        )
-
 
 def _finite(values: Sequence[float] | np.ndarray) -> np.ndarray:
     arr = np.asarray(values, dtype=float)
     return arr[np.isfinite(arr)]
 
 
-def t_interval(
-    values: Sequence[float] | np.ndarray, confidence: float = DEFAULT_CONFIDENCE
-) -> Interval:
+def t_interval(values: Sequence[float] | np.ndarray,
+               confidence: float = DEFAULT_CONFIDENCE) -> Interval:
     """Mean of ``values`` with a two-sided Student-t confidence interval.
 
     Non-finite values are ignored. ``n == 1`` gives the value without an interval;
@@ -114,9 +99,8 @@ def paired_bootstrap_delta(
     b = np.asarray(base, dtype=float)
     t = np.asarray(treatment, dtype=float)
     if b.shape != t.shape or b.ndim != 1:
-        raise ValueError(
-            f"paired samples must be 1-d and of equal length, got {b.shape} and {t.shape}"
-        )
+        raise ValueError(f"paired samples must be 1-d and of equal length, got {b.shape} and "
+                         f"{t.shape}")
     keep = np.isfinite(b) & np.isfinite(t)
     diffs = t[keep] - b[keep]
     n = int(diffs.size)
@@ -163,7 +147,6 @@ def paired_bootstrap_columns(
             out[col] = Interval(float(means[k]), float(lows[k]), float(highs[k]), n)
     for j in range(b.shape[1]):
         if out[j] is None and complete[:, j].any():
-            out[j] = paired_bootstrap_delta(
-                b[:, j], t[:, j], confidence=confidence, n_resamples=n_resamples, seed=seed
-            )
+            out[j] = paired_bootstrap_delta(b[:, j], t[:, j], confidence=confidence,
+                                            n_resamples=n_resamples, seed=seed)
     return out

@@ -66,7 +66,7 @@ def storage_exists(registry: Registry) -> bool:
     url = registry.engine.url
     if url.get_backend_name() != "sqlite":
         return True
-    from orchestrator.scheduler.search_storage import optuna_storage_url
+    from orchestrator.search.storage import optuna_storage_url
 
     try:
         sibling = optuna_storage_url(registry.engine)[0].removeprefix("sqlite:///")
@@ -77,15 +77,16 @@ def storage_exists(registry: Registry) -> bool:
 
 def study_summaries(registry: Registry, sweep: SweepRecord) -> list[StudySummary]:
     """The sweep's studies (empty for a sweep that is not a search)."""
-    from orchestrator.spec.search import stored_search
+    from orchestrator.grid.plan import stored_plan
 
-    search = stored_search(sweep.spec_text)
+    search = stored_plan(sweep.name, sweep.plan).search
     if search is None or not storage_exists(registry):
         return []
     import optuna
 
-    from orchestrator.scheduler.search import ERROR_ATTR, trial_budget
-    from orchestrator.scheduler.search_storage import open_storage
+    from orchestrator.search.hook import ERROR_ATTR
+    from orchestrator.search.samplers import trial_budget
+    from orchestrator.search.storage import open_storage
 
     storage = open_storage(registry.engine)
     names = set(optuna.study.get_all_study_names(storage))

@@ -7,8 +7,8 @@ differ by noise. Everything is deterministic given ``seed``.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
-import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,6 +16,14 @@ from pathlib import Path
 import numpy as np
 
 from orchestrator.analysis.frame import CellResult
+from orchestrator.runs.folder import (
+    CELL_FILE,
+    METRICS_FILE,
+    write_json,
+    write_progress,
+    write_summary,
+)
+from orchestrator.runs.metrics import rewrite_metrics
 
 BASELINES: tuple[str, ...] = ("grpo", "drgrpo", "gspo", "dapo", "clip_cov", "kl_cov")
 BENCHMARKS: tuple[str, ...] = ("amc23", "aime24", "aime25", "math500", "olympiad")
@@ -46,15 +54,10 @@ def synthetic_cells(
             value = base_level[bench] + (0.05 if rb else 0.0) + rng.normal(0.0, 0.02)
             metrics[f"eval/{bench}/mean@{k}"] = float(min(1.0, max(0.0, value)))
         ok = cell_id not in failed
-        cells.append(
-            CellResult(
-                sweep=sweep,
-                cell_id=cell_id,
-                state="succeeded" if ok else "failed",
-                axes={"model": model, "baseline": baseline, "reward_budget": rb, "seed": s},
-                final_metrics=metrics if ok else {},
-            )
-        )
+        cells.append(CellResult(
+            sweep=sweep, cell_id=cell_id, state="succeeded" if ok else "failed",
+            axes={"model": model, "baseline": baseline, "reward_budget": rb, "seed": s},
+            final_metrics=metrics if ok else {}))
     return cells
 
 
@@ -65,14 +68,12 @@ def synthetic_curve(
     out = []
     for t in range(steps):
         acc = 0.2 + (plateau - 0.2) * (1.0 - math.exp(-rate * t)) + rng.normal(0.0, noise)
-        out.append(
-            {
-                "val-core/arith/acc/mean@1": float(acc),
-                "actor/entropy": float(1.5 * math.exp(-rate * t) + 0.2 + rng.normal(0.0, 0.02)),
-                "actor/pg_clipfrac": float(abs(0.05 + rng.normal(0.0, 0.01))),
-                "actor/kappa_eff": float(0.5 + 0.3 * math.sin(t / 7.0) + rng.normal(0.0, 0.05)),
-            }
-        )
+        out.append({
+            "val-core/arith/acc/mean@1": float(acc),
+            "actor/entropy": float(1.5 * math.exp(-rate * t) + 0.2 + rng.normal(0.0, 0.02)),
+            "actor/pg_clipfrac": float(abs(0.05 + rng.normal(0.0, 0.01))),
+            "actor/kappa_eff": float(0.5 + 0.3 * math.sin(t / 7.0) + rng.normal(0.0, 0.05)),
+        })
     return out
 
 
@@ -93,24 +94,12 @@ def write_run_folders(
         n = steps if ok else steps // 3
         plateau = 0.6 + 0.05 * bool(cell.axes.get("reward_budget")) + 0.01 * (i % 3)
         curve = synthetic_curve(n, plateau, rate=0.05 + 0.01 * (i % 4), rng=rng)
-        with (run_dir / "metrics.jsonl").open("w") as fh:
-            for step, metrics in enumerate(curve, start=1):
-                fh.write(json.dumps({"step": step, "metrics": metrics}) + "\n")
-        (run_dir / "progress.json").write_text(json.dumps({"step": n, "total_steps": steps}))
-        meta = {"axes": dict(cell.axes), "state": cell.state, "mlflow_run_id": cell.mlflow_run_id}
-        (run_dir / "cell.json").write_text(json.dumps(meta))
+        rewrite_metrics(run_dir / METRICS_FILE, dict(enumerate(curve, start=1)))
+        write_progress(run_dir, n, steps)
+        write_json(run_dir / CELL_FILE, {"axes": dict(cell.axes), "state": cell.state,
+                                         "mlflow_run_id": cell.mlflow_run_id})
         if ok:
-            summary = {"status": "succeeded", "steps": n, "final": dict(cell.final_metrics)}
-            (run_dir / "summary.json").write_text(json.dumps(summary))
-        out.append(
-            CellResult(
-                cell.sweep,
-                cell.cell_id,
-                cell.state,
-                cell.axes,
-                cell.final_metrics,
-                str(run_dir),
-                cell.mlflow_run_id,
-            )
-        )
+            write_summary(run_dir, {"status": "succeeded", "steps": n,
+                                    "final": dict(cell.final_metrics)})
+        out.append(dataclasses.replace(cell, run_dir=str(run_dir)))
     return out

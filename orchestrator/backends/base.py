@@ -10,10 +10,20 @@ Contract every backend honours
 * ``settings_model`` is a strict, frozen pydantic model of the backend's settings. A cell
   is valid for the backend iff ``validate(settings)`` returns without raising; problems
   are raised together as one :class:`~orchestrator.errors.UserInputError` whose problem
-  locations are the setting names (dotted for nested settings).
-* ``launch(settings, run_dir)`` is pure: it writes nothing and starts nothing. The
-  returned :class:`LaunchSpec` runs to completion in ``run_dir``; running it again in
-  the same ``run_dir`` resumes from the latest checkpoint found there.
+  locations are the setting names (dotted for nested settings). ``validate`` parses;
+  ``preflight(cells)`` checks a batch of validated settings against what will run them
+  (verl composes its config) and is made once per submit, not once per cell.
+* ``demand(settings)`` is what the scheduler needs of a cell, from its validated
+  settings alone (:class:`Demand`: its job's GPUs, nodes, CPU floor, whether it places
+  its own work, its expected steps, its launch environment). It is judged once where a
+  cell is validated (a submit, a search trial's creation) and stored with the cell, so
+  the scheduler validates nothing.
+* ``launch(settings, run_dir, demand)`` is pure: it writes nothing, starts nothing and
+  validates nothing; ``settings`` is the cell's stored mapping (what ``config.yaml``
+  holds, validated at submit) and ``demand`` the cell's stored :class:`Demand`. The
+  launched process validates the settings once when it starts. The returned
+  :class:`LaunchSpec` runs to completion in ``run_dir``; running it again in the same
+  ``run_dir`` resumes from the latest checkpoint found there.
 * The launched process honours ``MLFLOW_TRACKING_URI`` and ``MLFLOW_RUN_ID`` when they are
   set: it logs its metrics into that existing run (batched, one call per step) and never
   creates or ends a run of its own.
@@ -25,17 +35,17 @@ Contract every backend honours
   ``val-core/<benchmark>/acc/mean@1``, ...); final evaluation scores are named
   ``eval/<benchmark>/mean@<k>`` and ``eval/<benchmark>/pass@<k>``.
 * ``read_metrics(run_dir, cursor)`` returns the metrics logged since ``cursor`` (the
-  stopping rules' input, :mod:`orchestrator.backends.run_metrics`), non-finite values
+  stopping rules' input, :mod:`orchestrator.runs.metrics`), non-finite values
   included; the default reads ``metrics.jsonl`` by byte offset.
 * ``request_stop(run_dir, request)`` asks a running launch to end early
-  (:mod:`orchestrator.backends.stop_request`). A backend whose process honours the
+  (:mod:`orchestrator.runs.stop_request`). A backend whose process honours the
   request (``stops_itself``) ends with a checkpoint, a final evaluation and a
   ``summary.json`` carrying ``"stopped"``; any other is ended by the scheduler through
   its executor and ``stopped_summary`` writes its summary from the last metrics.
 * ``canary_settings(settings)`` is the smallest run of a cell's settings that still
   exercises the whole path a full run takes (start, warm start or model load, rewards, a
   few optimizer steps, a checkpoint, the final write-out); ``kappa canary`` runs it
-  before a grid (:mod:`orchestrator.scheduler.canary`). It must validate, keep every
+  before a grid (:mod:`orchestrator.sweeps.canary`). It must validate, keep every
   setting that decides which code runs, and never change what a cache shared with the
   full run is keyed by. The default is the settings unchanged (a backend that knows no
   smaller run is canaried at full size). Cells that differ only in
@@ -44,7 +54,6 @@ Contract every backend honours
 
 from __future__ import annotations
 
-import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -53,12 +62,37 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from orchestrator.backends.run_metrics import METRICS_FILE, MetricsRead, read_metrics_file
-from orchestrator.backends.stop_request import (
-    StopRequest,
-    synthesize_summary,
-    write_stop_request,
-)
+from orchestrator.runs.folder import METRICS_FILE, read_progress, read_summary
+from orchestrator.runs.metrics import MetricsRead, read_metrics_file
+from orchestrator.runs.stop_request import StopRequest, synthesize_summary, write_stop_request
+
+
+@dataclass(frozen=True)
+class Demand:
+    """What the scheduler needs of a cell, judged once from its validated settings
+    (``Backend.demand``) and stored with the cell: its job's GPUs in all, nodes, the CPUs
+    per node it cannot run with fewer of, whether it places its own work, its expected
+    length in training steps (0: unknown) and its launch's cell-wide environment."""
+
+    gpus: int = 0
+    nodes: int = 1
+    min_cpus: int = 1
+    self_placing: bool = False
+    steps: int = 0
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object the registry stores (:meth:`of` reads it back)."""
+        return {"gpus": self.gpus, "nodes": self.nodes, "min_cpus": self.min_cpus,
+                "self_placing": self.self_placing, "steps": self.steps, "env": dict(self.env)}
+
+    @classmethod
+    def of(cls, stored: Mapping[str, Any]) -> Demand:
+        """A demand as :meth:`to_json` stored it."""
+        return cls(gpus=int(stored["gpus"]), nodes=int(stored["nodes"]),
+                   min_cpus=int(stored["min_cpus"]), self_placing=bool(stored["self_placing"]),
+                   steps=int(stored["steps"]),
+                   env={str(k): str(v) for k, v in dict(stored.get("env") or {}).items()})
 
 
 @dataclass(frozen=True)
@@ -87,14 +121,38 @@ class Backend(ABC):
     stops_itself: ClassVar[bool] = False
 
     def validate(self, settings: Mapping[str, Any]) -> BaseModel:
-        """Return the validated settings model, or raise ``UserInputError`` with all problems."""
+        """Return the validated settings model, or raise ``UserInputError`` with all problems.
+
+        Parsing only: checks against the world outside the settings (verl's own config)
+        are :meth:`preflight`'s, made once for a whole batch."""
         from orchestrator.backends.validation import validate_model
 
         return validate_model(self.settings_model, settings, what=f"{self.name} settings")
 
+    def preflight(self, cells: Mapping[str, BaseModel]) -> None:
+        """Check a batch of validated settings against what will run them, at once; raise
+        one ``UserInputError`` whose problem locations are ``<label>.<setting>`` (the
+        mapping's keys are the labels; ``""`` gives bare setting names). A submit calls it
+        once for every cell it validated. The default checks nothing more."""
+        return None
+
     @abstractmethod
-    def launch(self, settings: BaseModel, run_dir: Path) -> LaunchSpec:
-        """The process that trains this cell in ``run_dir`` (resuming if it was started)."""
+    def launch(self, settings: Mapping[str, Any], run_dir: Path, demand: Demand) -> LaunchSpec:
+        """The process that trains this cell in ``run_dir`` (resuming if it was started),
+        from the cell's stored settings and :class:`Demand`; validates nothing (the
+        process validates its settings when it starts)."""
+
+    def demand(self, settings: BaseModel) -> Demand:
+        """What the scheduler needs of a cell with these validated settings (see
+        :class:`Demand`), judged once when the cell is validated."""
+        return Demand(gpus=self.gpus(settings), nodes=self.nodes(settings),
+                      min_cpus=self.min_cpus(settings),
+                      self_placing=self.self_placing(settings),
+                      steps=self.max_steps(settings) or 0, env=self.launch_env(settings))
+
+    def launch_env(self, settings: BaseModel) -> dict[str, str]:
+        """The cell-wide environment of a launch of these settings (none by default)."""
+        return {}
 
     def gpus(self, settings: BaseModel) -> int:
         """GPUs one launch of these settings needs in all (0 for CPU-only)."""
@@ -131,19 +189,11 @@ class Backend(ABC):
     # Reading results back is the same for every backend that follows the file contract.
     def read_progress(self, run_dir: Path) -> tuple[int, int] | None:
         """``(step, total_steps)`` of a running or finished launch, if it reported any."""
-        path = run_dir / "progress.json"
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
-            return None
-        return int(data.get("step", 0)), int(data.get("total_steps", 0))
+        return read_progress(run_dir)
 
     def read_summary(self, run_dir: Path) -> dict[str, Any] | None:
         """The final summary written on success, or ``None``."""
-        try:
-            return dict(json.loads((run_dir / "summary.json").read_text()))
-        except (OSError, ValueError):
-            return None
+        return read_summary(run_dir)
 
     def read_metrics(self, run_dir: Path, cursor: Any = None) -> MetricsRead:
         """The metrics logged since ``cursor`` (``None``: from the start); pass the

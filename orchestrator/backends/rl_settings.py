@@ -1,27 +1,24 @@
-"""The RL-algorithm settings both backends share, and the baseline bundles they resolve against.
+"""The RL-algorithm settings both backends share.
 
 :class:`RLSettings` is the strict, frozen field block that
 :class:`~orchestrator.backends.embedded.settings.EmbeddedSettings` and
 :class:`~orchestrator.backends.verl.settings.VerlSettings` inherit, so a spec's algorithm
 axes (``baseline``, ``reward_budget``, ``clip_ratio``, ``kl_coef``, ``group_size`` ...)
 mean the same on either backend. Settings left at ``None`` take the baseline bundle's value
-(ALGORITHMS.md §2); :func:`resolve_bundle` applies a cell's overrides to a bundle. A
-backend whose bundles differ (verl, VERL_NOTES §1) states the differences as data with
-:func:`bundles_with`, never as a second copy of the resolution.
+(docs/algorithms.md#baseline-bundles): :meth:`RLSettings.resolve_algorithm` applies a cell's
+settings to its bundle in :mod:`orchestrator.algorithms.bundles`, the one table of bundles.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import types
 import typing
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
 
+from orchestrator.algorithms.bundles import BUNDLES, Backend, ResolvedAlgorithm, resolve
 from orchestrator.limits import (
     MAX_ATTEMPTS,
     MAX_BATCH,
@@ -46,10 +43,6 @@ def _inf_as_word(value: Any) -> Any:
 
 
 ClipRatio = Annotated[float | Literal["inf"], BeforeValidator(_inf_as_word)]
-
-# The κ study's β when a cell turns the KL loss on without naming a coefficient.
-DEFAULT_KL_COEF = 0.001
-
 
 def _admits(annotation: Any, kinds: tuple[type, ...]) -> bool:
     """Whether a field's type admits a value of one of ``kinds`` (through unions)."""
@@ -81,85 +74,6 @@ class StrictModel(BaseModel):
             if _admits(annotation, (int, float)) and not _admits(annotation, (bool,)):
                 raise ValueError("a boolean is not a number here")
         return value
-
-
-@dataclass(frozen=True)
-class Bundle:
-    """One baseline's algorithmic choices before a cell's overrides."""
-
-    advantage: str  # grpo | drgrpo
-    loss: str  # vanilla | gspo | clip_cov | kl_cov
-    loss_agg_mode: str
-    clip_ratio_low: float
-    clip_ratio_high: float
-    clip_ratio_c: float
-    use_kl_loss: bool
-    dynamic_sampling: bool
-    overlong_penalty: bool
-    policy_loss_params: Mapping[str, float] = field(default_factory=dict)
-
-
-class BundleChanges(TypedDict, total=False):
-    """What a backend may change in a bundle (typed, so a misspelt key fails mypy)."""
-
-    clip_ratio_low: float
-    clip_ratio_high: float
-    clip_ratio_c: float
-    policy_loss_params: Mapping[str, float]
-
-
-def _dapo_family(loss: str) -> Bundle:
-    return Bundle("grpo", loss, "token-mean", 0.2, 0.28, 3.0, use_kl_loss=False,
-                  dynamic_sampling=True, overlong_penalty=True)
-
-
-# ALGORITHMS.md §2: the bundle each baseline names (dual clip c = 3 throughout).
-BUNDLES: dict[str, Bundle] = {
-    "grpo": Bundle("grpo", "vanilla", "token-mean", 0.2, 0.2, 3.0, use_kl_loss=True,
-                   dynamic_sampling=False, overlong_penalty=False),
-    "drgrpo": Bundle("drgrpo", "vanilla", "seq-mean-token-sum-norm", 0.2, 0.2, 3.0,
-                     use_kl_loss=False, dynamic_sampling=False, overlong_penalty=False),
-    "gspo": Bundle("grpo", "gspo", "seq-mean-token-mean", 3e-4, 4e-4, 3.0, use_kl_loss=False,
-                   dynamic_sampling=False, overlong_penalty=False),
-    "dapo": _dapo_family("vanilla"),
-    "clip_cov": _dapo_family("clip_cov"),
-    "kl_cov": _dapo_family("kl_cov"),
-}
-
-
-def bundles_with(changes: Mapping[str, BundleChanges]) -> dict[str, Bundle]:
-    """:data:`BUNDLES` with a backend's per-baseline differences applied."""
-    unknown = sorted(set(changes) - set(BUNDLES))
-    if unknown:
-        raise KeyError(f"changes for unknown baseline(s) {unknown}; known: {sorted(BUNDLES)}")
-    return {name: dataclasses.replace(bundle, **changes.get(name, {}))
-            for name, bundle in BUNDLES.items()}
-
-
-@dataclass(frozen=True)
-class ResolvedAlgorithm:
-    """Every algorithmic choice of a cell, with baseline defaults filled in.
-
-    Clip ratios are floats; ``'inf'`` became ``math.inf``.
-    """
-
-    advantage: str  # grpo | drgrpo | reward_budget
-    advantage_std: str
-    loss: str  # vanilla | gspo | clip_cov | kl_cov
-    loss_agg_mode: str
-    clip_ratio_low: float
-    clip_ratio_high: float
-    clip_ratio_c: float
-    use_kl_loss: bool
-    kl_coef: float
-    kl_loss_type: str
-    dynamic_sampling: bool
-    overlong_penalty: bool
-
-
-def as_ratio(value: ClipRatio) -> float:
-    """A clip ratio setting as a float (``'inf'`` is ``math.inf``)."""
-    return math.inf if value == "inf" else float(value)
 
 
 class RLSettings(StrictModel):
@@ -223,6 +137,18 @@ class RLSettings(StrictModel):
             return ["reward_correct must be greater than reward_incorrect"]
         return []
 
+    def resolve_algorithm(self, backend: Backend, *, kl_loss_type: str, overlong_buffer: int,
+                          overlong_penalty: bool | None = None) -> ResolvedAlgorithm:
+        """This cell's baseline bundle on ``backend`` with its explicit settings applied."""
+        return resolve(
+            BUNDLES[self.baseline].on(backend), reward_budget=self.reward_budget,
+            advantage_std=self.advantage_std, loss_agg_mode=self.loss_agg_mode,
+            clip_ratio=self.clip_ratio, clip_ratio_low=self.clip_ratio_low,
+            clip_ratio_high=self.clip_ratio_high, clip_ratio_c=self.clip_ratio_c,
+            use_kl_loss=self.use_kl_loss, kl_coef=self.kl_coef,
+            dynamic_sampling=self.dynamic_sampling, overlong_penalty=overlong_penalty,
+            kl_loss_type=kl_loss_type, overlong_buffer=overlong_buffer)
+
     def intervention_active(self, step: int) -> bool:
         """Whether the entropy intervention applies at RL step ``step`` (0-based)."""
         if self.entropy_intervention == "none":
@@ -244,47 +170,3 @@ def canary_intervention_steps(steps: int | None, max_steps: int, canary_steps: i
     if steps >= max_steps:
         return canary_steps
     return max(1, canary_steps - 1)
-
-
-def resolve_bundle(s: RLSettings, bundle: Bundle, *, kl_loss_type: str,
-                   overlong_penalty: bool | None = None) -> ResolvedAlgorithm:
-    """``bundle`` with the cell's explicit settings applied.
-
-    ``clip_ratio`` sets both ratios and ``clip_ratio_low`` / ``clip_ratio_high`` win over
-    it. ``clip_ratio: inf`` also lifts the dual clip unless ``clip_ratio_c`` is given, since
-    a dual clip would still bound the ratio. A κ setting names β explicitly: giving
-    ``kl_coef`` turns the KL loss on unless ``use_kl_loss`` says otherwise.
-    """
-    low: ClipRatio = bundle.clip_ratio_low
-    high: ClipRatio = bundle.clip_ratio_high
-    c: ClipRatio = bundle.clip_ratio_c
-    if s.clip_ratio is not None:
-        low = high = s.clip_ratio
-        if s.clip_ratio == "inf":
-            c = "inf"
-    low = s.clip_ratio_low if s.clip_ratio_low is not None else low
-    high = s.clip_ratio_high if s.clip_ratio_high is not None else high
-    c = s.clip_ratio_c if s.clip_ratio_c is not None else c
-    if s.use_kl_loss is not None:
-        use_kl = s.use_kl_loss
-    elif s.kl_coef is not None:
-        use_kl = s.kl_coef > 0
-    else:
-        use_kl = bundle.use_kl_loss
-    kl_coef = s.kl_coef if s.kl_coef is not None else DEFAULT_KL_COEF
-    return ResolvedAlgorithm(
-        advantage="reward_budget" if s.reward_budget else bundle.advantage,
-        advantage_std=s.advantage_std,
-        loss=bundle.loss,
-        loss_agg_mode=s.loss_agg_mode or bundle.loss_agg_mode,
-        clip_ratio_low=as_ratio(low),
-        clip_ratio_high=as_ratio(high),
-        clip_ratio_c=as_ratio(c),
-        use_kl_loss=use_kl,
-        kl_coef=kl_coef if use_kl else 0.0,
-        kl_loss_type=kl_loss_type,
-        dynamic_sampling=bundle.dynamic_sampling if s.dynamic_sampling is None
-        else s.dynamic_sampling,
-        overlong_penalty=bundle.overlong_penalty if overlong_penalty is None
-        else overlong_penalty,
-    )

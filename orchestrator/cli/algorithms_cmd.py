@@ -6,6 +6,8 @@ from enum import StrEnum
 
 import typer
 
+from orchestrator.errors import Problem, UserInputError
+
 
 class StdChoice(StrEnum):
     """How GRPO's group standard deviation is computed."""
@@ -53,10 +55,15 @@ def advantage_table_command(
     ),
 ) -> None:
     """Print binary-reward advantages A⁺/A⁻ and sharpness κ per k/G (see ``_HELP``)."""
-    # Heavy import inside the command so `kappa --help` stays instant.
-    from orchestrator.algorithms import advantage_table, render_advantage_table
+    # Heavy imports inside the command so `kappa --help` stays instant.
+    from orchestrator.algorithms.errors import AlgorithmError
+    from orchestrator.algorithms.sharpness import advantage_table
+    from orchestrator.analysis.tables.render import render_advantage_table
 
-    rows = advantage_table(group_size, beta, std=std.value)
+    try:
+        rows = advantage_table(group_size, beta, std=std.value)
+    except AlgorithmError as exc:  # the algorithms' error, as kappa's exit-2 user error
+        raise UserInputError(exc.summary, [Problem(**vars(i)) for i in exc.issues]) from exc
     typer.echo(render_advantage_table(rows, fmt.value), nl=False)
 
 

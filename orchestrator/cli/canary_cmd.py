@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from orchestrator.cli.sweep_cmd import (
+from orchestrator.cli.sweep_options import (
     ExecutorOption,
     ExecutorOptionsOption,
     MaxParallelOption,
@@ -27,8 +27,9 @@ from orchestrator.cli.sweep_cmd import (
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from orchestrator.scheduler.canary import CanaryOutcome, CanaryPlan
-    from orchestrator.scheduler.driver import ExecutorChoice, Stores
+    from orchestrator.sweeps.canary import CanaryOutcome, CanaryPlan
+    from orchestrator.sweeps.executor_choice import ExecutorChoice
+    from orchestrator.sweeps.stores import Stores
 
 EXIT_CANARY_FAILED = 2
 
@@ -38,7 +39,7 @@ def print_plan(console: Console, plan: CanaryPlan, detailed: bool = False) -> No
     from rich.markup import escape
     from rich.table import Table
 
-    from orchestrator.scheduler.canary import cells_text, describe_changes
+    from orchestrator.sweeps.canary import cells_text, describe_changes
 
     free = ", ".join(sorted(plan.free_settings)) or "nothing"
     console.print(f"[bold]{escape(plan.grid.name)}[/]: {len(plan.canaries)} canar"
@@ -62,7 +63,7 @@ def print_outcome(console: Console, outcome: CanaryOutcome) -> None:
     then one summary line."""
     from rich.markup import escape
 
-    from orchestrator.scheduler.canary import cells_text
+    from orchestrator.sweeps.canary import cells_text
 
     for result in outcome.failed:
         cell = result.canary.cell
@@ -88,8 +89,8 @@ def run_and_report(console: Console, spec: Path, stores: Stores, choice: Executo
                    max_parallel: int | None, rerun: bool) -> CanaryOutcome:
     """Plan SPEC's canaries (bad input: exit 2, nothing written), run them here with
     progress, and print the outcome."""
-    from orchestrator.scheduler.canary import plan_canaries, run_canaries
-    from orchestrator.scheduler.submission import prepare
+    from orchestrator.sweeps.canary import plan_canaries, run_canaries
+    from orchestrator.sweeps.submission import prepare
 
     plan = plan_canaries(prepare(spec))
     print_plan(console, plan)
@@ -126,8 +127,8 @@ def canary_cmd(
 
     console = make_console()
     if dry_run:
-        from orchestrator.scheduler.canary import plan_canaries
-        from orchestrator.scheduler.submission import prepare
+        from orchestrator.sweeps.canary import plan_canaries
+        from orchestrator.sweeps.submission import prepare
 
         print_plan(console, plan_canaries(prepare(spec)), detailed=True)
         return

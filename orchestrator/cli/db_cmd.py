@@ -2,18 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import typer
 
-RegistryOption = Annotated[
-    str | None,
-    typer.Option(
-        "--registry",
-        metavar="URL",
-        help="Registry database URL (default: KAPPA_REGISTRY, else .kappa/registry.db).",
-    ),
-]
+from orchestrator.cli.sweep_options import RegistryOption
 
 db_app = typer.Typer(
     help="The registry database: show its schema revision, migrate it.",

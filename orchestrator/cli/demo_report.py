@@ -22,12 +22,13 @@ from orchestrator.cli.sweep_views import STATE_STYLE, describe_axes, val_accurac
 from orchestrator.errors import UserInputError
 from orchestrator.redact import redact
 from orchestrator.registry import Registry
+from orchestrator.runs.atomic import write_atomic
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from orchestrator.analysis.tables import TableSpec
-    from orchestrator.scheduler.driver import Stores
+    from orchestrator.sweeps.stores import Stores
 
 DELTA_AXIS = "reward_budget"
 DELTA_BASE = "false"
@@ -97,9 +98,7 @@ def write_report(sweep: str, stores: Stores, spec: TableSpec | None) -> Path:
                         mlflow_ui=MLFLOW_UI, tables=tables)
     target = report_path(sweep)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(".html.tmp")
-    tmp.write_text(html, encoding="utf-8")
-    tmp.replace(target)
+    write_atomic(target, html)
     return target
 
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from orchestrator.cli.sweep_cmd import MlflowOption, RegistryOption
+from orchestrator.cli.sweep_options import MlflowOption, RegistryOption
 
 if TYPE_CHECKING:
     from orchestrator.doctor import CheckResult
@@ -52,7 +52,8 @@ def doctor_cmd(
     probe is bounded (--timeout). Creates no registry, MLflow store or KAPPA_HOME; on an
     existing MLflow store it creates a run in experiment `kappa-doctor` and deletes it.
     """
-    from orchestrator.doctor import DoctorOptions, exit_code, run_checks
+    from orchestrator.doctor import DoctorOptions
+    from orchestrator.doctor.run import exit_code, run_checks
 
     options = DoctorOptions(registry=registry, mlflow=mlflow, ray_address=ray_address,
                             checkpoint_dir=checkpoint_dir, python=python,

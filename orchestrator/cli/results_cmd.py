@@ -7,27 +7,11 @@ from typing import Annotated, Any
 
 import typer
 
+from orchestrator.cli.sweep_options import MlflowOption, RegistryOption
 from orchestrator.errors import Problem, UserInputError
 
-RegistryOption = Annotated[
-    str | None,
-    typer.Option(
-        "--registry",
-        metavar="URL",
-        help="Registry database URL (default: KAPPA_REGISTRY, else .kappa/registry.db).",
-    ),
-]
-MlflowOption = Annotated[
-    str | None,
-    typer.Option(
-        "--mlflow",
-        metavar="URI",
-        help="MLflow tracking URI (default: KAPPA_MLFLOW_URI, else .kappa/mlflow.db).",
-    ),
-]
-OutputOption = Annotated[
-    Path | None, typer.Option("--output", "-o", help="Write here instead of standard output.")
-]
+OutputOption = Annotated[Path | None, typer.Option(
+    "--output", "-o", help="Write here instead of standard output.")]
 EXPORT_FORMATS = ("csv", "parquet", "json")
 TABLE_FORMATS = ("markdown", "latex", "csv", "html")
 BETTER = ("higher", "lower")
@@ -55,10 +39,8 @@ def export(
     if fmt not in EXPORT_FORMATS:
         raise unknown_name("export format", fmt, EXPORT_FORMATS, "--format")
     if fmt == "parquet" and output is None:
-        raise UserInputError(
-            "parquet is binary",
-            [Problem("--output", "parquet needs a file", fix="add -o results.parquet")],
-        )
+        raise UserInputError("parquet is binary", [Problem(
+            "--output", "parquet needs a file", fix="add -o results.parquet")])
     from orchestrator.analysis.search_results import sweep_studies, with_trials
     from orchestrator.analysis.sources import results
 
@@ -95,9 +77,8 @@ def _json_records(frame: Any) -> str:
     """The frame as a JSON list of records, one per cell, keeping axis values' types."""
     import json
 
-    records = [
-        {str(k): _json_value(v) for k, v in record.items()} for record in frame.to_dict("records")
-    ]
+    records = [{str(k): _json_value(v) for k, v in record.items()}
+               for record in frame.to_dict("records")]
     return json.dumps(records, indent=2, allow_nan=False) + "\n"
 
 
@@ -108,9 +89,8 @@ def _parquet_ready(frame: Any) -> Any:
         if frame[column].dtype == object:
             inferred = frame[column].infer_objects()
             mixed = inferred.dtype == object and len({type(v) for v in inferred.dropna()}) > 1
-            frame[column] = (
-                inferred.astype(str).where(inferred.notna(), None) if mixed else inferred
-            )
+            frame[column] = (inferred.astype(str).where(inferred.notna(), None) if mixed
+                             else inferred)
     return frame
 
 
@@ -147,46 +127,29 @@ def _parse_where(items: list[str]) -> dict[str, str]:
 
 def table(
     sweep: Annotated[str, typer.Argument(help="Sweep name.")],
-    rows: Annotated[
-        str | None,
-        typer.Option(
-            help="Axes labelling the rows (comma-separated; '' for none, e.g. when the "
-            "--delta axis is the only one that varies). With none of --rows, --delta, "
-            "--cross, --blocks, the layout follows the sweep's axes: every varying axis "
-            "labels rows, reward_budget gives '+ RB' delta rows, model gives blocks."
-        ),
-    ] = None,
-    delta: Annotated[
-        str | None,
-        typer.Option(
-            help="AXIS=BASE: other values of AXIS become signed delta rows "
-            "(e.g. reward_budget=false)."
-        ),
-    ] = None,
-    cross: Annotated[
-        str | None,
-        typer.Option(
-            help="Crossing table over these axes (e.g. use_kl_loss,reward_budget), absolute scores."
-        ),
-    ] = None,
-    blocks: Annotated[
-        str | None, typer.Option(help="One block per value of this axis (e.g. model).")
-    ] = None,
-    metrics: Annotated[
-        str | None,
-        typer.Option(help="Metric globs; the * parts are column headers. Default: "
-                          "eval/*/mean@k for the k the runs logged, else "
-                          "val-core/*/acc/mean@1."),
-    ] = None,
+    rows: Annotated[str | None, typer.Option(
+        help="Axes labelling the rows (comma-separated; '' for none, e.g. when the "
+        "--delta axis is the only one that varies). With none of --rows, --delta, "
+        "--cross, --blocks, the layout follows the sweep's axes: every varying axis "
+        "labels rows, reward_budget gives '+ RB' delta rows, model gives blocks.")] = None,
+    delta: Annotated[str | None, typer.Option(
+        help="AXIS=BASE: other values of AXIS become signed delta rows "
+        "(e.g. reward_budget=false).")] = None,
+    cross: Annotated[str | None, typer.Option(
+        help="Crossing table over these axes (e.g. use_kl_loss,reward_budget), absolute "
+        "scores.")] = None,
+    blocks: Annotated[str | None, typer.Option(
+        help="One block per value of this axis (e.g. model).")] = None,
+    metrics: Annotated[str | None, typer.Option(
+        help="Metric globs; the * parts are column headers. Default: eval/*/mean@k for the "
+        "k the runs logged, else val-core/*/acc/mean@1.")] = None,
     where: Annotated[list[str] | None, typer.Option(help="AXIS=VALUE filter (repeatable).")] = None,
     seed_axis: Annotated[str, typer.Option(help="Axis of replicate seeds.")] = "seed",
-    fmt: Annotated[
-        str, typer.Option("--format", "-f", help="markdown | latex | csv | html")
-    ] = "markdown",
+    fmt: Annotated[str, typer.Option(
+        "--format", "-f", help="markdown | latex | csv | html")] = "markdown",
     scale: Annotated[str, typer.Option(help="auto (points when in [0,1]) | points | raw")] = "auto",
-    better: Annotated[
-        str, typer.Option(help="higher | lower: which end of each column is bold (best).")
-    ] = "higher",
+    better: Annotated[str, typer.Option(
+        help="higher | lower: which end of each column is bold (best).")] = "higher",
     ci: Annotated[bool, typer.Option("--ci/--no-ci", help="Show confidence intervals.")] = True,
     confidence: Annotated[float, typer.Option(help="Confidence level of the intervals.")] = 0.95,
     resamples: Annotated[int, typer.Option(help="Bootstrap resamples for delta CIs.")] = 10_000,
@@ -208,25 +171,13 @@ def table(
     try:
         delta_spec = DeltaSpec.parse(delta) if delta else None
     except ValueError as exc:
-        raise UserInputError(
-            "invalid --delta",
-            [Problem("--delta", str(exc), fix="e.g. --delta reward_budget=false")],
-        ) from None
+        raise UserInputError("invalid --delta", [Problem(
+            "--delta", str(exc), fix="e.g. --delta reward_budget=false")]) from None
     spec = _table_spec(
-        rows=_split(rows),
-        delta=delta_spec,
-        cross=_split(cross),
-        blocks=blocks,
-        metrics=metrics,
-        where=_parse_where(where or []),
-        seed_axis=seed_axis,
-        scale=scale,
-        higher_is_better=better == "higher",
-        show_ci=ci,
-        confidence=confidence,
-        n_resamples=resamples,
-        bootstrap_seed=bootstrap_seed,
-    )
+        rows=_split(rows), delta=delta_spec, cross=_split(cross), blocks=blocks,
+        metrics=metrics, where=_parse_where(where or []), seed_axis=seed_axis, scale=scale,
+        higher_is_better=better == "higher", show_ci=ci, confidence=confidence,
+        n_resamples=resamples, bootstrap_seed=bootstrap_seed)
     if rows is None and not (delta or cross or blocks or metrics):
         from orchestrator.analysis.search_results import best_table, render_best, sweep_studies
 
@@ -256,9 +207,8 @@ def _auto_layout(frame: Any, spec: Any) -> Any:
 def report(
     sweep: Annotated[str, typer.Argument(help="Sweep name.")],
     output: OutputOption = None,
-    mlflow_ui: Annotated[
-        str, typer.Option(help="MLflow UI base URL the cells link to.")
-    ] = "http://127.0.0.1:5000",
+    mlflow_ui: Annotated[str, typer.Option(
+        help="MLflow UI base URL the cells link to.")] = "http://127.0.0.1:5000",
     registry: RegistryOption = None,
     mlflow: MlflowOption = None,
 ) -> None:
@@ -276,14 +226,13 @@ def report(
 
 def convergence(
     sweep: Annotated[str, typer.Argument(help="Sweep name.")],
-    metric: Annotated[
-        str, typer.Option(help="Glob of the validation-accuracy curves.")
-    ] = "val-core/*/acc/mean@1",
+    metric: Annotated[str, typer.Option(
+        help="Glob of the validation-accuracy curves.")] = "val-core/*/acc/mean@1",
     fmt: Annotated[str, typer.Option("--format", "-f", help="markdown | csv")] = "markdown",
     registry: RegistryOption = None,
     mlflow: MlflowOption = None,
 ) -> None:
-    """Convergence step of every cell (ALGORITHMS.md §8: degree-5 fit, 400-point grid)."""
+    """Convergence step of every cell (docs/algorithms.md#convergence-step)."""
     from orchestrator import paths
     from orchestrator.analysis.curves import load_curves
     from orchestrator.analysis.dynamics import convergence_frame
@@ -303,10 +252,8 @@ def convergence(
         return
     header = "| " + " | ".join(map(str, conv.columns)) + " |"
     lines = [header, "| " + " | ".join("---" for _ in conv.columns) + " |"]
-    lines += [
-        "| " + " | ".join(_md_value(c, v) for c, v in zip(conv.columns, row, strict=True)) + " |"
-        for row in conv.itertuples(index=False)
-    ]
+    lines += ["| " + " | ".join(_md_value(c, v) for c, v in zip(conv.columns, row, strict=True))
+              + " |" for row in conv.itertuples(index=False)]
     _emit("\n".join(lines) + "\n", None)
 
 
@@ -329,18 +276,9 @@ def _check_curve_glob(frame: Any, metric: str, mlflow_uri: str | None) -> None:
 
     logged = sorted(set(load_curves(frame, ["*"], mlflow_uri)["metric"]))
     if logged:
-        raise UserInputError(
-            "no curve matches --metric",
-            [
-                Problem(
-                    "--metric",
-                    "no per-step metric of this sweep matches",
-                    found=metric,
-                    allowed=", ".join(logged),
-                    fix="use a glob such as 'val-core/*/acc/mean@1'",
-                )
-            ],
-        )
+        raise UserInputError("no curve matches --metric", [Problem(
+            "--metric", "no per-step metric of this sweep matches", found=metric,
+            allowed=", ".join(logged), fix="use a glob such as 'val-core/*/acc/mean@1'")])
 
 
 def register(app: typer.Typer) -> None:

@@ -13,22 +13,20 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.cli.sweep_cmd import (
+from orchestrator.cli.sweep_options import (
     ExecutorOption,
     ExecutorOptionsOption,
     MaxParallelOption,
     MlflowOption,
     RayAddressOption,
     RegistryOption,
+    SweepName,
     executor_choice,
     interruptible,
-    spec_name,
     stores_of,
     sweep_progress,
 )
 from orchestrator.errors import Problem, UserInputError
-
-EXIT_STUDY_FAILED = 2
 
 
 def search_cmd(
@@ -50,21 +48,25 @@ def search_cmd(
     best value, `kappa table SWEEP` the best trial per study.
     """
     from orchestrator.cli.console import make_console
-    from orchestrator.scheduler.driver import scheduler_log, submit
-    from orchestrator.spec import load_spec
+    from orchestrator.sweeps.detached import scheduler_log
+    from orchestrator.sweeps.driver import submit
+    from orchestrator.sweeps.submission import prepare
 
-    parsed = load_spec(spec)  # UserInputError (exit 2) before anything is written
-    if parsed.search is None:
-        raise UserInputError(f"{parsed.filename}: no search: block", [parsed.problem(
-            [], "`kappa search` runs a spec's search: block, and this spec has none",
-            fix="add search: {space: ..., objective: ..., trials: N} (docs/spec.md#search), "
-                "or run the grid with `kappa submit`")])
     console = make_console()
     choice = executor_choice(executor, ray_address, executor_option)
     stores = stores_of(registry, mlflow)
-    with interruptible(spec_name(spec)), sweep_progress(console, quiet=not wait) as options:
-        result = submit(spec, stores, wait=wait, max_parallel=max_parallel, options=options,
-                        choice=choice)
+    name = SweepName()
+    with interruptible(name), sweep_progress(console, quiet=not wait) as options:
+        prepared = prepare(spec)  # the spec's one read; exit 2 before anything is written
+        name.value = prepared.name
+        if prepared.spec.search is None:
+            raise UserInputError(f"{prepared.spec.filename}: no search: block", [
+                prepared.spec.problem(
+                    [], "`kappa search` runs a spec's search: block, and this spec has none",
+                    fix="add search: {space: ..., objective: ..., trials: N} "
+                        "(docs/spec.md#search), or run the grid with `kappa submit`")])
+        result = submit(prepared, stores, wait=wait, max_parallel=max_parallel,
+                        options=options, choice=choice)
     if not wait:
         console.print(f"search [bold]{result.sweep}[/] running in the background (log: "
                       f"{scheduler_log(result.sweep)}); `kappa status {result.sweep}` "

@@ -15,18 +15,18 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from orchestrator.cli.sweep_cmd import (
+from orchestrator.cli.sweep_options import (
     MaxParallelOption,
     MlflowOption,
     RegistryOption,
+    SweepName,
     interruptible,
-    spec_name,
     stores_of,
     sweep_progress,
 )
 
 if TYPE_CHECKING:
-    from orchestrator.scheduler.driver import Stores
+    from orchestrator.sweeps.stores import Stores
 
 EXIT_SMOKE_FAILED = 1
 
@@ -83,7 +83,7 @@ def smoke_verl_cmd(
         from orchestrator.paths import runs_root
 
         typer.echo(f"# smoke files in {files.out_dir}; spec {files.spec}")
-        for label, argv in smoke.smoke_commands(files.spec, runs_root()):
+        for label, argv in smoke_commands(files.spec, runs_root()):
             typer.echo(f"# {label}\n{shlex.join(argv)}")
         return
     _run_and_check(files.spec, stores_of(registry, mlflow), max_parallel, as_json)
@@ -93,12 +93,16 @@ def _run_and_check(spec: Path, stores: Stores, max_parallel: int | None,
                    as_json: bool) -> None:
     from orchestrator.backends.verl.smoke_check import check_smoke, verdict_lines, verdicts_json
     from orchestrator.cli.console import make_console
-    from orchestrator.scheduler.driver import submit
+    from orchestrator.sweeps.driver import submit
+    from orchestrator.sweeps.submission import prepare
     from orchestrator.tracking import Tracker
 
     console = make_console()
-    with interruptible(spec_name(spec)), sweep_progress(console, quiet=as_json) as options:
-        result = submit(spec, stores, rerun=True, wait=True, max_parallel=max_parallel,
+    name = SweepName()
+    with interruptible(name), sweep_progress(console, quiet=as_json) as options:
+        prepared = prepare(spec)  # the spec's one read
+        name.value = prepared.name
+        result = submit(prepared, stores, rerun=True, wait=True, max_parallel=max_parallel,
                         options=options)
     with stores.open_registry() as reg:
         verdicts = check_smoke(reg, Tracker(stores.mlflow_uri).client, result.sweep)
@@ -116,3 +120,17 @@ def _run_and_check(spec: Path, stores: Stores, max_parallel: int | None,
 def register(app: typer.Typer) -> None:
     """Add ``kappa smoke`` to the ``kappa`` app."""
     app.add_typer(smoke_app)
+
+
+def smoke_commands(spec: Path, runs: Path) -> list[tuple[str, list[str]]]:
+    """Each cell of the smoke ``spec`` (validated and preflighted, nothing written) with
+    the argv of its verl launch in run folder ``runs/<sweep>/<cell id>``; the MLflow
+    variables the scheduler adds at launch are not in it."""
+    from orchestrator.backends.verl.command import verl_command
+    from orchestrator.backends.verl.settings import VerlSettings
+    from orchestrator.sweeps.submission import prepare
+
+    prepared = prepare(spec)
+    return [(cell.describe(), verl_command(VerlSettings.model_validate(cell.settings),
+                                           runs / prepared.name / cell.cell_id))
+            for cell in prepared.cells]

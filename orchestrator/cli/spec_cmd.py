@@ -20,11 +20,9 @@ def validate_command(spec_file: Path = _SPEC_ARG) -> None:
 
     Example: kappa validate experiments/toy/table2.yaml
     """
-    from orchestrator.grid import expand
-    from orchestrator.spec import load_spec
+    from orchestrator.grid.plan import load_plan
 
-    grid = expand(load_spec(spec_file))
-    typer.echo(f"ok: {len(grid)} cells")
+    typer.echo(f"ok: {load_plan(spec_file).count} cells")
 
 
 def _hours(value: float) -> str:
@@ -62,11 +60,10 @@ def plan_command(
 
     Example: kappa plan experiments/toy/table2.yaml --max-gpu-hours 500
     """
-    from orchestrator.grid import plan
-    from orchestrator.spec import load_spec
+    from orchestrator.grid.plan import load_plan
 
-    spec = load_spec(spec_file)
-    the_plan = plan(spec)
+    the_plan = load_plan(spec_file)
+    spec = the_plan.spec
     if max_gpu_hours is not None and the_plan.gpu_hours > max_gpu_hours:
         over = the_plan.gpu_hours - max_gpu_hours
         res = the_plan.resources

@@ -8,124 +8,31 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+from orchestrator.cli.sweep_options import (
+    ExecutorOption,
+    ExecutorOptionsOption,
+    MaxParallelOption,
+    MlflowOption,
+    RayAddressOption,
+    RegistryOption,
+    SweepName,
+    executor_choice,
+    interruptible,
+    stores_of,
+    sweep_progress,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from orchestrator.cli.sweep_views import LineProgress, LiveProgress
-    from orchestrator.registry import Registry
-    from orchestrator.scheduler.driver import ExecutorChoice, Stores
-    from orchestrator.scheduler.loop import SchedulerOptions
+    from orchestrator.sweeps.stores import Stores
 
-RegistryOption = Annotated[str | None, typer.Option(
-    "--registry", metavar="URL",
-    help="Registry database URL (default: KAPPA_REGISTRY, else .kappa/registry.db).")]
-MlflowOption = Annotated[str | None, typer.Option(
-    "--mlflow", metavar="URI",
-    help="MLflow tracking URI (default: KAPPA_MLFLOW_URI, else .kappa/mlflow.db).")]
-MaxParallelOption = Annotated[int | None, typer.Option(
-    "--max-parallel", min=1, metavar="N",
-    help="Cells running at once (default: one per CPU core, or per GPU).")]
-ExecutorOption = Annotated[str | None, typer.Option(
-    "--executor", metavar="NAME",
-    help="Where cells run: local, ray_jobs or an installed plug-in (`kappa executors` "
-         "lists them and their options; default: what the sweep used last, else local). "
-         "Remembered, with its options, for the sweep's later resume and cancel.")]
-ExecutorOptionsOption = Annotated[list[str] | None, typer.Option(
-    "--executor-option", "-E", metavar="KEY=VALUE",
-    help="An option of the executor (repeatable), e.g. -E max_parallel=4; a list or "
-         "mapping as JSON. `kappa executors` lists each executor's options.")]
-RayAddressOption = Annotated[str | None, typer.Option(
-    "--ray-address", metavar="URL", envvar="RAY_ADDRESS",
-    help="Ray dashboard (Jobs API) address for --executor ray_jobs, e.g. "
-         "http://head:8265 (default: RAY_ADDRESS, else the sweep's last one); short for "
-         "-E address=URL.")]
 DEFAULT_DEMO_SPEC = Path("experiments/toy/table2.yaml")
-
-
-def stores_of(registry: str | None, mlflow: str | None) -> Stores:
-    from orchestrator.scheduler.driver import Stores
-
-    return Stores(registry_url=registry, mlflow_uri=mlflow)
-
-
-@contextmanager
-def interruptible(what: str) -> Iterator[None]:
-    """Ctrl-C stops the scheduler, not the jobs: say how to pick them up or stop them."""
-    try:
-        yield
-    except KeyboardInterrupt:
-        typer.echo(f"\nscheduler stopped; running cells keep running. `kappa resume {what}` "
-                   f"picks them up, `kappa cancel {what}` stops them.", err=True)
-        raise typer.Exit(130) from None
-
-
-def spec_name(spec: Path) -> str:
-    """The sweep name a spec declares (for messages), or ``SWEEP`` if unreadable.
-
-    Read with the bounded reader: this runs before the spec is validated, so it must
-    not hang or crash on what validation will refuse (an alias bomb, a huge file).
-    """
-    from orchestrator.errors import UserInputError
-    from orchestrator.spec.yaml_limits import read_yaml_file
-    from orchestrator.spec.yaml_source import load_yaml
-
-    try:
-        data = load_yaml(read_yaml_file(spec), str(spec)).data
-    except UserInputError:
-        return "SWEEP"
-    name = data.get("name") if isinstance(data, dict) else None
-    return str(name) if isinstance(name, str) and name else "SWEEP"
-
-
-@contextmanager
-def sweep_progress(console: Console, quiet: bool = False) -> Iterator[SchedulerOptions | None]:
-    """Scheduler options whose tick shows progress: live bars on a terminal, a line per
-    change (or per 30 s) in a log; ``None`` (no output) when ``quiet``."""
-    if quiet:
-        yield None
-        return
-    from orchestrator.cli.sweep_views import progress_display
-    from orchestrator.registry import CellState
-    from orchestrator.scheduler.loop import SchedulerOptions
-
-    shown: list[LiveProgress | LineProgress] = []  # made on the first tick: errors before
-    # it (a bad spec, an unreachable cluster) leave no empty bar behind
-
-    def tick(registry: Registry, sweep: str) -> None:
-        if not shown:
-            shown.append(progress_display(console))
-        shown[0].update(registry.counts(sweep), registry.cells(sweep, [CellState.RUNNING]))
-
-    try:
-        yield SchedulerOptions(on_tick=tick)
-    finally:
-        for display in shown:
-            display.close()
-
-
-def executor_choice(executor: str | None, ray_address: str | None,
-                    executor_option: list[str] | None = None) -> ExecutorChoice:
-    """The executor the command line asks for: ``--executor``, its ``-E KEY=VALUE``
-    options (over those a parent scheduler handed over in ``KAPPA_EXECUTOR_OPTIONS``)
-    and the ``--ray-address`` shortcut, which only the ray_jobs executor gets."""
-    from orchestrator.cli.executor_options import parse_executor_options
-    from orchestrator.scheduler.driver import ExecutorChoice
-
-    options = parse_executor_options(executor_option or ())
-    return ExecutorChoice(executor, options, ray_shortcut(ray_address))
-
-
-def ray_shortcut(ray_address: str | None) -> dict[str, dict[str, Any]]:
-    """``--ray-address`` (or ``RAY_ADDRESS``) as a shortcut of the ray_jobs executor only:
-    another executor with an ``address`` option must never get the Ray cluster's URL."""
-    return {"ray_jobs": {"address": ray_address}}
 
 
 def submit_cmd(
@@ -154,10 +61,13 @@ def submit_cmd(
     Cells run on --executor (`kappa executors` lists those installed and their -E options).
     """
     from orchestrator.cli.console import make_console
-    from orchestrator.scheduler.driver import scheduler_log, submit
+    from orchestrator.sweeps.detached import scheduler_log
+    from orchestrator.sweeps.driver import submit
+    from orchestrator.sweeps.submission import PreparedSweep, prepare
 
     console = make_console()
     choice = executor_choice(executor, ray_address, executor_option)
+    prepared: PreparedSweep | None = None
     if canary:
         from orchestrator.cli.canary_cmd import EXIT_CANARY_FAILED, run_and_report
 
@@ -166,8 +76,13 @@ def submit_cmd(
         if not outcome.passed:
             console.print(f"the grid of {outcome.plan.grid.name} was not submitted")
             raise typer.Exit(EXIT_CANARY_FAILED)
-    with interruptible(spec_name(spec)), sweep_progress(console, quiet=not wait) as options:
-        result = submit(spec, stores_of(registry, mlflow), rerun=rerun, wait=wait,
+        prepared = outcome.plan.grid  # the spec was read and planned once, for both
+    name = SweepName(prepared.name if prepared else "SWEEP")
+    with interruptible(name), sweep_progress(console, quiet=not wait) as options:
+        if prepared is None:
+            prepared = prepare(spec)  # the spec's one read; exit 2 before anything is written
+            name.value = prepared.name
+        result = submit(prepared, stores_of(registry, mlflow), rerun=rerun, wait=wait,
                         max_parallel=max_parallel, options=options, choice=choice)
     console.print(f"sweep [bold]{result.sweep}[/]: {result.total_cells} cells, "
                   f"{result.new_cells} new, {result.requeued_cells} requeued")
@@ -227,12 +142,13 @@ def logs_cmd(
 ) -> None:
     """Print a cell's training log (all its attempts, appended)."""
     from orchestrator.registry import TERMINAL_STATES
-    from orchestrator.scheduler.driver import find_cell
-    from orchestrator.scheduler.loop import LOG_NAME, cell_run_dir
+    from orchestrator.runs.folder import LOG_FILE
+    from orchestrator.scheduler.cells import cell_run_dir
+    from orchestrator.sweeps.cancelling import find_cell
 
     with stores_of(registry, None).open_registry(create=False) as reg:
         record = find_cell(reg, cell)
-        path = cell_run_dir(record) / LOG_NAME
+        path = cell_run_dir(record) / LOG_FILE
         offset = 0
         while True:
             if path.exists():
@@ -263,8 +179,8 @@ def cancel_cmd(
     the sweep remembers for it (a Ray cluster's address); --ray-address and -E override
     them, for the executors that take them.
     """
-    from orchestrator.cli.executor_options import parse_executor_options
-    from orchestrator.scheduler.driver import cancel
+    from orchestrator.sweeps.cancelling import cancel
+    from orchestrator.sweeps.executor_choice import parse_executor_options, ray_shortcut
 
     stores = stores_of(registry, None)
     stores.open_registry(create=False).close()  # no registry: nothing to cancel, none made
@@ -294,12 +210,9 @@ def resume_cmd(
     """
     from orchestrator.cli.console import make_console
     from orchestrator.paths import check_name
-    from orchestrator.scheduler.driver import (
-        choose_executor,
-        resume,
-        scheduler_log,
-        start_background,
-    )
+    from orchestrator.sweeps.detached import scheduler_log, start_background
+    from orchestrator.sweeps.driver import resume
+    from orchestrator.sweeps.executor_choice import choose_executor
 
     stores = stores_of(registry, mlflow)
     console = make_console()
@@ -327,13 +240,18 @@ def demo_cmd(
     """The main job: run SPEC (the toy Table 2 sweep) here, then show its results."""
     from orchestrator.cli.console import make_console
     from orchestrator.cli.demo_report import print_demo_results
-    from orchestrator.scheduler.driver import submit
+    from orchestrator.sweeps.driver import submit
+    from orchestrator.sweeps.submission import prepare
 
     console = make_console()
     stores = stores_of(registry, mlflow)
     console.print(f"[bold]kappa demo[/]: submitting {spec} and waiting for every cell")
-    with interruptible(spec_name(spec)), sweep_progress(console) as options:
-        result = submit(spec, stores, wait=True, max_parallel=max_parallel, options=options)
+    name = SweepName()
+    with interruptible(name), sweep_progress(console) as options:
+        prepared = prepare(spec)
+        name.value = prepared.name
+        result = submit(prepared, stores, wait=True, max_parallel=max_parallel,
+                        options=options)
     with stores.open_registry() as reg:
         print_demo_results(console, reg, result.sweep, stores)
 

@@ -21,7 +21,7 @@ from orchestrator.registry import TERMINAL_STATES, CellRecord, CellState, Regist
 
 if TYPE_CHECKING:
     from orchestrator.registry.leases import Lease
-    from orchestrator.scheduler.budget import SweepHours
+    from orchestrator.stopping.budget import SweepHours
 
 # ``kappa status SWEEP`` draws at most this many cells (see ``table_cells``).
 TABLE_ROWS = 200
@@ -68,14 +68,16 @@ def cell_row(cell: CellRecord, waiting: str | None = None) -> dict[str, Any]:
 
 
 def sweep_hours(sweep: SweepRecord, cells: list[CellRecord]) -> tuple[SweepHours, set[str]]:
-    """The sweep's hours (used, projected, planned, saved; :mod:`.budget`) and the ids
-    of pending cells its GPU-hours cap holds back now."""
-    from orchestrator.scheduler.budget import admit
-    from orchestrator.scheduler.budget import sweep_hours as hours_of
-    from orchestrator.spec.stopping import stored_stopping
+    """The sweep's hours (used, projected, planned, saved;
+    :mod:`orchestrator.stopping.budget`) and the ids of pending cells its GPU-hours cap
+    holds back now."""
+    from orchestrator.grid.plan import stored_plan
+    from orchestrator.stopping.budget import admit
+    from orchestrator.stopping.budget import sweep_hours as hours_of
 
-    rules, resources = stored_stopping(sweep.spec_text)
-    cap = rules.gpu_hours if rules is not None else None
+    plan = stored_plan(sweep.name, sweep.plan)
+    resources = plan.resources
+    cap = plan.stop.gpu_hours if plan.stop is not None else None
     waiting: set[str] = set()
     if cap is not None:
         pending = [c for c in cells if c.state is CellState.PENDING]
@@ -100,7 +102,7 @@ def hours_text(hours: SweepHours) -> str:
 
 def state_text(cell: CellRecord, waiting: set[str] | frozenset[str] = frozenset()) -> str:
     """``succeeded (stopped: plateau at step 340)``, ``pending (waits: gpu_hours cap)``."""
-    from orchestrator.scheduler.budget import CAP_REASON
+    from orchestrator.stopping.budget import CAP_REASON
 
     if cell.stop_reason:
         short = (CAP_REASON if cell.stop_reason.startswith(CAP_REASON)
@@ -139,8 +141,8 @@ def executor_json(registry: Registry, sweep: SweepRecord) -> dict[str, Any] | No
 def sweep_json(registry: Registry, sweep: SweepRecord, lease: Lease | None) -> dict[str, Any]:
     """A sweep, its state counts, who drives it, its executor, hours and cells as
     JSON-able data."""
-    from orchestrator.scheduler.budget import CAP_REASON
     from orchestrator.scheduler.lease import holder_alive
+    from orchestrator.stopping.budget import CAP_REASON
 
     counts = registry.counts(sweep.name)
     cells = registry.cells(sweep.name)

@@ -14,6 +14,7 @@ from typing import Annotated
 
 import typer
 
+from orchestrator.cli.sweep_options import MlflowOption, RegistryOption
 from orchestrator.errors import Problem, UserInputError
 
 OPEN_WAIT_S = 120  # how long --open waits for the server before giving up
@@ -76,14 +77,8 @@ def ui_cmd(
     host: Annotated[str, typer.Option("--host", help="Interface to bind.")] = "127.0.0.1",
     open_browser: Annotated[bool, typer.Option(
         "--open", help="Open the printed URL in a web browser.")] = False,
-    registry: Annotated[str | None, typer.Option(
-        "--registry", metavar="URL",
-        help="Registry database URL (default: KAPPA_REGISTRY, else .kappa/registry.db).")
-    ] = None,
-    mlflow: Annotated[str | None, typer.Option(
-        "--mlflow", metavar="URI",
-        help="MLflow tracking URI (default: KAPPA_MLFLOW_URI, else .kappa/mlflow.db).")
-    ] = None,
+    registry: RegistryOption = None,
+    mlflow: MlflowOption = None,
 ) -> None:
     """Start the MLflow UI on the store the sweeps log to; print the URL of SWEEP's runs.
 

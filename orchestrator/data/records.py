@@ -1,6 +1,6 @@
 """verl's parquet row format and the answer normalisation every adapter shares.
 
-One row per problem (VERL_NOTES §8): ``data_source`` (the reward dispatch key and the
+One row per problem (docs/verl.md#data-format): ``data_source`` (the reward dispatch key and the
 ``val-core/<data_source>/...`` metric prefix), ``prompt`` (chat messages),
 ``ability``, ``reward_model: {"style": "rule", "ground_truth": str}`` and
 ``extra_info: {"index": int, "split": str}``.

@@ -48,10 +48,8 @@ def check_packages(options: DoctorOptions) -> CheckResult:
     neither, and they belong on GPU nodes. A verl other than the plug-in's is a problem.
     """
     versions = installed_versions()
-    if versions["mlflow"] is None:
-        versions["mlflow"] = versions.pop("mlflow-skinny")
-    else:
-        versions.pop("mlflow-skinny")
+    skinny = versions.pop("mlflow-skinny")  # MLflow's client-only distribution counts too
+    versions["mlflow"] = versions["mlflow"] or skinny
     details: dict[str, str | None] = dict(versions)
     if versions["torch"] is not None:
         import torch
@@ -141,8 +139,7 @@ def check_disk(options: DoctorOptions) -> CheckResult:
     summary = f"{free_gib:.1f} GiB free for checkpoints at {where}"
     if not os.access(existing, os.W_OK | os.X_OK):
         return CheckResult("disk", Status.PROBLEM, f"{existing} is not writable: {summary}",
-                           fix=fix_place,
-                           details=details)
+                           fix=fix_place, details=details)
     if free_gib < 1.0:
         return CheckResult("disk", Status.PROBLEM, summary, details=details,
                            fix="free space, or point KAPPA_HOME at a larger disk")

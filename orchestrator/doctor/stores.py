@@ -114,12 +114,18 @@ def _database_answers(uri: str, timeout_s: float) -> str | None:
         with engine.connect():
             return None
     except Exception as exc:
-        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()
-        first = reason[0] if reason else type(exc).__name__
-        return first + (f" (no answer within {url.query.get('connect_timeout')} s)"
-                        if "timeout expired" in first else "")
+        return _connect_failure(exc, url)
     finally:
         engine.dispose()
+
+
+def _connect_failure(exc: Exception, url: Any) -> str:
+    """The first line of why a connection to ``url`` failed (a libpq timeout says how
+    long was waited)."""
+    reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    first = reason[0] if reason else type(exc).__name__
+    return first + (f" (no answer within {url.query.get('connect_timeout')} s)"
+                    if "timeout expired" in first else "")
 
 
 def check_mlflow(options: DoctorOptions) -> CheckResult:
@@ -196,12 +202,8 @@ def check_registry(options: DoctorOptions) -> CheckResult:
     try:
         status = schema_status(engine)
     except SQLAlchemyError as exc:
-        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()
-        first = reason[0] if reason else type(exc).__name__
-        if "timeout expired" in first:
-            first += f" (no answer within {url.query.get('connect_timeout')} s)"
         return CheckResult("registry", Status.PROBLEM, f"cannot connect to {shown}: "
-                           f"{redact(first)}",
+                           f"{redact(_connect_failure(exc, url))}",
                            fix="check the server is up and the URL's host, port, user and "
                                "password", details={"url": shown})
     finally:

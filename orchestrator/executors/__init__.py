@@ -76,12 +76,36 @@ def _problem(name: str, model: type[ExecutorOptions], error: Any) -> Problem:
 def get_executor(name: str = "local", **options: Any) -> Executor:
     """The executor registered under ``name``, made with ``options`` (validated: an
     unknown or bad option is a :class:`UserInputError` saying how to give it)."""
+    return make_executor(name, validate_options(name, options))
+
+
+def make_executor(name: str, valid: ExecutorOptions) -> Executor:
+    """The executor registered under ``name``, made with options already validated
+    (:func:`validate_options`): nothing is checked twice."""
     cls = executor_class(name)
-    valid = validate_options(name, options)
     owners = _prefix_owners().get(cls.job_id_prefix, [name])
     if len(owners) > 1:  # its jobs could not be told from another executor's
         raise _prefix_clash(cls.job_id_prefix, owners)
     return cls.from_options(valid)
+
+
+def with_option(name: str, valid: ExecutorOptions, key: str, value: Any) -> ExecutorOptions:
+    """``valid`` with option ``key`` set to ``value``, that one value validated against
+    the option's field (a :class:`UserInputError` located at ``executor.<key>``)."""
+    from typing import Annotated
+
+    from pydantic import TypeAdapter, ValidationError
+
+    model = type(valid)
+    info = model.model_fields[key]
+    adapter: TypeAdapter[Any] = TypeAdapter(Annotated[info.annotation, *info.metadata])  # type: ignore[arg-type]
+    try:
+        checked = adapter.validate_python(value, strict=isinstance(value, bool))
+    except ValidationError as exc:
+        problems = [_problem(name, model, {**error, "loc": (key, *error.get("loc", ()))})
+                    for error in exc.errors()]
+        raise UserInputError(f"bad options for executor {name}", problems) from None
+    return valid.model_copy(update={key: checked})
 
 
 def executor_options(name: str, **options: Any) -> dict[str, Any]:
@@ -152,4 +176,4 @@ def executor_for_job(job_id: str, **options: Any) -> Executor:
 
 __all__ = ["EXECUTORS", "OPTIONS_ENV", "Executor", "ExecutorOptions", "JobHandle", "JobResources",
            "executor_class", "executor_for_job", "executor_name_for_job", "executor_options",
-           "get_executor", "job_id_prefixes", "validate_options"]
+           "get_executor", "job_id_prefixes", "make_executor", "validate_options", "with_option"]

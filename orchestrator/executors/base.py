@@ -40,8 +40,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, get_args
@@ -89,6 +90,21 @@ class JobHandle(ABC):
     @abstractmethod
     def cancel(self) -> None:
         """Stop the job and its children. Safe to call twice."""
+
+
+def poll_until(poll: Callable[[], int | None], timeout: float | None, first_delay: float,
+               most_delay: float) -> int | None:
+    """Call ``poll`` until it gives an exit code or ``timeout`` seconds pass (``None``
+    then), sleeping ``first_delay`` seconds between calls at first, twice as long after
+    each call, up to ``most_delay``: what every handle's ``wait`` does."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    delay = first_delay
+    while (code := poll()) is None:
+        if deadline is not None and time.monotonic() >= deadline:
+            return None
+        time.sleep(delay)
+        delay = min(delay * 2, most_delay)
+    return code
 
 
 def _numeric_only(annotation: Any) -> bool:

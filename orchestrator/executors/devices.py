@@ -7,6 +7,9 @@ import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 
+# The thread-pool sizes a CPU job's libraries read: set from the CPUs the job is given.
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
 
 def detect_gpus(
     explicit: Sequence[int | str] | None = None,

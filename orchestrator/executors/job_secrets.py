@@ -23,6 +23,8 @@ import sys
 from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 
+from orchestrator.runs.atomic import write_atomic
+
 SECRET_ENV_FILE_VAR = "KAPPA_SECRET_ENV_FILE"
 FILE_NAME = ".kappa-secret-env.json"
 # Variables secret by name whatever their value (MLflow's basic auth and token, cloud keys).
@@ -51,16 +53,7 @@ def write_secret_env(folder: Path, secret: Mapping[str, str]) -> Path:
     0600 from its creation, so no moment exists where others could read it)."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / FILE_NAME
-    tmp = folder / f".{FILE_NAME}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.fchmod(fd, 0o600)  # an old temp file of the same name keeps its mode otherwise
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(dict(secret), fh)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    tmp.replace(path)
+    write_atomic(path, json.dumps(dict(secret)), mode=0o600)
     return path
 
 

@@ -1,13 +1,15 @@
 """The tiny process that stands between the local executor and a job.
 
 Run as ``python -I -S job_wrapper.py JOB_DIR -- ARGV...`` (a script, not ``-m``, so that
-starting it imports nothing from ``orchestrator``). Together with the executor it leaves
-two files in JOB_DIR, so that an orchestrator started *later* (after the one that
-submitted the job was killed) can tell a running job from a finished or vanished one:
+starting it imports nothing from ``orchestrator`` but the job folder's standard-library
+:mod:`orchestrator.runs.jobs`). Together with the executor it leaves two files in
+JOB_DIR, so that an orchestrator started *later* (after the one that submitted the job
+was killed) can tell a running job from a finished or vanished one:
 
 * ``JOB_DIR/pid.json``  ``{"pid": int, "start_ticks": int, ...}`` — the wrapper's pid
-  and start time (``/proc/<pid>/stat``, guarding against pid reuse). The executor writes
-  it as soon as the wrapper is started, so it exists by the time ``submit`` returns.
+  and start time (:mod:`orchestrator.runs.liveness`, guarding against pid reuse). The
+  executor writes it as soon as the wrapper is started, so it exists by the time
+  ``submit`` returns.
 * ``JOB_DIR/exit``      ARGV's exit code (negative: killed by that signal), written
   atomically by the wrapper after ARGV ends.
 
@@ -27,7 +29,7 @@ Two guards keep attempts of one run folder from overlapping:
   relaunch waits for it (up to ``KAPPA_RUN_LOCK_WAIT`` seconds, default 600) and gives up
   with exit code 75 rather than run beside a live earlier attempt.
 
-Only the standard library may be used here.
+Only the standard library may be used here (and in what it imports).
 """
 
 from __future__ import annotations
@@ -39,34 +41,14 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+if not __package__:  # run as a script, isolated: the orchestrator package is two folders up
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from orchestrator.runs.jobs import write_exit  # the standard library only
 
 PR_SET_PDEATHSIG = 1
 LOCK_BUSY_EXIT = 75  # EX_TEMPFAIL: the folder's earlier attempt is still running
-
-
-def process_start_ticks(pid: int) -> int | None:
-    """Start time of ``pid`` in clock ticks since boot (Linux ``/proc``), or ``None``."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
-            stat = fh.read()
-    except OSError:
-        return None
-    # The command name (field 2) may contain spaces and parentheses; fields after the
-    # last ')' are space separated, and starttime is field 22 overall.
-    fields = stat.rsplit(")", 1)[-1].split()
-    try:
-        return int(fields[19])
-    except (IndexError, ValueError):
-        return None
-
-
-def _write_atomically(path: str, text: str) -> None:
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 def _ignore(signum: int, frame: object) -> None:
@@ -134,7 +116,7 @@ def main(argv: list[str]) -> int:
         else:
             os.close(lock)  # the child holds it now, for as long as it lives
             code = child.wait()
-    _write_atomically(os.path.join(job_dir, "exit"), str(code))
+    write_exit(Path(job_dir), code)
     return code if code >= 0 else 128 - code
 
 

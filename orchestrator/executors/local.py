@@ -19,12 +19,10 @@ there are GPUs to protect) and ``OMP_NUM_THREADS`` = cores / ``max_parallel``.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -33,48 +31,26 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, Field
 
 from orchestrator.errors import KappaError
-from orchestrator.executors.base import Executor, ExecutorOptions, JobHandle, JobResources
-from orchestrator.executors.devices import cpu_threads_per_job, detect_gpus
-from orchestrator.executors.job_folders import job_dirs, new_job_dir
-from orchestrator.executors.job_wrapper import process_start_ticks
+from orchestrator.executors.base import (
+    Executor,
+    ExecutorOptions,
+    JobHandle,
+    JobResources,
+    poll_until,
+)
+from orchestrator.executors.devices import THREAD_VARS, cpu_threads_per_job, detect_gpus
+from orchestrator.runs.folder import read_json, write_json
+from orchestrator.runs.jobs import PID_RECORD, job_dirs, new_job_dir, read_exit, write_exit
+from orchestrator.runs.liveness import is_running, is_stranger, start_ticks
 
 JOB_ID_PREFIX = "local:"
 WRAPPER = Path(__file__).with_name("job_wrapper.py")
 # Exit code reported for a job whose wrapper died without recording one (SIGKILLed).
 VANISHED_EXIT_CODE = -int(signal.SIGKILL)
-_THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
 class NoFreeSlotError(KappaError):
     """``submit`` was called while ``capacity(gpus)`` was zero."""
-
-
-def _read_exit(job_dir: Path) -> int | None:
-    try:
-        return int((job_dir / "exit").read_text().strip())
-    except (OSError, ValueError):
-        return None
-
-
-def _alive(pid: int, start_ticks: int | None) -> bool:
-    """Is ``pid`` the process we started (same start time) and not a zombie?"""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
-            stat = fh.read()
-    except FileNotFoundError:
-        return False
-    except OSError:  # no /proc: fall back to a signal-0 probe
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    fields = stat.rsplit(")", 1)[-1].split()
-    if fields and fields[0] in ("Z", "X"):
-        return False
-    return start_ticks is None or process_start_ticks(pid) == start_ticks
 
 
 class LocalJob(JobHandle):
@@ -105,16 +81,16 @@ class LocalJob(JobHandle):
         if self._popen is not None:
             if self._popen.poll() is None:
                 return None
-            code = _read_exit(self.job_dir)
+            code = read_exit(self.job_dir)
             if code is None:
                 self._kill_leftovers()
             self._code = code if code is not None else self._popen.returncode
             return self._code
-        code = _read_exit(self.job_dir)
-        if code is None and _alive(self.pid, self.start_ticks):
+        code = read_exit(self.job_dir)
+        if code is None and is_running(self.pid, self.start_ticks):
             return None
         # The wrapper may have written its exit file just before it ended.
-        code = _read_exit(self.job_dir)
+        code = read_exit(self.job_dir)
         if code is None:
             self._kill_leftovers()
         self._code = code if code is not None else VANISHED_EXIT_CODE
@@ -128,8 +104,7 @@ class LocalJob(JobHandle):
         a member of that group lives; a process that has the pid now is someone else, and
         then there is nothing of ours left to kill.
         """
-        if Path(f"/proc/{self.pid}").exists() and (
-                process_start_ticks(self.pid) != self.start_ticks):
+        if is_stranger(self.pid, self.start_ticks):
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signal.SIGKILL)
@@ -142,14 +117,7 @@ class LocalJob(JobHandle):
             except subprocess.TimeoutExpired:
                 return None
             return self.poll()
-        deadline = None if timeout is None else time.monotonic() + timeout
-        delay = 0.01
-        while (code := self.poll()) is None:
-            if deadline is not None and time.monotonic() >= deadline:
-                return None
-            time.sleep(delay)
-            delay = min(delay * 2, 0.25)
-        return code
+        return poll_until(self.poll, timeout, 0.01, 0.25)
 
     def cancel(self) -> None:
         """SIGTERM the job's process group; SIGKILL it if still there after the grace period."""
@@ -161,14 +129,14 @@ class LocalJob(JobHandle):
         self._signal_group(signal.SIGKILL)
         if code is None:
             self.wait(self.grace_period)
-        if _read_exit(self.job_dir) is None:
+        if read_exit(self.job_dir) is None:
             # The wrapper died before recording an exit code (e.g. SIGTERM reached it while
             # it was still starting up, or SIGKILL was needed): record how we ended it.
             self._code = -int(signal.SIGTERM if code is not None else signal.SIGKILL)
-            (self.job_dir / "exit").write_text(str(self._code))
+            write_exit(self.job_dir, self._code)
 
     def _signal_group(self, signum: signal.Signals) -> None:
-        if not _alive(self.pid, self.start_ticks) and self._popen is None:
+        if not is_running(self.pid, self.start_ticks) and self._popen is None:
             return  # the pid may belong to someone else by now
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signum)
@@ -252,7 +220,7 @@ class LocalExecutor(Executor):
         if devices or self.devices:
             full["CUDA_VISIBLE_DEVICES"] = ",".join(devices)
         if not devices:
-            for var in _THREAD_VARS:
+            for var in THREAD_VARS:
                 full[var] = str(self.threads_per_job)
         full.update(env)  # the launch's own settings win
         return full
@@ -288,13 +256,11 @@ class LocalExecutor(Executor):
                 cwd=cwd, env=self._job_env(env, devices), stdin=subprocess.DEVNULL,
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
             )
-        start_ticks = process_start_ticks(popen.pid)
-        record = {"pid": popen.pid, "start_ticks": start_ticks, "gpus": devices,
-                  "argv": list(argv), "log": str(log_path)}
-        tmp = job_dir / "pid.json.tmp"
-        tmp.write_text(json.dumps(record))
-        tmp.replace(job_dir / "pid.json")
-        job = LocalJob(job_dir, popen.pid, start_ticks, tuple(devices), self.grace_period, popen)
+        ticks = start_ticks(popen.pid)
+        write_json(job_dir / PID_RECORD, {"pid": popen.pid, "start_ticks": ticks,
+                                          "gpus": devices, "argv": list(argv),
+                                          "log": str(log_path)})
+        job = LocalJob(job_dir, popen.pid, ticks, tuple(devices), self.grace_period, popen)
         self._active[job.job_id] = job
         return job
 
@@ -303,9 +269,8 @@ class LocalExecutor(Executor):
         if not job_id.startswith(JOB_ID_PREFIX):
             return None
         job_dir = Path(job_id[len(JOB_ID_PREFIX):])
-        try:
-            record = json.loads((job_dir / "pid.json").read_text())
-        except (OSError, ValueError):
+        record = read_json(job_dir / PID_RECORD)
+        if record is None:
             return None
         job = LocalJob(job_dir, int(record["pid"]), record.get("start_ticks"),
                        tuple(str(d) for d in record.get("gpus", ())), self.grace_period)
@@ -313,11 +278,11 @@ class LocalExecutor(Executor):
         if code is None:
             self._active[job.job_id] = job  # it holds a slot (and its GPUs) until it ends
             return job
-        if _read_exit(job_dir) is None:
+        if read_exit(job_dir) is None:
             return None  # no exit code recorded and not running: vanished
         return job
 
     def jobs_for_log(self, log_path: Path, since: datetime | None = None) -> list[str]:
         """Ids of the jobs submitted with ``log_path`` (by any process), newest first;
-        with ``since``, only those submitted at or after it (:mod:`.job_folders`)."""
+        with ``since``, only those submitted at or after it (:mod:`orchestrator.runs.jobs`)."""
         return [JOB_ID_PREFIX + str(d) for d in job_dirs(log_path, since)]

@@ -13,11 +13,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import signal
-import time
 from pathlib import Path
 from typing import Any
 
-from orchestrator.executors.base import JobHandle
+from orchestrator.executors.base import JobHandle, poll_until
 from orchestrator.executors.ray_client import REQUEST_TIMEOUT_S, RayUnreachableError, ask
 
 LOG = logging.getLogger(__name__)
@@ -82,14 +81,7 @@ class RayJob(JobHandle):
 
     def wait(self, timeout: float | None = None) -> int | None:
         """Poll until the job ends or ``timeout`` seconds pass."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            code = self.poll()
-            if code is not None:
-                return code
-            if deadline is not None and time.monotonic() >= deadline:
-                return None
-            time.sleep(POLL_INTERVAL_S)
+        return poll_until(self.poll, timeout, POLL_INTERVAL_S, POLL_INTERVAL_S)
 
     def cancel(self) -> None:
         """Ask Ray to stop the job (SIGTERM to the driver, then SIGKILL); idempotent."""

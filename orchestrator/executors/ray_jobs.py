@@ -39,14 +39,10 @@ through the Jobs API (``JobSubmissionClient``, the dashboard's HTTP endpoint), a
   "launch nothing now", and a submit that got no answer costs the cell no retry.
 * Logs and job ids: see the handle, :class:`~.ray_job_handle.RayJob`;
   :meth:`RayJobsExecutor.reattach` needs only the job id and the cluster address.
-  :meth:`RayJobsExecutor.resubmit` relaunches a job's exact entrypoint and runtime_env
-  under a new submission id — resuming after a preemption, since verl continues from
-  ``trainer.default_local_dir`` with ``trainer.resume_mode=auto``.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import secrets
@@ -78,7 +74,6 @@ from orchestrator.executors.ray_client import (
 )
 from orchestrator.executors.ray_job_handle import (
     JOB_ID_PREFIX,
-    STOPPED_EXIT_CODE,
     RayJob,
     status_name,
 )
@@ -90,11 +85,6 @@ from orchestrator.executors.ray_placement import (
     free_slots,
     why_not,
 )
-
-# Public names, some defined in .ray_job_handle / .ray_client and kept importable here.
-__all__ = ["DEFAULT_ENV", "JOB_ID_PREFIX", "STOPPED_EXIT_CODE", "SUBMIT_RETRY_INTERVAL_S",
-           "RayAddressError", "RayJob", "RayJobsError", "RayJobsExecutor", "RayJobsOptions",
-           "RayUnreachableError", "is_transient_refusal"]
 
 LOG = logging.getLogger(__name__)
 FORWARDED_PREFIXES = ("MLFLOW_",)
@@ -224,19 +214,10 @@ class RayJobsExecutor(Executor):
             argv = wrapped(tuple(argv))
         # What the job holds, for capacity(): a verl driver holds nothing itself, but its
         # placement groups will hold the GPUs (and some CPUs) on every node it spans.
-        held = {"gpus": str(resources.gpus), "cpus": str(resources.cpus * resources.nodes)}
-        return self._submit(self.entrypoint(tuple(argv), cwd), {"env_vars": shown},
-                            submission_id, log_path, {**held, "base": submission_id},
-                            entrypoint_options(resources, self.entrypoint_resources))
-
-    def _submit(self, entrypoint: str, runtime_env: dict[str, Any], submission_id: str,
-                log_path: Path | None, extra: Mapping[str, str],
-                placement: Mapping[str, Any] | None = None) -> RayJob:
-        metadata = {METADATA_KEY: "1", **extra}
-        if log_path is not None:
-            metadata["log_path"] = str(log_path)
-        if placement:  # Ray's job info does not return it; resubmit() needs it again
-            metadata["placement"] = json.dumps(dict(placement), sort_keys=True)
+        metadata = {METADATA_KEY: "1", "gpus": str(resources.gpus),
+                    "cpus": str(resources.cpus * resources.nodes), "log_path": str(log_path)}
+        placement = entrypoint_options(resources, self.entrypoint_resources)
+        entrypoint = self.entrypoint(tuple(argv), cwd)
         # Bounded: each request by request_timeout_s, refusals of a starting cluster by
         # SUBMIT_RETRY_S, unanswered requests by SUBMIT_UNANSWERED_RETRIES.
         deadline = time.monotonic() + SUBMIT_RETRY_S
@@ -244,9 +225,8 @@ class RayJobsExecutor(Executor):
         while True:
             try:
                 self._ask(f"the submission of job {submission_id}", self._client.submit_job,
-                          entrypoint=entrypoint, runtime_env=runtime_env,
-                          submission_id=submission_id, metadata=metadata,
-                          **(placement or {}))
+                          entrypoint=entrypoint, runtime_env={"env_vars": shown},
+                          submission_id=submission_id, metadata=metadata, **placement)
                 break
             except RayUnreachableError:
                 unanswered += 1
@@ -320,37 +300,13 @@ class RayJobsExecutor(Executor):
         nodes = [] if self.autoscaling else self.nodes()
         return int(sum(n.gpus for n in nodes)) if nodes else None
 
-    def _info(self, job_id: str) -> tuple[str, Any] | None:
-        submission_id = job_id.removeprefix(JOB_ID_PREFIX)
-        try:
-            return submission_id, self._ask(f"get_job_info for job {submission_id}",
-                                            self._client.get_job_info, submission_id)
-        except RuntimeError:  # Ray: "Job ... does not exist"
-            return None
-
     def reattach(self, job_id: str) -> RayJob | None:
         """A handle to an earlier job (any process), or None if Ray does not know it."""
-        found = self._info(job_id)
-        if found is None:
+        submission_id = job_id.removeprefix(JOB_ID_PREFIX)
+        try:
+            info = self._ask(f"get_job_info for job {submission_id}", self._client.get_job_info,
+                             submission_id)
+        except RuntimeError:  # Ray: "Job ... does not exist"
             return None
-        submission_id, info = found
         log_path = (info.metadata or {}).get("log_path")
         return self._handle(submission_id, Path(log_path) if log_path else None)
-
-    def resubmit(self, job_id: str) -> RayJob:
-        """Relaunch a finished (e.g. preempted) job's exact entrypoint, runtime_env and
-        entrypoint resources."""
-        found = self._info(job_id)
-        if found is None:
-            raise RayJobsError(f"no Ray job {job_id} to resubmit")
-        submission_id, info = found
-        metadata = dict(info.metadata or {})
-        base = metadata.get("base", submission_id)
-        retry = int(metadata.get("retry", "0")) + 1
-        log_path = metadata.pop("log_path", None)
-        placement = json.loads(metadata.pop("placement", None) or "{}")
-        extra = {k: v for k, v in metadata.items() if k != METADATA_KEY}
-        extra["retry"] = str(retry)
-        extra["resumes"] = submission_id
-        return self._submit(info.entrypoint, dict(info.runtime_env or {}), f"{base}-retry{retry}",
-                            Path(log_path) if log_path else None, extra, placement)

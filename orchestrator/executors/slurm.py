@@ -61,8 +61,8 @@ from datetime import datetime
 from pathlib import Path
 
 from orchestrator.errors import Problem, UserInputError
-from orchestrator.executors.base import Executor, JobHandle, JobResources
-from orchestrator.executors.job_folders import job_dirs, new_job_dir
+from orchestrator.executors.base import Executor, JobHandle, JobResources, poll_until
+from orchestrator.executors.devices import THREAD_VARS
 from orchestrator.executors.slurm_options import SlurmOptions, _split_args
 from orchestrator.executors.slurm_queue import (
     ACTIVE_STATES,
@@ -73,6 +73,8 @@ from orchestrator.executors.slurm_queue import (
     run_slurm,
 )
 from orchestrator.executors.slurm_script import BatchJob, batch_script, time_limit_minutes
+from orchestrator.runs import jobs
+from orchestrator.runs.folder import read_json, write_json
 
 JOB_ID_PREFIX = "slurm:"
 WRAPPER = Path(__file__).with_name("job_wrapper.py")
@@ -80,16 +82,8 @@ WRAPPER = Path(__file__).with_name("job_wrapper.py")
 # script empties it for CPU jobs), and a Ray cluster the shell pointed at is not the job's
 # (a multi-node job sets RAY_ADDRESS to its own; a single-node verl cell starts one).
 _NOT_INHERITED = frozenset({"CUDA_VISIBLE_DEVICES", "RAY_ADDRESS"})
-_THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 # How long submit keeps trying a controller it cannot connect to (restarting, failing over).
 SUBMIT_RETRY_S = 60.0
-
-
-def _read_int(path: Path) -> int | None:
-    try:
-        return int(path.read_text().strip())
-    except (OSError, ValueError):
-        return None
 
 
 # What sbatch says when there is no cluster to ask (rather than a refusal of the job).
@@ -135,7 +129,7 @@ class SlurmJob(JobHandle):
         if known is not None and known[0] in ACTIVE_STATES:
             return None
         state, slurm_code = known if known is not None else ("VANISHED", None)
-        code = _read_int(self.job_dir / "exit")
+        code = jobs.read_exit(self.job_dir)
         if code is None:
             code = slurm_code if slurm_code is not None else -int(signal.SIGKILL)
         if code == 0 and state in ENDED_BY_SLURM:
@@ -145,8 +139,8 @@ class SlurmJob(JobHandle):
 
     def _recorded_end(self) -> int | None:
         try:
-            return int(json.loads((self.job_dir / "end.json").read_text())["code"])
-        except (OSError, ValueError, KeyError, TypeError):
+            return int((read_json(self.job_dir / "end.json") or {})["code"])
+        except (ValueError, KeyError, TypeError):
             return None
 
     def _record_end(self, state: str, code: int) -> int:
@@ -169,14 +163,7 @@ class SlurmJob(JobHandle):
 
     def wait(self, timeout: float | None = None) -> int | None:
         """Block until the job ends or ``timeout`` seconds pass; the exit code or ``None``."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        delay = 0.1
-        while (code := self._poll(fresh=True)) is None:
-            if deadline is not None and time.monotonic() >= deadline:
-                return None
-            time.sleep(delay)
-            delay = min(delay * 2, 2.0)
-        return code
+        return poll_until(lambda: self._poll(fresh=True), timeout, 0.1, 2.0)
 
     def cancel(self) -> None:
         """``scancel`` the job (SLURM signals every process of it: SIGTERM, then SIGKILL
@@ -273,7 +260,7 @@ class SlurmExecutor(Executor):
 
     def _job_env(self, env: Mapping[str, str], resources: JobResources) -> dict[str, str]:
         full = {k: v for k, v in os.environ.items() if k not in _NOT_INHERITED}
-        for var in _THREAD_VARS:
+        for var in THREAD_VARS:
             full[var] = str(resources.cpus)
         full.update(env)  # the launch's own settings win
         return full
@@ -295,15 +282,13 @@ class SlurmExecutor(Executor):
                              "(a verl cell); this one would run on the first node only")
         log_path = Path(log_path).resolve()
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        job_dir = new_job_dir(log_path)
+        job_dir = jobs.new_job_dir(log_path)
         script = job_dir / "job.sbatch"
         script.write_text(batch_script(self.batch_job(argv, Path(cwd).resolve(), log_path,
                                                       job_dir, resources)))
         slurm_id = self._sbatch(job_dir, script, self._job_env(env, resources))
-        record = {"slurm_id": slurm_id, "log": str(log_path), "argv": list(argv)}
-        tmp = job_dir / "job.json.tmp"
-        tmp.write_text(json.dumps(record))
-        tmp.replace(job_dir / "job.json")
+        write_json(job_dir / jobs.SLURM_RECORD,
+                   {"slurm_id": slurm_id, "log": str(log_path), "argv": list(argv)})
         job = SlurmJob(self, slurm_id, job_dir, log_path)
         self._active[job.job_id] = job
         self.queue.forget()  # the next poll asks squeue again
@@ -360,14 +345,11 @@ class SlurmExecutor(Executor):
             return None
         slurm_id, _, folder = job_id[len(JOB_ID_PREFIX):].partition(":")
         job_dir = Path(folder)
-        try:
-            record = json.loads((job_dir / "job.json").read_text())
-            log_path: Path | None = Path(record["log"])
-        except (OSError, ValueError, KeyError):
-            log_path = None
+        record = read_json(job_dir / jobs.SLURM_RECORD) or {}
+        log_path = Path(record["log"]) if "log" in record else None
         job = SlurmJob(self, slurm_id, job_dir, log_path)
         if job._recorded_end() is None and self.queue.job_state(slurm_id, fresh=True) is None \
-                and _read_int(job_dir / "exit") is None:
+                and jobs.read_exit(job_dir) is None:
             return None
         if job.poll() is None:
             self._active[job.job_id] = job  # it holds a place in the queue until it ends
@@ -375,7 +357,7 @@ class SlurmExecutor(Executor):
 
     def jobs_for_log(self, log_path: Path, since: datetime | None = None) -> list[str]:
         """Ids of the jobs submitted with ``log_path`` (by any process), newest first;
-        with ``since``, only those submitted at or after it (:mod:`.job_folders`).
+        with ``since``, only those submitted at or after it (:mod:`orchestrator.runs.jobs`).
 
         A job's SLURM id comes from its folder's ``job.json`` (the submitter's record),
         else its ``slurm_id`` (written by the job when it started), else the
@@ -387,7 +369,7 @@ class SlurmExecutor(Executor):
         does not answer: guessing "no job" there would run the cell twice."""
         ids: list[str] = []
         comments: dict[str, str] | None = None
-        for job_dir in job_dirs(log_path, since):
+        for job_dir in jobs.job_dirs(log_path, since):
             slurm_id = _recorded_id(job_dir)
             if slurm_id is None:
                 if comments is None:
@@ -411,8 +393,8 @@ def _recorded_id(job_dir: Path) -> str | None:
     """The SLURM id a job folder records (the submitter's job.json, else the job's own
     slurm_id file), if any."""
     try:
-        return str(int(json.loads((job_dir / "job.json").read_text())["slurm_id"]))
-    except (OSError, ValueError, KeyError, TypeError):
+        return str(int((read_json(job_dir / jobs.SLURM_RECORD) or {})["slurm_id"]))
+    except (ValueError, KeyError, TypeError):
         pass
-    found = _read_int(job_dir / "slurm_id")
+    found = jobs.read_exit(job_dir, "slurm_id")
     return None if found is None else str(found)

@@ -119,12 +119,15 @@ def _quote_all(words: Sequence[str]) -> str:
     return " ".join(shlex.quote(w) for w in words)
 
 
+def _exec_wrapped(job: BatchJob) -> str:
+    """The line that replaces the script with the cell's argv under kappa's job wrapper."""
+    return (f"exec {_quote_all([job.python, '-I', '-S', str(job.wrapper)])} \"$JOB_DIR\" -- "
+            f"{_quote_all(job.argv)}")
+
+
 def _single_node(job: BatchJob) -> list[str]:
-    return [
-        "# One node: the cell runs right here, under kappa's job wrapper.",
-        f"exec {_quote_all([job.python, '-I', '-S', str(job.wrapper)])} \"$JOB_DIR\" -- "
-        f"{_quote_all(job.argv)}",
-    ]
+    return ["# One node: the cell runs right here, under kappa's job wrapper.",
+            _exec_wrapped(job)]
 
 
 def _ray_cluster(job: BatchJob) -> list[str]:
@@ -169,8 +172,7 @@ def _ray_cluster(job: BatchJob) -> list[str]:
         "  sleep 2",
         "done",
         "# The cell is the Ray driver; the Ray daemons (job steps) end with the job.",
-        f"exec {_quote_all([job.python, '-I', '-S', str(job.wrapper)])} \"$JOB_DIR\" -- "
-        f"{_quote_all(job.argv)}",
+        _exec_wrapped(job),
     ]
 
 

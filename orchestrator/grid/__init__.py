@@ -6,7 +6,8 @@ Public API (stable; the scheduler and registry build on it):
   (``index``, ``cell_id``, ``axes``, ``labels``, ``settings``) and ``Grid.by_id`` maps ids
   to cells.
 * :func:`plan` ``(spec) -> Plan`` adds the cost: ``count``, ``resources``, ``gpu_hours``
-  and ``to_dict()``.
+  and ``to_dict()``; :mod:`orchestrator.grid.plan` also reads a spec file once into its
+  plan (``load_plan``) and stores and reads a sweep's :class:`SweepPlan`.
 * :func:`content_id` and :func:`canonical_json` define cell ids.
 """
 

@@ -6,12 +6,21 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from orchestrator.errors import KappaError, UserInputError
+from pydantic import BaseModel
+
+from orchestrator.backends.base import Demand
+from orchestrator.errors import KappaError, Problem, UserInputError
 from orchestrator.grid.assignments import AxisValue, assignments, axis_values, cell_bound
 from orchestrator.grid.cell import Cell
 from orchestrator.grid.identity import CellBuilder
 from orchestrator.grid.validation import validate_cells
-from orchestrator.limits import DEFAULT_MAX_CELLS, INT32_MAX, MAX_CELLS_ENV, max_cells
+from orchestrator.limits import (
+    DEFAULT_MAX_CELLS,
+    INT32_MAX,
+    MAX_CELLS_ENV,
+    MAX_PROBLEMS,
+    max_cells,
+)
 from orchestrator.spec.model import Spec
 
 
@@ -22,6 +31,9 @@ class Grid:
     spec: Spec
     cells: tuple[Cell, ...]
     by_id: dict[str, Cell] = field(repr=False, compare=False)
+    #: What the scheduler needs of each cell, by cell id (``Backend.demand``), judged
+    #: from the model its one validation gave; empty unless expanded with ``judge``.
+    demands: dict[str, Demand] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def axis_names(self) -> tuple[str, ...]:
@@ -40,7 +52,7 @@ class Grid:
         return iter(self.cells)
 
 
-def expand(spec: Spec) -> Grid:
+def expand(spec: Spec, preflight: bool = True, judge: bool = False) -> Grid:
     """The grid of ``spec``: every cell validated by the backend, named by content hash.
 
     Order: the product of the axes in spec order, first axis slowest (a zip group sits
@@ -49,7 +61,14 @@ def expand(spec: Spec) -> Grid:
     axes, before any is made) is refused.
     Raises ``UserInputError`` with every problem: exclusions that match no cell,
     settings the backend rejects (each reported once, at its origin in the spec), and
-    duplicate cells (two assignments with identical settings and labels).
+    duplicate cells (two assignments with identical settings and labels). The validated
+    cells are preflighted as one batch (``preflight=False``: not at all).
+
+    Without ``judge``, each distinct combination is validated once (what a problem
+    report needs). With it (a submit), every cell is validated exactly once and its
+    :class:`~orchestrator.backends.base.Demand` judged from that model: ``Grid.demands``.
+    A demand cannot be derived from a combination's representative: it reads settings
+    no cross-field rule does (the embedded backend's ``device`` and ``max_steps``).
     """
     from orchestrator.backends import get_backend
 
@@ -60,9 +79,17 @@ def expand(spec: Spec) -> Grid:
     if problems:
         raise UserInputError(f"{spec.filename}: invalid grid", problems)
     builder = CellBuilder(spec, table)
-    validate_cells(spec, backend, table, order, builder.settings, builder.learn)
+    judged: list[Demand | None] = [None] * len(order) if judge else []
+
+    def judge_cell(index: int, model: BaseModel) -> None:
+        judged[index] = backend.demand(model)
+
+    validate_cells(spec, backend, table, order, builder.settings, builder.learn, preflight,
+                   judge_cell if judge else None)
     cells: list[Cell] = []
     by_id: dict[str, Cell] = {}
+    demands: dict[str, Demand] = {}
+    unsound: list[Problem] = []
     duplicates = []
     reported: set[tuple[str | int, ...]] = set()
     for index, assignment in enumerate(order):
@@ -95,9 +122,22 @@ def expand(spec: Spec) -> Grid:
             continue
         by_id[cell.cell_id] = cell
         cells.append(cell)
+        if judge:
+            demand = judged[index]
+            if demand is None:  # not a covering cell: validated here, its only time
+                try:
+                    demand = backend.demand(backend.validate(cell.settings))
+                except UserInputError as exc:  # the backend's coupled_settings is wrong
+                    unsound += [spec.problem(("axes",), f"{p.location}: {p.message}",
+                                             location="cells", found=f"[{cell.describe()}]")
+                                for p in exc.problems]
+                    continue
+            demands[cell.cell_id] = demand
+    if unsound:
+        raise UserInputError(f"{spec.filename}: invalid settings", unsound[:MAX_PROBLEMS])
     if duplicates:
         raise UserInputError(f"{spec.filename}: duplicate cells", duplicates)
-    return Grid(spec=spec, cells=tuple(cells), by_id=by_id)
+    return Grid(spec=spec, cells=tuple(cells), by_id=by_id, demands=demands)
 
 
 def _check_size(spec: Spec, table: dict[str, list[AxisValue]]) -> None:

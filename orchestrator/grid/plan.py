@@ -1,13 +1,103 @@
-"""A plan: the grid plus what running it costs."""
+"""A sweep's plan: its spec read, its cells validated and preflighted, once per submit.
+
+:func:`load_plan` reads a spec file once, checks it (every problem of the spec and of its
+cells in one report), expands the grid (each distinct combination validated, the batch
+preflighted by the backend) and prices it: a :class:`Plan`. What every later step of the
+sweep needs is its :class:`SweepPlan` (``Plan.sweep_plan()``), which a submit stores in
+the registry as JSON beside the spec's text. The scheduler, the stopping rules, the
+search, the status views and the report read that (:func:`stored_plan`), never the YAML
+again; a stored plan that cannot be read is an error naming the sweep and the fix, never
+a default. The grid's cells themselves are stored as the sweep's cell rows.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from orchestrator.backends.base import Demand
+from orchestrator.errors import Problem, UserInputError
 from orchestrator.grid.cell import Cell
 from orchestrator.grid.expand import Grid, expand
-from orchestrator.spec.model import Resources, Spec
+from orchestrator.spec.loader import SpecReading, read_spec
+from orchestrator.spec.model import JsonScalarValue, Resources, Spec
+from orchestrator.spec.search_block import SearchSpec
+from orchestrator.spec.stop_block import StopRules
+from orchestrator.spec.yaml_limits import read_yaml_file
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class StudyCell(_Frozen):
+    """Where one study of a search starts: a grid cell, and the most steps a trial runs."""
+
+    index: int
+    cell_id: str
+    axes: dict[str, JsonScalarValue]
+    labels: dict[str, JsonScalarValue]
+    settings: dict[str, Any]
+    max_steps: int | None = None
+
+    def cell(self) -> Cell:
+        """As a grid :class:`Cell`."""
+        return Cell(self.index, self.cell_id, dict(self.axes), dict(self.labels),
+                    dict(self.settings))
+
+
+class SweepPlan(_Frozen):
+    """What a sweep runs and how, resolved and validated at submit (module docstring).
+
+    ``axes`` and ``labels`` are the results' layout (the columns a cell's row has);
+    ``cell_count`` the grid's cells (a search's studies); ``studies`` a search's
+    starting cells, in grid order (empty without ``search``).
+    """
+
+    format: Literal[1] = 1
+    name: str
+    backend: str
+    axes: tuple[str, ...] = ()
+    labels: tuple[str, ...] = ()
+    cell_count: int = Field(0, ge=0)
+    resources: Resources = Field(default_factory=Resources)
+    retries: int = Field(0, ge=0)
+    stop: StopRules | None = None
+    search: SearchSpec | None = None
+    studies: tuple[StudyCell, ...] = ()
+
+    @property
+    def gpu_hours(self) -> float:
+        """cells × gpus × nodes × hours."""
+        return self.cell_count * self.resources.gpu_hours
+
+    def to_json(self) -> str:
+        """The JSON the registry stores (:func:`stored_plan` reads it back)."""
+        return self.model_dump_json(by_alias=True)
+
+
+def stored_plan(sweep: str, text: str | None) -> SweepPlan:
+    """The plan stored for ``sweep``; a missing or unreadable one is a ``UserInputError``
+    (exit 2) naming the sweep and the fix, never a default (a cap that silently vanished
+    would let a sweep spend past it)."""
+    fix = (f"submit the sweep's spec again (`kappa submit SPEC`, spec name {sweep}): it "
+           "records the plan and keeps the cells that ran")
+    if text is None:
+        raise UserInputError(f"sweep {sweep} has no stored plan", [Problem(
+            "plan", "the sweep was recorded by an older kappa and its spec could not be "
+                    "planned when the registry was upgraded", found=sweep, fix=fix)])
+    try:
+        return SweepPlan.model_validate_json(text)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "plan"
+        raise UserInputError(f"the stored plan of sweep {sweep} cannot be read", [Problem(
+            "plan", "the plan stored at submit does not validate (written by another kappa "
+                    "version, or changed by hand)",
+            found=f"{where}: {first['msg']}"[:300], fix=fix)]) from None
 
 
 @dataclass(frozen=True)
@@ -41,6 +131,18 @@ class Plan:
         """count × gpus × nodes × hours."""
         return self.count * self.resources.gpu_hours
 
+    def sweep_plan(self) -> SweepPlan:
+        """What the registry stores for the sweep (see :class:`SweepPlan`)."""
+        spec = self.spec
+        studies: tuple[StudyCell, ...] = ()
+        if spec.search is not None:
+            demands = self.grid.demands
+            studies = tuple(_study(spec, c, demands.get(c.cell_id)) for c in self.cells)
+        return SweepPlan(
+            name=spec.name, backend=spec.backend, axes=spec.axis_names,
+            labels=self.grid.label_names, cell_count=self.count, resources=spec.resources,
+            retries=spec.retries, stop=spec.stop, search=spec.search, studies=studies)
+
     def to_dict(self, with_settings: bool = True) -> dict[str, Any]:
         """A JSON-able description (what ``kappa plan --json`` prints)."""
         spec = self.spec
@@ -66,6 +168,69 @@ class Plan:
         }
 
 
-def plan(spec: Spec) -> Plan:
-    """Expand ``spec`` and price it (see :func:`orchestrator.grid.expand`)."""
-    return Plan(grid=expand(spec))
+def _study(spec: Spec, cell: Cell, demand: Demand | None) -> StudyCell:
+    """A study's starting cell, with the most training steps one of its trials can run:
+    the base settings' (``Backend.max_steps``), or the top of a searched ``max_steps``.
+
+    ``demand``: the cell's, judged at its one validation (a submit); without it (a
+    plan read back from a stored spec) the cell is validated here."""
+    from orchestrator.backends import get_backend
+
+    assert spec.search is not None
+    steps: int | None
+    if demand is not None:
+        steps = demand.steps or None  # Demand.steps is max_steps, 0 when unknown
+    else:
+        backend = get_backend(spec.backend)
+        try:
+            steps = backend.max_steps(backend.validate(cell.settings))
+        except UserInputError:
+            steps = None
+    for name, dist in spec.search.space.items():
+        if name.split(".")[-1] in ("max_steps", "total_training_steps"):
+            tops = [v for v in dist.corners() if isinstance(v, int | float)]
+            steps = int(max(tops)) if tops else steps
+    return StudyCell(index=cell.index, cell_id=cell.cell_id, axes=cell.axes,
+                     labels=cell.labels, settings=cell.settings, max_steps=steps)
+
+
+def plan(spec: Spec, preflight: bool = True, judge: bool = False) -> Plan:
+    """Expand ``spec`` and price it (see :func:`orchestrator.grid.expand`; ``judge``:
+    every cell validated once and its demand judged, for a submit)."""
+    return Plan(grid=expand(spec, preflight, judge))
+
+
+def checked(reading: SpecReading) -> Spec:
+    """The spec of ``reading``, or a ``UserInputError`` with its problems and, where the
+    axes allow, the cells' problems too (one run reports everything)."""
+    from orchestrator.backends import get_backend
+    from orchestrator.grid.validation import base_problems
+
+    spec, problems = reading.spec, list(reading.problems)
+    if not problems:
+        return spec
+    if reading.axes_sound:
+        # Expand the axes (without broken selections) so the cells' settings problems are
+        # reported in the same run.
+        axes_only = spec if reading.selections_sound else spec.model_copy(
+            update={"exclude": (), "include": ()})
+        try:
+            expand(axes_only)
+        except UserInputError as exc:
+            problems += exc.problems
+    else:
+        # The axes cannot be expanded: still report what base alone gets wrong.
+        problems += base_problems(spec, get_backend(spec.backend))
+    raise UserInputError(f"{spec.filename}: invalid spec", problems)
+
+
+def parse_plan(text: str, filename: str = "<spec>", path: Path | None = None,
+               preflight: bool = True, judge: bool = False) -> Plan:
+    """Check a spec's YAML text and every cell; its plan, or every problem at once."""
+    return plan(checked(read_spec(text, filename, path)), preflight, judge)
+
+
+def load_plan(path: str | Path, judge: bool = False) -> Plan:
+    """The plan of the spec file at ``path``, read once (see :func:`parse_plan`)."""
+    file = Path(path)
+    return parse_plan(read_yaml_file(file, "spec"), str(file), file, judge=judge)

@@ -223,11 +223,16 @@ def validate_cells(
     cells: Sequence[Assignment],
     settings_of: Callable[[Assignment], dict[str, Any]],
     on_valid: Callable[[Assignment, BaseModel], None],
+    preflight: bool = True,
+    every: Callable[[int, BaseModel], None] | None = None,
 ) -> int:
-    """Validate the cells that cover every combination; raise with all problems at once.
+    """Validate the cells that cover every combination, then preflight them as one batch
+    (:meth:`Backend.preflight`); raise with all problems at once.
 
     ``settings_of`` gives a cell's settings (what its config.yaml gets); ``on_valid`` sees
-    each validated model. Returns how many cells were validated.
+    each validated model of the covering cells; ``preflight=False`` skips the backend's
+    preflight; ``every`` sees each validated model with its cell's index in ``cells``.
+    Returns how many cells were validated.
     """
     names = list(spec.axes)
     coupled_pos = coupled_axes(spec, table, getattr(backend, "coupled_settings", None))
@@ -235,6 +240,13 @@ def validate_cells(
     collector = _Collector(spec, backend.settings_model)
     cut = False
     checked = 0
+    valid: list[tuple[Assignment, BaseModel]] = []
+
+    def add(exc: UserInputError, cell: Assignment) -> None:
+        records = [table[names[i]][k] for i, k in enumerate(cell)]
+        for problem in (exc.problems or (Problem("", exc.summary),))[:MAX_PROBLEMS]:
+            collector.add(problem, records, cell)
+
     for index in chosen:
         if len(collector.problems) + len(collector.cross) >= MAX_PROBLEMS:
             cut = True  # enough to act on; validating 10^5 broken cells would take minutes
@@ -244,11 +256,22 @@ def validate_cells(
         try:
             model = backend.validate(settings_of(cell))
         except UserInputError as exc:
-            records = [table[names[i]][k] for i, k in enumerate(cell)]
-            for problem in (exc.problems or (Problem("", exc.summary),))[:MAX_PROBLEMS]:
-                collector.add(problem, records, cell)
+            add(exc, cell)
             continue
+        valid.append((cell, model))
         on_valid(cell, model)
+        if every is not None:
+            every(index, model)
+    try:
+        if preflight:
+            backend.preflight({str(n): model for n, (_, model) in enumerate(valid)})
+    except UserInputError:
+        # The batch failed: ask cell by cell (answers are cached) to place each problem.
+        for cell, model in valid:
+            try:
+                backend.preflight({"": model})
+            except UserInputError as exc:
+                add(exc, cell)
     problems = list(collector.problems.values())[:MAX_PROBLEMS]
     problems += collector.cross_problems(table, coupled_pos, checked)
     if cut or len(collector.problems) > MAX_PROBLEMS:

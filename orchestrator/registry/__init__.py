@@ -21,16 +21,17 @@ Every method is ONE transaction and returns frozen snapshots (:class:`SweepRecor
 
 Sweeps
     ``upsert_sweep(name, *, backend, spec_text, mlflow_experiment_id=None,
-    mlflow_parent_run_id=None) -> SweepRecord`` (``spec_hash`` = SHA-256 of the text;
-    MLflow ids only overwritten when given), ``get_sweep(name)`` (unknown name:
-    UserInputError listing the known ones), ``find_sweep(name) -> SweepRecord | None``,
-    ``list_sweeps()`` (newest first), ``delete_sweep(name) -> bool`` (cascades; for
-    undoing a submit that failed midway).
+    mlflow_parent_run_id=None, plan=None) -> SweepRecord`` (``spec_hash`` = SHA-256 of
+    the text; MLflow ids and the plan, JSON made at submit, only overwritten when
+    given), ``get_sweep(name)`` (unknown name: UserInputError listing the known ones),
+    ``find_sweep(name) -> SweepRecord | None``, ``list_sweeps()`` (newest first),
+    ``delete_sweep(name) -> bool`` (cascades; for undoing a submit that failed midway).
 Cells
-    ``add_cells(sweep, cells, *, max_retries=0) -> list[CellRecord]``: idempotent, returns
-    only the new cells; existing cell ids are untouched; all-or-nothing. ``cells`` is any
-    iterable of objects with ``cell_id, index, axes, settings, labels``
-    (:class:`CellLike`; ``orchestrator.grid.Cell`` fits; pydantic settings are dumped).
+    ``add_cells(sweep, cells, *, max_retries=0, demands=None) -> list[CellRecord]``:
+    idempotent, returns only the new cells; existing cell ids are untouched; all-or-nothing.
+    ``cells`` is any iterable of objects with ``cell_id, index, axes, settings, labels``
+    (:class:`CellLike`; ``orchestrator.grid.Cell`` fits; pydantic settings are dumped);
+    ``demands`` maps cell ids to what the scheduler needs of each (``CellRecord.demand``).
     ``cells(sweep, states=None)`` (by index), ``get_cell(sweep, id_or_unique_prefix)``,
     ``counts(sweep) -> dict[CellState, int]`` (every state present),
     ``attempts(cell) -> list[AttemptRecord]``.
@@ -56,6 +57,7 @@ A typical life: ``add_cells`` -> ``transition(c, PENDING, QUEUED)`` -> executor 
 SUCCEEDED, exit_code=0, final_metrics=...)``; retry: ``transition(c, FAILED, PENDING)``.
 """
 
+from orchestrator.registry.cells import CellRef
 from orchestrator.registry.schema import (
     RegistryMissing,
     SchemaState,
@@ -70,7 +72,8 @@ from orchestrator.registry.states import (
     CellState,
     IllegalTransition,
 )
-from orchestrator.registry.store import CellRef, Registry, spec_hash
+from orchestrator.registry.store import Registry
+from orchestrator.registry.sweeps import spec_hash
 
 __all__ = [
     "TERMINAL_STATES",

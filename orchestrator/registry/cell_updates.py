@@ -26,13 +26,8 @@ UPDATE_FIELDS = frozenset({"run_dir", "mlflow_run_id", "job_id", "max_retries", 
 class CellUpdates(RegistryConnection):
     """The registry's cell writes (mixed into :class:`~.store.Registry`)."""
 
-    def transition(
-        self,
-        cell: CellRef,
-        expected: CellState | str | Iterable[CellState | str],
-        new: CellState | str,
-        **fields: Any,
-    ) -> bool:
+    def transition(self, cell: CellRef, expected: CellState | str | Iterable[CellState | str],
+                   new: CellState | str, **fields: Any) -> bool:
         """Compare-and-set: move the cell to ``new`` iff it is in one of ``expected``.
 
         Returns ``False`` (and changes nothing) when the cell is in another state, e.g.
@@ -43,29 +38,18 @@ class CellUpdates(RegistryConnection):
         """
         return self._change(cell, expected, new, fields)[0]
 
-    def start_attempt(
-        self,
-        cell: CellRef,
-        *,
-        job_id: str | None = None,
-        log_path: str | None = None,
-        expected: Iterable[CellState | str] = (CellState.QUEUED,),
-    ) -> AttemptRecord | None:
+    def start_attempt(self, cell: CellRef, *, job_id: str | None = None,
+                      log_path: str | None = None,
+                      expected: Iterable[CellState | str] = (CellState.QUEUED,),
+                      ) -> AttemptRecord | None:
         """``queued -> running`` with a new attempt (numbered from 1); ``None`` if lost."""
-        return self._change(
-            cell, expected, CellState.RUNNING, {"job_id": job_id, "log_path": log_path}
-        )[1]
+        return self._change(cell, expected, CellState.RUNNING,
+                            {"job_id": job_id, "log_path": log_path})[1]
 
-    def finish_attempt(
-        self,
-        cell: CellRef,
-        state: CellState | str,
-        *,
-        exit_code: int | None = None,
-        last_error: str | None = None,
-        final_metrics: Mapping[str, Any] | None = None,
-        stop_reason: str | None = None,
-    ) -> bool:
+    def finish_attempt(self, cell: CellRef, state: CellState | str, *,
+                       exit_code: int | None = None, last_error: str | None = None,
+                       final_metrics: Mapping[str, Any] | None = None,
+                       stop_reason: str | None = None) -> bool:
         """``running -> state`` (a terminal state), closing the open attempt;
         ``stop_reason`` when a stopping rule ended the cell."""
         fields: dict[str, Any] = {"exit_code": exit_code}
@@ -77,13 +61,9 @@ class CellUpdates(RegistryConnection):
             fields["stop_reason"] = stop_reason
         return self._change(cell, (CellState.RUNNING,), state, fields)[0]
 
-    def _change(
-        self,
-        cell: CellRef,
-        expected: CellState | str | Iterable[CellState | str],
-        new: CellState | str,
-        fields: Mapping[str, Any],
-    ) -> tuple[bool, AttemptRecord | None]:
+    def _change(self, cell: CellRef, expected: CellState | str | Iterable[CellState | str],
+                new: CellState | str,
+                fields: Mapping[str, Any]) -> tuple[bool, AttemptRecord | None]:
         sweep, cell_id = cell_key(cell)
         with self._tx() as session:
             row = cell_row(session, sweep, cell_id)
@@ -137,13 +117,9 @@ class CellUpdates(RegistryConnection):
             values["total_steps"] = total_steps
         with self._tx() as session:
             row = cell_row(session, sweep, cell_id)
-            result = cast(
-                CursorResult[Any],
-                session.execute(
-                    update(CellRow)
-                    .where(CellRow.id == row.id, CellRow.state == CellState.RUNNING.value)
-                    .values(**values)
-                    .execution_options(synchronize_session=False)
-                ),
-            )
+            result = cast(CursorResult[Any], session.execute(
+                update(CellRow)
+                .where(CellRow.id == row.id, CellRow.state == CellState.RUNNING.value)
+                .values(**values)
+                .execution_options(synchronize_session=False)))
             return result.rowcount == 1

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sqlalchemy import func, insert, select
+from sqlalchemy import Text, cast, func, insert, or_, select
+from sqlalchemy.orm import Session
 
 from orchestrator.registry.connection import RegistryConnection
 from orchestrator.registry.models import CellRow, utcnow
@@ -31,10 +32,11 @@ def cell_key(cell: CellRef) -> tuple[str, str]:
 class CellStore(RegistryConnection):
     """The registry's cell reads and ``add_cells`` (mixed into :class:`~.store.Registry`)."""
 
-    def add_cells(
-        self, sweep: str, cells: Iterable[CellLike], *, max_retries: int = 0
-    ) -> list[CellRecord]:
+    def add_cells(self, sweep: str, cells: Iterable[CellLike], *, max_retries: int = 0,
+                  demands: Mapping[str, Mapping[str, Any]] | None = None) -> list[CellRecord]:
         """Register ``cells`` as ``pending``; cells already there are left untouched.
+        ``demands`` maps cell ids to what the scheduler needs of them (``Demand.to_json``,
+        judged where they were validated); a cell without one is stored without.
 
         Returns the cells that were new. All or nothing: if any cell cannot be stored
         (e.g. settings that are not JSON), none is.
@@ -54,22 +56,37 @@ class CellStore(RegistryConnection):
                     "labels": jsonable(cell.labels, f"cell {cell.cell_id} labels"),
                     "state": CellState.PENDING.value, "attempts_count": 0,
                     "max_retries": max_retries, "created_at": now,
+                    "demand": (demands or {}).get(cell.cell_id),
                 }
         with self._tx() as session:
             # The row lock serialises concurrent add_cells on PostgreSQL (SQLite's
             # BEGIN IMMEDIATE already does).
             parent = sweep_row(session, sweep, lock=True)
-            existing = set(
-                session.scalars(select(CellRow.cell_id).where(CellRow.sweep_id == parent.id))
-            )
+            existing = set(session.scalars(
+                select(CellRow.cell_id).where(CellRow.sweep_id == parent.id)))
             new = [row for cell_id, row in rows.items() if cell_id not in existing]
             if new:
                 session.execute(insert(CellRow), [{**row, "sweep_id": parent.id} for row in new])
+            if demands:
+                self._fill_missing_demands(session, parent.id, demands)
         return [CellRecord.pending(sweep, row) for row in new]
 
-    def cells(
-        self, sweep: str, states: Iterable[CellState | str] | None = None
-    ) -> list[CellRecord]:
+    @staticmethod
+    def _fill_missing_demands(session: Session, sweep_id: int,
+                              demands: Mapping[str, Mapping[str, Any]]) -> None:
+        """Give a demand to the sweep's cells that have none and are given one: a cell
+        whose settings did not validate when the registry was upgraded gets it when its
+        spec is submitted again (what its launch error tells the user to do)."""
+        # None is stored as SQL NULL by the migration and as JSON null by an insert.
+        missing = session.scalars(select(CellRow).where(
+            CellRow.sweep_id == sweep_id,
+            or_(CellRow.demand.is_(None), cast(CellRow.demand, Text) == "null")))
+        for row in missing:
+            if row.cell_id in demands:
+                row.demand = dict(demands[row.cell_id])
+
+    def cells(self, sweep: str,
+              states: Iterable[CellState | str] | None = None) -> list[CellRecord]:
         """The sweep's cells (optionally only those in ``states``), by index."""
         with self._read() as session:
             parent = sweep_row(session, sweep)
@@ -79,9 +96,8 @@ class CellStore(RegistryConnection):
             rows = session.scalars(query.order_by(CellRow.index, CellRow.cell_id))
             return [CellRecord.of(row, sweep) for row in rows]
 
-    def cell_keys(
-        self, sweep: str, states: Iterable[CellState | str] | None = None
-    ) -> list[tuple[str, int]]:
+    def cell_keys(self, sweep: str,
+                  states: Iterable[CellState | str] | None = None) -> list[tuple[str, int]]:
         """``(cell id, index)`` of the sweep's cells (optionally only those in ``states``),
         by index: what a scheduler pass over many waiting cells reads (no settings)."""
         with self._read() as session:
@@ -121,10 +137,8 @@ class CellStore(RegistryConnection):
         """How many of the sweep's cells are in each state (every state present)."""
         with self._read() as session:
             parent = sweep_row(session, sweep)
-            rows = session.execute(
-                select(CellRow.state, func.count())
-                .where(CellRow.sweep_id == parent.id)
-                .group_by(CellRow.state)
-            ).all()
+            rows = session.execute(select(CellRow.state, func.count())
+                                   .where(CellRow.sweep_id == parent.id)
+                                   .group_by(CellRow.state)).all()
         found = {CellState(state): int(n) for state, n in rows}
         return {state: found.get(state, 0) for state in CellState}

@@ -29,26 +29,16 @@ def normalize_url(url: str) -> URL:
     try:
         parsed = make_url(url)
     except (ArgumentError, ValueError) as exc:  # ValueError: e.g. a port that is no number
-        raise UserInputError(
-            "cannot parse the registry URL",
-            [Problem("registry", str(exc), found=redact(url), allowed=SUPPORTED)],
-        ) from None
+        raise UserInputError("cannot parse the registry URL", [Problem(
+            "registry", str(exc), found=redact(url), allowed=SUPPORTED)]) from None
     backend = parsed.get_backend_name()
     if backend in ("postgresql", "postgres"):
         if parsed.drivername in ("postgresql", "postgres"):
             parsed = parsed.set(drivername="postgresql+psycopg")
     elif backend != "sqlite":
-        raise UserInputError(
-            f"unsupported registry database '{backend}'",
-            [
-                Problem(
-                    "registry",
-                    "only SQLite and PostgreSQL are supported",
-                    found=display_url(parsed),
-                    allowed=SUPPORTED,
-                )
-            ],
-        )
+        raise UserInputError(f"unsupported registry database '{backend}'", [Problem(
+            "registry", "only SQLite and PostgreSQL are supported", found=display_url(parsed),
+            allowed=SUPPORTED)])
     return parsed
 
 

@@ -146,17 +146,12 @@ def _locked_row(session: Session, sweep_id: int, *, shared: bool = False) -> Lea
 def _insert_free_row(session: Session, sweep_id: int) -> None:
     """The sweep's lease row, free, unless it exists (a race with another taker is
     settled by the primary key: the loser's insert does nothing)."""
+    from sqlalchemy.dialects import postgresql, sqlite
+
     engine = cast(Engine, session.get_bind())
-    if engine.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert as pg_insert
-
-        session.execute(pg_insert(LeaseRow).values(sweep_id=sweep_id)
-                        .on_conflict_do_nothing(index_elements=["sweep_id"]))
-    else:
-        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-
-        session.execute(sqlite_insert(LeaseRow).values(sweep_id=sweep_id)
-                        .on_conflict_do_nothing(index_elements=["sweep_id"]))
+    dialect = postgresql if engine.dialect.name == "postgresql" else sqlite
+    session.execute(dialect.insert(LeaseRow).values(sweep_id=sweep_id)
+                    .on_conflict_do_nothing(index_elements=["sweep_id"]))
 
 
 def take_lease(session: Session, sweep: str, me: Claimant, seconds: float,

@@ -80,6 +80,8 @@ class SweepRow(Base):
     # The executor the sweep's cells run on, and its options (migration 0004).
     executor_name: Mapped[str | None] = mapped_column(String(64))
     executor_options: Mapped[dict[str, Any] | None]
+    # The sweep's plan as JSON (orchestrator.grid.plan.SweepPlan), made at submit (0005).
+    plan: Mapped[str | None] = mapped_column(Text)
 
     cells: Mapped[list[CellRow]] = relationship(
         back_populates="sweep", cascade="all, delete-orphan", passive_deletes=True
@@ -116,6 +118,9 @@ class CellRow(Base):
     progress_updated_at: Mapped[datetime | None]
     final_metrics: Mapped[dict[str, Any] | None]
     stop_reason: Mapped[str | None] = mapped_column(Text)
+    # What the scheduler needs of the cell (orchestrator.backends.base.Demand, as JSON),
+    # judged from its validated settings when it was added (0005); NULL: never judged.
+    demand: Mapped[dict[str, Any] | None]
     created_at: Mapped[datetime]
     queued_at: Mapped[datetime | None]
     started_at: Mapped[datetime | None]

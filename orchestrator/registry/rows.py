@@ -50,34 +50,15 @@ def cell_row(session: Session, sweep: str, ref: str, prefix: bool = False) -> Ce
         return row
     matches: list[CellRow] = []
     if prefix and ref and ref.isalnum():
-        matches = list(
-            session.scalars(
-                in_sweep.where(CellRow.cell_id.startswith(ref)).order_by(CellRow.cell_id).limit(6)
-            )
-        )
+        matches = list(session.scalars(
+            in_sweep.where(CellRow.cell_id.startswith(ref)).order_by(CellRow.cell_id).limit(6)))
     if len(matches) == 1:
         return matches[0]
     if matches:
-        raise UserInputError(
-            f"cell prefix '{ref}' is ambiguous in sweep '{sweep}'",
-            [
-                Problem(
-                    "cell",
-                    "more than one cell id starts with it",
-                    found=ref,
-                    allowed=", ".join(m.cell_id for m in matches[:5]),
-                    fix="give more characters of the cell id",
-                )
-            ],
-        )
-    raise UserInputError(
-        f"no cell '{ref}' in sweep '{sweep}'",
-        [
-            Problem(
-                "cell",
-                "no cell id is or starts with it",
-                found=ref,
-                fix=f"`kappa status {sweep}` lists the sweep's cells",
-            )
-        ],
-    )
+        raise UserInputError(f"cell prefix '{ref}' is ambiguous in sweep '{sweep}'", [Problem(
+            "cell", "more than one cell id starts with it", found=ref,
+            allowed=", ".join(m.cell_id for m in matches[:5]),
+            fix="give more characters of the cell id")])
+    raise UserInputError(f"no cell '{ref}' in sweep '{sweep}'", [Problem(
+        "cell", "no cell id is or starts with it", found=ref,
+        fix=f"`kappa status {sweep}` lists the sweep's cells")])

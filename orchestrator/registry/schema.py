@@ -33,7 +33,7 @@ MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 # The newest revision, spelled out so that opening an up-to-date registry (every kappa
 # command does) needs one SELECT and no Alembic import (~1 s); a test checks it equals
 # the newest migration's id. Alembic itself is only loaded when something must change.
-HEAD_REVISION = "0004_scheduler_lease"
+HEAD_REVISION = "0005_sweep_plan"
 # Any constant works; it only has to be the same for every kappa process.
 _PG_LOCK_KEY = 0x6B61707061  # "kappa"
 
@@ -126,17 +126,9 @@ def upgrade_schema(engine: Engine, revision: str = "head") -> tuple[SchemaStatus
         try:
             command.upgrade(alembic_config(connection), revision)
         except CommandError as exc:
-            raise UserInputError(
-                "cannot migrate the registry",
-                [
-                    Problem(
-                        "revision",
-                        str(exc),
-                        found=revision,
-                        allowed=", ".join(["head", *known_revisions()]),
-                    )
-                ],
-            ) from None
+            raise UserInputError("cannot migrate the registry", [Problem(
+                "revision", str(exc), found=revision,
+                allowed=", ".join(["head", *known_revisions()]))]) from None
         after = _status(connection)
     return before, after
 
@@ -187,37 +179,14 @@ def _refusal(status: SchemaStatus, url: str) -> UserInputError:
     if status.state is SchemaState.OUTDATED:
         return UserInputError(
             "the registry database was created by an older kappa and must be migrated first",
-            [
-                Problem(
-                    "registry",
-                    "schema revision is older than this kappa's",
-                    found=f"revision {status.current} at {url}",
-                    allowed=f"revision {status.head}",
-                    fix=fix_upgrade,
-                )
-            ],
-        )
+            [Problem("registry", "schema revision is older than this kappa's",
+                     found=f"revision {status.current} at {url}",
+                     allowed=f"revision {status.head}", fix=fix_upgrade)])
     if status.state is SchemaState.NEWER:
-        return UserInputError(
-            "the registry database was created by a newer kappa",
-            [
-                Problem(
-                    "registry",
-                    "schema revision unknown to this kappa (newer?)",
-                    found=f"revision {status.current} at {url}",
-                    allowed=", ".join(known_revisions()),
-                    fix="upgrade kappa, or point --registry at another database",
-                )
-            ],
-        )
-    return UserInputError(
-        "the database is not a kappa registry",
-        [
-            Problem(
-                "registry",
-                "it has tables but no kappa schema revision",
-                found=url,
-                fix="point --registry (or KAPPA_REGISTRY) at another database",
-            )
-        ],
-    )
+        return UserInputError("the registry database was created by a newer kappa", [Problem(
+            "registry", "schema revision unknown to this kappa (newer?)",
+            found=f"revision {status.current} at {url}", allowed=", ".join(known_revisions()),
+            fix="upgrade kappa, or point --registry at another database")])
+    return UserInputError("the database is not a kappa registry", [Problem(
+        "registry", "it has tables but no kappa schema revision", found=url,
+        fix="point --registry (or KAPPA_REGISTRY) at another database")])

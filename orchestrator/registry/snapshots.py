@@ -46,6 +46,8 @@ class SweepRecord:
     mlflow_parent_run_id: str | None
     created_at: datetime
     updated_at: datetime
+    #: The plan made at submit, as JSON (read it with orchestrator.grid.plan.stored_plan).
+    plan: str | None = None
 
     @classmethod
     def of(cls, row: SweepRow) -> SweepRecord:
@@ -59,6 +61,7 @@ class SweepRecord:
             mlflow_parent_run_id=row.mlflow_parent_run_id,
             created_at=row.created_at,
             updated_at=row.updated_at,
+            plan=row.plan,
         )
 
 
@@ -89,6 +92,9 @@ class CellRecord:
     started_at: datetime | None
     finished_at: datetime | None
     stop_reason: str | None = None
+    #: What the scheduler needs of the cell, judged at submit (``Demand.to_json``), or
+    #: ``None`` when it never was (settings that no longer validated at an upgrade).
+    demand: Mapping[str, Any] | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -119,7 +125,7 @@ class CellRecord:
             run_dir=None, mlflow_run_id=None, job_id=None, exit_code=None, last_error=None,
             progress_step=None, total_steps=None, progress_updated_at=None,
             final_metrics=None, created_at=row["created_at"], queued_at=None,
-            started_at=None, finished_at=None)
+            started_at=None, finished_at=None, demand=row.get("demand"))
 
     @classmethod
     def of(cls, row: CellRow, sweep_name: str) -> CellRecord:
@@ -148,6 +154,7 @@ class CellRecord:
             started_at=row.started_at,
             finished_at=row.finished_at,
             stop_reason=row.stop_reason,
+            demand=None if row.demand is None else dict(row.demand),
         )
 
 

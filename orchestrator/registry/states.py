@@ -39,9 +39,7 @@ class AttemptState(StrEnum):
     CANCELLED = "cancelled"
 
 
-TERMINAL_STATES: frozenset[CellState] = frozenset(
-    {CellState.SUCCEEDED, CellState.FAILED, CellState.CANCELLED}
-)
+TERMINAL_STATES = frozenset({CellState.SUCCEEDED, CellState.FAILED, CellState.CANCELLED})
 
 # Why each edge exists:
 #   pending->queued      the scheduler claims the cell
@@ -55,9 +53,8 @@ TERMINAL_STATES: frozenset[CellState] = frozenset(
 #   succeeded->pending   an explicit rerun
 TRANSITIONS: dict[CellState, frozenset[CellState]] = {
     CellState.PENDING: frozenset({CellState.QUEUED, CellState.CANCELLED}),
-    CellState.QUEUED: frozenset(
-        {CellState.RUNNING, CellState.PENDING, CellState.FAILED, CellState.CANCELLED}
-    ),
+    CellState.QUEUED: frozenset({CellState.RUNNING, CellState.PENDING, CellState.FAILED,
+                                 CellState.CANCELLED}),
     CellState.RUNNING: frozenset(TERMINAL_STATES),
     CellState.SUCCEEDED: frozenset({CellState.PENDING}),
     CellState.FAILED: frozenset({CellState.PENDING}),
@@ -76,9 +73,8 @@ class IllegalTransition(KappaError):
     """A programming error: code asked for a state change that ``TRANSITIONS`` forbids."""
 
 
-def check_transition(
-    expected: Iterable[CellState | str], new: CellState | str
-) -> tuple[frozenset[CellState], CellState]:
+def check_transition(expected: Iterable[CellState | str],
+                     new: CellState | str) -> tuple[frozenset[CellState], CellState]:
     """Normalise ``expected``/``new`` and raise :class:`IllegalTransition` unless every
     ``expected -> new`` edge is allowed."""
     target = CellState(new)
@@ -87,12 +83,8 @@ def check_transition(
         raise IllegalTransition(f"transition to {target.value!r} needs at least one expected state")
     bad = sorted(s.value for s in sources if target not in TRANSITIONS[s])
     if bad:
-        raise IllegalTransition(
-            f"illegal transition {'|'.join(bad)} -> {target.value}; allowed from "
-            + "; ".join(
-                f"{s.value} -> {'|'.join(sorted(t.value for t in TRANSITIONS[s]))}"
-                for s in CellState
-                if s.value in bad
-            )
-        )
+        allowed = "; ".join(f"{s.value} -> {'|'.join(sorted(t.value for t in TRANSITIONS[s]))}"
+                            for s in CellState if s.value in bad)
+        raise IllegalTransition(f"illegal transition {'|'.join(bad)} -> {target.value}; "
+                                f"allowed from {allowed}")
     return sources, target

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from orchestrator.registry.cell_updates import UPDATE_FIELDS, CellUpdates
-from orchestrator.registry.cells import CellRef, CellStore
+from orchestrator.registry.cell_updates import CellUpdates
+from orchestrator.registry.cells import CellStore
 from orchestrator.registry.leases import (
     Claimant,
     Lease,
@@ -20,9 +20,7 @@ from orchestrator.registry.leases import (
     renew_lease,
     take_lease,
 )
-from orchestrator.registry.sweeps import SweepStore, spec_hash
-
-__all__ = ["UPDATE_FIELDS", "CellRef", "Registry", "spec_hash"]
+from orchestrator.registry.sweeps import SweepStore
 
 
 class Registry(SweepStore, CellStore, CellUpdates):

@@ -32,8 +32,10 @@ class SweepStore(RegistryConnection):
         spec_text: str,
         mlflow_experiment_id: str | None = None,
         mlflow_parent_run_id: str | None = None,
+        plan: str | None = None,
     ) -> SweepRecord:
-        """Create the sweep ``name`` or update it; MLflow ids are only overwritten when given.
+        """Create the sweep ``name`` or update it; MLflow ids and the plan (JSON of
+        :class:`orchestrator.grid.plan.SweepPlan`) are only overwritten when given.
 
         The name becomes folder names (run folders, logs): one that is not a single safe
         name (:func:`orchestrator.paths.check_name`) is refused.
@@ -55,6 +57,8 @@ class SweepStore(RegistryConnection):
                         row.mlflow_experiment_id = mlflow_experiment_id
                     if mlflow_parent_run_id is not None:
                         row.mlflow_parent_run_id = mlflow_parent_run_id
+                    if plan is not None:
+                        row.plan = plan
                     session.flush()
                     return SweepRecord.of(row)
             except IntegrityError:

@@ -27,29 +27,15 @@ from orchestrator.registry.states import (
 )
 
 # Fields a caller may set along with a state change (log_path goes to the new attempt).
-TRANSITION_FIELDS = frozenset(
-    {
-        "job_id",
-        "exit_code",
-        "last_error",
-        "run_dir",
-        "mlflow_run_id",
-        "final_metrics",
-        "progress_step",
-        "total_steps",
-        "log_path",
-        "stop_reason",
-    }
-)
+TRANSITION_FIELDS = frozenset({"job_id", "exit_code", "last_error", "run_dir", "mlflow_run_id",
+                               "final_metrics", "progress_step", "total_steps", "log_path",
+                               "stop_reason"})
 
 
-def apply_transition(
-    session: Session,
-    row: CellRow,
-    expected: CellState | str | Iterable[CellState | str],
-    new: CellState | str,
-    fields: Mapping[str, Any],
-) -> tuple[bool, AttemptRecord | None]:
+def apply_transition(session: Session, row: CellRow,
+                     expected: CellState | str | Iterable[CellState | str],
+                     new: CellState | str,
+                     fields: Mapping[str, Any]) -> tuple[bool, AttemptRecord | None]:
     """Compare-and-set ``row`` to ``new`` iff its state is in ``expected``, setting the
     derived fields; returns (changed?, the attempt opened or closed)."""
     check_fields(fields, TRANSITION_FIELDS, "transition")
@@ -68,58 +54,34 @@ def apply_transition(
     elif target in TERMINAL_STATES:
         values["finished_at"] = now
     elif target is CellState.PENDING:
-        values.update(
-            queued_at=None,
-            started_at=None,
-            finished_at=None,
-            job_id=None,
-            exit_code=None,
-            final_metrics=None,
-            stop_reason=None,
-        )
+        values.update(queued_at=None, started_at=None, finished_at=None, job_id=None,
+                      exit_code=None, final_metrics=None, stop_reason=None)
     # One UPDATE ... WHERE state IN (expected): atomic on SQLite and PostgreSQL alike, so
     # of two processes racing for the same edge exactly one sees rowcount 1.
-    result = cast(
-        CursorResult[Any],
-        session.execute(
-            update(CellRow)
-            .where(CellRow.id == row.id, CellRow.state.in_([s.value for s in sources]))
-            .values(**values)
-            .execution_options(synchronize_session=False)
-        ),
-    )
+    result = cast(CursorResult[Any], session.execute(
+        update(CellRow)
+        .where(CellRow.id == row.id, CellRow.state.in_([s.value for s in sources]))
+        .values(**values)
+        .execution_options(synchronize_session=False)))
     if result.rowcount != 1:
         return False, None
     session.refresh(row)
     return True, _record_attempt(session, row, target, fields, now)
 
 
-def _record_attempt(
-    session: Session,
-    row: CellRow,
-    target: CellState,
-    fields: Mapping[str, Any],
-    now: datetime,
-) -> AttemptRecord | None:
+def _record_attempt(session: Session, row: CellRow, target: CellState,
+                    fields: Mapping[str, Any], now: datetime) -> AttemptRecord | None:
     sweep_name = row.sweep.name
     if target is CellState.RUNNING:
-        attempt = AttemptRow(
-            cell_pk=row.id,
-            number=row.attempts_count,
-            state=AttemptState.RUNNING.value,
-            job_id=fields.get("job_id"),
-            started_at=now,
-            log_path=fields.get("log_path"),
-        )
+        attempt = AttemptRow(cell_pk=row.id, number=row.attempts_count,
+                             state=AttemptState.RUNNING.value, job_id=fields.get("job_id"),
+                             started_at=now, log_path=fields.get("log_path"))
         session.add(attempt)
         session.flush()
         return AttemptRecord.of(attempt, sweep_name, row.cell_id)
     if target in TERMINAL_STATES:
-        open_attempt = session.scalar(
-            select(AttemptRow).where(
-                AttemptRow.cell_pk == row.id, AttemptRow.state == AttemptState.RUNNING.value
-            )
-        )
+        open_attempt = session.scalar(select(AttemptRow).where(
+            AttemptRow.cell_pk == row.id, AttemptRow.state == AttemptState.RUNNING.value))
         if open_attempt is not None:
             open_attempt.state = ATTEMPT_END[target].value
             open_attempt.finished_at = now

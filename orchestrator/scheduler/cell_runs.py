@@ -3,8 +3,9 @@
 A launch opens the cell's one child run (created on the first launch, reopened by a
 retry, resume or resubmit); the scheduler remembers it while the cell runs and ends it
 once when the cell ends. A run created but not yet recorded in the registry is flagged
-by :data:`RUN_PENDING_MARKER` in the run folder, so the next launch looks for it instead
-of making a second one. ``cell.json`` follows the registry (:mod:`.cell_file`).
+by a marker in the run folder (``.mlflow-run-pending``), so the next launch looks for it
+instead of making a second one. ``cell.json`` follows the
+registry (:mod:`orchestrator.runs.cell_file`).
 """
 
 from __future__ import annotations
@@ -14,18 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator.registry import CellRecord, CellState, Registry, SweepRecord
-from orchestrator.scheduler.cell_file import write_cell_file
+from orchestrator.runs.cell_file import write_cell_file
+from orchestrator.runs.folder import RUN_PENDING_MARKER, write_config
 from orchestrator.scheduler.cells import cell_run_dir
 from orchestrator.scheduler.ports import RunTracker
-from orchestrator.scheduler.submission import write_run_folder
-
-# In a run folder while a launch creates the cell's MLflow run and has not yet recorded
-# its id: the next launch must look for that run instead of making a second one.
-RUN_PENDING_MARKER = ".mlflow-run-pending"
 
 
 @dataclass
-class CellRuns:
+class OpenedRuns:
     """The cells' runs one scheduler opened, so that it ends each exactly once."""
 
     sweep: str
@@ -38,7 +35,7 @@ class CellRuns:
         :meth:`recorded`. Raises what the tracking store raises."""
         # A submit killed before it wrote this folder (or a folder deleted since) costs
         # nothing: the launch is made from the registry.
-        write_run_folder(run_dir, cell.settings)
+        write_config(run_dir, cell.settings)
         marker = run_dir / RUN_PENDING_MARKER
         may_exist = marker.exists()
         if not cell.mlflow_run_id:

@@ -1,6 +1,6 @@
-"""Facts about a sweep's cells that the loop and the commands share: where a cell runs
-and logs, the tail of its log, the backoff before a retry, and ending the MLflow runs of
-cells (and of the sweep) that have ended."""
+"""Facts about a sweep's cells that the loop and the commands share: where a cell runs,
+the tail of its log, the backoff before a retry, and ending the MLflow runs of cells (and
+of the sweep) that have ended."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from orchestrator.paths import runs_root
 from orchestrator.registry import TERMINAL_STATES, CellRecord, CellState, Registry, SweepRecord
 from orchestrator.scheduler.ports import RunTracker
 
-LOG_NAME = "train.log"
 UNFINISHED = (CellState.PENDING, CellState.QUEUED, CellState.RUNNING)
 # How an ended cell's MLflow run ends.
 RUN_STATUS = {CellState.SUCCEEDED: "FINISHED", CellState.FAILED: "FAILED",

@@ -1,8 +1,10 @@
 """What a cell's job asks its executor for, and refusing cells no executor slot can hold.
 
 :func:`job_resources` is the one place a cell's :class:`JobResources` are made (the loop
-submits them; :func:`check_fit` judges them), from the backend (GPUs, nodes,
-whether it places its own work) and the spec's ``resources`` (CPUs, hours).
+submits them; :func:`check_fit` judges them), from the cell's stored
+:class:`~orchestrator.backends.base.Demand` (GPUs, nodes, CPU floor, whether it places
+its own work: judged by the backend when the cell was validated) and the spec's
+``resources`` (CPUs, hours).
 
 The scheduler starts a cell when its executor has room. A cell asking for more than the
 executor can *ever* give (more GPUs than the machine has, more CPUs or GPUs than any
@@ -14,37 +16,36 @@ launched.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 
-from pydantic import BaseModel
-
-from orchestrator.backends.base import Backend
+from orchestrator.backends.base import Demand
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.executors.base import Executor, JobResources
 from orchestrator.spec.model import Resources
 
 
-def job_resources(backend: Backend, settings: BaseModel, resources: Resources) -> JobResources:
-    """What one launch of a cell with validated ``settings`` asks its executor for: from
-    the settings alone (the backend's ``gpus``/``nodes``/``self_placing``), never from a
-    launch, which may fail for reasons of its moment (a launch-time failure is a failed
-    attempt the cell's retries cover, not a submit error)."""
-    return JobResources(gpus=backend.gpus(settings), nodes=backend.nodes(settings),
-                        cpus=max(resources.cpus, backend.min_cpus(settings)),
-                        hours=resources.hours,
-                        self_placing=backend.self_placing(settings))
+def job_resources(demand: Demand, resources: Resources) -> JobResources:
+    """What one launch of a cell of this ``demand`` asks its executor for: from its
+    settings alone (the backend's ``gpus``/``nodes``/``min_cpus``/``self_placing``, judged
+    when the cell was validated), never from a launch, which may fail for reasons of its
+    moment (a launch-time failure is a failed attempt the cell's retries cover, not a
+    submit error)."""
+    return JobResources(gpus=demand.gpus, nodes=demand.nodes,
+                        cpus=max(resources.cpus, demand.min_cpus), hours=resources.hours,
+                        self_placing=demand.self_placing)
 
 
-def check_fit(backend: Backend, cells: Iterable[tuple[str, Mapping[str, Any]]],
-              executor: Executor, resources: Resources) -> None:
-    """Raise ``UserInputError`` if any ``(cell id, settings)`` asks for more than
-    ``executor`` can ever give one job; one problem per distinct reason."""
+def check_fit(cells: Iterable[tuple[str, Demand | None]], executor: Executor,
+              resources: Resources) -> None:
+    """Raise ``UserInputError`` if any ``(cell id, demand)`` asks for more than
+    ``executor`` can ever give one job; one problem per distinct reason. A cell without
+    a demand (never judged) is left to its launch, which fails it."""
     too_big: dict[str, list[str]] = {}
     verdicts: dict[JobResources, str | None] = {}  # a grid has few distinct requests
-    for cell_id, settings in cells:
-        need = job_resources(backend, backend.settings_model.model_validate(settings),
-                             resources)
+    for cell_id, demand in cells:
+        if demand is None:
+            continue
+        need = job_resources(demand, resources)
         if need not in verdicts:
             verdicts[need] = executor.fits(need)
         why = verdicts[need]

@@ -68,28 +68,18 @@ def this_host() -> tuple[str, str]:
 def holder_alive(lease: Lease) -> bool | None:
     """Whether the lease's holder process lives: ``None`` when it is on another host
     (only its heartbeat can tell)."""
-    from orchestrator.executors.job_wrapper import process_start_ticks
+    from orchestrator.runs.liveness import is_running
 
     if lease.host_id != this_host()[1]:
         return None
-    try:
-        os.kill(lease.pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    if lease.pid_start is None:
-        return True
-    return process_start_ticks(lease.pid) == lease.pid_start
+    return is_running(lease.pid, lease.pid_start)
 
 
 def is_driven(sweep: str, registry: Registry | None = None) -> bool:
     """Whether a scheduler (on any machine) holds ``sweep``'s lease now: it has not
     expired, and its holder, if on this host, lives."""
     if registry is None:
-        from orchestrator.scheduler.stores import Stores
-
-        with Stores().open_registry(create=False) as opened:
+        with Registry.open(None, create=False) as opened:
             return is_driven(sweep, opened)
     lease = registry.lease(sweep)
     return lease is not None and not lease.expired and holder_alive(lease) is not False
@@ -103,14 +93,14 @@ class SchedulerLease:
     """The lease a scheduler holds on its sweep while it drives it (a context manager)."""
 
     def __init__(self, registry: Registry, sweep: str, seconds: float | None = None) -> None:
-        from orchestrator.executors.job_wrapper import process_start_ticks
+        from orchestrator.runs.liveness import start_ticks
 
         self.registry = registry
         self.sweep = sweep
         self.seconds = seconds if seconds is not None else lease_seconds()
         host, host_id = this_host()
         pid = os.getpid()
-        self.me = Claimant(str(uuid.uuid4()), host, host_id, pid, process_start_ticks(pid))
+        self.me = Claimant(str(uuid.uuid4()), host, host_id, pid, start_ticks(pid))
         self._deadline = 0.0
         self._lost: str | None = None
         self._stop = threading.Event()

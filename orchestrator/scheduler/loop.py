@@ -7,7 +7,8 @@ act on the sweep while this loop drives it. The loop
 1. **recovers** what an earlier, killed scheduler left (:mod:`.recovery`): running
    cells' jobs are reattached, vanished ones requeued without charging a retry;
 2. **launches** pending cells that fit the executor's free capacity, longest expected
-   first with smaller cells backfilling (:mod:`.order`): ``pending -> queued``,
+   first with smaller cells backfilling (:mod:`.order`), judged from each cell's
+   demand stored at submit (the loop validates no settings): ``pending -> queued``,
    the run folder's ``config.yaml`` from the registry's settings, the child MLflow run
    (reused across attempts; a store that is away makes the cell wait, uncharged),
    attempt opened with the run id and folder (``queued -> running``, one transaction),
@@ -17,12 +18,13 @@ act on the sweep while this loop drives it. The loop
 3. **watches** running jobs: progress from ``progress.json``; on exit, ``succeeded``
    with ``summary.json``'s final metrics or ``failed`` with the exit code and the log's
    tail, then a retry after an exponential backoff while retries remain;
-4. **stops** cells early by the spec's stopping rules, and starts only the cells its
-   GPU-hours cap affords (:mod:`.stopping`);
+4. **calls its hooks** (:mod:`.hooks`), through which the sweep's stopping rules and
+   GPU-hours cap (:mod:`orchestrator.stopping.hook`) stop cells early and hold back the
+   cells the cap cannot afford;
 5. **notices cancellation**: a cell that left ``running`` behind its back (``kappa
    cancel``) has its job killed;
-6. **searches**: a sweep with a ``search:`` block gets its trials' cells from its Optuna
-   studies, which it tells how they ended and reports their metrics to (:mod:`.search`).
+6. **searches** through a hook too: a sweep with a ``search:`` block gets its trials'
+   cells from its Optuna studies (:mod:`orchestrator.search.hook`).
 
 Ending a cell's MLflow run happens off this loop (the tracker may finish runs in the
 background); :meth:`SweepScheduler.run` waits for those before it returns, and recovery
@@ -39,33 +41,26 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator.backends import Backend
-from orchestrator.backends.stop_request import StopRequest
 from orchestrator.executors import Executor, JobHandle
 from orchestrator.registry import CellRecord, CellState, Registry, SweepRecord
-from orchestrator.scheduler.cell_runs import RUN_PENDING_MARKER, CellRuns
-from orchestrator.scheduler.cells import (
-    LOG_NAME,
-    cell_run_dir,
-    close_sweep_runs,
-    log_tail,
-    retry_delay,
-)
+from orchestrator.runs.folder import LOG_FILE
+from orchestrator.runs.stop_request import StopRequest
+from orchestrator.scheduler.cell_runs import OpenedRuns
+from orchestrator.scheduler.cells import cell_run_dir, close_sweep_runs, log_tail, retry_delay
 from orchestrator.scheduler.fit import job_resources
+from orchestrator.scheduler.hooks import Ending, SchedulerHook
 from orchestrator.scheduler.lease import LeaseLost, SchedulerLease
 from orchestrator.scheduler.options import SchedulerOptions
-from orchestrator.scheduler.order import LaunchOrder
+from orchestrator.scheduler.order import LaunchOrder, stored_demand
 from orchestrator.scheduler.ports import NullTracker, RunTracker
 from orchestrator.scheduler.recovery import recover_cells
-from orchestrator.scheduler.search import SweepSearch
-from orchestrator.scheduler.stopping import Ending, SweepStopping
+from orchestrator.spec.model import Resources
 from orchestrator.tracking.retry import is_unreachable
-
-# Public names; the first two live in .cell_runs and .options and stay importable here.
-__all__ = ["RUN_PENDING_MARKER", "SchedulerOptions", "SweepScheduler"]
 
 LOG = logging.getLogger(__name__)
 
@@ -92,18 +87,18 @@ class SweepScheduler:
     tracker: RunTracker = field(default_factory=NullTracker)
     options: SchedulerOptions = field(default_factory=SchedulerOptions)
     order: LaunchOrder | None = None  # None: kappa's (longest expected first, backfill)
+    hooks: Sequence[SchedulerHook] = ()  # stopping, search (:mod:`.hooks`), called in order
+    resources: Resources = field(default_factory=Resources)  # the spec's, per cell
     _running: dict[str, _Running] = field(default_factory=dict, init=False)
     _retry_at: dict[str, float] = field(default_factory=dict, init=False)
     _sweep_record: SweepRecord | None = field(default=None, init=False)
     _next_cancel_check: float = field(default=0.0, init=False)
     _store_waits: dict[str, int] = field(default_factory=dict, init=False)
-    _stops: SweepStopping | None = field(default=None, init=False)
-    _search: SweepSearch | bool | None = field(default=False, init=False)  # False: not read
     _lease: SchedulerLease | None = field(default=None, init=False)
-    runs: CellRuns = field(init=False)  # the cells' MLflow runs and cell.json files
+    runs: OpenedRuns = field(init=False)  # the cells' MLflow runs and cell.json files
 
     def __post_init__(self) -> None:
-        self.runs = CellRuns(self.sweep, self.tracker)
+        self.runs = OpenedRuns(self.sweep, self.tracker)
 
     def run(self) -> dict[CellState, int]:
         """Take the sweep's lease (:class:`~.lease.SweepLockedError` if another scheduler
@@ -134,8 +129,8 @@ class SweepScheduler:
                     self.options.on_tick(self.registry, self.sweep)
                 counts = self.registry.counts(self.sweep)  # counted, not read: cheap
                 if not self._running and not self._retry_at and not (
-                        counts[CellState.PENDING] or counts[CellState.QUEUED]) and (
-                        self.search is None or self.search.exhausted()):
+                        counts[CellState.PENDING] or counts[CellState.QUEUED]) and not any(
+                        hook.busy() for hook in self.hooks):
                     break
                 self._pause()
         finally:
@@ -159,8 +154,8 @@ class SweepScheduler:
         self._notice_cancelled()
         self._collect()
         self._release_retries()
-        if self.search is not None:
-            self.search.sync(self.registry)  # tell ended trials, ask new ones
+        for hook in self.hooks:
+            hook.on_pass(self.registry)  # e.g. a search tells ended trials, asks new ones
         self._launch_pending()
 
     def _check_lease(self) -> None:
@@ -180,27 +175,14 @@ class SweepScheduler:
             self._sweep_record = self.registry.get_sweep(self.sweep)
         return self._sweep_record
 
-    @property
-    def stopping(self) -> SweepStopping:
-        """The sweep's stopping rules and GPU-hours cap (:mod:`.stopping`)."""
-        if self._stops is None:
-            self._stops = SweepStopping.of(self._sweep(), self.backend)
-        return self._stops
-
-    @property
-    def search(self) -> SweepSearch | None:
-        """The sweep's adaptive search (:mod:`.search`), if its spec has one."""
-        if self._search is False:
-            self._search = SweepSearch.of(self.registry, self.sweep, self._sweep().spec_text,
-                                          self.backend)
-        return self._search if isinstance(self._search, SweepSearch) else None
-
     def stop_cell(self, cell_id: str, request: StopRequest) -> bool:
-        """Ask a running cell to stop as a stopping rule would (a pruner's entry point);
-        whether the request was made (not for a cell that is not running here)."""
+        """Ask a running cell to stop as a stopping rule would (a pruner's entry point):
+        the first hook that stops cells makes the request; whether one was made (not for
+        a cell that is not running here)."""
         entry = self._running.get(cell_id)
-        return entry is not None and self.stopping.request(cell_id, entry.run_dir,
-                                                           entry.job, request)
+        return entry is not None and any(
+            hook.request_stop(cell_id, entry.run_dir, entry.job, request)
+            for hook in self.hooks)
 
     # -- launching --------------------------------------------------------------------
     def _slots(self, gpus: int) -> int:
@@ -212,21 +194,17 @@ class SweepScheduler:
     def _launch_pending(self) -> None:
         if self._slots(0) <= 0:
             return  # full: no need to ask the registry what waits
-        order = self.order = self.order or LaunchOrder(self.backend)
+        order = self.order = self.order or LaunchOrder()
         # Ids and indexes only: a pass over 100,000 waiting cells decodes no settings; a
-        # cell's demand is judged once, from its settings, when the order first meets it.
+        # cell's stored demand is read once, when the order first meets it.
         keys = self.registry.cell_keys(self.sweep, [CellState.PENDING])
         unseen = [cell_id for cell_id, _ in keys if not order.knows(cell_id)]
         if unseen:
             order.learn(self.registry.cells_by_id(self.sweep, unseen))
         ranked = order.sort(keys)
-        if self.stopping.cap is not None:  # the cap judges whole cells, in launch order
-            waiting = {c.cell_id: c for c in self.registry.cells_by_id(self.sweep, ranked)}
-            admitted, blocked = self.stopping.admit(
-                self.registry, self.sweep, [waiting[i] for i in ranked if i in waiting])
-            if blocked and not admitted and not self._running and not self._retry_at:
-                self.stopping.cancel_blocked(self.registry, self.sweep, blocked)
-            ranked = [cell.cell_id for cell in admitted]
+        idle = not self._running and not self._retry_at
+        for hook in self.hooks:  # e.g. a GPU-hours cap holds cells back
+            ranked = hook.may_launch(self.registry, self.sweep, ranked, idle)
         ready = [cell_id for cell_id in ranked if cell_id not in self._retry_at]
         for cell_id in order.fitting(ready, self._slots):
             cell = self.registry.get_cell(self.sweep, cell_id)
@@ -235,15 +213,17 @@ class SweepScheduler:
 
     def _launch(self, cell: CellRecord) -> None:
         run_dir = cell_run_dir(cell)
-        log_path = run_dir / LOG_NAME
+        log_path = run_dir / LOG_FILE
+        demand = stored_demand(cell)
         try:
-            settings = self.backend.validate(cell.settings)
-            launch = self.backend.launch(settings, run_dir)
-            gpus = self.backend.gpus(settings)
+            if demand is None:
+                raise ValueError("the cell's settings did not validate when the registry "
+                                 "was upgraded; submit its spec again")
+            launch = self.backend.launch(cell.settings, run_dir, demand)
         except Exception as exc:  # counts as a failed attempt: retried while retries last
             self._fail_launch(cell, run_dir, f"launch failed: {exc}")
             return
-        if self._slots(gpus) <= 0:
+        if self._slots(demand.gpus) <= 0:
             # Not enough free GPUs for this one now; hand the claim back.
             self.registry.transition(cell, CellState.QUEUED, CellState.PENDING)
             return
@@ -281,11 +261,12 @@ class SweepScheduler:
         self.runs.recorded(run_dir)
         self.runs.write_cell_file(cell, CellState.RUNNING, run_id)
         env = {**launch.env, **(self.tracker.launch_env(run_id) if run_id else {})}
-        self.stopping.launching(cell.cell_id, run_dir)
+        for hook in self.hooks:
+            hook.on_launch(cell.cell_id, run_dir)
         self._check_lease()  # a scheduler paused since its last pass starts nothing
         try:
             job = self.executor.submit(launch.argv, env, run_dir, log_path, job_resources(
-                self.backend, settings, self.stopping.resources))
+                demand, self.resources))
         except Exception as exc:
             away = is_unreachable(exc)
             self.registry.finish_attempt(cell, CellState.FAILED, last_error=(
@@ -323,10 +304,11 @@ class SweepScheduler:
             if code is None:
                 continue
             del self._running[cell_id]
-            if self.search is not None:
-                self.search.forget(cell_id)
             summary = self.backend.read_summary(entry.run_dir)
-            ending = self.stopping.ended(cell_id, entry.run_dir, code, summary)
+            ending: Ending | None = None
+            for hook in self.hooks:  # each hears of it; the first to decide the ending wins
+                decided = hook.on_exit(cell_id, entry.run_dir, code, summary)
+                ending = ending or decided
             if ending is not None:
                 self._end_stopped(entry, code, ending)
                 continue
@@ -341,7 +323,7 @@ class SweepScheduler:
                 continue
             why = (f"exit code {code}" if code != 0
                    else "exit code 0 but no succeeded summary.json")
-            tail = log_tail(entry.run_dir / LOG_NAME)
+            tail = log_tail(entry.run_dir / LOG_FILE)
             if self.registry.finish_attempt(entry.cell, CellState.FAILED, exit_code=code,
                                             last_error=f"{why}\n{tail}".strip()):
                 self.runs.write_cell_file(entry.cell, CellState.FAILED, self.runs.run_id(cell_id))
@@ -356,13 +338,12 @@ class SweepScheduler:
         if progress is not None and progress != entry.progress:
             entry.progress = progress
             self.registry.update_progress(entry.cell, progress[0], progress[1] or None)
-        self.stopping.watch(entry.cell.cell_id, entry.run_dir, entry.job)
-        if self.search is not None:
-            self.search.watch(self, entry.cell, entry.run_dir)
+        for hook in self.hooks:  # e.g. stopping rules judge new metrics, a pruner reports
+            hook.on_poll(self, entry.cell, entry.run_dir, entry.job)
 
     def _end_stopped(self, entry: _Running, code: int, ending: Ending) -> None:
-        """A cell a stopping rule ended: succeeded with the reason, or failed with it
-        (never retried: ``CellRecord.retries_left`` is 0 for it)."""
+        """A cell whose ending a hook decided (a stopping rule): succeeded with the
+        reason, or failed with it (never retried: ``CellRecord.retries_left`` is 0)."""
         if self.registry.finish_attempt(entry.cell, ending.state, exit_code=code,
                                         final_metrics=ending.final_metrics,
                                         last_error=ending.last_error,

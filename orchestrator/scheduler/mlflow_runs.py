@@ -20,47 +20,26 @@ work first; :meth:`reconcile` ends runs a killed scheduler never finished;
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 from orchestrator.registry import CellRecord, SweepRecord
+from orchestrator.runs.folder import (
+    CONFIG_FILE,
+    LOG_FILE,
+    SUMMARY_FILE,
+    read_summary,
+    summary_final,
+    summary_stop_reason,
+)
 from orchestrator.scheduler.background import BackgroundWork
 from orchestrator.tracking import Tracker, git_commit
 from orchestrator.tracking.outbox import Outbox
 from orchestrator.tracking.retry import with_store_retries
 
-ARTIFACTS = ("config.yaml", "summary.json", "train.log")
+ARTIFACTS = (CONFIG_FILE, SUMMARY_FILE, LOG_FILE)
 # Set on a cell's run when a stopping rule ended it: the reason (``plateau at step 340 ...``).
 STOPPED_TAG = "kappa.stopped"
-
-
-def _summary(run_dir: Path | None) -> dict[str, Any]:
-    if run_dir is None:
-        return {}
-    try:
-        summary: Any = json.loads((run_dir / "summary.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return summary if isinstance(summary, dict) else {}
-
-
-def summary_final_metrics(run_dir: Path | None) -> tuple[dict[str, float], int]:
-    """The numeric final metrics of ``run_dir/summary.json`` and its step count."""
-    summary = _summary(run_dir)
-    final = summary.get("final")
-    metrics = {str(k): float(v) for k, v in (final.items() if isinstance(final, dict) else ())
-               if isinstance(v, int | float) and not isinstance(v, bool)}
-    steps = summary.get("steps")
-    return metrics, steps if isinstance(steps, int) else 0
-
-
-def summary_stop_reason(run_dir: Path | None) -> str | None:
-    """Why a stopping rule ended the run (``summary.json``'s ``stopped``), if one did."""
-    stopped = _summary(run_dir).get("stopped")
-    reason = stopped.get("reason") if isinstance(stopped, dict) else None
-    return str(reason) if reason else None
 
 
 def _import_mlflow_parts(tracker: Tracker) -> None:
@@ -140,12 +119,14 @@ class MlflowRunTracker:
             if run_dir is not None:
                 # Metrics the trainer could not deliver (MLflow was away) go in first.
                 Outbox(run_dir).deliver(self.tracker.client, run_id)
-            final, steps = summary_final_metrics(run_dir)
-            stopped = summary_stop_reason(run_dir)
+            summary = read_summary(run_dir) or {}
+            steps = summary.get("steps")
+            stopped = summary_stop_reason(summary)
             if stopped:  # the run's reason for ending early, where the UI shows tags
                 self.tracker.client.set_tag(run_id, STOPPED_TAG, stopped[:5000])
             self.tracker.finish_cell_run(run_id, status, [f for f in files if f.exists()],
-                                         final_metrics=final, step=steps)
+                                         final_metrics=summary_final(summary),
+                                         step=steps if isinstance(steps, int) else 0)
 
         with_store_retries(finish, f"ending MLflow run {run_id}")
 

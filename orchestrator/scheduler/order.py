@@ -6,7 +6,9 @@ cells first** (longest-processing-time-first), and when the next cell does not f
 the GPUs free now it **backfills**: smaller cells behind it that fit start instead, so
 no GPU idles while something could run on it.
 
-What the order knows about a cell, and nothing else:
+What the order knows about a cell, and nothing else (its stored
+:class:`~orchestrator.backends.base.Demand`, judged from its settings when it was
+validated at submit: the scheduler validates nothing):
 
 * its GPUs, ``Backend.gpus(settings)`` (what it must fit into);
 * its expected length, ``Backend.max_steps(settings)``: the training steps it runs.
@@ -20,7 +22,7 @@ GPU demand is deliberately not a sort key: on simulated clusters (``bench/
 cluster_makespan.py``) largest-GPU-first did worse than registry order whenever lengths
 were not known, and no better when they were.
 
-A cell's demand is computed once (its settings never change: the cell id is their
+A cell's demand is read once (its settings never change: the cell id is their
 hash). :class:`LaunchOrder` with ``longest_first=False, backfill=False`` is strict FIFO,
 the baseline the benchmark compares against.
 """
@@ -30,21 +32,18 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from orchestrator.backends import Backend
+from orchestrator.backends.base import Demand
 from orchestrator.registry import CellRecord
 
-
-@dataclass(frozen=True)
-class Demand:
-    """What a cell asks for: its GPUs, and its expected length in steps (0: unknown)."""
-
-    gpus: int
-    steps: int
-
-
-# A cell whose settings no longer validate: it needs nothing, so it is never held back
-# for GPUs; its launch fails it (a failed attempt with the reason).
+# A cell whose demand was never judged (its settings no longer validated when the
+# registry was upgraded): it needs nothing, so it is never held back for GPUs; its
+# launch fails it (a failed attempt with the reason).
 _INVALID = Demand(gpus=0, steps=0)
+
+
+def stored_demand(cell: CellRecord) -> Demand | None:
+    """The cell's demand as stored when it was validated; ``None`` if it never was."""
+    return None if cell.demand is None else Demand.of(cell.demand)
 
 
 CellKey = tuple[str, int]
@@ -56,10 +55,9 @@ class LaunchOrder:
     """Which pending cells to launch, in what order (see the module docstring).
 
     It works on cell ids: a pass reads only the waiting cells' ids and indexes, and a
-    cell's settings are read (:meth:`learn`) the first time the order meets it.
+    cell's stored demand is read (:meth:`learn`) the first time the order meets it.
     """
 
-    backend: Backend
     longest_first: bool = True
     backfill: bool = True
     _demands: dict[str, Demand] = field(default_factory=dict, init=False, repr=False)
@@ -74,19 +72,13 @@ class LaunchOrder:
             self.demand(cell)
 
     def demand(self, cell: CellRecord | str) -> Demand:
-        """The cell's GPUs and expected steps (judged once per cell id; an id never
-        learnt counts as needing nothing, of unknown length)."""
+        """The cell's stored demand (read once per cell id; an id never learnt, or a cell
+        without a stored demand, counts as needing nothing, of unknown length)."""
         if isinstance(cell, str):
             return self._demands.get(cell, _INVALID)
         known = self._demands.get(cell.cell_id)
         if known is None:
-            try:
-                settings = self.backend.validate(cell.settings)
-                known = Demand(self.backend.gpus(settings),
-                               self.backend.max_steps(settings) or 0)
-            except Exception:  # the launch reports it, as a failed attempt
-                known = _INVALID
-            self._demands[cell.cell_id] = known
+            known = self._demands[cell.cell_id] = stored_demand(cell) or _INVALID
         return known
 
     def sort(self, cells: Iterable[CellKey | CellRecord]) -> list[str]:

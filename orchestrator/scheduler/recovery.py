@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from orchestrator.executors import Executor, JobHandle
 from orchestrator.registry import CellRecord, CellState, Registry, SweepRecord
-from orchestrator.scheduler.cells import LOG_NAME, cell_run_dir, end_stale_runs
+from orchestrator.runs.folder import LOG_FILE
+from orchestrator.scheduler.cells import cell_run_dir, end_stale_runs
 from orchestrator.scheduler.ports import JobFinder, RunTracker
 
 
@@ -50,7 +51,7 @@ def find_job(registry: Registry, executor: Executor, cell: CellRecord) -> JobHan
     # attempt opened. An older job there is an earlier attempt's (its exit code is
     # not this one's); none means this attempt's launch died before submitting.
     if isinstance(executor, JobFinder) and cell.started_at is not None:
-        log = cell_run_dir(cell) / LOG_NAME
+        log = cell_run_dir(cell) / LOG_FILE
         for job_id in executor.jobs_for_log(log, since=cell.started_at)[:1]:
             job = executor.reattach(job_id)
             if job is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +96,7 @@ def _problems(exc: ValidationError, doc: SourceDocument) -> list[Problem]:
 
 def _known_keys(path: tuple[Any, ...]) -> list[str]:
     from orchestrator.spec.model import Resources
-    from orchestrator.spec.stopping import DivergedRule, PlateauRule, StopRules, ThresholdRule
+    from orchestrator.spec.stop_block import DivergedRule, PlateauRule, StopRules, ThresholdRule
 
     if path == ():
         return list(Spec.model_fields)
@@ -111,17 +112,32 @@ def _known_keys(path: tuple[Any, ...]) -> list[str]:
     return [field.alias or name for name, field in model.model_fields.items()]
 
 
-def parse_spec(text: str, filename: str = "<spec>", path: Path | None = None) -> Spec:
-    """Parse and check a spec from YAML text; raise ``UserInputError`` with every problem.
+@dataclass(frozen=True)
+class SpecReading:
+    """A spec read from YAML, and what is wrong with it as far as the spec alone tells.
 
-    Checks the YAML, the spec's structure and its cross-references against the backend's
-    settings (axis names, labels, zip groups, exclusions, includes). Settings values are
-    validated when the grid is expanded (:func:`orchestrator.grid.expand`).
+    ``axes_sound``: the axes can be expanded (cross-reference problems, if any, are in
+    ``exclude``/``include`` only; ``selections_sound`` says whether there are none), so
+    :mod:`orchestrator.grid` can add the cells' own problems to the same report.
+    """
+
+    spec: Spec
+    problems: tuple[Problem, ...]
+    axes_sound: bool
+    selections_sound: bool
+
+
+def read_spec(text: str, filename: str = "<spec>", path: Path | None = None) -> SpecReading:
+    """Parse a spec from YAML text and check it against itself and its backend's settings
+    model (axis names, labels, zip groups, exclusions, includes, stop and search blocks).
+
+    Raises ``UserInputError`` only when no spec can be made at all; otherwise the
+    problems are returned with the spec (stand-ins for wrong leaf keys), so the cells'
+    problems can be reported in the same run (:func:`orchestrator.grid.plan.parse_plan`).
     """
     from orchestrator.backends import BACKENDS, get_backend
+    from orchestrator.spec.blocks import search_problems, stop_problems
     from orchestrator.spec.references import check_references
-    from orchestrator.spec.search import search_problems
-    from orchestrator.spec.stopping import stop_problems
 
     doc = load_yaml(text, filename)
     data = doc.data
@@ -173,24 +189,22 @@ def parse_spec(text: str, filename: str = "<spec>", path: Path | None = None) ->
     backend = get_backend(spec.backend)
     references = check_references(spec, backend.settings_model)
     problems = deferred + references + stop_problems(spec) + search_problems(spec, backend)
-    if problems and all(p.location.startswith(("exclude", "include")) for p in references):
-        # The axes are sound: expand them (without the broken selections) so the cells'
-        # settings problems are reported in the same run.
-        from orchestrator.grid import expand
+    return SpecReading(
+        spec, tuple(problems),
+        axes_sound=all(p.location.startswith(("exclude", "include")) for p in references),
+        selections_sound=not references)
 
-        axes_only = spec.model_copy(update={"exclude": (), "include": ()}) if references else spec
-        try:
-            expand(axes_only)
-        except UserInputError as exc:
-            problems += exc.problems
-    elif references:
-        # The axes cannot be expanded: still report what base alone gets wrong.
-        from orchestrator.grid.validation import base_problems
 
-        problems += base_problems(spec, backend)
-    if problems:
-        raise UserInputError(f"{filename}: invalid spec", problems)
-    return spec
+def parse_spec(text: str, filename: str = "<spec>", path: Path | None = None) -> Spec:
+    """Parse and check a spec from YAML text (:func:`read_spec`); raise
+    ``UserInputError`` with every problem the spec alone shows. Settings values are
+    validated when the grid is expanded (:func:`orchestrator.grid.expand`);
+    :func:`orchestrator.grid.plan.parse_plan` does both and reports everything at once.
+    """
+    reading = read_spec(text, filename, path)
+    if reading.problems:
+        raise UserInputError(f"{filename}: invalid spec", list(reading.problems))
+    return reading.spec
 
 
 def _with_leaf_stand_ins(data: dict[str, Any], exc: ValidationError) -> dict[str, Any] | None:

@@ -36,8 +36,8 @@ from orchestrator.limits import (
     MAX_NODES,
     MAX_RETRIES,
 )
-from orchestrator.spec.search import SearchSpec
-from orchestrator.spec.stopping import StopRules
+from orchestrator.spec.search_block import SearchSpec
+from orchestrator.spec.stop_block import StopRules
 from orchestrator.spec.yaml_source import SourceDocument
 
 

@@ -301,3 +301,12 @@ def load_yaml(text: str, filename: str) -> SourceDocument:
     if problems:
         raise UserInputError(f"{filename}: invalid keys", problems)
     return doc
+
+
+def cli_value(text: str) -> Any:
+    """A value typed on the command line as YAML reads it (``false`` -> False, ``0.2`` ->
+    0.2, ``grpo`` -> 'grpo'); text YAML cannot read stays text."""
+    try:
+        return yaml.safe_load(text)
+    except (yaml.YAMLError, ValueError):  # ValueError: 2024-02-30, 0x_, 5000-digit ints
+        return text

@@ -47,25 +47,15 @@ class CellRuns(TrackerConnection):
 
     def find_cell_run(self, parent_run_id: str, cell_id: str) -> str | None:
         """The id of the cell's child run under this parent, if one exists."""
-        found = self._search(
-            [self.experiment_of(parent_run_id)],
-            f"tags.`{PARENT_TAG}` = '{quote_free(parent_run_id)}' "
-            f"and tags.`kappa.cell_id` = '{quote_free(cell_id)}'",
-        )
+        found = self._search([self.experiment_of(parent_run_id)],
+                             f"tags.`{PARENT_TAG}` = '{quote_free(parent_run_id)}' "
+                             f"and tags.`kappa.cell_id` = '{quote_free(cell_id)}'")
         run = next(found, None)
         return None if run is None else str(run.info.run_id)
 
-    def create_cell_run(
-        self,
-        parent_run_id: str,
-        cell: CellLike,
-        sweep_name: str,
-        git_commit: str | None = None,
-        *,
-        may_exist: bool = True,
-        experiment_id: str | None = None,
-        log_params: bool = True,
-    ) -> str:
+    def create_cell_run(self, parent_run_id: str, cell: CellLike, sweep_name: str,
+                        git_commit: str | None = None, *, may_exist: bool = True,
+                        experiment_id: str | None = None, log_params: bool = True) -> str:
         """The cell's child run, RUNNING, with axis tags and params and the settings as params.
 
         With ``may_exist`` (the safe default) an existing child run of the cell is looked
@@ -112,23 +102,15 @@ class CellRuns(TrackerConnection):
             self.client.log_batch(run_id, params=[Param(k, v) for k, v in chunk])
         return len(params)
 
-    def _new_cell_run(
-        self, parent_run_id: str, cell: CellLike, sweep_name: str, git_commit: str | None
-    ) -> str:
-        tags = cell_tags(
-            cell.axes,
-            cell.labels,
-            cell_id=cell.cell_id,
-            sweep_name=sweep_name,
-            git_commit=git_commit,
-        )
+    def _new_cell_run(self, parent_run_id: str, cell: CellLike, sweep_name: str,
+                      git_commit: str | None) -> str:
+        tags = cell_tags(cell.axes, cell.labels, cell_id=cell.cell_id, sweep_name=sweep_name,
+                         git_commit=git_commit)
         tags.update({PARENT_TAG: parent_run_id, ROLE_TAG: "cell",
                      PARAM_COUNT_TAG: str(len(cell_params(cell)))})
-        run_id: str = self.client.create_run(
-            self.experiment_of(parent_run_id),
-            run_name=run_name(cell.axes, cell.labels),
-            tags=tags,
-        ).info.run_id
+        run_id: str = self.client.create_run(self.experiment_of(parent_run_id),
+                                             run_name=run_name(cell.axes, cell.labels),
+                                             tags=tags).info.run_id
         return run_id
 
     def reopen_cell_run(self, run_id: str) -> bool:
@@ -146,23 +128,14 @@ class CellRuns(TrackerConnection):
 
     def running_cell_runs(self, parent_run_id: str) -> list[str]:
         """Ids of the parent's child runs that are still RUNNING (for crash recovery)."""
-        return [
-            str(run.info.run_id)
-            for run in self._search(
-                [self.experiment_of(parent_run_id)],
-                f"tags.`{PARENT_TAG}` = '{quote_free(parent_run_id)}' "
-                "and attributes.status = 'RUNNING'",
-            )
-        ]
+        return [str(run.info.run_id) for run in self._search(
+            [self.experiment_of(parent_run_id)],
+            f"tags.`{PARENT_TAG}` = '{quote_free(parent_run_id)}' "
+            "and attributes.status = 'RUNNING'")]
 
-    def finish_cell_run(
-        self,
-        run_id: str,
-        status: str,
-        artifacts: Iterable[Path] = (),
-        final_metrics: Mapping[str, float] | None = None,
-        step: int = 0,
-    ) -> list[Path]:
+    def finish_cell_run(self, run_id: str, status: str, artifacts: Iterable[Path] = (),
+                        final_metrics: Mapping[str, float] | None = None,
+                        step: int = 0) -> list[Path]:
         """Upload ``artifacts`` that exist (folders keep their name), log the final metrics
         the run lacks (at ``step``; ``@`` as ``_at_``), then end the run.
 
@@ -191,11 +164,8 @@ class CellRuns(TrackerConnection):
 
         have = self.client.get_run(run_id).data.metrics
         stamp = int(time.time() * 1000)
-        missing = [
-            Metric(metric_key(name), float(value), stamp, step)
-            for name, value in final.items()
-            if metric_key(name) not in have
-        ]
+        missing = [Metric(metric_key(name), float(value), stamp, step)
+                   for name, value in final.items() if metric_key(name) not in have]
         for start in range(0, len(missing), MAX_METRICS_PER_BATCH):
             self.client.log_batch(run_id, metrics=missing[start : start + MAX_METRICS_PER_BATCH])
 

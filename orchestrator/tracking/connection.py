@@ -40,9 +40,8 @@ class TrackerConnection:
         self.uri = absolute_uri(paths.mlflow_uri(uri))
         scheme = urlparse(self.uri).scheme
         self.is_local = scheme in ("sqlite", "file")
-        self.artifact_root: Path | None = (
-            (artifact_root or paths.mlflow_artifact_root()).resolve() if self.is_local else None
-        )
+        self.artifact_root = ((artifact_root or paths.mlflow_artifact_root()).resolve()
+                              if self.is_local else None)
         self._client: MlflowClient | None = None
         # parent run id -> its experiment id; saves a get_run per child run.
         self._experiments: dict[str, str] = {}
@@ -80,9 +79,8 @@ class TrackerConnection:
     def _search(self, experiment_ids: list[str], filter_string: str) -> Iterator[Run]:
         token: str | None = None
         while True:
-            page = self.client.search_runs(
-                experiment_ids, filter_string=filter_string, max_results=500, page_token=token
-            )
+            page = self.client.search_runs(experiment_ids, filter_string=filter_string,
+                                           max_results=500, page_token=token)
             yield from page
             token = page.token
             if not token:

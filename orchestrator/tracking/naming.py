@@ -68,10 +68,8 @@ def settings_params(settings: Any) -> dict[str, str]:
     """The resolved settings as MLflow params: flattened with ``.``, values clipped."""
     if hasattr(settings, "model_dump"):
         settings = settings.model_dump(mode="json")
-    return {
-        safe_key(key): clip(render_value(value), MAX_PARAM_VALUE_LENGTH)
-        for key, value in flatten(settings)
-    }
+    return {safe_key(key): clip(render_value(value), MAX_PARAM_VALUE_LENGTH)
+            for key, value in flatten(settings)}
 
 
 def axis_labels(axes: Mapping[str, Any], labels: Any) -> dict[str, str]:
@@ -80,13 +78,12 @@ def axis_labels(axes: Mapping[str, Any], labels: Any) -> dict[str, str]:
     return {name: render_value(label_map.get(name, value)) for name, value in axes.items()}
 
 
-def axis_params(axes: Mapping[str, Any], labels: Any) -> dict[str, str]:
-    """The axes as params ``axis.<name>`` (readable values): the MLflow UI's parallel
-    coordinates and its compare view plot params, not tags."""
-    return {
-        safe_key(f"axis.{name}"): clip(value, MAX_PARAM_VALUE_LENGTH)
-        for name, value in axis_labels(axes, labels).items()
-    }
+def axis_params(axes: Mapping[str, Any], labels: Any,
+                limit: int = MAX_PARAM_VALUE_LENGTH) -> dict[str, str]:
+    """The axes as params ``axis.<name>`` (readable values, cut at ``limit``): the MLflow
+    UI's parallel coordinates and its compare view plot params, not tags."""
+    return {safe_key(f"axis.{name}"): clip(value, limit)
+            for name, value in axis_labels(axes, labels).items()}
 
 
 def run_name(axes: Mapping[str, Any], labels: Any) -> str:
@@ -103,19 +100,11 @@ def run_name(axes: Mapping[str, Any], labels: Any) -> str:
     return clip(NAME_SEPARATOR.join(parts) or "cell", MAX_RUN_NAME_LENGTH)
 
 
-def cell_tags(
-    axes: Mapping[str, Any],
-    labels: Any,
-    *,
-    cell_id: str,
-    sweep_name: str,
-    git_commit: str | None,
-) -> dict[str, str]:
-    """The tags of a cell's child run: ``axis.<name>`` per axis plus ``kappa.*``."""
-    tags = {
-        safe_key(f"axis.{name}"): clip(value, MAX_TAG_VALUE_LENGTH)
-        for name, value in axis_labels(axes, labels).items()
-    }
+def cell_tags(axes: Mapping[str, Any], labels: Any, *, cell_id: str, sweep_name: str,
+              git_commit: str | None) -> dict[str, str]:
+    """The tags of a cell's child run: ``axis.<name>`` per axis (as its params, to the
+    tags' length limit) plus ``kappa.*``."""
+    tags = axis_params(axes, labels, MAX_TAG_VALUE_LENGTH)
     tags["kappa.cell_id"] = cell_id
     tags["kappa.sweep"] = clip(sweep_name, MAX_TAG_VALUE_LENGTH)
     if isinstance(labels, Mapping):  # a search's trial: its study and trial number
@@ -133,9 +122,8 @@ def sweep_kind_tags(sweep_name: str) -> dict[str, str]:
     return {CANARY_TAG: "true"} if is_canary_sweep(sweep_name) else {}
 
 
-def batches(
-    items: Mapping[str, str], size: int = MAX_PARAMS_TAGS_PER_BATCH
-) -> Iterator[list[tuple[str, str]]]:
+def batches(items: Mapping[str, str],
+            size: int = MAX_PARAMS_TAGS_PER_BATCH) -> Iterator[list[tuple[str, str]]]:
     """``items`` in chunks of at most ``size`` (MLflow's per-call limit)."""
     pairs = list(items.items())
     for start in range(0, len(pairs), size):

@@ -41,11 +41,16 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from orchestrator.runs.folder import (
+    OUTBOX_FILE,
+    OUTBOX_LOCK_FILE,
+    OUTBOX_SENT_FILE,
+    read_json,
+    write_json,
+)
+
 LOG = logging.getLogger(__name__)
 
-OUTBOX = "mlflow-outbox.jsonl"
-SENT = "mlflow-sent.json"
-LOCK = "mlflow-outbox.lock"
 MAX_METRICS_PER_CALL = 1000  # MLflow's per-call limit for log_batch
 
 
@@ -69,7 +74,7 @@ class Outbox:
 
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = Path(run_dir)
-        self.path = self.run_dir / OUTBOX
+        self.path = self.run_dir / OUTBOX_FILE
         self._length: int | None = None
 
     # -- queueing (the training process) -------------------------------------------------
@@ -110,7 +115,7 @@ class Outbox:
     @contextlib.contextmanager
     def _turn(self) -> Iterator[None]:
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.run_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(self.run_dir / OUTBOX_LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
@@ -119,23 +124,14 @@ class Outbox:
 
     def sent(self, run_id: str) -> int:
         """How many records ``run_id`` has (0 for a run the ledger does not name)."""
-        try:
-            data = json.loads((self.run_dir / SENT).read_text())
-        except (OSError, ValueError):
-            return 0
-        if not isinstance(data, dict) or data.get("run_id") != run_id:
+        data = read_json(self.run_dir / OUTBOX_SENT_FILE)
+        if data is None or data.get("run_id") != run_id:
             return 0
         sent = data.get("sent")
         return sent if isinstance(sent, int) and sent >= 0 else 0
 
     def _record_sent(self, run_id: str, sent: int) -> None:
-        target = self.run_dir / SENT
-        tmp = self.run_dir / f".{SENT}.{os.getpid()}.{threading.get_ident()}.tmp"
-        with open(tmp, "w") as fh:
-            json.dump({"run_id": run_id, "sent": sent}, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
+        write_json(self.run_dir / OUTBOX_SENT_FILE, {"run_id": run_id, "sent": sent})
 
     def unsent(self, run_id: str) -> int:
         """Records queued for ``run_id`` and not yet confirmed by MLflow."""

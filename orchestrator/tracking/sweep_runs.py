@@ -55,37 +55,18 @@ class SweepRuns(TrackerConnection):
                 raise
             return str(again.experiment_id)
 
-    def start_sweep_run(
-        self,
-        experiment_id: str,
-        sweep_name: str,
-        spec_text: str,
-        tags: Mapping[str, str] | None = None,
-    ) -> str:
-        """The sweep's parent run id: the existing one for ``sweep_name``, else a new one."""
-        return self.sweep_run(experiment_id, sweep_name, spec_text, tags)[0]
-
-    def sweep_run(
-        self,
-        experiment_id: str,
-        sweep_name: str,
-        spec_text: str,
-        tags: Mapping[str, str] | None = None,
-    ) -> tuple[str, bool]:
-        """Like :meth:`start_sweep_run`; also whether the run was created by this call
-        (only such a run may be deleted again when the submit fails).
+    def sweep_run(self, experiment_id: str, sweep_name: str, spec_text: str,
+                  tags: Mapping[str, str] | None = None) -> tuple[str, bool]:
+        """The sweep's parent run id (the existing one for ``sweep_name``, else a new one)
+        and whether this call created it (only such a run may be deleted again when the
+        submit fails). The spec is logged as the artifact ``spec.yaml``.
 
         Looking up and then creating is not atomic: callers serialise it per sweep
         (``orchestrator.registry.locks.sweep_record_lock``), else two concurrent submits
         make two parent runs.
         """
-        all_tags = {
-            **(tags or {}),
-            **sweep_kind_tags(sweep_name),
-            "kappa.sweep": sweep_name,
-            ROLE_TAG: "sweep",
-            SWEEP_KEY_TAG: sweep_key(sweep_name),
-        }
+        all_tags = {**(tags or {}), **sweep_kind_tags(sweep_name), "kappa.sweep": sweep_name,
+                    ROLE_TAG: "sweep", SWEEP_KEY_TAG: sweep_key(sweep_name)}
         found = self._search(
             [experiment_id],
             f"tags.`{SWEEP_KEY_TAG}` = '{sweep_key(sweep_name)}' and tags.`{ROLE_TAG}` = 'sweep'",
@@ -93,9 +74,8 @@ class SweepRuns(TrackerConnection):
         run = next(found, None)
         created = run is None
         if run is None:
-            run_id: str = self.client.create_run(
-                experiment_id, run_name=sweep_name, tags=all_tags
-            ).info.run_id
+            run_id: str = self.client.create_run(experiment_id, run_name=sweep_name,
+                                                 tags=all_tags).info.run_id
         else:
             run_id = run.info.run_id
             for key, value in all_tags.items():
@@ -114,13 +94,8 @@ class SweepRuns(TrackerConnection):
         For a submit that failed midway (MLflow keeps them as deleted until a GC).
         """
         parent = self.client.get_run(parent_run_id)
-        children = [
-            run.info.run_id
-            for run in self._search(
-                [parent.info.experiment_id],
-                f"tags.`{PARENT_TAG}` = '{quote_free(parent_run_id)}'",
-            )
-        ]
+        children = [run.info.run_id for run in self._search(
+            [parent.info.experiment_id], f"tags.`{PARENT_TAG}` = '{quote_free(parent_run_id)}'")]
         for run_id in [*children, parent_run_id]:
             self.client.delete_run(run_id)
         return len(children) + 1

@@ -8,10 +8,10 @@ was created.
 
 * ``ensure_experiment(name) -> experiment_id``: get or create; on the local store the
   artifacts go under ``orchestrator.paths.mlflow_artifact_root()``.
-* ``start_sweep_run(experiment_id, sweep_name, spec_text, tags=None) -> parent_run_id``:
+* ``sweep_run(experiment_id, sweep_name, spec_text, tags=None) -> (parent_run_id, new)``:
   idempotent, an existing parent run of the same sweep (found by tag) is reused; the
-  spec is logged as the artifact ``spec.yaml``. ``sweep_run(...)`` also says whether the
-  run was new. Not atomic: concurrent submits serialise it per sweep (the registry's
+  spec is logged as the artifact ``spec.yaml``; ``new`` says whether the run was made
+  by this call. Not atomic: concurrent submits serialise it per sweep (the registry's
   ``sweep_record_lock``).
 * ``create_cell_run(parent_run_id, cell, sweep_name, git_commit=None, *, may_exist=True,
   experiment_id=None) -> run_id``: the child run, created BEFORE launch and left
@@ -34,29 +34,8 @@ parent runs in ``sweep_runs.py``, child runs in ``cell_runs.py``.
 
 from __future__ import annotations
 
-from orchestrator.tracking.cell_runs import (
-    COMPLETE_TAG,
-    MAX_METRICS_PER_BATCH,
-    PARAM_COUNT_TAG,
-    CellRuns,
-    cell_params,
-)
-from orchestrator.tracking.connection import PARENT_TAG, ROLE_TAG, RUN_STATUSES, absolute_uri
-from orchestrator.tracking.sweep_runs import SWEEP_KEY_TAG, SweepRuns, sweep_key
-
-__all__ = [
-    "COMPLETE_TAG",
-    "MAX_METRICS_PER_BATCH",
-    "PARAM_COUNT_TAG",
-    "PARENT_TAG",
-    "ROLE_TAG",
-    "RUN_STATUSES",
-    "SWEEP_KEY_TAG",
-    "Tracker",
-    "absolute_uri",
-    "cell_params",
-    "sweep_key",
-]
+from orchestrator.tracking.cell_runs import CellRuns
+from orchestrator.tracking.sweep_runs import SweepRuns
 
 
 class Tracker(SweepRuns, CellRuns):

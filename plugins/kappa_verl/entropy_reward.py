@@ -1,4 +1,5 @@
-"""Entropy-to-reward: ``R(o) + c · H(π(o))`` for the first N steps (ALGORITHMS.md §4).
+"""Entropy-to-reward: ``R(o) + c · H(π(o))`` for the first N steps
+(docs/algorithms.md#entropy-interventions).
 
 Where it attaches in verl 0.9.1 (V1 trainer, ``trainer.use_v1=true``, the default):
 ``PPOTrainer._compute_old_log_prob`` writes the per-token ``entropy`` of every response to
@@ -32,7 +33,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from orchestrator.algorithms import entropy_reward, masked_mean
+from orchestrator.algorithms.masking import masked_mean
+from orchestrator.algorithms.rewards import entropy_reward
 
 COEF_ENV = "KAPPA_ENTROPY_REWARD_COEF"
 STEPS_ENV = "KAPPA_ENTROPY_REWARD_STEPS"
@@ -75,8 +77,8 @@ def add_entropy_to_scores(rm_scores: Tensor, entropy: Tensor, response_mask: Ten
     """Token scores with ``coef · H(o)`` added on each response's last valid token.
 
     All tensors are padded ``(B, T)``. ``H(o)`` is the masked mean of the per-token entropy
-    (:func:`orchestrator.algorithms.masked_mean`); the shaped reward on the last valid
-    token is :func:`orchestrator.algorithms.entropy_reward` of the score there (which
+    (:func:`orchestrator.algorithms.masking.masked_mean`); the shaped reward on the last valid
+    token is :func:`orchestrator.algorithms.rewards.entropy_reward` of the score there (which
     detaches ``H``), so a response's summed score becomes ``R(o) + coef · H(o)``. A
     response with no valid token is left unchanged. Returns the new scores and the
     per-response bonus ``(B,)`` (0 for empty responses).

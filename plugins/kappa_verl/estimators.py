@@ -3,7 +3,7 @@
 verl's dispatcher (``verl.trainer.ppo.ray_trainer.compute_advantage``) calls any
 non-built-in estimator as ``fn(token_level_rewards=, response_mask=, config=, index=,
 [reward_baselines=])``. This adapter turns that into kappa's group-shaped call
-``orchestrator.algorithms.advantages("reward_budget", rewards (groups, G))`` so both
+``orchestrator.algorithms.advantages.advantages("reward_budget", rewards (groups, G))`` so both
 backends use one implementation.
 """
 
@@ -15,17 +15,16 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from orchestrator.algorithms import advantages
-
-ESTIMATOR_NAME = "reward_budget"
+from kappa_verl import ESTIMATOR_NAME
+from orchestrator.algorithms.advantages import advantages
 
 
 def outcome_advantages(name: str, scores: Tensor, index: np.ndarray | None) -> Tensor:
     """Per-response advantages ``(bs,)`` of outcome ``scores`` grouped by ``index`` (uid).
 
     Groups need not be contiguous nor of equal size (verl may reorder or pad a batch);
-    each group is passed to :func:`orchestrator.algorithms.advantages` as one row. Without
-    an index the whole batch is one group.
+    each group is passed to :func:`orchestrator.algorithms.advantages.advantages` as one row.
+    Without an index the whole batch is one group.
     """
     if index is None:
         return advantages(name, scores.unsqueeze(0)).squeeze(0)
@@ -46,7 +45,7 @@ def reward_budget_estimator(
     index: np.ndarray | None = None,
     **kwargs: Any,
 ) -> tuple[Tensor, Tensor]:
-    """Reward budgeting (ALGORITHMS.md §1) as a verl advantage estimator.
+    """Reward budgeting (docs/algorithms.md#advantages) as a verl advantage estimator.
 
     The outcome reward of a response is the sum of its token rewards (as in verl's GRPO);
     responses are grouped by ``index`` (verl's ``uid``). Returns ``(advantages, returns)``,

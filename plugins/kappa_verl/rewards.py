@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from orchestrator.algorithms import random_rewards, scale_rewards
+from orchestrator.algorithms.rewards import random_rewards, scale_rewards
 
 REWARD_TYPES: tuple[str, ...] = ("verifier", "random")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
@@ -54,11 +54,11 @@ def is_correct(data_source: str, solution_str: str, ground_truth: str,
 
 
 def prompt_id(sample_index: object) -> int:
-    """The prompt id of :func:`~orchestrator.algorithms.random_rewards`: ``extra_info["index"]``.
+    """The prompt id of :func:`~orchestrator.algorithms.rewards.random_rewards`.
 
-    ``kappa data prepare`` writes an integer index; an integer-like string is read as that
-    integer; anything else (another tool's string id, an integer beyond int64) as a
-    stable hash of its text; a missing index as 0.
+    It is ``extra_info["index"]``: ``kappa data prepare`` writes an integer index; an
+    integer-like string is read as that integer; anything else (another tool's string id,
+    an integer beyond int64) as a stable hash of its text; a missing index as 0.
     """
     if sample_index is None or sample_index == "":
         return 0
@@ -123,9 +123,9 @@ def compute_score(
 
     ``reward_type="verifier"``: ``reward_correct`` if the answer is right, else
     ``reward_incorrect`` (the κ setting's ``r⁺``/``r⁻``, by
-    :func:`orchestrator.algorithms.scale_rewards`). ``reward_type="random"``: Bernoulli(0.5)
+    :func:`orchestrator.algorithms.rewards.scale_rewards`). ``reward_type="random"``: Bernoulli(0.5)
     independent of correctness (:func:`random_coin`, i.e.
-    :func:`orchestrator.algorithms.random_rewards`), mapped to the same ``r⁺``/``r⁻``.
+    :func:`orchestrator.algorithms.rewards.random_rewards`), mapped to the same ``r⁺``/``r⁻``.
     Extra keyword arguments verl may add are ignored.
     """
     if reward_type not in REWARD_TYPES:

@@ -1,4 +1,4 @@
-"""``kappa`` (fake backend registered) started on a signal, for concurrency tests.
+"""``kappa`` (the fake backends registered) started on a signal, for concurrency tests.
 
 ``python kappa_at_go.py GO ID DELAY kappa-args...``: imports the whole CLI (and MLflow,
 SQLAlchemy), touches ``GO.ID`` to say it is ready, waits until the file ``GO``
@@ -8,22 +8,20 @@ such processes hit the stores within milliseconds of each other.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the kit
 
 # What a real kappa command would import on its way to the stores, imported before the
 # start signal so that all processes reach the stores together.
 import mlflow  # noqa: F401
 import sqlalchemy  # noqa: F401
-import sweep_cli  # registers the fake backend
+from kit import kappa_main
 
-with contextlib.suppress(ModuleNotFoundError):  # sweep_cli then runs the sweep commands
-    from orchestrator.cli import app  # noqa: F401
+from orchestrator.cli import app  # noqa: F401
 
 
 def main() -> None:
@@ -34,7 +32,7 @@ def main() -> None:
         time.sleep(0.002)
     time.sleep(delay)
     sys.argv = ["kappa", *sys.argv[4:]]
-    sweep_cli._main()
+    kappa_main.main()
 
 
 if __name__ == "__main__":

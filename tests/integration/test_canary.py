@@ -1,19 +1,19 @@
 """Canary runs as a user starts them: real ``kappa`` processes, SQLite, MLflow.
 
-The fake backend (``sweep_fixtures.py``) gives cells that crash at a chosen step; the
+The fake backend (``tests/kit/fake_backend.py``) gives cells that crash at a chosen step; the
 real embedded trainer gives a cell that validates but crashes at its first RL step.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from sweep_fixtures import CLI, completions, launches, use_home
+from kit.cli import process, run_kappa
+from kit.home import completions, launches, use_home
 
 from orchestrator.registry import CellState, Registry
 
@@ -38,10 +38,8 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def kappa(*args: str, cli: list[str] | None = None) -> subprocess.CompletedProcess[str]:
-    """Run kappa (with the fake backend unless ``cli`` says otherwise); never raises."""
-    command = cli if cli is not None else [sys.executable, str(CLI)]
-    return subprocess.run([*command, *args], capture_output=True, text=True, timeout=SAFETY,
-                          check=False, env=dict(os.environ))
+    """Run kappa (with the fake backends unless ``cli`` says otherwise); never raises."""
+    return process(*args, code=None, timeout=SAFETY, command=cli)
 
 
 def fake_spec(tmp_path: Path, name: str, variants: dict[str, int]) -> Path:
@@ -173,17 +171,13 @@ def _kappa_cli() -> list[str]:
 
 
 def test_embedded_canary_catches_a_cell_that_crashes_at_step_one(
-        home: Path, tmp_path: Path) -> None:
-    from typer.testing import CliRunner
-
-    from orchestrator.cli.app import app
-
+        home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec = tmp_path / "tiny.yaml"
     spec.write_text(TINY_EMBEDDED.format(extra=OVERFLOW))
     # In this process (the cells are processes of their own): one interpreter start less.
-    result = CliRunner().invoke(app, ["submit", str(spec), "--canary", "--max-parallel", "2"])
-    out = result.output
-    assert result.exit_code == 2, out
+    ran = run_kappa(capsys, "submit", str(spec), "--canary", "--max-parallel", "2")
+    out = ran.output
+    assert ran.code == 2, out
     assert "2 canaries for 4 cells" in out and "1 of 2 failed" in out
     assert "kappa=huge, seed=0" in out and "overflow" in out  # the crash, from the log
     with Registry.open() as reg:

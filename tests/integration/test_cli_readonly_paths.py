@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from cli_in_process import kappa
+from kit.cli import kappa
 
 READ_ONLY = [
     ("status",), ("status", "toy"), ("status", "--json"), ("logs", "abc123"),

@@ -24,18 +24,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sweep_fixtures import (
-    BACKEND_ENTRY,
-    CLI,
-    completions,
-    launches,
-    seed_mlflow_store,
-    write_spec,
-)
+from kit.fake_backend import write_spec
+from kit.home import completions, launches, register_backends, seed_mlflow_store
+from kit.kappa_main import KAPPA_SCRIPT
 
-from orchestrator.backends import BACKENDS
 from orchestrator.registry import CellState, Registry
-from orchestrator.scheduler.submission import prepare, record
+from orchestrator.sweeps.submission import prepare, record
 from orchestrator.tracking import Tracker
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "registry"))
@@ -68,12 +62,12 @@ def stores(request: pytest.FixtureRequest, tmp_path: Path,
     # waits for every process that has it to end).
     server: PgServer | None = (request.getfixturevalue("pg_server")
                                if request.param == "postgres" else None)
-    monkeypatch.setitem(BACKENDS, "fake", BACKEND_ENTRY)  # for record() in this process
+    register_backends(monkeypatch)  # for record() in this process
     home = (tmp_path / "home").resolve()
     monkeypatch.setenv("KAPPA_HOME", str(home))
     monkeypatch.setenv("KAPPA_POLL_INTERVAL", "0.05")
     monkeypatch.setenv("KAPPA_RETRY_BACKOFF", "0.05")
-    monkeypatch.setenv("KAPPA_CLI", f"{sys.executable} {CLI}")  # background schedulers
+    monkeypatch.setenv("KAPPA_CLI", f"{sys.executable} {KAPPA_SCRIPT}")  # background schedulers
     if server is None:
         url = f"sqlite:///{home / 'registry.db'}"
         monkeypatch.setenv("KAPPA_REGISTRY", url)
@@ -312,7 +306,7 @@ def test_submit_resume_cancel_at_once(
     check_outcomes(outcomes, stores.home)
     check_sweep(stores, spec, exact=False)
     # Resubmitting requeues what was cancelled; then every cell has succeeded.
-    final = subprocess.run([sys.executable, str(CLI), "submit", str(spec), "--wait"],
+    final = subprocess.run([sys.executable, str(KAPPA_SCRIPT), "submit", str(spec), "--wait"],
                            capture_output=True, text=True, timeout=SAFETY, check=False)
     assert final.returncode == 0 and "Traceback" not in final.stderr, final.stderr
     wait_until_quiet(stores.home)
@@ -390,7 +384,7 @@ def test_a_failed_first_record_keeps_a_parent_run_it_did_not_create(
     spec = write_spec(tmp_path / "s.yaml", SWEEP, seeds=2, steps=1)
     tracker = Tracker()
     experiment = tracker.ensure_experiment(SWEEP)
-    earlier = tracker.start_sweep_run(experiment, SWEEP, "earlier")
+    earlier = tracker.sweep_run(experiment, SWEEP, "earlier")[0]
 
     def broken(*args: object, **kwargs: object) -> None:
         raise OSError("disk full")

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_in_process import kappa
+from kit.cli import kappa
 
 from orchestrator.registry.engine import make_engine
 from orchestrator.registry.schema import HEAD_REVISION, known_revisions, upgrade_schema

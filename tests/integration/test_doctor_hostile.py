@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 from test_doctor import doctor, tree
 
-from orchestrator.doctor import CheckResult, DoctorOptions, Status, run_checks
+from orchestrator.doctor import CheckResult, DoctorOptions, Status
+from orchestrator.doctor.run import run_checks
 
 PASSWORD = "s3cr3t-Pw"
 
@@ -111,8 +112,8 @@ def test_a_check_that_crashes_or_hangs_still_gives_a_json_report(
         home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """A check raising SystemExit, one returning NaN and a password in its details, and
     one that never returns: strict JSON, each a problem (or masked), exit 2."""
-    from orchestrator import doctor as doctor_pkg
     from orchestrator.doctor import environment
+    from orchestrator.doctor import run as doctor_run
 
     release = threading.Event()
 
@@ -131,7 +132,7 @@ def test_a_check_that_crashes_or_hangs_still_gives_a_json_report(
     monkeypatch.setattr(environment, "check_python", exits)
     monkeypatch.setattr(environment, "check_disk", nan_and_password)
     monkeypatch.setattr(environment, "check_gpus", hangs)
-    monkeypatch.setattr(doctor_pkg, "CHECK_GRACE_S", 0.5)
+    monkeypatch.setattr(doctor_run, "CHECK_GRACE_S", 0.5)
     try:
         code, out = doctor(capsys, "--json", "--timeout", "0.5", "--check", "python",
                            "--check", "disk", "--check", "gpus")

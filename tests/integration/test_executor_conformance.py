@@ -24,8 +24,10 @@ from pathlib import Path
 
 import pytest
 from executor_factories import PARAMS, ExecutorFactory, factory_for
+from kit.wait import wait_until
 
 from orchestrator.executors import Executor, JobHandle, JobResources, executor_for_job
+from orchestrator.runs.liveness import is_running
 
 SAFETY = 300.0  # seconds; a guard against hangs (Ray and SLURM start jobs slowly)
 PY = sys.executable
@@ -35,14 +37,6 @@ PY = sys.executable
 def factory(request: pytest.FixtureRequest) -> Iterator[ExecutorFactory]:
     with factory_for(request.param) as made:
         yield made
-
-
-def _wait_until(predicate: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + SAFETY
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.05)
 
 
 def _script(code: str) -> tuple[str, ...]:
@@ -58,15 +52,6 @@ def _submit(executor: Executor, run: Path, argv: tuple[str, ...], gpus: int = 0,
             env: dict[str, str] | None = None) -> JobHandle:
     run.mkdir(parents=True, exist_ok=True)
     return executor.submit(argv, env or {}, run, run / "train.log", JobResources(gpus=gpus))
-
-
-def _alive(pid: int) -> bool:
-    """Is ``pid`` a live process (a zombie nobody reaped yet counts as gone)?"""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
-            return fh.read().rsplit(")", 1)[-1].split()[0] not in ("Z", "X")
-    except (FileNotFoundError, ProcessLookupError):
-        return False
 
 
 def _run_all(executor: Executor, jobs: dict[str, Callable[[], JobHandle]]) -> dict[str, int]:
@@ -149,15 +134,15 @@ def test_cancel_stops_the_job_and_what_it_started(factory: ExecutorFactory,
             "os.replace('pids.tmp', 'pids')\n"
             "while True: time.sleep(1)\n")
     job = _submit(executor, run, _script(code))
-    _wait_until(lambda: (run / "pids").exists(), "the job and its child to start")
+    wait_until(lambda: (run / "pids").exists(), "the job and its child to start", timeout=SAFETY)
     pids = [int(p) for p in (run / "pids").read_text().split()]
-    assert all(_alive(pid) for pid in pids)
+    assert all(is_running(pid, None) for pid in pids)
     job.cancel()
     job.cancel()  # idempotent
-    _wait_until(lambda: job.poll() is not None, "the cancelled job to end")
+    wait_until(lambda: job.poll() is not None, "the cancelled job to end", timeout=SAFETY)
     assert job.poll() != 0
-    _wait_until(lambda: not any(_alive(pid) for pid in pids),
-                f"the job's processes {pids} to end after cancel")
+    wait_until(lambda: not any(is_running(pid, None) for pid in pids),
+               f"the job's processes {pids} to end after cancel", timeout=SAFETY)
     job.cancel()  # still a no-op once it has ended
 
 
@@ -218,5 +203,5 @@ def test_capacity_counts_running_jobs_and_impossible_gpu_counts(
     for n in range(factory.capacity):
         (tmp_path / f"run{n}" / "go").touch()
     assert [job.wait(SAFETY) for job in jobs] == [0] * factory.capacity
-    _wait_until(lambda: executor.capacity(0) == factory.capacity,
-                "the ended jobs' slots to be free again")
+    wait_until(lambda: executor.capacity(0) == factory.capacity,
+               "the ended jobs' slots to be free again", timeout=SAFETY)

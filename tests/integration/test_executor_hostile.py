@@ -21,11 +21,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sweep_fixtures import use_home, write_spec
-from typer.testing import CliRunner
+from kit.cli import user_error
+from kit.fake_backend import write_spec
+from kit.home import register_backends, use_home
 
-from orchestrator.backends import BACKENDS
-from orchestrator.cli.executor_options import MAX_OPTIONS_CHARS, parse_executor_options
 from orchestrator.errors import UserInputError
 from orchestrator.executors import (
     EXECUTORS,
@@ -38,6 +37,7 @@ from orchestrator.executors.base import JobResources
 from orchestrator.executors.local import LocalExecutor
 from orchestrator.executors.slurm import SlurmExecutor
 from orchestrator.executors.slurm_script import batch_script
+from orchestrator.sweeps.executor_choice import MAX_OPTIONS_CHARS, parse_executor_options
 
 HOSTILE = ["1e308", "1e309", str(10**30), "nan", "inf", "-inf", "-1", "0", "true", "false",
            "4.5", "0x10", "", " ", "[1, [2, [3]]]", '{"a": {"b": 1}}', "[" * 50 + "]" * 50,
@@ -119,18 +119,16 @@ def test_fuzzed_executor_options_are_refused_at_their_option_or_stay_harmless(
     (["partition=" + "p" * (MAX_OPTIONS_CHARS + 1)], "executor.partition"),
 ])
 def test_kappa_submit_refuses_a_hostile_slurm_option_and_writes_nothing(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pairs: list[str], where: str) -> None:
-    from orchestrator.cli.app import app
-
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        pairs: list[str], where: str) -> None:
     home = use_home(tmp_path / "home", monkeypatch, cli=True)
-    monkeypatch.setitem(BACKENDS, "fake", "sweep_fixtures:FakeBackend")
+    register_backends(monkeypatch)
     spec = write_spec(tmp_path / "s.yaml", SWEEP, seeds=1, steps=1)
     args = ["submit", str(spec), "--executor", "slurm"]
     for pair in pairs:
         args += ["-E", pair]
-    result = CliRunner().invoke(app, args)
-    assert isinstance(result.exception, UserInputError), result.output
-    assert where in {p.location for p in result.exception.problems}
+    error = user_error(capsys, *args)  # exit 2, a UserInputError
+    assert where in {p.location for p in error.problems}
     assert not (home / "runs" / SWEEP).exists()
     registry = home / "registry.db"
     if registry.exists():  # nothing recorded for the sweep

@@ -12,12 +12,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sweep_fixtures import use_home, write_spec
-from test_sweep_cli import kappa
-from typer.testing import CliRunner, Result
+from kit.cli import process, run_kappa
+from kit.fake_backend import write_spec
+from kit.home import use_home
 
 from orchestrator.backends import BACKENDS, get_backend
-from orchestrator.cli.executor_options import parse_executor_options
 from orchestrator.errors import UserInputError
 from orchestrator.executors import (
     EXECUTORS,
@@ -26,6 +25,7 @@ from orchestrator.executors import (
     validate_options,
 )
 from orchestrator.registry import CellState, Registry
+from orchestrator.sweeps.executor_choice import parse_executor_options
 
 # A third party's executor: runs jobs through kappa's local one, under its own job ids.
 PLUGIN = '''
@@ -82,7 +82,7 @@ broken = kappa_inline_missing:Nope
 misnamed = kappa_inline:InlineExecutor
 
 [kappa.backends]
-thirdfake = sweep_fixtures:FakeBackend
+thirdfake = kit.fake_backend:FakeBackend
 """
 
 
@@ -141,17 +141,11 @@ def test_a_broken_plugin_is_named_by_its_entry_point_and_harms_no_other(plugin: 
         executor_name_for_job("broken:1")
 
 
-def _kappa_here(*args: str) -> Result:
-    """``kappa ARGS`` run in this process (the CLI's own code, without a new interpreter)."""
-    from orchestrator.cli.app import app
-
-    return CliRunner().invoke(app, list(args), env={"COLUMNS": "250"})
-
-
-def test_kappa_executors_lists_plugins_and_bad_options_are_located(plugin: Path) -> None:
-    result = _kappa_here("executors", "--json")
-    assert result.exit_code == 0, result.output
-    listing = json.loads(result.stdout)
+def test_kappa_executors_lists_plugins_and_bad_options_are_located(
+        plugin: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    result = run_kappa(capsys, "executors", "--json")
+    assert result.code == 0, result.output
+    listing = json.loads(result.out)
     executors = {e["name"]: e for e in listing["executors"]}
     assert executors["inline"]["distribution"] == "kappa-inline 0.1"
     assert executors["inline"]["job_id_prefix"] == "inline:"
@@ -161,13 +155,14 @@ def test_kappa_executors_lists_plugins_and_bad_options_are_located(plugin: Path)
     assert "ModuleNotFoundError" in executors["broken"]["error"]
     assert {o["name"] for o in executors["ray_jobs"]["options"]} >= {"address", "max_parallel"}
     assert "thirdfake" in {b["name"] for b in listing["backends"]}
-    table = _kappa_here("executors").stdout
+    table = run_kappa(capsys, "executors").out
     assert "inline" in table and "jobs at once" in table and "cannot be loaded" in table
 
-    result = _kappa_here("submit", "nowhere.yaml", "--executor", "inline", "-E", "slots=0",
-                         "-E", "colour=red", "-E", "label=[1")
-    assert isinstance(result.exception, UserInputError)
-    assert {p.location for p in result.exception.problems} == {"executor.label"}  # bad JSON
+    result = run_kappa(capsys, "submit", "nowhere.yaml", "--executor", "inline", "-E", "slots=0",
+                 "-E", "colour=red", "-E", "label=[1")
+    # One problem, executor.label (bad JSON): the other options are judged later.
+    assert result.code == 2 and "(1 problem(s)):\n  - executor.label: " in result.err, \
+        result.err
     with pytest.raises(UserInputError, match="KEY=VALUE"):
         parse_executor_options(["slots"])
 
@@ -176,13 +171,13 @@ def test_a_sweep_runs_on_a_plugin_executor(plugin: Path, tmp_path: Path,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     home = use_home(tmp_path / "home", monkeypatch, cli=True)
     spec = write_spec(tmp_path / "s.yaml", "on-inline", seeds=2, steps=2)
-    proc = kappa("submit", str(spec), "--executor", "inline", "-E", "slots=0", "-E",
-                 "colour=red", "--wait", check=False)
+    proc = process("submit", str(spec), "--executor", "inline", "-E", "slots=0", "-E",
+                 "colour=red", "--wait", code=None)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert "executor.slots" in proc.stderr and "executor.colour" in proc.stderr
     assert not (home / "runs" / "on-inline").exists()  # nothing half-written
 
-    kappa("submit", str(spec), "--executor", "inline", "-E", "slots=2", "-E", "label=lab",
+    process("submit", str(spec), "--executor", "inline", "-E", "slots=2", "-E", "label=lab",
           "--wait")
     with Registry.open() as reg:
         cells = reg.cells("on-inline")
@@ -196,7 +191,7 @@ def test_the_ray_address_shortcut_reaches_ray_jobs_only(plugin: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """``--ray-address`` / ``RAY_ADDRESS`` belong to ray_jobs: a plug-in whose options
     happen to have an ``address`` field must not be handed the Ray cluster's URL."""
-    from orchestrator.cli.sweep_cmd import executor_choice
+    from orchestrator.cli.sweep_options import executor_choice
 
     url = "http://user:s3cret@head:8265"
     monkeypatch.setenv("RAY_ADDRESS", url)

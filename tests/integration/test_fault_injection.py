@@ -1,7 +1,8 @@
 """Fault injection: SIGKILL at random moments of a real sweep, then check nothing was lost.
 
-Each scenario runs a toy sweep (3 cells of the ``faulty`` backend: a real trainer process
-that logs through the real outbox, checkpoints and resumes) with the real ``kappa`` CLI,
+Each scenario runs a toy sweep (3 cells of the fake backend's ``fault`` curve: a real
+trainer process that logs through the real outbox, checkpoints and resumes) with the real
+``kappa`` CLI,
 the local executor, SQLite and MLflow, and SIGKILLs one of
 
 * ``orchestrator``: ``kappa submit --wait`` while it drives the sweep;
@@ -35,8 +36,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from sweep_fault_trainer import final_metrics, step_metrics
-from sweep_fixtures import CLI, use_home
+from kit.fake_trainer import final_metrics, step_metrics
+from kit.home import use_home
+from kit.kappa_main import KAPPA_SCRIPT
 
 from orchestrator.registry import CellState, Registry
 from orchestrator.tracking.outbox import mlflow_key
@@ -58,10 +60,12 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def write_fault_spec(path: Path, steps: int = STEPS, step_seconds: float = 0.08) -> Path:
-    """The sweep ``faults``: CELLS cells (axis ``seed``) of the ``faulty`` backend."""
+    """The sweep ``faults``: CELLS cells (axis ``seed``) of the fake backend, curve
+    ``fault``."""
     path.write_text(
-        "name: faults\nbackend: faulty\nretries: 6\n"
-        f"base:\n  steps: {steps}\n  checkpoint_every: 3\n  step_seconds: {step_seconds}\n"
+        "name: faults\nbackend: fake\nretries: 6\n"
+        f"base:\n  curve: fault\n  steps: {steps}\n  checkpoint_every: 3\n"
+        f"  step_seconds: {step_seconds}\n"
         f"axes:\n  seed: {list(range(CELLS))}\n")
     return path
 
@@ -77,7 +81,7 @@ class Processes:
         log = self.folder / f"kappa-{len(self.logs)}.log"
         self.logs.append(log)
         with open(log, "wb") as out:
-            return subprocess.Popen([sys.executable, str(CLI), *args], stdout=out,
+            return subprocess.Popen([sys.executable, str(KAPPA_SCRIPT), *args], stdout=out,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     env=dict(os.environ), start_new_session=True)
 

@@ -33,6 +33,7 @@ import yaml
 from fuzz_inputs import bomb, config_texts, hostile_texts, spec_bytes, spec_texts
 from hypothesis import HealthCheck, event, given, seed, settings
 from hypothesis import strategies as st
+from kit.cli import kappa
 
 from orchestrator.cli.train_cmd import load_settings
 from orchestrator.errors import UserInputError
@@ -164,21 +165,10 @@ def assert_nothing_written(home: Path) -> None:
 
 
 def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    """``kappa args`` in-process: (exit code, stdout + stderr)."""
-    from orchestrator.cli.app import main
-
-    saved = sys.argv
-    sys.argv = ["kappa", *args]
-    try:
-        with watchdog():
-            main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    finally:
-        sys.argv = saved
-    out, err = capsys.readouterr()
-    return code, out + err
+    """``kappa args`` in-process (:func:`kit.cli.kappa`) within the watchdog: (exit code,
+    stdout + stderr)."""
+    with watchdog():
+        return kappa(capsys, *args)
 
 
 @fuzz(40)

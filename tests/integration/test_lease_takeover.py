@@ -19,13 +19,16 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from kit.fake_backend import write_spec
+from kit.home import completions, launches, seed_mlflow_store
+from kit.kappa_main import KAPPA_SCRIPT
+from kit.wait import wait_until
 from sqlalchemy import select
-from sweep_fixtures import CLI, completions, launches, seed_mlflow_store, write_spec
 
 from orchestrator.registry import CellState, Registry
 from orchestrator.registry.leases import Lease
@@ -47,14 +50,14 @@ class Machine:
     def start(self, *args: str) -> subprocess.Popen[str]:
         """``kappa ARGS`` in the background, its output kept in ``<home>/<name>.out``."""
         out = open(self.home / f"{args[0]}.out", "w")  # noqa: SIM115 (closed by the child's end)
-        return subprocess.Popen([sys.executable, str(CLI), *args], env=self.env, text=True,
+        return subprocess.Popen([sys.executable, str(KAPPA_SCRIPT), *args], env=self.env, text=True,
                                 stdout=out, stderr=subprocess.STDOUT)
 
     def output(self, command: str) -> str:
         return (self.home / f"{command}.out").read_text()
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, str(CLI), *args], env=self.env, text=True,
+        return subprocess.run([sys.executable, str(KAPPA_SCRIPT), *args], env=self.env, text=True,
                               capture_output=True, timeout=SAFETY, check=False)
 
 
@@ -74,7 +77,7 @@ def machines(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[M
                "KAPPA_MLFLOW_URI": f"sqlite:///{tmp_path / 'shared' / 'mlflow.db'}",
                "KAPPA_LEASE_SECONDS": LEASE, "KAPPA_HOST_ID": f"machine-{name}",
                "KAPPA_POLL_INTERVAL": "0.05", "KAPPA_RETRY_BACKOFF": "0.05",
-               "KAPPA_CLI": f"{sys.executable} {CLI}"}
+               "KAPPA_CLI": f"{sys.executable} {KAPPA_SCRIPT}"}
         found.append(Machine(name, home, env))
     yield tuple(found)
     if request.param == "postgres":
@@ -85,14 +88,6 @@ def _seed() -> int:
     seed = int(os.environ.get("KAPPA_TEST_SEED") or random.randrange(1_000_000))
     print(f"KAPPA_TEST_SEED={seed}")
     return seed
-
-
-def _wait_until(predicate: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + SAFETY
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.05)
 
 
 def _lease(url: str) -> Lease | None:
@@ -146,9 +141,10 @@ def test_the_owner_killed_the_other_machine_takes_over_after_expiry(
     spec = write_spec(tmp_path / "s.yaml", SWEEP, seeds=3, steps=3, step_seconds=0.05,
                       hold_at=2)
     first = a.start("submit", str(spec), "--wait", "--max-parallel", "2")
-    _wait_until(lambda: _held_by(url, first.pid), "machine a driving the sweep")
+    wait_until(lambda: _held_by(url, first.pid), "machine a driving the sweep", timeout=SAFETY)
     second = b.start("resume", SWEEP, "--wait", "--max-parallel", "2")
-    _wait_until(lambda: "already being driven" in b.output("resume"), "machine b waiting")
+    wait_until(lambda: "already being driven" in b.output("resume"), "machine b waiting",
+               timeout=SAFETY)
     status = b.run("status", SWEEP, "--json")
     assert status.returncode == 0, status.stderr
     holder = json.loads(status.stdout)["scheduler"]
@@ -190,12 +186,13 @@ def test_a_paused_scheduler_that_lost_its_lease_launches_nothing_more(
     spec = write_spec(tmp_path / "s.yaml", SWEEP, seeds=3, steps=3, step_seconds=0.05,
                       hold_at=2)
     first = a.start("submit", str(spec), "--wait", "--max-parallel", "1")
-    _wait_until(lambda: _held_by(url, first.pid), "machine a driving the sweep")
+    wait_until(lambda: _held_by(url, first.pid), "machine a driving the sweep", timeout=SAFETY)
     first.send_signal(signal.SIGSTOP)
     _let_go(url)
     try:
         second = b.start("resume", SWEEP, "--wait", "--max-parallel", "1")
-        _wait_until(lambda: _held_by(url, second.pid, running=False), "machine b taking over")
+        wait_until(lambda: _held_by(url, second.pid, running=False), "machine b taking over",
+                   timeout=SAFETY)
     finally:
         first.send_signal(signal.SIGCONT)
     assert first.wait(SAFETY) == 1, a.output("submit")

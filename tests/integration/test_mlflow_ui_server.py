@@ -29,11 +29,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sweep_fixtures import BACKEND_ENTRY, seed_mlflow_store
+from kit.home import register_backends, seed_mlflow_store
 
-from orchestrator.backends import BACKENDS
 from orchestrator.registry import Registry
-from orchestrator.scheduler.driver import submit
+from orchestrator.sweeps.driver import submit
 
 SPEC = """\
 name: ui-mini
@@ -144,7 +143,7 @@ def served_sweep(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("KAPPA_HOME", str(home))
         mp.setenv("KAPPA_POLL_INTERVAL", "0.05")
-        mp.setitem(BACKENDS, "fake", BACKEND_ENTRY)
+        register_backends(mp)
         submit(spec, wait=True, max_parallel=2)
     port = _free_port()
     log = home.parent / "mlflow-server.log"

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sweep_fixtures import use_home, write_spec
-from typer.testing import CliRunner
+from kit.cli import user_error
+from kit.fake_backend import write_spec
+from kit.home import register_backends, use_home
 
-from orchestrator.backends import BACKENDS
 from orchestrator.errors import UserInputError
 from orchestrator.executors import validate_options
 from orchestrator.executors.ray_client import RayAddressError
@@ -87,8 +87,8 @@ def test_a_bad_ray_address_variable_is_refused_at_the_option(
      "executor.entrypoint_resources"),
 ])
 def test_kappa_submit_refuses_a_bad_ray_option_before_connecting_and_writes_nothing(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], where: str) -> None:
-    from orchestrator.cli.app import app
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        args: list[str], where: str) -> None:
     from orchestrator.executors import ray_jobs
 
     connected: list[str] = []
@@ -96,13 +96,12 @@ def test_kappa_submit_refuses_a_bad_ray_option_before_connecting_and_writes_noth
                         lambda address, *_: connected.append(address))  # a tripwire
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     home = use_home(tmp_path / "home", monkeypatch, cli=True)
-    monkeypatch.setitem(BACKENDS, "fake", "sweep_fixtures:FakeBackend")
+    register_backends(monkeypatch)
     spec = write_spec(tmp_path / "s.yaml", SWEEP, seeds=1, steps=1)
-    result = CliRunner().invoke(app, ["submit", str(spec), "--executor", "ray_jobs", *args])
-    assert isinstance(result.exception, UserInputError), result.output
-    assert not isinstance(result.exception, RayAddressError), result.exception
-    assert where in {p.location for p in result.exception.problems}
-    assert not connected  # (a UserInputError is exit 2 at the entry point)
+    error = user_error(capsys, "submit", str(spec), "--executor", "ray_jobs", *args)  # exit 2
+    assert not isinstance(error, RayAddressError), error
+    assert where in {p.location for p in error.problems}
+    assert not connected
     assert not (home / "runs" / SWEEP).exists()
     if (home / "registry.db").exists():  # nothing recorded for the sweep
         from orchestrator.registry import Registry

@@ -14,12 +14,8 @@ from ray_head import free_port
 
 from orchestrator.errors import UserInputError
 from orchestrator.executors import EXECUTORS, get_executor
-from orchestrator.executors.ray_jobs import (
-    DEFAULT_ENV,
-    RayJobsError,
-    RayJobsExecutor,
-    is_transient_refusal,
-)
+from orchestrator.executors.ray_client import RayJobsError
+from orchestrator.executors.ray_jobs import DEFAULT_ENV, RayJobsExecutor, is_transient_refusal
 
 
 def test_ray_jobs_is_registered() -> None:

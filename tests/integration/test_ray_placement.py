@@ -19,20 +19,19 @@ import pytest
 
 pytest.importorskip("ray")
 
+from kit.cli import process
+from kit.fake_backend import intervals
+from kit.home import use_home
 from ray_head import WorkerNode, local_ray_cluster
-from ray_placement_fixtures import intervals, most_at_once
-from sweep_fixtures import use_home
-from test_sweep_cli import kappa
 
 from orchestrator.executors import get_executor
 from orchestrator.executors.ray_jobs import RayJobsExecutor
 from orchestrator.registry import CellState, Registry
-from orchestrator.scheduler.driver import submit
+from orchestrator.sweeps.driver import submit
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
 WORKER_CPUS = 2
-BACKENDS = {"spread": "ray_placement_fixtures:SpreadBackend"}
 
 
 @pytest.fixture(scope="module")
@@ -45,15 +44,25 @@ def cluster() -> Iterator[str]:
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    return use_home(tmp_path / "home", monkeypatch, cli=True, backends=BACKENDS)
+    return use_home(tmp_path / "home", monkeypatch, cli=True)
 
 
 def _spec(path: Path, name: str, cells: int, **base: object) -> Path:
-    settings = {"steps": 2, "step_seconds": 1.0, **base}
+    settings = {"steps": 2, "step_seconds": 1.0, "record_intervals": True, **base}
     lines = "".join(f"  {k}: {json.dumps(v)}\n" for k, v in settings.items())
-    path.write_text(f"name: {name}\nbackend: spread\nbase:\n{lines}"
+    path.write_text(f"name: {name}\nbackend: fake\nbase:\n{lines}"
                     f"axes:\n  seed: {list(range(cells))}\n")
     return path
+
+
+def most_at_once(spans: list[tuple[float, float]]) -> int:
+    """The most of ``spans`` that overlap at any moment."""
+    events = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans])
+    now = most = 0
+    for _, step in events:  # an end sorts before a start at the same instant
+        now += step
+        most = max(most, now)
+    return most
 
 
 def _nodes_of_cells(executor: RayJobsExecutor, sweep: str) -> dict[str, tuple[str, Path]]:
@@ -103,26 +112,20 @@ def test_custom_entrypoint_resources_keep_cells_on_one_kind_of_node(
         cluster: str, home: Path, tmp_path: Path) -> None:
     """Through the CLI: ``-E entrypoint_resources=...`` reaches the executor."""
     spec = _spec(tmp_path / "s.yaml", "on-b", cells=3)
-    kappa("submit", str(spec), "--executor", "ray_jobs", "--ray-address", cluster,
-          "-E", 'entrypoint_resources={"node_b": 0.01}', "--wait")
+    process("submit", str(spec), "--executor", "ray_jobs", "--ray-address", cluster,
+            "-E", 'entrypoint_resources={"node_b": 0.01}', "--wait")
     executor = _executor(cluster)
     [node_b] = [n.node_id for n in executor.nodes() if "node_b" in n.resources]
     assert {node for node, _ in _nodes_of_cells(executor, "on-b").values()} == {node_b}
 
 
-def test_a_resubmitted_job_reserves_what_the_first_did(cluster: str, tmp_path: Path) -> None:
+def test_a_job_reserves_its_entrypoint_resources(cluster: str, tmp_path: Path) -> None:
     executor = _executor(cluster, entrypoint_resources={"node_b": 0.01})
     [node_b] = [n.node_id for n in executor.nodes() if "node_b" in n.resources]
     job = executor.submit((sys.executable, "-c", "print('ran')"), {}, tmp_path,
                           tmp_path / "first.log")
     assert job.wait(timeout=300) == 0
-    again = executor.resubmit(job.job_id)  # e.g. after a preemption
-    assert again.wait(timeout=300) == 0
-    for submission in (job.submission_id, again.submission_id):
-        info = executor._client.get_job_info(submission)
-        assert info.driver_node_id == node_b
-        assert json.loads(info.metadata["placement"]) == {
-            "entrypoint_num_cpus": 1.0, "entrypoint_resources": {"node_b": 0.01}}
+    assert executor._client.get_job_info(job.submission_id).driver_node_id == node_b
 
 
 def test_secrets_stay_out_of_the_runtime_env_the_dashboard_shows(
@@ -155,8 +158,8 @@ def test_a_cell_the_cluster_can_never_hold_is_refused_at_submit(
     spec = _spec(tmp_path / "s.yaml", "too-big", cells=2, **settings)
     before = sorted(p.name for p in home.iterdir())
     for wait in ((), ("--wait",)):
-        proc = kappa("submit", str(spec), "--executor", "ray_jobs", "--ray-address", cluster,
-                     *wait, check=False)
+        proc = process("submit", str(spec), "--executor", "ray_jobs", "--ray-address",
+                       cluster, *wait, code=None)
         assert proc.returncode == 2, proc.stdout + proc.stderr
         assert says in proc.stderr, proc.stderr
         assert "2 cell(s) could never start on the ray_jobs executor" in proc.stderr

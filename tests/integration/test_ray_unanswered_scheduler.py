@@ -7,13 +7,14 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
-from sweep_fixtures import BACKEND_ENTRY, use_home, write_spec
+from kit.fake_backend import write_spec
+from kit.home import use_home
 
 from orchestrator.executors.base import JobResources
 from orchestrator.executors.local import LocalExecutor, LocalJob
-from orchestrator.executors.ray_jobs import RayJobsError, RayUnreachableError
+from orchestrator.executors.ray_client import RayJobsError, RayUnreachableError
 from orchestrator.registry import CellState, Registry
-from orchestrator.scheduler.driver import submit
+from orchestrator.sweeps.driver import submit
 
 
 class Unanswered(LocalExecutor):
@@ -33,7 +34,7 @@ class Unanswered(LocalExecutor):
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    return use_home(tmp_path / "home", monkeypatch, backends={"fake": BACKEND_ENTRY})
+    return use_home(tmp_path / "home", monkeypatch)
 
 
 def test_an_unanswered_submit_is_not_charged(home: Path, tmp_path: Path) -> None:

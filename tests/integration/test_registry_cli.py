@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from kit.cli import run_kappa
 from sqlalchemy import text
 
 from orchestrator.registry import Registry, head_revision
@@ -27,23 +28,6 @@ def kappa_process(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
         timeout=300,
         check=False,
     )
-
-
-def kappa(
-    *args: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> tuple[int, str, str]:
-    """Run ``kappa`` in this process through the same ``main()`` the console script uses."""
-    from orchestrator.cli.app import main
-
-    monkeypatch.setattr(sys, "argv", ["kappa", *args])
-    capsys.readouterr()
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture
@@ -76,25 +60,15 @@ def test_db_commands_in_process(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("KAPPA_HOME", str(tmp_path))
-    code, out, _ = kappa(
-        "db", "current", "--registry", old_registry, capsys=capsys, monkeypatch=monkeypatch
-    )
+    code, out, _ = run_kappa(capsys, "db", "current", "--registry", old_registry)
     assert code == 0 and "0001_initial" in out and "outdated" in out
-    code, _, err = kappa(
-        "db", "check", "--registry", old_registry, capsys=capsys, monkeypatch=monkeypatch
-    )
+    code, _, err = run_kappa(capsys, "db", "check", "--registry", old_registry)
     assert code == 2 and "kappa db upgrade --registry" in err
-    code, out, _ = kappa(
-        "db", "upgrade", "--registry", old_registry, capsys=capsys, monkeypatch=monkeypatch
-    )
+    code, out, _ = run_kappa(capsys, "db", "upgrade", "--registry", old_registry)
     assert code == 0 and f"-> {HEAD_REVISION}" in out
-    code, out, _ = kappa(
-        "db", "upgrade", "--registry", old_registry, capsys=capsys, monkeypatch=monkeypatch
-    )
+    code, out, _ = run_kappa(capsys, "db", "upgrade", "--registry", old_registry)
     assert code == 0 and "already at revision" in out
-    code, out, _ = kappa(
-        "db", "check", "--registry", old_registry, capsys=capsys, monkeypatch=monkeypatch
-    )
+    code, out, _ = run_kappa(capsys, "db", "check", "--registry", old_registry)
     assert code == 0 and out.strip().endswith(": ok")
 
 
@@ -104,13 +78,13 @@ def test_registry_from_environment_and_default_location(
     home = tmp_path / "state"
     monkeypatch.setenv("KAPPA_HOME", str(home))
     monkeypatch.delenv("KAPPA_REGISTRY", raising=False)
-    code, out, err = kappa("db", "upgrade", capsys=capsys, monkeypatch=monkeypatch)
+    code, out, err = run_kappa(capsys, "db", "upgrade")
     assert code == 0, err
     assert "(empty) ->" in out
     assert (home / "registry.db").exists()
     monkeypatch.setenv("KAPPA_HOME", str(tmp_path / "elsewhere"))
     monkeypatch.setenv("KAPPA_REGISTRY", f"sqlite:///{home / 'registry.db'}")
-    code, out, _ = kappa("db", "current", capsys=capsys, monkeypatch=monkeypatch)
+    code, out, _ = run_kappa(capsys, "db", "current")
     assert code == 0 and "up to date" in out
 
 
@@ -125,8 +99,6 @@ def test_newer_registry_is_a_user_error(
         conn.execute(text("UPDATE alembic_version SET version_num = '9999_future'"))
     engine.dispose()
     for command in ("check", "upgrade"):
-        code, _, err = kappa(
-            "db", command, "--registry", url, capsys=capsys, monkeypatch=monkeypatch
-        )
+        code, _, err = run_kappa(capsys, "db", command, "--registry", url)
         assert code == 2, (command, err)
         assert "newer kappa" in err

@@ -24,11 +24,10 @@ MLFLOW_UI = "http://127.0.0.1:5000"
 def _stored_sweep(home: Path) -> str:
     """The toy Table 2 sweep in a real registry: 10 succeeded, 1 failed, 1 running."""
     registry = pytest.importorskip("orchestrator.registry")
-    from orchestrator.grid import expand
-    from orchestrator.spec import load_spec
+    from orchestrator.grid.plan import load_plan
 
-    spec = load_spec(TOY_SPEC)
-    grid = expand(spec)
+    planned = load_plan(TOY_SPEC)
+    spec, grid = planned.spec, planned.grid
     state = registry.CellState
     fake = {c.cell_id: c for c in synthetic_cells(spec.name, seeds=(0,))}
     with registry.Registry.open() as reg:
@@ -37,6 +36,7 @@ def _stored_sweep(home: Path) -> str:
             backend=spec.backend,
             spec_text=TOY_SPEC.read_text(),
             mlflow_experiment_id="7",
+            plan=planned.sweep_plan().to_json(),
         )
         reg.add_cells(spec.name, grid.cells)
         for i, cell in enumerate(grid.cells):

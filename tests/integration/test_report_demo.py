@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from sweep_fixtures import CLI, seed_mlflow_store
+from kit.home import seed_mlflow_store
+from kit.kappa_main import KAPPA_SCRIPT
 
 from orchestrator.analysis.tables.labels import default_metric_glob
 from orchestrator.cli.demo_report import demo_table_spec
@@ -33,7 +34,8 @@ def test_demo_prints_the_ablation_table_and_writes_the_report(
     spec.write_text(SPEC)
     env = {**os.environ, "KAPPA_HOME": str(home), "KAPPA_POLL_INTERVAL": "0.05",
            "COLUMNS": "200"}
-    proc = subprocess.run([sys.executable, str(CLI), "demo", str(spec), "--max-parallel", "2"],
+    proc = subprocess.run([sys.executable, str(KAPPA_SCRIPT), "demo", str(spec),
+                           "--max-parallel", "2"],
                           capture_output=True, text=True, timeout=300, env=env, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout

@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
+from kit.cells import make_cell
 
 from orchestrator.analysis.curves import load_curves
 from orchestrator.analysis.sources import results
-
-
-@dataclass(frozen=True)
-class _Cell:
-    cell_id: str
-    index: int
-    axes: dict[str, Any]
-    settings: dict[str, Any] = field(default_factory=dict)
-    labels: dict[str, Any] = field(default_factory=dict)
 
 
 def test_final_metrics_and_history_come_from_mlflow(
@@ -44,7 +34,7 @@ def test_final_metrics_and_history_come_from_mlflow(
     state = registry.CellState
     with registry.Registry.open() as reg:
         reg.upsert_sweep("m", backend="verl", spec_text="name: m\n")
-        reg.add_cells("m", [_Cell("c0", 0, {"seed": 0})])
+        reg.add_cells("m", [make_cell("c0", 0, {"seed": 0})])
         reg.update_cell(("m", "c0"), mlflow_run_id=run_id)  # no run_dir: a remote run
         assert reg.transition(("m", "c0"), state.PENDING, state.QUEUED)
         assert reg.start_attempt(("m", "c0")) is not None

@@ -1,5 +1,6 @@
 """Adaptive search through the real scheduler: real SQLite registry with Optuna's storage
-beside it, real MLflow store, real trial processes (search_fixtures.py)."""
+beside it, real MLflow store, real trial processes (the fake backend's
+``search`` curve, tests/kit/fake_backend.py)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from search_fixtures import CLI, METRIC, SEARCH_ENTRY, search_spec
-from sweep_fixtures import use_home
+from kit.cli import kappa, process, run_kappa
+from kit.fake_backend import SEARCH_METRIC, search_spec
+from kit.home import use_home
+from kit.kappa_main import KAPPA_SCRIPT
 
 from orchestrator.registry import CellState, Registry
 
@@ -24,36 +27,25 @@ SAFETY = 180  # seconds; a guard against hangs, not a speed assertion
 SPACE = f"""  space:
     x: {{uniform: [0.0, 1.0]}}
     shape: {{categorical: [a, b]}}
-  objective: {{metric: {METRIC}, direction: maximize}}
+  objective: {{metric: {SEARCH_METRIC}, direction: maximize}}
 """
 
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    return use_home(tmp_path / "home", monkeypatch, backends={"searchfake": SEARCH_ENTRY})
+    return use_home(tmp_path / "home", monkeypatch)
 
 
 def _kappa(*args: str) -> tuple[int, str]:
-    """The real CLI in a process (the test backend registered), its code and output."""
-    proc = subprocess.run([sys.executable, str(CLI), *args], capture_output=True, text=True,
-                          timeout=SAFETY, env=os.environ.copy())
+    """The real CLI in a process (the fake backends registered), its code and output."""
+    proc = process(*args, code=None, timeout=SAFETY)
     return proc.returncode, proc.stdout + proc.stderr
-
-
-def _cli(*args: str) -> tuple[int, str]:
-    """The real CLI in this process (cheaper than a process per command)."""
-    from typer.testing import CliRunner
-
-    from orchestrator.cli.app import app
-
-    result = CliRunner().invoke(app, list(args))
-    return result.exit_code, result.output
 
 
 def _trials(sweep: str) -> dict[str, list[tuple[int, str, float | None]]]:
     import optuna
 
-    from orchestrator.scheduler.search_storage import open_storage
+    from orchestrator.search.storage import open_storage
 
     with Registry.open() as reg:
         storage = open_storage(reg.engine)
@@ -64,10 +56,11 @@ def _trials(sweep: str) -> dict[str, list[tuple[int, str, float | None]]]:
                 if s.study_name.startswith(sweep)}
 
 
-def test_search_runs_trials_as_cells_one_study_per_axis_value(home: Path) -> None:
+def test_search_runs_trials_as_cells_one_study_per_axis_value(
+        home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec = search_spec(home.parent / "s.yaml", "srch", SPACE + "  trials: 3\n  parallel: 2\n"
                        "  seed: 3\n", axes="{baseline: [grpo, dapo]}", steps=3)
-    code, out = _cli("search", str(spec), "--wait")
+    code, out = kappa(capsys, "search", str(spec), "--wait")
     assert code == 0, out
     studies = _trials("srch")
     assert set(studies) == {"srch[baseline=grpo]", "srch[baseline=dapo]"}
@@ -82,7 +75,7 @@ def test_search_runs_trials_as_cells_one_study_per_axis_value(home: Path) -> Non
         assert sorted(mine) == [0, 1, 2]
         for number, _, value in trials:  # told the cell's final objective
             cell = mine[number]
-            assert value == (cell.final_metrics or {})[METRIC]
+            assert value == (cell.final_metrics or {})[SEARCH_METRIC]
             assert cell.axes["baseline"] == name.split("=")[1].rstrip("]")
             assert set(cell.axes) == {"baseline", "x", "shape"}
     # Optuna's tables are beside the registry, never in it (alembic_version would clash).
@@ -96,20 +89,20 @@ def test_search_runs_trials_as_cells_one_study_per_axis_value(home: Path) -> Non
     assert run.data.tags["kappa.study"] == "srch[baseline=grpo]"
     assert run.data.tags["kappa.trial"] == "0"
     assert sweep.mlflow_parent_run_id
-    code, out = _cli("status", "srch")
+    code, out = kappa(capsys, "status", "srch")
     assert code == 0 and "srch[baseline=grpo]: 3/3 trials — 3 done — best" in out, out
-    code, out = _cli("status", "srch", "--json")
+    code, out, _ = run_kappa(capsys, "status", "srch", "--json")
     data = json.loads(out)
     assert [s["complete"] for s in data["studies"]] == [3, 3]
-    code, out = _cli("table", "srch")
+    code, out = kappa(capsys, "table", "srch")
     assert code == 0 and "| study | best trial | val/score | x | shape |" in out, out
     assert "srch[baseline=dapo]" in out
-    code, out = _cli("export", "srch", "-f", "json")
+    code, out, _ = run_kappa(capsys, "export", "srch", "-f", "json")
     rows = json.loads(out)
     assert sorted(r["trial.number"] for r in rows) == [0, 0, 1, 1, 2, 2]
     assert {r["trial.state"] for r in rows} == {"COMPLETE"}
     report = home.parent / "report.html"
-    code, out = _cli("report", "srch", "-o", str(report))
+    code, out = kappa(capsys, "report", "srch", "-o", str(report))
     text = report.read_text()
     assert code == 0 and "Search (Optuna)" in text and "optimization history" in text, out
 
@@ -131,7 +124,7 @@ def test_a_killed_search_resumes_without_losing_or_repeating_trials(home: Path) 
     rng = random.Random(seed)
     spec = search_spec(home.parent / "s.yaml", "killed", SPACE + "  trials: 7\n  parallel: 2\n"
                        "  sampler: random\n  seed: 1\n", steps=4, step_seconds=0.05)
-    proc = subprocess.Popen([sys.executable, str(CLI), "search", str(spec), "--wait"],
+    proc = subprocess.Popen([sys.executable, str(KAPPA_SCRIPT), "search", str(spec), "--wait"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env=os.environ.copy())
     _wait_for_first_trial(home, "killed", proc)
@@ -152,7 +145,7 @@ def test_a_killed_search_resumes_without_losing_or_repeating_trials(home: Path) 
 def test_the_median_pruner_stops_poor_trials_like_a_stopping_rule(home: Path) -> None:
     spec = search_spec(home.parent / "s.yaml", "pruned", """  space:
     x: {categorical: [0.3, 0.31, 0.32, 0.95, 0.97, 1.0]}
-""" + f"  objective: {{metric: {METRIC}}}\n  trials: 6\n  parallel: 1\n  sampler: grid\n"
+""" + f"  objective: {{metric: {SEARCH_METRIC}}}\n  trials: 6\n  parallel: 1\n  sampler: grid\n"
                        "  seed: 0\n  pruner: median\n", steps=30, step_seconds=0.03)
     code, out = _kappa("search", str(spec), "--wait")
     assert code == 0, out
@@ -183,14 +176,15 @@ def test_bad_input_exits_2_and_writes_nothing(home: Path, tmp_path: Path) -> Non
     assert "Traceback" not in out
     assert sorted(p.name for p in home.iterdir()) == before  # no registry, no studies
     plain = tmp_path / "plain.yaml"
-    plain.write_text("name: plain\nbackend: searchfake\nbase: {steps: 2}\n")
+    plain.write_text("name: plain\nbackend: fake\nbase: {curve: search, steps: 2}\n")
     code, out = _kappa("search", str(plain))
     assert code == 2 and "no search: block" in out, out
 
 
 def test_a_metric_no_trial_logs_fails_the_study(home: Path) -> None:
-    spec = search_spec(home.parent / "s.yaml", "nometric", SPACE.replace(METRIC, "val/nope")
-                       + "  trials: 6\n  parallel: 1\n", steps=2)
+    spec = search_spec(home.parent / "s.yaml", "nometric",
+                       SPACE.replace(SEARCH_METRIC, "val/nope") + "  trials: 6\n  parallel: 1\n",
+                       steps=2)
     code, out = _kappa("search", str(spec), "--wait")
     assert code == 2 and "never logged the objective metric 'val/nope'" in out, out
     assert "val/score" in out  # what it does log
@@ -206,12 +200,13 @@ def _by_trial(sweep: str) -> dict[int, Any]:
     return {c.labels["kappa.trial"]: c for c in cells}
 
 
-def test_objective_at_best_is_the_best_logged_value_not_the_final(home: Path) -> None:
+def test_objective_at_best_is_the_best_logged_value_not_the_final(
+        home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec = search_spec(home.parent / "s.yaml", "atbest", """  space:
     x: {categorical: [0.3, 0.6]}
-""" + f"  objective: {{metric: {METRIC}, at: best}}\n  trials: 2\n  sampler: grid\n"
+""" + f"  objective: {{metric: {SEARCH_METRIC}, at: best}}\n  trials: 2\n  sampler: grid\n"
                        "  seed: 0\n", steps=6, fall_after=3)
-    code, out = _cli("search", str(spec), "--wait")
+    code, out = kappa(capsys, "search", str(spec), "--wait")
     assert code == 0, out
     (trials,) = _trials("atbest").values()
     cells = _by_trial("atbest")
@@ -219,9 +214,9 @@ def test_objective_at_best_is_the_best_logged_value_not_the_final(home: Path) ->
     for number, state, value in trials:
         cell = cells[number]
         lines = (Path(cell.run_dir or "") / "metrics.jsonl").read_text().splitlines()
-        history = [json.loads(line)["metrics"][METRIC] for line in lines]
+        history = [json.loads(line)["metrics"][SEARCH_METRIC] for line in lines]
         assert state == "COMPLETE" and value == max(history), (value, history)
-        assert value > (cell.final_metrics or {})[METRIC]  # the run fell after its peak
+        assert value > (cell.final_metrics or {})[SEARCH_METRIC]  # the run fell after its peak
 
 
 def test_a_cancelled_search_resubmitted_continues_its_trials(home: Path) -> None:
@@ -234,7 +229,7 @@ def test_a_cancelled_search_resubmitted_continues_its_trials(home: Path) -> None
     spec = search_spec(home.parent / "s.yaml", "cancelled", SPACE + "  trials: 5\n"
                        "  parallel: 2\n  sampler: random\n  seed: 1\n", steps=20,
                        step_seconds=0.05, hold_while=str(hold))
-    proc = subprocess.Popen([sys.executable, str(CLI), "search", str(spec), "--wait"],
+    proc = subprocess.Popen([sys.executable, str(KAPPA_SCRIPT), "search", str(spec), "--wait"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env=os.environ.copy())
     _wait_for_first_trial(home, "cancelled", proc)
@@ -261,7 +256,7 @@ def test_a_cancelled_search_resubmitted_continues_its_trials(home: Path) -> None
 def _halving_spec(home: Path, name: str, pruner: str) -> Path:
     return search_spec(home.parent / "s.yaml", name, """  space:
     x: {categorical: [0.3, 0.31, 0.32, 0.9, 0.95, 0.97, 1.0, 0.6, 0.5]}
-""" + f"  objective: {{metric: {METRIC}}}\n  trials: 9\n  parallel: 1\n  sampler: grid\n"
+""" + f"  objective: {{metric: {SEARCH_METRIC}}}\n  trials: 9\n  parallel: 1\n  sampler: grid\n"
                        f"  seed: 0\n  pruner: {pruner}\n", steps=12, step_seconds=0.05)
 
 

@@ -9,12 +9,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from search_fixtures import METRIC, SEARCH_ENTRY, search_spec
-from sweep_fixtures import seed_mlflow_store
+from kit.cli import run_kappa
+from kit.fake_backend import SEARCH_METRIC, search_spec
+from kit.home import register_backends, seed_mlflow_store
+from kit.kappa_main import KAPPA_SCRIPT
 
-from orchestrator.backends import BACKENDS
 from orchestrator.registry import CellState, Registry
-from orchestrator.scheduler.search_storage import OPTUNA_SCHEMA
+from orchestrator.search.storage import OPTUNA_SCHEMA
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "registry"))
 from kappa_pg_server import PgServer
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.postgres
 SPACE = f"""  space:
     x: {{uniform: [0.0, 1.0]}}
     shape: {{categorical: [a, b]}}
-  objective: {{metric: {METRIC}, direction: maximize}}
+  objective: {{metric: {SEARCH_METRIC}, direction: maximize}}
 """
 
 
@@ -37,7 +38,7 @@ def pg_home(pg_server: PgServer, tmp_path: Path,
     monkeypatch.setenv("KAPPA_HOME", str(home))
     monkeypatch.setenv("KAPPA_REGISTRY", url)
     monkeypatch.setenv("KAPPA_POLL_INTERVAL", "0.05")
-    monkeypatch.setitem(BACKENDS, "searchfake", SEARCH_ENTRY)
+    register_backends(monkeypatch)
     try:
         yield home, url
     finally:
@@ -64,11 +65,8 @@ def _tables(url: str) -> dict[str, set[str]]:
 
 
 def test_a_search_on_postgres_keeps_optuna_in_its_own_schema(
-        pg_home: tuple[Path, str], pg_server: PgServer) -> None:
-    from typer.testing import CliRunner
-
-    from orchestrator.cli.app import app
-
+        pg_home: tuple[Path, str], pg_server: PgServer,
+        capsys: pytest.CaptureFixture[str]) -> None:
     home, url = pg_home
     # What the registry alone creates, on a database of its own: the reference.
     reference_url = pg_server.create_database()
@@ -79,8 +77,8 @@ def test_a_search_on_postgres_keeps_optuna_in_its_own_schema(
         pg_server.drop_database(reference_url)
     spec = search_spec(home.parent / "s.yaml", "pgsearch", SPACE + "  trials: 3\n"
                        "  parallel: 2\n  seed: 0\n", steps=3)
-    result = CliRunner().invoke(app, ["search", str(spec), "--wait"])
-    assert result.exit_code == 0, result.output
+    ran = run_kappa(capsys, "search", str(spec), "--wait")
+    assert ran.code == 0, ran.output
     tables = _tables(url)
     assert {"studies", "trials", "trial_params", "trial_values",
             "alembic_version"} <= tables[OPTUNA_SCHEMA]
@@ -88,7 +86,7 @@ def test_a_search_on_postgres_keeps_optuna_in_its_own_schema(
     assert tables["revision"] == reference["revision"]  # its migration stamp untouched
     import optuna
 
-    from orchestrator.scheduler.search_storage import open_storage
+    from orchestrator.search.storage import open_storage
 
     with Registry.open() as reg:
         cells = reg.cells("pgsearch")
@@ -111,16 +109,16 @@ def test_two_machines_share_one_study_through_a_postgres_registry(
     import subprocess
 
     import optuna
-    from search_fixtures import CLI
 
-    from orchestrator.scheduler.search_storage import open_storage
+    from orchestrator.search.storage import open_storage
 
     home, _url = pg_home
     other = tmp_path / "other-home"
     seed_mlflow_store(other)
     spec = search_spec(tmp_path / "s.yaml", "shared", SPACE + "  trials: 8\n  parallel: 2\n"
                        "  sampler: random\n  seed: 0\n", steps=6, step_seconds=0.05)
-    procs = [subprocess.Popen([sys.executable, str(CLI), "search", str(spec), "--wait"],
+    procs = [subprocess.Popen([sys.executable, str(KAPPA_SCRIPT), "search", str(spec),
+                               "--wait"],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               env={**os.environ, "KAPPA_HOME": str(h)})
              for h in (home, other)]

@@ -9,7 +9,6 @@ afterwards nothing kappa printed or logged contains it.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -17,7 +16,10 @@ import uuid
 from pathlib import Path
 
 import pytest
-from sweep_fixtures import CLI, seed_mlflow_store, write_spec
+from kit.cli import process
+from kit.fake_backend import write_spec
+from kit.home import seed_mlflow_store
+from kit.kappa_main import KAPPA_SCRIPT
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "registry"))
 from kappa_pg_server import PgServer
@@ -29,11 +31,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.slow]  # ~50 s: a server and a r
 
 
 def _kappa(*args: str, check: bool = True, **env: str) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, str(CLI), *args], capture_output=True, text=True,
-                          timeout=SAFETY, check=False, env={**os.environ, **env})
-    if check and proc.returncode != 0:
-        raise AssertionError(f"kappa {args} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
-    return proc
+    return process(*args, code=0 if check else None, timeout=SAFETY, env=env)
 
 
 def _command_lines_with(needle: bytes) -> list[str]:
@@ -57,7 +55,7 @@ def test_password_stays_off_command_lines_logs_and_output(
     seed_mlflow_store(home)
     monkeypatch.setenv("KAPPA_HOME", str(home))
     monkeypatch.setenv("KAPPA_POLL_INTERVAL", "0.05")
-    monkeypatch.setenv("KAPPA_CLI", f"{sys.executable} {CLI}")
+    monkeypatch.setenv("KAPPA_CLI", f"{sys.executable} {KAPPA_SCRIPT}")
     url = pg_server.create_database().replace("://kappa@", f"://kappa:{SECRET}@")
     outputs: list[str] = []
 

@@ -23,9 +23,13 @@ import time
 from pathlib import Path
 
 import pytest
+from kit.cli import process
+from kit.fake_backend import write_spec
+from kit.home import launches, use_home
+from kit.kappa_main import KAPPA_SCRIPT
+from kit.wait import wait_until
 from slurm_cluster import LocalSlurm, slurm_cluster_fixture  # noqa: F401 (fixture)
-from sweep_fixtures import CLI, launches, use_home, write_spec
-from test_slurm_sweep import SAFETY, kappa, running_cells, slurm_state, wait_until
+from test_slurm_sweep import SAFETY, running_cells, slurm_state
 
 from orchestrator.registry import CellState, Registry
 
@@ -60,7 +64,7 @@ def _kill_at_submit(home: Path, tmp_path: Path, seed: int) -> None:
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
            "HANG_AT": str(hang_at), "HANG_WHEN": when}
     submitter = subprocess.Popen(
-        [sys.executable, str(CLI), "submit", str(spec), "--executor", "slurm", "--wait",
+        [sys.executable, str(KAPPA_SCRIPT), "submit", str(spec), "--executor", "slurm", "--wait",
          "--max-parallel", "1"], env=env, stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL, start_new_session=True)
     try:
@@ -69,7 +73,7 @@ def _kill_at_submit(home: Path, tmp_path: Path, seed: int) -> None:
         os.killpg(submitter.pid, signal.SIGKILL)
         submitter.wait(SAFETY)
 
-    kappa("resume", sweep, "--wait")  # the real sbatch: nothing is held now
+    process("resume", sweep, "--wait")  # the real sbatch: nothing is held now
     with Registry.open() as reg:
         states = {c.cell_id: c.state for c in reg.cells(sweep)}
     assert set(states.values()) == {CellState.SUCCEEDED}, states
@@ -108,20 +112,20 @@ def _cancel_killing_the_scheduler(home: Path, tmp_path: Path, seed: int) -> None
     sweep = f"kill-cancel-{seed % 10000}"
     spec = write_spec(tmp_path / "s.yaml", sweep, seeds=2, steps=3, hold_at=2)
     scheduler = subprocess.Popen(
-        [sys.executable, str(CLI), "submit", str(spec), "--executor", "slurm", "--wait"],
+        [sys.executable, str(KAPPA_SCRIPT), "submit", str(spec), "--executor", "slurm", "--wait"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         wait_until(lambda: len(running_cells(sweep, 1)) == 2, "two SLURM jobs at step 1")
         with Registry.open() as reg:
             jobs = [c.job_id or "" for c in reg.cells(sweep)]
-        canceller = subprocess.Popen([sys.executable, str(CLI), "cancel", sweep],
+        canceller = subprocess.Popen([sys.executable, str(KAPPA_SCRIPT), "cancel", sweep],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(delay)  # a seeded moment, not a timing assertion
     finally:
         os.killpg(scheduler.pid, signal.SIGKILL)
         scheduler.wait(SAFETY)
     canceller.wait(SAFETY)
-    kappa("resume", sweep, "--wait", code=1)  # cancelled cells: not all succeeded
+    process("resume", sweep, "--wait", code=1)  # cancelled cells: not all succeeded
     with Registry.open() as reg:
         states = {c.cell_id: c.state for c in reg.cells(sweep)}
     assert set(states.values()) == {CellState.CANCELLED}, states
@@ -146,8 +150,8 @@ def test_four_submits_of_different_specs_at_once(home: Path, tmp_path: Path) -> 
     for i in range(4):
         spec = write_spec(tmp_path / f"s{i}.yaml", f"together-{i}", seeds=3, steps=2)
         procs.append(subprocess.Popen(
-            [sys.executable, str(CLI), "submit", str(spec), "--executor", "slurm", "--wait",
-             "-E", "max_parallel=2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            [sys.executable, str(KAPPA_SCRIPT), "submit", str(spec), "--executor", "slurm",
+             "--wait", "-E", "max_parallel=2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True))
     for proc in procs:
         out, err = proc.communicate(timeout=SAFETY * 2)

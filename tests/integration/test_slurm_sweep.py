@@ -1,9 +1,9 @@
 """A toy sweep on a real SLURM through ``kappa submit --executor slurm``.
 
-The fake test backend (sweep_fixtures.py: a small process that checkpoints every step
-and can park before a step until ``<run_dir>/go`` exists) runs as SLURM batch jobs on
+The fake test backend (tests/kit/fake_backend.py: a small process that checkpoints every
+step and can park before a step until ``<run_dir>/go`` exists) runs as SLURM batch jobs on
 the local one-node cluster (slurm_cluster.py); the commands are real ``kappa`` processes
-(sweep_cli.py), the registry SQLite, MLflow a real store.
+(tests/kit/kappa_main.py), the registry SQLite, MLflow a real store.
 """
 
 from __future__ import annotations
@@ -12,12 +12,15 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from kit.cli import process
+from kit.fake_backend import write_spec
+from kit.home import completions, launches, use_home
+from kit.kappa_main import KAPPA_SCRIPT
+from kit.wait import wait_until
 from slurm_cluster import LocalSlurm, slurm_cluster_fixture  # noqa: F401 (fixture)
-from sweep_fixtures import CLI, completions, launches, use_home, write_spec
 
 from orchestrator.registry import CellState, Registry
 
@@ -27,21 +30,6 @@ SAFETY = 180  # seconds; a guard against hangs, not a speed assertion
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slurm_cluster: LocalSlurm) -> Path:
     return use_home(tmp_path / "home", monkeypatch, cli=True)
-
-
-def kappa(*args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, str(CLI), *args], capture_output=True, text=True,
-                          timeout=SAFETY, check=False, env=dict(os.environ))
-    assert proc.returncode == code, f"kappa {' '.join(args)}: {proc.stdout}\n{proc.stderr}"
-    return proc
-
-
-def wait_until(predicate: object, what: str) -> None:
-    deadline = time.monotonic() + SAFETY
-    while not predicate():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.1)
 
 
 def running_cells(sweep: str, step: int) -> list[str]:
@@ -67,7 +55,7 @@ def test_kill_the_orchestrator_cancel_a_cell_then_resume_reattaches_the_slurm_jo
     spec = write_spec(tmp_path / "s.yaml", "on-slurm", seeds=3, steps=3, hold_at=2)
     # Each cell runs step 1 as a SLURM job, then parks before step 2 until <run>/go.
     orchestrator = subprocess.Popen(
-        [sys.executable, str(CLI), "submit", str(spec), "--executor", "slurm", "--wait",
+        [sys.executable, str(KAPPA_SCRIPT), "submit", str(spec), "--executor", "slurm", "--wait",
          "--max-parallel", "3"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     wait_until(lambda: len(running_cells("on-slurm", 1)) == 3, "three SLURM jobs at step 1")
@@ -78,13 +66,13 @@ def test_kill_the_orchestrator_cancel_a_cell_then_resume_reattaches_the_slurm_jo
     assert [slurm_state(job) for job in parked.values()] == ["RUNNING"] * 3
     # With no scheduler around, `kappa cancel` stops one cell's job itself (scancel).
     victim = sorted(parked)[0]
-    assert "cancelled 1 cell" in kappa("cancel", victim).stdout
+    assert "cancelled 1 cell" in process("cancel", victim).stdout
     assert slurm_state(parked[victim]) == "CANCELLED"
     for cell_id in parked:
         (home / "runs" / "on-slurm" / cell_id / "go").touch()
 
     # The executor comes from the registry; exit 1: not every cell succeeded.
-    out = kappa("resume", "on-slurm", "--wait", code=1).stdout
+    out = process("resume", "on-slurm", "--wait", code=1).stdout
     assert "2 succeeded · 1 cancelled" in out
 
     with Registry.open() as reg:
@@ -110,7 +98,7 @@ def test_a_preempted_cell_is_retried_and_resumes_from_its_checkpoint(
     # The cell's job holds every (fake) GPU in the partition whose jobs can be preempted.
     gpus = slurm_cluster.fake_gpus
     orchestrator = subprocess.Popen(
-        [sys.executable, str(CLI), "submit", str(spec), "--executor", "slurm", "--wait",
+        [sys.executable, str(KAPPA_SCRIPT), "submit", str(spec), "--executor", "slurm", "--wait",
          "-E", f"partition={slurm_cluster.preemptible_partition}",
          "-E", f"sbatch_args=--gres=gpu:{gpus}"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)

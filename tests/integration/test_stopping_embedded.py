@@ -11,11 +11,11 @@ import json
 from pathlib import Path
 
 import pytest
-from sweep_fixtures import seed_mlflow_store
+from kit.home import seed_mlflow_store
 from typer.testing import CliRunner
 
 from orchestrator.registry import CellState, Registry
-from orchestrator.scheduler.driver import resume, submit
+from orchestrator.sweeps.driver import resume, submit
 
 TINY = """\
 name: {name}

@@ -1,6 +1,7 @@
 """Stopping rules and the GPU-hours cap through the real scheduler, in process: real
-SQLite registry, real MLflow store, real processes (the scripted backend of
-stopping_fixtures.py). The embedded trainer's own tests are in test_stopping_embedded.py.
+SQLite registry, real MLflow store, real processes (the fake backend's scripted
+``stop`` curve, tests/kit/fake_backend.py). The embedded trainer's own tests are in
+test_stopping_embedded.py.
 """
 
 from __future__ import annotations
@@ -10,18 +11,19 @@ import time
 from pathlib import Path
 
 import pytest
-from stopping_fixtures import BACKEND_ENTRY, DEAF_ENTRY, stop_spec
-from sweep_fixtures import use_home
-from typer.testing import CliRunner
+from kit.cli import run_kappa
+from kit.fake_backend import stop_spec
+from kit.home import use_home
 
 from orchestrator.backends import get_backend
 from orchestrator.executors.local import LocalExecutor
 from orchestrator.registry import CellRecord, CellState, Registry
-from orchestrator.scheduler.driver import resume, submit
-from orchestrator.scheduler.loop import SchedulerOptions, SweepScheduler
+from orchestrator.scheduler.loop import SweepScheduler
 from orchestrator.scheduler.mlflow_runs import MlflowRunTracker
-from orchestrator.scheduler.stop_rules import pruned
-from orchestrator.scheduler.submission import prepare, record
+from orchestrator.scheduler.options import SchedulerOptions
+from orchestrator.stopping.rules import pruned
+from orchestrator.sweeps.driver import build_scheduler, resume, submit
+from orchestrator.sweeps.submission import prepare, record
 from orchestrator.tracking import Tracker
 
 SAFETY = 120  # seconds; a guard against hangs, not a speed assertion
@@ -30,8 +32,7 @@ RISING = [round(0.1 * i, 2) for i in range(1, 11)]  # 0.1 .. 1.0, then 1.0 repea
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    return use_home(tmp_path / "home", monkeypatch,
-                    backends={"stopfake": BACKEND_ENTRY, "stopfake-deaf": DEAF_ENTRY})
+    return use_home(tmp_path / "home", monkeypatch)
 
 
 def _only_cell(sweep: str) -> CellRecord:
@@ -51,16 +52,15 @@ def _run(cell: CellRecord) -> tuple[str, dict[str, str]]:
     return run.info.status, run.data.tags
 
 
-def _status(*args: str) -> str:
-    from orchestrator.cli.app import app
-
-    # A wide console whatever ran before in this process (a table must not wrap reasons).
-    result = CliRunner().invoke(app, ["status", *args], env={"COLUMNS": "300"})
-    assert result.exit_code == 0, result.output
-    return result.output
+def _status(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    # Wide (the kit's default): a table must not wrap reasons.
+    ran = run_kappa(capsys, "status", *args)
+    assert ran.code == 0, ran.output
+    return ran.output
 
 
-def test_threshold_ends_a_cell_succeeded_with_its_reason(home: Path, tmp_path: Path) -> None:
+def test_threshold_ends_a_cell_succeeded_with_its_reason(
+        home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec = stop_spec(tmp_path / "s.yaml", "stop-thr", "{threshold: {metric: score, "
                      "at_least: 0.5}}", steps=400, step_seconds=0.02, values=RISING)
     submit(spec, wait=True)
@@ -77,15 +77,16 @@ def test_threshold_ends_a_cell_succeeded_with_its_reason(home: Path, tmp_path: P
     status, tags = _run(cell)
     assert (status, tags["kappa.stopped"]) == ("FINISHED", cell.stop_reason)
 
-    text = _status("stop-thr")
+    text = _status(capsys, "stop-thr")
     assert "succeeded (stopped: threshold at step 5)" in text
     assert "saved by stopping rules" in text and "1 cell stopped" in text
-    data = json.loads(_status("stop-thr", "--json"))
+    data = json.loads(_status(capsys, "stop-thr", "--json"))
     assert data["cells"][0]["stop_reason"] == cell.stop_reason
     assert data["hours"]["stopped_cells"] == 1 and data["hours"]["saved"] > 0
 
 
-def test_diverged_fails_the_cell_and_is_never_retried(home: Path, tmp_path: Path) -> None:
+def test_diverged_fails_the_cell_and_is_never_retried(
+        home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec = stop_spec(tmp_path / "s.yaml", "stop-div",
                      "{diverged: [{metric: score, above: 0.25, for: 3}]}", retries=2,
                      steps=400, step_seconds=0.02, values=[0.1, 0.3, 0.1, 0.3, 0.4, 0.5])
@@ -102,7 +103,7 @@ def test_diverged_fails_the_cell_and_is_never_retried(home: Path, tmp_path: Path
     resume("stop-div")
     again = _only_cell("stop-div")
     assert (again.state, again.attempts_count) == (CellState.FAILED, 1)
-    assert "failed (stopped: diverged at step 6)" in _status("stop-div")
+    assert "failed (stopped: diverged at step 6)" in _status(capsys, "stop-div")
 
 
 def test_a_nonfinite_value_is_seen_and_fails_the_cell(home: Path, tmp_path: Path) -> None:
@@ -120,7 +121,7 @@ def test_a_nonfinite_value_is_seen_and_fails_the_cell(home: Path, tmp_path: Path
 def test_a_process_that_cannot_be_asked_is_ended_and_summarised(
         home: Path, tmp_path: Path) -> None:
     spec = stop_spec(tmp_path / "s.yaml", "stop-deaf", "{threshold: {metric: score, "
-                     "at_least: 0.3}}", backend="stopfake-deaf", steps=2000,
+                     "at_least: 0.3}}", backend="fake-deaf", steps=2000,
                      step_seconds=0.02, values=RISING)
     submit(spec, wait=True)
     cell = _only_cell("stop-deaf")
@@ -138,10 +139,10 @@ def test_a_process_that_cannot_be_asked_is_ended_and_summarised(
 
 def _scheduler(sweep: str) -> SweepScheduler:
     with Registry.open() as reg:
-        backend = get_backend(reg.get_sweep(sweep).backend)
-    return SweepScheduler(Registry.open(), sweep, backend, LocalExecutor(),
-                          MlflowRunTracker(background=False),
-                          SchedulerOptions(poll_interval=0.05))
+        record_ = reg.get_sweep(sweep)
+    return build_scheduler(Registry.open(), record_, get_backend(record_.backend),
+                           LocalExecutor(), MlflowRunTracker(background=False),
+                           SchedulerOptions(poll_interval=0.05))
 
 
 def _wait_for(done: object) -> None:
@@ -192,7 +193,7 @@ def test_a_restarted_scheduler_recomputes_the_rules_from_the_logged_metrics(
 
 
 def test_the_gpu_hours_cap_holds_cells_back_then_cancels_what_cannot_fit(
-        home: Path, tmp_path: Path) -> None:
+        home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # Planned: 1 GPU x 1 h per cell. A cap of 0.5 fits no cell at all: nothing starts and
     # the sweep ends with every cell cancelled for the cap.
     spec = stop_spec(tmp_path / "s.yaml", "stop-cap", "{gpu_hours: 0.5}", seeds=2,
@@ -204,11 +205,11 @@ def test_the_gpu_hours_cap_holds_cells_back_then_cancels_what_cannot_fit(
     assert all(c.stop_reason == "gpu_hours cap" and c.attempts_count == 0 for c in cells)
     assert "gpu_hours cap: 0.0 of 0.5 GPU-hours" in (cells[0].last_error or "")
     assert result.total_cells == 2
-    assert "cancelled (gpu_hours cap)" in _status("stop-cap")
+    assert "cancelled (gpu_hours cap)" in _status(capsys, "stop-cap")
 
 
 def test_the_cap_lets_a_cell_wait_until_measured_costs_free_the_budget(
-        home: Path, tmp_path: Path) -> None:
+        home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # A cap of 1.5 planned hours: one cell starts, the second waits ("waits: gpu_hours
     # cap"); once the first ends its measured cost (seconds) replaces the plan, and the
     # second fits.
@@ -219,7 +220,7 @@ def test_the_cap_lets_a_cell_wait_until_measured_costs_free_the_budget(
     def tick(reg: Registry, sweep: str) -> None:
         cells = reg.cells(sweep)
         if not seen and cells[0].state is CellState.RUNNING:
-            seen.append(_status(sweep))
+            seen.append(_status(capsys, sweep))
             (Path(cells[0].run_dir or "") / "go").touch()
         if cells[1].state is CellState.RUNNING:
             (Path(cells[1].run_dir or "") / "go").touch()
@@ -258,7 +259,7 @@ def test_a_rule_on_a_metric_no_run_logs_warns(
         home: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     spec = stop_spec(tmp_path / "s.yaml", "stop-typo", "{threshold: {metric: scroe, "
                      "at_least: 0.1}}", steps=3, values=RISING)
-    with caplog.at_level("WARNING", logger="orchestrator.scheduler.stopping"):
+    with caplog.at_level("WARNING", logger="orchestrator.stopping.hook"):
         submit(spec, wait=True)
     cell = _only_cell("stop-typo")
     assert (cell.state, cell.stop_reason, cell.progress_step) == (CellState.SUCCEEDED, None, 3)

@@ -1,7 +1,7 @@
 """The sweep commands as a user runs them: real ``kappa`` processes, SQLite, MLflow.
 
-The commands run through ``sweep_cli.py`` (the real ``kappa`` entry point with the fake
-test backend registered).
+The commands run through ``tests/kit/kappa_main.py`` (the real ``kappa`` entry point with
+the fake test backends registered).
 """
 
 from __future__ import annotations
@@ -11,11 +11,14 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from sweep_fixtures import CLI, completions, launches, use_home, write_spec
+from kit.cli import process
+from kit.fake_backend import write_spec
+from kit.home import completions, launches, use_home
+from kit.kappa_main import KAPPA_SCRIPT
+from kit.wait import wait_until
 
 from orchestrator.registry import CellState, Registry
 
@@ -28,35 +31,17 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return use_home(tmp_path / "home", monkeypatch, cli=True)
 
 
-def kappa(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, str(CLI), *args], capture_output=True, text=True,
-                          timeout=SAFETY, check=False, env=dict(os.environ))
-    if check and proc.returncode != 0:
-        raise AssertionError(f"kappa {' '.join(args)} -> {proc.returncode}\n{proc.stdout}\n"
-                             f"{proc.stderr}")
-    return proc
-
-
-def wait_until(predicate: object, what: str) -> None:
-    """Poll ``predicate()`` until true; fail (not flake) only after the safety limit."""
-    deadline = time.monotonic() + SAFETY
-    while not predicate():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.05)
-
-
 def test_bad_spec_exits_2_and_writes_nothing(home: Path, tmp_path: Path) -> None:
     before = sorted(p.name for p in home.iterdir())
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: bad-one\nbackend: fake\nbase:\n  steps: 0\n  stepz: 3\n"
                    "axes:\n  seed: [0, 1]\n")
-    proc = kappa("submit", str(bad), "--wait", check=False)
+    proc = process("submit", str(bad), "--wait", code=None)
     assert proc.returncode == 2, proc.stderr
     assert "steps" in proc.stderr and "stepz" in proc.stderr  # every problem at once
     unknown = tmp_path / "unknown.yaml"
     unknown.write_text("name: bad-two\nbackend: nosuch\naxes:\n  seed: [0]\n")
-    proc = kappa("submit", str(unknown), check=False)
+    proc = process("submit", str(unknown), code=None)
     assert proc.returncode == 2 and "fake" in proc.stderr  # lists the known backends
     assert sorted(p.name for p in home.iterdir()) == before  # no registry, no runs
     from mlflow import MlflowClient
@@ -70,7 +55,7 @@ def test_sigkill_mid_sweep_then_resume_finishes_every_cell_once(
     spec = write_spec(tmp_path / "s.yaml", "crash", seeds=3, steps=4, hold_at=3)
     # Cells run steps 1-2 (checkpointing each), then wait for <run_dir>/go before step 3.
     orchestrator = subprocess.Popen(
-        [sys.executable, str(CLI), "submit", str(spec), "--wait", "--max-parallel", "2"],
+        [sys.executable, str(KAPPA_SCRIPT), "submit", str(spec), "--wait", "--max-parallel", "2"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
     def two_cells_parked() -> bool:
@@ -97,7 +82,7 @@ def test_sigkill_mid_sweep_then_resume_finishes_every_cell_once(
     for cell in reg_cells_dirs(home, "crash"):
         (cell / "go").touch()
 
-    kappa("resume", "crash", "--wait", "--max-parallel", "2")
+    process("resume", "crash", "--wait", "--max-parallel", "2")
 
     with Registry.open() as reg:
         cells = {c.cell_id: c for c in reg.cells("crash")}
@@ -119,7 +104,7 @@ def reg_cells_dirs(home: Path, sweep: str) -> list[Path]:
 
 def test_status_logs_cancel_and_background_submit(home: Path, tmp_path: Path) -> None:
     spec = write_spec(tmp_path / "s.yaml", "cli-bg", seeds=2, steps=2, hold_at=2)
-    out = kappa("submit", str(spec)).stdout  # returns at once; a scheduler runs detached
+    out = process("submit", str(spec)).stdout  # returns at once; a scheduler runs detached
     assert "background" in out
 
     def both_parked() -> bool:
@@ -127,13 +112,13 @@ def test_status_logs_cancel_and_background_submit(home: Path, tmp_path: Path) ->
             return all(c.progress_step == 1 for c in reg.cells("cli-bg"))
 
     wait_until(both_parked, "both cells at step 1")
-    status = json.loads(kappa("status", "cli-bg", "--json").stdout)
+    status = json.loads(process("status", "cli-bg", "--json").stdout)
     assert status["counts"]["running"] == 2
     assert status["scheduler_pid"] is not None
     first, second = (c["cell_id"] for c in status["cells"])
-    assert "resuming from step 0" in kappa("logs", first[:8]).stdout
+    assert "resuming from step 0" in process("logs", first[:8]).stdout
 
-    assert "cancelled 1 cell" in kappa("cancel", first).stdout
+    assert "cancelled 1 cell" in process("cancel", first).stdout
     (home / "runs" / "cli-bg" / second / "go").touch()
 
     def sweep_over() -> bool:
@@ -142,8 +127,8 @@ def test_status_logs_cancel_and_background_submit(home: Path, tmp_path: Path) ->
         return counts[CellState.CANCELLED] == 1 and counts[CellState.SUCCEEDED] == 1
 
     wait_until(sweep_over, "the background scheduler to finish")
-    table = kappa("status", "cli-bg").stdout
+    table = process("status", "cli-bg").stdout
     assert "succeeded" in table and "cancelled" in table and "0.51" in table
-    assert "cli-bg" in kappa("status").stdout
-    assert kappa("cancel", "no-such-thing", check=False).returncode == 2
-    assert kappa("logs", "no-such-cell", check=False).returncode == 2
+    assert "cli-bg" in process("status").stdout
+    assert process("cancel", "no-such-thing", code=None).returncode == 2
+    assert process("logs", "no-such-cell", code=None).returncode == 2

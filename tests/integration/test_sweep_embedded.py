@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sweep_fixtures import seed_mlflow_store
+from kit.home import seed_mlflow_store
 
 from orchestrator.registry import CellState, Registry
-from orchestrator.scheduler.driver import submit
+from orchestrator.sweeps.driver import submit
 
 TINY = """\
 name: tiny-embedded

@@ -4,16 +4,16 @@ backend; the slow test runs a sweep's cells as jobs on a real local Ray head."""
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from sweep_fixtures import use_home, write_spec
-from test_sweep_cli import kappa
+from kit.cli import process
+from kit.fake_backend import write_spec
+from kit.home import use_home
+from kit.wait import wait_until
 
 from orchestrator.registry import CellState, Registry
-from orchestrator.scheduler.driver import ExecutorChoice, remembered_executor
+from orchestrator.sweeps.executor_choice import ExecutorChoice, remembered_executor
 
 RAY_SAFETY = 600  # seconds; a guard against hangs (a Ray job starts slowly on 2 cores)
 
@@ -29,25 +29,17 @@ def test_ray_jobs_without_an_address_exits_2_and_writes_nothing(
     spec = write_spec(tmp_path / "s.yaml", "no-address", seeds=1, steps=1)
     before = sorted(p.name for p in home.iterdir())
     for wait in ((), ("--wait",)):
-        proc = kappa("submit", str(spec), "--executor", "ray_jobs", *wait, check=False)
+        proc = process("submit", str(spec), "--executor", "ray_jobs", *wait, code=None)
         assert proc.returncode == 2, proc.stderr
         assert "--ray-address" in proc.stderr and "RAY_ADDRESS" in proc.stderr
-    proc = kappa("submit", str(spec), "--executor", "nope", check=False)
+    proc = process("submit", str(spec), "--executor", "nope", code=None)
     assert proc.returncode == 2 and "local, ray_jobs" in proc.stderr
     assert sorted(p.name for p in home.iterdir()) == before  # no registry, no runs
 
-    kappa("submit", str(spec), "--wait")  # local by default; then remembered
+    process("submit", str(spec), "--wait")  # local by default; then remembered
     assert remembered_executor("no-address") == ExecutorChoice("local", {})
-    proc = kappa("resume", "no-address", "--executor", "ray_jobs", check=False)
+    proc = process("resume", "no-address", "--executor", "ray_jobs", code=None)
     assert proc.returncode == 2 and "--ray-address" in proc.stderr
-
-
-def _wait_until(predicate: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + RAY_SAFETY
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.2)
 
 
 @pytest.mark.slow
@@ -61,7 +53,7 @@ def test_a_sweep_on_ray_jobs_runs_in_the_background_and_cancels_through_ray(
     with local_ray_head() as address:
         spec = write_spec(tmp_path / "s.yaml", "on-ray", seeds=2, steps=2, hold_at=2)
         # No --wait: the background scheduler must be told the executor too.
-        out = kappa("submit", str(spec), "--executor", "ray_jobs", "--ray-address",
+        out = process("submit", str(spec), "--executor", "ray_jobs", "--ray-address",
                     address).stdout
         assert "background" in out
         assert remembered_executor("on-ray") == ExecutorChoice("ray_jobs", {"address": address})
@@ -70,7 +62,7 @@ def test_a_sweep_on_ray_jobs_runs_in_the_background_and_cancels_through_ray(
             with Registry.open() as reg:
                 return all(c.progress_step == 1 for c in reg.cells("on-ray"))
 
-        _wait_until(both_parked, "both cells at step 1 on Ray")
+        wait_until(both_parked, "both cells at step 1 on Ray", timeout=RAY_SAFETY)
         with Registry.open() as reg:
             first, second = reg.cells("on-ray")
         assert first.job_id and first.job_id.startswith("ray-jobs:")
@@ -80,9 +72,9 @@ def test_a_sweep_on_ray_jobs_runs_in_the_background_and_cancels_through_ray(
         assert str(client.get_job_status(submission)) in ("RUNNING", "JobStatus.RUNNING")
 
         # cancel finds the executor from the job id and the address from the sweep.
-        assert "cancelled 1 cell" in kappa("cancel", first.cell_id).stdout
-        _wait_until(lambda: "STOPPED" in str(client.get_job_status(submission)),
-                    "Ray to stop the cancelled job")
+        assert "cancelled 1 cell" in process("cancel", first.cell_id).stdout
+        wait_until(lambda: "STOPPED" in str(client.get_job_status(submission)),
+                   "Ray to stop the cancelled job", timeout=RAY_SAFETY)
         (home / "runs" / "on-ray" / second.cell_id / "go").touch()
 
         def sweep_over() -> bool:
@@ -90,7 +82,7 @@ def test_a_sweep_on_ray_jobs_runs_in_the_background_and_cancels_through_ray(
                 counts = reg.counts("on-ray")
             return counts[CellState.CANCELLED] == 1 and counts[CellState.SUCCEEDED] == 1
 
-        _wait_until(sweep_over, "the background scheduler to finish on Ray")
+        wait_until(sweep_over, "the background scheduler to finish on Ray", timeout=RAY_SAFETY)
         log = home / "runs" / "on-ray" / second.cell_id / "train.log"
         assert "fake trainer: done" in log.read_text()  # Ray's log, synced to the run folder
         assert os.environ.get("RAY_ADDRESS") is None

@@ -8,13 +8,14 @@ import json
 from pathlib import Path
 
 import pytest
-from sweep_fixtures import BACKEND_ENTRY, seed_mlflow_store, write_spec
+from kit.fake_backend import write_spec
+from kit.home import register_backends, seed_mlflow_store
 
-from orchestrator.backends import BACKENDS
 from orchestrator.registry import CellState, Registry
-from orchestrator.scheduler.driver import Stores, resume, submit
-from orchestrator.scheduler.loop import RUN_PENDING_MARKER
-from orchestrator.scheduler.submission import prepare, record
+from orchestrator.runs.folder import RUN_PENDING_MARKER
+from orchestrator.sweeps.driver import resume, submit
+from orchestrator.sweeps.stores import Stores
+from orchestrator.sweeps.submission import prepare, record
 from orchestrator.tracking import Tracker
 
 
@@ -23,7 +24,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     seed_mlflow_store(tmp_path / "home")
     monkeypatch.setenv("KAPPA_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("KAPPA_POLL_INTERVAL", "0.05")
-    monkeypatch.setitem(BACKENDS, "fake", BACKEND_ENTRY)
+    register_backends(monkeypatch)
     return tmp_path / "home"
 
 

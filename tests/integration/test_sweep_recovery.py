@@ -12,23 +12,21 @@ In process, real SQLite registry, real MLflow store, real processes (the fake ba
 from __future__ import annotations
 
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
-from pydantic import BaseModel
-from sweep_fixtures import (
-    BACKEND_ENTRY,
-    FakeBackend,
-    completions,
-    use_home,
-    write_spec,
-)
+from kit.fake_backend import FakeBackend, write_spec
+from kit.home import completions, use_home
 
 from orchestrator.backends import LaunchSpec
+from orchestrator.backends.base import Demand
 from orchestrator.registry import CellState, Registry
-from orchestrator.scheduler.driver import cancel, resume, submit
-from orchestrator.scheduler.submission import prepare, record
+from orchestrator.sweeps.cancelling import cancel
+from orchestrator.sweeps.driver import resume, submit
+from orchestrator.sweeps.submission import prepare, record
 from orchestrator.tracking import Tracker
 
 LAUNCHES: list[str] = []
@@ -39,18 +37,18 @@ class FlakyLaunchBackend(FakeBackend):
 
     name = "flaky-launch"
 
-    def launch(self, settings: BaseModel, run_dir: Path) -> LaunchSpec:
+    def launch(self, settings: Mapping[str, Any], run_dir: Path, demand: Demand) -> LaunchSpec:
         LAUNCHES.append(run_dir.name)
         if LAUNCHES.count(run_dir.name) <= 2:
             raise RuntimeError("the cluster's image registry is down")
-        return super().launch(settings, run_dir)
+        return super().launch(settings, run_dir, demand)
 
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     LAUNCHES.clear()
     return use_home(tmp_path / "home", monkeypatch, backends={
-        "fake": BACKEND_ENTRY, "flaky-launch": f"{__name__}:FlakyLaunchBackend"})
+        "flaky-launch": f"{__name__}:FlakyLaunchBackend"})
 
 
 def _parent(sweep: str) -> tuple[str, dict[str, str]]:

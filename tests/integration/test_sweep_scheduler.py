@@ -1,5 +1,5 @@
 """The scheduler end to end, in process: real SQLite registry, real MLflow store, real
-processes (the fake backend of sweep_fixtures.py)."""
+processes (the fake backend, tests/kit/fake_backend.py)."""
 
 from __future__ import annotations
 
@@ -7,22 +7,19 @@ import json
 from pathlib import Path
 
 import pytest
-from sweep_fixtures import (
-    BACKEND_ENTRY,
-    completions,
-    launches,
-    use_home,
-    write_spec,
-)
+from kit.fake_backend import write_spec
+from kit.home import completions, launches, use_home
 
 from orchestrator.registry import CellState, Registry
-from orchestrator.scheduler.driver import Stores, cancel, resume, submit
-from orchestrator.scheduler.loop import SchedulerOptions
+from orchestrator.scheduler.options import SchedulerOptions
+from orchestrator.sweeps.cancelling import cancel
+from orchestrator.sweeps.driver import resume, submit
+from orchestrator.sweeps.stores import Stores
 
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    return use_home(tmp_path / "home", monkeypatch, backends={"fake": BACKEND_ENTRY})
+    return use_home(tmp_path / "home", monkeypatch)
 
 
 def test_submit_wait_runs_every_cell_and_records_everything(home: Path, tmp_path: Path) -> None:

@@ -8,27 +8,17 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
+from kit.cells import make_cell
 
 from orchestrator.tracking import Tracker
 
 pytest.importorskip("mlflow")
 
 
-@dataclass(frozen=True)
-class Cell:
-    cell_id: str
-    index: int
-    axes: dict[str, Any]
-    settings: dict[str, Any]
-    labels: dict[str, Any] = field(default_factory=dict)
-
-
-CELL = Cell(
+CELL = make_cell(
     cell_id="0123456789ab",
     index=0,
     axes={"algorithm": "grpo", "rb": True, "seed": 0},
@@ -91,8 +81,8 @@ def test_parent_and_child_runs(tracker: Tracker, tmp_path: Path) -> None:
     experiment = tracker.client.get_experiment(experiment_id)
     assert experiment.artifact_location.startswith(tracker.artifact_root.as_uri())
 
-    parent = tracker.start_sweep_run(experiment_id, "toy", "name: toy\n", tags={"team": "rl"})
-    assert tracker.start_sweep_run(experiment_id, "toy", "name: toy\nv: 2\n") == parent
+    parent = tracker.sweep_run(experiment_id, "toy", "name: toy\n", tags={"team": "rl"})[0]
+    assert tracker.sweep_run(experiment_id, "toy", "name: toy\nv: 2\n")[0] == parent
     spec_file = tracker.client.download_artifacts(parent, "spec.yaml", str(tmp_path))
     assert Path(spec_file).read_text() == "name: toy\nv: 2\n"
     parent_run = tracker.client.get_run(parent)
@@ -143,7 +133,7 @@ def test_parent_and_child_runs(tracker: Tracker, tmp_path: Path) -> None:
 
 def test_launched_process_logs_into_the_precreated_run(tracker: Tracker, tmp_path: Path) -> None:
     experiment_id = tracker.ensure_experiment("toy")
-    parent = tracker.start_sweep_run(experiment_id, "toy", "")
+    parent = tracker.sweep_run(experiment_id, "toy", "")[0]
     child = tracker.create_cell_run(parent, CELL, "toy")
     env = tracker.env_for_run(child)
     assert env == {"MLFLOW_TRACKING_URI": tracker.uri, "MLFLOW_RUN_ID": child}
@@ -171,17 +161,18 @@ def test_launched_process_logs_into_the_precreated_run(tracker: Tracker, tmp_pat
 
 def test_delete_sweep_runs_undoes_a_submit(tracker: Tracker) -> None:
     experiment_id = tracker.ensure_experiment("toy")
-    parent = tracker.start_sweep_run(experiment_id, "toy", "")
+    parent = tracker.sweep_run(experiment_id, "toy", "")[0]
     for i in range(2):
-        tracker.create_cell_run(parent, Cell(f"cell{i:08d}", i, {"seed": i}, {"seed": i}), "toy")
+        cell = make_cell(f"cell{i:08d}", i, {"seed": i}, {"seed": i})
+        tracker.create_cell_run(parent, cell, "toy")
     assert tracker.delete_sweep_runs(parent) == 3
     assert tracker.client.search_runs([experiment_id]) == []
-    assert tracker.start_sweep_run(experiment_id, "toy", "") != parent
+    assert tracker.sweep_run(experiment_id, "toy", "")[0] != parent
 
 
 def test_half_made_child_run_is_replaced(tracker: Tracker) -> None:
     experiment_id = tracker.ensure_experiment("toy")
-    parent = tracker.start_sweep_run(experiment_id, "toy", "")
+    parent = tracker.sweep_run(experiment_id, "toy", "")[0]
     # What a process that died inside create_cell_run leaves: tags, no params yet.
     stale = tracker.client.create_run(
         experiment_id, tags={"mlflow.parentRunId": parent, "kappa.cell_id": CELL.cell_id}
@@ -206,7 +197,7 @@ def test_deleted_experiment_is_restored(tracker: Tracker) -> None:
 
 def test_fresh_cell_run_without_search_and_reopen(tracker: Tracker) -> None:
     experiment_id = tracker.ensure_experiment("toy")
-    parent = tracker.start_sweep_run(experiment_id, "toy", "")
+    parent = tracker.sweep_run(experiment_id, "toy", "")[0]
     child = tracker.create_cell_run(parent, CELL, "toy", may_exist=False,
                                     experiment_id=experiment_id)
     run = tracker.client.get_run(child)
@@ -231,7 +222,7 @@ def test_fresh_cell_run_without_search_and_reopen(tracker: Tracker) -> None:
 
 def test_run_whose_params_never_came_is_replaced(tracker: Tracker) -> None:
     experiment_id = tracker.ensure_experiment("toy")
-    parent = tracker.start_sweep_run(experiment_id, "toy", "")
+    parent = tracker.sweep_run(experiment_id, "toy", "")[0]
     # Created with its param count, then its creator died before logging the params.
     stale = tracker.create_cell_run(parent, CELL, "toy", may_exist=False, log_params=False)
     assert tracker.client.get_run(stale).data.params == {}

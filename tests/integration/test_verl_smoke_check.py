@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml
-from sweep_fixtures import seed_mlflow_store
+from kit.home import seed_mlflow_store
 
 from orchestrator.backends.verl import smoke
 from orchestrator.backends.verl.smoke_check import (
@@ -59,7 +59,7 @@ def record_sweep(stores: Stores, name: str, tmp_path: Path,
                  monkeypatch: pytest.MonkeyPatch) -> list[CellRecord]:
     """The smoke spec (named ``name``) recorded as a submit records it: registry cells,
     MLflow experiment and parent run."""
-    from orchestrator.scheduler.submission import prepare, record
+    from orchestrator.sweeps.submission import prepare, record
 
     monkeypatch.setenv("KAPPA_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("KAPPA_VERL_PREFLIGHT", "off")

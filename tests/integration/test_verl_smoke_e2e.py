@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from cli_in_process import kappa
-from sweep_fixtures import use_home
+from kit.cli import kappa
+from kit.home import use_home
 
 from orchestrator.backends.verl import smoke
 

@@ -7,9 +7,10 @@ import random
 import string
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
+from kit.cells import make_cell
+from kit.cli import run_kappa
 
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.redact import MASK, has_credentials, install_log_redaction, redact
@@ -111,14 +112,14 @@ def test_cli_output_is_masked_even_when_it_quotes_stored_text(
         capsys: pytest.CaptureFixture[str]) -> None:
     """A cell's last error quoting a URL (as a driver's message may) shows masked in
     ``kappa status``, table and JSON alike; the streams are restored afterwards."""
-    from orchestrator.cli.app import main
+    from orchestrator.grid.plan import SweepPlan
     from orchestrator.registry import CellState, Registry
 
     monkeypatch.setenv("KAPPA_HOME", str(tmp_path))
-    cell = SimpleNamespace(cell_id="c0ffee", index=0, axes={"seed": 0}, settings={"seed": 0},
-                           labels={})
+    cell = make_cell("c0ffee", 0, axes={"seed": 0}, settings={"seed": 0})
     with Registry.open() as reg:
-        reg.upsert_sweep("toy", backend="embedded", spec_text="name: toy\n")
+        reg.upsert_sweep("toy", backend="embedded", spec_text="name: toy\n",
+                         plan=SweepPlan(name="toy", backend="embedded").to_json())
         reg.add_cells("toy", [cell])
         assert reg.transition(("toy", "c0ffee"), CellState.PENDING, CellState.QUEUED)
         assert reg.start_attempt(("toy", "c0ffee")) is not None
@@ -126,11 +127,8 @@ def test_cli_output_is_masked_even_when_it_quotes_stored_text(
                                   last_error="store at http://ml:s3cret@mlflow:5000 refused")
     stdout = sys.stdout
     for args in (["status", "toy"], ["status", "toy", "--json"]):
-        monkeypatch.setattr(sys, "argv", ["kappa", *args])
-        with pytest.raises(SystemExit) as exit_:
-            main()
-        assert exit_.value.code in (0, None)
-        out = capsys.readouterr().out
+        code, out, _ = run_kappa(capsys, *args)
+        assert code == 0
         assert "http://ml:***@mlflow:5000" in out, out
         assert "s3cret" not in out
     assert sys.stdout is stdout

@@ -8,7 +8,7 @@ states of its cells, and the ``n`` column says how many seeds each number rests 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -84,17 +84,10 @@ def _filter(frame: pd.DataFrame, spec: TableSpec) -> pd.DataFrame:
         frame = frame[[value_matches(v, text) for v in column]]
     if frame.empty:
         # Each value exists (validated), but no cell has all of them at once.
-        raise UserInputError(
-            "no cell matches every --where filter together",
-            [
-                Problem(
-                    "--where",
-                    "these filters exclude every cell",
-                    found=", ".join(f"{a}={v}" for a, v in spec.where.items()),
-                    fix="drop or change one of the --where filters",
-                )
-            ],
-        )
+        raise UserInputError("no cell matches every --where filter together", [Problem(
+            "--where", "these filters exclude every cell",
+            found=", ".join(f"{a}={v}" for a, v in spec.where.items()),
+            fix="drop or change one of the --where filters")])
     return frame
 
 
@@ -106,19 +99,11 @@ def _check_unplaced(frame: pd.DataFrame, spec: TableSpec) -> None:
         placed.add(spec.blocks)
     loose = varying_axes(frame, exclude=sorted(placed))
     if loose:
-        raise UserInputError(
-            "the table would mix cells that differ in other axes",
-            [
-                Problem(
-                    "--rows",
-                    f"axis '{a}' varies but is not placed in the table",
-                    found=", ".join(sorted({str(v) for v in frame[axis_column(a)]})),
-                    fix=f"add it to --rows, compare it with --delta {a}=BASE, or pick one value "
-                    f"with --where {a}=VALUE",
-                )
-                for a in loose
-            ],
-        )
+        raise UserInputError("the table would mix cells that differ in other axes", [Problem(
+            "--rows", f"axis '{a}' varies but is not placed in the table",
+            found=", ".join(sorted({str(v) for v in frame[axis_column(a)]})),
+            fix=f"add it to --rows, compare it with --delta {a}=BASE, or pick one value "
+                f"with --where {a}=VALUE") for a in loose])
 
 
 def _scale_factor(values: np.ndarray, scale: str) -> float:
@@ -131,24 +116,14 @@ def _scale_factor(values: np.ndarray, scale: str) -> float:
     return 100.0 if is_accuracy else 1.0
 
 
-def _first_seen(values: Sequence[Any]) -> list[Any]:
-    seen: dict[Any, None] = {}
-    for v in values:
-        seen.setdefault(v, None)
-    return list(seen)
-
-
 def _groups(
     frame: pd.DataFrame, spec: TableSpec, key_axes: list[str], values: np.ndarray
 ) -> dict[tuple[Any, ...], _Group]:
     """Runs grouped by the key axes, each with per-seed values and non-success states."""
     has_seed = spec.seed_axis in axis_names(frame)
     # Without a seed axis every group holds one run; they pair with each other.
-    seeds_all = (
-        [hashable_value(v) for v in frame[axis_column(spec.seed_axis)]]
-        if has_seed
-        else [None] * len(frame)
-    )
+    seeds_all = ([hashable_value(v) for v in frame[axis_column(spec.seed_axis)]]
+                 if has_seed else [None] * len(frame))
     states = list(frame["state"])
     key_cols = [[hashable_value(v) for v in frame[axis_column(a)]] for a in key_axes]
     members: dict[tuple[Any, ...], list[int]] = {}
@@ -158,13 +133,8 @@ def _groups(
     for key, idx in members.items():
         ok = [i for i in idx if states[i] == SUCCEEDED and np.isfinite(values[i]).any()]
         other = Counter(str(states[i]) for i in idx if states[i] != SUCCEEDED)
-        out[key] = _Group(
-            len(idx),
-            tuple(seeds_all[i] for i in ok),
-            values[ok],
-            other,
-            frozenset(seeds_all[i] for i in idx),
-        )
+        out[key] = _Group(len(idx), tuple(seeds_all[i] for i in ok), values[ok], other,
+                          frozenset(seeds_all[i] for i in idx))
     return out
 
 
@@ -193,18 +163,10 @@ def _delta_cells(
     b_rows = [base.seeds.index(s) for s in common]
     t_rows = [treat.seeds.index(s) for s in common]
     intervals = paired_bootstrap_columns(
-        base.values[b_rows],
-        treat.values[t_rows],
-        confidence=spec.confidence,
-        n_resamples=spec.n_resamples,
-        seed=spec.bootstrap_seed,
-    )
-    paired = tuple(
-        TableCell(None, "delta", missing="no metric")
-        if iv is None
-        else TableCell(iv, "delta", partial=iv.n < len(common))
-        for iv in intervals
-    )
+        base.values[b_rows], treat.values[t_rows], confidence=spec.confidence,
+        n_resamples=spec.n_resamples, seed=spec.bootstrap_seed)
+    paired = tuple(TableCell(None, "delta", missing="no metric") if iv is None
+                   else TableCell(iv, "delta", partial=iv.n < len(common)) for iv in intervals)
     # Seeds on either side, failed ones included: a pair lost to a failure shows as 2/3.
     return paired, _fraction(len(common), len(base.all_seeds | treat.all_seeds))
 
@@ -217,11 +179,8 @@ def _embolden(rows: list[TableRow], spec: TableSpec, digits: int) -> list[TableR
     for kind in ("absolute", "delta"):
         members = [i for i, r in enumerate(rows) if r.kind == kind]
         for j in range(n_cols):
-            scored = [
-                (i, round(sign * iv.estimate, digits))
-                for i in members
-                if (iv := rows[i].cells[j].interval) is not None
-            ]
+            scored = [(i, round(sign * iv.estimate, digits)) for i in members
+                      if (iv := rows[i].cells[j].interval) is not None]
             if len(scored) < 2:
                 continue
             best = max(s for _, s in scored)
@@ -255,28 +214,23 @@ def _notes(spec: TableSpec, factor: float, has_delta: bool, partial: bool,
     if factor == 100.0:
         notes.append("Scores in points (accuracy × 100).")
     if spec.show_ci:
-        notes.append(
-            f"n = seeds each number rests on (succeeded/total); mean over seeds ± {pct}% "
-            "CI (Student t) when n ≥ 2."
-        )
+        notes.append(f"n = seeds each number rests on (succeeded/total); mean over seeds ± "
+                     f"{pct}% CI (Student t) when n ≥ 2.")
     else:
         notes.append("n = seeds each number rests on (succeeded/total); mean over seeds.")
     if partial:
         notes.append("(n=k) after a number: it rests on k runs only (a metric some runs lack).")
     if has_delta:
         interval = "[low, high] = " if spec.show_ci else ""
-        notes.append(
-            "Delta rows: signed change vs the row's own base, paired by seed (n = seeds "
-            f"with both runs, of all seeds either side has); {interval}"
-            f"{pct}% paired bootstrap CI over seeds ({spec.n_resamples} resamples, seed "
-            f"{spec.bootstrap_seed}); † = CI excludes 0, marked from {MIN_PAIRS_FOR_MARK} "
-            "pairs on (with few pairs it mostly means every pair moved the same way)."
-        )
+        notes.append("Delta rows: signed change vs the row's own base, paired by seed (n = "
+                     f"seeds with both runs, of all seeds either side has); {interval}"
+                     f"{pct}% paired bootstrap CI over seeds ({spec.n_resamples} resamples, "
+                     f"seed {spec.bootstrap_seed}); † = CI excludes 0, marked from "
+                     f"{MIN_PAIRS_FOR_MARK} pairs on (with few pairs it mostly means every "
+                     "pair moved the same way).")
     better = "best" if spec.higher_is_better else "best (lowest)"
-    notes.append(
-        f"Bold: {better} per column within each block (absolute and delta rows separately). "
-        "— = no usable run (cell states in parentheses)."
-    )
+    notes.append(f"Bold: {better} per column within each block (absolute and delta rows "
+                 "separately). — = no usable run (cell states in parentheses).")
     if stopped:
         notes.append(stopped)
     return tuple(notes)
@@ -288,11 +242,8 @@ def _run_averages(frame: pd.DataFrame, spec: TableSpec, values: np.ndarray) -> n
     Blocks (models) may be evaluated on different benchmarks: a column no run of the
     block has is not part of that block's average.
     """
-    keys = (
-        [hashable_value(v) for v in frame[axis_column(spec.blocks)]]
-        if spec.blocks
-        else [None] * len(frame)
-    )
+    keys = ([hashable_value(v) for v in frame[axis_column(spec.blocks)]]
+            if spec.blocks else [None] * len(frame))
     out = np.full(len(frame), np.nan)
     for key in dict.fromkeys(keys):
         rows = np.array([k == key for k in keys], dtype=bool)
@@ -319,9 +270,8 @@ def build_table(frame: pd.DataFrame, spec: TableSpec) -> Table:
     delta_axis = spec.delta.axis if spec.delta is not None else None
     # Without row axes, the delta axis labels the rows itself (its base value, then + ...).
     header_axes = label_axes or ([delta_axis] if delta_axis else [])
-    key_axes = (
-        ([spec.blocks] if spec.blocks else []) + label_axes + ([delta_axis] if delta_axis else [])
-    )
+    key_axes = [*([spec.blocks] if spec.blocks else []), *label_axes,
+                *([delta_axis] if delta_axis else [])]
     groups = _groups(frame, spec, key_axes, values)
     # Layout in order of first appearance: block -> row label -> delta-axis values.
     layout: dict[Any, dict[tuple[Any, ...], list[Any]]] = {}
@@ -339,38 +289,29 @@ def build_table(frame: pd.DataFrame, spec: TableSpec) -> Table:
             labels: tuple[Label, ...] = tuple(_label(v) for v in label_key)
             if delta_axis is None or spec.delta is None:
                 group = groups[(*prefix, *label_key)]
-                rows.append(
-                    TableRow(
-                        labels, "absolute", group.n_text(), _absolute_cells(group, spec, n_cols)
-                    )
-                )
+                rows.append(TableRow(labels, "absolute", group.n_text(),
+                                     _absolute_cells(group, spec, n_cols)))
                 continue
             base_values = [v for v in delta_values if value_matches(v, spec.delta.base)]
             treatments = [v for v in delta_values if not value_matches(v, spec.delta.base)]
             base = groups[(*prefix, *label_key, base_values[0])] if base_values else _EMPTY
             if not label_axes:
                 labels = (_label(base_values[0]) if base_values else spec.delta.base,)
-            rows.append(
-                TableRow(labels, "absolute", base.n_text(), _absolute_cells(base, spec, n_cols))
-            )
+            rows.append(TableRow(labels, "absolute", base.n_text(),
+                                 _absolute_cells(base, spec, n_cols)))
             for value in treatments:
-                cells, n_text = _delta_cells(
-                    base, groups[(*prefix, *label_key, value)], spec, n_cols
-                )
+                cells, n_text = _delta_cells(base, groups[(*prefix, *label_key, value)], spec,
+                                             n_cols)
                 label = delta_label(delta_axis, value, only_treatment=len(treatments) == 1)
                 blank: tuple[Label, ...] = ("",) * (len(header_axes) - 1)
                 rows.append(TableRow((label, *blank), "delta", n_text, cells))
         title = None if block is None else display_value(block)
         blocks.append(TableBlock(title, tuple(_embolden(rows, spec, spec.digits))))
     partial = any(c.partial for b in blocks for r in b.rows for c in r.cells)
-    return Table(
-        label_headers=tuple(display_axis(a) for a in header_axes),
-        columns=tuple(headers),
-        blocks=tuple(blocks),
-        notes=_notes(spec, factor, delta_axis is not None, partial, _stopped_note(frame)),
-        digits=spec.digits,
-        show_ci=spec.show_ci,
-    )
+    return Table(label_headers=tuple(display_axis(a) for a in header_axes),
+                 columns=tuple(headers), blocks=tuple(blocks),
+                 notes=_notes(spec, factor, delta_axis is not None, partial, _stopped_note(frame)),
+                 digits=spec.digits, show_ci=spec.show_ci)
 
 
 def _label(value: Any) -> Label:

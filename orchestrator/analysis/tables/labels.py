@@ -7,26 +7,15 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-import yaml
+from orchestrator.spec.yaml_source import cli_value
 
 # Baseline values as Table 2 prints them; other values are shown as they are.
-VALUE_DISPLAY: dict[str, str] = {
-    "grpo": "GRPO",
-    "drgrpo": "DrGRPO",
-    "gspo": "GSPO",
-    "dapo": "DAPO",
-    "clip_cov": "ClipCov",
-    "kl_cov": "KLCov",
-    "reward_budget": "RB",
-}
+VALUE_DISPLAY: dict[str, str] = {"grpo": "GRPO", "drgrpo": "DrGRPO", "gspo": "GSPO", "dapo": "DAPO",
+                                  "clip_cov": "ClipCov", "kl_cov": "KLCov", "reward_budget": "RB"}
 
 # Axis names as column headers / delta-row labels.
-AXIS_DISPLAY: dict[str, str] = {
-    "baseline": "Method",
-    "reward_budget": "RB",
-    "use_kl_loss": "KL",
-    "model": "Model",
-}
+AXIS_DISPLAY: dict[str, str] = {"baseline": "Method", "reward_budget": "RB", "use_kl_loss": "KL",
+                                 "model": "Model"}
 
 
 def display_value(value: Any) -> str:
@@ -100,17 +89,9 @@ def default_metric_glob(available: Sequence[str]) -> str | None:
     return VAL_CORE_GLOB if any(rx.match(name) for name in available) else None
 
 
-def parse_value(text: str) -> Any:
-    """A CLI value as YAML reads it (``false`` -> False, ``0.2`` -> 0.2, ``grpo`` -> 'grpo')."""
-    try:
-        return yaml.safe_load(text)
-    except (yaml.YAMLError, ValueError):  # ValueError: 2024-02-30, 0x_, 5000-digit ints
-        return text
-
-
 def value_matches(value: Any, text: str) -> bool:
     """Whether an axis value equals the CLI text ``text`` (typed or as written)."""
-    parsed = parse_value(text)
+    parsed = cli_value(text)
     if isinstance(value, bool) or isinstance(parsed, bool):
         return isinstance(value, bool) and isinstance(parsed, bool) and value == parsed
     return bool(value == parsed) or str(value) == text

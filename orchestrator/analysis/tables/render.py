@@ -1,14 +1,26 @@
-"""Render a built :class:`Table` as markdown, LaTeX (booktabs), CSV or HTML."""
+"""kappa's table renderer: markdown, LaTeX (booktabs), CSV or HTML.
+
+Two tables: a built ablation :class:`Table` (:func:`render`), and the advantage table of
+``kappa advantage-table`` (:func:`render_advantage_table`).
+"""
 
 from __future__ import annotations
 
 import csv
 import html
 import io
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Mapping, Sequence
+from decimal import ROUND_HALF_UP, Decimal, localcontext
+from typing import TYPE_CHECKING, TypeVar
 
 from orchestrator.analysis.tables.model import Label, Table, TableCell, TableRow
 from orchestrator.errors import unknown_name
+
+if TYPE_CHECKING:
+    from orchestrator.algorithms.sharpness import AdvantageRow
+
+T = TypeVar("T")
 
 DAGGER = "†"
 MISSING = "—"
@@ -228,10 +240,110 @@ RENDERERS: dict[str, Callable[[Table], str]] = {
 }
 
 
+def _renderer(renderers: Mapping[str, Callable[[T], str]], fmt: str,
+              location: str) -> Callable[[T], str]:
+    renderer = renderers.get(fmt)
+    if renderer is None:
+        raise unknown_name("table format", fmt, renderers, location)
+    return renderer
+
+
 def render(table: Table, fmt: str = "markdown") -> str:
     """The table in format ``fmt`` (one of :data:`RENDERERS`)."""
-    try:
-        renderer = RENDERERS[fmt]
-    except KeyError:
-        raise unknown_name("table format", fmt, RENDERERS, "--format") from None
-    return renderer(table)
+    return _renderer(RENDERERS, fmt, "--format")(table)
+
+
+# --- the advantage table ------------------------------------------------------------------
+# Numbers are rounded half away from zero (0.625 -> 0.63, 166.67 -> 167), as in the paper's
+# Table 1, rather than Python's round-half-to-even.
+
+# Column groups: (title, advantage construction).
+ADVANTAGE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("Reward Budget", "reward_budget"),
+    ("DrGRPO", "drgrpo"),
+    ("GRPO", "grpo"),
+)
+
+
+def round_half_up(value: float, places: int) -> str:
+    """``value`` with ``places`` decimals, halves rounded away from zero.
+
+    Any magnitude works (κ = 1/β grows without bound as β shrinks); ``inf``/``nan`` are
+    written as such.
+    """
+    if not math.isfinite(value):
+        return repr(value)
+    # round(…, 10) first absorbs float noise such as 0.07499999999999998 for 0.075.
+    exact = Decimal(repr(round(value, 10)))
+    quantum = Decimal(1).scaleb(-places)
+    with localcontext() as ctx:
+        # quantize fails once the result has more digits than the context's precision
+        # (28 by default): give it every integer digit plus the decimals.
+        ctx.prec = max(ctx.prec, exact.adjusted() + places + 2)
+        text = str(exact.quantize(quantum, rounding=ROUND_HALF_UP))
+    return "0" + text[2:] if text.startswith("-0") and set(text[2:]) <= {".", "0"} else text
+
+
+def _advantage_cells(row: AdvantageRow) -> list[str]:
+    out = [f"{row.k}/{row.group_size}"]
+    for _, name in ADVANTAGE_COLUMNS:
+        cell = row.by_construction(name)
+        out += [round_half_up(cell.pos, 2), round_half_up(cell.neg, 2),
+                round_half_up(cell.kappa, 0)]
+    return out
+
+
+def advantage_markdown(rows: Sequence[AdvantageRow]) -> str:
+    """A GitHub-flavoured markdown table, one column group per construction."""
+    groups = " | ".join(f"{title} A+ | {title} A- | {title} κ" for title, _ in ADVANTAGE_COLUMNS)
+    rule = "|" + "---|" * (1 + 3 * len(ADVANTAGE_COLUMNS))
+    body = ["| " + " | ".join(_advantage_cells(row)) + " |" for row in rows]
+    return "\n".join([f"| k/G | {groups} |", rule, *body]) + "\n"
+
+
+def advantage_csv(rows: Sequence[AdvantageRow]) -> str:
+    """CSV with full precision (no rounding): k, G, then pos/neg/kappa per construction."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["k", "G"] + [f"{name}_{part}" for _, name in ADVANTAGE_COLUMNS
+                                  for part in ("pos", "neg", "kappa")])
+    for row in rows:
+        values: list[object] = [row.k, row.group_size]
+        for _, name in ADVANTAGE_COLUMNS:
+            cell = row.by_construction(name)
+            values += [repr(cell.pos), repr(cell.neg), repr(cell.kappa)]
+        writer.writerow(values)
+    return buffer.getvalue()
+
+
+def advantage_latex(rows: Sequence[AdvantageRow]) -> str:
+    """A booktabs ``tabular`` in the layout of the paper's Table 1."""
+    n = len(ADVANTAGE_COLUMNS)
+    titles = " & ".join(rf"\multicolumn{{3}}{{c}}{{{title}}}" for title, _ in ADVANTAGE_COLUMNS)
+    rules = " ".join(rf"\cmidrule(lr){{{2 + 3 * i}-{4 + 3 * i}}}" for i in range(n))
+    lines = [
+        r"\begin{tabular}{l" + "rrr" * n + "}",
+        r"\toprule",
+        f" & {titles} \\\\",
+        rules,
+        "$k/G$ & " + " & ".join(["$+$ & $-$ & $\\kappa$"] * n) + r" \\",
+        r"\midrule",
+    ]
+    for row in rows:
+        cells = _advantage_cells(row)
+        cells[0] = f"${cells[0]}$"
+        lines.append(" & ".join(cells) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    return "\n".join(lines) + "\n"
+
+
+ADVANTAGE_RENDERERS: dict[str, Callable[[Sequence[AdvantageRow]], str]] = {
+    "markdown": advantage_markdown,
+    "csv": advantage_csv,
+    "latex": advantage_latex,
+}
+
+
+def render_advantage_table(rows: Sequence[AdvantageRow], fmt: str = "markdown") -> str:
+    """Rows of :func:`~orchestrator.algorithms.sharpness.advantage_table` in format ``fmt``."""
+    return _renderer(ADVANTAGE_RENDERERS, fmt, "format")(rows)

@@ -16,9 +16,7 @@ if TYPE_CHECKING:
 
 def _placements(spec: TableSpec) -> list[tuple[str, str]]:
     """``(option, axis)`` for every axis the spec places in the table or filters on."""
-    named: list[tuple[str, str]] = [
-        (f"--rows {a}", a) for a in (spec.rows if spec.cross is None else ())
-    ]
+    named = [(f"--rows {a}", a) for a in (spec.rows if spec.cross is None else ())]
     named += [(f"--cross {a}", a) for a in spec.cross or ()]
     if spec.delta is not None:
         named.append(("--delta", spec.delta.axis))
@@ -46,56 +44,35 @@ def validate(frame: pd.DataFrame, spec: TableSpec) -> list[tuple[str, str]]:
     for location, name in [*placed, *((f"--where {a}", a) for a in spec.where)]:
         if name not in axes:
             hint = "--rows '' puts no axis on the rows" if location.startswith("--rows") else None
-            problems.append(
-                Problem(
-                    location,
-                    "no such axis in this sweep",
-                    found=repr(name),
-                    allowed=known,
-                    fix=hint,
-                )
-            )
+            problems.append(Problem(location, "no such axis in this sweep", found=repr(name),
+                                    allowed=known, fix=hint))
     # An axis has one role: rows, delta, crossing and blocks each split the cells by it.
     roles: dict[str, list[str]] = {}
     for location, name in placed:
         roles.setdefault(name, []).append(location.split()[0])
     for name, where in roles.items():
         if len(where) > 1:
-            problems.append(
-                Problem(
-                    " and ".join(where),
-                    f"axis '{name}' is placed twice",
-                    found=repr(name),
-                    fix="give each axis one role: rows, delta, cross or blocks",
-                )
-            )
+            problems.append(Problem(" and ".join(where), f"axis '{name}' is placed twice",
+                                    found=repr(name),
+                                    fix="give each axis one role: rows, delta, cross or blocks"))
     names = metric_names(frame)
     default = default_metric_glob(names)
     globs = spec.metric_globs or ((default,) if default else ())
     metrics = match_metrics(globs, names)
     if not metrics:
-        problems.append(
-            Problem(
-                "--metrics",
-                "no final metric matches" if spec.metrics else "no evaluation metric to show",
-                found=spec.metrics or "(default: eval/*/mean@k, else val-core/*/acc/mean@1)",
-                allowed=", ".join(names) or f"(no final metrics yet; cells: {_state_text(frame)})",
-                fix=f"e.g. --metrics '{default}'" if default else
-                "name the columns with --metrics (globs: the * parts become headers)",
-            )
-        )
+        problems.append(Problem(
+            "--metrics",
+            "no final metric matches" if spec.metrics else "no evaluation metric to show",
+            found=spec.metrics or "(default: eval/*/mean@k, else val-core/*/acc/mean@1)",
+            allowed=", ".join(names) or f"(no final metrics yet; cells: {_state_text(frame)})",
+            fix=f"e.g. --metrics '{default}'" if default else
+            "name the columns with --metrics (globs: the * parts become headers)"))
     checks = [("--delta", spec.delta.axis, spec.delta.base)] if spec.delta is not None else []
     checks += [(f"--where {a}", a, text) for a, text in spec.where.items()]
     for location, name, text in checks:
         if name in axes and not any(value_matches(v, text) for v in frame[axis_column(name)]):
-            problems.append(
-                Problem(
-                    location,
-                    f"axis '{name}' never takes this value",
-                    found=text,
-                    allowed=_values_text(frame, name),
-                )
-            )
+            problems.append(Problem(location, f"axis '{name}' never takes this value",
+                                    found=text, allowed=_values_text(frame, name)))
     if problems:
         raise UserInputError("cannot build the table", problems)
     return metrics

@@ -9,9 +9,10 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from orchestrator.backends.base import Backend, LaunchSpec
+from orchestrator.backends.base import Backend, Demand, LaunchSpec
 from orchestrator.backends.embedded.settings import EmbeddedSettings
 from orchestrator.backends.rl_settings import CANARY_STEPS, canary_intervention_steps
+from orchestrator.runs.folder import CONFIG_FILE
 
 
 class EmbeddedBackend(Backend):
@@ -28,13 +29,14 @@ class EmbeddedBackend(Backend):
     # The trainer checks for a stop request after every step (trainer.train).
     stops_itself: ClassVar[bool] = True
 
-    def launch(self, settings: BaseModel, run_dir: Path) -> LaunchSpec:
-        """``python -m orchestrator train <run_dir>/config.yaml --out <run_dir>`` (pure)."""
+    def launch(self, settings: Mapping[str, Any], run_dir: Path, demand: Demand) -> LaunchSpec:
+        """``python -m orchestrator train <run_dir>/config.yaml --out <run_dir>`` (pure;
+        the trainer validates ``config.yaml``, which holds ``settings``)."""
         return LaunchSpec(
             argv=(sys.executable, "-m", "orchestrator", "train",
-                  str(run_dir / "config.yaml"), "--out", str(run_dir)),
-            env={},
-            gpus=self.gpus(settings),
+                  str(run_dir / CONFIG_FILE), "--out", str(run_dir)),
+            env=dict(demand.env),
+            gpus=demand.gpus,
         )
 
     def gpus(self, settings: BaseModel) -> int:

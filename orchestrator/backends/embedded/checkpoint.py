@@ -12,7 +12,6 @@ is read with ``torch.load(weights_only=True)``: a file that would need anything 
 
 from __future__ import annotations
 
-import os
 import pickle
 import random
 import re
@@ -23,6 +22,7 @@ from typing import Any
 import torch
 
 from orchestrator.errors import KappaError
+from orchestrator.runs.atomic import replacing
 
 _NAME = re.compile(r"^step_(\d+)\.pt$")
 
@@ -66,15 +66,14 @@ def save_checkpoint(out_dir: Path, step: int, model: torch.nn.Module,
     folder = checkpoint_dir(out_dir)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"step_{step}.pt"
-    tmp = folder / f".step_{step}.pt.{os.getpid()}.tmp"
-    torch.save({
-        "step": step,
-        "model": model.state_dict(),
-        "optimizer": optimizer.state_dict(),
-        "torch_rng": torch.get_rng_state(),
-        "python_rng": random.getstate(),
-    }, tmp)
-    os.replace(tmp, path)
+    with replacing(path) as tmp:
+        torch.save({
+            "step": step,
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "torch_rng": torch.get_rng_state(),
+            "python_rng": random.getstate(),
+        }, tmp)
     found = sorted((int(m.group(1)), p) for p in folder.iterdir() if (m := _NAME.match(p.name)))
     for _, old in found[:-keep]:
         old.unlink(missing_ok=True)

@@ -1,4 +1,5 @@
-"""Scoring a policy on benchmark problems: greedy accuracy, mean@k and unbiased pass@k."""
+"""Scoring a policy on benchmark problems: greedy accuracy, mean@k and unbiased pass@k;
+:func:`evaluate` is a run's final evaluation."""
 
 from __future__ import annotations
 
@@ -7,10 +8,9 @@ from collections.abc import Sequence
 
 import torch
 
-from orchestrator.backends.embedded.model import TinyGPT
-from orchestrator.backends.embedded.rollout import generate
-from orchestrator.backends.embedded.tasks import Problem, Task
-from orchestrator.backends.embedded.tokenizer import TOKENIZER
+from orchestrator.backends.embedded.model import TinyGPT, generate
+from orchestrator.backends.embedded.settings import EmbeddedSettings
+from orchestrator.backends.embedded.tasks import TASKS, TOKENIZER, Problem, Task, stable_seed
 
 _CHUNK = 512  # prompts per generate call; bounds memory on large eval sets
 
@@ -76,3 +76,25 @@ def benchmark_scores(
         f"eval/{benchmark}/mean@{k}": sum(c / k for c in counts) / n,
         f"eval/{benchmark}/pass@{k}": sum(pass_at_k(k, c, k) for c in counts) / n,
     }
+
+
+def evaluate(settings: EmbeddedSettings, policy: TinyGPT) -> dict[str, float]:
+    """Final scores on every benchmark: greedy accuracy, mean@k and pass@k.
+
+    Only the in-distribution validation set is reported under ``val-core/`` (as during
+    training), so "the validation accuracy" of a run is one unambiguous metric; held-out
+    benchmarks are ``eval/<benchmark>/...``.
+    """
+    task = TASKS[settings.task]
+    device = next(policy.parameters()).device
+    scores: dict[str, float] = {}
+    for benchmark in settings.benchmarks or task.benchmarks:
+        generator = torch.Generator(device=device)
+        generator.manual_seed(stable_seed("eval", settings.seed, benchmark))
+        problems = task.benchmark(benchmark, settings.val_size)
+        scores.update(benchmark_scores(policy, task, benchmark, problems, settings.eval_samples,
+                                       settings.max_response_length, settings.eval_temperature,
+                                       generator))
+        if benchmark == task.val_benchmark:
+            scores[f"val-core/{benchmark}/acc/mean@1"] = scores[f"eval/{benchmark}/greedy@1"]
+    return scores

@@ -1,4 +1,5 @@
-"""The run folder's files (``metrics.jsonl``, ``progress.json``, ``summary.json``) and MLflow.
+"""The trainer's side of its run folder (``metrics.jsonl``, ``progress.json``,
+``summary.json``, :mod:`orchestrator.runs`), MLflow, and the terminal progress bar.
 
 Metrics go to ``metrics.jsonl`` always, and to the MLflow run named by ``MLFLOW_RUN_ID``
 (on ``MLFLOW_TRACKING_URI``) when both are set, through the run folder's outbox
@@ -10,45 +11,15 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from orchestrator.backends.run_metrics import metrics_line
-from orchestrator.backends.stop_request import StopRequest, stopped_block
+from orchestrator.runs.folder import METRICS_FILE, write_progress, write_summary
+from orchestrator.runs.metrics import append_metrics, truncate_metrics
+from orchestrator.runs.stop_request import StopRequest, stopped_block
 from orchestrator.tracking.outbox import Outbox, OutboxSender
-
-
-def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
-    """Write JSON to a temporary file then rename it over ``path`` (readers never see half)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data))  # insertion order: evaluators list benchmarks in order
-    os.replace(tmp, path)
-
-
-def truncate_metrics(path: Path, last_step: int) -> list[str]:
-    """Drop lines of ``metrics.jsonl`` that a resume from ``last_step`` will redo; the
-    lines kept (what an uninterrupted run had logged up to there, in order).
-
-    That is every line after ``last_step`` and a final evaluation logged at ``last_step``
-    (its ``eval/*`` line), which is redone once training ends.
-    """
-    if not path.exists():
-        return []
-    kept = []
-    for line in path.read_text().splitlines():
-        try:
-            row = json.loads(line)
-            step = int(row["step"])
-            final_eval = step == last_step and any(k.startswith("eval/") for k in row["metrics"])
-            if step <= last_step and not final_eval:
-                kept.append(line)
-        except (ValueError, KeyError, TypeError):
-            continue  # a line cut short by a kill
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text("".join(f"{line}\n" for line in kept))
-    os.replace(tmp, path)
-    return kept
 
 
 def flush_seconds() -> float:
@@ -58,6 +29,25 @@ def flush_seconds() -> float:
         return max(0.0, float(os.environ.get("KAPPA_METRICS_FLUSH_SECONDS", "60")))
     except ValueError:
         return 60.0
+
+
+@contextmanager
+def progress_bar(total: int, done: int,
+                 enabled: bool) -> Iterator[Callable[[dict[str, float]], None]]:
+    """A rich progress bar on a terminal (nothing when output is redirected); yields advance()."""
+    if not enabled:
+        yield lambda metrics: None
+        return
+    from rich.progress import Progress
+
+    with Progress(transient=True) as bar:
+        task_id = bar.add_task("RL steps", total=total, completed=done)
+
+        def advance(metrics: dict[str, float]) -> None:
+            score = metrics.get("critic/score/mean", float("nan"))
+            bar.update(task_id, advance=1, description=f"RL steps  score {score:.3f}")
+
+        yield advance
 
 
 class RunFiles:
@@ -72,7 +62,7 @@ class RunFiles:
     def __init__(self, out_dir: Path, total_steps: int) -> None:
         self.out_dir = out_dir
         self.total_steps = total_steps
-        self.metrics_path = out_dir / "metrics.jsonl"
+        self.metrics_path = out_dir / METRICS_FILE
         run_id = os.environ.get("MLFLOW_RUN_ID")
         uri = os.environ.get("MLFLOW_TRACKING_URI")
         self._outbox: Outbox | None = None
@@ -107,10 +97,8 @@ class RunFiles:
 
     def log(self, step: int, metrics: Mapping[str, float]) -> None:
         """Append one step's metrics and queue the finite ones for MLflow (non-finite
-        values go to the line's ``nonfinite`` field only: see :mod:`.run_metrics`)."""
-        line, clean = metrics_line(step, metrics)
-        with self.metrics_path.open("a") as fh:
-            fh.write(line)
+        values go to the line's ``nonfinite`` field only: see :mod:`orchestrator.runs.metrics`)."""
+        clean = append_metrics(self.metrics_path, step, metrics)
         if self._outbox is not None:
             self._outbox.put(self._seq, step, clean)
         self._seq += 1
@@ -126,8 +114,7 @@ class RunFiles:
 
     def progress(self, step: int) -> None:
         """Record how far training got."""
-        write_json_atomic(self.out_dir / "progress.json",
-                          {"step": step, "total_steps": self.total_steps})
+        write_progress(self.out_dir, step, self.total_steps)
 
     def summary(self, steps: int, final: Mapping[str, float],
                 stopped: StopRequest | None = None) -> None:
@@ -138,4 +125,4 @@ class RunFiles:
                                 "final": {k: float(v) for k, v in final.items()}}
         if stopped is not None:
             data["stopped"] = stopped_block(stopped, steps)
-        write_json_atomic(self.out_dir / "summary.json", data)
+        write_summary(self.out_dir, data)

@@ -2,8 +2,8 @@
 
 A spec's ``base`` plus its axis values produce a mapping that must validate against
 :class:`EmbeddedSettings`. Settings left at ``None`` take the baseline bundle's value
-(ALGORITHMS.md §2); :attr:`EmbeddedSettings.algorithm` resolves them, so the trainer never
-looks at a ``None``.
+(docs/algorithms.md#baseline-bundles); :attr:`EmbeddedSettings.algorithm` resolves them, so the
+trainer never looks at a ``None``.
 """
 
 from __future__ import annotations
@@ -13,16 +13,8 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from orchestrator.backends.rl_settings import (
-    BUNDLES,
-    AggMode,
-    Baseline,
-    ClipRatio,
-    ResolvedAlgorithm,
-    RLSettings,
-    StrictModel,
-    resolve_bundle,
-)
+from orchestrator.algorithms.bundles import ResolvedAlgorithm
+from orchestrator.backends.rl_settings import RLSettings, StrictModel
 from orchestrator.limits import (
     MAX_ATTEMPTS,
     MAX_BATCH,
@@ -31,10 +23,6 @@ from orchestrator.limits import (
     MAX_STEPS,
     MAX_TOKENS,
 )
-
-# Re-exported: these names lived here before the shared module existed.
-__all__ = ["AggMode", "Baseline", "ClipRatio", "EmbeddedSettings", "ModelSettings",
-           "ResolvedAlgorithm", "WarmStartSettings"]
 
 
 class ModelSettings(StrictModel):
@@ -144,6 +132,7 @@ class EmbeddedSettings(RLSettings):
 
     @cached_property
     def algorithm(self) -> ResolvedAlgorithm:
-        """The baseline bundle (ALGORITHMS.md §2) with this cell's overrides applied
-        (derived, never stored)."""
-        return resolve_bundle(self, BUNDLES[self.baseline], kl_loss_type=self.kl_loss_type)
+        """The baseline bundle (docs/algorithms.md#baseline-bundles) with this cell's overrides
+        applied (derived, never stored)."""
+        return self.resolve_algorithm("embedded", kl_loss_type=self.kl_loss_type,
+                                      overlong_buffer=self.overlong_buffer)

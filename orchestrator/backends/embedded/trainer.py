@@ -1,76 +1,72 @@
-"""The embedded RL trainer, top to bottom: warm start, then RL steps, then final evaluation.
+"""The embedded RL trainer as one recipe: warm start, then RL steps, then final evaluation.
+
+Read top to bottom: :func:`train` runs the cell, :func:`rl_step` is one RL step, and the
+step's phases follow in order: :func:`collect` (sample groups, score them, shape rewards,
+build advantages), :func:`ppo_update` (the policy update), :func:`kappa_eff` (the step's
+sharpening diagnostic). The algorithms themselves are :mod:`orchestrator.algorithms`'.
 
 ``train(settings, out_dir)`` runs one cell in ``out_dir``. Re-running it in the same folder
 resumes from the newest checkpoint and ends with the same metrics as an uninterrupted run:
 all randomness of step ``s`` (prompts, sampling, mini-batch order, Clip-Cov's draw) comes
 from generators seeded by ``(seed, s)``, so the step counter saved in the checkpoint is
 the sampling RNG state; the global torch/python RNG states are saved as well.
+
+Order of reward shaping (docs/algorithms.md#reward-variants): the verifier's (or a spurious
+coin's) correct/incorrect becomes ``reward_correct``/``reward_incorrect`` (the κ setting),
+then DAPO's over-long penalty, then the entropy reward while that intervention is active;
+the advantage construction (GRPO, Dr.GRPO or reward budgeting) sees the result. DAPO's
+dynamic sampling keeps groups whose accuracy varies (verl's ``filter_groups.metric=acc``)
+and samples again, up to ``max_sampling_attempts`` rounds, until the batch is full.
+
+The update shuffles the batch's groups and splits them into ``ppo_mini_batches``
+mini-batches per epoch; each mini-batch is one optimizer step, so after the first one the
+ratios move off 1 and clipping starts to matter. The loss is the baseline's policy loss,
+plus ``β·KL`` to the frozen reference when the bundle uses a KL loss, minus ``c·H`` while
+the entropy-loss intervention is active.
 """
 
 from __future__ import annotations
 
-import copy
-import json
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from orchestrator.algorithms import diagnostics
+from orchestrator.algorithms.advantages import advantages
+from orchestrator.algorithms.dapo import dynamic_sampling_keep, overlong_penalty
+from orchestrator.algorithms.entropy import entropy_from_logits
+from orchestrator.algorithms.kl import kl_penalty
+from orchestrator.algorithms.masking import aggregate, broadcast_to_tokens, masked_mean
+from orchestrator.algorithms.policy_losses import policy_loss
+from orchestrator.algorithms.rewards import entropy_reward, random_rewards, scale_rewards
 from orchestrator.backends.embedded.checkpoint import (
     latest_checkpoint,
     load_checkpoint,
     restore_rng,
     save_checkpoint,
 )
-from orchestrator.backends.embedded.evaluation import benchmark_scores, greedy_accuracy
-from orchestrator.backends.embedded.experience import NothingKept, collect
-from orchestrator.backends.embedded.metrics import RunFiles
-from orchestrator.backends.embedded.model import TinyGPT
+from orchestrator.backends.embedded.evaluation import evaluate, greedy_accuracy
+from orchestrator.backends.embedded.metrics import RunFiles, progress_bar
+from orchestrator.backends.embedded.model import (
+    Sequences,
+    TinyGPT,
+    frozen_copy,
+    generate,
+    pack,
+    resolve_device,
+    response_logits,
+    token_log_probs,
+)
 from orchestrator.backends.embedded.settings import EmbeddedSettings
-from orchestrator.backends.embedded.tasks import TASKS, stable_seed
-from orchestrator.backends.embedded.update import kappa_eff, ppo_update
+from orchestrator.backends.embedded.tasks import TASKS, TOKENIZER, Problem, Task, stable_seed
 from orchestrator.backends.embedded.warmstart import load_or_build
-from orchestrator.backends.stop_request import StopRequest, read_stop_request
-from orchestrator.errors import Problem, UserInputError
-
-
-def resolve_device(name: str) -> torch.device:
-    """``auto`` is CUDA when present, else CPU."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise UserInputError("device 'cuda' was asked for but this machine has no CUDA device", [
-            Problem("device", "CUDA is not available here", found="'cuda'",
-                    allowed="auto, cpu", fix="use device: auto (CUDA when present, else CPU)")])
-    return torch.device(name)
-
-
-@contextmanager
-def _progress(total: int, done: int, enabled: bool) -> Iterator[Callable[[dict[str, float]], None]]:
-    """A rich progress bar on a terminal (nothing when output is redirected); yields advance()."""
-    if not enabled:
-        yield lambda metrics: None
-        return
-    from rich.progress import Progress
-
-    with Progress(transient=True) as bar:
-        task_id = bar.add_task("RL steps", total=total, completed=done)
-
-        def advance(metrics: dict[str, float]) -> None:
-            score = metrics.get("critic/score/mean", float("nan"))
-            bar.update(task_id, advance=1, description=f"RL steps  score {score:.3f}")
-
-        yield advance
-
-
-def _frozen_copy(model: TinyGPT) -> TinyGPT:
-    ref = copy.deepcopy(model).eval()
-    for p in ref.parameters():
-        p.requires_grad_(False)
-    return ref
+from orchestrator.runs.folder import SUMMARY_FILE
+from orchestrator.runs.metrics import last_values
+from orchestrator.runs.stop_request import StopRequest, read_stop_request
 
 
 def train(settings: EmbeddedSettings, out_dir: Path,
@@ -81,13 +77,13 @@ def train(settings: EmbeddedSettings, out_dir: Path,
     task = TASKS[settings.task]
     algo = settings.algorithm
     files = RunFiles(out_dir, settings.max_steps)
-    (out_dir / "summary.json").unlink(missing_ok=True)
+    (out_dir / SUMMARY_FILE).unlink(missing_ok=True)
 
     t0 = time.perf_counter()
     warm = load_or_build(settings, device)
     warm_seconds = time.perf_counter() - t0
     policy = warm.model
-    ref = _frozen_copy(policy) if algo.use_kl_loss else None
+    ref = frozen_copy(policy) if algo.use_kl_loss else None
     optimizer = torch.optim.AdamW(policy.parameters(), lr=settings.learning_rate,
                                   weight_decay=0.0)
     held_out = task.held_out_prompts(settings.val_size)
@@ -114,7 +110,7 @@ def train(settings: EmbeddedSettings, out_dir: Path,
     last = start
     saved = start if ckpt is not None else -1  # the step of the newest checkpoint
     stop: StopRequest | None = None
-    with _progress(settings.max_steps, start, show) as advance:
+    with progress_bar(settings.max_steps, start, show) as advance:
         for step in range(start, settings.max_steps):
             # A stop request (a stopping rule fired) ends the run at this step boundary.
             stop = read_stop_request(out_dir)
@@ -139,7 +135,7 @@ def train(settings: EmbeddedSettings, out_dir: Path,
 
     final_eval = evaluate(settings, policy)
     files.log(last, final_eval)
-    final = _latest_values(files.metrics_path)
+    final = last_values(files.metrics_path)[0]
     # MLflow gets a bounded wait; what it has not taken yet waits in the run folder's
     # outbox for the scheduler, which delivers it before ending the run.
     files.close()
@@ -193,31 +189,204 @@ def rl_step(settings: EmbeddedSettings, policy: TinyGPT, ref: TinyGPT | None,
     return metrics
 
 
-def evaluate(settings: EmbeddedSettings, policy: TinyGPT) -> dict[str, float]:
-    """Final scores on every benchmark: greedy accuracy, mean@k and pass@k.
+# --- phase 1: experience (sample, score, shape rewards, advantages) --------------------
 
-    Only the in-distribution validation set is reported under ``val-core/`` (as during
-    training), so "the validation accuracy" of a run is one unambiguous metric; held-out
-    benchmarks are ``eval/<benchmark>/...``.
-    """
-    task = TASKS[settings.task]
+
+@dataclass(frozen=True)
+class Experience:
+    """A training batch of ``groups × G`` responses; row ``g·G + i`` is response i of group g."""
+
+    seqs: Sequences
+    group_index: torch.Tensor  # (N,)
+    correct: torch.Tensor  # (N,) bool, what the verifier (or the coin) said
+    rewards: torch.Tensor  # (groups, G) after every shaping term
+    advantages: torch.Tensor  # (N, R) on response tokens
+    old_log_prob: torch.Tensor  # (N, R) under the rollout policy
+    ref_log_prob: torch.Tensor | None  # (N, R) under the frozen reference, if KL is used
+    entropy: torch.Tensor  # (N, R) token entropy under the rollout policy
+    attempts: int
+    sampled_tokens: int  # every token generated this step, dropped groups included
+
+    @property
+    def groups(self) -> int:
+        """Number of prompts (groups) in the batch."""
+        return int(self.rewards.shape[0])
+
+
+def _correctness(settings: EmbeddedSettings, task: Task, seqs: Sequences, problems: list[Problem],
+                 prompt_ids: torch.Tensor) -> torch.Tensor:
+    g = settings.group_size
+    if settings.reward_type == "random":
+        coins = random_rewards(prompt_ids[:, None], torch.arange(g)[None, :], settings.seed)
+        return coins.reshape(-1).bool()
+    texts = [TOKENIZER.decode(ids) for ids in seqs.responses.tolist()]
+    return torch.tensor([task.verify(t, problems[i // g]) for i, t in enumerate(texts)])
+
+
+def collect(settings: EmbeddedSettings, task: Task, policy: TinyGPT, ref: TinyGPT | None,
+            step: int, held_out: frozenset[str]) -> Experience:
+    """Sample, score and (for DAPO) filter groups until the batch is full; then score tokens."""
+    algo = settings.algorithm
     device = next(policy.parameters()).device
-    scores: dict[str, float] = {}
-    for benchmark in settings.benchmarks or task.benchmarks:
+    g, want = settings.group_size, settings.prompts_per_step
+    attempts_cap = settings.max_sampling_attempts if algo.dynamic_sampling else 1
+    prompts: list[list[int]] = []
+    responses: list[list[int]] = []
+    correct_parts: list[torch.Tensor] = []
+    kept = sampled_tokens = attempts = 0
+    policy.eval()
+    while kept < want and attempts < attempts_cap:
+        problems = task.train_problems(stable_seed("prompts", settings.seed, step, attempts),
+                                       want, held_out)
+        ids = torch.tensor([(step * attempts_cap + attempts) * want + i for i in range(want)])
         generator = torch.Generator(device=device)
-        generator.manual_seed(stable_seed("eval", settings.seed, benchmark))
-        problems = task.benchmark(benchmark, settings.val_size)
-        scores.update(benchmark_scores(policy, task, benchmark, problems, settings.eval_samples,
-                                       settings.max_response_length, settings.eval_temperature,
-                                       generator))
-        if benchmark == task.val_benchmark:
-            scores[f"val-core/{benchmark}/acc/mean@1"] = scores[f"eval/{benchmark}/greedy@1"]
-    return scores
+        generator.manual_seed(stable_seed("sample", settings.seed, step, attempts))
+        encoded = [TOKENIZER.encode_prompt(p.prompt) for p in problems for _ in range(g)]
+        seqs = generate(policy, encoded, settings.max_response_length, settings.temperature,
+                        generator)
+        attempts += 1
+        sampled_tokens += int(seqs.response_mask.sum().item())
+        correct = _correctness(settings, task, seqs, problems, ids).reshape(want, g)
+        keep = (dynamic_sampling_keep(correct.float()) if algo.dynamic_sampling
+                else torch.ones(want, dtype=torch.bool))
+        lengths = seqs.response_lengths.long().reshape(want, g)
+        for group in torch.nonzero(keep).flatten().tolist()[: want - kept]:
+            for i in range(group * g, group * g + g):
+                prompts.append(encoded[i])
+                responses.append(seqs.responses[i, : int(lengths.flatten()[i])].tolist())
+            correct_parts.append(correct[group])
+            kept += 1
+    policy.train()
+    if kept == 0:
+        raise NothingKept(attempts, sampled_tokens)
+    return _score(settings, policy, ref, step, pack(prompts, responses, device),
+                  torch.stack(correct_parts), attempts, sampled_tokens)
 
 
-def _latest_values(metrics_path: Path) -> dict[str, float]:
-    """The last logged value of every metric in ``metrics.jsonl``."""
-    latest: dict[str, float] = {}
-    for line in metrics_path.read_text().splitlines():
-        latest.update(json.loads(line)["metrics"])
-    return latest
+class NothingKept(Exception):
+    """Dynamic sampling found no group with mixed outcomes within its attempts."""
+
+    def __init__(self, attempts: int, sampled_tokens: int) -> None:
+        super().__init__(f"no group kept after {attempts} sampling attempts")
+        self.attempts = attempts
+        self.sampled_tokens = sampled_tokens
+
+
+@torch.no_grad()
+def _score(settings: EmbeddedSettings, policy: TinyGPT, ref: TinyGPT | None, step: int,
+           seqs: Sequences, correct: torch.Tensor, attempts: int,
+           sampled_tokens: int) -> Experience:
+    algo = settings.algorithm
+    groups, g = correct.shape
+    mask = seqs.response_mask
+    logits = response_logits(policy, seqs, settings.temperature)
+    old_log_prob = token_log_probs(logits, seqs.responses)
+    entropy = entropy_from_logits(logits)
+    ref_log_prob = None
+    if ref is not None:
+        ref_log_prob = token_log_probs(response_logits(ref, seqs, settings.temperature),
+                                       seqs.responses)
+    # Rewards and advantages are small per-response tensors: kept on the CPU.
+    rewards = scale_rewards(correct, settings.reward_correct, settings.reward_incorrect)
+    if algo.overlong_penalty and settings.overlong_buffer > 0:
+        cache = min(settings.overlong_buffer, settings.max_response_length)
+        rewards = rewards + overlong_penalty(
+            seqs.response_lengths.cpu().reshape(groups, g), settings.max_response_length, cache,
+            settings.overlong_penalty_factor)
+    if settings.entropy_intervention == "entropy_reward" and settings.intervention_active(step):
+        seq_entropy = masked_mean(entropy, mask, dim=-1).cpu().reshape(groups, g)
+        rewards = entropy_reward(rewards, seq_entropy, settings.entropy_coef)
+    options = {"std": algo.advantage_std} if algo.advantage == "grpo" else {}
+    adv = advantages(algo.advantage, rewards, **options)
+    return Experience(
+        seqs=seqs,
+        group_index=torch.arange(groups).repeat_interleave(g),
+        correct=correct.reshape(-1),
+        rewards=rewards,
+        advantages=broadcast_to_tokens(adv.reshape(-1).to(mask.device), mask),
+        old_log_prob=old_log_prob,
+        ref_log_prob=ref_log_prob,
+        entropy=entropy,
+        attempts=attempts,
+        sampled_tokens=sampled_tokens,
+    )
+
+
+# --- phase 2: the policy update, then the step's κ_eff ------------------------------------
+
+
+def _random_state(loss: str, generator: torch.Generator) -> dict[str, object]:
+    # Clip-Cov draws its tokens at random: from the step's generator, for reproducibility.
+    return {"generator": generator} if loss == "clip_cov" else {}
+
+
+def ppo_update(settings: EmbeddedSettings, policy: TinyGPT, optimizer: torch.optim.Optimizer,
+               exp: Experience, step: int) -> dict[str, float]:
+    """Optimise on ``exp``; return the mean of each ``actor/*`` metric over mini-batches."""
+    algo = settings.algorithm
+    g = settings.group_size
+    generator = torch.Generator().manual_seed(stable_seed("update", settings.seed, step))
+    entropy_bonus = (settings.entropy_intervention == "entropy_loss"
+                     and settings.intervention_active(step))
+    scale = (float(settings.max_response_length)
+             if algo.loss_agg_mode == "seq-mean-token-sum-norm" else None)
+    sums: dict[str, float] = defaultdict(float)
+    count = 0
+    for _ in range(settings.ppo_epochs):
+        order = torch.randperm(exp.groups, generator=generator)
+        for chunk in torch.tensor_split(order, settings.ppo_mini_batches):
+            if len(chunk) == 0:
+                continue
+            rows = (chunk[:, None] * g + torch.arange(g)[None, :]).reshape(-1)
+            rows = rows.to(exp.seqs.tokens.device)
+            sub = exp.seqs.select(rows)
+            mask = sub.response_mask
+            logits = response_logits(policy, sub, settings.temperature)
+            log_prob = token_log_probs(logits, sub.responses)
+            old = exp.old_log_prob[rows]
+            adv = exp.advantages[rows]
+            loss, metrics = policy_loss(
+                algo.loss, old, log_prob, adv, mask, agg_mode=algo.loss_agg_mode,
+                clip_ratio_low=algo.clip_ratio_low, clip_ratio_high=algo.clip_ratio_high,
+                clip_ratio_c=algo.clip_ratio_c, loss_scale_factor=scale,
+                **algo.policy_loss_params, **_random_state(algo.loss, generator))
+            entropy = aggregate(entropy_from_logits(logits), mask, algo.loss_agg_mode,
+                                    scale)
+            metrics["actor/entropy_loss"] = entropy.item()
+            if entropy_bonus:
+                loss = loss - settings.entropy_coef * entropy
+            if algo.use_kl_loss and exp.ref_log_prob is not None:
+                kl = aggregate(
+                    kl_penalty(log_prob, exp.ref_log_prob[rows], algo.kl_loss_type),
+                    mask, algo.loss_agg_mode, scale)
+                loss = loss + algo.kl_coef * kl
+                metrics["actor/kl_loss"] = kl.item()
+                metrics["actor/kl_coef"] = algo.kl_coef
+            fractions = diagnostics.clip_fractions(old, log_prob.detach(), adv, mask,
+                                                   algo.clip_ratio_low, algo.clip_ratio_high)
+            metrics["actor/clipfrac_upper"] = fractions.upper
+            metrics["actor/clipfrac_lower"] = fractions.lower
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), settings.grad_clip)
+            optimizer.step()
+            metrics["actor/grad_norm"] = float(grad_norm)
+            metrics["actor/loss"] = loss.item()
+            for key, value in metrics.items():
+                sums[key] += float(value)
+            count += 1
+    return {key: value / max(count, 1) for key, value in sums.items()}
+
+
+@torch.no_grad()
+def kappa_eff(settings: EmbeddedSettings, policy: TinyGPT, exp: Experience) -> float | None:
+    """κ_eff of this step's update: sequence log-probs after vs before.
+
+    Definition: docs/algorithms.md#diagnostics.
+    """
+    mask = exp.seqs.response_mask
+    new = token_log_probs(response_logits(policy, exp.seqs, settings.temperature),
+                          exp.seqs.responses)
+    return diagnostics.kappa_eff((new * mask).sum(-1).cpu(),
+                                 (exp.old_log_prob * mask).sum(-1).cpu(), exp.correct,
+                                 exp.group_index)

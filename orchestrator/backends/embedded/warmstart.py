@@ -13,7 +13,6 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
-import os
 import pickle
 import sys
 from dataclasses import asdict, dataclass
@@ -22,11 +21,17 @@ from pathlib import Path
 import torch
 
 from orchestrator.backends.embedded.evaluation import greedy_accuracy
-from orchestrator.backends.embedded.model import ModelShape, TinyGPT, build_model
-from orchestrator.backends.embedded.rollout import pack, response_logits, token_log_probs
+from orchestrator.backends.embedded.model import (
+    ModelShape,
+    TinyGPT,
+    build_model,
+    pack,
+    response_logits,
+    token_log_probs,
+)
 from orchestrator.backends.embedded.settings import EmbeddedSettings
-from orchestrator.backends.embedded.tasks import TASKS, Task, stable_seed
-from orchestrator.backends.embedded.tokenizer import EOS, TOKENIZER
+from orchestrator.backends.embedded.tasks import EOS, TASKS, TOKENIZER, Task, stable_seed
+from orchestrator.runs.atomic import replacing
 
 _FORMAT_VERSION = 1
 _PROBE_SIZE = 128
@@ -125,7 +130,7 @@ def load_or_build(settings: EmbeddedSettings, device: torch.device) -> WarmStart
                 return WarmStart(model, int(blob["steps"]), float(blob["probe_accuracy"]),
                                  path, True)
         model, steps, accuracy = _train(settings, TASKS[settings.task], device)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        torch.save({"model": model.state_dict(), "steps": steps, "probe_accuracy": accuracy}, tmp)
-        os.replace(tmp, path)
+        with replacing(path) as tmp:
+            torch.save({"model": model.state_dict(), "steps": steps,
+                        "probe_accuracy": accuracy}, tmp)
         return WarmStart(model, steps, accuracy, path, False)

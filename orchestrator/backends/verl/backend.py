@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -9,13 +10,13 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from orchestrator.backends.base import Backend, LaunchSpec
-from orchestrator.backends.run_metrics import MetricsRead
-from orchestrator.backends.stop_request import StopRequest, synthesize_summary
+from orchestrator.backends.base import Backend, Demand, LaunchSpec
 from orchestrator.backends.verl.command import launch_env
 from orchestrator.backends.verl.phases import Phase, checkpointed_step
 from orchestrator.backends.verl.phases import phases as cell_phases
 from orchestrator.backends.verl.settings import VerlSettings
+from orchestrator.runs.metrics import MetricsRead
+from orchestrator.runs.stop_request import StopRequest, synthesize_summary
 
 # verl's ResourcePoolManager default max_colocate_count (verl/single_controller/ray/base.py):
 # each GPU's placement-group bundle asks for this many CPUs beside the GPU.
@@ -48,16 +49,9 @@ class VerlBackend(Backend):
     coupled_settings: ClassVar[frozenset[str] | None] = (
         frozenset(VerlSettings.model_fields) - FREE_SETTINGS)
 
-    def validate(self, settings: Mapping[str, Any]) -> BaseModel:
-        """Validate the settings, then compose them against verl's config (preflight)."""
-        from orchestrator.backends.verl.preflight import preflight
-
-        model = _as_verl(super().validate(settings))
-        preflight({"": model})
-        return model
-
     def preflight(self, cells: Mapping[str, BaseModel]) -> None:
-        """Preflight many validated cells at once; problems are located by cell label."""
+        """Compose many validated cells against verl's config at once (one compose worker,
+        one disk cache); problems are located by cell label."""
         from orchestrator.backends.verl.preflight import preflight
 
         preflight({label: _as_verl(s) for label, s in cells.items()})
@@ -66,13 +60,17 @@ class VerlBackend(Backend):
         """The consecutive verl launches this cell runs as."""
         return cell_phases(_as_verl(settings))
 
-    def launch(self, settings: BaseModel, run_dir: Path) -> LaunchSpec:
-        """The phase driver for this cell; relaunching resumes from verl's checkpoint."""
-        s = _as_verl(settings)
+    def launch(self, settings: Mapping[str, Any], run_dir: Path, demand: Demand) -> LaunchSpec:
+        """The phase driver for this cell (it validates the settings it is given when it
+        starts); relaunching resumes from verl's checkpoint."""
         argv = (sys.executable, "-m", "orchestrator.backends.verl.run_phases",
-                str(run_dir.resolve()), "--settings-json", s.model_dump_json())
-        env = launch_env(s) | {"HYDRA_FULL_ERROR": "1"}
-        return LaunchSpec(argv=argv, env=env, gpus=s.gpus)
+                str(run_dir.resolve()), "--settings-json", json.dumps(dict(settings)))
+        env = dict(demand.env) | {"HYDRA_FULL_ERROR": "1"}
+        return LaunchSpec(argv=argv, env=env, gpus=demand.gpus)
+
+    def launch_env(self, settings: BaseModel) -> dict[str, str]:
+        """The plug-in's variables of the cell's first phase (a Ray job's runtime_env)."""
+        return launch_env(_as_verl(settings))
 
     def gpus(self, settings: BaseModel) -> int:
         """Every GPU of every node the run spans."""
@@ -97,7 +95,7 @@ class VerlBackend(Backend):
         """Two steps at the smallest batch, checkpointed, no validation (:mod:`.canary`)."""
         from orchestrator.backends.verl.canary import canary_settings
 
-        model = _as_verl(super().validate(settings))  # the canary's own validate preflights
+        model = _as_verl(self.validate(settings))
         return canary_settings(model, dict(settings))
 
     def read_metrics(self, run_dir: Path, cursor: Any = None) -> MetricsRead:

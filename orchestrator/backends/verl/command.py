@@ -1,4 +1,4 @@
-"""A verl cell as the argv of ``python3 -m verl.trainer.main_ppo`` (VERL_NOTES §1).
+"""A verl cell as the argv of ``python3 -m verl.trainer.main_ppo`` (docs/verl.md#recipes).
 
 :func:`verl_command` is pure: same settings, run folder, phase and forwarded environment
 give the same list. Golden files under ``tests/golden/verl/`` pin it per baseline ± RB.
@@ -9,6 +9,7 @@ through ``reward.*`` only.
 from __future__ import annotations
 
 import importlib.util
+import math
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -24,6 +25,8 @@ ENTROPY_STEPS_ENV = "KAPPA_ENTROPY_REWARD_STEPS"
 # total_training_steps ends the run; the epoch count must merely not end it first.
 _EPOCHS = 100_000
 _SAFE = re.compile(r"^[A-Za-z0-9_/\-+.:@%]+$")
+# verl has no "no clipping" switch: an infinite ratio is a huge finite one.
+UNCLIPPED = 1e9
 
 HydraScalar = str | int | float | bool
 
@@ -89,11 +92,16 @@ def launch_env(settings: VerlSettings) -> dict[str, str]:
     return phase_env(settings, phases(settings)[0])
 
 
+def _ratio(value: float) -> float:
+    return UNCLIPPED if math.isinf(value) else value
+
+
 def _algorithm(s: VerlSettings, phase: Phase) -> dict[str, HydraScalar]:
     a = s.algorithm
     actor = "actor_rollout_ref.actor."
     o: dict[str, HydraScalar] = {
-        "algorithm.adv_estimator": a.adv_estimator,
+        # verl has no drgrpo estimator: Dr.GRPO is grpo without std normalisation.
+        "algorithm.adv_estimator": "reward_budget" if a.advantage == "reward_budget" else "grpo",
         "algorithm.norm_adv_by_std_in_grpo": a.normalise_by_std,
         "algorithm.use_kl_in_reward": False,
         "algorithm.filter_groups.enable": a.dynamic_sampling,
@@ -101,14 +109,14 @@ def _algorithm(s: VerlSettings, phase: Phase) -> dict[str, HydraScalar]:
     if a.dynamic_sampling:
         # Drop groups whose *accuracy* is uniform: κ-scaled rewards keep acc in {0, 1}.
         o["algorithm.filter_groups.metric"] = "acc"
-    o[actor + "policy_loss.loss_mode"] = a.loss_mode
+    o[actor + "policy_loss.loss_mode"] = a.loss
     for key, value in a.policy_loss_params.items():
         o[actor + "policy_loss." + key] = value
     o |= {
         actor + "loss_agg_mode": a.loss_agg_mode,
-        actor + "clip_ratio_low": a.clip_ratio_low,
-        actor + "clip_ratio_high": a.clip_ratio_high,
-        actor + "clip_ratio_c": a.clip_ratio_c,
+        actor + "clip_ratio_low": _ratio(a.clip_ratio_low),
+        actor + "clip_ratio_high": _ratio(a.clip_ratio_high),
+        actor + "clip_ratio_c": _ratio(a.clip_ratio_c),
         actor + "use_kl_loss": a.use_kl_loss,
         actor + "kl_loss_coef": a.kl_coef,
         actor + "kl_loss_type": a.kl_loss_type,

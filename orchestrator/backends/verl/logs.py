@@ -14,6 +14,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from orchestrator.runs.folder import METRICS_FILE, write_progress, write_summary
+from orchestrator.runs.metrics import rewrite_metrics
+
 LOG_DIR = "verl_logs"
 _VAL_CORE = re.compile(r"^val-core/(?P<bench>.+)/acc/(?P<stat>mean@\d+)$")
 
@@ -72,20 +75,12 @@ def merged_metrics(run_dir: Path) -> dict[int, dict[str, float]]:
     return dict(sorted(merged.items()))
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
-
-
 def write_run_files(run_dir: Path, total_steps: int, floor_step: int = 0) -> int:
     """Rewrite metrics.jsonl and progress.json from the verl logs; the latest step."""
     merged = merged_metrics(run_dir)
-    _write_atomic(run_dir / "metrics.jsonl", "".join(
-        json.dumps({"step": s, "metrics": m}) + "\n" for s, m in merged.items()))
+    rewrite_metrics(run_dir / METRICS_FILE, merged)
     step = max([floor_step, *merged])
-    _write_atomic(run_dir / "progress.json",
-                  json.dumps({"step": step, "total_steps": total_steps}))
+    write_progress(run_dir, step, total_steps)
     return step
 
 
@@ -101,11 +96,10 @@ def final_metrics(merged: dict[int, dict[str, float]]) -> dict[str, float]:
     return final
 
 
-def write_summary(run_dir: Path, steps: int) -> None:
+def write_final_summary(run_dir: Path, steps: int) -> None:
     """The success summary of the base contract."""
     final = final_metrics(merged_metrics(run_dir))
-    _write_atomic(run_dir / "summary.json",
-                  json.dumps({"status": "succeeded", "steps": steps, "final": final}))
+    write_summary(run_dir, {"status": "succeeded", "steps": steps, "final": final})
 
 
 def mlflow_key(key: str) -> str:
@@ -122,10 +116,6 @@ class MlflowBridge:
         self._client = MlflowClient()
         self._run_id = run_id
         self._offsets: dict[Path, int] = {p: 0 for p in paths}
-
-    def follow(self, path: Path) -> None:
-        """Also forward ``path`` (a launch's log) from its beginning."""
-        self._offsets.setdefault(path, 0)
 
     def pump(self) -> int:
         """Forward every complete new line; the number of steps logged."""

@@ -40,6 +40,7 @@ from orchestrator.backends.verl.phases import phases
 from orchestrator.backends.verl.settings import VerlSettings
 from orchestrator.errors import KappaError, Problem, UserInputError
 from orchestrator.paths import cache_dir
+from orchestrator.runs.atomic import write_atomic
 
 CACHE_SCHEMA = 1
 # A stand-in run folder: preflight checks the settings, not where they will run, so
@@ -164,9 +165,7 @@ def check_overrides(overrides: list[str], extra: list[str], version: str) -> lis
         pass
     problems = _get_worker().check(overrides, extra)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(problems))
-    tmp.replace(path)  # atomic: parallel planners never read half a file
+    write_atomic(path, json.dumps(problems))  # parallel planners never read half a file
     return problems
 
 

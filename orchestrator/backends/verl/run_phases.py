@@ -23,7 +23,12 @@ from pathlib import Path
 from types import FrameType
 
 from orchestrator.backends.verl.command import phase_env, verl_command
-from orchestrator.backends.verl.logs import LOG_DIR, MlflowBridge, write_run_files, write_summary
+from orchestrator.backends.verl.logs import (
+    LOG_DIR,
+    MlflowBridge,
+    write_final_summary,
+    write_run_files,
+)
 from orchestrator.backends.verl.phases import (
     Phase,
     checkpointed_step,
@@ -112,7 +117,7 @@ def run(settings: VerlSettings, run_dir: Path) -> int:
             print(f"[kappa] phase {phase.index} exited 0 but its checkpoint is at step "
                   f"{reached}, not {phase.end_step}; is trainer.save_freq > 0?", flush=True)
             return 1
-    write_summary(run_dir, settings.max_steps)
+    write_final_summary(run_dir, settings.max_steps)
     return 0
 
 
@@ -122,7 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--settings-json", required=True)
     args = parser.parse_args(argv)
-    settings = VerlSettings.model_validate_json(args.settings_json)
+    # The cell's stored settings, validated here once as a submit validated them (the
+    # scheduler that launched this validated nothing).
+    settings = VerlSettings.model_validate(json.loads(args.settings_json))
     return run(settings, args.run_dir)
 
 

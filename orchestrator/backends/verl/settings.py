@@ -15,8 +15,8 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from orchestrator.algorithms.bundles import ResolvedAlgorithm
 from orchestrator.backends.rl_settings import RLSettings
-from orchestrator.backends.verl.bundles import VerlAlgorithm, resolve_algorithm
 from orchestrator.limits import (
     MAX_BATCH,
     MAX_GPUS_PER_CELL,
@@ -146,8 +146,7 @@ class VerlSettings(RLSettings):
                 and self.baseline != "drgrpo":
             problems.append("verl's grpo estimator normalises by the unbiased std; "
                             "advantage_std='population' is only available on the embedded backend")
-        overlong = resolve_algorithm(self).overlong_penalty
-        if overlong and self.overlong_buffer > self.max_response_length:
+        if self.algorithm.overlong_penalty and self.overlong_buffer > self.max_response_length:
             problems.append(f"overlong_buffer ({self.overlong_buffer}) must not exceed "
                             f"max_response_length ({self.max_response_length})")
         if problems:
@@ -155,9 +154,12 @@ class VerlSettings(RLSettings):
         return self
 
     @cached_property
-    def algorithm(self) -> VerlAlgorithm:
-        """The baseline bundle with this cell's overrides applied (derived, never stored)."""
-        return resolve_algorithm(self)
+    def algorithm(self) -> ResolvedAlgorithm:
+        """The baseline bundle as verl runs it, with this cell's overrides applied (derived,
+        never stored)."""
+        return self.resolve_algorithm("verl", kl_loss_type=self.kl_loss_type,
+                                      overlong_buffer=self.overlong_buffer,
+                                      overlong_penalty=self.overlong_penalty)
 
     @property
     def gpus(self) -> int:

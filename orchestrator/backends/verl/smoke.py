@@ -23,9 +23,7 @@ import hashlib
 import json
 import os
 import random
-import tempfile
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +31,7 @@ from typing import Any
 from orchestrator.data.records import verl_row
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.paths import kappa_home
+from orchestrator.runs.atomic import replacing, write_atomic
 
 SMOKE_VAR = "${KAPPA_SMOKE_DIR}"
 TEMPLATE = Path(__file__).resolve().parents[3] / "experiments" / "verl" / "smoke.yaml"
@@ -81,28 +80,10 @@ def write_prompts(data_dir: Path, train: int = TRAIN_PROMPTS, val: int = VAL_PRO
     for split, count in (("train", train), ("val", val)):
         path = data_dir / f"{split}.parquet"
         frame = pd.DataFrame(prompt_rows(count, split, seed), columns=list(PARQUET_COLUMNS))
-        with _replacing(path) as tmp:
+        with replacing(path, mode=0o644) as tmp:  # readable by the cluster's other users
             frame.to_parquet(tmp, index=False)
         paths.append(path)
     return paths[0], paths[1]
-
-
-@contextmanager
-def _replacing(path: Path) -> Iterator[Path]:
-    """A temporary sibling of ``path`` to write, renamed over ``path`` on success.
-
-    The name is unique to this writer: two ``kappa smoke verl`` runs into one folder
-    each write their own file and rename it (same bytes), never into each other's.
-    """
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    tmp = Path(name)
-    try:
-        yield tmp
-        tmp.chmod(0o644)  # mkstemp's 0600 would hide it from the cluster's other users
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def _fill(value: Any, out_dir: str) -> Any:
@@ -142,8 +123,7 @@ def render_spec(out_dir: Path, template: Path = TEMPLATE,
     text = spec_text(out_dir, template, base)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "smoke.yaml"
-    with _replacing(path) as tmp:
-        tmp.write_text(text)
+    write_atomic(path, text, mode=0o644)
     return path
 
 
@@ -203,17 +183,3 @@ def gpu_problems() -> list[str]:
     problems += [why for module, why in needed.items()
                  if importlib.util.find_spec(module) is None]
     return problems
-
-
-def smoke_commands(spec: Path, runs: Path) -> list[tuple[str, list[str]]]:
-    """Each cell of the smoke ``spec`` (validated and preflighted, nothing written) with
-    the argv of its verl launch in run folder ``runs/<sweep>/<cell id>``; the MLflow
-    variables the scheduler adds at launch are not in it."""
-    from orchestrator.backends.verl.command import verl_command
-    from orchestrator.backends.verl.settings import VerlSettings
-    from orchestrator.scheduler.submission import prepare
-
-    prepared = prepare(spec)
-    return [(cell.describe(), verl_command(VerlSettings.model_validate(cell.settings),
-                                           runs / prepared.name / cell.cell_id))
-            for cell in prepared.cells]

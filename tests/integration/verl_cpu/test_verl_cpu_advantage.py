@@ -35,7 +35,9 @@ pytest.importorskip("kappa_verl")
 from kappa_verl import entropy_reward as er
 from verl_cpu_support import CELLS, LocalKV, compose, tiny_cell
 
-from orchestrator.algorithms import advantages, entropy_reward, masked_mean
+from orchestrator.algorithms.advantages import advantages
+from orchestrator.algorithms.masking import masked_mean
+from orchestrator.algorithms.rewards import entropy_reward
 
 GROUPS, LENGTH = 4, 6
 

@@ -24,15 +24,13 @@ import pytest
 pytest.importorskip("verl")
 pytest.importorskip("kappa_verl")
 
-from typer.testing import CliRunner
+from kit.cli import run_kappa
 from verl_cpu_support import batch_from, compose, reward_loop, tiny_cell
-
-from orchestrator.cli.app import app
 
 QUESTIONS = 6
 
 
-def _prepare(tmp_path: Path) -> Path:
+def _prepare(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> Path:
     """``kappa data prepare --dataset amc23 --source local``: six problems and one too long."""
     src = tmp_path / "amc.jsonl"
     rows = [{"id": i, "question": f"What is {i} + {i}?", "answer": float(2 * i)}
@@ -40,23 +38,22 @@ def _prepare(tmp_path: Path) -> Path:
     rows.insert(3, {"id": 99, "question": "What is " + " plus ".join(["7"] * 300) + "?",
                     "answer": 2100.0})
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    result = CliRunner().invoke(app, ["data", "prepare", "--dataset", "amc23", "--out",
-                                      str(tmp_path / "data"), "--source", "local",
-                                      "--local-path", str(src)])
-    assert result.exit_code == 0, result.output
+    ran = run_kappa(capsys, "data", "prepare", "--dataset", "amc23", "--out",
+                    str(tmp_path / "data"), "--source", "local", "--local-path", str(src))
+    assert ran.code == 0, ran.output
     return tmp_path / "data" / "amc23" / "test.parquet"
 
 
 def test_prepared_parquet_reaches_verl_dataset_chat_template_and_reward(
         tmp_path: Path, tiny_tokenizer_dir: Path, tiny_tokenizer: Any,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     import datasets
     from verl.trainer.ppo.utils import create_rl_dataset
     from verl.utils.dataset.rl_dataset import collate_fn
     from verl.utils.tokenizer.continuous_token_wiring import create_continuous_token_builder
 
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "hf_cache"))
-    parquet = _prepare(tmp_path)
+    parquet = _prepare(capsys, tmp_path)
     cell = tiny_cell(tiny_tokenizer_dir, tmp_path, train_files=str(parquet),
                      val_files=str(parquet), reward_correct=5.0, reward_incorrect=-1.0,
                      max_prompt_length=256)

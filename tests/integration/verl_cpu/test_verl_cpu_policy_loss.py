@@ -80,7 +80,7 @@ def _actor_config(model_dir: Path, tmp_path: Path, baseline: str,
     actor = omega_conf_to_dataclass(config.actor_rollout_ref.actor)
     bundle = cell.algorithm
     assert (actor.policy_loss.loss_mode, actor.loss_agg_mode, actor.use_kl_loss) == (
-        bundle.loss_mode, bundle.loss_agg_mode, bundle.use_kl_loss)
+        bundle.loss, bundle.loss_agg_mode, bundle.use_kl_loss)
     assert (actor.clip_ratio_low, actor.clip_ratio_high, actor.clip_ratio_c) == (
         bundle.clip_ratio_low, bundle.clip_ratio_high, bundle.clip_ratio_c)
     for key, value in bundle.policy_loss_params.items():

@@ -6,8 +6,8 @@ tokenizer, calls our function with the ``reward_kwargs`` our command emits) unde
 reward manager our cell selects (``naive``, or ``dapo`` with the overlong buffer), and
 ``RewardLoopManager.compute_rm_score`` (padding, chunking, ``assemble_rm_scores``,
 ``reward_extra_info``). The config is verl's ``ppo_trainer`` composed with the overrides
-``verl_command`` writes, so a reward key verl ignores (VERL_NOTES: legacy top-level
-keys) would show up here as an unscaled score.
+``verl_command`` writes, so a reward key verl ignores (legacy top-level
+keys, docs/verl.md#the-v1-trainer-and-legacy-keys) would show up here as an unscaled score.
 
 What is replaced: in the default run, Ray — the workers run in this process instead of as
 ``reward.num_workers`` Ray actors (the slow test runs them as Ray actors on a local Ray);

@@ -11,12 +11,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from orchestrator.algorithms import (
-    advantage_table,
-    render_advantage_table,
-    sharpness_kappa,
-)
-from orchestrator.algorithms.table_render import round_half_up
+from orchestrator.algorithms.errors import AlgorithmError
+from orchestrator.algorithms.sharpness import advantage_table, sharpness_kappa
+from orchestrator.analysis.tables.render import render_advantage_table, round_half_up
 from orchestrator.cli import algorithms_cmd
 from orchestrator.errors import UserInputError
 
@@ -67,9 +64,9 @@ def test_unbiased_std_changes_grpo_only() -> None:
 
 
 def test_invalid_table_inputs_report_every_problem() -> None:
-    with pytest.raises(UserInputError) as info:
+    with pytest.raises(AlgorithmError) as info:
         advantage_table(1, 0.0, std="sample")  # type: ignore[arg-type]
-    assert len(info.value.problems) == 3
+    assert len(info.value.issues) == 3
 
 
 def test_round_half_up() -> None:
@@ -148,4 +145,9 @@ def test_cli_bad_beta_exits_2_through_kappa_main() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=False)
     assert proc.returncode == 2, proc.stderr
-    assert "beta" in proc.stdout
+    # The algorithms' own error reaches the user as the same located problem.
+    assert proc.stdout == (
+        "cannot build the advantage table (1 problem(s)):\n"
+        "  - beta: KL strength must be a positive finite number\n"
+        "        found:   0.0\n"
+        "        fix:     e.g. 0.001\n")

@@ -1,4 +1,5 @@
-"""Advantage constructions: hand cases, edge cases and hypothesis properties (ALGORITHMS.md §1)."""
+"""Advantage constructions: hand cases, edge cases and hypothesis properties
+(docs/algorithms.md#advantages)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.algorithms import ADVANTAGES, advantages, reward_budget_shares
-from orchestrator.errors import UserInputError
+from orchestrator.algorithms.advantages import ADVANTAGES, advantages, reward_budget_shares
+from orchestrator.algorithms.errors import AlgorithmError
 
 BINARY_K2_G8 = torch.tensor([[1.0, 1, 0, 0, 0, 0, 0, 0]], dtype=torch.float64)
 
@@ -20,22 +21,21 @@ def test_registry_lists_the_three_constructions() -> None:
 
 
 def test_unknown_name_lists_known_names() -> None:
-    with pytest.raises(UserInputError) as info:
+    with pytest.raises(AlgorithmError) as info:
         advantages("grop", BINARY_K2_G8)
-    text = info.value.render()
-    assert "drgrpo, grpo, reward_budget" in text
-    assert "did you mean 'grpo'" in text
+    assert "drgrpo, grpo, reward_budget" in str(info.value)
+    assert info.value.issues[0].fix == "did you mean 'grpo'?"
 
 
 def test_unknown_option_is_a_user_error_naming_the_allowed_ones() -> None:
-    with pytest.raises(UserInputError) as info:
+    with pytest.raises(AlgorithmError) as info:
         advantages("grpo", BINARY_K2_G8, sdt="population")
-    assert "sdt" in info.value.render()
-    assert "std, eps" in info.value.render()
+    assert "sdt" in str(info.value)
+    assert info.value.issues[0].allowed == "std, eps"
 
 
 def test_bad_std_kind_is_a_user_error() -> None:
-    with pytest.raises(UserInputError):
+    with pytest.raises(AlgorithmError):
         advantages("grpo", BINARY_K2_G8, std="biased")
 
 

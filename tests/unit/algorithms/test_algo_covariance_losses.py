@@ -1,4 +1,5 @@
-"""Clip-Cov and KL-Cov pick the right tokens on a constructed batch (ALGORITHMS.md §2)."""
+"""Clip-Cov and KL-Cov pick the right tokens on a constructed batch
+(docs/algorithms.md#policy-losses)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import math
 import pytest
 import torch
 
-from orchestrator.algorithms import clip_cov_selection, kl_cov_selection, policy_loss
+from orchestrator.algorithms.covariance_losses import clip_cov_selection, kl_cov_selection
+from orchestrator.algorithms.policy_losses import policy_loss
 
 # Six valid tokens plus one padded one. Centred log-probs [1, -1, -1.5, 1.5, 3.5, -3.5]
 # around -5 and advantages ±2 (mean 0) give covariances c_t = [2, 2, -3, -3, 7, 7]:

@@ -1,4 +1,5 @@
-"""Diagnostics: clip fractions, approximate KL, κ_eff and the skewness Φ (ALGORITHMS.md §6)."""
+"""Diagnostics: clip fractions, approximate KL, κ_eff and the skewness Φ
+(docs/algorithms.md#diagnostics)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,8 @@ import math
 import pytest
 import torch
 
-from orchestrator.algorithms import (
-    approx_kl,
-    clip_fractions,
-    kappa_eff,
-    policy_loss,
-    skewness_phi,
-)
+from orchestrator.algorithms.diagnostics import approx_kl, clip_fractions, kappa_eff, skewness_phi
+from orchestrator.algorithms.policy_losses import policy_loss
 
 
 def test_clip_fractions_split_sides_and_sum_to_verl_clipfrac() -> None:

@@ -1,4 +1,5 @@
-"""Advantage constructions on inputs beyond binary rewards and float32 (ALGORITHMS.md §1).
+"""Advantage constructions on inputs beyond binary rewards and float32
+(docs/algorithms.md#advantages).
 
 Partial credit, negative and κ-scaled rewards, equal groups whose mean is not exactly
 representable, group sizes 1..64, many groups at once, 16-bit and float64 inputs, and
@@ -14,7 +15,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.algorithms import ADVANTAGES, advantages, reward_budget_shares
+from orchestrator.algorithms.advantages import ADVANTAGES, advantages, reward_budget_shares
 
 NAMES = sorted(ADVANTAGES)
 

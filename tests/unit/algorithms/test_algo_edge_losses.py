@@ -1,4 +1,5 @@
-"""Losses, reward transforms, DAPO helpers and diagnostics on degenerate inputs (§2, §4–§6).
+"""Losses, reward transforms, DAPO helpers and diagnostics on degenerate inputs
+(docs/algorithms.md).
 
 Empty batches and responses, one-sided infinite clipping, ratios above 1 for KL-Cov,
 non-finite padding, integer rewards under entropy shaping, ``-inf`` logits, the over-long
@@ -12,19 +13,13 @@ import math
 import pytest
 import torch
 
-from orchestrator.algorithms import (
-    AGG_MODES,
-    POLICY_LOSSES,
-    aggregate,
-    dynamic_sampling_keep,
-    entropy_from_logits,
-    entropy_reward,
-    kappa_eff,
-    kl_cov_selection,
-    overlong_penalty,
-    policy_loss,
-    skewness_phi,
-)
+from orchestrator.algorithms.covariance_losses import kl_cov_selection
+from orchestrator.algorithms.dapo import dynamic_sampling_keep, overlong_penalty
+from orchestrator.algorithms.diagnostics import kappa_eff, skewness_phi
+from orchestrator.algorithms.entropy import entropy_from_logits
+from orchestrator.algorithms.masking import AGG_MODES, aggregate
+from orchestrator.algorithms.policy_losses import POLICY_LOSSES, policy_loss
+from orchestrator.algorithms.rewards import entropy_reward
 
 SETTINGS: dict[str, dict[str, float]] = {
     "vanilla": {"clip_ratio_low": 0.2, "clip_ratio_high": 0.28},

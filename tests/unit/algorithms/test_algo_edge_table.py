@@ -1,4 +1,5 @@
-"""The advantage table and κ beyond the paper's G = 8, β = 0.001 (ALGORITHMS.md §1, §9)."""
+"""The advantage table and κ beyond the paper's G = 8, β = 0.001
+(docs/algorithms.md#sharpness-kappa-and-the-advantage-table)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from orchestrator.algorithms import advantage_table, render_advantage_table, sharpness_kappa
-from orchestrator.algorithms.table_render import round_half_up
+from orchestrator.algorithms.errors import AlgorithmError
+from orchestrator.algorithms.sharpness import advantage_table, sharpness_kappa
+from orchestrator.analysis.tables.render import render_advantage_table, round_half_up
 from orchestrator.cli import algorithms_cmd
-from orchestrator.errors import UserInputError
 
 
 @pytest.mark.parametrize("g", [2, 3, 4, 16, 64])
@@ -36,7 +37,7 @@ def test_closed_forms_for_any_group_size(g: int, std: str, beta: float) -> None:
 
 @pytest.mark.parametrize("beta", [0.0, -0.001, math.inf, math.nan])
 def test_beta_must_be_positive_and_finite(beta: float) -> None:
-    with pytest.raises(UserInputError, match="beta"):
+    with pytest.raises(AlgorithmError, match="beta"):
         advantage_table(8, beta)
     with pytest.raises(ValueError, match="beta"):
         sharpness_kappa(1.0, 0.0, beta)
@@ -86,7 +87,7 @@ def test_cli_unbiased_std_g4_values() -> None:
 def test_random_rewards_are_identical_across_processes() -> None:
     code = (
         "import torch\n"
-        "from orchestrator.algorithms import random_rewards\n"
+        "from orchestrator.algorithms.rewards import random_rewards\n"
         "r = random_rewards(torch.arange(40)[:, None], torch.arange(16)[None, :], seed=11)\n"
         "print(''.join(str(int(x)) for x in r.reshape(-1).tolist()))\n"
     )

@@ -1,4 +1,5 @@
-"""Policy losses against hand-computed cases: values, gradients, metrics (ALGORITHMS.md §2)."""
+"""Policy losses against hand-computed cases: values, gradients, metrics
+(docs/algorithms.md#policy-losses)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import math
 import pytest
 import torch
 
-from orchestrator.algorithms import POLICY_LOSSES, loss_options, policy_loss
-from orchestrator.errors import UserInputError
+from orchestrator.algorithms.errors import AlgorithmError
+from orchestrator.algorithms.policy_losses import POLICY_LOSSES, loss_options, policy_loss
 
 INF = math.inf
 
@@ -161,13 +162,13 @@ def test_registry_and_loss_options() -> None:
 
 def test_unknown_loss_and_bad_settings_are_user_errors() -> None:
     old, new, adv, mask = _case([1.0], [1.0])
-    with pytest.raises(UserInputError, match="clip_cov, gspo, kl_cov, vanilla"):
+    with pytest.raises(AlgorithmError, match="clip_cov, gspo, kl_cov, vanilla"):
         policy_loss("vanila", old, new, adv, mask, agg_mode="token-mean", clip_ratio_low=0.2,
                     clip_ratio_high=0.2)
-    with pytest.raises(UserInputError) as info:
+    with pytest.raises(AlgorithmError) as info:
         policy_loss("vanilla", old, new, adv, mask, agg_mode="token-mean", clip_ratio_low=-1,
                     clip_ratio_high=0.2, clip_ratio_c=0.5, kl_cov_ratio=0.1)
-    assert len(info.value.problems) == 3  # every problem at once
-    with pytest.raises(UserInputError, match="token-mean"):
+    assert len(info.value.issues) == 3  # every problem at once
+    with pytest.raises(AlgorithmError, match="token-mean"):
         policy_loss("vanilla", old, new, adv, mask, agg_mode="token-sum", clip_ratio_low=0.2,
                     clip_ratio_high=0.2)

@@ -7,16 +7,10 @@ import math
 import pytest
 import torch
 
-from orchestrator.algorithms import (
-    aggregate,
-    broadcast_to_tokens,
-    entropy_from_logits,
-    kl_penalty,
-    masked_mean,
-    sequence_entropy,
-    token_entropy,
-)
-from orchestrator.errors import UserInputError
+from orchestrator.algorithms.entropy import entropy_from_logits, sequence_entropy, token_entropy
+from orchestrator.algorithms.errors import AlgorithmError
+from orchestrator.algorithms.kl import kl_penalty
+from orchestrator.algorithms.masking import aggregate, broadcast_to_tokens, masked_mean
 
 LOSS = torch.tensor([[1.0, 2.0, 3.0, 99.0], [4.0, 99.0, 99.0, 99.0], [99.0] * 4])
 MASK = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0], [0, 0, 0, 0]], dtype=torch.bool)
@@ -39,7 +33,7 @@ def test_aggregate_ignores_nan_in_padding_and_rejects_unknown_modes() -> None:
     loss = LOSS.clone()
     loss[0, 3] = math.nan
     assert aggregate(loss, MASK, "token-mean").item() == pytest.approx(2.5)
-    with pytest.raises(UserInputError, match="seq-mean-token-mean"):
+    with pytest.raises(AlgorithmError, match="seq-mean-token-mean"):
         aggregate(LOSS, MASK, "seq-mean")
 
 
@@ -95,7 +89,7 @@ def test_straight_through_variant_keeps_value_takes_k2_gradient() -> None:
 
 
 def test_unknown_kl_kind_lists_known() -> None:
-    with pytest.raises(UserInputError, match="low_var_kl"):
+    with pytest.raises(AlgorithmError, match="low_var_kl"):
         kl_penalty(torch.zeros(1, 1), torch.zeros(1, 1), "k4")
 
 

@@ -1,17 +1,12 @@
-"""Reward transforms and DAPO helpers (ALGORITHMS.md §2, §4, §5)."""
+"""Reward transforms and DAPO helpers (docs/algorithms.md)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from orchestrator.algorithms import (
-    dynamic_sampling_keep,
-    entropy_reward,
-    overlong_penalty,
-    random_rewards,
-    scale_rewards,
-)
+from orchestrator.algorithms.dapo import dynamic_sampling_keep, overlong_penalty
+from orchestrator.algorithms.rewards import entropy_reward, random_rewards, scale_rewards
 
 
 def test_scale_rewards() -> None:

@@ -1,4 +1,5 @@
-"""Convergence step (ALGORITHMS.md §8) on synthetic curves with known plateaus."""
+"""Convergence step (docs/algorithms.md#convergence-step) on synthetic curves with known
+plateaus."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.analysis.convergence import (
+from orchestrator.algorithms.convergence import (
     convergence_step,
     first_sustained,
     fit_convergence,
@@ -19,7 +20,7 @@ from orchestrator.analysis.convergence import (
 
 
 def _reference_step(steps: np.ndarray, values: np.ndarray) -> float | None:
-    """The §8 definition written out as plainly as possible (loops, no shortcuts)."""
+    """The definition written out as plainly as possible (loops, no shortcuts)."""
     coeffs = np.polyfit(steps, values, 5)
     grid = np.linspace(steps.min(), steps.max(), 400)
     y = np.polyval(coeffs, grid)

@@ -1,11 +1,11 @@
-"""Convergence step (ALGORITHMS.md §8) on curves unlike the toy one."""
+"""Convergence step (docs/algorithms.md#convergence-step) on curves unlike the toy one."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from orchestrator.analysis.convergence import convergence_step, fit_convergence
+from orchestrator.algorithms.convergence import convergence_step, fit_convergence
 
 STEPS = np.arange(1, 301, dtype=float)
 

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
+from kit.cells import make_cell
 
-from orchestrator.analysis.curves import load_curves, read_metrics_jsonl
+from orchestrator.analysis.curves import load_curves
 from orchestrator.analysis.frame import (
     CellResult,
     axis_names,
@@ -21,6 +20,7 @@ from orchestrator.analysis.frame import (
 from orchestrator.analysis.sources import cells_from_run_folders, results
 from orchestrator.analysis.synthetic import synthetic_cells, write_run_folders
 from orchestrator.errors import UserInputError
+from orchestrator.runs.metrics import metric_curves
 
 
 def test_schema_columns_in_order() -> None:
@@ -118,8 +118,8 @@ def test_metrics_jsonl_keeps_last_value_and_skips_a_torn_line(tmp_path: Path) ->
         '{"step": 2, "metrics": {"a": 2.5}}\n'  # resumed launch re-logs step 2
         '{"step": 3, "metr'
     )
-    assert read_metrics_jsonl(path) == {"a": {1: 1.0, 2: 2.5}, "b": {2: 5.0}}
-    assert read_metrics_jsonl(tmp_path / "missing.jsonl") == {}
+    assert metric_curves(path) == {"a": {1: 1.0, 2: 2.5}, "b": {2: 5.0}}
+    assert metric_curves(tmp_path / "missing.jsonl") == {}
 
 
 def test_load_curves_long_form_with_axes(tmp_path: Path) -> None:
@@ -133,15 +133,6 @@ def test_load_curves_long_form_with_axes(tmp_path: Path) -> None:
     assert set(one["axis.baseline"]) == {"grpo"}
 
 
-@dataclass(frozen=True)
-class _Cell:
-    cell_id: str
-    index: int
-    axes: dict[str, Any]
-    settings: dict[str, Any] = field(default_factory=dict)
-    labels: dict[str, Any] = field(default_factory=dict)
-
-
 def test_results_from_the_real_registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     registry_mod = pytest.importorskip("orchestrator.registry")
     monkeypatch.setenv("KAPPA_HOME", str(tmp_path))
@@ -151,9 +142,9 @@ def test_results_from_the_real_registry(tmp_path: Path, monkeypatch: pytest.Monk
         reg.add_cells(
             "reg",
             [
-                _Cell("c0", 0, {"baseline": "grpo", "seed": 0}),
-                _Cell("c1", 1, {"baseline": "grpo", "seed": 1}),
-                _Cell("c2", 2, {"baseline": "dapo", "seed": 0}),
+                make_cell("c0", 0, {"baseline": "grpo", "seed": 0}),
+                make_cell("c1", 1, {"baseline": "grpo", "seed": 1}),
+                make_cell("c2", 2, {"baseline": "dapo", "seed": 0}),
             ],
         )
         for cell_id, final in (("c0", {"eval/x/mean@8": 0.5}), ("c1", {"eval/x/mean@8": 0.7})):

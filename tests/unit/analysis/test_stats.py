@@ -35,7 +35,6 @@ def test_t_interval_two_values_uses_t_with_one_degree_of_freedom() -> None:
 def test_t_interval_single_value_has_no_interval_and_ignores_nan() -> None:
     iv = t_interval([0.7, float("nan")])
     assert iv == Interval(0.7, None, None, 1)
-    assert not iv.has_interval
     assert not iv.excludes_zero
     with pytest.raises(ValueError):
         t_interval([float("nan")])
@@ -78,10 +77,6 @@ def test_paired_bootstrap_drops_incomplete_pairs_and_checks_shapes() -> None:
         paired_bootstrap_delta([1.0, 2.0], [1.0])
     single = paired_bootstrap_delta([1.0], [3.0])
     assert single == Interval(2.0, None, None, 1)
-
-
-def test_scaled_interval() -> None:
-    assert Interval(0.5, 0.4, 0.6, 3).scaled(100) == Interval(50.0, 40.0, 60.0, 3)
 
 
 def test_column_bootstrap_equals_the_single_column_call() -> None:

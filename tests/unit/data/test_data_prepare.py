@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
+from kit.cli import run_kappa, user_error
 
-from orchestrator.cli.app import app
 from orchestrator.data import DATASETS, approximate_tokens, build_rows, prepare
 from orchestrator.data.records import normalise_answer
 from orchestrator.errors import UserInputError
@@ -94,14 +93,13 @@ def test_unknown_dataset_and_missing_path(tmp_path: Path) -> None:
         prepare("amc23", tmp_path, "local", None)
 
 
-def test_cli_prepare_and_user_error_exit_code(tmp_path: Path) -> None:
+def test_cli_prepare_and_user_error_exit_code(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     src = tmp_path / "m.jsonl"
     src.write_text(json.dumps({"problem": "P", "answer": "1"}) + "\n")
-    runner = CliRunner()
-    ok = runner.invoke(app, ["data", "prepare", "--dataset", "math500", "--out", str(tmp_path),
-                             "--source", "local", "--local-path", str(src)])
-    assert ok.exit_code == 0, ok.output
+    ok = run_kappa(capsys, "data", "prepare", "--dataset", "math500", "--out", str(tmp_path),
+                   "--source", "local", "--local-path", str(src))
+    assert ok.code == 0, ok.output
     assert "test: 1 rows" in ok.output
-    bad = runner.invoke(app, ["data", "prepare", "--dataset", "nope", "--out", str(tmp_path),
-                              "--source", "local", "--local-path", str(src)])
-    assert isinstance(bad.exception, UserInputError)
+    user_error(capsys, "data", "prepare", "--dataset", "nope", "--out", str(tmp_path),
+               "--source", "local", "--local-path", str(src))  # exit 2, a UserInputError

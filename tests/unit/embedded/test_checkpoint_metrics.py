@@ -16,9 +16,10 @@ from orchestrator.backends.embedded.checkpoint import (
     save_checkpoint,
 )
 from orchestrator.backends.embedded.evaluation import pass_at_k
-from orchestrator.backends.embedded.metrics import RunFiles, truncate_metrics
+from orchestrator.backends.embedded.metrics import RunFiles
 from orchestrator.backends.embedded.model import ModelShape, build_model
-from orchestrator.backends.embedded.tokenizer import TOKENIZER
+from orchestrator.backends.embedded.tasks import TOKENIZER
+from orchestrator.runs.metrics import truncate_metrics
 
 SHAPE = ModelShape(TOKENIZER.vocab_size, 16, 16, 1, 2)
 

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import torch
 
-from orchestrator.backends.embedded.model import ModelShape, build_model
-from orchestrator.backends.embedded.rollout import (
+from orchestrator.backends.embedded.model import (
+    ModelShape,
+    build_model,
     generate,
     left_pad,
     pack,
     response_logits,
     token_log_probs,
 )
-from orchestrator.backends.embedded.tokenizer import EOS, PAD, TOKENIZER
+from orchestrator.backends.embedded.tasks import EOS, PAD, TOKENIZER
 
 SHAPE = ModelShape(vocab_size=TOKENIZER.vocab_size, context_length=32, d_model=32,
                    n_layers=2, n_heads=4)

@@ -10,11 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.analysis.curves import read_metrics_jsonl
 from orchestrator.backends.embedded.backend import EmbeddedBackend
-from orchestrator.backends.embedded.metrics import RunFiles, truncate_metrics
-from orchestrator.backends.run_metrics import MetricsCursor, read_metrics_file
-from orchestrator.backends.stop_request import (
+from orchestrator.backends.embedded.metrics import RunFiles
+from orchestrator.runs.metrics import (
+    MetricsCursor,
+    metric_curves,
+    read_metrics_file,
+    truncate_metrics,
+)
+from orchestrator.runs.stop_request import (
     StopRequest,
     clear_stop_request,
     read_stop_request,
@@ -37,7 +41,7 @@ def test_nonfinite_values_are_kept_apart_and_readers_are_unaffected(tmp_path: Pa
     assert lines[1] == {"step": 2, "metrics": {"ok": 2.0},
                         "nonfinite": {"actor/pg_loss": "nan", "actor/entropy": "inf"}}
     # Readers of "metrics" (analysis, the outbox) see numbers only.
-    assert read_metrics_jsonl(tmp_path / "metrics.jsonl") == {
+    assert metric_curves(tmp_path / "metrics.jsonl") == {
         "actor/pg_loss": {1: 0.5}, "actor/entropy": {1: 1.0}, "ok": {2: 2.0}}
     # The stopping rules' reader sees the non-finite values too.
     rows = EmbeddedBackend().read_metrics(tmp_path).rows

@@ -18,13 +18,14 @@ from orchestrator.errors import UserInputError
 def test_backend_registry_and_launch_is_pure(tmp_path: Path) -> None:
     backend = get_backend("embedded")
     assert isinstance(backend, EmbeddedBackend)
-    settings = backend.validate({"task": "addition"})
-    spec = backend.launch(settings, tmp_path / "run")
+    raw = {"task": "addition"}
+    spec = backend.launch(raw, tmp_path / "run", backend.demand(backend.validate(raw)))
     assert spec.argv == (sys.executable, "-m", "orchestrator", "train",
                          str(tmp_path / "run" / "config.yaml"), "--out", str(tmp_path / "run"))
     assert spec.gpus == 0
     assert not (tmp_path / "run").exists()
-    assert backend.launch(backend.validate({"device": "cuda"}), tmp_path).gpus == 1
+    cuda = {"device": "cuda"}
+    assert backend.launch(cuda, tmp_path, backend.demand(backend.validate(cuda))).gpus == 1
 
 
 def test_every_problem_is_reported_at_once() -> None:
@@ -94,7 +95,7 @@ def test_kappa_train_locates_problems_in_the_file(tmp_path: Path) -> None:
 def test_device_resolution() -> None:
     import torch
 
-    from orchestrator.backends.embedded.trainer import resolve_device
+    from orchestrator.backends.embedded.model import resolve_device
 
     assert resolve_device("cpu") == torch.device("cpu")
     expected = "cuda" if torch.cuda.is_available() else "cpu"

@@ -6,8 +6,16 @@ import statistics
 
 import pytest
 
-from orchestrator.backends.embedded.tasks import TASKS, AdditionTask, Level, extract_answer
-from orchestrator.backends.embedded.tokenizer import BOS, EOS, PAD, TOKENIZER
+from orchestrator.backends.embedded.tasks import (
+    BOS,
+    EOS,
+    PAD,
+    TASKS,
+    TOKENIZER,
+    AdditionTask,
+    Level,
+    extract_answer,
+)
 
 
 def test_tokenizer_round_trip_and_specials() -> None:

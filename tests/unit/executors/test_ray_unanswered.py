@@ -23,7 +23,8 @@ pytest.importorskip("ray.job_submission")
 from orchestrator.errors import UserInputError
 from orchestrator.executors import get_executor, ray_jobs
 from orchestrator.executors.base import JobResources
-from orchestrator.executors.ray_jobs import RayJobsExecutor, RayUnreachableError
+from orchestrator.executors.ray_client import RayUnreachableError
+from orchestrator.executors.ray_jobs import RayJobsExecutor
 from orchestrator.tracking.retry import is_unreachable
 
 TIMEOUT_S = 0.3
@@ -118,7 +119,6 @@ def test_every_jobs_api_call_gives_up_and_the_scheduler_sees_unknown(
         lambda: executor.submit(("true",), {}, tmp_path, tmp_path / "run.log",
                                 JobResources()),
         lambda: executor.reattach("ray-jobs:kappa-cell-0001-abcd"),
-        lambda: executor.resubmit("ray-jobs:kappa-cell-0001-abcd"),
         job.cancel,
         job.logs,
     ]

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from kappa_pg_server import PgServer
 
+from orchestrator.grid.plan import SweepPlan
 from orchestrator.registry import Registry
 
 
@@ -30,9 +31,10 @@ def registry_url(
 
 @pytest.fixture
 def registry(registry_url: str) -> Iterator[Registry]:
-    """An open registry with one sweep, ``toy``, and no cells."""
+    """An open registry with one sweep, ``toy`` (planned, empty), and no cells."""
     reg = Registry.open(registry_url)
-    reg.upsert_sweep("toy", backend="embedded", spec_text="name: toy\n")
+    reg.upsert_sweep("toy", backend="embedded", spec_text="name: toy\n",
+                     plan=SweepPlan(name="toy", backend="embedded").to_json())
     try:
         yield reg
     finally:

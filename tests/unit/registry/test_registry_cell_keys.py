@@ -4,7 +4,7 @@ and the run folders a submit records (``set_run_dirs``)."""
 
 from __future__ import annotations
 
-from registry_cells import make_cells
+from kit.cells import make_cells
 
 from orchestrator.registry import CellState, Registry
 

@@ -10,7 +10,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from registry_cells import make_cells
+from kit.cells import make_cells
 
 from orchestrator.registry import AttemptState, CellState, Registry
 
@@ -48,15 +48,8 @@ CRASH_SCRIPT = textwrap.dedent(
     elif action == "finish":
         reg.finish_attempt(("toy", sys.argv[5]), CellState.FAILED, exit_code=1)
     elif action == "add":
-        from dataclasses import dataclass
-        @dataclass
-        class C:
-            cell_id: str
-            index: int
-            axes: dict
-            settings: dict
-            labels: dict
-        reg.add_cells("toy", [C(f"new{i:09d}", i, {}, {}, {}) for i in range(5)])
+        from orchestrator.grid.cell import Cell
+        reg.add_cells("toy", [Cell(i, f"new{i:09d}", {}, {}, {}) for i in range(5)])
     raise SystemExit("the crash point was never reached")
     """
 )

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from registry_cells import make_cells
+from kit.cells import make_cells
 from sqlalchemy import text
 
 from orchestrator.errors import UserInputError

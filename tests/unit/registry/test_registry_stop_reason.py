@@ -4,12 +4,10 @@ the column existed is refused until ``kappa db upgrade``."""
 
 from __future__ import annotations
 
-import sys
-
 import pytest
-from registry_cells import make_cells
+from kit.cells import make_cells
+from kit.cli import run_kappa
 from sqlalchemy import text
-from typer.testing import CliRunner
 
 from orchestrator.errors import UserInputError
 from orchestrator.registry import CellState, Registry
@@ -50,7 +48,7 @@ def test_a_stopped_success_keeps_its_reason(registry: Registry) -> None:
 
 
 def test_an_older_registry_says_to_upgrade_and_kappa_db_upgrade_adds_the_column(
-        registry_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        registry_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     engine = make_engine(registry_url)
     upgrade_schema(engine, BEFORE)
     with engine.begin() as conn:
@@ -67,12 +65,9 @@ def test_an_older_registry_says_to_upgrade_and_kappa_db_upgrade_adds_the_column(
         Registry.open(registry_url)
     assert (info.value.problems[0].fix or "").startswith("kappa db upgrade")
 
-    from orchestrator.cli.app import app
-
-    monkeypatch.setattr(sys, "argv", ["kappa"])
-    result = CliRunner().invoke(app, ["db", "upgrade", "--registry", registry_url])
-    assert result.exit_code == 0, result.output
-    assert f"{BEFORE} -> {HEAD_REVISION}" in result.output
+    ran = run_kappa(capsys, "db", "upgrade", "--registry", registry_url)
+    assert ran.code == 0, ran.output
+    assert f"{BEFORE} -> {HEAD_REVISION}" in ran.output
     with Registry.open(registry_url) as reg:
         cell = reg.get_cell("old", "abcdef")
         assert cell.stop_reason is None and cell.retries_left == 2

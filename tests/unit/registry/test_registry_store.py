@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from kit.cells import make_cell, make_cells
 from pydantic import BaseModel, ConfigDict
-from registry_cells import FakeCell, make_cells
 
 from orchestrator.errors import UserInputError
 from orchestrator.registry import (
@@ -53,7 +53,7 @@ def test_add_cells_is_idempotent(registry: Registry) -> None:
     assert all(c.state is CellState.PENDING and c.max_retries == 2 for c in new)
     registry.transition(new[0], CellState.PENDING, CellState.QUEUED)
     # Adding again (plus one new cell) touches nothing that exists.
-    changed = dataclasses.replace(cells[0], settings={"seed": 99})
+    changed = cells[0]._replace(settings={"seed": 99})
     extra = make_cells(4)[3]
     added = registry.add_cells("toy", [changed, *cells[1:], extra])
     assert [c.cell_id for c in added] == [extra.cell_id]
@@ -65,7 +65,7 @@ def test_add_cells_is_idempotent(registry: Registry) -> None:
 
 def test_add_cells_is_all_or_nothing(registry: Registry) -> None:
     good = make_cells(2)
-    bad = FakeCell(cell_id="badbadbad000", index=9, settings={"x": object()})
+    bad = make_cell(cell_id="badbadbad000", index=9, settings={"x": object()})
     with pytest.raises(TypeError, match="not JSON"):
         registry.add_cells("toy", [*good, bad])
     assert registry.cells("toy") == []
@@ -77,8 +77,8 @@ def test_pydantic_settings_are_dumped(registry: Registry) -> None:
         lr: float = 1e-3
         steps: tuple[int, ...] = (1, 2)
 
-    cell = FakeCell(cell_id="aaaaaaaaaaaa", index=0)
-    cell = dataclasses.replace(cell, settings=Settings())  # type: ignore[arg-type]
+    cell = make_cell(cell_id="aaaaaaaaaaaa", index=0)
+    cell = cell._replace(settings=Settings())  # type: ignore[arg-type]
     (stored,) = registry.add_cells("toy", [cell])
     assert stored.settings == {"lr": 1e-3, "steps": [1, 2]}
 
@@ -93,7 +93,7 @@ def test_cells_filter_and_order(registry: Registry) -> None:
 
 
 def test_get_cell_by_unique_prefix(registry: Registry) -> None:
-    registry.add_cells("toy", [FakeCell("abc111111111", 0), FakeCell("abc222222222", 1)])
+    registry.add_cells("toy", [make_cell("abc111111111", 0), make_cell("abc222222222", 1)])
     assert registry.get_cell("toy", "abc1").index == 0
     assert registry.get_cell("toy", "abc222222222").index == 1
     with pytest.raises(UserInputError, match="ambiguous") as info:

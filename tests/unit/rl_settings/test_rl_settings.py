@@ -6,19 +6,15 @@ import dataclasses
 import hashlib
 import json
 import math
+import typing
 from typing import Any
 
 import pytest
 
+from orchestrator.algorithms.bundles import BUNDLES
 from orchestrator.backends import get_backend
 from orchestrator.backends.embedded.settings import EmbeddedSettings
-from orchestrator.backends.rl_settings import (
-    BUNDLES,
-    RLSettings,
-    bundles_with,
-    resolve_bundle,
-)
-from orchestrator.backends.verl.bundles import UNCLIPPED, VERL_BUNDLES, VERL_CHANGES
+from orchestrator.backends.rl_settings import Baseline, RLSettings
 from orchestrator.backends.verl.settings import VerlSettings
 from orchestrator.errors import UserInputError
 
@@ -26,7 +22,8 @@ VERL_MINIMAL = dict(model_path="m", train_files="/t.parquet", val_files="/v.parq
 BASELINES = ("grpo", "drgrpo", "gspo", "dapo", "clip_cov", "kl_cov")
 
 # (advantage, loss, agg, low, high, c, use_kl, kl_coef, dynamic_sampling, overlong):
-# ALGORITHMS.md §2 on the embedded trainer; c is the embedded clip_ratio_c default.
+# docs/algorithms.md#baseline-bundles on the embedded trainer; c is the embedded
+# clip_ratio_c default.
 EMBEDDED_EXPECTED: dict[str, tuple[Any, ...]] = {
     "grpo": ("grpo", "vanilla", "token-mean", 0.2, 0.2, 3.0, True, 0.001, False, False),
     "drgrpo": ("drgrpo", "vanilla", "seq-mean-token-sum-norm", 0.2, 0.2, 3.0, False, 0.0,
@@ -36,7 +33,7 @@ EMBEDDED_EXPECTED: dict[str, tuple[Any, ...]] = {
     "clip_cov": ("grpo", "clip_cov", "token-mean", 0.2, 0.28, 3.0, False, 0.0, True, True),
     "kl_cov": ("grpo", "kl_cov", "token-mean", 0.2, 0.28, 3.0, False, 0.0, True, True),
 }
-# (normalise_by_std, loss_mode, low, high, c, policy_loss_params): VERL_NOTES §1.
+# (normalise_by_std, loss, low, high, c, policy_loss_params): docs/verl.md#recipes.
 VERL_EXPECTED: dict[str, tuple[Any, ...]] = {
     "grpo": (True, "vanilla", 0.2, 0.2, 3.0, {}),
     "drgrpo": (False, "vanilla", 0.2, 0.2, 3.0, {}),
@@ -92,38 +89,38 @@ def test_embedded_bundles_follow_algorithms_md(baseline: str) -> None:
 @pytest.mark.parametrize("baseline", BASELINES)
 def test_verl_bundles_follow_verl_notes(baseline: str) -> None:
     a = _verl(baseline=baseline).algorithm
-    got = (a.normalise_by_std, a.loss_mode, a.clip_ratio_low, a.clip_ratio_high,
+    got = (a.normalise_by_std, a.loss, a.clip_ratio_low, a.clip_ratio_high,
            a.clip_ratio_c, a.policy_loss_params)
     assert got == VERL_EXPECTED[baseline]
-    assert a.adv_estimator == "grpo"
-    assert _verl(baseline=baseline, reward_budget=True).algorithm.adv_estimator == "reward_budget"
+    assert a.advantage == ("drgrpo" if baseline == "drgrpo" else "grpo")
+    assert _verl(baseline=baseline, reward_budget=True).algorithm.advantage == "reward_budget"
 
 
 def test_verl_bundles_differ_from_the_shared_table_only_by_the_listed_changes() -> None:
-    assert set(VERL_BUNDLES) == set(BUNDLES)
     for name, shared in BUNDLES.items():
-        verl = VERL_BUNDLES[name]
+        verl = shared.on("verl")
         changed = {f.name for f in dataclasses.fields(shared)
                    if getattr(shared, f.name) != getattr(verl, f.name)}
-        assert changed == set(VERL_CHANGES.get(name, {})), name
+        assert changed == set(shared.on_verl), name
+        assert shared.on("embedded") is shared
 
 
-def test_bundles_with_rejects_an_unknown_baseline() -> None:
-    with pytest.raises(KeyError, match="grop"):
-        bundles_with({"grop": {"clip_ratio_c": 10.0}})
+def test_the_table_has_a_bundle_for_every_baseline_a_spec_may_name() -> None:
+    assert set(BUNDLES) == set(typing.get_args(Baseline))
 
 
 def test_unclipped_lifts_the_dual_clip_unless_it_is_given() -> None:
-    bundle = BUNDLES["grpo"]
-    lifted = resolve_bundle(RLSettings(clip_ratio="inf"), bundle, kl_loss_type="k1")
-    assert (lifted.clip_ratio_low, lifted.clip_ratio_high, lifted.clip_ratio_c) == (math.inf,) * 3
-    kept = resolve_bundle(RLSettings(clip_ratio="inf", clip_ratio_c=5.0), bundle,
-                          kl_loss_type="k1")
-    assert kept.clip_ratio_c == 5.0
-    # Both backends read "no clipping" the same way (verl spells ∞ as a large number).
+    def resolved(**settings: Any) -> tuple[float, float, float]:
+        a = RLSettings(**settings).resolve_algorithm("embedded", kl_loss_type="k1",
+                                                      overlong_buffer=0)
+        return a.clip_ratio_low, a.clip_ratio_high, a.clip_ratio_c
+
+    assert resolved(clip_ratio="inf") == (math.inf,) * 3
+    assert resolved(clip_ratio="inf", clip_ratio_c=5.0)[2] == 5.0
+    # Both backends read "no clipping" the same way (verl's command spells ∞ as 1e9).
     assert EmbeddedSettings(clip_ratio="inf").algorithm.clip_ratio_c == math.inf
     assert EmbeddedSettings().algorithm.clip_ratio_c == 3.0
-    assert _verl(clip_ratio="inf").algorithm.clip_ratio_c == UNCLIPPED
+    assert _verl(clip_ratio="inf").algorithm.clip_ratio_c == math.inf
 
 
 def test_overrides_resolve_the_same_on_both_backends() -> None:
@@ -137,10 +134,7 @@ def test_overrides_resolve_the_same_on_both_backends() -> None:
         e, v = EmbeddedSettings(**case).algorithm, _verl(**case).algorithm
         assert (e.use_kl_loss, e.kl_coef, e.dynamic_sampling, e.loss_agg_mode) == \
             (v.use_kl_loss, v.kl_coef, v.dynamic_sampling, v.loss_agg_mode), case
-        assert v.clip_ratio_low == (UNCLIPPED if math.isinf(e.clip_ratio_low)
-                                    else e.clip_ratio_low), case
-        assert v.clip_ratio_high == (UNCLIPPED if math.isinf(e.clip_ratio_high)
-                                     else e.clip_ratio_high), case
+        assert (v.clip_ratio_low, v.clip_ratio_high) == (e.clip_ratio_low, e.clip_ratio_high)
 
 
 @pytest.mark.parametrize("backend", ["embedded", "verl"])

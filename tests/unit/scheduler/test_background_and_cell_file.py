@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+
+from kit.cells import make_cell
 
 from orchestrator.analysis.sources import cell_from_run_folder
+from orchestrator.runs.cell_file import read_cell_file, write_cell_file
+from orchestrator.runs.folder import CELL_FILE
 from orchestrator.scheduler.background import BackgroundWork
-from orchestrator.scheduler.cell_file import CELL_FILE, read_cell_file, write_cell_file
 
 
 def test_tasks_run_in_order_and_flush_waits_for_all() -> None:
@@ -46,17 +47,10 @@ def test_wait_for_one_key_and_failures_are_kept_not_raised() -> None:
     assert work.pending() == 0
 
 
-@dataclass(frozen=True)
-class _Cell:
-    cell_id: str
-    axes: dict[str, Any]
-    labels: dict[str, Any] = field(default_factory=dict)
-
-
 def test_cell_file_is_what_analysis_reads(tmp_path: Path) -> None:
     run_dir = tmp_path / "runs" / "s" / "c0ffee"
-    cell = _Cell("c0ffee", {"baseline": "grpo", "reward_budget": True},
-                 {"baseline": "GRPO"})
+    cell = make_cell("c0ffee", axes={"baseline": "grpo", "reward_budget": True},
+                     labels={"baseline": "GRPO"})
     write_cell_file(run_dir, "s", cell, "running", "abc123")
     doc = json.loads((run_dir / CELL_FILE).read_text())
     assert doc == {"sweep": "s", "cell_id": "c0ffee",

@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.scheduler.driver import ExecutorChoice, Stores, scheduler_log, start_background
+from orchestrator.sweeps.detached import scheduler_log, start_background
+from orchestrator.sweeps.executor_choice import ExecutorChoice
+from orchestrator.sweeps.stores import Stores
 
 RECORDER = """
 import json, os, sys

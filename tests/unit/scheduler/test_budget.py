@@ -9,8 +9,8 @@ import pytest
 
 from orchestrator.cli.sweep_views import hours_text, state_text
 from orchestrator.registry import CellRecord, CellState
-from orchestrator.scheduler.budget import admit, planned_hours, sweep_hours
 from orchestrator.spec.model import Resources
+from orchestrator.stopping.budget import admit, planned_hours, sweep_hours
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 EIGHT_GPUS = Resources(gpus=8, hours=10)

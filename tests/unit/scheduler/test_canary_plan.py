@@ -10,8 +10,8 @@ from orchestrator.backends import get_backend
 from orchestrator.backends.embedded.settings import EmbeddedSettings
 from orchestrator.backends.rl_settings import canary_intervention_steps
 from orchestrator.errors import UserInputError
-from orchestrator.scheduler.canary import CanaryPlan, describe_changes, plan_canaries
-from orchestrator.scheduler.submission import prepare
+from orchestrator.sweeps.canary import CanaryPlan, describe_changes, plan_canaries
+from orchestrator.sweeps.submission import prepare
 
 SPEC = """\
 name: plan-canaries

@@ -1,14 +1,12 @@
-"""A canary sweep stores its grid's spec, stop block included, but runs under none of
+"""A canary sweep stores its grid's plan, stop block included, but runs under none of
 its rules: a grid's GPU-hours cap (planned at the full run's hours) would otherwise keep
 canaries from starting, and a rule could cut their two steps short."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from orchestrator.backends import get_backend
-from orchestrator.registry import SweepRecord
-from orchestrator.scheduler.stopping import SweepStopping
+from orchestrator.grid.plan import SweepPlan, parse_plan
+from orchestrator.stopping.hook import SweepStopping
 
 SPEC = """name: grid
 backend: embedded
@@ -20,11 +18,9 @@ stop:
 """
 
 
-def _sweep(name: str) -> SweepRecord:
-    now = datetime.now(UTC)
-    return SweepRecord(name=name, backend="embedded", spec_text=SPEC, spec_hash="x",
-                       mlflow_experiment_id=None, mlflow_parent_run_id=None,
-                       created_at=now, updated_at=now)
+def _sweep(name: str) -> SweepPlan:
+    # A canary sweep's plan is its grid's, renamed (orchestrator.sweeps.canary).
+    return parse_plan(SPEC).sweep_plan().model_copy(update={"name": name})
 
 
 def test_the_grid_has_its_rules_and_its_canaries_none() -> None:

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import io
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
+from kit.cells import make_cell
 from rich.console import Console
 
 from orchestrator.cli.sweep_views import (
@@ -29,15 +28,16 @@ from orchestrator.executors import (
     get_executor,
 )
 from orchestrator.executors.local import LocalExecutor
+from orchestrator.grid.plan import SweepPlan
 from orchestrator.registry import CellRecord, CellState, Registry
-from orchestrator.scheduler.driver import (
+from orchestrator.sweeps.driver import resume
+from orchestrator.sweeps.executor_choice import (
     ExecutorChoice,
-    Stores,
     choose_executor,
     remember_executor,
     remembered_executor,
-    resume,
 )
+from orchestrator.sweeps.stores import Stores
 
 S = CellState
 
@@ -104,19 +104,11 @@ def test_choice_defaults_to_the_sweeps_last_executor_else_local(
 
 
 
-@dataclass(frozen=True)
-class _Cell:
-    cell_id: str
-    index: int
-    axes: dict[str, Any]
-    settings: dict[str, Any] = field(default_factory=dict)
-    labels: dict[str, Any] = field(default_factory=dict)
-
-
 def _running_sweep(job_id: str) -> None:
     with Registry.open() as reg:
-        reg.upsert_sweep("r", backend="embedded", spec_text="name: r")
-        (cell,) = reg.add_cells("r", [_Cell("c0", 0, {"seed": 0})])
+        reg.upsert_sweep("r", backend="embedded", spec_text="name: r",
+                         plan=SweepPlan(name="r", backend="embedded").to_json())
+        (cell,) = reg.add_cells("r", [make_cell("c0", 0, {"seed": 0})])
         assert reg.transition(cell, S.PENDING, S.QUEUED)
         assert reg.start_attempt(cell, job_id=job_id)
 
@@ -147,7 +139,7 @@ def _cells(steps: dict[str, int | None]) -> list[CellRecord]:
     """Real registry snapshots: one running cell per entry, at that step of 10."""
     with Registry.open() as reg:
         reg.upsert_sweep("p", backend="embedded", spec_text="name: p")
-        cells = reg.add_cells("p", [_Cell(c, i, {"seed": i}) for i, c in enumerate(steps)])
+        cells = reg.add_cells("p", [make_cell(c, i, {"seed": i}) for i, c in enumerate(steps)])
         for cell, step in zip(cells, steps.values(), strict=True):
             reg.transition(cell, S.PENDING, S.QUEUED)
             reg.start_attempt(cell)

@@ -9,14 +9,15 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import UserInputError
-from orchestrator.scheduler.driver import (
+from orchestrator.sweeps.executor_choice import (
     ExecutorChoice,
-    Stores,
     choose_executor,
+    is_masked,
     remember_executor,
     remembered_executor,
+    storable,
 )
-from orchestrator.scheduler.executor_memory import is_masked, storable
+from orchestrator.sweeps.stores import Stores
 
 SECRET = "http://kappa:s3cret@head:8265"
 

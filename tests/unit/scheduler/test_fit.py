@@ -12,9 +12,9 @@ from orchestrator.errors import UserInputError
 from orchestrator.executors.base import JobResources
 from orchestrator.executors.local import LocalExecutor
 from orchestrator.registry import Registry
-from orchestrator.scheduler.driver import submit
 from orchestrator.scheduler.fit import check_fit, job_resources
 from orchestrator.spec.model import Resources
+from orchestrator.sweeps.driver import submit
 
 SPEC = """\
 name: needs-gpus
@@ -27,11 +27,11 @@ axes:
 
 def test_cells_needing_more_gpus_than_visible_are_refused() -> None:
     backend = get_backend("embedded")
-    cells = [("a" * 12, {"task": "addition", "device": "cuda"}),
-             ("b" * 12, {"task": "addition", "device": "cpu"})]
-    check_fit(backend, cells, LocalExecutor(gpus=["0"]), Resources())  # one GPU: fits
+    cells = [(cell_id, backend.demand(backend.validate({"task": "addition", "device": device})))
+             for cell_id, device in (("a" * 12, "cuda"), ("b" * 12, "cpu"))]
+    check_fit(cells, LocalExecutor(gpus=["0"]), Resources())  # one GPU: fits
     with pytest.raises(UserInputError) as info:
-        check_fit(backend, cells, LocalExecutor(gpus=[]), Resources())
+        check_fit(cells, LocalExecutor(gpus=[]), Resources())
     (problem,) = info.value.problems
     assert "1 cell(s) could never start on the local executor" in problem.message
     assert "needs 1 GPU(s) per job; 0 GPU(s) visible to the local executor" in problem.message
@@ -40,8 +40,8 @@ def test_cells_needing_more_gpus_than_visible_are_refused() -> None:
 
 def test_job_resources_come_from_the_launch_and_the_spec() -> None:
     embedded = get_backend("embedded")
-    settings = embedded.validate({"task": "addition", "device": "cuda"})
-    assert job_resources(embedded, settings, Resources(cpus=3, hours=2.0)) == JobResources(
+    demand = embedded.demand(embedded.validate({"task": "addition", "device": "cuda"}))
+    assert job_resources(demand, Resources(cpus=3, hours=2.0)) == JobResources(
         gpus=1, nodes=1, cpus=3, hours=2.0, self_placing=False)
 
 
@@ -68,7 +68,7 @@ def test_a_verl_job_asks_for_the_cpus_its_placement_groups_need() -> None:
     settings = backend.settings_model.model_validate(
         {"baseline": "grpo", "model_path": "/m", "train_files": "/t.parquet",
          "val_files": "/v.parquet", "nnodes": 2, "n_gpus_per_node": 4})
-    need = job_resources(backend, settings, Resources(gpus=4, nodes=2, cpus=1))
+    need = job_resources(backend.demand(settings), Resources(gpus=4, nodes=2, cpus=1))
     assert (need.gpus, need.nodes, need.cpus, need.self_placing) == (8, 2, 13, True)
-    more = job_resources(backend, settings, Resources(gpus=4, nodes=2, cpus=32))
+    more = job_resources(backend.demand(settings), Resources(gpus=4, nodes=2, cpus=32))
     assert more.cpus == 32  # a spec asking for more keeps it

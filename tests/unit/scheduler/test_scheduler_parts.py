@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
-from pydantic import BaseModel
+from kit.cells import make_cell
+from kit.fake_backend import FakeBackend
 
-from orchestrator.backends.base import Backend, LaunchSpec
 from orchestrator.cli.sweep_views import cell_row, val_accuracy
 from orchestrator.executors.local import LocalExecutor
 from orchestrator.registry import CellState, Registry
-from orchestrator.scheduler.loop import SweepScheduler, log_tail, retry_delay
+from orchestrator.scheduler.cells import log_tail, retry_delay
+from orchestrator.scheduler.loop import SweepScheduler
 
 
 @pytest.fixture(autouse=True)
@@ -40,27 +39,10 @@ def test_log_tail_keeps_the_last_lines(tmp_path: Path) -> None:
 # tests/unit/registry/test_registry_lease.py and tests/integration/test_lease_takeover.py.
 
 
-@dataclass(frozen=True)
-class _Cell:
-    cell_id: str
-    index: int
-    axes: dict[str, Any]
-    settings: dict[str, Any] = field(default_factory=dict)
-    labels: dict[str, Any] = field(default_factory=dict)
-
-
-class _SleepBackend(Backend):
-    name = "sleep"
-    settings_model = BaseModel
-
-    def launch(self, settings: Any, run_dir: Path) -> LaunchSpec:
-        return LaunchSpec(argv=(sys.executable, "-c", "pass"))
-
-
 def test_recover_takes_over_what_a_dead_scheduler_left(home: Path) -> None:
     with Registry.open() as reg:
-        reg.upsert_sweep("r", backend="sleep", spec_text="name: r")
-        cells = reg.add_cells("r", [_Cell(f"c{i}", i, {"i": i}) for i in range(4)],
+        reg.upsert_sweep("r", backend="fake", spec_text="name: r")
+        cells = reg.add_cells("r", [make_cell(f"c{i}", i, {"i": i}) for i in range(4)],
                               max_retries=1)
         _queued, c_vanished, c_retry, c_spent = cells
         for cell in cells:
@@ -78,7 +60,7 @@ def test_recover_takes_over_what_a_dead_scheduler_left(home: Path) -> None:
             reg.transition(c_spent, CellState.PENDING, CellState.QUEUED)
         reg.transition(c_spent, CellState.QUEUED, CellState.FAILED)
 
-        SweepScheduler(reg, "r", _SleepBackend(), LocalExecutor()).recover()
+        SweepScheduler(reg, "r", FakeBackend(), LocalExecutor()).recover()
         state = {c.cell_id: c for c in reg.cells("r")}
         assert state["c0"].state is CellState.PENDING
         assert state["c1"].state is CellState.PENDING
@@ -90,8 +72,8 @@ def test_recover_takes_over_what_a_dead_scheduler_left(home: Path) -> None:
 
 def test_recover_finds_a_job_whose_id_was_never_recorded(home: Path, tmp_path: Path) -> None:
     with Registry.open() as reg:
-        reg.upsert_sweep("r", backend="sleep", spec_text="name: r")
-        (cell,) = reg.add_cells("r", [_Cell("c0", 0, {"i": 0})])
+        reg.upsert_sweep("r", backend="fake", spec_text="name: r")
+        (cell,) = reg.add_cells("r", [make_cell("c0", 0, {"i": 0})])
         run_dir = tmp_path / "run"
         reg.update_cell(cell, run_dir=str(run_dir))
         reg.transition(cell, CellState.PENDING, CellState.QUEUED)
@@ -102,7 +84,7 @@ def test_recover_finds_a_job_whose_id_was_never_recorded(home: Path, tmp_path: P
             (sys.executable, "-c", f"import os,time\nwhile not os.path.exists({str(go)!r}): "
              "time.sleep(0.02)"), {}, tmp_path, run_dir / "train.log")
         executor = LocalExecutor()
-        scheduler = SweepScheduler(reg, "r", _SleepBackend(), executor)
+        scheduler = SweepScheduler(reg, "r", FakeBackend(), executor)
         scheduler.recover()
         found = reg.get_cell("r", "c0")
         assert found.state is CellState.RUNNING
@@ -118,8 +100,8 @@ def test_recover_never_takes_an_earlier_attempts_job_for_this_one(
     before it submitted anything. The log's only job is attempt 1's: recovery must not
     attach it (and read its exit code as attempt 2's), but rerun the cell."""
     with Registry.open() as reg:
-        reg.upsert_sweep("r", backend="sleep", spec_text="name: r")
-        (cell,) = reg.add_cells("r", [_Cell("c0", 0, {"i": 0})], max_retries=2)
+        reg.upsert_sweep("r", backend="fake", spec_text="name: r")
+        (cell,) = reg.add_cells("r", [make_cell("c0", 0, {"i": 0})], max_retries=2)
         run_dir = tmp_path / "run"
         reg.update_cell(cell, run_dir=str(run_dir))
         log = str(run_dir / "train.log")
@@ -133,7 +115,7 @@ def test_recover_never_takes_an_earlier_attempts_job_for_this_one(
         reg.transition(cell, CellState.PENDING, CellState.QUEUED)
         assert reg.start_attempt(cell, log_path=log)  # attempt 2: killed before submit
 
-        SweepScheduler(reg, "r", _SleepBackend(), LocalExecutor()).recover()
+        SweepScheduler(reg, "r", FakeBackend(), LocalExecutor()).recover()
         found = reg.get_cell("r", "c0")
         assert found.job_id != old.job_id
         assert found.state is CellState.PENDING  # run again: its job vanished
@@ -152,19 +134,19 @@ def test_cell_row_is_json_ready(home: Path) -> None:
     import json
 
     with Registry.open() as reg:
-        reg.upsert_sweep("v", backend="sleep", spec_text="name: v")
-        (cell,) = reg.add_cells("v", [_Cell("c0", 0, {"seed": 1})])
+        reg.upsert_sweep("v", backend="fake", spec_text="name: v")
+        (cell,) = reg.add_cells("v", [make_cell("c0", 0, {"seed": 1})])
         row = cell_row(cell)
     assert json.loads(json.dumps(row))["axes"] == {"seed": 1}
     assert row["state"] == "pending" and row["val_accuracy"] is None
 
 
 def test_cancel_follows_cells_a_live_scheduler_moves_meanwhile(home: Path) -> None:
-    from orchestrator.scheduler.cancelling import _cancel_cell, _Offered
+    from orchestrator.sweeps.cancelling import _cancel_cell, _Offered
 
     with Registry.open() as reg:
-        reg.upsert_sweep("r", backend="sleep", spec_text="name: r")
-        claimed, started = reg.add_cells("r", [_Cell(f"c{i}", i, {"i": i}) for i in range(2)])
+        reg.upsert_sweep("r", backend="fake", spec_text="name: r")
+        claimed, started = reg.add_cells("r", [make_cell(f"c{i}", i, {"i": i}) for i in range(2)])
         # `kappa cancel` read both as pending; then the scheduler claimed one and started
         # the other before the cancel reached them.
         assert reg.transition(claimed, CellState.PENDING, CellState.QUEUED)
@@ -174,7 +156,7 @@ def test_cancel_follows_cells_a_live_scheduler_moves_meanwhile(home: Path) -> No
             assert _cancel_cell(reg, stale, {}, _Offered()) is not None
         assert [c.state for c in reg.cells("r")] == [CellState.CANCELLED] * 2
         # A cell that ended meanwhile stays as it ended.
-        (done,) = reg.add_cells("r", [_Cell("c2", 2, {"i": 2})])
+        (done,) = reg.add_cells("r", [make_cell("c2", 2, {"i": 2})])
         reg.transition(done, CellState.PENDING, CellState.QUEUED)
         reg.start_attempt(done)
         reg.finish_attempt(done, CellState.SUCCEEDED, exit_code=0)

@@ -1,4 +1,4 @@
-"""The search's sampler and pruner choices (orchestrator.scheduler.search)."""
+"""The search's sampler and pruner choices (orchestrator.search.samplers)."""
 
 from __future__ import annotations
 
@@ -6,15 +6,9 @@ from typing import Any
 
 import pytest
 
-from orchestrator.backends import get_backend
-from orchestrator.grid import Cell
-from orchestrator.scheduler.search import (
-    make_pruner,
-    make_sampler,
-    study_max_steps,
-    tpe_startup_trials,
-)
-from orchestrator.spec.search import SearchSpec
+from orchestrator.grid.plan import parse_plan
+from orchestrator.search.samplers import make_pruner, make_sampler, tpe_startup_trials
+from orchestrator.spec.search_block import SearchSpec
 
 
 def _search(**extra: Any) -> SearchSpec:
@@ -23,23 +17,23 @@ def _search(**extra: Any) -> SearchSpec:
         "objective": {"metric": "val/acc"}, "trials": 12, **extra})
 
 
-def _base(**settings: Any) -> Cell:
-    return Cell(0, "c0", {}, {}, {"task": "arithmetic", **settings})
+def _study_max_steps(space: str) -> int | None:
+    """A study's most steps as its plan records them (base max_steps: 30)."""
+    text = ("name: s\nbase: {task: arithmetic, max_steps: 30}\nsearch:\n"
+            f"  space: {space}\n  objective: {{metric: val/acc}}\n  trials: 4\n")
+    (study,) = parse_plan(text).sweep_plan().studies
+    return study.max_steps
 
 
 def test_hyperband_max_resource_is_the_cells_max_steps() -> None:
     search = _search(pruner="hyperband")
-    backend = get_backend("embedded")
-    steps = study_max_steps(search, backend, _base(max_steps=30))
+    steps = _study_max_steps("{learning_rate: {loguniform: [1.0e-5, 1.0e-2]}}")
     assert steps == 30
     assert make_pruner(search, steps)._max_resource == 30
 
 
 def test_a_searched_max_steps_range_gives_its_top() -> None:
-    search = SearchSpec.model_validate({
-        "space": {"max_steps": {"int": [10, 50]}}, "objective": {"metric": "val/acc"},
-        "trials": 4, "pruner": "hyperband"})
-    assert study_max_steps(search, get_backend("embedded"), _base(max_steps=30)) == 50
+    assert _study_max_steps("{max_steps: {int: [10, 50]}}") == 50
 
 
 def test_without_known_steps_hyperband_estimates_them() -> None:

@@ -8,8 +8,9 @@ import random
 import numpy as np
 import pytest
 
-from orchestrator.analysis.convergence import has_plateaued
-from orchestrator.scheduler.stop_rules import (
+from orchestrator.algorithms.convergence import has_plateaued
+from orchestrator.spec.stop_block import DivergedRule, PlateauRule, StopRules, ThresholdRule
+from orchestrator.stopping.rules import (
     MetricHistory,
     PlateauCache,
     diverged_step,
@@ -18,7 +19,6 @@ from orchestrator.scheduler.stop_rules import (
     pruned,
     threshold_step,
 )
-from orchestrator.spec.stopping import DivergedRule, PlateauRule, StopRules, ThresholdRule
 
 NAN, INF = math.nan, math.inf
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from kit.cli import run_kappa
 
 KappaRunner = Callable[[list[str]], tuple[int, str, str]]
 
@@ -18,18 +18,7 @@ def kappa_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def kappa(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> KappaRunner:
-    """Run the real ``kappa`` entry point in-process: ``kappa(args) -> (code, out, err)``."""
-    from orchestrator.cli.app import main
-
-    def run(args: list[str]) -> tuple[int, str, str]:
-        monkeypatch.setattr(sys, "argv", ["kappa", *args])
-        try:
-            main()
-            code = 0
-        except SystemExit as exc:
-            code = int(exc.code or 0)
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
+def kappa(capsys: pytest.CaptureFixture[str]) -> KappaRunner:
+    """The real ``kappa`` entry point in-process (:func:`kit.cli.run_kappa`, at the terminal's
+    width: golden tables): ``kappa(args) -> (code, out, err)``."""
+    return lambda args: run_kappa(capsys, *args, wide=False)

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import Problem, UserInputError
+from orchestrator.grid.plan import parse_plan, stored_plan
 from orchestrator.spec import parse_spec
-from orchestrator.spec.search import Distribution, SearchSpec, stored_search, with_values
+from orchestrator.spec.search_block import Distribution, SearchSpec, with_values
 
 HEAD = "name: s\nbackend: embedded\nbase: {max_steps: 10}\naxes:\n  baseline: [grpo, dapo]\n"
 GOOD = HEAD + """\
@@ -44,8 +45,9 @@ def test_the_issue_example_is_valid() -> None:
     assert search.space["kl_coef"].kind == "loguniform"
     assert search.space["model.n_layers"].kind == "int"
     assert search.space["reward_correct"].categorical == (1, 2, 5)
-    assert stored_search(GOOD) == search
-    assert stored_search(HEAD) is None
+    # The sweep's stored plan gives the block back; a spec without one plans no search.
+    assert stored_plan("s", parse_plan(GOOD).sweep_plan().to_json()).search == search
+    assert parse_plan(HEAD).sweep_plan().search is None
 
 
 @pytest.mark.parametrize(("entry", "words"), [

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.errors import Problem, UserInputError
+from orchestrator.grid.plan import parse_plan
 from orchestrator.spec import load_spec, parse_spec
 
 REPO = Path(__file__).resolve().parents[3]
@@ -14,7 +15,7 @@ REPO = Path(__file__).resolve().parents[3]
 
 def problems(text: str) -> list[Problem]:
     with pytest.raises(UserInputError) as exc:
-        parse_spec(text, "spec.yaml")
+        parse_plan(text, "spec.yaml")
     return list(exc.value.problems)
 
 

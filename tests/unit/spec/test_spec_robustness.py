@@ -10,6 +10,7 @@ import pytest
 
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.grid import expand, plan
+from orchestrator.grid.plan import parse_plan
 from orchestrator.spec import load_spec, parse_spec
 
 
@@ -193,7 +194,7 @@ def test_a_label_listed_twice_is_an_error() -> None:
 
 def test_base_problems_come_with_broken_axes_in_one_run() -> None:
     with pytest.raises(UserInputError) as exc:
-        parse_spec(
+        parse_plan(
             "name: x\nbase:\n  model.d_mdl: 3\n  group_size: 1\n  seed: x\n"
             "axes:\n  model.n_layer: [1]\n  seed: [0]\n",
             "spec.yaml",

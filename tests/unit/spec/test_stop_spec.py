@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from orchestrator.errors import Problem, UserInputError
+from orchestrator.grid.plan import parse_plan, stored_plan
 from orchestrator.spec import parse_spec
 from orchestrator.spec.model import Resources
-from orchestrator.spec.stopping import stored_stopping
 
 HEAD = "name: s\nbackend: embedded\nbase: {max_steps: 10}\naxes:\n  seed: [0, 1]\n"
 GOOD = HEAD + """\
@@ -26,7 +26,7 @@ stop:
 
 def problems(text: str) -> list[Problem]:
     with pytest.raises(UserInputError) as exc:
-        parse_spec(text, "spec.yaml")
+        parse_plan(text, "spec.yaml")
     return list(exc.value.problems)
 
 
@@ -102,10 +102,14 @@ def test_the_schema_describes_the_stop_block(kappa: Any) -> None:
     assert "for" in diverged["properties"] and diverged["additionalProperties"] is False
 
 
-def test_a_stored_spec_gives_its_rules_and_resources_back() -> None:
-    rules, resources = stored_stopping(GOOD)
-    assert rules is not None and rules.gpu_hours == 2000 and resources.gpus == 8
-    assert stored_stopping(HEAD) == (None, Resources())
-    # A block an older or newer kappa wrote that does not validate here: no rules, no crash.
-    assert stored_stopping(HEAD + "stop: {plateau: {metric: a, window: 3}}\n")[0] is None
-    assert stored_stopping(": not yaml [")[0] is None
+def test_a_stored_plan_gives_its_rules_and_resources_back() -> None:
+    good = stored_plan("s", parse_plan(GOOD).sweep_plan().to_json())
+    assert good.stop is not None and good.stop.gpu_hours == 2000 and good.resources.gpus == 8
+    head = stored_plan("s", parse_plan(HEAD).sweep_plan().to_json())
+    assert (head.stop, head.resources) == (None, Resources())
+    # A block an older or newer kappa wrote that does not validate here: an error that
+    # says so and how to fix it, never "no rules" (the cap would silently vanish).
+    stale = good.to_json().replace('"patience":20', '"patience":20,"window":3')
+    with pytest.raises(UserInputError, match="stored plan of sweep s cannot be read") as exc:
+        stored_plan("s", stale)
+    assert "stop.plateau.window" in (exc.value.problems[0].found or "")

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from orchestrator.backends.embedded.metrics import RunFiles
-from orchestrator.tracking.outbox import OUTBOX, Outbox, OutboxSender
+from orchestrator.runs.folder import OUTBOX_FILE
+from orchestrator.tracking.outbox import Outbox, OutboxSender
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
@@ -118,13 +119,13 @@ def test_a_redone_record_is_not_queued_again_and_a_cut_line_is_repaired(tmp_path
     outbox = Outbox(tmp_path)
     assert outbox.put(0, 0, {"a": 1.0})
     assert outbox.put(1, 1, {"a": 2.0})
-    with open(tmp_path / OUTBOX, "a") as fh:
+    with open(tmp_path / OUTBOX_FILE, "a") as fh:
         fh.write('{"seq": 2, "step": 2, "ts": 1, "metr')  # a kill in the middle of a line
     again = Outbox(tmp_path)
     assert again.length() == 2
     assert not again.put(1, 1, {"a": 99.0})  # a resume redoes record 1: already queued
     assert again.put(2, 2, {"a": 3.0})
-    rows = [json.loads(x) for x in (tmp_path / OUTBOX).read_text().splitlines()]
+    rows = [json.loads(x) for x in (tmp_path / OUTBOX_FILE).read_text().splitlines()]
     assert [(r["seq"], r["metrics"]["a"]) for r in rows] == [(0, 1.0), (1, 2.0), (2, 3.0)]
     with pytest.raises(ValueError, match="cannot queue"):
         again.put(5, 5, {})

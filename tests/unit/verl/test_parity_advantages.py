@@ -19,7 +19,7 @@ from verl import DataProto
 from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
 from verl.trainer.ppo.ray_trainer import compute_advantage
 
-from orchestrator.algorithms import advantages
+from orchestrator.algorithms.advantages import advantages
 
 
 def _batch(groups: int, g: int, length: int, seed: int, binary: bool) -> tuple[

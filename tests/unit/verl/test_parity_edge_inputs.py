@@ -27,7 +27,9 @@ from verl.trainer.ppo.core_algos import (
 )
 from verl.workers.config import ActorConfig, PolicyLossConfig
 
-from orchestrator.algorithms import advantages, aggregate, policy_loss
+from orchestrator.algorithms.advantages import advantages
+from orchestrator.algorithms.masking import aggregate
+from orchestrator.algorithms.policy_losses import policy_loss
 
 AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 LOSS_KEYS = ("clip_cov_ratio", "clip_cov_lb", "clip_cov_ub", "kl_cov_ratio", "ppo_kl_coef")

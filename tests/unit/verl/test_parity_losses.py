@@ -2,8 +2,8 @@
 
 Each case builds one set of ``(old_log_prob, log_prob, advantages, response_mask)``,
 calls verl's registered loss with a real ``ActorConfig`` and
-``orchestrator.algorithms.policy_loss`` with the same settings, and compares the loss
-value, every metric verl reports, and the gradient with respect to ``log_prob``.
+``orchestrator.algorithms.policy_losses.policy_loss`` with the same settings, and compares
+the loss value, every metric verl reports, and the gradient with respect to ``log_prob``.
 Clip-Cov draws tokens at random in both: the global torch seed is set identically
 before each call.
 """
@@ -20,7 +20,7 @@ pytest.importorskip("verl")
 from verl.trainer.ppo.core_algos import get_policy_loss_fn
 from verl.workers.config import ActorConfig, PolicyLossConfig
 
-from orchestrator.algorithms import policy_loss
+from orchestrator.algorithms.policy_losses import policy_loss
 
 AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 

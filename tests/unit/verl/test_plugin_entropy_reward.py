@@ -23,7 +23,8 @@ pytest.importorskip("kappa_verl")
 from kappa_verl import entropy_reward as er
 from tensordict import TensorDict
 
-from orchestrator.algorithms import entropy_reward, masked_mean
+from orchestrator.algorithms.masking import masked_mean
+from orchestrator.algorithms.rewards import entropy_reward
 
 
 def test_bonus_lands_on_last_valid_token() -> None:

@@ -20,7 +20,7 @@ from kappa_verl.rewards import (
 from omegaconf import OmegaConf
 from verl.trainer.ppo.reward import get_custom_reward_fn
 
-from orchestrator.algorithms import random_rewards, scale_rewards
+from orchestrator.algorithms.rewards import random_rewards, scale_rewards
 
 RIGHT = "The sum is 12, so the answer is \\boxed{42}."
 WRONG = "I think the answer is \\boxed{41}."

@@ -9,10 +9,18 @@ from pathlib import Path
 
 from verl_test_cells import cell
 
-from orchestrator.backends import BACKENDS, get_backend
+from orchestrator.backends import BACKENDS, LaunchSpec, get_backend
 from orchestrator.backends.verl.backend import VerlBackend
 from orchestrator.backends.verl.phases import TRACKER_FILE, checkpoint_dir
 from orchestrator.backends.verl.settings import VerlSettings
+
+
+def _launch(s: VerlSettings, run_dir: Path) -> LaunchSpec:
+    """The launch a scheduler makes of a cell with these settings: from the stored
+    mapping and the demand judged at submit."""
+    backend = get_backend("verl")
+    return backend.launch(s.model_dump(mode="json", exclude_unset=True), run_dir,
+                          backend.demand(s))
 
 
 def test_registered_under_verl() -> None:
@@ -22,7 +30,7 @@ def test_registered_under_verl() -> None:
 
 def test_launch_is_the_phase_driver_with_the_settings(tmp_path: Path) -> None:
     s = cell(nnodes=2, n_gpus_per_node=8)
-    spec = get_backend("verl").launch(s, tmp_path / "sweep" / "cell")
+    spec = _launch(s, tmp_path / "sweep" / "cell")
     assert spec.argv[1:3] == ("-m", "orchestrator.backends.verl.run_phases")
     assert Path(spec.argv[3]).is_absolute()
     assert VerlSettings.model_validate_json(spec.argv[spec.argv.index("--settings-json") + 1]) == s
@@ -36,12 +44,12 @@ def test_entropy_reward_cell_carries_its_switch_in_the_launch_env(tmp_path: Path
     """A Ray job's runtime_env is the launch env: it must carry the hook's variables."""
     s = cell(entropy_intervention="entropy_reward", entropy_coef=0.01, intervention_steps=500,
              max_steps=1000)
-    env = get_backend("verl").launch(s, tmp_path / "sweep" / "cell").env
+    env = _launch(s, tmp_path / "sweep" / "cell").env
     assert (env["KAPPA_ENTROPY_REWARD_COEF"], env["KAPPA_ENTROPY_REWARD_STEPS"]) == \
         ("0.01", "500")
     for other in (cell(), cell(entropy_intervention="entropy_loss", intervention_steps=500)):
         assert not any(k.startswith("KAPPA_ENTROPY") for k in
-                       get_backend("verl").launch(other, tmp_path / "s" / "c").env)
+                       _launch(other, tmp_path / "s" / "c").env)
 
 
 def test_progress_from_driver_file_else_checkpoint_tracker(tmp_path: Path) -> None:
@@ -67,7 +75,8 @@ def test_building_commands_never_imports_verl_hydra_or_torch() -> None:
         "from orchestrator.backends.verl import VerlSettings, verl_command\n"
         "s = VerlSettings(model_path='m', train_files='/t', val_files='/v')\n"
         "verl_command(s, Path('/r/s/c'))\n"
-        "get_backend('verl').launch(s, Path('/r/s/c'))\n"
+        "b = get_backend('verl')\n"
+        "b.launch(s.model_dump(mode='json'), Path('/r/s/c'), b.demand(s))\n"
         "print(sorted({'verl', 'hydra', 'torch', 'ray'} & set(sys.modules)))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

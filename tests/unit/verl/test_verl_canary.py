@@ -84,7 +84,8 @@ def test_canaries_of_the_paper_cells_compose_against_verl() -> None:
                       prompts_per_step=128, ppo_mini_batch_size=64),
                  cell(entropy_intervention="entropy_reward", intervention_steps=500)):
         raw = full.model_dump(mode="json", exclude_unset=True)
-        backend.validate(backend.canary_settings(raw))  # preflight: raises on a problem
+        canary = backend.validate(backend.canary_settings(raw))
+        backend.preflight({"": canary})  # raises on a problem
 
 
 def test_a_canary_runs_through_the_phase_driver(fake_verl: Path, tmp_path: Path) -> None:
@@ -92,7 +93,9 @@ def test_a_canary_runs_through_the_phase_driver(fake_verl: Path, tmp_path: Path)
                 entropy_coef=0.01, intervention_steps=4, max_steps=8, checkpoint_every=4,
                 eval_files=["/b/math500.parquet"])
     run_dir = tmp_path / "sweep.canary" / "cell"
-    spec = get_backend("verl").launch(_canary(full), run_dir)
+    canary, backend = _canary(full), get_backend("verl")
+    spec = backend.launch(canary.model_dump(mode="json", exclude_unset=True), run_dir,
+                          backend.demand(canary))
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
     done = subprocess.run(spec.argv, env=env | dict(spec.env) | {
         "KAPPA_VERL_POLL_SECONDS": "0.05"}, check=False, capture_output=True, text=True)

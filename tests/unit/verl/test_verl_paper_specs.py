@@ -52,7 +52,7 @@ def test_paper_spec_composes_every_cell_against_verl(name: str, monkeypatch: pyt
 
     monkeypatch.setenv("KAPPA_HOME", str(tmp_path))  # an empty cache: every cell composes
     monkeypatch.delenv("KAPPA_VERL_PREFLIGHT", raising=False)
-    p = plan(load_spec(PAPER / f"{name}.yaml"))  # validate() preflights each cell
+    p = plan(load_spec(PAPER / f"{name}.yaml"))  # preflighted as one batch
     backend = get_backend("verl")
     backend.preflight({c.cell_id: backend.validate(c.settings)  # type: ignore[attr-defined]
                        for c in p.cells})

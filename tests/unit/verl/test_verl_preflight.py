@@ -83,11 +83,13 @@ def test_misspelt_override_and_every_other_problem_at_once() -> None:
     assert "grop" in found and "unknown reward_manager 'batch'" in found
 
 
-def test_backend_validate_preflights_and_exits_as_user_error() -> None:
+def test_backend_preflight_of_validated_settings_exits_as_user_error() -> None:
     settings = dict(model_path="m", train_files="/t", val_files="/v",
                     extra_overrides=["trainer.no_such_key=1"])
+    backend = get_backend("verl")
+    model = backend.validate(settings)  # parsing alone: verl is not asked
     with pytest.raises(UserInputError) as info:
-        get_backend("verl").validate(settings)
+        backend.preflight({"": model})
     assert info.value.exit_code == 2
     assert info.value.problems[0].location == "extra_overrides"
 

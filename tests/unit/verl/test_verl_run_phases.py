@@ -15,7 +15,9 @@ from orchestrator.backends.verl.settings import VerlSettings
 
 
 def _launch(settings: VerlSettings, run_dir: Path, **env: str) -> int:
-    spec = get_backend("verl").launch(settings, run_dir)
+    backend = get_backend("verl")
+    spec = backend.launch(settings.model_dump(mode="json", exclude_unset=True), run_dir,
+                          backend.demand(settings))
     full = dict(os.environ) | dict(spec.env) | {"KAPPA_VERL_POLL_SECONDS": "0.05"}
     for name in ("MLFLOW_RUN_ID", "MLFLOW_TRACKING_URI"):
         full.pop(name, None)

@@ -13,10 +13,11 @@ import os
 from pathlib import Path
 
 import pytest
-from cli_in_process import kappa
+from kit.cli import kappa
 from verl_test_cells import BASELINES, REWARD_FILE
 
 from orchestrator.backends.verl import smoke
+from orchestrator.cli.smoke_cmd import smoke_commands
 
 GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "verl" / "smoke.txt"
 # Fixed paths keep the golden file machine-independent: the files need not exist for
@@ -68,7 +69,7 @@ def test_prompts_are_verl_rows(tmp_path: Path) -> None:
 
 def test_golden_smoke_commands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KAPPA_VERL_PREFLIGHT", "off")  # preflight: the test below
-    commands = smoke.smoke_commands(_fixed_spec(tmp_path), RUNS)
+    commands = smoke_commands(_fixed_spec(tmp_path), RUNS)
     assert len(commands) == 12
     text = "".join(f"# {label}\n" + "\n".join(argv) + "\n\n" for label, argv in commands)
     if os.environ.get("KAPPA_REGEN_GOLDEN") == "1":

@@ -15,12 +15,13 @@ import threading
 from pathlib import Path
 
 import pytest
+from kit.cli import kappa
 from pydantic import ValidationError
-from test_verl_smoke import kappa
 from verl_test_cells import REWARD_FILE
 
 from orchestrator.backends.verl import smoke, tiny_model
 from orchestrator.backends.verl.settings import VerlSettings
+from orchestrator.cli.smoke_cmd import smoke_commands
 from orchestrator.errors import UserInputError
 
 BASE = {"train_files": "/d/train.parquet", "val_files": "/d/val.parquet"}
@@ -81,7 +82,7 @@ def test_paths_with_spaces_and_quotes_reach_verl_as_they_are(
     spec.write_text(smoke.spec_text(out, base={"reward_function_path": REWARD_FILE}))
     parser = parser_module.OverridesParser.create()
     runs = Path("/runs/with space's")
-    (_, argv), *_ = smoke.smoke_commands(spec, runs)
+    (_, argv), *_ = smoke_commands(spec, runs)
     assert shlex.split(shlex.join(argv)) == argv
     values = {o.key_or_group: o.value() for o in parser.parse_overrides(argv[3:])}
     assert values["actor_rollout_ref.model.path"] == str(out / "model")

@@ -2,7 +2,7 @@
 
 * ``sweeps.executor_name`` / ``sweeps.executor_options``: the executor a sweep's cells
   run on and its options (JSON; a URL's password is never stored: see
-  ``orchestrator.scheduler.executor_memory``), so a scheduler on any machine sharing
+  ``orchestrator.sweeps.executor_choice``), so a scheduler on any machine sharing
   the registry continues on it (this was ``<KAPPA_HOME>/scheduler/<sweep>.executor.json``).
 * ``sweep_leases``: the scheduler that owns a sweep, as a lease with a heartbeat (this
   was a per-machine ``flock``): owner (a uuid per scheduler), its host and pid,

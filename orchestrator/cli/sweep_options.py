@@ -1,0 +1,109 @@
+"""The options and helpers the sweep commands share (submit, resume, cancel, canary,
+search, smoke, doctor): where the stores are, which executor, progress, Ctrl-C.
+
+Heavy imports happen inside the functions, so ``kappa --help`` stays instant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from orchestrator.cli.sweep_views import LineProgress, LiveProgress
+    from orchestrator.registry import Registry
+    from orchestrator.scheduler.options import SchedulerOptions
+    from orchestrator.sweeps.executor_choice import ExecutorChoice
+    from orchestrator.sweeps.stores import Stores
+
+RegistryOption = Annotated[str | None, typer.Option(
+    "--registry", metavar="URL",
+    help="Registry database URL (default: KAPPA_REGISTRY, else .kappa/registry.db).")]
+MlflowOption = Annotated[str | None, typer.Option(
+    "--mlflow", metavar="URI",
+    help="MLflow tracking URI (default: KAPPA_MLFLOW_URI, else .kappa/mlflow.db).")]
+MaxParallelOption = Annotated[int | None, typer.Option(
+    "--max-parallel", min=1, metavar="N",
+    help="Cells running at once (default: one per CPU core, or per GPU).")]
+ExecutorOption = Annotated[str | None, typer.Option(
+    "--executor", metavar="NAME",
+    help="Where cells run: local, ray_jobs or an installed plug-in (`kappa executors` "
+         "lists them and their options; default: what the sweep used last, else local). "
+         "Remembered, with its options, for the sweep's later resume and cancel.")]
+ExecutorOptionsOption = Annotated[list[str] | None, typer.Option(
+    "--executor-option", "-E", metavar="KEY=VALUE",
+    help="An option of the executor (repeatable), e.g. -E max_parallel=4; a list or "
+         "mapping as JSON. `kappa executors` lists each executor's options.")]
+RayAddressOption = Annotated[str | None, typer.Option(
+    "--ray-address", metavar="URL", envvar="RAY_ADDRESS",
+    help="Ray dashboard (Jobs API) address for --executor ray_jobs, e.g. "
+         "http://head:8265 (default: RAY_ADDRESS, else the sweep's last one); short for "
+         "-E address=URL.")]
+
+
+def stores_of(registry: str | None, mlflow: str | None) -> Stores:
+    from orchestrator.sweeps.stores import Stores
+
+    return Stores(registry_url=registry, mlflow_uri=mlflow)
+
+
+class SweepName:
+    """The name of the sweep a command runs, known once its spec is read (``SWEEP``
+    before): what :func:`interruptible` names when Ctrl-C comes."""
+
+    def __init__(self, value: str = "SWEEP") -> None:
+        self.value = value
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@contextmanager
+def interruptible(what: str | SweepName) -> Iterator[None]:
+    """Ctrl-C stops the scheduler, not the jobs: say how to pick them up or stop them."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        typer.echo(f"\nscheduler stopped; running cells keep running. `kappa resume {what}` "
+                   f"picks them up, `kappa cancel {what}` stops them.", err=True)
+        raise typer.Exit(130) from None
+
+
+@contextmanager
+def sweep_progress(console: Console, quiet: bool = False) -> Iterator[SchedulerOptions | None]:
+    """Scheduler options whose tick shows progress: live bars on a terminal, a line per
+    change (or per 30 s) in a log; ``None`` (no output) when ``quiet``."""
+    if quiet:
+        yield None
+        return
+    from orchestrator.cli.sweep_views import progress_display
+    from orchestrator.registry import CellState
+    from orchestrator.scheduler.options import SchedulerOptions
+
+    shown: list[LiveProgress | LineProgress] = []  # made on the first tick: errors before
+    # it (a bad spec, an unreachable cluster) leave no empty bar behind
+
+    def tick(registry: Registry, sweep: str) -> None:
+        if not shown:
+            shown.append(progress_display(console))
+        shown[0].update(registry.counts(sweep), registry.cells(sweep, [CellState.RUNNING]))
+
+    try:
+        yield SchedulerOptions(on_tick=tick)
+    finally:
+        for display in shown:
+            display.close()
+
+
+def executor_choice(executor: str | None, ray_address: str | None,
+                    executor_option: list[str] | None = None) -> ExecutorChoice:
+    """The executor the command line asks for (see
+    :func:`orchestrator.sweeps.executor_choice.from_command_line`)."""
+    from orchestrator.sweeps.executor_choice import from_command_line
+
+    return from_command_line(executor, ray_address, executor_option or ())

@@ -1,0 +1,46 @@
+"""The one atomic write: a temporary sibling, flushed to disk, renamed over the target.
+
+A reader sees the old file or the new one, never half of either, and a crash leaves at
+most a stray ``.<name>.<pid>.<thread>.tmp`` beside it. Only the standard library is used:
+the job wrapper (a script run with ``python -I -S``) writes its exit file through here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+
+@contextlib.contextmanager
+def replacing(path: str | os.PathLike[str], mode: int | None = None) -> Iterator[Path]:
+    """A fresh temporary sibling of ``path`` to fill (by name: ``torch.save``, parquet
+    writers), flushed and renamed over ``path`` when the block ends without error (and
+    removed when it raises). ``mode``: the file's permission bits, set before anything
+    is written (default: what the umask leaves of 0666)."""
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+                     0o666 if mode is None else mode)
+        try:
+            if mode is not None:
+                os.fchmod(fd, mode)  # a stray temp file of this name keeps its mode otherwise
+        finally:
+            os.close(fd)
+        yield tmp
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_atomic(path: str | os.PathLike[str], content: str | bytes,
+                 mode: int | None = None) -> None:
+    """Write ``content`` (text is UTF-8) to ``path`` atomically (see :func:`replacing`)."""
+    data = content.encode("utf-8") if isinstance(content, str) else content
+    with replacing(path, mode) as tmp:
+        tmp.write_bytes(data)

@@ -1,0 +1,60 @@
+"""``<run_dir>/cell.json``: what a run folder is, readable without the registry.
+
+The scheduler writes it when the run folder is made (state ``pending``) and again at
+each launch and end of the cell, always atomically (:mod:`.atomic`), so a run folder
+copied elsewhere still says which sweep and cell it is, its axes, how it ended and
+which MLflow run holds its curves. :mod:`orchestrator.analysis.sources` reads it::
+
+    {"sweep": str, "cell_id": str, "axes": {name: value}, "labels": {name: label},
+     "state": "pending" | "running" | "succeeded" | "failed" | "cancelled" | ...,
+     "mlflow_run_id": str | null}
+
+The registry stays the truth; this file follows it (written after each state change).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+from orchestrator.runs.folder import CELL_FILE, read_json, write_json
+
+
+class _CellFacts(Protocol):
+    @property
+    def cell_id(self) -> str: ...
+    @property
+    def axes(self) -> Mapping[str, Any]: ...
+    @property
+    def labels(self) -> Any: ...
+
+
+def cell_document(
+    sweep: str, cell: _CellFacts, state: str, mlflow_run_id: str | None
+) -> dict[str, Any]:
+    """The content of ``cell.json`` for ``cell`` of ``sweep``."""
+    labels = cell.labels if isinstance(cell.labels, Mapping) else {}
+    return {
+        "sweep": sweep,
+        "cell_id": cell.cell_id,
+        "axes": dict(cell.axes),
+        "labels": dict(labels),
+        "state": str(state),
+        "mlflow_run_id": mlflow_run_id or None,
+    }
+
+
+def write_cell_file(
+    run_dir: Path, sweep: str, cell: _CellFacts, state: str, mlflow_run_id: str | None
+) -> Path:
+    """Write ``run_dir/cell.json`` atomically (the folder is created if needed)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    target = run_dir / CELL_FILE
+    write_json(target, cell_document(sweep, cell, state, mlflow_run_id), indent=1, default=str)
+    return target
+
+
+def read_cell_file(run_dir: Path) -> dict[str, Any] | None:
+    """``run_dir/cell.json`` as a dict, or ``None`` if absent or unreadable."""
+    return read_json(run_dir / CELL_FILE)

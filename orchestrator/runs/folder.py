@@ -1,0 +1,124 @@
+"""The files of a cell's run folder: their names, and reading and writing them.
+
+The backend file contract (what a launched process leaves, :mod:`orchestrator.backends.base`)::
+
+    config.yaml     the cell's resolved settings (written before each launch)
+    metrics.jsonl   one line per logged step (:mod:`.metrics`)
+    progress.json   {"step": int, "total_steps": int}, rewritten as training advances
+    summary.json    {"status": str, "steps": int, "final": {name: float},
+                     "stopped": {...}?}, written when the run ends
+
+and what the orchestrator keeps beside it: ``stop-request.json`` (:mod:`.stop_request`),
+``cell.json`` (:mod:`.cell_file`), ``.mlflow-run-pending`` (a launch created the cell's
+MLflow run and has not recorded it yet), the MLflow outbox
+(:mod:`orchestrator.tracking.outbox`), ``train.log`` (the launches' output) and ``.jobs/``
+(:mod:`.jobs`). Every JSON file is written atomically (:mod:`.atomic`); a file that is
+absent or unreadable reads as ``None``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from orchestrator.runs.atomic import write_atomic
+
+CONFIG_FILE = "config.yaml"
+METRICS_FILE = "metrics.jsonl"
+PROGRESS_FILE = "progress.json"
+SUMMARY_FILE = "summary.json"
+STOP_REQUEST_FILE = "stop-request.json"
+CELL_FILE = "cell.json"
+RUN_PENDING_MARKER = ".mlflow-run-pending"
+OUTBOX_FILE = "mlflow-outbox.jsonl"
+OUTBOX_SENT_FILE = "mlflow-sent.json"
+OUTBOX_LOCK_FILE = "mlflow-outbox.lock"
+LOG_FILE = "train.log"
+JOBS_DIR = ".jobs"
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path``; ``None`` if absent, unreadable or not an object."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def write_json(path: Path, data: Any, **dumps: Any) -> None:
+    """Write ``data`` as JSON to ``path`` atomically (``dumps``: :func:`json.dumps`'s
+    options; keys keep their insertion order)."""
+    write_atomic(path, json.dumps(data, **dumps))
+
+
+def write_config(run_dir: Path, settings: Mapping[str, Any]) -> None:
+    """Create ``run_dir`` with the cell's resolved settings as ``config.yaml``."""
+    import yaml
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_atomic(run_dir / CONFIG_FILE, yaml.safe_dump(dict(settings), sort_keys=False))
+
+
+def start_over(run_dir: Path, settings: Mapping[str, Any]) -> None:
+    """Move ``run_dir`` aside (to ``<name>.prev-<n>``, the first free ``n``) and make it
+    anew with the same ``config.yaml`` (``settings`` where it had none)."""
+    config = run_dir / CONFIG_FILE
+    text = config.read_text() if config.exists() else None
+    if run_dir.exists():
+        n = 1
+        while (target := run_dir.with_name(f"{run_dir.name}.prev-{n}")).exists():
+            n += 1
+        run_dir.rename(target)
+    if text is None:
+        write_config(run_dir, settings)
+    else:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        write_atomic(config, text)
+
+
+def read_progress(run_dir: Path) -> tuple[int, int] | None:
+    """``(step, total_steps)`` of a running or finished launch, if it reported any."""
+    data = read_json(run_dir / PROGRESS_FILE)
+    try:
+        return None if data is None else (int(data.get("step", 0)),
+                                          int(data.get("total_steps", 0)))
+    except (TypeError, ValueError):
+        return None
+
+
+def write_progress(run_dir: Path, step: int, total_steps: int) -> None:
+    """Record how far training got."""
+    write_json(run_dir / PROGRESS_FILE, {"step": step, "total_steps": total_steps})
+
+
+def read_summary(run_dir: Path | None) -> dict[str, Any] | None:
+    """The run's ``summary.json``, or ``None`` (no folder, not ended, unreadable)."""
+    return None if run_dir is None else read_json(run_dir / SUMMARY_FILE)
+
+
+def write_summary(run_dir: Path, summary: Mapping[str, Any]) -> None:
+    """Record how the run ended (see the module docstring for the shape)."""
+    write_json(run_dir / SUMMARY_FILE, dict(summary))
+
+
+def summary_final(summary: Mapping[str, Any] | None) -> dict[str, float]:
+    """The numeric entries of a summary's ``final`` mapping.
+
+    A metric that could not be computed may be written as ``null`` (JSON has no NaN) or
+    as text; it is missing, not a reason to fail reading the whole sweep.
+    """
+    final = (summary or {}).get("final")
+    if not isinstance(final, Mapping):
+        return {}
+    return {str(k): float(v) for k, v in final.items()
+            if isinstance(v, int | float) and not isinstance(v, bool)}
+
+
+def summary_stop_reason(summary: Mapping[str, Any] | None) -> str | None:
+    """Why a stopping rule ended the run (the summary's ``stopped``), if one did."""
+    stopped = (summary or {}).get("stopped")
+    reason = stopped.get("reason") if isinstance(stopped, Mapping) else None
+    return str(reason) if reason else None

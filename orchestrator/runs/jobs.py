@@ -1,0 +1,90 @@
+"""Job folders: ``<log dir>/.jobs/<log name>.<token>/``, one per submit of a job that
+writes to ``<log dir>/<log name>`` (the local and SLURM executors keep a job's own
+records there: ``pid.json`` or ``job.json``, the submitter's record of the job, and
+``exit``, the job's exit code, written by the job wrapper when the job ends).
+
+The token starts with the submit time (hex nanoseconds), so folders sort by age and a
+caller can ask for the jobs submitted since some moment: crash recovery asks for the
+jobs of the CURRENT attempt only (submitted after the attempt opened), since an earlier
+attempt's finished job writes to the same log and must never be taken for this one's.
+
+Only the standard library is imported: the job wrapper (run with ``python -I -S``)
+writes its exit file through here.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from orchestrator.runs.atomic import write_atomic
+from orchestrator.runs.folder import JOBS_DIR
+
+PID_RECORD = "pid.json"  # the local executor's: {"pid", "start_ticks", "gpus", "argv", "log"}
+SLURM_RECORD = "job.json"  # the SLURM executor's: {"slurm_id", "log", "argv"}
+EXIT = "exit"
+_RANDOM_HEX = 6  # the token's random tail: two submits in one nanosecond differ
+
+
+def new_job_dir(log_path: Path) -> Path:
+    """A fresh job folder for a submit writing to ``log_path`` (created here)."""
+    token = f"{time.time_ns():x}{secrets.token_hex(_RANDOM_HEX // 2)}"
+    job_dir = log_path.parent / JOBS_DIR / f"{log_path.name}.{token}"
+    job_dir.mkdir(parents=True)
+    return job_dir
+
+
+def submitted_at_ns(job_dir: Path, log_name: str) -> int | None:
+    """When the job of ``job_dir`` was submitted (ns since the epoch, the submitter's
+    clock), or ``None`` for a folder this module did not name."""
+    token = job_dir.name.removeprefix(f"{log_name}.")
+    try:
+        return int(token[:-_RANDOM_HEX], 16) if len(token) > _RANDOM_HEX else None
+    except ValueError:
+        return None
+
+
+def job_dirs(log_path: Path, since: datetime | None = None) -> list[Path]:
+    """The job folders of submits writing to ``log_path``, newest first; with ``since``,
+    only those submitted at or after it (a naive ``since`` is UTC).
+
+    ``since`` must come from the submitter's own clock (the scheduler stamps an
+    attempt's start just before it submits): both times are then one clock's."""
+    log_path = Path(log_path).resolve()
+    jobs_dir = log_path.parent / JOBS_DIR
+    if not jobs_dir.is_dir():
+        return []
+    floor = None if since is None else _epoch_ns(since)
+    found = []
+    for d in jobs_dir.iterdir():
+        if not (d.name.startswith(f"{log_path.name}.") and d.is_dir()):
+            continue
+        at = submitted_at_ns(d, log_path.name)
+        if floor is not None and (at is None or at < floor):
+            continue
+        found.append(d)
+    return sorted(found, key=lambda d: d.name, reverse=True)
+
+
+def _epoch_ns(moment: datetime) -> int:
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    # Whole microseconds (what the registry stores) make no rounding error.
+    delta = moment - datetime(1970, 1, 1, tzinfo=UTC)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
+
+
+def read_exit(job_dir: Path, name: str = EXIT) -> int | None:
+    """The job's exit code (negative: killed by that signal), ``None`` until it has one
+    (``name``: another file holding one number, e.g. SLURM's ``slurm_id``)."""
+    try:
+        return int((job_dir / name).read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def write_exit(job_dir: Path, code: int) -> None:
+    """Record how the job ended (atomically)."""
+    write_atomic(job_dir / EXIT, str(code))

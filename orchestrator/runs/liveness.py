@@ -1,0 +1,44 @@
+"""Is a recorded process still the one we started? Asked through psutil.
+
+A process is known by its pid and its start time: a pid alone may have been handed to
+someone else since. The start time is kept as clock ticks since boot (what a job's
+``pid.json`` has always recorded as ``start_ticks``): unlike a wall-clock creation time
+it does not move when the system clock is set.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def start_ticks(pid: int) -> int | None:
+    """When process ``pid`` started, in clock ticks since boot; ``None`` if there is no
+    such process (or it cannot be seen)."""
+    import psutil
+
+    try:
+        since_boot = psutil.Process(pid).create_time() - psutil.boot_time()
+    except (psutil.Error, OSError, ValueError):
+        return None
+    return round(since_boot * os.sysconf("SC_CLK_TCK"))
+
+
+def is_running(pid: int, ticks: int | None) -> bool:
+    """Whether ``pid`` runs (a zombie does not) and, given ``ticks``, is the process
+    that started then."""
+    import psutil
+
+    try:
+        if psutil.Process(pid).status() in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
+            return False
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.AccessDenied:
+        pass  # someone's process has the pid: whether it is ours, its start time tells
+    return ticks is None or start_ticks(pid) == ticks
+
+
+def is_stranger(pid: int, ticks: int | None) -> bool:
+    """Whether a process other than the one that started at ``ticks`` has ``pid`` now."""
+    now = start_ticks(pid)
+    return now is not None and now != ticks

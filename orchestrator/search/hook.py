@@ -1,0 +1,320 @@
+"""Adaptive search: Optuna proposes, kappa runs.
+
+A sweep whose spec has a ``search:`` block (:mod:`orchestrator.spec.search_block`) has one
+Optuna study per axis combination (:func:`study_name`), stored beside the registry
+(:mod:`.storage`). Each trial is an ordinary cell of the sweep: its settings are
+the combination's settings with the trial's values, its labels ``kappa.study`` and
+``kappa.trial`` (so its content id, registry row and MLflow child run are its own), and
+it is launched, watched, stopped and retried by the ordinary loop
+(:mod:`orchestrator.scheduler.loop`), in which :class:`SearchHook` takes part (one of
+its hooks, :mod:`orchestrator.scheduler.hooks`) and calls :class:`SweepSearch`:
+
+* ``sync`` — every pass, before launching (``on_pass``): trials whose cells ended are told (the
+  objective from the cell's final metrics, or the best value in its history for
+  ``at: best``; a cell a pruner stopped is PRUNED, a failed one FAIL), then new trials
+  are asked while the study has fewer than ``parallel`` running and ``trials`` in all;
+* ``watch`` — every poll of a running trial (``on_poll``): the objective's values logged since the
+  last poll are reported to the trial, and if the pruner says so the cell is stopped
+  like a stopping rule stops it (``pruned at step N``).
+
+Nothing here is state a restart loses. The studies are the record: a trial is asked once
+(a trial whose cell is in the registry is never asked again), a RUNNING trial whose cell
+is missing (killed between the ask and the cell's row) gets its cell from its stored
+params, and a cell that vanished with its job is relaunched by the loop's recovery.
+A study stops asking while one of its cells is cancelled (``kappa cancel``, the GPU-hours
+cap): the cancelled trials stay RUNNING (open) in the study and the scheduler does not
+wait for them; submitting the spec again requeues their cells, which finish those same
+trials, and the study asks the rest of its budget. A study fails (no more trials) when
+its finished trials never logged the objective.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.grid.cell import Cell, content_id
+from orchestrator.grid.plan import SweepPlan
+from orchestrator.registry import CellRecord, CellState, Registry
+from orchestrator.runs.cell_file import write_cell_file
+from orchestrator.runs.folder import write_config
+from orchestrator.scheduler.cells import cell_run_dir
+from orchestrator.scheduler.hooks import Ending, LoopControl, SchedulerHook
+from orchestrator.search.samplers import distributions, make_pruner, make_sampler, trial_budget
+from orchestrator.spec.search_block import MAX_TRIALS, SearchSpec, with_values
+from orchestrator.stopping.rules import pruned
+
+if TYPE_CHECKING:
+    from orchestrator.backends import Backend
+    from orchestrator.executors.base import JobHandle
+
+LOG = logging.getLogger(__name__)
+
+STUDY_LABEL = "kappa.study"
+TRIAL_LABEL = "kappa.trial"
+ERROR_ATTR = "kappa.error"
+
+
+def study_name(sweep: str, axes: dict[str, Any]) -> str:
+    """``sweep`` alone, or ``sweep[baseline=grpo,seed=0]`` per axis combination."""
+    inner = ",".join(f"{k}={v}" for k, v in axes.items())
+    return f"{sweep}[{inner}]" if inner else sweep
+
+
+@dataclass
+class _Study:
+    index: int
+    name: str
+    base: Cell
+    study: Any  # optuna.Study
+
+
+@dataclass
+class _Watched:
+    trial: Any  # optuna.trial.Trial
+    reported: set[int]
+    cursor: Any = None
+
+
+@dataclass
+class SweepSearch:
+    """The studies of one sweep and what the loop asks of them (module docstring)."""
+
+    sweep: str
+    backend: Backend
+    search: SearchSpec
+    retries: int
+    studies: list[_Study]
+    _watched: dict[str, _Watched] = field(default_factory=dict, init=False)
+    _more: bool = field(default=True, init=False)
+
+    @classmethod
+    def of(cls, registry: Registry, sweep: str, plan: SweepPlan,
+           backend: Backend) -> SweepSearch | None:
+        """The sweep's search (its studies created or loaded, one per starting cell of
+        its plan), or ``None`` if it has none."""
+        search = plan.search
+        if search is None:
+            return None
+        import optuna
+
+        from orchestrator.search.storage import open_storage
+
+        storage = open_storage(registry.engine)
+        studies = []
+        direction = search.objective.direction
+        for index, start in enumerate(plan.studies):
+            base = start.cell()
+            name = study_name(sweep, dict(base.axes))
+            study = optuna.create_study(storage=storage, study_name=name,
+                                        direction=direction, load_if_exists=True,
+                                        pruner=make_pruner(search, start.max_steps))
+            study.sampler = make_sampler(search, len(study.get_trials(deepcopy=False)), index)
+            studies.append(_Study(index, name, base, study))
+        return cls(sweep, backend, search, plan.retries, studies)
+
+    def exhausted(self) -> bool:
+        """Whether the last :meth:`sync` found nothing left to ask or to wait for."""
+        return not self._more
+
+    # -- asking and telling -----------------------------------------------------------
+    def sync(self, registry: Registry) -> None:
+        """Tell the trials whose cells ended; ask new ones where there is room."""
+        from optuna.trial import TrialState
+
+        cells = registry.cells(self.sweep)
+        more = False
+        for st in self.studies:
+            mine = {c.labels.get(TRIAL_LABEL): c for c in cells
+                    if c.labels.get(STUDY_LABEL) == st.name}
+            trials = st.study.get_trials(deepcopy=False)
+            for trial in trials:
+                if trial.state is not TrialState.RUNNING:
+                    continue
+                cell = mine.get(trial.number)
+                if cell is None:  # asked, then killed before its cell was recorded
+                    self._add_cell(registry, st, trial)
+                    more = True
+                elif cell.state is CellState.CANCELLED:
+                    continue  # open until a resubmit requeues its cell: nothing to wait for
+                elif not self._tell(st, trial, cell):
+                    more = True
+            if st.study.user_attrs.get(ERROR_ATTR) or any(
+                    c.state is CellState.CANCELLED for c in mine.values()):
+                continue
+            trials = st.study.get_trials(deepcopy=False)
+            running = sum(t.state is TrialState.RUNNING for t in trials)
+            asked = len(trials)
+            while asked < trial_budget(self.search) and running < self.search.parallel:
+                trial = st.study.ask(distributions(self.search))
+                self._add_cell(registry, st, trial)
+                asked += 1
+                running += 1
+            more = more or running > 0
+        self._more = more
+
+    def _tell(self, st: _Study, trial: Any, cell: CellRecord) -> bool:
+        """Tell the trial how its cell ended, if it has; whether it is told now."""
+        from optuna.trial import TrialState
+
+        if cell.state is CellState.SUCCEEDED:
+            if (cell.stop_reason or "").startswith("pruned"):
+                st.study.tell(trial.number, state=TrialState.PRUNED)
+                return True
+            value = self.objective(cell)
+            if value is None:
+                st.study.tell(trial.number, state=TrialState.FAIL)
+                self._maybe_fail_study(st, cell)
+                return True
+            st.study.tell(trial.number, value)
+            return True
+        if cell.state is CellState.FAILED and cell.retries_left == 0:
+            st.study.tell(trial.number, state=TrialState.FAIL)
+            return True
+        return False  # running, waiting, retrying, or cancelled (a resubmit reruns it)
+
+    def objective(self, cell: CellRecord) -> float | None:
+        """The trial's objective from its cell: the final value, or the best logged."""
+        obj = self.search.objective
+        history = [v for _, v in self._history(cell) if math.isfinite(v)]
+        if obj.at == "best" and history:
+            return max(history) if obj.direction == "maximize" else min(history)
+        final = (cell.final_metrics or {}).get(obj.metric)
+        if isinstance(final, int | float) and math.isfinite(final):
+            return float(final)
+        return history[-1] if history else None
+
+    def _history(self, cell: CellRecord) -> list[tuple[int, float]]:
+        rows = self.backend.read_metrics(cell_run_dir(cell), None).rows
+        metric = self.search.objective.metric
+        return [(step, values[metric]) for step, values in rows if metric in values]
+
+    def _maybe_fail_study(self, st: _Study, cell: CellRecord) -> None:
+        from optuna.trial import TrialState
+
+        if st.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            return  # others logged it: this one run lost it
+        logged = sorted((cell.final_metrics or {}).keys())
+        message = (f"study {st.name}: its first finished trial (cell {cell.cell_id}) never "
+                   f"logged the objective metric {self.search.objective.metric!r}; it logs: "
+                   f"{', '.join(logged[:12]) or '(nothing)'}. Fix search.objective.metric "
+                   f"and run `kappa search` again.")
+        st.study.set_user_attr(ERROR_ATTR, message)
+        LOG.error("%s", message)
+
+    def _add_cell(self, registry: Registry, st: _Study, trial: Any) -> None:
+        """Record the trial's cell (pending) with its folder, as a submit records cells."""
+        from orchestrator.errors import UserInputError
+        from orchestrator.paths import runs_root
+
+        settings = with_values(st.base.settings, trial.params)
+        try:  # a trial's settings are new: validated and preflighted once, here
+            validated = self.backend.validate(settings)
+            self.backend.preflight({"": validated})
+        except UserInputError as exc:  # a point the backend rejects: a failed trial
+            LOG.warning("study %s trial %d: the backend rejects %s (%s)", st.name,
+                        trial.number, trial.params, exc.problems[0].message
+                        if exc.problems else exc)
+            from optuna.trial import TrialState
+
+            st.study.tell(trial.number, state=TrialState.FAIL)
+            return
+        labels = {**st.base.labels, STUDY_LABEL: st.name, TRIAL_LABEL: trial.number}
+        cell = Cell(st.index * MAX_TRIALS + trial.number,
+                    content_id(self.backend.name, validated.model_dump(mode="json"), labels),
+                    {**st.base.axes, **trial.params}, labels, settings)
+        # What the scheduler needs of the trial, judged now from its validated settings
+        # and stored with its cell: the loop validates nothing.
+        demand = self.backend.demand(validated).to_json()
+        for record in registry.add_cells(self.sweep, [cell], max_retries=self.retries,
+                                         demands={cell.cell_id: demand}):
+            run_dir = runs_root() / self.sweep / record.cell_id
+            write_config(run_dir, record.settings)
+            write_cell_file(run_dir, self.sweep, record, CellState.PENDING.value, None)
+            registry.update_cell(record, run_dir=str(run_dir))
+
+    # -- intermediate values ----------------------------------------------------------
+    def watch(self, scheduler: LoopControl, cell: CellRecord, run_dir: Path) -> None:
+        """Report the objective's new values to the cell's trial; prune if told to."""
+        watched = self._watched_of(cell)
+        if watched is None:
+            return
+        read = self.backend.read_metrics(run_dir, watched.cursor)
+        watched.cursor = read.cursor
+        metric = self.search.objective.metric
+        for step, values in read.rows:
+            value = values.get(metric)
+            if value is None or not math.isfinite(value) or step in watched.reported:
+                continue
+            watched.trial.report(value, step)
+            watched.reported.add(step)
+            # Asked at every step, as in Optuna's own loop, however many steps one poll
+            # brings: the halving pruners keep the value at the step a trial passed a
+            # rung, and must compare trials at the same step, not at their poll's last.
+            if self.search.pruner != "none" and watched.trial.should_prune():
+                scheduler.stop_cell(cell.cell_id, pruned(step, f"{self.search.pruner} pruner"))
+                return
+
+    def _watched_of(self, cell: CellRecord) -> _Watched | None:
+        known = self._watched.get(cell.cell_id)
+        if known is not None:
+            return known
+        name, number = cell.labels.get(STUDY_LABEL), cell.labels.get(TRIAL_LABEL)
+        st = next((s for s in self.studies if s.name == name), None)
+        if st is None or not isinstance(number, int):
+            return None
+        import optuna
+        from optuna.trial import TrialState
+
+        frozen = next((t for t in st.study.get_trials(deepcopy=False)
+                       if t.number == number), None)
+        if frozen is None or frozen.state is not TrialState.RUNNING:
+            return None
+        trial = optuna.trial.Trial(st.study, frozen._trial_id)
+        watched = _Watched(trial, set(frozen.intermediate_values))
+        self._watched[cell.cell_id] = watched
+        return watched
+
+    def forget(self, cell_id: str) -> None:
+        """The cell's job ended: its next launch reads its metrics afresh."""
+        self._watched.pop(cell_id, None)
+
+
+@dataclass
+class SearchHook(SchedulerHook):
+    """The sweep's search as a hook of the loop. Its studies are created or loaded on the
+    first pass, under the scheduler's lease (a scheduler waiting for the lease touches
+    none, and a resumed study's sampler is seeded past the trials asked by then)."""
+
+    sweep: str
+    plan: SweepPlan
+    backend: Backend
+    search: SweepSearch | None = field(default=None, init=False)
+
+    def on_pass(self, registry: Registry) -> None:
+        """Tell ended trials, ask new ones."""
+        if self.search is None:
+            self.search = SweepSearch.of(registry, self.sweep, self.plan, self.backend)
+        if self.search is not None:
+            self.search.sync(registry)
+
+    def on_poll(self, loop: LoopControl, cell: CellRecord, run_dir: Path,
+                job: JobHandle) -> None:
+        """Report the trial's new values; a pruner stops the cell through the loop."""
+        if self.search is not None:
+            self.search.watch(loop, cell, run_dir)
+
+    def on_exit(self, cell_id: str, run_dir: Path, code: int,
+                summary: Mapping[str, Any] | None) -> Ending | None:
+        """The trial's job ended: its next launch reads its metrics afresh."""
+        if self.search is not None:
+            self.search.forget(cell_id)
+        return None
+
+    def busy(self) -> bool:
+        """Trials are left to ask, or to wait for."""
+        return self.search is not None and not self.search.exhausted()

@@ -1,0 +1,93 @@
+"""The spec's ``stop:`` and ``search:`` blocks with the rest of the spec.
+
+The blocks' own models are :mod:`orchestrator.spec.stop_block` and
+:mod:`orchestrator.spec.search_block`; here is what needs the whole spec: the problems a
+block has with the rest of it (checked when a spec is loaded). After a submit the blocks
+are read from the sweep's plan (:mod:`orchestrator.grid.plan`), never from its text.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+
+from orchestrator.errors import Problem, UserInputError
+from orchestrator.spec.search_block import Distribution, with_values
+
+if TYPE_CHECKING:
+    from orchestrator.backends import Backend
+    from orchestrator.spec.model import Spec
+
+
+def stop_problems(spec: Spec) -> list[Problem]:
+    """What the ``stop:`` block gets wrong with the rest of the spec (located problems)."""
+    stop = spec.stop
+    if stop is None or stop.gpu_hours is None or spec.resources.gpu_hours > 0:
+        return []
+    return [spec.problem(
+        ["stop", "gpu_hours"], "a GPU-hours cap needs cells that use GPUs",
+        found=f"gpu_hours: {stop.gpu_hours:g} with resources.gpus: {spec.resources.gpus}",
+        fix="set resources: {gpus: N, hours: H} (what one cell needs), or remove gpu_hours")]
+
+
+def search_problems(spec: Spec, backend: Backend) -> list[Problem]:
+    """What the ``search:`` block gets wrong with the backend and the axes (located); the
+    range's corners are validated, then preflighted as one batch."""
+    from orchestrator.spec.settings_paths import did_you_mean, settings_paths
+
+    search = spec.search
+    if search is None:
+        return []
+    problems: list[Problem] = []
+    if search.sampler == "cmaes" and importlib.util.find_spec("cmaes") is None:
+        problems.append(spec.problem(
+            ["search", "sampler"], "the cmaes sampler needs the cmaes package",
+            found="cmaes", fix="pip install cmaes, or use sampler: tpe"))
+    known = settings_paths(backend.settings_model)
+    checkable: dict[str, Distribution] = {}
+    for name, dist in search.space.items():
+        where = ["search", "space", name]
+        if name not in known:
+            problems.append(spec.problem(
+                where, f"the {backend.name} backend has no setting {name!r}", found=name,
+                fix=did_you_mean(name, known) or "search a setting the backend has"))
+        elif name in spec.axes or name in spec.labels:
+            problems.append(spec.problem(
+                where, "a setting cannot be both an axis and searched", found=name,
+                fix=f"remove {name} from axes: or from search.space"))
+        else:
+            checkable[name] = dist
+    corners: list[tuple[str, Any, BaseModel]] = []
+    for name, dist in checkable.items():
+        for value in dist.corners():
+            try:
+                corners.append((name, value, backend.validate(with_values(spec.base,
+                                                                          {name: value}))))
+            except UserInputError as exc:
+                problems += _rejected(spec, name, value, exc)
+                break
+    try:
+        backend.preflight({str(n): model for n, (_, _, model) in enumerate(corners)})
+    except UserInputError:
+        # The batch failed: ask corner by corner (answers are cached) to place each one.
+        rejected: set[str] = set()
+        for name, value, model in corners:
+            if name in rejected:
+                continue
+            try:
+                backend.preflight({"": model})
+            except UserInputError as exc:
+                problems += _rejected(spec, name, value, exc)
+                rejected.add(name)
+    return problems
+
+
+def _rejected(spec: Spec, name: str, value: Any, exc: UserInputError) -> list[Problem]:
+    """The problem of a searched value the backend rejects, at ``search.space.<name>``."""
+    own = [p for p in exc.problems if p.location.split(".")[0] in
+           (name.split(".")[0], "")] or exc.problems[:1]
+    return [spec.problem(["search", "space", name],
+                         f"the backend rejects {name}={value!r}: {p.message}",
+                         found=repr(value), allowed=p.allowed, fix=p.fix) for p in own[:1]]

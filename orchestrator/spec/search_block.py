@@ -1,0 +1,179 @@
+"""The spec's ``search:`` block: an adaptive search (Optuna) over some settings.
+
+::
+
+    search:
+      space:
+        kl_coef: {loguniform: [1.0e-4, 1.0e-1]}
+        reward_correct: {categorical: [1, 2, 5]}
+        entropy_coef: {uniform: [0.0, 0.02]}
+        max_steps: {int: [20, 60]}
+      objective: {metric: val-core/arith-val/acc/mean@1, direction: maximize, at: final}
+      trials: 40
+      parallel: 4
+      sampler: tpe
+      pruner: median
+
+With ``axes:``, there is one study per axis combination, each of ``trials`` trials
+(:mod:`orchestrator.search.hook`). These models check what can be checked before
+anything runs; :func:`orchestrator.spec.blocks.search_problems` checks the space against
+the backend (a searched setting it does not have, a value it rejects). Whether the
+objective's metric is logged is known once the first trial ends: a study whose first
+finished trial lacks it fails.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    model_validator,
+)
+
+from orchestrator.spec.stop_block import MetricName
+
+SAMPLERS = ("tpe", "gp", "cmaes", "random", "qmc", "grid")
+PRUNERS = ("median", "successive_halving", "hyperband", "none")
+MAX_TRIALS = 10_000
+MAX_PARALLEL = 1024
+Number = StrictInt | StrictFloat
+# What a categorical value may be (as orchestrator.spec.model.JsonScalar; not imported
+# from there: the spec model imports this module).
+JsonScalar = StrictBool | StrictInt | StrictFloat | StrictStr | None
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class Distribution(_Strict):
+    """One searched setting: exactly one of ``uniform``, ``loguniform`` (``[low, high]``,
+    floats), ``int`` (``[low, high]``, inclusive) or ``categorical`` (the values)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False,
+                              populate_by_name=True)
+
+    uniform: tuple[Number, Number] | None = None
+    loguniform: tuple[Number, Number] | None = None
+    integer: tuple[StrictInt, StrictInt] | None = Field(None, alias="int")
+    categorical: tuple[JsonScalar, ...] | None = Field(None, max_length=1000)
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Distribution:
+        given = [k for k in ("uniform", "loguniform", "integer", "categorical")
+                 if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of uniform: [low, high], loguniform: "
+                             "[low, high], int: [low, high] or categorical: [values]"
+                             + (f" (found {', '.join(given)})" if given else "")
+                             .replace("integer", "int"))
+        if self.categorical is not None:
+            if not self.categorical:
+                raise ValueError("categorical: needs at least one value")
+            return self
+        low, high = self.bounds
+        if low > high:
+            raise ValueError(f"low > high: [{low:g}, {high:g}]; write [low, high]")
+        if self.loguniform is not None and low <= 0:
+            raise ValueError(f"a log range needs low > 0 (found {low:g}); use uniform: for "
+                             "ranges that include 0")
+        return self
+
+    @property
+    def kind(self) -> str:
+        """``uniform``, ``loguniform``, ``int`` or ``categorical``."""
+        kind = next(k for k in ("uniform", "loguniform", "integer", "categorical")
+                    if getattr(self, k) is not None)
+        return "int" if kind == "integer" else kind
+
+    @property
+    def bounds(self) -> tuple[float, float]:
+        """``(low, high)`` of a numeric range."""
+        pair = self.uniform or self.loguniform or self.integer
+        assert pair is not None
+        return float(pair[0]), float(pair[1])
+
+    def corners(self) -> list[Any]:
+        """Values that exercise the range's edges (to validate through the backend)."""
+        if self.categorical is not None:
+            return list(self.categorical)
+        if self.integer is not None:
+            return [self.integer[0], self.integer[1]]
+        low, high = self.bounds
+        return [low, high]
+
+    def grid_values(self, points: int) -> list[Any]:
+        """``points`` values spread over the range (every value of a categorical, and of
+        an int range that has no more than ``points``), for the grid sampler."""
+        if self.categorical is not None:
+            return list(self.categorical)
+        low, high = self.bounds
+        if self.integer is not None:
+            count = int(high - low) + 1
+            if count <= points:
+                return list(range(int(low), int(high) + 1))
+            return sorted({round(low + (high - low) * i / (points - 1)) for i in range(points)})
+        if points == 1 or low == high:
+            return [low if points == 1 else (low + high) / 2][:1]
+        if self.loguniform is not None:
+            a, b = math.log(low), math.log(high)
+            return [math.exp(a + (b - a) * i / (points - 1)) for i in range(points)]
+        return [low + (high - low) * i / (points - 1) for i in range(points)]
+
+
+class Objective(_Strict):
+    """What a trial scores: ``metric``'s value at the end of the run (``at: final``) or
+    the best value it logged (``at: best``), to ``maximize`` or ``minimize``."""
+
+    metric: MetricName
+    direction: Literal["maximize", "minimize"] = "maximize"
+    at: Literal["final", "best"] = "final"
+
+
+class SearchSpec(_Strict):
+    """The ``search:`` block (see the module docstring and docs/spec.md#search)."""
+
+    space: dict[str, Distribution] = Field(min_length=1, max_length=64)
+    objective: Objective
+    trials: StrictInt = Field(ge=1, le=MAX_TRIALS, description="Trials per study in all.")
+    parallel: StrictInt = Field(1, ge=1, le=MAX_PARALLEL,
+                                description="Trials of one study running at once.")
+    sampler: Literal["tpe", "gp", "cmaes", "random", "qmc", "grid"] = "tpe"
+    pruner: Literal["median", "successive_halving", "hyperband", "none"] = "none"
+    seed: StrictInt | None = Field(None, ge=0, description="The sampler's random seed.")
+
+    def grid_points(self) -> int:
+        """Points per numeric range for the grid sampler: as many as keep the grid within
+        ``trials`` (categorical and small int ranges are taken whole)."""
+        numeric = [d for d in self.space.values() if d.categorical is None]
+        fixed = math.prod(len(d.categorical) for d in self.space.values()
+                          if d.categorical is not None)
+        if not numeric:
+            return 1
+        room = max(self.trials / fixed, 1.0)
+        return max(2, math.floor(room ** (1 / len(numeric)) + 1e-9))
+
+
+def with_values(settings: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
+    """``settings`` (nested mappings; not modified) with each dotted name set to its value."""
+    out = copy.deepcopy(dict(settings))
+    for name, value in values.items():
+        *parents, leaf = name.split(".")
+        node = out
+        for part in parents:
+            child = node.get(part)
+            node[part] = child = dict(child) if isinstance(child, Mapping) else {}
+            node = child
+        node.pop(leaf, None)
+        node[leaf] = value
+    return out

@@ -1,0 +1,236 @@
+"""The scheduler's side of stopping: judge live metrics, ask cells to stop, end them, and
+hold back cells the sweep's GPU-hours cap cannot afford.
+
+:class:`SweepStopping` is built from the sweep's stored spec (its ``stop:`` block and
+``resources``) and takes part in the loop (:mod:`orchestrator.scheduler.loop`) as one of
+its hooks (:mod:`orchestrator.scheduler.hooks`):
+
+* ``on_launch`` — before a cell's launch: a stop request left in its folder by an
+  earlier attempt is removed, and the cell's metric history is forgotten;
+* ``on_poll`` — every poll of a running cell: the metrics logged since the last poll
+  (:meth:`Backend.read_metrics <orchestrator.backends.Backend.read_metrics>`) join the
+  cell's history and the rules (:mod:`.rules`) judge it; the first rule that fires
+  becomes a stop request (:meth:`~SweepStopping.request_stop`, also how a pruner stops
+  a cell);
+* ``on_exit`` — when the cell's job exits: if a stop was requested, how the cell ends
+  (``succeeded`` with the reason, or ``failed`` with it and no retry);
+* ``may_launch`` — which pending cells the cap lets start (:mod:`.budget`); the rest are
+  cancelled once nothing running could free budget.
+
+Nothing here is state that a restart would lose: a cell's history is re-read from its
+run folder and judged again, and a request already made is read back from
+``stop-request.json``, which is the record of the decision.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.backends import Backend
+from orchestrator.executors import JobHandle
+from orchestrator.grid.plan import SweepPlan
+from orchestrator.registry import CellRecord, CellState, Registry
+from orchestrator.runs.cell_file import write_cell_file
+from orchestrator.runs.stop_request import (
+    StopRequest,
+    clear_stop_request,
+    read_stop_request,
+    synthesize_summary,
+)
+from orchestrator.scheduler.hooks import Ending, LoopControl, SchedulerHook
+from orchestrator.spec.model import Resources
+from orchestrator.spec.stop_block import StopRules
+from orchestrator.stopping import budget
+from orchestrator.stopping.rules import MetricHistory, PlateauCache, first_stop
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclass
+class _Watch:
+    """What the scheduler has read of one running cell (all of it re-readable)."""
+
+    cursor: Any = None
+    history: MetricHistory = field(default_factory=MetricHistory)
+    cache: PlateauCache = field(default_factory=PlateauCache)
+    rows_seen: int = 0
+    request: StopRequest | None = None
+    job_ended: bool = False
+
+
+@dataclass
+class SweepStopping(SchedulerHook):
+    """Stopping rules and the GPU-hours cap of one sweep, a hook of the scheduler loop
+    (see the module docstring)."""
+
+    backend: Backend
+    rules: StopRules | None = None
+    resources: Resources = field(default_factory=Resources)
+    _watches: dict[str, _Watch] = field(default_factory=dict, init=False)
+    _warned: set[str] = field(default_factory=set, init=False)
+
+    @classmethod
+    def of(cls, plan: SweepPlan, backend: Backend) -> SweepStopping:
+        """The sweep's rules and cap, from its plan. A canary sweep carries its grid's
+        plan but none of its rules: its few steps must all run, and the cap is the
+        grid's budget, planned at the grid's hours."""
+        from orchestrator.paths import is_canary_sweep
+
+        return cls(backend, None if is_canary_sweep(plan.name) else plan.stop, plan.resources)
+
+    @property
+    def cap(self) -> float | None:
+        """The sweep's GPU-hours cap, if any."""
+        return self.rules.gpu_hours if self.rules is not None else None
+
+    # -- a cell's life ----------------------------------------------------------------
+    def on_launch(self, cell_id: str, run_dir: Path) -> None:
+        """A new launch starts unasked: forget the last one's request and history."""
+        self._watches.pop(cell_id, None)
+        clear_stop_request(run_dir)
+
+    def _watch_of(self, cell_id: str, run_dir: Path) -> _Watch:
+        watch = self._watches.get(cell_id)
+        if watch is None:
+            # A request already in the folder was made by this launch's scheduler before
+            # it restarted: it stands.
+            watch = self._watches[cell_id] = _Watch(request=read_stop_request(run_dir))
+        return watch
+
+    def on_poll(self, loop: LoopControl, cell: CellRecord, run_dir: Path,
+                job: JobHandle) -> None:
+        """Read the cell's new metrics and judge them (a rule that fires stops it)."""
+        self.judge(cell.cell_id, run_dir, job)
+
+    def judge(self, cell_id: str, run_dir: Path, job: JobHandle) -> StopRequest | None:
+        """Read the cell's new metrics and judge them; the request made now, if any."""
+        watch = self._watch_of(cell_id, run_dir)
+        if watch.request is not None:
+            self._end_job(watch, job)  # a restarted scheduler finishes what it began
+            return None
+        if self.rules is None or not self.rules.has_rules:
+            return None
+        read = self.backend.read_metrics(run_dir, watch.cursor)
+        if read.restarted:  # the run rewrote its history (a resume): judge it afresh
+            watch.history = MetricHistory()
+        watch.cursor = read.cursor
+        watch.rows_seen += len(read.rows)
+        if not watch.history.add(read.rows, self.rules.metrics()) and not read.restarted:
+            return None
+        decision = first_stop(self.rules, watch.history, watch.cache)
+        if decision is not None and self.request_stop(cell_id, run_dir, job, decision):
+            return decision
+        return None
+
+    def request_stop(self, cell_id: str, run_dir: Path, job: JobHandle,
+                     request: StopRequest) -> bool:
+        """Ask the cell to stop (the first request for a launch wins; a pruner calls this
+        with :func:`~orchestrator.stopping.rules.pruned`). Whether it was made."""
+        watch = self._watch_of(cell_id, run_dir)
+        if watch.request is not None:
+            return False
+        self.backend.request_stop(run_dir, request)
+        watch.request = request
+        LOG.info("cell %s: stopping (%s)", cell_id, request.reason)
+        self._end_job(watch, job)
+        return True
+
+    def _end_job(self, watch: _Watch, job: JobHandle) -> None:
+        """A backend whose process cannot be asked is ended through its executor."""
+        if not self.backend.stops_itself and not watch.job_ended:
+            watch.job_ended = True
+            job.cancel()
+
+    def on_exit(self, cell_id: str, run_dir: Path, code: int,
+                summary: Mapping[str, Any] | None) -> Ending | None:
+        """How the cell ends if a stop was requested for this launch; ``None`` otherwise
+        (the ordinary success/failure path applies)."""
+        watch = self._watches.pop(cell_id, None)
+        self._warn_unlogged(cell_id, watch)
+        request = read_stop_request(run_dir)
+        if request is None:
+            return None
+        stopped_itself = isinstance(summary, Mapping) and isinstance(summary.get("stopped"),
+                                                                     Mapping)
+        completed = code == 0 and isinstance(summary, Mapping) and summary.get("status") in (
+            "succeeded", request.outcome)
+        if not stopped_itself:
+            if completed and isinstance(summary, Mapping):
+                # It reached its last step before it saw the request: the rule's decision
+                # stands, recorded in its summary like any stop.
+                summary = synthesize_summary(run_dir, request, _int(summary.get("steps")),
+                                             _numeric(summary.get("final")))
+            elif self.backend.stops_itself and request.outcome == "succeeded":
+                return None  # it failed while stopping: an ordinary failure (then a retry)
+            else:
+                summary = self.backend.stopped_summary(run_dir, request)
+        final = _numeric(summary.get("final") if isinstance(summary, Mapping) else None)
+        if request.outcome == "succeeded":
+            return Ending(CellState.SUCCEEDED, final, request.reason, None)
+        return Ending(CellState.FAILED, final, request.reason, f"stopped: {request.reason}")
+
+    def _warn_unlogged(self, cell_id: str, watch: _Watch | None) -> None:
+        """A rule whose metric a run never logged is likely misspelt: say so, once."""
+        if watch is None or self.rules is None or watch.rows_seen == 0:
+            return
+        for metric in sorted(self.rules.metrics() - set(watch.history.series) - self._warned):
+            self._warned.add(metric)
+            LOG.warning("stopping rule metric %r was never logged by cell %s (misspelt?)",
+                        metric, cell_id)
+
+    # -- the cap ----------------------------------------------------------------------
+    def may_launch(self, registry: Registry, sweep: str, ranked: list[str],
+                   idle: bool) -> list[str]:
+        """The cells the cap lets start, judged whole and in launch order; once nothing
+        runs (``idle``) and none may start, the held-back cells are cancelled."""
+        if self.cap is None:
+            return ranked
+        waiting = {c.cell_id: c for c in registry.cells_by_id(sweep, ranked)}
+        admitted, blocked = self.admit(registry, sweep,
+                                       [waiting[i] for i in ranked if i in waiting])
+        if blocked and not admitted and idle:
+            self.cancel_blocked(registry, sweep, blocked)
+        return [cell.cell_id for cell in admitted]
+
+    def admit(self, registry: Registry, sweep: str,
+              pending: Sequence[CellRecord]) -> tuple[list[CellRecord], list[CellRecord]]:
+        """The pending cells the GPU-hours cap lets start now, and those it holds back."""
+        cap = self.cap
+        if cap is None or not pending:
+            return list(pending), []
+        waiting = {c.cell_id for c in pending}
+        others = [c for c in registry.cells(sweep) if c.cell_id not in waiting]
+        return budget.admit(pending, others, self.resources, cap)
+
+    def cancel_blocked(self, registry: Registry, sweep: str,
+                       blocked: Sequence[CellRecord]) -> int:
+        """End the cells the cap holds back once nothing runs that could free budget;
+        how many were cancelled (``kappa submit`` with a higher cap requeues them)."""
+        hours = budget.sweep_hours(registry.cells(sweep), self.resources, self.cap)
+        why = budget.cap_message(hours)
+        count = 0
+        for cell in blocked:
+            if registry.transition(cell, CellState.PENDING, CellState.CANCELLED,
+                                   last_error=why, stop_reason=budget.CAP_REASON):
+                count += 1
+                if cell.run_dir:
+                    write_cell_file(Path(cell.run_dir), sweep, cell,
+                                    CellState.CANCELLED.value, cell.mlflow_run_id)
+        if count:
+            LOG.warning("%s: %d cell(s) cancelled: %s", sweep, count, why)
+        return count
+
+
+def _numeric(final: Any) -> dict[str, float]:
+    if not isinstance(final, Mapping):
+        return {}
+    return {str(k): float(v) for k, v in final.items()
+            if isinstance(v, int | float) and not isinstance(v, bool)}
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -1,0 +1,61 @@
+"""A background scheduler: ``kappa resume SWEEP --wait`` detached from this process.
+
+``kappa submit`` without ``--wait`` (and ``kappa resume`` without it) starts one; it logs
+to ``<KAPPA_HOME>/scheduler/<sweep>.log`` and gets its stores' URLs and the executor's
+options through its environment, never its command line.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from orchestrator import paths
+from orchestrator.executors import OPTIONS_ENV
+from orchestrator.sweeps.executor_choice import ExecutorChoice
+from orchestrator.sweeps.stores import Stores
+
+
+def scheduler_log(sweep: str) -> Path:
+    """Where a background scheduler of ``sweep`` writes its output."""
+    return paths.kappa_home() / "scheduler" / f"{sweep}.log"
+
+
+def kappa_command() -> list[str]:
+    """How to run ``kappa`` from here: ``KAPPA_CLI`` (split like a shell would), else
+    ``python -m orchestrator`` with this interpreter. (``KAPPA_CLI`` lets a wrapper that
+    registers extra backends start background schedulers that know them too.)"""
+    custom = os.environ.get("KAPPA_CLI")
+    if custom:
+        return shlex.split(custom)
+    return [sys.executable, "-m", "orchestrator"]
+
+
+def start_background(sweep: str, stores: Stores = Stores(),
+                     max_parallel: int | None = None,
+                     choice: ExecutorChoice | None = None) -> int:
+    """Start ``kappa resume SWEEP --wait`` detached from this process; its pid.
+
+    The command comes from :func:`kappa_command`; it waits for (or takes over from) any
+    scheduler already driving the sweep, on the executor ``choice``. URLs and options
+    (the stores', an executor's, any of which may carry a password) go through its
+    environment (:meth:`Stores.env`, :meth:`ExecutorChoice.env`), never its command
+    line, which ``ps`` shows.
+    """
+    log = scheduler_log(paths.check_name(sweep))
+    log.parent.mkdir(parents=True, exist_ok=True)
+    argv = [*kappa_command(), "resume", sweep, "--wait", "--quiet"]
+    env = {**os.environ, "KAPPA_HOME": str(paths.kappa_home()), **stores.env()}
+    env.pop(OPTIONS_ENV, None)  # only this choice's options, never inherited ones
+    if max_parallel is not None:
+        argv += ["--max-parallel", str(max_parallel)]
+    if choice is not None:
+        argv += choice.cli_args()
+        env.update(choice.env())
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True, env=env)
+    return proc.pid

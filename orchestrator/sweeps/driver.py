@@ -1,0 +1,183 @@
+"""Driving a sweep: submit it, resume it (cancel: :mod:`.cancelling`; the executor
+choice: :mod:`.executor_choice`; the stores: :mod:`.stores`; a background scheduler:
+:mod:`.detached`).
+
+* :func:`submit` validates the spec and all its cells before writing anything, records
+  the sweep (see :mod:`.submission`), then drives it here (``wait=True``) or starts a
+  detached background scheduler (logging to ``<KAPPA_HOME>/scheduler/<sweep>.log``).
+* :func:`resume` drives an existing sweep to the end: after a crash it reattaches to
+  running jobs and requeues the ones that vanished (see
+  :mod:`orchestrator.scheduler.loop`).
+* :func:`cancel` marks a sweep's (or one cell's) unfinished cells ``cancelled`` and stops
+  their jobs; a scheduler driving the sweep notices on its next pass.
+
+The executor a sweep runs on (:class:`ExecutorChoice`: a registered executor's name and
+its options) is remembered per sweep in the registry (:mod:`.executor_choice`, passwords
+masked), so ``resume`` on any machine sharing it keeps using it; ``cancel`` picks the
+executor of each job from its id's prefix. Resuming with an executor other than the one
+running cells' jobs belong to is refused, never silently requeued elsewhere.
+
+Only one scheduler drives a sweep at a time, on any machine: the one holding the sweep's
+lease in the registry (:mod:`orchestrator.scheduler.lease`); a second one says who drives
+it and waits for it to finish, or for its lease to expire, then takes over.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from orchestrator.backends import Backend
+from orchestrator.errors import Problem, UserInputError
+from orchestrator.executors import Executor, job_id_prefixes
+from orchestrator.registry import CellState, Registry, SweepRecord
+from orchestrator.scheduler.cells import UNFINISHED
+from orchestrator.scheduler.fit import check_fit
+from orchestrator.scheduler.hooks import SchedulerHook
+from orchestrator.scheduler.lease import SweepLockedError
+from orchestrator.scheduler.loop import SweepScheduler
+from orchestrator.scheduler.options import SchedulerOptions
+from orchestrator.scheduler.order import LaunchOrder, stored_demand
+from orchestrator.scheduler.ports import RunTracker
+from orchestrator.sweeps.detached import start_background
+from orchestrator.sweeps.executor_choice import (
+    ExecutorChoice,
+    choose_executor,
+    remember_executor,
+)
+from orchestrator.sweeps.stores import Stores
+from orchestrator.sweeps.submission import PreparedSweep, SubmitResult, prepare, record
+
+
+def _check_running_jobs(registry: Registry, sweep: str, executor_name: str) -> None:
+    """Refuse to drive ``sweep`` with an executor that cannot reattach its running jobs."""
+    # Only the registered executors' prefixes: an embedding program's own executor may
+    # hand out ids of its own, which only it can judge.
+    foreign = sorted({name for c in registry.cells(sweep, [CellState.RUNNING]) if c.job_id
+                      for prefix, name in job_id_prefixes().items()
+                      if c.job_id.startswith(prefix)}
+                     - {executor_name})
+    if foreign:
+        raise UserInputError(f"cells of {sweep} run as {', '.join(foreign)} jobs", [Problem(
+            "executor", "the running cells' jobs belong to another executor",
+            found=executor_name, allowed=", ".join(foreign),
+            fix=f"`kappa resume {sweep} --executor {foreign[0]}` (with its options)")])
+
+
+def submit(
+    spec_path: str | Path | PreparedSweep,
+    stores: Stores = Stores(),
+    rerun: bool = False,
+    wait: bool = False,
+    max_parallel: int | None = None,
+    options: SchedulerOptions | None = None,
+    executor: Executor | None = None,
+    choice: ExecutorChoice | None = None,
+) -> SubmitResult:
+    """Validate ``spec_path`` entirely, record the sweep, then run it (here or detached).
+
+    ``spec_path`` may be a sweep :func:`prepare` made already (the spec is read once).
+
+    ``choice`` (default: the sweep's last executor, else local) is checked, and a
+    ray_jobs cluster reached, before anything is written; ``executor`` overrides it.
+    """
+    from orchestrator.tracking import Tracker
+
+    # Raises UserInputError before anything is written.
+    prepared = spec_path if isinstance(spec_path, PreparedSweep) else prepare(spec_path)
+    chosen = choose_executor(prepared.name, choice, stores) if executor is None else None
+    if chosen is not None and (wait or chosen.name != "local"):
+        executor = chosen.make(max_parallel)  # an unreachable cluster fails here
+    check_fit(prepared.demands.items(),
+              executor if executor is not None else ExecutorChoice().make(max_parallel),
+              prepared.spec.resources)
+    with stores.open_registry() as registry:
+        result = record(prepared, registry, Tracker(stores.mlflow_uri), rerun=rerun)
+        if chosen is not None:
+            remember_executor(result.sweep, chosen, registry)
+    if wait:
+        resume(result.sweep, stores, max_parallel=max_parallel, options=options,
+               executor=executor)
+    else:
+        start_background(result.sweep, stores, max_parallel, chosen)
+    return result
+
+
+def resume(
+    sweep: str,
+    stores: Stores = Stores(),
+    max_parallel: int | None = None,
+    options: SchedulerOptions | None = None,
+    executor: Executor | None = None,
+    choice: ExecutorChoice | None = None,
+) -> dict[CellState, int]:
+    """Drive ``sweep`` until no cell is unfinished; returns the final state counts.
+
+    The executor is ``executor``, else ``choice`` completed by :func:`choose_executor`.
+    If another scheduler drives the sweep, waits for it, then takes over whatever it
+    left (e.g. cells submitted after it decided to stop).
+    """
+    from orchestrator.backends import get_backend
+    from orchestrator.grid.plan import stored_plan
+    from orchestrator.scheduler.mlflow_runs import MlflowRunTracker
+
+    opts = options or SchedulerOptions()
+    if max_parallel is not None:
+        opts.max_parallel = max_parallel
+    with stores.open_registry() as registry:
+        record_ = registry.get_sweep(sweep)  # unknown sweep: UserInputError listing known ones
+        stored_plan(sweep, record_.plan)  # unreadable: UserInputError before anything is written
+        backend = get_backend(record_.backend)
+        tracker = MlflowRunTracker(stores.mlflow_uri)
+        if executor is None:
+            chosen = choose_executor(sweep, choice, registry)
+            _check_running_jobs(registry, sweep, chosen.name or "local")
+            executor = chosen.make(opts.max_parallel)
+            remember_executor(sweep, chosen, registry)
+        elif executor.name in job_id_prefixes().values():  # a custom one judges its own
+            _check_running_jobs(registry, sweep, executor.name)
+        scheduler = build_scheduler(registry, record_, backend, executor, tracker, opts)
+        check_fit(((c.cell_id, stored_demand(c)) for c in
+                   registry.cells(sweep, [CellState.PENDING, CellState.QUEUED])),
+                  executor, scheduler.resources)
+        waiting_for: str | None = None
+        while True:
+            try:
+                return scheduler.run()
+            except SweepLockedError as exc:
+                if not registry.cells(sweep, UNFINISHED):
+                    return registry.counts(sweep)
+                holder = exc.holder.owner if exc.holder is not None else None
+                if holder != waiting_for:  # say once per holder who drives it
+                    waiting_for = holder
+                    print(f"kappa: {exc}; this one waits, and takes over when that "
+                          "scheduler ends or its lease expires", file=sys.stderr)
+                if opts.on_tick is not None:
+                    opts.on_tick(registry, sweep)
+                time.sleep(max(opts.poll_interval, 0.5))
+                # The sweep as it is when this one takes over (a resubmit may change it).
+                scheduler = build_scheduler(registry, registry.get_sweep(sweep), backend,
+                                            executor, tracker, opts)
+
+
+def build_scheduler(registry: Registry, sweep: SweepRecord, backend: Backend,
+                    executor: Executor, tracker: RunTracker,
+                    options: SchedulerOptions | None = None,
+                    order: LaunchOrder | None = None) -> SweepScheduler:
+    """The loop for ``sweep`` with the hooks its plan asks for: its stopping rules
+    and GPU-hours cap (always: a stop a pruner requested is ended through them too), and
+    its search if it has one; the spec's ``resources`` size each cell's job. All of it is
+    read from the sweep's stored plan (an unreadable one is a ``UserInputError``)."""
+    from orchestrator.grid.plan import stored_plan
+    from orchestrator.search.hook import SearchHook
+    from orchestrator.stopping.hook import SweepStopping
+
+    plan = stored_plan(sweep.name, sweep.plan)
+    stopping = SweepStopping.of(plan, backend)
+    hooks: list[SchedulerHook] = [stopping]
+    if plan.search is not None:
+        hooks.append(SearchHook(sweep.name, plan, backend))
+    return SweepScheduler(registry, sweep.name, backend, executor, tracker,
+                          options or SchedulerOptions(), order=order, hooks=hooks,
+                          resources=stopping.resources)

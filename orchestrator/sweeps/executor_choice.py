@@ -1,0 +1,297 @@
+"""Which executor runs a sweep's cells: the ONE place an executor is chosen.
+
+* From the command line (:func:`from_command_line`): ``--executor``, its ``-E KEY=VALUE``
+  options (:func:`parse_executor_options`) and the ``--ray-address`` shortcut.
+* Completed and validated once (:func:`choose_executor`): what the sweep used last
+  (remembered in its registry, passwords masked), overridden by what was given, checked
+  against the executor's ``Options`` model. The :class:`ExecutorChoice` it returns
+  carries that validated model, which :meth:`ExecutorChoice.make` builds the executor
+  from: nothing is validated again.
+* For ``kappa cancel`` (:func:`choice_for_job`): the executor a job's id names, with the
+  options the sweep remembers for it and those ``cancel`` was offered.
+
+A command-line shortcut for one executor's option (``--ray-address`` / ``RAY_ADDRESS``
+for ray_jobs) is keyed by that executor's name and reaches no other executor, whatever
+its options are called.
+
+``-E`` values are strings, which the executor's ``Options`` model converts (``4`` to an
+int, ``true`` to a bool, ``0,1`` to a list where the option says so); a value that
+starts with ``[`` or ``{`` is JSON. Options a parent process handed over in
+``KAPPA_EXECUTOR_OPTIONS`` (a background scheduler's, see :meth:`ExecutorChoice.env`)
+come first; those on the command line win, and of one key given twice on the command
+line the last wins, so a script can append an override to a fixed list. Options travel
+to a background scheduler in one environment variable, which Linux caps at 128 KiB
+(``MAX_ARG_STRLEN``), and are kept with the sweep in the registry: all of a command
+line's options together may take :data:`MAX_OPTIONS_CHARS` as JSON.
+
+The registry is shared by a team: a password in an option (a cluster URL's
+``user:secret@``, a ``password=`` pair) is stored masked
+(:func:`orchestrator.redact.redact`), and an option still masked when it is used is
+refused with the fix (give it again), never sent to a cluster as ``***``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.errors import Problem, UserInputError
+from orchestrator.executors import (
+    OPTIONS_ENV,
+    Executor,
+    ExecutorOptions,
+    executor_options,
+    get_executor,
+    make_executor,
+    validate_options,
+    with_option,
+)
+from orchestrator.redact import MASK, redact
+from orchestrator.registry import Registry
+from orchestrator.sweeps.stores import Stores
+
+MAX_OPTIONS_CHARS = 64 * 1024
+
+
+@dataclass(frozen=True)
+class ExecutorChoice:
+    """Which executor runs a sweep's cells: a registered executor's ``name`` and its
+    ``options`` (validated against its ``Options`` model). A ``None`` name means "what the
+    sweep used last, else local" (see :func:`choose_executor`).
+
+    ``shortcuts`` are options given through a command-line shortcut that belongs to ONE
+    executor, keyed by that executor's name (``{"ray_jobs": {"address": URL}}`` from
+    ``--ray-address`` / ``RAY_ADDRESS``): used only when that executor is the one chosen,
+    never handed to another executor that happens to have an option of the same name
+    (a plug-in's ``address`` must not receive the Ray cluster's URL). ``None`` values
+    count as not given.
+    """
+
+    name: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    shortcuts: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # The options validated (by :meth:`check`): what :meth:`make` builds from.
+    valid: ExecutorOptions | None = field(default=None, compare=False, repr=False)
+
+    def _all_options(self, max_parallel: int | None = None) -> dict[str, Any]:
+        name = self.name or "local"
+        return {**shortcut_options(name, self.shortcuts), **self.options,
+                **executor_options(name, max_parallel=max_parallel)}
+
+    def make(self, max_parallel: int | None = None) -> Executor:
+        """Build the executor (a ray_jobs one connects to its cluster here) from the
+        validated options (an unchecked choice is validated here, once);
+        ``max_parallel`` (``--max-parallel``) wins over the options' own."""
+        name = self.name or "local"
+        if self.valid is None:
+            return get_executor(name, **self._all_options(max_parallel))
+        valid = self.valid
+        if max_parallel is not None and "max_parallel" in type(valid).model_fields:
+            valid = with_option(name, valid, "max_parallel", max_parallel)
+        return make_executor(name, valid)
+
+    def check(self) -> ExecutorChoice:
+        """This choice with its options validated and normalised (``shortcuts`` folded
+        in); UserInputError for an unknown name or a bad or missing option. Connects to
+        nothing."""
+        if self.valid is not None:
+            return self
+        name = self.name or "local"
+        valid = validate_options(name, self._all_options())
+        return ExecutorChoice(name, valid.model_dump(mode="json", exclude_unset=True),
+                              valid=valid)
+
+    def cli_args(self) -> list[str]:
+        """The choice's name as ``kappa resume`` options (its options go in :meth:`env`)."""
+        return ["--executor", self.name] if self.name else []
+
+    def env(self) -> dict[str, str]:
+        """The choice's options (its executor's ``shortcuts`` included) for a
+        ``kappa`` process started from here, which reads them as ``-E`` options."""
+        options = self._all_options() if self.name else dict(self.options)
+        return {OPTIONS_ENV: json.dumps(options)} if options else {}
+
+
+def shortcut_options(name: str, shortcuts: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The options that executor ``name``'s own shortcuts give (``None`` = not given);
+    shortcuts of other executors are none of its business."""
+    return {k: v for k, v in shortcuts.get(name, {}).items() if v is not None}
+
+
+def remembered_executor(sweep: str, registry: Registry | Stores | None = None) -> ExecutorChoice:
+    """The executor ``sweep`` last ran on, as its registry (``registry``, else the
+    default one) records it; an empty choice if none was recorded or there is no
+    registry yet. A password in its options comes back masked (see the module docstring)."""
+    if not isinstance(registry, Registry):
+        try:
+            opened = (registry or Stores()).open_registry(create=False)
+        except UserInputError:  # no registry yet (or one to upgrade first): nothing known
+            return ExecutorChoice()
+        with opened:
+            return remembered_executor(sweep, opened)
+    stored = recall(registry, sweep)
+    return ExecutorChoice() if stored is None else ExecutorChoice(stored[0], stored[1])
+
+
+def choose_executor(sweep: str, choice: ExecutorChoice | None = None,
+                    registry: Registry | Stores | None = None) -> ExecutorChoice:
+    """``choice`` completed from what ``sweep`` last used (else local): the options the
+    sweep last used with the same executor (from ``registry``), overridden by those
+    given; checked (UserInputError, e.g. ray_jobs without an address, or a remembered
+    password not given again); writes nothing."""
+    given = choice or ExecutorChoice()
+    last = remembered_executor(sweep, registry)
+    name = given.name or last.name or "local"
+    kept = last.options if last.name == name else {}
+    options = {**kept, **shortcut_options(name, given.shortcuts), **given.options}
+    check_unmasked(sweep, name, options)
+    return ExecutorChoice(name, options).check()
+
+
+def remember_executor(sweep: str, chosen: ExecutorChoice,
+                      registry: Registry | Stores | None = None) -> None:
+    """Record ``chosen`` in the sweep's registry for its next scheduler, ``resume`` and
+    ``cancel``, on any machine sharing it (passwords masked)."""
+    if not isinstance(registry, Registry):
+        with (registry or Stores()).open_registry() as opened:
+            remember_executor(sweep, chosen, opened)
+        return
+    remember(registry, sweep, chosen.name or "local", chosen.options)
+
+
+def from_command_line(executor: str | None, ray_address: str | None,
+                      pairs: Iterable[str] = ()) -> ExecutorChoice:
+    """The executor the command line asks for: ``--executor``, its ``-E KEY=VALUE``
+    options (over those a parent scheduler handed over in ``KAPPA_EXECUTOR_OPTIONS``)
+    and the ``--ray-address`` shortcut, which only the ray_jobs executor gets."""
+    return ExecutorChoice(executor, parse_executor_options(pairs), ray_shortcut(ray_address))
+
+
+def ray_shortcut(ray_address: str | None) -> dict[str, dict[str, Any]]:
+    """``--ray-address`` (or ``RAY_ADDRESS``) as a shortcut of the ray_jobs executor only:
+    another executor with an ``address`` option must never get the Ray cluster's URL."""
+    return {"ray_jobs": {"address": ray_address}}
+
+
+def choice_for_job(sweep: str, name: str, registry: Registry,
+                   options: Mapping[str, Any] | None = None,
+                   shortcuts: Mapping[str, Mapping[str, Any]] | None = None) -> ExecutorChoice:
+    """Executor ``name`` (the one a job's id names) as ``kappa cancel`` makes it: the
+    options the sweep remembers for it, its own ``shortcuts``, and those of ``options``
+    (``-E``, offered to whichever executor has them) it takes; checked."""
+    last = remembered_executor(sweep, registry)
+    chosen = {**(last.options if last.name == name else {}),
+              **shortcut_options(name, shortcuts or {}),
+              **executor_options(name, **(options or {}))}
+    check_unmasked(sweep, name, chosen)
+    return ExecutorChoice(name, chosen).check()
+
+
+# -- the command line's -E options ---------------------------------------------------
+def parse_executor_options(pairs: Iterable[str]) -> dict[str, Any]:
+    """``["max_parallel=4", "gpus=[0, 1]"]`` -> ``{"max_parallel": "4", "gpus": [0, 1]}``,
+    over the handed-over ones; every malformed pair is a problem of one UserInputError."""
+    options: dict[str, Any] = {}
+    problems: list[Problem] = []
+    handed = os.environ.get(OPTIONS_ENV)
+    if handed:
+        try:
+            loaded = json.loads(handed)
+        except (ValueError, RecursionError):
+            loaded = None
+        if not isinstance(loaded, dict):
+            problems.append(Problem(OPTIONS_ENV, "not a JSON object", found=handed[:80],
+                                    fix=f"unset {OPTIONS_ENV} (kappa sets it for the "
+                                        "schedulers it starts)"))
+        else:
+            options.update(loaded)
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        key = key.strip()
+        if not sep or not key.isidentifier():
+            problems.append(Problem("executor", "an executor option is KEY=VALUE",
+                                    found=pair, fix="e.g. -E max_parallel=4"))
+            continue
+        if value.lstrip().startswith(("[", "{")):
+            try:
+                options[key] = json.loads(value)
+            except RecursionError:
+                problems.append(Problem(f"executor.{key}", "JSON nested too deeply",
+                                        found=value[:80], fix="give a flat list or mapping"))
+            except ValueError as exc:
+                problems.append(Problem(f"executor.{key}", f"not valid JSON: {exc}",
+                                        found=value[:200],
+                                        fix='e.g. -E gpus=["0","1"] or -E gpus=0,1'))
+            continue
+        options[key] = value
+    if not problems:
+        size = len(json.dumps(options))
+        if size > MAX_OPTIONS_CHARS:
+            largest = max(options, key=lambda k: len(json.dumps(options[k])))
+            problems.append(Problem(
+                f"executor.{largest}", f"the executor options take {size} characters as "
+                f"JSON, over {MAX_OPTIONS_CHARS}", found=f"{str(options[largest])[:60]}...",
+                fix="give a shorter value (options are kept with the sweep and passed to "
+                    "its scheduler in one environment variable)"))
+    if problems:
+        raise UserInputError("bad --executor-option", problems)
+    return options
+
+
+# -- remembered per sweep, passwords masked -------------------------------------------
+def _masked(value: Any) -> Any:
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, Mapping):
+        return {k: _masked(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_masked(v) for v in value]
+    return value
+
+
+def storable(options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` as the registry keeps them: every password masked."""
+    return {k: _masked(v) for k, v in options.items()}
+
+
+def is_masked(value: Any) -> bool:
+    """Whether ``value`` holds a password that :func:`storable` masked."""
+    if isinstance(value, Mapping):
+        return any(is_masked(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(is_masked(v) for v in value)
+    if not isinstance(value, str) or MASK not in value:
+        return False
+    probe = value.replace(MASK, "x")
+    return redact(probe) != probe
+
+
+def check_unmasked(sweep: str, name: str, options: Mapping[str, Any]) -> None:
+    """Refuse options whose password the registry could not keep (UserInputError)."""
+    masked = sorted(k for k, v in options.items() if is_masked(v))
+    if masked:
+        raise UserInputError(
+            f"the {name} executor of sweep {sweep} needs a password kappa does not store",
+            [Problem(f"executor.{key}", "remembered with its password masked (the "
+                     "registry is shared, so passwords stay out of it)",
+                     found=str(options[key]),
+                     fix=f"give it again: `-E {key}=...`"
+                     + (" or --ray-address / RAY_ADDRESS" if key == "address" else ""))
+             for key in masked])
+
+
+def recall(registry: Registry, sweep: str) -> tuple[str, dict[str, Any]] | None:
+    """The executor name and (stored) options the sweep last ran on, or ``None``."""
+    if registry.find_sweep(sweep) is None:
+        return None
+    return registry.executor(sweep)
+
+
+def remember(registry: Registry, sweep: str, name: str, options: Mapping[str, Any]) -> None:
+    """Record the sweep's executor (a no-op when nothing changed)."""
+    stored = storable(options)
+    if recall(registry, sweep) != (name, stored):
+        registry.set_executor(sweep, name, stored)

@@ -1,0 +1,159 @@
+"""Submitting a spec: validate everything first, then record the sweep in one go.
+
+Order matters. :func:`prepare` loads the spec, resolves the backend and expands (and so
+validates) every cell, and judges what the scheduler will need of each (its
+:class:`~orchestrator.backends.base.Demand`, stored with the cell: the scheduler
+validates nothing); it writes nothing, so a bad spec fails with a
+:class:`~orchestrator.errors.UserInputError` (exit 2) and leaves no trace in the registry,
+MLflow or the run folders. Only then does :func:`record` write: the MLflow experiment and
+parent run, the sweep row (one per spec name), the cells that are new (resubmitting adds
+only new cells), and each new cell's run folder with its ``config.yaml`` and
+``cell.json``. If recording a brand-new sweep fails midway, what was created is removed
+again.
+
+Cells that ended ``failed`` or ``cancelled`` are queued again by a resubmit; ``succeeded``
+cells only with ``rerun=True`` (their old run folder is kept beside the new one as
+``<cell id>.prev-<n>``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.backends import Backend, get_backend
+from orchestrator.backends.base import Demand
+from orchestrator.errors import UserInputError
+from orchestrator.grid.plan import SweepPlan, load_plan
+from orchestrator.paths import CANARY_SUFFIX, is_canary_sweep, runs_root
+from orchestrator.registry import CellRecord, CellState, Registry
+from orchestrator.registry.locks import sweep_record_lock
+from orchestrator.runs.cell_file import write_cell_file
+from orchestrator.runs.folder import start_over, write_config
+from orchestrator.spec.model import Spec
+
+
+@dataclass(frozen=True)
+class PreparedSweep:
+    """A spec, its validated cells, what the scheduler needs of each (by cell id) and
+    its plan, ready to record."""
+
+    spec: Spec
+    backend: Backend
+    cells: tuple[Any, ...]  # orchestrator.grid.Cell
+    plan: SweepPlan
+    demands: Mapping[str, Demand] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        """The sweep's name (the spec's)."""
+        return self.spec.name
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    """What a submit did."""
+
+    sweep: str
+    total_cells: int
+    new_cells: int
+    requeued_cells: int
+    experiment_id: str
+    parent_run_id: str
+
+
+def prepare(spec_path: str | Path) -> PreparedSweep:
+    """Read ``spec_path`` once, validate it and every one of its cells (preflighted as
+    one batch) and make its plan; write nothing."""
+    planned = load_plan(spec_path, judge=True)  # each cell validated once, demand judged
+    spec = planned.spec
+    if is_canary_sweep(spec.name):
+        raise UserInputError(f"{spec.filename}: reserved sweep name", [spec.problem(
+            ["name"], f"names ending in {CANARY_SUFFIX!r} are reserved for canary runs",
+            found=repr(spec.name), fix=f"drop the {CANARY_SUFFIX!r} ending")])
+    backend = get_backend(spec.backend)
+    # A search's grid cells are its studies' starting points; its cells are the trials,
+    # added by the scheduler as Optuna asks for them (orchestrator.search.hook).
+    cells = () if spec.search is not None else tuple(planned.cells)
+    demands = {c.cell_id: planned.grid.demands[c.cell_id] for c in cells}
+    return PreparedSweep(spec=spec, backend=backend, cells=cells, plan=planned.sweep_plan(),
+                         demands=demands)
+
+
+def record(
+    prepared: PreparedSweep,
+    registry: Registry,
+    tracker: Any,  # orchestrator.tracking.Tracker
+    rerun: bool = False,
+) -> SubmitResult:
+    """Write the validated sweep: MLflow parent run, registry rows, run folders.
+
+    One process at a time per sweep (:func:`sweep_record_lock`): a concurrent submit of
+    the same spec waits, then finds the sweep and its parent run recorded and adds only
+    what is new; and a submit failing midway removes only what it created itself.
+    """
+    with sweep_record_lock(registry.engine, prepared.name):
+        return _record(prepared, registry, tracker, rerun)
+
+
+def _record(prepared: PreparedSweep, registry: Registry, tracker: Any,
+            rerun: bool) -> SubmitResult:
+    spec = prepared.spec
+    is_new = registry.find_sweep(spec.name) is None
+    experiment_id = tracker.ensure_experiment(spec.name)
+    parent_run_id, run_is_new = tracker.sweep_run(
+        experiment_id, spec.name, spec.source_text, tags={"kappa.backend": spec.backend})
+    try:
+        registry.upsert_sweep(spec.name, backend=spec.backend, spec_text=spec.source_text,
+                              mlflow_experiment_id=experiment_id,
+                              mlflow_parent_run_id=parent_run_id,
+                              plan=prepared.plan.to_json())
+        new = registry.add_cells(spec.name, prepared.cells, max_retries=spec.retries,
+                                 demands={k: d.to_json() for k, d in prepared.demands.items()})
+        root = runs_root() / spec.name
+        for cell in new:
+            run_dir = root / cell.cell_id
+            write_config(run_dir, cell.settings)
+            write_cell_file(run_dir, spec.name, cell, CellState.PENDING.value, None)
+        # One transaction for all (one per cell took minutes at 100,000 cells); a submit
+        # killed before it leaves run_dir unset, which means this same folder.
+        registry.set_run_dirs(spec.name, {c.cell_id: str(root / c.cell_id) for c in new})
+    except BaseException:
+        if is_new:
+            registry.delete_sweep(spec.name)
+            if run_is_new:  # a parent run found in MLflow predates this submit: kept
+                tracker.delete_sweep_runs(parent_run_id)
+        raise
+    # Not the cells this call added: one of those already cancelled was cancelled by a
+    # `kappa cancel` that ran after they were added, and must stay so.
+    requeued = _requeue_finished(registry, spec.name, rerun, {c.cell_id for c in new})
+    return SubmitResult(sweep=spec.name, total_cells=len(prepared.cells), new_cells=len(new),
+                        requeued_cells=requeued, experiment_id=experiment_id,
+                        parent_run_id=parent_run_id)
+
+
+def _requeue_finished(registry: Registry, sweep: str, rerun: bool, added: set[str]) -> int:
+    again: list[CellState] = [CellState.FAILED, CellState.CANCELLED]
+    if rerun:
+        again.append(CellState.SUCCEEDED)
+    count = 0
+    for cell in registry.cells(sweep, again):
+        if cell.cell_id in added:
+            continue
+        if cell.state is CellState.SUCCEEDED:
+            _rerun_in_fresh_folder(cell)
+        if registry.transition(cell, cell.state, CellState.PENDING):
+            # A fresh retry budget: the user asked for this run.
+            registry.update_cell(cell, max_retries=cell.max_retries + cell.attempts_count)
+            count += 1
+    return count
+
+
+def _rerun_in_fresh_folder(cell: CellRecord) -> None:
+    if not cell.run_dir:
+        return
+    run_dir = Path(cell.run_dir)
+    start_over(run_dir, cell.settings)
+    write_cell_file(run_dir, cell.sweep_name, cell, CellState.PENDING.value, cell.mlflow_run_id)
