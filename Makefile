@@ -7,7 +7,7 @@ CORE  := $(VENV)/.kappa-core
 STAMP := $(VENV)/.kappa-full
 PYTEST_ARGS ?=
 
-.PHONY: env sysdeps demo test test-all lint bench clean
+.PHONY: env sysdeps demo findings test test-all lint bench clean
 
 # Two layers: the core (what `make demo` needs) and the full set for the tests
 # (dev tools, Ray, verl and its plug-in).
@@ -35,6 +35,11 @@ sysdeps:
 ## The main job: a toy sweep (6 baselines x +-RB) on the embedded CPU trainer.
 demo: $(CORE)
 	$(VENV)/bin/kappa demo experiments/toy/table2.yaml
+
+## The papers' findings at laptop scale: run the five miniature studies from scratch and
+## rewrite docs/findings.md with their verdicts (about an hour on two cores).
+findings: $(CORE)
+	$(PY) bench/findings.py
 
 ## The tests (CI runs exactly this).
 test: env sysdeps

@@ -28,7 +28,10 @@ print("cached" if ws.from_cache else "built")
 def test_cache_key_follows_what_the_weights_depend_on() -> None:
     base = EmbeddedSettings(**TINY)
     assert cache_key(base) == cache_key(EmbeddedSettings(**TINY, baseline="dapo", max_steps=7))
-    assert cache_key(base) != cache_key(EmbeddedSettings(**TINY, seed=1))
+    # The base model is shared by every RL seed; only its own seed makes another one.
+    assert cache_key(base) == cache_key(EmbeddedSettings(**TINY, seed=1))
+    other_base = {**TINY, "warm_start": {"steps": 5, "target_accuracy": None, "seed": 1}}
+    assert cache_key(base) != cache_key(EmbeddedSettings(**other_base))
     assert cache_key(base) != cache_key(EmbeddedSettings(**{**TINY, "val_size": 17}))
     assert cache_key(base) != cache_key(EmbeddedSettings(**{**TINY, "task": "arithmetic"}))
     other_ws = {**TINY, "warm_start": {"steps": 6, "target_accuracy": None}}

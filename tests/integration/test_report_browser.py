@@ -17,6 +17,8 @@ from orchestrator.analysis.synthetic import synthetic_cells, write_run_folders
 
 ROOT = Path(__file__).resolve().parents[2]
 TOY_SPEC = ROOT / "experiments" / "toy" / "table2.yaml"
+# The toy Table 2 with one seed: twelve cells, one per baseline and ±RB.
+TOY_ONE_SEED = TOY_SPEC.read_text().replace("  seed: [0, 1, 2]\n", "")
 ARTIFACTS = ROOT / "test-artifacts"
 MLFLOW_UI = "http://127.0.0.1:5000"
 
@@ -24,9 +26,9 @@ MLFLOW_UI = "http://127.0.0.1:5000"
 def _stored_sweep(home: Path) -> str:
     """The toy Table 2 sweep in a real registry: 10 succeeded, 1 failed, 1 running."""
     registry = pytest.importorskip("orchestrator.registry")
-    from orchestrator.grid.plan import load_plan
+    from orchestrator.grid.plan import parse_plan
 
-    planned = load_plan(TOY_SPEC)
+    planned = parse_plan(TOY_ONE_SEED, str(TOY_SPEC))
     spec, grid = planned.spec, planned.grid
     state = registry.CellState
     fake = {c.cell_id: c for c in synthetic_cells(spec.name, seeds=(0,))}
@@ -34,7 +36,7 @@ def _stored_sweep(home: Path) -> str:
         reg.upsert_sweep(
             spec.name,
             backend=spec.backend,
-            spec_text=TOY_SPEC.read_text(),
+            spec_text=TOY_ONE_SEED,
             mlflow_experiment_id="7",
             plan=planned.sweep_plan().to_json(),
         )

@@ -20,6 +20,7 @@ from orchestrator.limits import (
     MAX_BATCH,
     MAX_EVAL_PROMPTS,
     MAX_GROUP_SIZE,
+    MAX_SEED,
     MAX_STEPS,
     MAX_TOKENS,
 )
@@ -44,6 +45,10 @@ class ModelSettings(StrictModel):
 class WarmStartSettings(StrictModel):
     """Supervised warm start that brings the policy to partial accuracy before RL."""
 
+    seed: int = Field(
+        0, ge=0, le=MAX_SEED,
+        description="Seed of the base model (its init and supervised data). Shared by every "
+                    "RL seed, as one pretrained checkpoint is; put it on an axis to vary it.")
     steps: int = Field(600, ge=0, le=MAX_STEPS)
     batch_size: int = Field(64, ge=1, le=MAX_BATCH)
     learning_rate: float = Field(3e-3, gt=0)

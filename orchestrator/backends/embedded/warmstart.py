@@ -1,11 +1,15 @@
 """Supervised warm start: teach the policy the answer format and partial accuracy before RL.
 
+The warm start plays the part of the pretrained base model. Its seed is ``warm_start.seed``,
+not the cell's RL seed: every seed of a sweep starts from the same policy (as every seed of
+a paper's run starts from one checkpoint), and the RL seed varies only the RL run.
+
 The result is cached under ``cache_dir()/embedded/`` by a content hash of everything that
-determines it (task, model shape, warm-start settings, seed), so later cells reuse it. A
-file lock makes a second process wait for the first instead of building it twice, and the
-file is written to a temporary name then renamed, so a reader never sees half a file.
-The cache holds plain data and is read with ``weights_only=True``: a file that is not
-(a pickle that would run code when loaded) is never executed, and is rebuilt over.
+determines it (task, model shape, warm-start settings), so later cells reuse it. A file
+lock makes a second process wait for the first instead of building it twice, and the file
+is written to a temporary name then renamed, so a reader never sees half a file. The cache
+holds plain data and is read with ``weights_only=True``: a file that is not (a pickle that
+would run code when loaded) is never executed, and is rebuilt over.
 """
 
 from __future__ import annotations
@@ -63,7 +67,6 @@ def cache_key(settings: EmbeddedSettings) -> str:
         "task": settings.task,
         "model": asdict(model_shape(settings)),
         "warm_start": settings.warm_start.model_dump(mode="json"),
-        "seed": settings.seed,
         # The warm start trains around the held-out validation prompts, which depend on
         # it: two val_size values must not share weights trained on the other's set.
         "val_size": settings.val_size,
@@ -82,17 +85,17 @@ def cache_path(settings: EmbeddedSettings) -> Path:
 def _train(settings: EmbeddedSettings, task: Task,
            device: torch.device) -> tuple[TinyGPT, int, float]:
     ws = settings.warm_start
-    model = build_model(model_shape(settings), stable_seed("init", settings.seed)).to(device)
+    model = build_model(model_shape(settings), stable_seed("init", ws.seed)).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=ws.learning_rate, weight_decay=0.0)
     held_out = task.held_out_prompts(settings.val_size)
-    probe = task.train_problems(stable_seed("probe", settings.seed), _PROBE_SIZE, held_out)
+    probe = task.train_problems(stable_seed("probe", ws.seed), _PROBE_SIZE, held_out)
     max_new = task.max_solution_length + 1
     accuracy = 0.0
     step = 0
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(stable_seed("warm-start", settings.seed))
+        torch.manual_seed(stable_seed("warm-start", ws.seed))
         for step in range(1, ws.steps + 1):
-            batch = task.train_problems(stable_seed("warm", settings.seed, step), ws.batch_size,
+            batch = task.train_problems(stable_seed("warm", ws.seed, step), ws.batch_size,
                                         held_out)
             seqs = pack([TOKENIZER.encode_prompt(p.prompt) for p in batch],
                         [[*TOKENIZER.encode(p.solution), EOS] for p in batch], device)

@@ -42,21 +42,22 @@ def problems_of(exc: pytest.ExceptionInfo[UserInputError]) -> list[str]:
     return [p.render() for p in exc.value.problems]
 
 
-def test_toy_table2_has_twelve_cells_baseline_slowest(coupling: str) -> None:
+def test_toy_table2_has_36_cells_baseline_slowest_seed_fastest(coupling: str) -> None:
     grid = expand(load_spec(REPO / "experiments/toy/table2.yaml"))
-    assert len(grid) == 12
-    assert [c.axes["baseline"] for c in grid.cells[:2]] == ["grpo", "grpo"]
-    assert [c.axes["reward_budget"] for c in grid.cells[:2]] == [False, True]
-    assert [c.index for c in grid.cells] == list(range(12))
-    assert len({c.cell_id for c in grid.cells}) == 12
-    assert grid.cells[3].settings == {
+    assert len(grid) == 36
+    assert [c.axes["baseline"] for c in grid.cells[:6]] == ["grpo"] * 6
+    assert [c.axes["reward_budget"] for c in grid.cells[:6]] == [False] * 3 + [True] * 3
+    assert [c.axes["seed"] for c in grid.cells[:6]] == [0, 1, 2] * 2
+    assert [c.index for c in grid.cells] == list(range(36))
+    assert len({c.cell_id for c in grid.cells}) == 36
+    assert grid.cells[10].settings == {
         "task": "arithmetic",
         "group_size": 8,
         "prompts_per_step": 32,
         "max_steps": 100,
-        "seed": 0,
         "baseline": "drgrpo",
         "reward_budget": True,
+        "seed": 1,
     }
 
 

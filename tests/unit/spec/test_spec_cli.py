@@ -59,7 +59,7 @@ def wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_validate_ok(kappa: Any) -> None:
     code, out, _ = kappa(["validate", str(TOY)])
-    assert (code, out) == (0, "ok: 12 cells\n")
+    assert (code, out) == (0, "ok: 36 cells\n")
 
 
 def test_validate_bad_spec_exits_2_with_located_problems(tmp_path: Path, kappa: Any) -> None:

@@ -30,7 +30,7 @@ def test_toy_spec_loads_and_keeps_its_source() -> None:
     assert spec.name == "toy-table2" and spec.backend == "embedded"
     assert spec.source_text == path.read_text()
     assert spec.path == path
-    assert spec.axis_names == ("baseline", "reward_budget")
+    assert spec.axis_names == ("baseline", "reward_budget", "seed")
 
 
 def test_yaml_syntax_error_has_line_and_column() -> None:

@@ -1,0 +1,164 @@
+"""Regenerate docs/findings.md: run the five miniature studies, read them back, judge them.
+
+    .venv/bin/python bench/findings.py                 # every study, from scratch
+    .venv/bin/python bench/findings.py --only kappa    # one study (others keep their text)
+    .venv/bin/python bench/findings.py --home DIR      # reuse DIR's finished sweeps
+
+Every study is an ordinary spec under ``experiments/toy/``, run with ``kappa submit
+--wait`` in a fresh ``KAPPA_HOME`` (so nothing is reused from an earlier run); the numbers
+come back through ``kappa export`` and ``kappa convergence`` and the cells' curves. The
+verdict rules are ``bench/findings_rules.py``; what they mean is docs/findings.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+
+from findings_studies import STUDIES, Study  # noqa: E402
+
+DOC = ROOT / "docs" / "findings.md"
+KAPPA = str(Path(sys.executable).parent / "kappa")
+BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A finished study's numbers, read through kappa's own commands."""
+
+    name: str
+    cells: pd.DataFrame  # kappa export: one row per cell, axis.* and metric.* columns
+    env: dict[str, str]
+
+    def convergence(self) -> pd.DataFrame:
+        """``kappa convergence`` of the sweep, one row per cell."""
+        return pd.read_csv(io.StringIO(kappa(["convergence", self.name, "-f", "csv"],
+                                             self.env)))
+
+    def table(self, *args: str) -> str:
+        """``kappa table`` of the sweep (markdown)."""
+        return kappa(["table", self.name, *args], self.env)
+
+    def curves(self, patterns: list[str]) -> pd.DataFrame:
+        """Per-step curves of every cell (long form), as ``kappa report`` plots them."""
+        from orchestrator.analysis.curves import load_curves
+        from orchestrator.analysis.sources import results
+
+        with home(self.env):
+            return load_curves(results(self.name), patterns)
+
+
+class home:
+    """Point kappa's in-process readers at a study's ``KAPPA_HOME`` for a while."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+        self.saved: dict[str, str | None] = {}
+
+    def __enter__(self) -> None:
+        for key in ("KAPPA_HOME",):
+            self.saved[key] = os.environ.get(key)
+            os.environ[key] = self.env[key]
+
+    def __exit__(self, *exc: object) -> None:
+        for key, value in self.saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def kappa(args: list[str], env: dict[str, str]) -> str:
+    """Run a kappa command; its standard output, or exit with its error."""
+    done = subprocess.run([KAPPA, *args], env=env, capture_output=True, text=True, cwd=ROOT)
+    if done.returncode != 0:
+        sys.exit(f"kappa {' '.join(args)} failed ({done.returncode}):\n{done.stderr}")
+    return done.stdout
+
+
+def run_study(study: Study, env: dict[str, str], index: int, total: int) -> None:
+    """Submit one study and wait for it; kappa's live progress shows the cells."""
+    cells = kappa(["validate", str(study.spec)], env).strip()
+    print(f"\n[findings] study {index}/{total}: {study.sweep} ({cells}), "
+          f"{total - index} after it", flush=True)
+    started = time.monotonic()
+    done = subprocess.run([KAPPA, "submit", str(study.spec), "--wait"], env=env, cwd=ROOT)
+    if done.returncode != 0:
+        sys.exit(f"[findings] {study.sweep}: kappa submit exited {done.returncode}")
+    print(f"[findings] {study.sweep} done in {(time.monotonic() - started) / 60:.1f} min",
+          flush=True)
+
+
+def read_sweep(study: Study, env: dict[str, str]) -> Sweep:
+    """The study's results frame through ``kappa export``."""
+    text = kappa(["export", study.sweep, "-f", "csv"], env)
+    return Sweep(study.sweep, pd.read_csv(io.StringIO(text)), env)
+
+
+def rewrite_doc(sections: dict[str, str]) -> None:
+    """Replace the results section of docs/findings.md, keeping sections not rerun."""
+    text = DOC.read_text()
+    head, rest = text.split(BEGIN, 1)
+    old, tail = rest.split(END, 1)
+    kept = _split_sections(old)
+    kept.update(sections)
+    body = "\n\n".join(kept[s.key] for s in STUDIES if s.key in kept)
+    DOC.write_text(f"{head}{BEGIN}\n{body}\n{END}{tail}")
+
+
+def _split_sections(text: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for study in STUDIES:
+        marker = f"<!-- study:{study.key} -->"
+        if marker in text:
+            part = text.split(marker, 1)[1].split("<!-- study:", 1)[0]
+            out[study.key] = (marker + part).strip()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", default="",
+                        help="comma-separated study keys: " + ", ".join(s.key for s in STUDIES))
+    parser.add_argument("--home", type=Path, default=None,
+                        help="KAPPA_HOME whose finished sweeps to read (no new runs)")
+    args = parser.parse_args(argv)
+    chosen = [s for s in STUDIES if not args.only or s.key in args.only.split(",")]
+    unknown = set(filter(None, args.only.split(","))) - {s.key for s in STUDIES}
+    if unknown:
+        parser.error(f"unknown study {', '.join(sorted(unknown))}; "
+                     f"known: {', '.join(s.key for s in STUDIES)}")
+    if args.home is None:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        kappa_home = (ROOT / ".kappa" / "findings" / stamp).resolve()
+    else:
+        kappa_home = args.home.resolve()
+    env = {**os.environ, "KAPPA_HOME": str(kappa_home)}
+    env.pop("KAPPA_REGISTRY", None)
+    env.pop("KAPPA_MLFLOW_URI", None)
+    print(f"[findings] KAPPA_HOME={kappa_home}", flush=True)
+    sections: dict[str, str] = {}
+    for i, study in enumerate(chosen, 1):
+        if args.home is None:
+            run_study(study, env, i, len(chosen))
+        writer: Callable[[Sweep], str] = study.write
+        sections[study.key] = f"<!-- study:{study.key} -->\n" + writer(read_sweep(study, env))
+        rewrite_doc(sections)  # after each study, so a long run shows its progress
+    print(f"[findings] wrote {DOC.relative_to(ROOT)}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

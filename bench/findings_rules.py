@@ -1,0 +1,114 @@
+"""The verdict rules of docs/findings.md, fixed before the final studies ran.
+
+Each rule takes per-cell numbers that ``kappa export`` / ``kappa convergence`` / the run
+folders' curves gave, and returns a :class:`Verdict`: the estimate with its 95% interval,
+``n``, and one of "reproduces", "contradicts", "inconclusive" (or "not tested" when a
+precondition failed). Pure functions on plain data, so tests can feed them any numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from orchestrator.analysis.stats import Interval, t_interval
+
+REPRODUCES, CONTRADICTS, INCONCLUSIVE, NOT_TESTED = (
+    "reproduces", "contradicts", "inconclusive", "not tested")
+# "No lasting gain" / "not better" claims: a gain under this many points is no gain.
+EQUIVALENCE_MARGIN = 0.02
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A finding's estimate, interval and verdict, with the one-sentence reason."""
+
+    interval: Interval
+    verdict: str
+    why: str
+
+    def cell(self, scale: float = 100.0, unit: str = "") -> str:
+        """``+1.23 [−0.40, +2.86] (n=18)`` in ``scale`` units."""
+        iv = self.interval
+        if iv.low is None or iv.high is None:
+            return f"{iv.estimate * scale:+.2f}{unit} (n={iv.n}, no interval)"
+        return (f"{iv.estimate * scale:+.2f}{unit} "
+                f"[{iv.low * scale:+.2f}, {iv.high * scale:+.2f}] (n={iv.n})")
+
+
+def fixed_groups_interval(diffs: Mapping[str, Sequence[float]],
+                          confidence: float = 0.95) -> Interval:
+    """Interval of the average over fixed groups (e.g. six baselines) of per-group mean
+    differences, the seeds being the replicates: the variance is pooled within groups.
+
+    With groups ``g`` of ``n_g`` replicates, the estimate is ``mean_g(mean(d_g))`` and its
+    variance ``sum_g s²/n_g / G²`` with ``s²`` pooled over ``sum(n_g − 1)`` degrees of
+    freedom. Groups with no replicate are an error (the caller decides what is missing).
+    """
+    from scipy.special import stdtrit
+
+    groups = {k: np.asarray(v, dtype=float) for k, v in diffs.items()}
+    if not groups or any(v.size == 0 for v in groups.values()):
+        raise ValueError("every group needs at least one difference")
+    estimate = float(np.mean([v.mean() for v in groups.values()]))
+    n = sum(v.size for v in groups.values())
+    dof = sum(v.size - 1 for v in groups.values())
+    if dof < 1:
+        return Interval(estimate, None, None, n)
+    pooled = sum(float(((v - v.mean()) ** 2).sum()) for v in groups.values()) / dof
+    g = len(groups)
+    se = math.sqrt(sum(pooled / v.size for v in groups.values())) / g
+    half = float(stdtrit(dof, 0.5 + confidence / 2.0)) * se
+    return Interval(estimate, estimate - half, estimate + half, n)
+
+
+def directional(interval: Interval, claim: str) -> Verdict:
+    """Claim "the difference is above 0": reproduces when the interval is above 0,
+    contradicts when below, inconclusive otherwise."""
+    if interval.low is not None and interval.low > 0:
+        return Verdict(interval, REPRODUCES, f"{claim}: the interval lies above 0")
+    if interval.high is not None and interval.high < 0:
+        return Verdict(interval, CONTRADICTS, f"{claim}: the interval lies below 0")
+    return Verdict(interval, INCONCLUSIVE, f"{claim}: the interval includes 0")
+
+
+def no_gain(interval: Interval, claim: str, margin: float = EQUIVALENCE_MARGIN) -> Verdict:
+    """Claim "no gain": reproduces when the interval's upper end is under ``margin``,
+    contradicts when its lower end is above 0, inconclusive otherwise."""
+    points = f"{margin * 100:g} points"
+    if interval.high is not None and interval.high < margin:
+        return Verdict(interval, REPRODUCES,
+                       f"{claim}: any gain is under {points} (interval's upper end)")
+    if interval.low is not None and interval.low > 0:
+        return Verdict(interval, CONTRADICTS, f"{claim}: the interval lies above 0 — a gain")
+    return Verdict(interval, INCONCLUSIVE,
+                   f"{claim}: the interval reaches past +{points} and includes 0")
+
+
+def paired(after: Mapping[object, float], before: Mapping[object, float]) -> list[float]:
+    """``after[k] − before[k]`` for every key both have (a run that failed has no pair)."""
+    return [after[k] - before[k] for k in sorted(set(after) & set(before), key=repr)
+            if math.isfinite(after[k]) and math.isfinite(before[k])]
+
+
+def t_verdict(diffs: Sequence[float], claim: str, rule: str = "directional") -> Verdict:
+    """A paired-t verdict on ``diffs`` with ``rule`` "directional" or "no_gain"."""
+    if not diffs:
+        return Verdict(Interval(float("nan"), None, None, 0), NOT_TESTED,
+                       f"{claim}: no complete pair")
+    interval = t_interval(diffs)
+    return directional(interval, claim) if rule == "directional" else no_gain(interval, claim)
+
+
+def all_reproduce(verdicts: Sequence[Verdict]) -> str:
+    """One verdict for a finding made of several parts: reproduces only if all do,
+    contradicts if any part does, else inconclusive."""
+    kinds = {v.verdict for v in verdicts}
+    if NOT_TESTED in kinds:
+        return NOT_TESTED
+    if CONTRADICTS in kinds:
+        return CONTRADICTS
+    return REPRODUCES if kinds == {REPRODUCES} else INCONCLUSIVE

@@ -1,0 +1,319 @@
+"""The five miniature studies of docs/findings.md: each a spec and a writer for its section.
+
+A writer takes the finished sweep (see ``bench/findings.py``), applies the verdict rules of
+``bench/findings_rules.py`` and returns the section's markdown; figures go to
+``docs/img/findings/``. The rules were fixed before the final runs; do not tune them on
+results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+from findings_rules import (
+    Verdict,
+    all_reproduce,
+    directional,
+    fixed_groups_interval,
+    paired,
+    t_verdict,
+)
+
+if TYPE_CHECKING:
+    from findings import Sweep
+
+ROOT = Path(__file__).resolve().parent.parent
+FIGURES = ROOT / "docs" / "img" / "findings"
+VAL = "metric.val-core/arith-val/acc/mean@1"
+ENTROPY = "actor/entropy"
+VAL_CURVE = "val-core/arith-val/acc/mean@1"
+
+
+@dataclass(frozen=True)
+class Study:
+    """One miniature: its key, spec, sweep name and section writer."""
+
+    key: str
+    spec: Path
+    sweep: str
+    write: Callable[[Sweep], str]
+
+
+def _ok(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame[frame["state"] == "succeeded"]
+
+
+def _average_mean_at_k(frame: pd.DataFrame) -> pd.Series:
+    cols = [c for c in frame.columns if c.startswith("metric.eval/") and "/mean@" in c]
+    return frame[cols].mean(axis=1)
+
+
+def _by(frame: pd.DataFrame, value: pd.Series, where: dict[str, Any],
+        key: Sequence[str]) -> dict[Any, float]:
+    mask = np.ones(len(frame), dtype=bool)
+    for axis, wanted in where.items():
+        mask &= (frame[f"axis.{axis}"].astype(str) == str(wanted)).to_numpy()
+    rows = frame[mask]
+    return {tuple(r[f"axis.{k}"] for k in key): float(value.loc[i])
+            for i, r in rows.iterrows()}
+
+
+def _line(name: str, verdict: Verdict, unit: str = " points", scale: float = 100.0) -> str:
+    return f"- **{name}**: {verdict.cell(scale, unit)} — **{verdict.verdict}** ({verdict.why})."
+
+
+def _verdict_row(verdict: str) -> str:
+    return f"\n**Verdict: {verdict}.**\n"
+
+
+# --- 1. Table 2 ---------------------------------------------------------------------------
+
+
+def write_table2(sweep: Sweep) -> str:
+    frame = _ok(sweep.cells)
+    avg = _average_mean_at_k(frame)
+    diffs: dict[str, list[float]] = {}
+    for baseline in sorted(frame["axis.baseline"].unique()):
+        rb = _by(frame, avg, {"baseline": baseline, "reward_budget": True}, ["seed"])
+        base = _by(frame, avg, {"baseline": baseline, "reward_budget": False}, ["seed"])
+        diffs[baseline] = paired(rb, base)
+    verdict = directional(fixed_groups_interval({k: v for k, v in diffs.items() if v}),
+                          "six-baseline mean of RB − baseline, Average column")
+    per = ", ".join(f"{b} {100 * np.mean(d):+.2f}" for b, d in diffs.items() if d)
+    return "\n".join([
+        "### 1. Reward budgeting on six baselines (`toy-table2`)", "",
+        f"`kappa table {sweep.name}` (mean@8 at temperature 0.7, points, 95% intervals over "
+        "seeds; '+ RB' rows are paired deltas):", "", sweep.table().strip(), "",
+        _line("RB − baseline, six-baseline average", verdict),
+        f"- Per baseline (mean over seeds): {per}.",
+        _verdict_row(verdict.verdict)])
+
+
+# --- 2. Table 3 ---------------------------------------------------------------------------
+
+
+def write_table3(sweep: Sweep) -> str:
+    frame = _ok(sweep.cells)
+    avg = _average_mean_at_k(frame)
+    parts = []
+    for kl in (True, False):
+        rb = _by(frame, avg, {"use_kl_loss": kl, "reward_budget": True}, ["seed"])
+        base = _by(frame, avg, {"use_kl_loss": kl, "reward_budget": False}, ["seed"])
+        parts.append((kl, t_verdict(paired(rb, base), f"RB − no RB, KL {'on' if kl else 'off'}")))
+    off = _by(frame, avg, {"use_kl_loss": False, "reward_budget": False}, ["seed"])
+    on = _by(frame, avg, {"use_kl_loss": True, "reward_budget": False}, ["seed"])
+    kl_alone = t_verdict(paired(off, on), "KL removed, no RB")
+    return "\n".join([
+        "### 2. KL × reward budgeting (`toy-table3`)", "",
+        f"`kappa table {sweep.name} --cross use_kl_loss,reward_budget` (absolute scores):", "",
+        sweep.table("--cross", "use_kl_loss,reward_budget").strip(), "",
+        *[_line(f"RB − no RB with KL {'on' if kl else 'off'}", v) for kl, v in parts],
+        f"- KL removal alone (no RB), no verdict rule: {kl_alone.cell(100, ' points')}.",
+        _verdict_row(all_reproduce([v for _, v in parts]))])
+
+
+# --- 3. κ study ---------------------------------------------------------------------------
+
+
+def write_kappa(sweep: Sweep) -> str:
+    conv = sweep.convergence()
+    conv = conv[conv["state"] == "succeeded"]
+    steps = {k: dict(zip(g["seed"], g["convergence_step"], strict=True))
+             for k, g in conv.groupby("kappa")}
+    later = t_verdict(paired(steps.get("k200", {}), steps.get("k5000", {})),
+                      "t_conv(κ=200) − t_conv(κ=5000)")
+    frame = _ok(sweep.cells)
+    curves = sweep.curves([VAL_CURVE])
+    figure = _kappa_figure(curves, conv)
+    rows = ["| κ setting | convergence step | final greedy val acc (points) | n |",
+            "| --- | --- | --- | --- |"]
+    for k in ("k5000", "k2000", "k200"):
+        cells = conv[conv["kappa"] == k]
+        final = frame[frame["axis.kappa"] == k][VAL]
+        rows.append(f"| {k} | {_mean_ci(cells['convergence_step'], 1.0)} | "
+                    f"{_mean_ci(final, 100.0)} | {len(cells)} |")
+    return "\n".join([
+        "### 3. Sharpening pressure κ and convergence (`toy-kappa`)", "",
+        f"Convergence step from `kappa convergence {sweep.name}`:", "", *rows, "",
+        f"![validation accuracy against step per κ]({figure})", "",
+        _line("t_conv(κ=200) − t_conv(κ=5000), paired by seed", later, " steps", 1.0),
+        _verdict_row(later.verdict)])
+
+
+def _mean_ci(values: pd.Series, scale: float) -> str:
+    from orchestrator.analysis.stats import t_interval
+
+    vals = [float(v) * scale for v in values if pd.notna(v)]
+    if not vals:
+        return "—"
+    iv = t_interval(vals)
+    if iv.half_width is None:
+        return f"{iv.estimate:.1f}"
+    return f"{iv.estimate:.1f} ± {iv.half_width:.1f}"
+
+
+def _kappa_figure(curves: pd.DataFrame, conv: pd.DataFrame) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    FIGURES.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for color, k in zip(("C0", "C1", "C2"), ("k5000", "k2000", "k200"), strict=True):
+        mine = curves[(curves["axis.kappa"] == k) & (curves["metric"] == VAL_CURVE)]
+        if mine.empty:
+            continue
+        mean = mine.groupby("step")["value"].mean()
+        ax.plot(mean.index, mean.to_numpy(), color=color, label=f"{k} (mean of seeds)")
+        for _, run in mine.groupby("cell_id"):
+            ax.plot(run["step"], run["value"], color=color, alpha=0.2, linewidth=0.8)
+        t = conv[conv["kappa"] == k]["convergence_step"].dropna()
+        if not t.empty:
+            ax.axvline(float(t.mean()), color=color, linestyle="--", linewidth=1)
+    ax.set_xlabel("RL step")
+    ax.set_ylabel("greedy validation accuracy")
+    ax.set_title("κ study: dashed = mean convergence step")
+    ax.legend()
+    fig.tight_layout()
+    path = FIGURES / "kappa_accuracy.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return str(path.relative_to(ROOT / "docs"))
+
+
+# --- 4. entropy interventions -------------------------------------------------------------
+
+
+def _window_mean(curves: pd.DataFrame, metric: str, first: int, last: int) -> dict[Any, float]:
+    mine = curves[(curves["metric"] == metric) & (curves["step"] >= first)
+                  & (curves["step"] <= last)]
+    return {cell: float(g["value"].mean()) for cell, g in mine.groupby("cell_id")}
+
+
+def _curve_figure(curves: pd.DataFrame, axis: str, metric: str, name: str, ylabel: str,
+                  vline: float | None = None) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    FIGURES.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    mine = curves[curves["metric"] == metric]
+    for i, (value, group) in enumerate(mine.groupby(f"axis.{axis}")):
+        mean = group.groupby("step")["value"].mean()
+        ax.plot(mean.index, mean.to_numpy(), color=f"C{i}", label=f"{axis}={value}")
+    if vline is not None:
+        ax.axvline(vline, color="grey", linestyle=":", linewidth=1)
+    ax.set_xlabel("RL step")
+    ax.set_ylabel(ylabel)
+    ax.legend()
+    fig.tight_layout()
+    path = FIGURES / name
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return str(path.relative_to(ROOT / "docs"))
+
+
+INTERVENTION_STEPS = 50  # experiments/toy/entropy_study.yaml
+
+
+def write_entropy(sweep: Sweep) -> str:
+    frame = _ok(sweep.cells)
+    curves = sweep.curves([ENTROPY, VAL_CURVE])
+    during = _window_mean(curves, ENTROPY, 1, INTERVENTION_STEPS)
+    seed_of = dict(zip(frame["cell_id"], frame["axis.seed"], strict=True))
+    kind_of = dict(zip(frame["cell_id"], frame["axis.intervention"], strict=True))
+
+    def per_seed(values: dict[Any, float], kind: str) -> dict[Any, float]:
+        return {seed_of[c]: v for c, v in values.items() if kind_of.get(c) == kind}
+
+    final = dict(zip(frame["cell_id"], frame[VAL], strict=True))
+    lines, overall = [], []
+    for kind in ("entropy_loss", "entropy_reward"):
+        raised = t_verdict(paired(per_seed(during, kind), per_seed(during, "none")),
+                           f"{kind}: entropy over steps 1–{INTERVENTION_STEPS} − none's")
+        gain = t_verdict(paired(per_seed(final, kind), per_seed(final, "none")),
+                         f"{kind}: final accuracy − none's", rule="no_gain")
+        lines += [_line(f"{kind}, entropy while active (precondition)", raised, " nats", 1.0),
+                  _line(f"{kind}, final greedy accuracy after removal", gain)]
+        overall.append(gain if raised.verdict == "reproduces"
+                       else Verdict(gain.interval, "not tested", "entropy did not rise"))
+    ent_fig = _curve_figure(curves, "intervention", ENTROPY, "entropy_interventions.png",
+                            "mean token entropy", INTERVENTION_STEPS)
+    acc_fig = _curve_figure(curves, "intervention", VAL_CURVE, "entropy_accuracy.png",
+                            "greedy validation accuracy", INTERVENTION_STEPS)
+    return "\n".join([
+        "### 4. Entropy interventions, then removed (`toy-entropy`)", "",
+        f"`kappa table {sweep.name}` (final scores):", "", sweep.table().strip(), "",
+        *lines, "",
+        f"![entropy during and after the interventions]({ent_fig})",
+        f"![validation accuracy]({acc_fig})",
+        _verdict_row(all_reproduce(overall))])
+
+
+# --- 5. spurious rewards ------------------------------------------------------------------
+
+
+def write_spurious(sweep: Sweep) -> str:
+    frame = _ok(sweep.cells)
+    curves = sweep.curves([ENTROPY, "actor/pg_clipfrac", VAL_CURVE])
+    last_step = int(curves["step"].max())
+    early = _window_mean(curves, ENTROPY, 1, 10)
+    late = _window_mean(curves, ENTROPY, last_step - 9, last_step)
+    change = {c: late[c] - early[c] for c in early if c in late}
+    clipfrac = _window_mean(curves, "actor/pg_clipfrac", 1, last_step)
+    final = dict(zip(frame["cell_id"], frame[VAL], strict=True))
+    eps_of = dict(zip(frame["cell_id"], frame["axis.clip_ratio"].astype(str), strict=True))
+    key_of = {c: (s, g) for c, s, g in zip(frame["cell_id"], frame["axis.seed"],
+                                           frame["axis.group_size"], strict=True)}
+
+    def at(values: dict[Any, float], eps: str) -> dict[Any, float]:
+        return {key_of[c]: v for c, v in values.items() if eps_of.get(c) == eps}
+
+    clipped, unclipped = "0.2", "inf"
+    acts = np.mean(list(at(clipfrac, clipped).values()) or [0.0])
+    fall = t_verdict([-v for v in at(change, clipped).values()],
+                     "entropy falls under ε = 0.2 (first 10 − last 10 steps)")
+    vs = t_verdict(paired(at(change, unclipped), at(change, clipped)),
+                   "entropy change, ε = ∞ minus ε = 0.2")
+    acc = t_verdict(paired(at(final, clipped), at(final, unclipped)),
+                    "final accuracy, ε = 0.2 minus ε = ∞", rule="no_gain")
+    rows = ["| ε | entropy change (nats) | mean pg_clipfrac | final greedy val acc (points) |",
+            "| --- | --- | --- | --- |"]
+    for eps in ("0.2", "0.1", "inf"):
+        rows.append(f"| {eps} | {_mean_ci(pd.Series(list(at(change, eps).values())), 1.0)} | "
+                    f"{np.mean(list(at(clipfrac, eps).values()) or [float('nan')]):.4f} | "
+                    f"{_mean_ci(pd.Series(list(at(final, eps).values())), 100.0)} |")
+    precondition = acts > 0.001
+    entropy_verdict = all_reproduce([fall, vs]) if precondition else "not tested"
+    fig = _curve_figure(curves, "clip_ratio", ENTROPY, "spurious_entropy.png",
+                        "mean token entropy")
+    return "\n".join([
+        "### 5–6. Random rewards and clipping (`toy-spurious`)", "",
+        "Means over seeds × group sizes (95% intervals):", "", *rows, "",
+        f"- Precondition, clipping acts: mean `actor/pg_clipfrac` at ε = 0.2 is {acts:.4f} "
+        f"({'above' if precondition else 'not above'} 0.001).",
+        _line("Entropy falls with ε = 0.2", fall, " nats", 1.0),
+        _line("Entropy change, ε = ∞ minus ε = 0.2", vs, " nats", 1.0),
+        f"\n**Finding 5 verdict: {entropy_verdict}.**\n",
+        _line("Final accuracy, ε = 0.2 minus ε = ∞", acc),
+        f"\n**Finding 6 verdict: {acc.verdict}.**\n",
+        f"![entropy under random rewards by clip ratio]({fig})"])
+
+
+STUDIES: tuple[Study, ...] = (
+    Study("table2", ROOT / "experiments/toy/table2.yaml", "toy-table2", write_table2),
+    Study("table3", ROOT / "experiments/toy/table3.yaml", "toy-table3", write_table3),
+    Study("kappa", ROOT / "experiments/toy/kappa_study.yaml", "toy-kappa", write_kappa),
+    Study("entropy", ROOT / "experiments/toy/entropy_study.yaml", "toy-entropy",
+          write_entropy),
+    Study("spurious", ROOT / "experiments/toy/spurious_rewards.yaml", "toy-spurious",
+          write_spurious),
+)
