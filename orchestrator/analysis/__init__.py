@@ -1,5 +1,3 @@
-"""Analysis of a sweep's results: the results frame, tables, statistics, convergence, plots.
+"""Analysis of a sweep's results: the results frame, tables, statistics, plots, the report.
 
-Import the submodules directly (``orchestrator.analysis.frame``, ``.tables``, ``.stats``,
-``.convergence``, ``.plots``, ``.report``); this package imports nothing heavy itself.
-"""
+Import the submodules directly; this package imports nothing heavy itself."""

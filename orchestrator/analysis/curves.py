@@ -28,11 +28,8 @@ def _matching(names: Sequence[str], patterns: Sequence[str]) -> list[str]:
 
 
 def from_mlflow_name(name: str) -> str:
-    """A metric name as kappa spells it, from its MLflow spelling.
-
-    MLflow rejects ``@`` in metric names; like verl's MLflow logger, kappa logs
-    ``mean@8`` as ``mean_at_8``, and reads it back here.
-    """
+    """A metric name as kappa spells it: MLflow rejects ``@``, so (like verl's MLflow
+    logger) kappa logs ``mean@8`` as ``mean_at_8``."""
     return name.replace("_at_", "@")
 
 
@@ -52,14 +49,9 @@ def _mlflow_history(run_id: str, patterns: Sequence[str],
 
 def cell_curves(run_dir: str | None, mlflow_run_id: str | None, patterns: Sequence[str],
                 mlflow_uri: str | None = None) -> dict[str, dict[int, float]]:
-    """Histories of the metrics matching ``patterns`` (globs) of one cell.
-
-    The run folder's ``metrics.jsonl`` is read first; when it has none of them (a run on
-    another machine), the cell's MLflow run is asked.
-    """
-    found: dict[str, dict[int, float]] = {}
-    if run_dir:
-        found = metric_curves(Path(run_dir) / METRICS_FILE)
+    """Histories of the metrics matching ``patterns`` (globs) of one cell: from the run
+    folder's ``metrics.jsonl``, else (a run on another machine) from its MLflow run."""
+    found = metric_curves(Path(run_dir) / METRICS_FILE) if run_dir else {}
     wanted = {m: found[m] for m in _matching(list(found), patterns)}
     if not wanted and mlflow_run_id and mlflow_uri:
         # An unreachable or foreign store leaves the curve missing rather than failing.
@@ -78,10 +70,8 @@ def load_curves(frame: pd.DataFrame, patterns: Sequence[str],
     for record in frame.to_dict("records"):
         histories = cell_curves(record.get("run_dir"), record.get("mlflow_run_id"), patterns,
                                 mlflow_uri)
+        axes = {c: record[c] for c in axis_cols}
         for metric, points in histories.items():
-            for step in sorted(points):
-                row = {"cell_id": record["cell_id"], "step": step, "metric": metric,
-                       "value": points[step]}
-                row.update({c: record[c] for c in axis_cols})
-                rows.append(row)
+            rows += [{"cell_id": record["cell_id"], "step": step, "metric": metric,
+                      "value": points[step], **axes} for step in sorted(points)]
     return pd.DataFrame(rows, columns=[*CURVE_COLUMNS, *axis_cols])

@@ -79,7 +79,7 @@ def group_colors(groups: Sequence[str]) -> dict[str, str]:
 
 def _mean_curve(label: str, group: str, per_run: pd.DataFrame) -> Curve:
     mean = per_run.groupby("step", sort=True)["value"].mean()
-    return Curve(label, group, tuple(float(s) for s in mean.index), tuple(float(v) for v in mean))
+    return Curve(label, group, tuple(map(float, mean.index)), tuple(map(float, mean)))
 
 
 def build_panels(curves: pd.DataFrame, color_by: str | None = None,
@@ -92,19 +92,16 @@ def build_panels(curves: pd.DataFrame, color_by: str | None = None,
         if selected.empty:
             continue
         # Several matching metrics (benchmarks) become their mean per cell and step.
-        keys = ["cell_id", "step"]
-        per_cell = selected.groupby(keys, sort=False, as_index=False)["value"].mean()
-        group_of: dict[str, str] = {}
-        for record in selected.drop_duplicates("cell_id").to_dict("records"):
-            group_of[record["cell_id"]] = str(record[group_col]) if group_col else "all"
+        per_cell = selected.groupby(["cell_id", "step"], sort=False, as_index=False)["value"].mean()
+        group_of: dict[str, str] = {r["cell_id"]: str(r[group_col]) if group_col else "all"
+                                    for r in selected.drop_duplicates("cell_id").to_dict("records")}
         per_cell["group"] = per_cell["cell_id"].map(group_of)
         runs = []
         marks: dict[str, float] = {}
         for cell_id, run in per_cell.groupby("cell_id", sort=False):
             run = run.sort_values("step")
-            curve = Curve(str(cell_id), group_of[str(cell_id)],
-                          tuple(float(s) for s in run["step"]),
-                          tuple(float(v) for v in run["value"]))
+            curve = Curve(str(cell_id), group_of[str(cell_id)], tuple(map(float, run["step"])),
+                          tuple(map(float, run["value"])))
             runs.append(curve)
             if title == ACCURACY_PANEL:
                 step = convergence_step(curve.steps, curve.values)
@@ -125,15 +122,14 @@ def convergence_frame(
 
     panel = build_panels(curves, None, {ACCURACY_PANEL: glob})
     by_cell: dict[str, Curve] = {c.label: c for c in panel[0].runs} if panel else {}
+    steps = panel[0].convergence if panel else {}
     axis_cols = [c for c in frame.columns if c.startswith(AXIS_PREFIX)]
     rows: list[dict[str, Any]] = []
     for record in frame.to_dict("records"):
         curve = by_cell.get(record["cell_id"])
-        row: dict[str, Any] = {"cell_id": record["cell_id"], "state": record["state"]}
-        row.update({c: record[c] for c in axis_cols})
-        row["points"] = 0 if curve is None else len(curve.steps)
-        row["convergence_step"] = (None if curve is None
-                                   else convergence_step(curve.steps, curve.values))
-        row["last_value"] = None if curve is None else curve.values[-1]
-        rows.append(row)
+        rows.append({"cell_id": record["cell_id"], "state": record["state"],
+                     **{c: record[c] for c in axis_cols},
+                     "points": 0 if curve is None else len(curve.steps),
+                     "convergence_step": steps.get(record["cell_id"]),
+                     "last_value": None if curve is None else curve.values[-1]})
     return pd.DataFrame(rows)

@@ -1,18 +1,12 @@
 """The results frame: one row per cell of a sweep (seeds are an axis, so one row per seed).
 
-Columns, in this order:
-
-``sweep``, ``cell_id``, ``state``
-    identity and registry state (``succeeded``, ``failed``, ``running``, ``pending``, ...).
-``axis.<name>``
-    the cell's value on every axis of the sweep, in the order the axes first appear.
-``metric.<name>``
-    final metrics (``metric.eval/arith-val/mean@8``), ``NaN`` where a cell has none.
-``run_dir``, ``mlflow_run_id``
-    where the cell's run folder and MLflow run are (``None`` when unknown).
-``stop_reason``
-    why a stopping rule ended the cell early (``plateau at step 340 (...)``), else
-    ``None``. A stopped cell that ``succeeded`` is a finished cell: its numbers count.
+Columns, in order: ``sweep``, ``cell_id``, ``state`` (registry state: ``succeeded``,
+``failed``, ``running``, ``pending``, ...); ``axis.<name>``, the cell's value on every axis, in
+the order the axes first appear; ``metric.<name>``, final metrics
+(``metric.eval/arith-val/mean@8``), ``NaN`` where a cell has none; ``run_dir``,
+``mlflow_run_id`` (``None`` when unknown); ``stop_reason``, why a stopping rule ended the cell
+early (``plateau at step 340 (...)``), else ``None``: a stopped cell that ``succeeded`` is
+finished, its numbers count.
 
 Everything else in analysis (tables, plots, the report) consumes this frame, so it can be
 built from any source: the registry, bare run folders, or a synthetic list in a test.
@@ -89,42 +83,25 @@ def frame_from_results(cells: Iterable[CellResult]) -> pd.DataFrame:
     for cell in cells:
         axes.update(dict.fromkeys(cell.axes))
         metrics.update(dict.fromkeys(cell.final_metrics))
-    metric_order = list(metrics)
-    rows: list[dict[str, Any]] = []
-    for cell in cells:
-        row: dict[str, Any] = {"sweep": cell.sweep, "cell_id": cell.cell_id, "state": cell.state}
-        for name in axes:
-            row[axis_column(name)] = cell.axes.get(name)
-        for name in metric_order:
-            row[metric_column(name)] = _as_float(cell.final_metrics.get(name, math.nan))
-        row["run_dir"] = cell.run_dir
-        row["mlflow_run_id"] = cell.mlflow_run_id
-        row[STOP_COLUMN] = cell.stop_reason
-        rows.append(row)
-    columns = [
-        *ID_COLUMNS,
-        *(axis_column(a) for a in axes),
-        *(metric_column(m) for m in metric_order),
-        *LOCATION_COLUMNS,
-        STOP_COLUMN,
-    ]
+    rows = [{"sweep": c.sweep, "cell_id": c.cell_id, "state": c.state,
+             **{axis_column(a): c.axes.get(a) for a in axes},
+             **{metric_column(m): _as_float(c.final_metrics.get(m, math.nan)) for m in metrics},
+             "run_dir": c.run_dir, "mlflow_run_id": c.mlflow_run_id, STOP_COLUMN: c.stop_reason}
+            for c in cells]
+    columns = [*ID_COLUMNS, *map(axis_column, axes), *map(metric_column, metrics),
+               *LOCATION_COLUMNS, STOP_COLUMN]
     # Object dtype first, so axis values keep their Python types (bool, int, str, None)
     # rather than being coerced to floats and NaN.
     frame = pd.DataFrame(rows, columns=columns, dtype=object)
-    for name in metric_order:
+    for name in metrics:
         frame[metric_column(name)] = frame[metric_column(name)].astype(float)
     return frame
 
 
 def varying_axes(frame: pd.DataFrame, exclude: Sequence[str] = ()) -> list[str]:
     """Axes that take more than one value in ``frame`` (other than those excluded)."""
-    out = []
-    for name in axis_names(frame):
-        if name in exclude:
-            continue
-        if len({hashable_value(v) for v in frame[axis_column(name)]}) > 1:
-            out.append(name)
-    return out
+    return [name for name in axis_names(frame) if name not in exclude
+            and len({hashable_value(v) for v in frame[axis_column(name)]}) > 1]
 
 
 def hashable_value(value: Any) -> Any:

@@ -1,10 +1,7 @@
 """Plots of training dynamics: a static PNG (matplotlib) and an interactive HTML (plotly).
 
-Each panel (validation accuracy, entropy, clip fraction, κ_eff) is drawn twice, side by
-side: the individual runs, and the averages over runs (per colour group, and over all
-runs in black) — the first paper's "averaging effect" is visible by comparing the two.
-Convergence steps are marked on the individual accuracy curves. Plotly's JavaScript is
-embedded inline, so the HTML works offline.
+Each panel is drawn twice, side by side: the individual runs (convergence steps marked),
+and the averages over runs — comparing the two shows the first paper's "averaging effect".
 """
 
 from __future__ import annotations

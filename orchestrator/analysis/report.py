@@ -1,14 +1,12 @@
-"""The sweep report: one self-contained, offline HTML file (templates under ``dashboards/``).
-
-It shows the grid as a status matrix (each cell linking to its MLflow run), the ablation
-tables, the training-dynamics plots (plotly inline, plus a PNG), convergence steps, the
-plan and the spec. :func:`render_report` is pure (inputs in, HTML out);
-:func:`build_report` gathers the inputs of a stored sweep.
-"""
+"""The sweep report: one self-contained, offline HTML file (templates under ``dashboards/``):
+status matrix, ablation tables, training dynamics, convergence steps, the plan and the spec.
+:func:`render_report` is pure (inputs in, HTML out); :func:`build_report` gathers the inputs
+of a stored sweep."""
 
 from __future__ import annotations
 
 import base64
+import html
 import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -16,14 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.analysis.frame import axis_column, axis_names, metric_names, varying_axes
-from orchestrator.analysis.status_matrix import (
-    KNOWN_STATES,
-    mlflow_run_url,
-    state_class,
-    state_label,
-    status_matrix,
-    stop_reason_of,
-)
+from orchestrator.analysis.status_matrix import KNOWN_STATES, matrix_cell, status_matrix
 from orchestrator.analysis.tables import DeltaSpec, TableSpec, build_table, render
 from orchestrator.analysis.tables.labels import default_metric_glob
 from orchestrator.errors import UserInputError
@@ -111,16 +102,11 @@ def _plots(curves: pd.DataFrame | None, seed_axis: str, sweep: str) -> tuple[str
     with tempfile.TemporaryDirectory() as tmp:
         png = plots.save_png(panels, Path(tmp) / "dynamics.png")
         png_b64 = base64.b64encode(png.read_bytes()).decode("ascii")
-    conv = [(label, step) for p in panels for label, step in p.convergence.items()]
-    conv_html = ""
-    if conv:
-        import html
-
-        # Cell ids from bare run folders are folder names: escape them like any text.
-        rows = "".join(f"<tr><td><code>{html.escape(label)}</code></td><td>{step:.0f}</td></tr>"
-                       for label, step in conv)
-        conv_html = f'<table class="convergence"><tr><th>cell</th><th>step</th></tr>{rows}</table>'
-    return div, png_b64, conv_html
+    # Cell ids from bare run folders are folder names: escape them like any text.
+    rows = "".join(f"<tr><td><code>{html.escape(label)}</code></td><td>{step:.0f}</td></tr>"
+                   for p in panels for label, step in p.convergence.items())
+    conv_html = f'<table class="convergence"><tr><th>cell</th><th>step</th></tr>{rows}</table>'
+    return div, png_b64, conv_html if rows else ""
 
 
 def _plan(plan: SweepPlan | None) -> dict[str, Any] | None:
@@ -142,14 +128,10 @@ def render_report(inputs: ReportInputs) -> str:
     axes = axis_names(frame)
     plan_cells = []
     for r in frame.to_dict("records"):
-        run_id = r.get("mlflow_run_id")
-        href = (mlflow_run_url(inputs.mlflow_ui, run_id, inputs.mlflow_experiment_id)
-                if inputs.mlflow_ui and run_id else None)
-        plan_cells.append({
-            "cell_id": r["cell_id"], "axes": [r[axis_column(a)] for a in axes],
-            "state": state_label(str(r["state"]), stop_reason_of(r)),
-            "state_class": state_class(str(r["state"]), stop_reason_of(r)),
-            "run_id": run_id or "", "href": href})
+        cell = matrix_cell(r, axes, inputs.mlflow_ui, inputs.mlflow_experiment_id)
+        plan_cells.append({"cell_id": r["cell_id"], "axes": [r[axis_column(a)] for a in axes],
+                           "state": cell.state, "state_class": cell.state_class,
+                           "run_id": r.get("mlflow_run_id") or "", "href": cell.href})
     counts = frame["state"].value_counts()
     return env.get_template(TEMPLATE).render(
         sweep=inputs.sweep, backend=inputs.backend, n_cells=len(frame),
@@ -169,8 +151,7 @@ def build_report(sweep: str, *, registry_url: str | None = None, mlflow_uri: str
     from orchestrator import paths
     from orchestrator.analysis.curves import load_curves
     from orchestrator.analysis.dynamics import patterns
-    from orchestrator.analysis.registry_source import registry_sweep
-    from orchestrator.analysis.sources import results
+    from orchestrator.analysis.sources import registry_sweep, results
     from orchestrator.grid.plan import stored_plan
 
     frame = results(sweep, registry_url, mlflow_uri)

@@ -71,13 +71,10 @@ def with_trials(frame: Any, studies: list[StudySummary], sweep: str,
                                           for s in studies for t in s.trials}
     with Registry.open(paths.registry_url(registry_url), create=False) as reg:
         labels = {c.cell_id: c.labels for c in reg.cells(sweep)}
-    frame = frame.copy()
     study = [labels.get(c, {}).get("kappa.study") for c in frame["cell_id"]]
     number = [labels.get(c, {}).get("kappa.trial") for c in frame["cell_id"]]
-    frame["study"] = study
-    frame["trial.number"] = number
-    frame["trial.state"] = [states.get((s, n)) for s, n in zip(study, number, strict=True)]
-    return frame
+    return frame.assign(**{"study": study, "trial.number": number, "trial.state": [
+        states.get((s, n)) for s, n in zip(study, number, strict=True)]})
 
 
 def optuna_figures(studies: list[StudySummary]) -> list[tuple[str, Any]]:

@@ -1,12 +1,9 @@
 """Where a sweep's results come from: the registry when it knows the sweep, else run folders.
 
-Run folders (``runs_root()/<sweep>/<cell_id>/``) follow the backend file contract
-(``summary.json``, ``progress.json``, ``metrics.jsonl``). Without a registry, the cell's
-axes, state and MLflow run id are read from an optional ``cell.json`` in the folder
-(the scheduler writes it: ``{"sweep", "cell_id", "axes": {name: value}, "labels",
-"state": str, "mlflow_run_id": str | null}``, see :mod:`orchestrator.runs.cell_file`).
-Final metrics missing everywhere else are read from the MLflow run (its latest ``eval/*``
-values; MLflow's ``mean_at_8`` is read back as ``mean@8``).
+Without a registry, a run folder (``runs_root()/<sweep>/<cell_id>/``) gives the cell's state
+and final metrics (``summary.json``, ``progress.json``) and its axes, state and MLflow run id
+(the scheduler's ``cell.json``, see :mod:`orchestrator.runs.cell_file`). Final metrics
+missing everywhere else are read from the MLflow run (its latest ``eval/*`` values).
 """
 
 from __future__ import annotations
@@ -29,7 +26,32 @@ from orchestrator.runs.folder import (
 if TYPE_CHECKING:
     import pandas as pd
 
+    from orchestrator.registry import SweepRecord
+
 FINAL_METRIC_PREFIX = "eval/"
+
+
+def registry_sweep(sweep: str, registry_url: str) -> tuple[SweepRecord, list[CellResult]] | None:
+    """The sweep and its cells (by index) from the registry, or ``None`` if it lacks them
+    (or there is no registry: reading never creates one)."""
+    from orchestrator.registry import Registry, RegistryMissing
+
+    try:
+        registry = Registry.open(registry_url, create=False)
+    except RegistryMissing:
+        return None
+    with registry:
+        record = registry.find_sweep(sweep)
+        if record is None:
+            return None
+        cells = registry.cells(sweep)
+    results = [CellResult(
+        sweep=sweep, cell_id=c.cell_id, state=str(c.state.value), axes=dict(c.axes),
+        final_metrics={k: float(v) for k, v in (c.final_metrics or {}).items()
+                       if isinstance(v, int | float)},
+        run_dir=c.run_dir, mlflow_run_id=c.mlflow_run_id, stop_reason=c.stop_reason,
+    ) for c in cells]
+    return record, results
 
 
 def cell_from_run_folder(sweep: str, run_dir: Path) -> CellResult:
@@ -44,16 +66,10 @@ def cell_from_run_folder(sweep: str, run_dir: Path) -> CellResult:
         state = "running"
     else:
         state = "pending"
-    return CellResult(
-        sweep=sweep,
-        cell_id=run_dir.name,
-        state=state,
-        axes=dict(meta.get("axes") or {}),
-        final_metrics=summary_final(summary),
-        run_dir=str(run_dir),
-        mlflow_run_id=meta.get("mlflow_run_id"),
-        stop_reason=summary_stop_reason(summary),
-    )
+    return CellResult(sweep=sweep, cell_id=run_dir.name, state=state,
+                      axes=dict(meta.get("axes") or {}), final_metrics=summary_final(summary),
+                      run_dir=str(run_dir), mlflow_run_id=meta.get("mlflow_run_id"),
+                      stop_reason=summary_stop_reason(summary))
 
 
 def cells_from_run_folders(sweep: str, root: Path | None = None) -> list[CellResult]:
@@ -97,15 +113,11 @@ def _fill_missing_metrics(cells: list[CellResult], mlflow_uri: str | None) -> li
 def results(
     sweep: str, registry_url: str | None = None, mlflow_uri: str | None = None
 ) -> pd.DataFrame:
-    """The results frame of ``sweep`` (see :mod:`orchestrator.analysis.frame`).
-
-    Reads the registry at ``registry_url`` (default: :func:`orchestrator.paths.registry_url`);
-    when it does not know the sweep, the sweep's run folders. Final metrics a cell lacks
-    are read from its MLflow run at ``mlflow_uri`` (default: :func:`orchestrator.paths.mlflow_uri`).
-    Raises ``UserInputError`` when neither source knows the sweep.
-    """
+    """The results frame of ``sweep`` (see :mod:`orchestrator.analysis.frame`): from the
+    registry when it knows the sweep, else from its run folders; final metrics a cell lacks
+    from its MLflow run (defaults: :mod:`orchestrator.paths`). ``UserInputError`` when
+    neither source knows the sweep."""
     from orchestrator import paths
-    from orchestrator.analysis.registry_source import registry_sweep
     from orchestrator.registry.engine import display_url
 
     paths.check_name(sweep)  # a name like ../x must not reach run folders

@@ -16,7 +16,6 @@ if TYPE_CHECKING:
 
 KNOWN_STATES: tuple[str, ...] = ("succeeded", "stopped", "failed", "cancelled", "running",
                                   "queued", "pending")
-# A succeeded cell a stopping rule ended early shows as "stopped" (a finished result).
 DEFAULT_MLFLOW_UI = "http://127.0.0.1:5000"
 
 
@@ -78,9 +77,10 @@ class StatusMatrix:
     rows: tuple[MatrixRow, ...]
 
 
-def _cell(
+def matrix_cell(
     record: dict[str, Any], axes: list[str], ui: str | None, experiment_id: str | None
 ) -> MatrixCell:
+    """A frame record as the report shows it (``href``: its MLflow run, when ``ui`` is known)."""
     state = str(record["state"])
     reason = stop_reason_of(record)
     run_id = record.get("mlflow_run_id")
@@ -101,10 +101,7 @@ def status_matrix(
 ) -> StatusMatrix:
     """The grid of ``frame`` as a :class:`StatusMatrix`."""
     varying = varying_axes(frame)
-    if seed_axis in varying:
-        col_axis: str | None = seed_axis
-    else:
-        col_axis = varying[-1] if varying else None
+    col_axis = seed_axis if seed_axis in varying else (varying[-1] if varying else None)
     row_axes = [a for a in varying if a != col_axis]
     records = frame.to_dict("records")
     columns = (
@@ -114,9 +111,8 @@ def status_matrix(
     for record in records:
         key = tuple(str(record[axis_column(a)]) for a in row_axes)
         col = str(record[axis_column(col_axis)]) if col_axis else ""
-        grid.setdefault(key, {})[col] = _cell(record, varying, mlflow_ui, experiment_id)
-    rows = tuple(
-        MatrixRow(key, tuple(cells.get(c) for c in columns)) for key, cells in grid.items()
-    )
+        grid.setdefault(key, {})[col] = matrix_cell(record, varying, mlflow_ui, experiment_id)
+    rows = tuple(MatrixRow(key, tuple(cells.get(c) for c in columns))
+                 for key, cells in grid.items())
     col_label = f"{col_axis}=" if col_axis else ""
     return StatusMatrix(tuple(row_axes), tuple(f"{col_label}{c}" for c in columns), rows)

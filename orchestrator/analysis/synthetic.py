@@ -1,9 +1,6 @@
-"""Synthetic sweeps for tests, benchmarks and demos of the analysis tools.
-
-The numbers are made up but shaped like the real thing: accuracies in [0, 1] that rise
-and plateau, entropy that falls, a reward-budget arm that helps a little, seeds that
-differ by noise. Everything is deterministic given ``seed``.
-"""
+"""Synthetic sweeps for tests, benchmarks and demos of the analysis tools: made-up numbers
+shaped like real ones (accuracies that rise and plateau, a reward-budget arm that helps a
+little, seeds that differ by noise), deterministic given ``seed``."""
 
 from __future__ import annotations
 
@@ -49,10 +46,9 @@ def synthetic_cells(
     base_level = {b: 0.35 + 0.04 * i for i, b in enumerate(benchmarks)}
     for model, baseline, rb, s in itertools.product(models, baselines, (False, True), seeds):
         cell_id = f"{model}-{baseline}-rb{int(rb)}-s{s}"
-        metrics = {}
-        for bench in benchmarks:
-            value = base_level[bench] + (0.05 if rb else 0.0) + rng.normal(0.0, 0.02)
-            metrics[f"eval/{bench}/mean@{k}"] = float(min(1.0, max(0.0, value)))
+        noisy = {b: base_level[b] + (0.05 if rb else 0.0) + rng.normal(0.0, 0.02)
+                 for b in benchmarks}
+        metrics = {f"eval/{b}/mean@{k}": float(min(1.0, max(0.0, v))) for b, v in noisy.items()}
         ok = cell_id not in failed
         cells.append(CellResult(
             sweep=sweep, cell_id=cell_id, state="succeeded" if ok else "failed",
@@ -65,26 +61,21 @@ def synthetic_curve(
     steps: int, plateau: float, rate: float, rng: np.random.Generator, noise: float = 0.01
 ) -> list[dict[str, float]]:
     """Per-step diagnostics: accuracy saturating at ``plateau``, entropy decaying, κ_eff noisy."""
-    out = []
-    for t in range(steps):
-        acc = 0.2 + (plateau - 0.2) * (1.0 - math.exp(-rate * t)) + rng.normal(0.0, noise)
-        out.append({
-            "val-core/arith/acc/mean@1": float(acc),
-            "actor/entropy": float(1.5 * math.exp(-rate * t) + 0.2 + rng.normal(0.0, 0.02)),
-            "actor/pg_clipfrac": float(abs(0.05 + rng.normal(0.0, 0.01))),
-            "actor/kappa_eff": float(0.5 + 0.3 * math.sin(t / 7.0) + rng.normal(0.0, 0.05)),
-        })
-    return out
+    # The values are drawn from ``rng`` in key order, step by step.
+    return [{
+        "val-core/arith/acc/mean@1": float(
+            0.2 + (plateau - 0.2) * (1.0 - math.exp(-rate * t)) + rng.normal(0.0, noise)),
+        "actor/entropy": float(1.5 * math.exp(-rate * t) + 0.2 + rng.normal(0.0, 0.02)),
+        "actor/pg_clipfrac": float(abs(0.05 + rng.normal(0.0, 0.01))),
+        "actor/kappa_eff": float(0.5 + 0.3 * math.sin(t / 7.0) + rng.normal(0.0, 0.05)),
+    } for t in range(steps)]
 
 
 def write_run_folders(
     root: Path, cells: Sequence[CellResult], steps: int = 60, seed: int = 0
 ) -> list[CellResult]:
-    """Write run folders (``cell.json``, ``metrics.jsonl``, ``summary.json``) under ``root``.
-
-    Returns the cells with ``run_dir`` filled in. Failed cells get a partial curve and no
-    summary; every cell gets a ``cell.json`` with its axes and state.
-    """
+    """Write run folders (``cell.json``, ``metrics.jsonl``, ``summary.json``) under ``root``;
+    the cells with ``run_dir`` filled in. Failed cells get a partial curve and no summary."""
     rng = np.random.default_rng(seed)
     out = []
     for i, cell in enumerate(cells):

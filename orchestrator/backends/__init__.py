@@ -19,8 +19,7 @@ def get_backend(name: str) -> Backend:
     cls = BACKENDS.load(name)
     if not (isinstance(cls, type) and issubclass(cls, Backend)):
         raise BACKENDS.broken(BACKENDS.source(name), "is not a Backend subclass")
-    backend: Backend = cls()
-    return backend
+    return cls()
 
 
 __all__ = ["BACKENDS", "Backend", "LaunchSpec", "get_backend"]

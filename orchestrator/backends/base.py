@@ -7,23 +7,14 @@ backend's.
 
 Contract every backend honours
 ------------------------------
-* ``settings_model`` is a strict, frozen pydantic model of the backend's settings. A cell
-  is valid for the backend iff ``validate(settings)`` returns without raising; problems
-  are raised together as one :class:`~orchestrator.errors.UserInputError` whose problem
-  locations are the setting names (dotted for nested settings). ``validate`` parses;
-  ``preflight(cells)`` checks a batch of validated settings against what will run them
-  (verl composes its config) and is made once per submit, not once per cell.
-* ``demand(settings)`` is what the scheduler needs of a cell, from its validated
-  settings alone (:class:`Demand`: its job's GPUs, nodes, CPU floor, whether it places
-  its own work, its expected steps, its launch environment). It is judged once where a
-  cell is validated (a submit, a search trial's creation) and stored with the cell, so
-  the scheduler validates nothing.
-* ``launch(settings, run_dir, demand)`` is pure: it writes nothing, starts nothing and
-  validates nothing; ``settings`` is the cell's stored mapping (what ``config.yaml``
-  holds, validated at submit) and ``demand`` the cell's stored :class:`Demand`. The
-  launched process validates the settings once when it starts. The returned
-  :class:`LaunchSpec` runs to completion in ``run_dir``; running it again in the same
-  ``run_dir`` resumes from the latest checkpoint found there.
+* ``settings_model`` is a strict, frozen pydantic model of the backend's settings; a cell
+  is valid iff :meth:`~Backend.validate` returns (problems located at the setting names,
+  dotted for nested settings); :meth:`~Backend.preflight` checks a batch once per submit.
+* :meth:`~Backend.demand` is judged once where a cell is validated and stored with it,
+  so the scheduler validates nothing; :meth:`~Backend.launch` is pure (writes, starts
+  and validates nothing): the launched process validates its settings when it starts,
+  runs to completion in ``run_dir``, and run again there resumes from the latest
+  checkpoint.
 * The launched process honours ``MLFLOW_TRACKING_URI`` and ``MLFLOW_RUN_ID`` when they are
   set: it logs its metrics into that existing run (batched, one call per step) and never
   creates or ends a run of its own.
@@ -34,15 +25,11 @@ Contract every backend honours
   Metric names follow verl's (``actor/entropy``, ``critic/score/mean``,
   ``val-core/<benchmark>/acc/mean@1``, ...); final evaluation scores are named
   ``eval/<benchmark>/mean@<k>`` and ``eval/<benchmark>/pass@<k>``.
-* ``read_metrics(run_dir, cursor)`` returns the metrics logged since ``cursor`` (the
-  stopping rules' input, :mod:`orchestrator.runs.metrics`), non-finite values
-  included; the default reads ``metrics.jsonl`` by byte offset.
-* ``request_stop(run_dir, request)`` asks a running launch to end early
-  (:mod:`orchestrator.runs.stop_request`). A backend whose process honours the
-  request (``stops_itself``) ends with a checkpoint, a final evaluation and a
+* A backend whose process honours a stop request (``stops_itself``,
+  :mod:`orchestrator.runs.stop_request`) ends with a checkpoint, a final evaluation and a
   ``summary.json`` carrying ``"stopped"``; any other is ended by the scheduler through
   its executor and ``stopped_summary`` writes its summary from the last metrics.
-* ``canary_settings(settings)`` is the smallest run of a cell's settings that still
+* ``canary_settings(settings, model)`` is the smallest run of a cell's settings that still
   exercises the whole path a full run takes (start, warm start or model load, rewards, a
   few optimizer steps, a checkpoint, the final write-out); ``kappa canary`` runs it
   before a grid (:mod:`orchestrator.sweeps.canary`). It must validate, keep every
@@ -121,10 +108,8 @@ class Backend(ABC):
     stops_itself: ClassVar[bool] = False
 
     def validate(self, settings: Mapping[str, Any]) -> BaseModel:
-        """Return the validated settings model, or raise ``UserInputError`` with all problems.
-
-        Parsing only: checks against the world outside the settings (verl's own config)
-        are :meth:`preflight`'s, made once for a whole batch."""
+        """The validated settings model, or ``UserInputError`` with all problems; parsing
+        only (checks against verl's own config and the like are :meth:`preflight`'s)."""
         from orchestrator.backends.validation import validate_model
 
         return validate_model(self.settings_model, settings, what=f"{self.name} settings")
@@ -181,9 +166,10 @@ class Backend(ABC):
         steps = getattr(settings, "max_steps", None)
         return steps if isinstance(steps, int) and steps > 0 else None
 
-    def canary_settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
-        """The smallest run of ``settings`` that still exercises the whole path (see the
-        module docstring); a mapping like ``settings``, which it may assume valid."""
+    def canary_settings(self, settings: Mapping[str, Any], model: BaseModel) -> dict[str, Any]:
+        """The smallest run of a cell's ``settings`` (its mapping) that still exercises the
+        whole path (see the module docstring); a mapping like ``settings``. ``model`` is
+        the cell's validated settings, from its one validation at submit."""
         return dict(settings)
 
     # Reading results back is the same for every backend that follows the file contract.
@@ -196,8 +182,8 @@ class Backend(ABC):
         return read_summary(run_dir)
 
     def read_metrics(self, run_dir: Path, cursor: Any = None) -> MetricsRead:
-        """The metrics logged since ``cursor`` (``None``: from the start); pass the
-        returned cursor back next time."""
+        """The metrics logged since ``cursor`` (``None``: from the start), non-finite
+        values included (the stopping rules' input); pass the returned cursor back."""
         return read_metrics_file(run_dir / METRICS_FILE, cursor)
 
     def request_stop(self, run_dir: Path, request: StopRequest) -> None:

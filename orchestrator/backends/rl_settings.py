@@ -32,14 +32,9 @@ AggMode = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm"
 
 
 def _inf_as_word(value: Any) -> Any:
-    """YAML's ``.inf`` (a float) and the word ``inf`` are one setting: ``'inf'``.
-
-    Without this the two spellings validate to different values, so the same cell gets
-    two ids, and the float's JSON (``Infinity``) is not JSON.
-    """
-    if isinstance(value, float) and value == math.inf:
-        return "inf"
-    return value
+    """YAML's ``.inf`` (a float) and the word ``inf`` are one setting: ``'inf'`` (else the
+    same cell would get two ids, and the float's JSON, ``Infinity``, is not JSON)."""
+    return "inf" if isinstance(value, float) and value == math.inf else value
 
 
 ClipRatio = Annotated[float | Literal["inf"], BeforeValidator(_inf_as_word)]
@@ -119,9 +114,8 @@ class RLSettings(StrictModel):
     def clip_problems(self) -> list[str]:
         """What is wrong with the clip-ratio settings (empty when nothing is)."""
         problems: list[str] = []
-        if self.clip_ratio is not None and (
-            self.clip_ratio_low is not None or self.clip_ratio_high is not None
-        ):
+        if self.clip_ratio is not None and (self.clip_ratio_low is not None
+                                            or self.clip_ratio_high is not None):
             problems.append("give clip_ratio or clip_ratio_low/clip_ratio_high, not both")
         for name in ("clip_ratio", "clip_ratio_low", "clip_ratio_high"):
             value = getattr(self, name)

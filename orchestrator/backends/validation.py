@@ -28,11 +28,8 @@ def _submodel(annotation: Any) -> type[BaseModel] | None:
 
 
 def _setting_path(model: type[BaseModel], loc: Sequence[int | str]) -> tuple[int | str, ...]:
-    """``loc`` cut after its last setting name.
-
-    Pydantic appends union members' tags (``float``, ``literal['inf']``) and positions
-    inside a value to error locations; they name no setting the user wrote.
-    """
+    """``loc`` cut after its last setting name (pydantic appends union members' tags,
+    ``float``, ``literal['inf']``, and positions inside a value: no setting the user wrote)."""
     path: list[int | str] = []
     current: type[BaseModel] | None = model
     for part in loc:
@@ -58,14 +55,11 @@ def _merged_message(messages: Sequence[str]) -> str:
     return "; or ".join(messages)
 
 
-def problems_from_validation_error(
-    exc: ValidationError, prefix: str = "", model: type[BaseModel] | None = None
-) -> list[Problem]:
-    """One :class:`Problem` per pydantic error, located by dotted path.
-
-    With ``model`` (the model validated), locations stop at setting names, and the
-    errors a union's members give for one value become one problem.
-    """
+def problems_from_validation_error(exc: ValidationError, prefix: str = "",
+                                   model: type[BaseModel] | None = None) -> list[Problem]:
+    """One :class:`Problem` per pydantic error, located by dotted path; with ``model``
+    (the model validated), locations stop at setting names, and the errors a union's
+    members give for one value become one problem."""
     grouped: dict[tuple[int | str, ...], list[dict[str, Any]]] = {}
     for err in exc.errors():
         loc = tuple(err["loc"])
@@ -84,10 +78,8 @@ def problems_from_validation_error(
         message = _merged_message(messages)
         if kind == "extra_forbidden":
             message = "unknown setting"
-        problems.append(
-            Problem(location=location, message=message,
-                    found=None if found is None or kind == "missing" else repr(found)[:200])
-        )
+        problems.append(Problem(location=location, message=message, found=None if (
+            found is None or kind == "missing") else repr(found)[:200]))
     return problems
 
 

@@ -55,7 +55,6 @@ def advantage_table_command(
     ),
 ) -> None:
     """Print binary-reward advantages A⁺/A⁻ and sharpness κ per k/G (see ``_HELP``)."""
-    # Heavy imports inside the command so `kappa --help` stays instant.
     from orchestrator.algorithms.errors import AlgorithmError
     from orchestrator.algorithms.sharpness import advantage_table
     from orchestrator.analysis.tables.render import render_advantage_table

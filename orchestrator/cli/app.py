@@ -16,7 +16,6 @@ import typer
 from orchestrator.errors import KappaError, UserInputError
 from orchestrator.redact import install_log_redaction, redact, redacted_output
 
-# One module per command group; each defines ``register(app: typer.Typer) -> None``.
 COMMAND_MODULES: tuple[str, ...] = (
     "orchestrator.cli.algorithms_cmd",
     "orchestrator.cli.train_cmd",
@@ -65,18 +64,15 @@ def main() -> None:
 
 
 def _run() -> None:
-    full = os.environ.get("KAPPA_FULL_ERROR") == "1"
     try:
         app()
-    except UserInputError as exc:
-        if full:
-            _print_traceback(exc)
-        typer.echo(f"error: {exc.render()}", err=True)
-        typer.echo("(set KAPPA_FULL_ERROR=1 for the full traceback)", err=True)
-        sys.exit(exc.exit_code)
     except KappaError as exc:
-        if full:
+        if os.environ.get("KAPPA_FULL_ERROR") == "1":
             _print_traceback(exc)
+        if isinstance(exc, UserInputError):
+            typer.echo(f"error: {exc.render()}", err=True)
+            typer.echo("(set KAPPA_FULL_ERROR=1 for the full traceback)", err=True)
+            sys.exit(exc.exit_code)
         typer.echo(f"error: {redact(str(exc))}", err=True)
         sys.exit(1)
     except Exception as exc:  # a bug or an environment failure: its traceback, masked

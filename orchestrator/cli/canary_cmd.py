@@ -1,8 +1,5 @@
-"""``kappa canary SPEC``: run every distinct cell configuration for a few steps first.
-
-``kappa submit SPEC --canary`` runs the same canaries (:func:`run_and_report`) and submits
-the grid only if all passed. Heavy imports happen inside the functions.
-"""
+"""``kappa canary SPEC``: run every distinct cell configuration for a few steps first
+(``kappa submit SPEC --canary`` runs the same, :func:`run_and_report`)."""
 
 from __future__ import annotations
 
@@ -92,7 +89,7 @@ def run_and_report(console: Console, spec: Path, stores: Stores, choice: Executo
     from orchestrator.sweeps.canary import plan_canaries, run_canaries
     from orchestrator.sweeps.submission import prepare
 
-    plan = plan_canaries(prepare(spec))
+    plan = plan_canaries(prepare(spec, models=True))
     print_plan(console, plan)
     with interruptible(plan.name), sweep_progress(console) as options:
         outcome = run_canaries(plan, stores, rerun=rerun, max_parallel=max_parallel,
@@ -130,7 +127,7 @@ def canary_cmd(
         from orchestrator.sweeps.canary import plan_canaries
         from orchestrator.sweeps.submission import prepare
 
-        print_plan(console, plan_canaries(prepare(spec)), detailed=True)
+        print_plan(console, plan_canaries(prepare(spec, models=True)), detailed=True)
         return
     outcome = run_and_report(console, spec, stores_of(registry, mlflow),
                              executor_choice(executor, ray_address, executor_option),

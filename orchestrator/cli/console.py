@@ -1,9 +1,6 @@
-"""The rich console every command prints through.
-
-On a terminal rich uses the window's width. Anywhere else (a CI log, a pipe, ``tee``) it
-would fall back to 80 columns and cut cell ids and axis values short, so a log gets a wide
-console instead; ``COLUMNS`` still wins when set.
-"""
+"""The rich console every command prints through. Off a terminal (a CI log, a pipe) rich
+would fall back to 80 columns and cut cell ids short, so a log gets a wide console
+(``COLUMNS`` still wins)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,5 @@
-"""What ``kappa demo`` prints once its sweep has ended.
-
-:func:`print_demo_results` shows each cell's final validation accuracy, then the sweep's
-paper-style ablation table (rows: baseline; ``+ RB`` delta rows against
-``reward_budget=false``; columns: the ``eval/<benchmark>/mean@<k>`` final metrics the
-trainer wrote), writes the HTML report (what ``kappa report`` writes) to
-``.kappa/reports/<sweep>.html``, and says where the MLflow UI, the registry and the run
-folders are. :func:`demo_table_spec` picks the table's layout from the sweep's axes.
-"""
+"""What ``kappa demo`` prints once its sweep has ended (:func:`print_demo_results`), with
+the table layout :func:`demo_table_spec` picks from the sweep's axes."""
 
 from __future__ import annotations
 
@@ -56,20 +49,14 @@ def demo_table_spec(axes: Sequence[str], metrics: str) -> TableSpec:
 
 def _cells_table(registry: Registry, sweep: str) -> Table:
     table = Table(title=f"{sweep}: final validation accuracy", title_justify="left")
-    table.add_column("cell")
-    table.add_column("axes")
-    table.add_column("state")
-    table.add_column("val acc", justify="right")
+    for column in ("cell", "axes", "state", "val acc"):
+        table.add_column(column, justify="right" if column == "val acc" else "left")
     for cell in registry.cells(sweep):
         acc = val_accuracy(cell.final_metrics)
         table.add_row(cell.cell_id, describe_axes(cell),
                       f"[{STATE_STYLE[cell.state]}]{cell.state.value}[/]",
                       "" if acc is None else f"{acc:.3f}")
     return table
-
-
-def _axis_names(frame: pd.DataFrame) -> list[str]:
-    return [str(c).removeprefix("axis.") for c in frame.columns if str(c).startswith("axis.")]
 
 
 def ablation_table(frame: pd.DataFrame) -> tuple[TableSpec | None, str]:
@@ -81,7 +68,8 @@ def ablation_table(frame: pd.DataFrame) -> tuple[TableSpec | None, str]:
     metrics = default_metric_glob(metric_names(frame))
     if metrics is None:
         return None, "no evaluation metrics (eval/*/mean@k, val-core/*/acc/mean@1): no table"
-    spec = demo_table_spec(_axis_names(frame), metrics)
+    axes = [str(c).removeprefix("axis.") for c in frame.columns if str(c).startswith("axis.")]
+    spec = demo_table_spec(axes, metrics)
     try:
         return spec, render(build_table(frame, spec), "markdown")
     except UserInputError as exc:

@@ -1,8 +1,5 @@
-"""``kappa executors``: the installed executors (with their options) and backends.
-
-Both are plug-ins found through entry points (``kappa.executors``, ``kappa.backends``);
-a plug-in that cannot be loaded is listed with its error instead of stopping the list.
-"""
+"""``kappa executors``: the installed executors (with their options) and backends; a
+plug-in that cannot be loaded is listed with its error instead of stopping the list."""
 
 from __future__ import annotations
 
@@ -95,15 +92,12 @@ def executors_cmd(
         if "error" in entry:
             table.add_row(label, "", "", "", f"[red]cannot be loaded:[/] {escape(entry['error'])}")
             continue
-        options = entry["options"] or [None]
-        for n, option in enumerate(options):
-            first = label if n == 0 else ""
-            if option is None:
-                table.add_row(first, "(none)", "", "", "")
-                continue
+        if not entry["options"]:
+            table.add_row(label, "(none)", "", "", "")
+        for n, option in enumerate(entry["options"]):
             default = "required" if option["required"] else repr(option["default"])
-            table.add_row(first, escape(option["name"]), escape(option["type"]),
-                          escape(default), escape(option["description"]))
+            table.add_row(label if n == 0 else "", escape(option["name"]),
+                          escape(option["type"]), escape(default), escape(option["description"]))
     console.print(table)
     backs = Table(title="backends (backend: in a spec)")
     for column in ("backend", "entry point", "distribution"):

@@ -95,9 +95,7 @@ def _parquet_ready(frame: Any) -> Any:
 
 
 def _split(text: str | None) -> tuple[str, ...] | None:
-    if text is None:
-        return None
-    return tuple(p.strip() for p in text.split(",") if p.strip())
+    return None if text is None else tuple(p.strip() for p in text.split(",") if p.strip())
 
 
 def _table_spec(**fields: Any) -> Any:

@@ -1,15 +1,10 @@
-"""``kappa search SPEC``: run a spec's adaptive search (its ``search:`` block).
-
-A search is recorded and driven like any sweep (``kappa submit`` of the same spec does
-the same; ``kappa search`` only insists that the spec has a ``search:`` block): the
-sweep's scheduler asks the Optuna studies for trials and runs each as a cell. ``kappa
-status``, ``resume``, ``cancel``, ``table``, ``export`` and ``report`` work on it.
-"""
+"""``kappa search SPEC``: run a spec's adaptive search (its ``search:`` block), recorded
+and driven like any sweep (``kappa submit`` of the same spec does the same)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -20,13 +15,23 @@ from orchestrator.cli.sweep_options import (
     MlflowOption,
     RayAddressOption,
     RegistryOption,
-    SweepName,
     executor_choice,
-    interruptible,
     stores_of,
-    sweep_progress,
+    submit_spec,
 )
 from orchestrator.errors import Problem, UserInputError
+
+if TYPE_CHECKING:
+    from orchestrator.sweeps.submission import PreparedSweep
+
+
+def _require_search(prepared: PreparedSweep) -> None:
+    if prepared.spec.search is None:
+        raise UserInputError(f"{prepared.spec.filename}: no search: block", [
+            prepared.spec.problem(
+                [], "`kappa search` runs a spec's search: block, and this spec has none",
+                fix="add search: {space: ..., objective: ..., trials: N} "
+                    "(docs/spec.md#search), or run the grid with `kappa submit`")])
 
 
 def search_cmd(
@@ -49,24 +54,12 @@ def search_cmd(
     """
     from orchestrator.cli.console import make_console
     from orchestrator.sweeps.detached import scheduler_log
-    from orchestrator.sweeps.driver import submit
-    from orchestrator.sweeps.submission import prepare
 
     console = make_console()
     choice = executor_choice(executor, ray_address, executor_option)
     stores = stores_of(registry, mlflow)
-    name = SweepName()
-    with interruptible(name), sweep_progress(console, quiet=not wait) as options:
-        prepared = prepare(spec)  # the spec's one read; exit 2 before anything is written
-        name.value = prepared.name
-        if prepared.spec.search is None:
-            raise UserInputError(f"{prepared.spec.filename}: no search: block", [
-                prepared.spec.problem(
-                    [], "`kappa search` runs a spec's search: block, and this spec has none",
-                    fix="add search: {space: ..., objective: ..., trials: N} "
-                        "(docs/spec.md#search), or run the grid with `kappa submit`")])
-        result = submit(prepared, stores, wait=wait, max_parallel=max_parallel,
-                        options=options, choice=choice)
+    result = submit_spec(console, spec, stores, quiet=not wait, vet=_require_search,
+                         wait=wait, max_parallel=max_parallel, choice=choice)
     if not wait:
         console.print(f"search [bold]{result.sweep}[/] running in the background (log: "
                       f"{scheduler_log(result.sweep)}); `kappa status {result.sweep}` "

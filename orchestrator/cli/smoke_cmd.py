@@ -1,9 +1,5 @@
-"""``kappa smoke verl``: prove the verl path on a GPU node in minutes (docs/verl.md).
-
-Builds a tiny model, synthetic prompts and the smoke spec locally
-(:mod:`orchestrator.backends.verl.smoke`), runs every baseline ± RB for 2 steps on this
-machine and checks each cell's MLflow metrics
-(:mod:`orchestrator.backends.verl.smoke_check`). Heavy imports happen inside the command.
+"""``kappa smoke verl``: prove the verl path on a GPU node in minutes (docs/verl.md); the
+files come from :mod:`orchestrator.backends.verl.smoke`, the verdicts from its ``smoke_check``.
 """
 
 from __future__ import annotations
@@ -19,10 +15,8 @@ from orchestrator.cli.sweep_options import (
     MaxParallelOption,
     MlflowOption,
     RegistryOption,
-    SweepName,
-    interruptible,
     stores_of,
-    sweep_progress,
+    submit_spec,
 )
 
 if TYPE_CHECKING:
@@ -33,16 +27,6 @@ EXIT_SMOKE_FAILED = 1
 smoke_app = typer.Typer(
     name="smoke", no_args_is_help=True,
     help="One-command smoke tests of a backend on this machine (`kappa smoke verl`).")
-
-
-def _refuse_without_gpu(problems: list[str]) -> None:
-    from orchestrator.errors import Problem, UserInputError
-
-    raise UserInputError("kappa smoke verl needs a CUDA GPU and vLLM on this machine", [
-        Problem("this machine", "; ".join(problems), fix=(
-            "run it on a GPU node with verl's GPU extras (`pip install 'verl[vllm]'`); "
-            "`kappa smoke verl --dry-run` builds the files and shows the 12 verl command "
-            "lines without a GPU"))])
 
 
 @smoke_app.command("verl")
@@ -73,11 +57,14 @@ def smoke_verl_cmd(
     The sweep (verl-smoke-<hash of the rendered spec>) is rerun in full each time.
     """
     from orchestrator.backends.verl import smoke
+    from orchestrator.errors import Problem, UserInputError
 
-    if not dry_run:
-        problems = smoke.gpu_problems()
-        if problems:
-            _refuse_without_gpu(problems)
+    if not dry_run and (problems := smoke.gpu_problems()):
+        raise UserInputError("kappa smoke verl needs a CUDA GPU and vLLM on this machine", [
+            Problem("this machine", "; ".join(problems), fix=(
+                "run it on a GPU node with verl's GPU extras (`pip install 'verl[vllm]'`); "
+                "`kappa smoke verl --dry-run` builds the files and shows the 12 verl command "
+                "lines without a GPU"))])
     files = smoke.prepare_smoke(out, spec or smoke.TEMPLATE)
     if dry_run:
         from orchestrator.paths import runs_root
@@ -93,17 +80,10 @@ def _run_and_check(spec: Path, stores: Stores, max_parallel: int | None,
                    as_json: bool) -> None:
     from orchestrator.backends.verl.smoke_check import check_smoke, verdict_lines, verdicts_json
     from orchestrator.cli.console import make_console
-    from orchestrator.sweeps.driver import submit
-    from orchestrator.sweeps.submission import prepare
     from orchestrator.tracking import Tracker
 
-    console = make_console()
-    name = SweepName()
-    with interruptible(name), sweep_progress(console, quiet=as_json) as options:
-        prepared = prepare(spec)  # the spec's one read
-        name.value = prepared.name
-        result = submit(prepared, stores, rerun=True, wait=True, max_parallel=max_parallel,
-                        options=options)
+    result = submit_spec(make_console(), spec, stores, quiet=as_json, rerun=True, wait=True,
+                         max_parallel=max_parallel)
     with stores.open_registry() as reg:
         verdicts = check_smoke(reg, Tracker(stores.mlflow_uri).client, result.sweep)
     if as_json:

@@ -5,10 +5,14 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from orchestrator.errors import UserInputError
+
+if TYPE_CHECKING:
+    from orchestrator.grid.plan import Plan
 
 _SPEC_ARG = typer.Argument(
     ..., help="The experiment spec (YAML), e.g. experiments/toy/table2.yaml.", show_default=False
@@ -32,14 +36,15 @@ def _hours(value: float) -> str:
     return f"{value:,.2f}".rstrip("0").rstrip(".")
 
 
-def _cost(count: int, gpus: int, nodes: int, hours: float, total: float) -> str:
+def _cost(plan: Plan) -> str:
+    """``8 cells × 1 GPU × 1 node × 2 h = 16 GPU-hours``."""
     def plural(n: int, word: str) -> str:
         return f"{n} {word}{'' if n == 1 else 's'}"
 
-    return (
-        f"{plural(count, 'cell')} × {plural(gpus, 'GPU')} × {plural(nodes, 'node')} × "
-        f"{_hours(hours)} h = {_hours(total)} GPU-hours"
-    )
+    res = plan.resources
+    return (f"{plural(plan.count, 'cell')} × {plural(res.gpus, 'GPU')} × "
+            f"{plural(res.nodes, 'node')} × {_hours(res.hours)} h = "
+            f"{_hours(plan.gpu_hours)} GPU-hours")
 
 
 def plan_command(
@@ -66,20 +71,12 @@ def plan_command(
     spec = the_plan.spec
     if max_gpu_hours is not None and the_plan.gpu_hours > max_gpu_hours:
         over = the_plan.gpu_hours - max_gpu_hours
-        res = the_plan.resources
         raise UserInputError(
             f"plan needs {_hours(the_plan.gpu_hours)} GPU-hours, {_hours(over)} over the limit "
             f"of {_hours(max_gpu_hours)}",
-            [
-                spec.problem(
-                    ("resources",),
-                    _cost(the_plan.count, res.gpus, res.nodes, res.hours, the_plan.gpu_hours),
-                    found=_hours(the_plan.gpu_hours),
-                    allowed=f"<= {_hours(max_gpu_hours)}",
-                    fix="exclude cells, shorten resources.hours, or raise --max-gpu-hours",
-                )
-            ],
-        )
+            [spec.problem(("resources",), _cost(the_plan), found=_hours(the_plan.gpu_hours),
+                          allowed=f"<= {_hours(max_gpu_hours)}",
+                          fix="exclude cells, shorten resources.hours, or raise --max-gpu-hours")])
     if as_json:
         json.dump(the_plan.to_dict(), sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -99,11 +96,7 @@ def plan_command(
     console.print(table)
     if the_plan.count > rows:
         console.print(f"... and {the_plan.count - rows} more cells (--rows, or --json for all)")
-    res = the_plan.resources
-    console.print(
-        _cost(the_plan.count, res.gpus, res.nodes, res.hours, the_plan.gpu_hours)
-        + f"; retries: {spec.retries}"
-    )
+    console.print(f"{_cost(the_plan)}; retries: {spec.retries}")
 
 
 def schema_command(

@@ -1,7 +1,4 @@
-"""``kappa submit | status | logs | cancel | resume | demo``: running sweeps.
-
-Heavy imports (SQLAlchemy, MLflow, rich tables) happen inside the commands.
-"""
+"""``kappa submit | status | logs | cancel | resume | demo``: running sweeps."""
 
 from __future__ import annotations
 
@@ -20,10 +17,10 @@ from orchestrator.cli.sweep_options import (
     MlflowOption,
     RayAddressOption,
     RegistryOption,
-    SweepName,
     executor_choice,
     interruptible,
     stores_of,
+    submit_spec,
     sweep_progress,
 )
 
@@ -31,6 +28,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from orchestrator.sweeps.stores import Stores
+    from orchestrator.sweeps.submission import PreparedSweep
 
 DEFAULT_DEMO_SPEC = Path("experiments/toy/table2.yaml")
 
@@ -62,12 +60,10 @@ def submit_cmd(
     """
     from orchestrator.cli.console import make_console
     from orchestrator.sweeps.detached import scheduler_log
-    from orchestrator.sweeps.driver import submit
-    from orchestrator.sweeps.submission import PreparedSweep, prepare
 
     console = make_console()
     choice = executor_choice(executor, ray_address, executor_option)
-    prepared: PreparedSweep | None = None
+    source: Path | PreparedSweep = spec
     if canary:
         from orchestrator.cli.canary_cmd import EXIT_CANARY_FAILED, run_and_report
 
@@ -76,14 +72,9 @@ def submit_cmd(
         if not outcome.passed:
             console.print(f"the grid of {outcome.plan.grid.name} was not submitted")
             raise typer.Exit(EXIT_CANARY_FAILED)
-        prepared = outcome.plan.grid  # the spec was read and planned once, for both
-    name = SweepName(prepared.name if prepared else "SWEEP")
-    with interruptible(name), sweep_progress(console, quiet=not wait) as options:
-        if prepared is None:
-            prepared = prepare(spec)  # the spec's one read; exit 2 before anything is written
-            name.value = prepared.name
-        result = submit(prepared, stores_of(registry, mlflow), rerun=rerun, wait=wait,
-                        max_parallel=max_parallel, options=options, choice=choice)
+        source = outcome.plan.grid  # the spec was read and planned once, for both
+    result = submit_spec(console, source, stores_of(registry, mlflow), quiet=not wait,
+                         rerun=rerun, wait=wait, max_parallel=max_parallel, choice=choice)
     console.print(f"sweep [bold]{result.sweep}[/]: {result.total_cells} cells, "
                   f"{result.new_cells} new, {result.requeued_cells} requeued")
     if wait:
@@ -95,13 +86,12 @@ def submit_cmd(
 
 def _print_final(console: Console, stores: Stores, sweep: str) -> None:
     from orchestrator.cli.sweep_views import print_sweep
+    from orchestrator.registry import CellState
 
     with stores.open_registry() as reg:
         print_sweep(console, reg, reg.get_sweep(sweep), None)
-        failed = reg.counts(sweep)
-    from orchestrator.registry import CellState
-
-    if failed[CellState.FAILED] or failed[CellState.CANCELLED]:
+        counts = reg.counts(sweep)
+    if counts[CellState.FAILED] or counts[CellState.CANCELLED]:
         raise typer.Exit(1)
 
 
@@ -119,19 +109,14 @@ def status_cmd(
     if sweep is not None:
         check_name(sweep)
     with stores_of(registry, None).open_registry(create=False) as reg:
-        if sweep is None:
-            if as_json:
-                typer.echo(json.dumps([sweep_json(reg, s, reg.lease(s.name))
-                                       for s in reg.list_sweeps()], indent=2, default=str))
-            else:
-                make_console().print(sweeps_table(reg))
-            return
-        record = reg.get_sweep(sweep)
         if as_json:
-            typer.echo(json.dumps(sweep_json(reg, record, reg.lease(sweep)), indent=2,
-                                  default=str))
+            shown = ([sweep_json(reg, s, reg.lease(s.name)) for s in reg.list_sweeps()]
+                     if sweep is None else sweep_json(reg, reg.get_sweep(sweep), reg.lease(sweep)))
+            typer.echo(json.dumps(shown, indent=2, default=str))
+        elif sweep is None:
+            make_console().print(sweeps_table(reg))
         else:
-            print_sweep(make_console(), reg, record, reg.lease(sweep))
+            print_sweep(make_console(), reg, reg.get_sweep(sweep), reg.lease(sweep))
 
 
 def logs_cmd(
@@ -240,18 +225,11 @@ def demo_cmd(
     """The main job: run SPEC (the toy Table 2 sweep) here, then show its results."""
     from orchestrator.cli.console import make_console
     from orchestrator.cli.demo_report import print_demo_results
-    from orchestrator.sweeps.driver import submit
-    from orchestrator.sweeps.submission import prepare
 
     console = make_console()
     stores = stores_of(registry, mlflow)
     console.print(f"[bold]kappa demo[/]: submitting {spec} and waiting for every cell")
-    name = SweepName()
-    with interruptible(name), sweep_progress(console) as options:
-        prepared = prepare(spec)
-        name.value = prepared.name
-        result = submit(prepared, stores, wait=True, max_parallel=max_parallel,
-                        options=options)
+    result = submit_spec(console, spec, stores, wait=True, max_parallel=max_parallel)
     with stores.open_registry() as reg:
         print_demo_results(console, reg, result.sweep, stores)
 

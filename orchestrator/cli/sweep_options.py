@@ -1,13 +1,11 @@
 """The options and helpers the sweep commands share (submit, resume, cancel, canary,
-search, smoke, doctor): where the stores are, which executor, progress, Ctrl-C.
-
-Heavy imports happen inside the functions, so ``kappa --help`` stays instant.
-"""
+search, smoke, doctor): where the stores are, which executor, progress, Ctrl-C."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -20,6 +18,7 @@ if TYPE_CHECKING:
     from orchestrator.scheduler.options import SchedulerOptions
     from orchestrator.sweeps.executor_choice import ExecutorChoice
     from orchestrator.sweeps.stores import Stores
+    from orchestrator.sweeps.submission import PreparedSweep, SubmitResult
 
 RegistryOption = Annotated[str | None, typer.Option(
     "--registry", metavar="URL",
@@ -52,23 +51,14 @@ def stores_of(registry: str | None, mlflow: str | None) -> Stores:
     return Stores(registry_url=registry, mlflow_uri=mlflow)
 
 
-class SweepName:
-    """The name of the sweep a command runs, known once its spec is read (``SWEEP``
-    before): what :func:`interruptible` names when Ctrl-C comes."""
-
-    def __init__(self, value: str = "SWEEP") -> None:
-        self.value = value
-
-    def __str__(self) -> str:
-        return self.value
-
-
 @contextmanager
-def interruptible(what: str | SweepName) -> Iterator[None]:
-    """Ctrl-C stops the scheduler, not the jobs: say how to pick them up or stop them."""
+def interruptible(sweep: str | Callable[[], str]) -> Iterator[None]:
+    """Ctrl-C stops the scheduler, not the jobs: say how to pick them up or stop them
+    (``sweep``: the sweep's name, or where to find it once the spec is read)."""
     try:
         yield
     except KeyboardInterrupt:
+        what = sweep if isinstance(sweep, str) else sweep()
         typer.echo(f"\nscheduler stopped; running cells keep running. `kappa resume {what}` "
                    f"picks them up, `kappa cancel {what}` stops them.", err=True)
         raise typer.Exit(130) from None
@@ -100,10 +90,36 @@ def sweep_progress(console: Console, quiet: bool = False) -> Iterator[SchedulerO
             display.close()
 
 
+def submit_spec(console: Console, spec: Path | PreparedSweep, stores: Stores,
+                quiet: bool = False, vet: Callable[[PreparedSweep], None] | None = None,
+                rerun: bool = False, wait: bool = False, max_parallel: int | None = None,
+                choice: ExecutorChoice | None = None) -> SubmitResult:
+    """Submit ``spec`` (read once here, or the sweep already prepared from it) with
+    progress on ``console`` and Ctrl-C handled; ``vet`` may refuse the prepared sweep.
+    A bad spec is exit 2 before anything is written."""
+    from orchestrator.sweeps.driver import submit
+    from orchestrator.sweeps.submission import PreparedSweep, prepare
+
+    prepared: PreparedSweep | None = None
+    with (interruptible(lambda: prepared.name if prepared else "SWEEP"),
+          sweep_progress(console, quiet) as options):
+        prepared = spec if isinstance(spec, PreparedSweep) else prepare(spec)
+        if vet is not None:
+            vet(prepared)
+        return submit(prepared, stores, rerun=rerun, wait=wait, max_parallel=max_parallel,
+                      options=options, choice=choice)
+
+
 def executor_choice(executor: str | None, ray_address: str | None,
                     executor_option: list[str] | None = None) -> ExecutorChoice:
-    """The executor the command line asks for (see
-    :func:`orchestrator.sweeps.executor_choice.from_command_line`)."""
-    from orchestrator.sweeps.executor_choice import from_command_line
+    """The executor the command line asks for: ``--executor``, its ``-E`` options (over
+    those a parent scheduler handed over in ``KAPPA_EXECUTOR_OPTIONS``) and the
+    ``--ray-address`` shortcut, which only the ray_jobs executor gets."""
+    from orchestrator.sweeps.executor_choice import (
+        ExecutorChoice,
+        parse_executor_options,
+        ray_shortcut,
+    )
 
-    return from_command_line(executor, ray_address, executor_option or ())
+    return ExecutorChoice(executor, parse_executor_options(executor_option or ()),
+                          ray_shortcut(ray_address))

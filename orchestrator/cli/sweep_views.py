@@ -1,9 +1,6 @@
-"""How sweeps look in the terminal: status tables, JSON, and progress while a sweep runs.
-
-Pure presentation over registry snapshots; imported by the sweep commands only when a
-command runs (it imports rich). Progress comes in two forms: :class:`LiveProgress` (a
-terminal: bars redrawn in place) and :class:`LineProgress` (a log file: a line when the
-state counts change, else at most every :data:`HEARTBEAT_S` seconds).
+"""How sweeps look in the terminal: status tables, JSON, and progress while a sweep runs
+(:class:`LiveProgress` bars on a terminal, throttled :class:`LineProgress` lines in a log).
+Imported by the sweep commands only when a command runs (it imports rich).
 """
 
 from __future__ import annotations
@@ -40,12 +37,9 @@ STATE_STYLE = {
 
 def val_accuracy(final: Mapping[str, Any] | None) -> float | None:
     """The cell's final validation accuracy (``val-core/<benchmark>/acc/mean@1``), if any."""
-    if not final:
-        return None
-    for key in sorted(final):
-        if key.startswith("val-core/") and key.endswith("/acc/mean@1"):
-            return float(final[key])
-    return None
+    final = final or {}
+    return next((float(final[key]) for key in sorted(final)
+                 if key.startswith("val-core/") and key.endswith("/acc/mean@1")), None)
 
 
 def describe_axes(cell: CellRecord) -> str:
@@ -132,10 +126,8 @@ def executor_json(registry: Registry, sweep: SweepRecord) -> dict[str, Any] | No
     from orchestrator.redact import redact
 
     recorded = registry.executor(sweep.name)
-    if recorded is None:
-        return None
-    options = json.loads(redact(json.dumps(recorded[1])))
-    return {"name": recorded[0], "options": options}
+    return None if recorded is None else {
+        "name": recorded[0], "options": json.loads(redact(json.dumps(recorded[1])))}
 
 
 def sweep_json(registry: Registry, sweep: SweepRecord, lease: Lease | None) -> dict[str, Any]:
@@ -188,12 +180,8 @@ def counts_text(counts: Mapping[CellState, int]) -> str:
 def sweeps_table(registry: Registry) -> Table:
     """Every sweep with its state counts and who drives it (from its lease)."""
     table = Table(title="sweeps", title_justify="left")
-    table.add_column("sweep")
-    table.add_column("backend")
-    table.add_column("cells", justify="right")
-    table.add_column("states")
-    table.add_column("scheduler")
-    table.add_column("updated")
+    for column in ("sweep", "backend", "cells", "states", "scheduler", "updated"):
+        table.add_column(column, justify="right" if column == "cells" else "left")
     for sweep in registry.list_sweeps():
         counts = registry.counts(sweep.name)
         lease = registry.lease(sweep.name)
@@ -226,9 +214,8 @@ def cells_table(cells: list[CellRecord],
                           ("val acc", "right")):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for cell in cells:
-        progress = ""
-        if cell.progress_step is not None:
-            progress = f"{cell.progress_step}/{cell.total_steps or '?'}"
+        progress = ("" if cell.progress_step is None
+                    else f"{cell.progress_step}/{cell.total_steps or '?'}")
         acc = val_accuracy(cell.final_metrics)
         table.add_row(str(cell.index), cell.cell_id, describe_axes(cell),
                       f"[{STATE_STYLE[cell.state]}]{state_text(cell, waiting)}[/]", progress,

@@ -10,11 +10,8 @@ import typer
 
 
 def load_settings(config: Path) -> object:
-    """Read a flat YAML mapping of embedded settings; every problem raised at once.
-
-    Problems are located in the file (``file:line:col``) with the same bounded YAML
-    reader that specs use, so a cell config and a spec read the same way.
-    """
+    """Read a flat YAML mapping of embedded settings; every problem raised at once, located
+    (``file:line:col``) by the same bounded YAML reader specs use."""
     import dataclasses
 
     from orchestrator.backends.embedded.backend import EmbeddedBackend
@@ -40,12 +37,8 @@ def load_settings(config: Path) -> object:
 
 
 def prepare_out(out: Path) -> None:
-    """Make sure ``out`` is a folder training can write in, or raise ``UserInputError``.
-
-    Checked before any work starts, so a mistyped ``--out`` (an existing file, a folder
-    under a file, a read-only place) is a located error rather than a traceback after
-    the warm start.
-    """
+    """Make sure ``out`` is a folder training can write in, or raise ``UserInputError``:
+    a mistyped ``--out`` is a located error before any work, not a traceback after it."""
     from orchestrator.errors import Problem, UserInputError
 
     def refuse(message: str, fix: str) -> UserInputError:

@@ -1,10 +1,5 @@
-"""``kappa ui``: the MLflow UI on the sweeps' store, landing on a sweep's training runs.
-
-The printed (and, with ``--open``, opened) URL is the sweep's runs view filtered to the
-sweep, in the UI's *Model training* mode (see :mod:`orchestrator.tracking.ui`). The
-store's URI reaches ``mlflow server`` through its environment, never its command line
-(a password in it would show in ``ps``); it is printed masked.
-"""
+"""``kappa ui``: the MLflow UI on the sweeps' store, landing on a sweep's training runs
+(:mod:`orchestrator.tracking.ui`)."""
 
 from __future__ import annotations
 
@@ -31,14 +26,11 @@ def _sweep_experiment(sweep: str | None, registry: str | None) -> tuple[str, str
         if sweep is not None:
             raise
         return None
-    with reg:
-        if sweep is not None:
-            record = reg.get_sweep(sweep)  # unknown: the error lists the known sweeps
-        else:
-            newest = reg.list_sweeps()
-            if not newest:
-                return None
-            record = newest[0]
+    with reg:  # an unknown sweep: the error lists the known ones
+        newest = reg.list_sweeps() if sweep is None else [reg.get_sweep(sweep)]
+    if not newest:
+        return None
+    record = newest[0]
     if record.mlflow_experiment_id is None:
         if sweep is None:
             return None
@@ -121,7 +113,7 @@ def ui_cmd(
         return
     typer.echo(f"  store: {redact(uri)}; Ctrl-C stops the server")
     sys.stdout.flush()
-    env = {**os.environ, "MLFLOW_BACKEND_STORE_URI": uri}
+    env = {**os.environ, "MLFLOW_BACKEND_STORE_URI": uri}  # not argv: `ps` would show it
     # Server-side jobs run GenAI judges and evaluations, never needed for training runs;
     # without them the server is one process instead of eight (the user's setting wins).
     env.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")

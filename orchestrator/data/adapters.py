@@ -1,16 +1,5 @@
-"""One small adapter per dataset: where it lives, which fields hold what, how it is split.
-
-Field names (hub and local files alike; a local file must use the hub's field names),
-as ``dataset: hub id [config] / split: question field -> answer field``:
-
-* ``dapo-math-17k``: BytedTsinghua-SIA/DAPO-Math-17k / train:
-  ``prompt[0].content`` (already holds DAPO's instruction) -> ``reward_model.ground_truth``
-* ``amc23``: math-ai/amc23 / test: ``question`` -> ``answer``
-* ``aime24``: HuggingFaceH4/aime_2024 / train: ``problem`` -> ``answer``
-* ``aime25``: math-ai/aime25 / test: ``problem`` -> ``answer``
-* ``math500``: HuggingFaceH4/MATH-500 / test: ``problem`` -> ``answer``
-* ``olympiadbench``: Hothan/OlympiadBench [OE_TO_physics_en_COMP] / train:
-  ``context`` + ``question`` -> ``final_answer`` (a list, joined with ", ")
+"""One small adapter per dataset: where it lives, which fields hold what, how it is split
+(:data:`DATASETS`). A local file must use the hub's field names.
 
 ``data_source`` is what verl's reward dispatch and ``val-core/<data_source>/...`` use;
 kappa_verl.rewards maps ``amc23``/``olympiadbench``/``math500`` to verl's scorers.

@@ -16,19 +16,14 @@ from orchestrator.errors import Problem, UserInputError
 LOCAL_SUFFIXES: tuple[str, ...] = (".jsonl", ".json", ".parquet")
 
 
-def _files(path: Path) -> list[Path]:
-    if path.is_dir():
-        return sorted(p for p in path.rglob("*") if p.suffix in LOCAL_SUFFIXES)
-    return [path]
-
-
 def read_local(path: Path) -> Iterator[dict[str, Any]]:
     """Rows of a jsonl/json/parquet file, or of every such file under a folder (sorted)."""
     if not path.exists():
         raise UserInputError(f"local dataset path {path} does not exist", [Problem(
             "--local-path", "no such file or folder", found=str(path),
             fix="point --local-path at a .jsonl, .json or .parquet file (or a folder of them)")])
-    files = _files(path)
+    files = (sorted(p for p in path.rglob("*") if p.suffix in LOCAL_SUFFIXES) if path.is_dir()
+             else [path])
     bad = [f for f in files if f.suffix not in LOCAL_SUFFIXES]
     if bad or not files:
         raise UserInputError(f"no readable dataset files at {path}", [Problem(

@@ -2,12 +2,9 @@
 
 Each check looks at one thing a sweep needs and says ``ok``, ``warning`` (works, with a
 limit worth knowing), ``problem`` (a sweep would fail; the result says the fix) or
-``skipped`` (not applicable here, and why). This module holds what every check shares
-(a result, the options); :mod:`.run` runs them. The checks live in
-:mod:`.environment` (Python, packages, GPUs, disk), :mod:`.stores` (MLflow, the
-registry) and :mod:`.plugin` (the verl plug-in here and in Ray workers). They only look:
-none creates a registry or an MLflow store that does not exist yet, and the MLflow
-write probe deletes the run it made.
+``skipped`` (not applicable here, and why). :mod:`.run` runs the checks of
+:mod:`.environment`, :mod:`.stores` and :mod:`.plugin`. They only look: none creates a
+registry or an MLflow store, and the MLflow write probe deletes the run it made.
 """
 
 from __future__ import annotations
@@ -43,11 +40,8 @@ class CheckResult:
     details: dict[str, Any] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
-        """The result as plain JSON values (strict JSON: no NaN), any password masked.
-
-        Details come from probes (a worker's environment, an error's text), so they are
-        masked and made JSON-safe here, once, rather than trusted to each check.
-        """
+        """The result as strict JSON values (no NaN), any password masked: details come from
+        probes (a worker's environment, an error's text), so this is done here, once."""
         return {"name": self.name, "status": self.status.value, "summary": redact(self.summary),
                 "fix": None if self.fix is None else redact(self.fix),
                 "details": json_safe(self.details)}

@@ -132,7 +132,7 @@ def check_plugin(options: DoctorOptions) -> CheckResult:
                 or ["no output"])[-1]
         return CheckResult("plugin", Status.PROBLEM, f"the probe process failed: "
                            f"{redact(tail)[:300]}", fix=_install_fix())
-    status, summary, fix = verdict(found, f"{python}")
+    status, summary, fix = verdict(found, python)
     return CheckResult("plugin", status, summary, fix=fix, details=found)
 
 
@@ -187,7 +187,7 @@ def check_ray(options: DoctorOptions) -> CheckResult:
                                "dashboard address, e.g. http://head:8265")
     details: dict[str, Any] = {"address": redact(address)}
     python = options.python or RAY_PYTHON
-    found, why = _probe_job(client, options)
+    found, why = _probe_job(client, options, python)
     if found is None:
         return CheckResult("ray", Status.PROBLEM, f"the probe job on {redact(address)} "
                            f"failed: {redact(why)}",
@@ -196,8 +196,8 @@ def check_ray(options: DoctorOptions) -> CheckResult:
     nodes = found["nodes"]
     gpus = sum(float(n.get("gpus") or 0) for n in nodes)
     details.update(nodes=len(nodes), gpus=gpus, workers=nodes)
-    verdicts = [verdict(n, f"node {n.get('host')}") for n in found["nodes"]]
-    bad = [(s, m, f) for s, m, f in verdicts if s is Status.PROBLEM]
+    bad = [v for v in (verdict(n, f"node {n.get('host')}") for n in nodes)
+           if v[0] is Status.PROBLEM]
     if bad:
         return CheckResult("ray", Status.PROBLEM, "; ".join(m for _, m, _ in bad),
                            fix=bad[0][2], details=details)
@@ -211,11 +211,11 @@ def check_ray(options: DoctorOptions) -> CheckResult:
     return CheckResult("ray", Status.OK, summary, details=details)
 
 
-def _probe_job(client: Any, options: DoctorOptions) -> tuple[dict[str, Any] | None, str]:
-    """Run :data:`RAY_PROBE` as a Ray job; its result, or ``None`` and why not."""
+def _probe_job(client: Any, options: DoctorOptions,
+               python: str) -> tuple[dict[str, Any] | None, str]:
+    """Run :data:`RAY_PROBE` with ``python`` as a Ray job; its result, or ``None`` and why not."""
     import shlex
 
-    python = options.python or RAY_PYTHON
     from orchestrator.executors.ray_jobs import SUBMIT_RETRY_INTERVAL_S, is_transient_refusal
     from orchestrator.tracking.retry import is_unreachable
 

@@ -13,6 +13,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from orchestrator import paths
@@ -26,8 +27,6 @@ DOCTOR_EXPERIMENT = "kappa-doctor"
 
 def _missing_local(name: str, where: str, created_by: str) -> CheckResult:
     """A local store not made yet: fine if its folder can be made and written."""
-    from pathlib import Path
-
     folder = nearest_existing(Path(where).parent)
     if not os.access(folder, os.W_OK | os.X_OK):
         return CheckResult(name, Status.PROBLEM, f"{where} does not exist and {folder} is "
@@ -40,18 +39,16 @@ def _missing_local(name: str, where: str, created_by: str) -> CheckResult:
 @contextmanager
 def _fail_fast_http(timeout_s: float) -> Iterator[None]:
     """MLflow's HTTP client retries for minutes by default; the doctor asks once."""
-    saved = {k: os.environ.get(k) for k in ("MLFLOW_HTTP_REQUEST_MAX_RETRIES",
-                                            "MLFLOW_HTTP_REQUEST_TIMEOUT")}
-    os.environ.update(MLFLOW_HTTP_REQUEST_MAX_RETRIES="0",
-                      MLFLOW_HTTP_REQUEST_TIMEOUT=str(max(1, round(timeout_s))))
+    fast = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
+            "MLFLOW_HTTP_REQUEST_TIMEOUT": str(max(1, round(timeout_s)))}
+    saved = {k: os.environ[k] for k in fast if k in os.environ}
+    os.environ.update(fast)
     try:
         yield
     finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        for key in fast:
+            os.environ.pop(key, None)
+        os.environ.update(saved)
 
 
 def _health_request(uri: str) -> urllib.request.Request:

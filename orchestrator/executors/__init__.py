@@ -1,12 +1,9 @@
-"""Executors: where a launch runs (local processes with GPU slots; Ray clusters; plug-ins).
+"""Executors: where a launch runs (local processes, Ray, SLURM, plug-ins).
 
-Executors are plug-ins: :data:`EXECUTORS` maps a name to ``"module:Class"`` from the
-entry points of group ``kappa.executors`` (kappa's own included), read on first use, so
-importing this package stays cheap. :func:`get_executor` imports the one asked for and
-validates its options against the class's ``Options`` model (a :class:`UserInputError`
-located at ``executor.<option>`` otherwise). A job id starts with its executor's
-``job_id_prefix``, so :func:`executor_for_job` can pick the executor that reattaches or
-cancels it.
+:data:`EXECUTORS` holds the entry points of group ``kappa.executors`` (kappa's own
+included), read on first use, so importing this package stays cheap. A job id starts
+with its executor's ``job_id_prefix``, so :func:`executor_for_job` finds the executor
+that reattaches or cancels it.
 """
 
 from __future__ import annotations
@@ -40,11 +37,8 @@ def executor_class(name: str) -> type[Executor]:
 
 
 def validate_options(name: str, options: Mapping[str, Any]) -> ExecutorOptions:
-    """``options`` checked against executor ``name``'s ``Options`` model.
-
-    Every problem at once, each located at ``executor.<option>`` with a fix (the field's
-    own ``fix`` if it declares one).
-    """
+    """``options`` checked against executor ``name``'s ``Options`` model: every problem
+    at once, each located at ``executor.<option>`` with a fix (the field's own, if any)."""
     from pydantic import ValidationError
 
     model = executor_class(name).Options
@@ -110,9 +104,8 @@ def with_option(name: str, valid: ExecutorOptions, key: str, value: Any) -> Exec
 
 def executor_options(name: str, **options: Any) -> dict[str, Any]:
     """The subset of ``options`` (without ``None`` values) that executor ``name`` takes:
-    options offered to whichever executor has them (``--max-parallel``, ``kappa cancel
-    -E``), dropped by the rest. Not for one executor's own shortcuts (``--ray-address``):
-    those are keyed by executor name (``ExecutorChoice.shortcuts``)."""
+    options offered to whichever executor has them (``--max-parallel``), not one
+    executor's own shortcuts (``--ray-address``: ``ExecutorChoice.shortcuts``)."""
     fields = executor_class(name).Options.model_fields
     return {k: v for k, v in options.items() if k in fields and v is not None}
 
@@ -130,9 +123,8 @@ def _prefix_owners() -> dict[str, list[str]]:
 
 
 def job_id_prefixes() -> dict[str, str]:
-    """Each registered executor's job id prefix -> its name. A prefix two executors
-    declare belongs to neither: which of them would reattach or cancel such a job is
-    anyone's guess, so none does (:func:`executor_name_for_job` says so)."""
+    """Each registered executor's job id prefix -> its name; a prefix two executors
+    declare belongs to neither (which would reattach or cancel such a job?)."""
     return {prefix: names[0] for prefix, names in _prefix_owners().items() if len(names) == 1}
 
 
@@ -145,11 +137,9 @@ def _prefix_clash(prefix: str, names: list[str]) -> UserInputError:
 
 
 def executor_name_for_job(job_id: str) -> str:
-    """The name of the executor that handed out ``job_id`` (from its prefix).
-
-    An id without a known prefix, or whose prefix two executors declare, is a
-    :class:`UserInputError`, never a guess.
-    """
+    """The name of the executor that handed out ``job_id`` (from its prefix); an id
+    without a known prefix, or whose prefix two executors declare, is a
+    :class:`UserInputError`, never a guess."""
     owners = _prefix_owners()
     # The longest matching prefix: a plug-in's ``ray-jobs-x:`` is not ``ray-jobs:``.
     for prefix in sorted(owners, key=len, reverse=True):
@@ -165,11 +155,8 @@ def executor_name_for_job(job_id: str) -> str:
 
 
 def executor_for_job(job_id: str, **options: Any) -> Executor:
-    """The executor that can reattach (and cancel) ``job_id``, made with ``options``.
-
-    Options the executor does not take are dropped, so one call site can offer every
-    executor's options (``max_parallel``, ``address``); ``None`` values count as absent.
-    """
+    """The executor that can reattach (and cancel) ``job_id``, made with those of
+    ``options`` it takes (:func:`executor_options`)."""
     name = executor_name_for_job(job_id)
     return get_executor(name, **executor_options(name, **options))
 

@@ -1,39 +1,17 @@
-"""The executor contract: *where* a launch runs.
+"""The executor contract: *where* a launch runs (a local process, a Ray or SLURM job).
 
-An executor starts a :class:`~orchestrator.backends.LaunchSpec` somewhere (a local
-process with GPU slots, a Ray cluster) and hands back a :class:`JobHandle`. It knows
-nothing about cells, sweeps or MLflow.
+An executor starts an argv somewhere and hands back a :class:`JobHandle`; it knows
+nothing about cells, sweeps or MLflow. ``submit`` returns quickly (the job runs in the
+background, its output appended to ``log_path``); an executor reserves what it can
+express of :class:`JobResources` and refuses (raises) what it can never give. A job id
+survives the process: :meth:`Executor.reattach` turns it back into a handle after the
+orchestrator was killed. The scheduler refuses up front, through :meth:`Executor.fits`,
+cells that could never run instead of waiting forever for a slot that cannot open.
 
-Contract
---------
-* ``submit`` returns quickly; the job runs in the background. The job's stdout and
-  stderr go (appended) to ``log_path``. ``env`` is added to the executor's environment.
-  ``resources`` (:class:`JobResources`) is what the job asks for: GPUs in all, nodes,
-  CPUs per node, expected hours, and whether the entrypoint places its own work (a verl
-  driver asking Ray for placement groups) or *is* the work (an embedded trainer). An
-  executor reserves what it can express and refuses (raises) what it can never give.
-* ``JobHandle.poll()`` never blocks: ``None`` while running, else the exit code
-  (0 = success; a negative code means killed by that signal).
-* ``JobHandle.cancel()`` stops the job and whatever it started; it is idempotent.
-* ``JobHandle.job_id`` is a string that :meth:`Executor.reattach` can turn back into a
-  handle from another process (e.g. after the orchestrator was killed), or ``None`` if
-  the job is gone.
-* ``capacity()`` says how many more jobs needing ``gpus`` GPUs could start now.
-* ``most_gpus()`` is the most GPUs one job can ever get (``None`` if no fixed limit is
-  known); the scheduler refuses, up front, cells that need more instead of waiting
-  forever for a slot that cannot open. ``fits(resources)`` generalises it: why a job
-  asking for ``resources`` could never run here (``None``: it could, or unknown).
-
-Plug-ins
---------
-An executor is registered under its ``name`` as an entry point of group
-``kappa.executors`` (``name = "package.module:Class"``). The class declares its
-``name``, the ``job_id_prefix`` every job id it hands out starts with (so the executor
-of a recorded job can be found again) and its ``Options``: a frozen pydantic model
-(``extra="forbid"``) of what a user may set (``kappa executors`` lists them, ``-E
-KEY=VALUE`` sets them). :meth:`Executor.from_options` makes the executor from validated
-options; by default it passes them to the constructor as keywords. Every executor must
-pass tests/integration/test_executor_conformance.py.
+Plug-ins register under entry point group ``kappa.executors`` and declare ``name``,
+``job_id_prefix`` (so a recorded job's executor is found again) and ``Options`` (a frozen
+pydantic model, ``extra="forbid"``, set with ``-E KEY=VALUE``). Every executor must pass
+tests/integration/test_executor_conformance.py.
 """
 
 from __future__ import annotations
@@ -53,13 +31,10 @@ from pydantic_core import PydanticCustomError
 
 @dataclass(frozen=True)
 class JobResources:
-    """What one job asks its executor for.
-
-    ``gpus`` counts every GPU over all ``nodes``; ``cpus`` is per node; ``hours`` is the
-    expected wall-clock time (``None``: unknown), from which an executor with time limits
-    derives one with a margin. ``self_placing`` means the entrypoint is only a driver that
-    asks its cluster for the real work's resources itself (verl's placement groups on
-    Ray), so an executor reserves nothing for the entrypoint beyond a place to run.
+    """What one job asks its executor for: ``gpus`` over all ``nodes``, ``cpus`` per node,
+    ``hours`` of wall-clock time (``None``: unknown). ``self_placing``: the entrypoint is
+    only a driver that asks its cluster for the real work's resources itself (verl's
+    placement groups on Ray), so an executor reserves nothing for it beyond a place to run.
     """
 
     gpus: int = 0
@@ -81,7 +56,8 @@ class JobHandle(ABC):
 
     @abstractmethod
     def poll(self) -> int | None:
-        """``None`` while running, else the exit code."""
+        """``None`` while running, else the exit code (negative: killed by that signal).
+        Never blocks."""
 
     @abstractmethod
     def wait(self, timeout: float | None = None) -> int | None:
@@ -95,8 +71,7 @@ class JobHandle(ABC):
 def poll_until(poll: Callable[[], int | None], timeout: float | None, first_delay: float,
                most_delay: float) -> int | None:
     """Call ``poll`` until it gives an exit code or ``timeout`` seconds pass (``None``
-    then), sleeping ``first_delay`` seconds between calls at first, twice as long after
-    each call, up to ``most_delay``: what every handle's ``wait`` does."""
+    then), the sleep between calls doubling from ``first_delay`` up to ``most_delay``."""
     deadline = None if timeout is None else time.monotonic() + timeout
     delay = first_delay
     while (code := poll()) is None:
@@ -108,7 +83,7 @@ def poll_until(poll: Callable[[], int | None], timeout: float | None, first_dela
 
 
 def _numeric_only(annotation: Any) -> bool:
-    """Whether a field of type ``annotation`` holds only numbers (``int``, ``float | None``,
+    """Whether a field of type ``annotation`` holds only numbers (``float | None``,
     ``Annotated[int, ...]``), where a boolean would be read as 0 or 1."""
     leaves: list[Any] = []
     pending = [annotation]
@@ -128,11 +103,8 @@ def _numeric_only(annotation: Any) -> bool:
 
 class ExecutorOptions(BaseModel):
     """What a user may set on an executor (base: nothing). Subclasses add fields with a
-    ``description`` each; a field may carry ``json_schema_extra={"fix": ...}``, the fix
-    shown when it is missing or invalid.
-
-    Numbers must be finite (``inf``/``nan`` are refused: no option means "forever"), and
-    a boolean is no number (``true`` for a count is refused, not read as 1)."""
+    ``description`` each, and may give one ``json_schema_extra={"fix": ...}``. Numbers
+    must be finite (no option means "forever"), and a boolean is no number."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
@@ -186,21 +158,15 @@ class Executor(ABC):
 
     @classmethod
     def from_options(cls, options: ExecutorOptions) -> Executor:
-        """The executor made from validated ``options`` (default: as constructor
-        keywords)."""
+        """The executor made from validated ``options`` (default: as constructor keywords)."""
         kwargs: dict[str, Any] = dict(options)
         return cls(**kwargs)
 
     @abstractmethod
-    def submit(
-        self,
-        argv: tuple[str, ...],
-        env: Mapping[str, str],
-        cwd: Path,
-        log_path: Path,
-        resources: JobResources = JobResources(),
-    ) -> JobHandle:
-        """Start ``argv`` in ``cwd`` with ``resources`` and return its handle."""
+    def submit(self, argv: tuple[str, ...], env: Mapping[str, str], cwd: Path, log_path: Path,
+               resources: JobResources = JobResources()) -> JobHandle:
+        """Start ``argv`` in ``cwd`` with ``resources`` (``env`` added to the executor's
+        environment) and return its handle."""
 
     @abstractmethod
     def capacity(self, gpus: int = 0) -> int:
@@ -213,8 +179,7 @@ class Executor(ABC):
 
     def fits(self, resources: JobResources) -> str | None:
         """Why a job asking for ``resources`` could never run here (a sentence naming
-        what it asks and what there is), or ``None`` if it could or nothing is known. The
-        default judges GPUs against :meth:`most_gpus`."""
+        what it asks and what there is), or ``None`` if it could or nothing is known."""
         most = self.most_gpus()
         if most is None or resources.gpus <= most:
             return None

@@ -15,12 +15,8 @@ def detect_gpus(
     explicit: Sequence[int | str] | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> tuple[str, ...]:
-    """Device identifiers jobs may be given, in order of preference.
-
-    ``explicit`` (a ``gpus=[...]`` argument) wins; else ``CUDA_VISIBLE_DEVICES`` (which
-    may hold indices or UUIDs; an empty value means none); else one index per line of
-    ``nvidia-smi -L``; else no GPUs.
-    """
+    """Device identifiers jobs may be given: ``explicit``, else ``CUDA_VISIBLE_DEVICES``
+    (indices or UUIDs; empty means none), else one index per GPU ``nvidia-smi -L`` lists."""
     if explicit is not None:
         return tuple(str(g) for g in explicit)
     env = os.environ if environ is None else environ
@@ -32,21 +28,16 @@ def detect_gpus(
         return ()
     try:
         listing = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=20,
-                                 check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return ()
-    if listing.returncode != 0:
+                                 check=True)
+    except (OSError, subprocess.SubprocessError):  # no listing: no GPUs known
         return ()
     count = sum(1 for line in listing.stdout.splitlines() if line.startswith("GPU "))
     return tuple(str(i) for i in range(count))
 
 
 def cpu_threads_per_job(max_parallel: int, cpu_count: int | None = None) -> int:
-    """Threads each CPU-only job gets when ``max_parallel`` of them share the machine.
-
-    Uses the cores this process may run on (``sched_getaffinity``), so a container's CPU
-    limit is respected; never less than one thread.
-    """
+    """Threads each CPU-only job gets when ``max_parallel`` of them share the cores this
+    process may run on (``sched_getaffinity``: a container's CPU limit is respected)."""
     if cpu_count is None:
         try:
             cpu_count = len(os.sched_getaffinity(0))

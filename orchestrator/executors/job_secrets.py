@@ -1,14 +1,10 @@
 """A job's secrets, kept out of what a cluster shows to everyone who can see it.
 
-A Ray job's ``runtime_env`` is shown by the Ray dashboard (and ``ray job list``) to
-anyone who can reach it, so a tracking URI with its password
-(``postgresql://user:secret@db/mlflow``) or an ``MLFLOW_TRACKING_TOKEN`` must not go
-there. :func:`split_secrets` separates such variables; :func:`write_secret_env` puts them
-in a file only the user can read (mode 0600) in the job's run folder, which the cluster
-reaches anyway (the job runs there); the runtime_env carries only the file's path
-(:data:`SECRET_ENV_FILE_VAR`). The job's entrypoint is wrapped as ``python -m
-orchestrator.executors.job_secrets CMD...``, which loads the file into its environment
-and execs ``CMD`` (so the driver and every process it starts have them); the verl
+A Ray job's ``runtime_env`` is shown by the Ray dashboard to anyone who can reach it, so
+a tracking URI with its password or an ``MLFLOW_TRACKING_TOKEN`` must not go there. Such
+variables go to a file only the user can read in the job's run folder (which the cluster
+reaches anyway); the runtime_env carries only its path (:data:`SECRET_ENV_FILE_VAR`). The
+entrypoint is wrapped (:func:`wrapped`) to load the file and exec the command; the verl
 plug-in loads it in each of verl's Ray workers (:func:`load_secret_env`).
 
 Light imports only: the wrapper starts before every job.
@@ -41,20 +37,16 @@ def is_secret(name: str, value: str) -> bool:
 
 def split_secrets(env: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
     """``env`` as (variables that may be shown, secret ones)."""
-    shown: dict[str, str] = {}
-    secret: dict[str, str] = {}
-    for name, value in env.items():
-        (secret if is_secret(name, value) else shown)[name] = value
-    return shown, secret
+    secret = {name: value for name, value in env.items() if is_secret(name, value)}
+    return {k: v for k, v in env.items() if k not in secret}, secret
 
 
 def write_secret_env(folder: Path, secret: Mapping[str, str]) -> Path:
     """Write ``secret`` to ``folder``/:data:`FILE_NAME`, readable by the user only (mode
     0600 from its creation, so no moment exists where others could read it)."""
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / FILE_NAME
-    write_atomic(path, json.dumps(dict(secret)), mode=0o600)
-    return path
+    write_atomic(folder / FILE_NAME, json.dumps(dict(secret)), mode=0o600)
+    return folder / FILE_NAME
 
 
 def load_secret_env(environ: MutableMapping[str, str] | None = None) -> int | None:
@@ -69,12 +61,10 @@ def load_secret_env(environ: MutableMapping[str, str] | None = None) -> int | No
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    added = 0
-    for name, value in (data.items() if isinstance(data, dict) else ()):
-        if isinstance(name, str) and isinstance(value, str) and name not in env:
-            env[name] = value
-            added += 1
-    return added
+    new = {name: value for name, value in (data.items() if isinstance(data, dict) else ())
+           if isinstance(name, str) and isinstance(value, str) and name not in env}
+    env.update(new)
+    return len(new)
 
 
 def wrapped(argv: tuple[str, ...]) -> tuple[str, ...]:

@@ -1,17 +1,12 @@
 """The tiny process that stands between the local executor and a job.
 
 Run as ``python -I -S job_wrapper.py JOB_DIR -- ARGV...`` (a script, not ``-m``, so that
-starting it imports nothing from ``orchestrator`` but the job folder's standard-library
+starting it imports nothing from ``orchestrator`` but the standard-library
 :mod:`orchestrator.runs.jobs`). Together with the executor it leaves two files in
-JOB_DIR, so that an orchestrator started *later* (after the one that submitted the job
-was killed) can tell a running job from a finished or vanished one:
-
-* ``JOB_DIR/pid.json``  ``{"pid": int, "start_ticks": int, ...}`` — the wrapper's pid
-  and start time (:mod:`orchestrator.runs.liveness`, guarding against pid reuse). The
-  executor writes it as soon as the wrapper is started, so it exists by the time
-  ``submit`` returns.
-* ``JOB_DIR/exit``      ARGV's exit code (negative: killed by that signal), written
-  atomically by the wrapper after ARGV ends.
+JOB_DIR, so that an orchestrator started *later* can tell a running job from a finished
+or vanished one: ``pid.json`` (the wrapper's pid and start time, written by the executor
+before ``submit`` returns) and ``exit`` (ARGV's exit code, negative: killed by that
+signal, written atomically by the wrapper after ARGV ends).
 
 The wrapper is the leader of the job's own session and process group, so cancelling the
 job signals the whole tree. It ignores SIGTERM itself: ARGV receives the signal from the
@@ -25,9 +20,8 @@ Two guards keep attempts of one run folder from overlapping:
 * Every job that writes to one log (every attempt of one cell) runs under one lock,
   ``.jobs/<log name>.lock`` beside its JOB_DIR (``.jobs/<log name>.<token>``), taken by
   the wrapper and handed down to ARGV, so it is held while any process of the attempt
-  lives. A
-  relaunch waits for it (up to ``KAPPA_RUN_LOCK_WAIT`` seconds, default 600) and gives up
-  with exit code 75 rather than run beside a live earlier attempt.
+  lives. A relaunch waits for it (up to ``KAPPA_RUN_LOCK_WAIT`` seconds, default 600) and
+  gives up with exit code 75 rather than run beside a live earlier attempt.
 
 Only the standard library may be used here (and in what it imports).
 """
@@ -76,9 +70,8 @@ def _take_run_lock(job_dir: str) -> int | None:
                 os.close(fd)
                 return None
             if not told:
-                sys.stderr.write("kappa: waiting for the previous attempt in this folder "
-                                 "to exit\n")
-                sys.stderr.flush()
+                print("kappa: waiting for the previous attempt in this folder to exit",
+                      file=sys.stderr, flush=True)
                 told = True
             time.sleep(0.2)
 

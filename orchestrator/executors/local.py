@@ -2,18 +2,17 @@
 
 Every job is started (argv, never a shell) through :mod:`job_wrapper` as the leader of a
 new session, so cancelling signals the whole process tree: SIGTERM, then SIGKILL after
-``grace_period`` seconds. Its stdout and stderr are appended to the log file.
+``grace_period`` seconds.
 
 A job's identity lives on disk, in a folder next to its log
-(``<log dir>/.jobs/<log name>.<token>/``): ``pid.json`` (wrapper pid and start time) and,
-once the job has ended, ``exit`` (its exit code). The job id is ``local:<that folder>``,
-so :meth:`LocalExecutor.reattach` works from any process, including a new orchestrator
-after the old one was SIGKILLed: a job is *running* (pid alive with the recorded start
-time), *finished* (``exit`` exists) or *vanished* (neither: ``reattach`` returns None).
+(``<log dir>/.jobs/<log name>.<token>/``, see :mod:`job_wrapper`), and its id is
+``local:<that folder>``, so :meth:`LocalExecutor.reattach` works from any process: a job
+is *running* (pid alive with the recorded start time), *finished* (``exit`` exists) or
+*vanished* (neither: ``reattach`` returns None).
 
-Slots: at most ``max_parallel`` jobs at once. A job needing ``n`` GPUs gets ``n`` free
-devices in ``CUDA_VISIBLE_DEVICES``; CPU-only jobs get ``CUDA_VISIBLE_DEVICES=""`` (when
-there are GPUs to protect) and ``OMP_NUM_THREADS`` = cores / ``max_parallel``.
+A job needing ``n`` GPUs gets ``n`` free devices in ``CUDA_VISIBLE_DEVICES``; CPU-only
+jobs get ``CUDA_VISIBLE_DEVICES=""`` (when there are GPUs to protect) and thread counts
+of cores / ``max_parallel``.
 """
 
 from __future__ import annotations
@@ -56,15 +55,8 @@ class NoFreeSlotError(KappaError):
 class LocalJob(JobHandle):
     """A job started by a :class:`LocalExecutor` (this process's or an earlier one's)."""
 
-    def __init__(
-        self,
-        job_dir: Path,
-        pid: int,
-        start_ticks: int | None,
-        gpus: tuple[str, ...],
-        grace_period: float,
-        popen: subprocess.Popen[bytes] | None = None,
-    ) -> None:
+    def __init__(self, job_dir: Path, pid: int, start_ticks: int | None, gpus: tuple[str, ...],
+                 grace_period: float, popen: subprocess.Popen[bytes] | None = None) -> None:
         self.job_dir = job_dir
         self.job_id = JOB_ID_PREFIX + str(job_dir)
         self.pid = pid
@@ -81,28 +73,21 @@ class LocalJob(JobHandle):
         if self._popen is not None:
             if self._popen.poll() is None:
                 return None
-            code = read_exit(self.job_dir)
-            if code is None:
-                self._kill_leftovers()
-            self._code = code if code is not None else self._popen.returncode
-            return self._code
-        code = read_exit(self.job_dir)
-        if code is None and is_running(self.pid, self.start_ticks):
+        elif read_exit(self.job_dir) is None and is_running(self.pid, self.start_ticks):
             return None
-        # The wrapper may have written its exit file just before it ended.
+        # Read again: the wrapper may have written its exit file just before it ended.
         code = read_exit(self.job_dir)
         if code is None:
             self._kill_leftovers()
-        self._code = code if code is not None else VANISHED_EXIT_CODE
-        return self._code
+            code = self._popen.returncode if self._popen is not None else VANISHED_EXIT_CODE
+        self._code = code
+        return code
 
     def _kill_leftovers(self) -> None:
         """The wrapper died without recording an end (SIGKILLed): whatever is left of the
-        job's process group must not run on beside a relaunch, so it is killed.
-
-        The group id is the dead wrapper's pid, which Linux does not hand out again while
-        a member of that group lives; a process that has the pid now is someone else, and
-        then there is nothing of ours left to kill.
+        job's process group must not run on beside a relaunch, so it is killed. (The group
+        id is the dead wrapper's pid, which Linux does not hand out again while a member
+        of that group lives: a process that has the pid now means nothing of ours is left.)
         """
         if is_stranger(self.pid, self.start_ticks):
             return
@@ -170,14 +155,9 @@ class LocalExecutor(Executor):
     job_id_prefix = JOB_ID_PREFIX
     Options = LocalOptions
 
-    def __init__(
-        self,
-        max_parallel: int | None = None,
-        gpus: Sequence[int | str] | None = None,
-        grace_period: float = 10.0,
-        cpu_count: int | None = None,
-        python: str | None = None,
-    ) -> None:
+    def __init__(self, max_parallel: int | None = None, gpus: Sequence[int | str] | None = None,
+                 grace_period: float = 10.0, cpu_count: int | None = None,
+                 python: str | None = None) -> None:
         self.devices = detect_gpus(gpus)
         default_parallel = max(len(self.devices), os.cpu_count() or 1)
         self.max_parallel = max(1, max_parallel or default_parallel)
@@ -188,9 +168,7 @@ class LocalExecutor(Executor):
 
     # -- slots ------------------------------------------------------------------------
     def _reap(self) -> None:
-        for job_id, job in list(self._active.items()):
-            if job.poll() is not None:
-                del self._active[job_id]
+        self._active = {k: job for k, job in self._active.items() if job.poll() is None}
 
     def _free_devices(self) -> list[str]:
         busy = {d for job in self._active.values() for d in job.gpus}
@@ -205,8 +183,7 @@ class LocalExecutor(Executor):
         return max(0, slots)
 
     def most_gpus(self) -> int:
-        """Every device this executor may hand out (``CUDA_VISIBLE_DEVICES``, else
-        ``nvidia-smi -L``)."""
+        """Every device this executor may hand out."""
         return len(self.devices)
 
     def running(self) -> int:
@@ -225,18 +202,10 @@ class LocalExecutor(Executor):
         full.update(env)  # the launch's own settings win
         return full
 
-    def submit(
-        self,
-        argv: tuple[str, ...],
-        env: Mapping[str, str],
-        cwd: Path,
-        log_path: Path,
-        resources: JobResources = JobResources(),
-    ) -> LocalJob:
-        """Start ``argv`` in ``cwd`` in its own session, output appended to ``log_path``.
-
-        One machine: a job spanning several nodes is refused (``ValueError``).
-        """
+    def submit(self, argv: tuple[str, ...], env: Mapping[str, str], cwd: Path, log_path: Path,
+               resources: JobResources = JobResources()) -> LocalJob:
+        """Start ``argv`` in ``cwd`` in its own session, output appended to ``log_path``;
+        a job spanning several nodes is refused (``ValueError``)."""
         if not argv:
             raise ValueError("argv is empty")
         if resources.nodes > 1:
@@ -248,7 +217,6 @@ class LocalExecutor(Executor):
                 f"of {self.max_parallel}, GPUs {list(self.devices)}")
         devices = self._free_devices()[:gpus]
         log_path = Path(log_path).resolve()
-        log_path.parent.mkdir(parents=True, exist_ok=True)
         job_dir = new_job_dir(log_path)
         with open(log_path, "ab") as log:
             popen = subprocess.Popen(

@@ -2,10 +2,9 @@
 
 Ray's ``JobSubmissionClient`` sends its HTTP requests without a timeout, so a dashboard
 that accepts a TCP connection and never answers (a hung head, a firewall that drops
-replies, a wrong port on a busy proxy) would hold the caller forever: ``kappa submit``,
-``resume``, ``status``, ``cancel`` and ``doctor`` all did. Every kappa use of the Jobs
-API goes through :func:`bounded_client`, and :func:`no_answer` tells "the cluster did not
-answer" (worth waiting out, never a verdict on a job) from "the cluster said no".
+replies) would hold ``kappa submit``, ``status``, ``cancel``... forever. :func:`no_answer`
+tells "the cluster did not answer" (worth waiting out, never a verdict on a job) from
+"the cluster said no".
 """
 
 from __future__ import annotations
@@ -29,9 +28,8 @@ REQUEST_TIMEOUT_S = 30.0
 
 
 def dashboard_url(address: str) -> str:
-    """``address`` as Ray uses it: ``http://`` in front when it has no scheme (Ray's own
-    default). Every message then quotes a URL, whose password :func:`~orchestrator.redact.
-    redact` masks even without a port (``user:pw@head`` alone is too like other text)."""
+    """``address`` with ``http://`` in front when it has no scheme (Ray's own default), so
+    every message quotes a URL, whose password :func:`~orchestrator.redact.redact` masks."""
     return address if "://" in address or address == "auto" else f"http://{address}"
 
 
@@ -52,8 +50,7 @@ def bounded_client(address: str, timeout_s: float = REQUEST_TIMEOUT_S) -> Any:
 @contextlib.contextmanager
 def exactly_this_address() -> Iterator[None]:
     """While a Ray client resolves its address, the environment cannot replace it: the
-    address kappa checked (the option, which ``RAY_ADDRESS`` only fills when no address
-    was given) is the one used. The variables are back as they were afterwards."""
+    address kappa checked is the one used. The variables are back as they were after."""
     with _ENV_LOCK:
         saved = {k: os.environ.pop(k) for k in _ADDRESS_OVERRIDES if k in os.environ}
         try:
@@ -79,10 +76,8 @@ class RayJobsError(KappaError):
 
 
 class RayUnreachableError(RayJobsError, ConnectionError):
-    """The Jobs API did not answer (refused, reset, or silent past the request timeout).
-
-    A ``ConnectionError``, so :func:`orchestrator.tracking.retry.is_unreachable` and the
-    scheduler see it as "away", not as a verdict on a job."""
+    """The Jobs API did not answer: a ``ConnectionError``, so the scheduler sees it as
+    "away" (:func:`orchestrator.tracking.retry.is_unreachable`), not as a verdict on a job."""
 
 
 class RayAddressError(UserInputError, RayJobsError):

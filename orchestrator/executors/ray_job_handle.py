@@ -1,11 +1,9 @@
 """One Ray job as kappa's :class:`~.base.JobHandle`, tracked through the Jobs API.
 
-Its id is ``ray-jobs:<submission id>``: that and the cluster's address are all a handle
-needs, so any process can rebuild one (:meth:`.ray_jobs.RayJobsExecutor.reattach`). A job's
-end is only ever what Ray reports: a cluster that does not answer (:mod:`.ray_client`)
-leaves it "still running". Ray keeps the logs on the cluster; ``poll``/``wait`` append
-what is new to ``log_path``, with the offset kept next to it, so a reattached handle
-continues where the last one stopped.
+Its id is ``ray-jobs:<submission id>``: with the cluster's address, all any process needs
+to rebuild it. Ray keeps the logs on the cluster; ``poll`` appends what is new to
+``log_path``, with the offset kept next to it, so a reattached handle continues where the
+last one stopped.
 """
 
 from __future__ import annotations
@@ -44,23 +42,18 @@ class RayJob(JobHandle):
         self.log_path = log_path
         self._exit: int | None = None
 
-    def status(self) -> str:
-        """Ray's status name: PENDING, RUNNING, STOPPED, SUCCEEDED or FAILED."""
-        return status_name(self._ask("get_job_status", self.submission_id))
-
     def _ask(self, method: str, *args: Any) -> Any:
         return ask(self._address, self._timeout_s, f"{method} for job {self.submission_id}",
                     getattr(self._client, method), *args)
 
     def poll(self) -> int | None:
         """``None`` while pending or running, else the exit code (logs are synced first).
-
-        A cluster that does not answer is "still running, unknown" (``None``): a job's
-        end is only ever what Ray reports, never a guess from silence."""
+        A cluster that does not answer leaves it "still running": a job's end is only
+        ever what Ray reports, never a guess from silence."""
         if self._exit is not None:
             return self._exit
         try:
-            status = self.status()
+            status = status_name(self._ask("get_job_status", self.submission_id))
             self.sync_logs()
         except RayUnreachableError as exc:
             LOG.warning("%s; job %s counts as still running", exc, self.job_id)

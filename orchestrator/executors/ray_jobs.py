@@ -1,44 +1,25 @@
 """The Ray Jobs executor: each launch becomes a Ray *job* on an existing cluster.
 
-A verl run is itself a Ray application (``main_ppo`` calls ``ray.init`` and starts a
-TaskRunner actor and GPU worker groups), so it must be a job's *driver*, never a task or
-actor inside another Ray workload: this executor submits ``argv`` as the job's entrypoint
-through the Jobs API (``JobSubmissionClient``, the dashboard's HTTP endpoint), and
-``ray.init()`` inside the job attaches to the cluster.
+A verl run is itself a Ray application (``main_ppo`` calls ``ray.init``), so it must be a
+job's *driver*, never a task or actor inside another Ray workload: ``argv`` is the job's
+entrypoint, submitted through the Jobs API (the dashboard's HTTP endpoint). Placement,
+refusal of cells the cluster can never hold and capacity: :mod:`.ray_placement` and
+docs/ray.md.
 
-* Placement (:mod:`.ray_placement`): a cell that is its own workload (an embedded
-  trainer) reserves its CPUs and GPUs (and ``entrypoint_resources``) for its entrypoint,
-  so Ray runs it on a node that has them and a sweep spreads over the workers; a verl
-  cell's entrypoint is a resource-free driver (on the head node) and verl's placement
-  groups request the GPUs. A cell no node (or, for verl, no ``nnodes`` nodes) could ever
-  give is refused by :meth:`RayJobsExecutor.fits` at submit. ``capacity`` counts the
-  cluster's CPUs and GPUs against what kappa's active jobs hold and lets at most
-  ``max_pending`` of them wait in PENDING (for resources other work holds).
-
-* Env: ``env`` (for a verl cell: the plug-in's variables, including the entropy-to-reward
-  ``KAPPA_ENTROPY_REWARD_*`` of an entropy-reward cell) plus the caller's ``MLFLOW_*``
-  variables and ``VERL_USE_EXTERNAL_MODULES=kappa_verl`` go into the job's runtime_env
-  ``env_vars``, so they reach every process of the job (the TaskRunner logs to MLflow;
-  the plug-in loads in every worker even without its entry point). Secrets among them
-  (a tracking URI with a password, ``*TOKEN*``/``*PASSWORD*`` variables) do not: the
-  dashboard shows every runtime_env. They go to a file only the user can read in the
-  run folder, which the entrypoint's wrapper and the verl plug-in load
-  (:mod:`.job_secrets`).
+* Env: ``env`` plus the caller's ``MLFLOW_*`` variables and
+  ``VERL_USE_EXTERNAL_MODULES=kappa_verl`` go into the runtime_env ``env_vars``, so they
+  reach every process of the job; secrets among them do not (the dashboard shows every
+  runtime_env), see :mod:`.job_secrets`.
 * ``RAY_OVERRIDE_JOB_RUNTIME_ENV=1`` is always set: verl's ``main_ppo`` calls
-  ``ray.init(runtime_env=...)`` with env vars of its own and kappa's per-phase ones
-  (``+ray_kwargs.ray_init.runtime_env.env_vars.*``), which repeat keys of the job's
-  runtime_env. Without it Ray refuses the repeated keys ("Failed to merge the Job's
-  runtime env"); with it the driver's per-phase value wins, key by key.
+  ``ray.init(runtime_env=...)`` with env vars that repeat keys of the job's runtime_env.
+  Without it Ray refuses the repeated keys ("Failed to merge the Job's runtime env");
+  with it the driver's per-phase value wins, key by key.
 * A submission refused only because the head's job agent has not registered yet (a fresh
-  or restarted cluster: "No available agent to submit job, please try again later") is
-  retried for up to ``SUBMIT_RETRY_S``; any other refusal is a :class:`RayJobsError`.
-* Every Jobs API request gives up after ``request_timeout_s`` (:mod:`.ray_client`). A
-  cluster that does not answer when the executor is made is a :class:`RayAddressError`
+  or restarted cluster) is retried for up to ``SUBMIT_RETRY_S``.
+* A cluster that does not answer when the executor is made is a :class:`RayAddressError`
   (exit 2, before anything is written); later it is a :class:`RayUnreachableError`, and
   the scheduler treats it as "unknown": a poll says "still running", ``capacity`` says
   "launch nothing now", and a submit that got no answer costs the cell no retry.
-* Logs and job ids: see the handle, :class:`~.ray_job_handle.RayJob`;
-  :meth:`RayJobsExecutor.reattach` needs only the job id and the cluster address.
 """
 
 from __future__ import annotations
@@ -72,11 +53,7 @@ from orchestrator.executors.ray_client import (
     dashboard_url,
     no_answer,
 )
-from orchestrator.executors.ray_job_handle import (
-    JOB_ID_PREFIX,
-    RayJob,
-    status_name,
-)
+from orchestrator.executors.ray_job_handle import JOB_ID_PREFIX, RayJob, status_name
 from orchestrator.executors.ray_options import CustomResources, RayAddress
 from orchestrator.executors.ray_placement import (
     RayNode,
@@ -141,16 +118,8 @@ class RayJobsOptions(ExecutorOptions):
 
 
 class RayJobsExecutor(Executor):
-    """Submits launches as Ray jobs to the cluster whose dashboard is at ``address``.
-
-    ``address`` is the Jobs API endpoint, e.g. ``http://head:8265``. ``max_parallel``
-    bounds how many of kappa's jobs are active at once on that cluster, ``max_pending``
-    how many of them may wait in PENDING for resources. ``entrypoint_resources`` are
-    custom Ray resources every embedded cell's entrypoint also reserves (e.g.
-    ``{"node_b": 0.01}``: only nodes started with ``--resources '{"node_b": 1}'`` run
-    cells). ``autoscaling``: the cluster grows on demand, so a cell today's nodes cannot
-    hold is not refused.
-    """
+    """Submits launches as Ray jobs to the cluster whose dashboard is at ``address``
+    (the options: :class:`RayJobsOptions`)."""
 
     name = "ray_jobs"
     job_id_prefix = JOB_ID_PREFIX
@@ -185,18 +154,14 @@ class RayJobsExecutor(Executor):
     def job_env(self, env: Mapping[str, str]) -> dict[str, str]:
         """Every variable the job gets: forwarded ``MLFLOW_*`` vars, plug-in fallback,
         then ``env``."""
-        env_vars = {k: v for k, v in os.environ.items() if k.startswith(self.forward_prefixes)}
-        env_vars.update(DEFAULT_ENV)
-        env_vars.update({str(k): str(v) for k, v in env.items()})
-        return env_vars
+        forwarded = {k: v for k, v in os.environ.items() if k.startswith(self.forward_prefixes)}
+        return {**forwarded, **DEFAULT_ENV, **{str(k): str(v) for k, v in env.items()}}
 
     @staticmethod
     def entrypoint(argv: tuple[str, ...], cwd: Path | None) -> str:
-        """The shell command Ray runs: ``cd <cwd> && exec <argv>``, every word quoted.
-
-        ``exec``: the command replaces the shell, so its exit status reaches Ray as is (a
-        job killed by SIGKILL is -9, not the shell's 137) and signals reach it directly.
-        """
+        """The shell command Ray runs: ``cd <cwd> && exec <argv>``, every word quoted;
+        ``exec`` so the exit status reaches Ray as is (-9, not the shell's 137) and
+        signals reach the command directly."""
         command = f"exec {shlex.join(argv)}"
         return f"cd {shlex.quote(str(cwd))} && {command}" if cwd is not None else command
 
@@ -267,9 +232,8 @@ class RayJobsExecutor(Executor):
         """How many more jobs needing ``gpus`` GPUs to submit now: within
         ``max_parallel`` active kappa jobs, as many as the cluster's CPUs and GPUs hold
         beyond what kappa's active jobs hold, plus up to ``max_pending`` waiting jobs
-        (none for more GPUs than the whole cluster has, unless it autoscales: such a job
-        would wait forever). On an autoscaling cluster the waiting jobs are what make the
-        autoscaler add nodes. A cluster that does not answer has room for nothing now."""
+        (none for more GPUs than the cluster has, unless it autoscales). A cluster that does
+        not answer has room for nothing now."""
         try:
             active = self._active_kappa_jobs()
         except RayUnreachableError as exc:
@@ -294,9 +258,8 @@ class RayJobsExecutor(Executor):
         return why_not(resources, self.nodes(), self.entrypoint_resources)
 
     def most_gpus(self) -> int | None:
-        """Every GPU of the cluster (a self-placing verl job may span all its nodes;
-        :meth:`fits` judges per node); ``None`` if the cluster autoscales or its nodes
-        are unknown."""
+        """Every GPU of the cluster (a verl job may span all its nodes; :meth:`fits` judges
+        per node); ``None`` if the cluster autoscales or its nodes are unknown."""
         nodes = [] if self.autoscaling else self.nodes()
         return int(sum(n.gpus for n in nodes)) if nodes else None
 

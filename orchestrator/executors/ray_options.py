@@ -1,20 +1,15 @@
 """What the Ray Jobs executor accepts as its cluster address and custom resources.
 
-Checked when the options are validated, before any connection, so a bad value is an
-exit-2 problem at ``executor.<option>`` and nothing is written:
+Checked when the options are validated, before any connection (exit 2, nothing written):
 
 * ``address`` is the dashboard's Jobs API: ``http(s)://host[:port][/path]``, a bare
-  ``host:port`` (Ray's default scheme is ``http``) or Ray's ``auto`` (the local cluster).
-  Ray's ``JobSubmissionClient`` reads any other ``scheme://`` as the name of a Python
-  module to *import* (``file:///x`` imports ``file``), and ``ray://`` opens a Ray Client
-  session inside kappa; neither is the Jobs API. A line break or other control character
+  ``host:port`` or Ray's ``auto``. Ray's ``JobSubmissionClient`` reads any other
+  ``scheme://`` as the name of a Python module to *import* (``file:///x`` imports
+  ``file``), and ``ray://`` opens a Ray Client session inside kappa. A control character
   would end up in request lines and in messages.
-* ``entrypoint_resources`` are *custom* resources (Ray's rule: ``CPU`` and ``GPU`` go
-  through ``entrypoint_num_cpus``/``entrypoint_num_gpus``, which kappa derives from the
-  spec's resources; ``memory`` and ``object_store_memory`` are Ray's own too), each a
-  positive amount Ray can represent: a multiple of its granularity (0.0001) and at most
-  its largest quantity (1e14). A negative or zero amount reserves nothing while looking
-  like a constraint; an amount no node has makes every cell wait forever.
+* ``entrypoint_resources`` are *custom* resources (CPUs and GPUs come from the spec's
+  resources), each a positive amount Ray can represent. A zero or negative amount
+  reserves nothing while looking like a constraint.
 """
 
 from __future__ import annotations
@@ -25,6 +20,8 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BeforeValidator
 from pydantic_core import PydanticCustomError
+
+from orchestrator.executors.ray_client import dashboard_url
 
 # Ray's limits (ray._private.ray_constants), restated: importing ray here would make
 # `kappa --help` slow.
@@ -49,10 +46,8 @@ def check_address(address: str) -> str:
                       "characters")
     if address == "auto":
         return address
-    if "://" not in address:
-        address_url = f"http://{address}"
-    else:
-        address_url = address
+    address_url = dashboard_url(address)
+    if "://" in address:
         scheme = address.split("://", 1)[0]  # Ray compares it as is: HTTP:// is a module
         if scheme == "ray":
             raise _refuse("ray:// is a Ray Client address, not the Jobs API: give the "

@@ -1,20 +1,11 @@
 """Where a Ray job runs: what its entrypoint reserves, and what the cluster can give.
 
-Ray places a job's *entrypoint* (its driver process) on the head node unless the job
-asks for entrypoint resources; then any node that has them runs it, and Ray holds them
-for the job's life. So:
-
-* A cell that *is* its workload (an embedded trainer, ``JobResources.self_placing`` is
-  false) reserves its ``cpus`` and ``gpus`` (plus any custom resources the executor was
-  given, e.g. ``{"node_b": 0.01}`` to keep cells on one kind of node) for its
-  entrypoint: a sweep spreads over the workers and never over-fills a node.
-* A cell whose entrypoint is only a driver (verl: its TaskRunner and worker groups ask
-  Ray for placement groups) reserves nothing: the driver stays resource-free, and the
-  GPUs go to verl's placement groups.
-
-:func:`why_not` says why a job could never be placed on the cluster's nodes (read from
-the dashboard's State API by :func:`alive_nodes`); the executor refuses such cells at
-submit, before anything is written.
+Ray places a job's *entrypoint* (its driver) on the head node unless the job asks for
+entrypoint resources; then any node that has them runs it, and Ray holds them for the
+job's life. So a cell that *is* its workload (an embedded trainer) reserves its CPUs,
+GPUs and custom resources for its entrypoint, and a sweep spreads over the workers
+without over-filling a node; a self-placing cell (verl: its worker groups ask Ray for
+placement groups) reserves nothing. See docs/ray.md.
 """
 
 from __future__ import annotations
@@ -28,8 +19,7 @@ from orchestrator.executors.base import JobResources
 
 @dataclass(frozen=True)
 class RayNode:
-    """One alive node of a Ray cluster and its total resources (``CPU``, ``GPU``,
-    custom ones)."""
+    """One alive node of a Ray cluster and its total resources (``CPU``, ``GPU``, custom)."""
 
     node_id: str
     resources: Mapping[str, float] = field(default_factory=dict)
@@ -67,22 +57,16 @@ def entrypoint_options(resources: JobResources,
     """``JobSubmissionClient.submit_job`` keywords reserving the entrypoint's resources
     (none for a self-placing driver, which Ray then runs on the head node)."""
     need = entrypoint_need(resources, custom)
-    options: dict[str, Any] = {}
-    if "CPU" in need:
-        options["entrypoint_num_cpus"] = need.pop("CPU")
-    if "GPU" in need:
-        options["entrypoint_num_gpus"] = need.pop("GPU")
+    options: dict[str, Any] = {option: need.pop(key) for key, option in (
+        ("CPU", "entrypoint_num_cpus"), ("GPU", "entrypoint_num_gpus")) if key in need}
     if need:
         options["entrypoint_resources"] = need
     return options
 
 
 def _fmt(resources: Mapping[str, float]) -> str:
-    def num(v: float) -> str:
-        return f"{v:g}"
-
     names = {"CPU": "CPU(s)", "GPU": "GPU(s)"}
-    return ", ".join(f"{num(v)} {names.get(k, k)}" for k, v in sorted(
+    return ", ".join(f"{v:g} {names.get(k, k)}" for k, v in sorted(
         resources.items(), key=lambda kv: (kv[0] not in names, kv[0])))
 
 
@@ -130,14 +114,12 @@ def alive_nodes(address: str, timeout_s: int = 30) -> list[RayNode]:
 
 
 def free_slots(gpus: int, nodes: Iterable[RayNode], held: Iterable[Mapping[str, str]]) -> int:
-    """How many more jobs needing ``gpus`` GPUs (and at least one CPU) the cluster's
-    resources leave room for, after what kappa's active jobs hold (from their metadata
-    ``cpus`` and ``gpus``). Other users' work is not seen: it shows as kappa's jobs
-    waiting in PENDING, which the executor bounds separately."""
+    """How many more jobs needing ``gpus`` GPUs (and at least one CPU) the cluster has
+    room for beyond what kappa's active jobs hold (their metadata). Other users' work is
+    not seen: it shows as kappa's jobs waiting in PENDING, bounded by the executor."""
     nodes = list(nodes)
     held = list(held)
-    cpus = sum(n.cpus for n in nodes) - sum(_number(m, "cpus") for m in held)
-    room = int(cpus)
+    room = int(sum(n.cpus for n in nodes) - sum(_number(m, "cpus") for m in held))
     if gpus > 0:
         free_gpus = sum(n.gpus for n in nodes) - sum(_number(m, "gpus") for m in held)
         room = min(room, int(free_gpus // gpus))

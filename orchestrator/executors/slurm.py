@@ -1,8 +1,7 @@
-"""The SLURM executor: each launch becomes a SLURM batch job.
+"""The SLURM executor: each launch becomes a SLURM batch job (docs/slurm.md).
 
 SLURM is the queue. kappa writes a batch script (:mod:`.slurm_script`), hands it to
-``sbatch`` and follows the job with ``squeue`` (one call per second for all of an
-executor's jobs), ``sacct`` when the cluster keeps accounting (:mod:`.slurm_queue`), and
+``sbatch`` and follows the job with ``squeue`` and ``sacct`` (:mod:`.slurm_queue`) and
 the exit code the job itself leaves on the shared file system; ``scancel`` stops it.
 These command-line tools are SLURM's own stable interface, the one every site supports.
 
@@ -14,37 +13,12 @@ verl's Ray head and workers) and requeues only its own checkpointable callables.
 would add over the four commands is what kappa already has: a job folder, a wrapper
 that records the exit code, reattachment by id.
 
-* **Resources**: ``--nodes``, ``--ntasks-per-node=1``, ``--cpus-per-task`` (CPUs per
-  node), ``--gpus-per-node``, ``--time`` from the cell's expected hours times
-  ``time_factor`` plus ``time_extra_minutes`` (else ``default_time_minutes``, else the
-  partition's default), and the partition/account/qos/constraint options. A cell over
-  several nodes must place its own work (verl: a Ray cluster over the allocation, see
-  :mod:`.slurm_script`); any other multi-node cell is refused.
-* **Logs**: SLURM appends the job's stdout and stderr to the cell's ``log_path``
-  (``--open-mode=append``); when a job ends other than COMPLETED, a line saying how
-  (``kappa: SLURM job 12 ended TIMEOUT``) is appended too, so the failure's log tail says
-  it.
-* **Exit codes**: the code the job wrapper recorded (negative: killed by that signal),
-  else SLURM's ExitCode (``N:S`` -> ``-S`` if a signal ended it, else ``N``). A job that
-  SLURM ended (CANCELLED, TIMEOUT, PREEMPTED, DEADLINE: SIGTERM; NODE_FAIL,
-  OUT_OF_MEMORY, BOOT_FAIL: SIGKILL) never reports 0, even when the command caught the
-  signal and exited cleanly.
-* **Preemption and time limits**: jobs are submitted ``--no-requeue``, so SLURM never
-  reruns a cell behind kappa's back. A preempted or timed-out job ends with a negative
-  code; kappa's scheduler retries the cell (the retry counts against the cell's
-  ``retries``) as a new job in the same run folder, and the backend resumes from its
-  last checkpoint there.
-* **Identity**: a job's folder is ``<log dir>/.jobs/<log name>.<token>/`` (the local
-  executor's layout, so the wrapper's run-folder lock works the same): ``job.sbatch``,
-  ``job.json`` (SLURM id, log), ``exit`` (written by the wrapper) and ``end.json`` (the
-  final state, once known: a cluster without accounting forgets finished jobs after
-  ``MinJobAge``). The job id is ``slurm:<SLURM id>:<job folder>``, so
-  :meth:`SlurmExecutor.reattach` works from any process that sees the folder.
-* **An unreachable controller** (restarting, overloaded: squeue fails) ends nothing: its
-  jobs count as still running, and squeue is asked again a second later. ``sbatch``
-  that cannot connect at all is tried again for up to ``SUBMIT_RETRY_S``.
-* **Capacity**: at most ``max_parallel`` of kappa's jobs in SLURM's queue at once
-  (pending or running); SLURM decides when each one runs.
+A job's folder is ``<log dir>/.jobs/<log name>.<token>/`` (the local executor's layout,
+so the wrapper's run-folder lock works the same), holding ``job.sbatch``, ``job.json``,
+``exit`` and ``end.json`` (the final state: a cluster without accounting forgets finished
+jobs after ``MinJobAge``). The job id is ``slurm:<SLURM id>:<job folder>``, so any
+process that sees the folder can reattach. Exit codes, preemption and an unreachable
+controller: docs/slurm.md.
 """
 
 from __future__ import annotations
@@ -114,11 +88,9 @@ class SlurmJob(JobHandle):
         """SLURM's ``(state, exit code)`` for the job, ``None`` if SLURM no longer knows it."""
         return self.executor.queue.job_state(self.slurm_id, fresh)
 
-    def poll(self) -> int | None:
-        """``None`` while the job is queued or runs, else its exit code."""
-        return self._poll(fresh=False)
-
-    def _poll(self, fresh: bool) -> int | None:
+    def poll(self, fresh: bool = False) -> int | None:
+        """``None`` while the job is queued or runs, else its exit code (``fresh``: ask
+        squeue now rather than use its last answer)."""
         if self._code is not None:
             return self._code
         ended = self._recorded_end()
@@ -163,7 +135,7 @@ class SlurmJob(JobHandle):
 
     def wait(self, timeout: float | None = None) -> int | None:
         """Block until the job ends or ``timeout`` seconds pass; the exit code or ``None``."""
-        return poll_until(lambda: self._poll(fresh=True), timeout, 0.1, 2.0)
+        return poll_until(lambda: self.poll(fresh=True), timeout, 0.1, 2.0)
 
     def cancel(self) -> None:
         """``scancel`` the job (SLURM signals every process of it: SIGTERM, then SIGKILL
@@ -184,20 +156,12 @@ class SlurmExecutor(Executor):
     job_id_prefix = JOB_ID_PREFIX
     Options = SlurmOptions
 
-    def __init__(
-        self,
-        partition: str | None = None,
-        account: str | None = None,
-        qos: str | None = None,
-        constraint: str | None = None,
-        time_factor: float = 1.5,
-        time_extra_minutes: int = 10,
-        default_time_minutes: int | None = None,
-        max_parallel: int = 64,
-        sbatch_args: tuple[str, ...] = (),
-        cancel_wait: float = 60.0,
-        python: str | None = None,
-    ) -> None:
+    def __init__(self, partition: str | None = None, account: str | None = None,
+                 qos: str | None = None, constraint: str | None = None,
+                 time_factor: float = 1.5, time_extra_minutes: int = 10,
+                 default_time_minutes: int | None = None, max_parallel: int = 64,
+                 sbatch_args: tuple[str, ...] = (), cancel_wait: float = 60.0,
+                 python: str | None = None) -> None:
         self.partition, self.account, self.qos = partition, account, qos
         self.constraint = constraint
         self.time_factor, self.time_extra_minutes = time_factor, time_extra_minutes
@@ -213,16 +177,13 @@ class SlurmExecutor(Executor):
     def capacity(self, gpus: int = 0) -> int:
         """How many more jobs kappa may put in SLURM's queue now (SLURM decides when
         they run)."""
-        for job_id, job in list(self._active.items()):
-            if job.poll() is not None:
-                del self._active[job_id]
+        self._active = {k: job for k, job in self._active.items() if job.poll() is None}
         return max(0, self.max_parallel - len(self._active))
 
     def fits(self, resources: JobResources) -> str | None:
         """Why SLURM would never run a job asking for ``resources`` (``sbatch
-        --test-only`` with the job's own directives: partition, account, QOS, constraint,
-        nodes, CPUs, GPUs, time), or ``None`` if it would. SLURM that cannot be asked at
-        all (no sbatch here, no controller) is a :class:`UserInputError`."""
+        --test-only`` with the job's own directives), or ``None`` if it would. SLURM that
+        cannot be asked at all (no sbatch here, no controller) is a :class:`UserInputError`."""
         if resources.nodes > 1 and not resources.self_placing:
             return f"a job over {resources.nodes} nodes must place its own work (verl)"
         with tempfile.TemporaryDirectory(prefix="kappa-slurm-fit-") as tmp:
@@ -265,14 +226,8 @@ class SlurmExecutor(Executor):
         full.update(env)  # the launch's own settings win
         return full
 
-    def submit(
-        self,
-        argv: tuple[str, ...],
-        env: Mapping[str, str],
-        cwd: Path,
-        log_path: Path,
-        resources: JobResources = JobResources(),
-    ) -> SlurmJob:
+    def submit(self, argv: tuple[str, ...], env: Mapping[str, str], cwd: Path, log_path: Path,
+               resources: JobResources = JobResources()) -> SlurmJob:
         """Write the job's batch script and ``sbatch`` it (its environment: this
         process's plus ``env``)."""
         if not argv:
@@ -281,7 +236,6 @@ class SlurmExecutor(Executor):
             raise ValueError(f"a job over {resources.nodes} nodes must place its own work "
                              "(a verl cell); this one would run on the first node only")
         log_path = Path(log_path).resolve()
-        log_path.parent.mkdir(parents=True, exist_ok=True)
         job_dir = jobs.new_job_dir(log_path)
         script = job_dir / "job.sbatch"
         script.write_text(batch_script(self.batch_job(argv, Path(cwd).resolve(), log_path,
@@ -359,14 +313,12 @@ class SlurmExecutor(Executor):
         """Ids of the jobs submitted with ``log_path`` (by any process), newest first;
         with ``since``, only those submitted at or after it (:mod:`orchestrator.runs.jobs`).
 
-        A job's SLURM id comes from its folder's ``job.json`` (the submitter's record),
-        else its ``slurm_id`` (written by the job when it started), else the
+        A job's SLURM id comes from its folder (:func:`_recorded_id`), else the
         ``kappa:<job folder>`` comment SLURM keeps with the job (a submitter killed
-        between sbatch and its record, the job still queued). A folder whose job never
-        reached SLURM (its submitter died before sbatch) ends the list: every older
-        folder is an earlier submit's, which a caller looking for the latest submit's
-        job must not take for it. :class:`SlurmUnreachable` if SLURM must be asked and
-        does not answer: guessing "no job" there would run the cell twice."""
+        between sbatch and its record). A folder whose job never reached SLURM ends the
+        list: every older folder is an earlier submit's, which a caller looking for the
+        latest submit's job must not take for it. :class:`SlurmUnreachable` if SLURM
+        must be asked and does not answer: guessing "no job" would run the cell twice."""
         ids: list[str] = []
         comments: dict[str, str] | None = None
         for job_dir in jobs.job_dirs(log_path, since):

@@ -1,10 +1,8 @@
 """What a user may set on the SLURM executor (``-E KEY=VALUE``), and what no value may do.
 
-Every value here ends up in a batch script (:mod:`.slurm_script`) that bash runs, as an
-``#SBATCH`` directive. So no value may hold a line break (which would end the directive
-and make the rest a line of the script), and ``sbatch_args`` passes on only the sbatch
-options of :data:`SBATCH_ARGS_ALLOWED`, by their full names: nothing that would run the
-cell more than once, elsewhere, under another output, or not at all.
+Every value ends up as an ``#SBATCH`` directive of a batch script bash runs
+(:mod:`.slurm_script`), so none may hold a line break, and ``sbatch_args`` passes on
+only the options of :data:`SBATCH_ARGS_ALLOWED`.
 """
 
 from __future__ import annotations
@@ -42,8 +40,7 @@ SBATCH_ARG_MAX_CHARS = 4096
 
 
 def _one_line(value: str | None) -> str | None:
-    """A value that stays on its ``#SBATCH`` line: no line break or other control
-    character, which would end the directive and make the rest a line bash runs."""
+    """``value``, if it has no line break or other control character (see the module)."""
     if value is not None and not value.isprintable():
         raise ValueError("may not hold a line break or other control character "
                          f"(found {value[:60]!r})")

@@ -1,10 +1,9 @@
 """SLURM's own commands, as the SLURM executor uses them: what state a job is in.
 
 :class:`SlurmQueue` asks ``squeue`` about every job of this user at once (at most once a
-second, :data:`STATUS_CACHE_S`) and, for a job the controller no longer holds (finished
-more than ``MinJobAge`` ago), ``sacct`` when the cluster keeps accounting. A failing
-``squeue`` (controller restarting, overloaded) makes no job look ended: until it answers
-again, a job it does not know is :data:`UNREACHABLE`, which counts as still running.
+second) and, for a job the controller no longer holds, ``sacct`` when the cluster keeps
+accounting. A failing ``squeue`` makes no job look ended: until it answers again, a job
+it does not know is :data:`UNREACHABLE`, which counts as still running.
 """
 
 from __future__ import annotations
@@ -65,12 +64,8 @@ def run_slurm(argv: list[str],
 def _decode_status(raw: str) -> int | None:
     """squeue's ``exit_code`` (a raw wait status) as a contract exit code."""
     try:
-        status = int(raw)
-    except ValueError:
-        return None
-    try:
-        return os.waitstatus_to_exitcode(status)
-    except ValueError:  # not the status of an ended process
+        return os.waitstatus_to_exitcode(int(raw))
+    except ValueError:  # not a number, or not the status of an ended process
         return None
 
 
@@ -103,9 +98,7 @@ class SlurmQueue:
             self._refresh_states()
         known = self._states.get(slurm_id)
         if known is None and self._unreachable is not None:
-            # The controller did not answer (restarting, overloaded): nothing is known,
-            # and a job must not be taken for vanished, so it counts as still there.
-            return UNREACHABLE, None
+            return UNREACHABLE, None  # not known is not vanished: it counts as still there
         return known if known is not None else self._sacct_state(slurm_id)
 
     def _refresh_states(self) -> None:

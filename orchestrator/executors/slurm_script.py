@@ -3,25 +3,16 @@
 :func:`batch_script` is a pure function of its inputs (no clock, no environment), so the
 scripts it writes are pinned by golden files (tests/golden/slurm/). Two shapes:
 
-* **Single node** (every embedded cell; a verl cell on one node): the script runs the
-  cell's command directly on the allocated node, under
-  :mod:`~orchestrator.executors.job_wrapper` (which writes the exit code to
-  ``JOB_DIR/exit`` and holds the run folder's lock).
+* **Single node**: the cell's command runs on the allocated node, under
+  :mod:`~orchestrator.executors.job_wrapper`.
 * **Several nodes, self-placing** (a multi-node verl cell): verl's documented SLURM
-  pattern. The script starts a Ray head on the first node of the allocation and a Ray
-  worker on each other node (``srun --nodes=1 --ntasks=1 -w NODE --overlap ray start
-  ... --block &``), waits until all of them have joined, then runs the cell's command on
-  the head with ``RAY_ADDRESS`` set, so verl's ``ray.init()`` attaches to that cluster
-  and its placement groups spread over every node. The Ray daemons end with the job
-  (SLURM kills the job's steps when the script exits). Departures from the usual
-  recipe: the head's port comes from the job id (two jobs sharing a node do not meet on
-  6379), the cluster runs without a dashboard, and with a token of the job's own
-  (``RAY_AUTH_MODE=token``: Ray >= 2.5x starts heads with token auth, and a token passed
-  in the environment reaches the head, the workers and the cell alike).
+  pattern, a Ray head on the first node of the allocation and a worker on each other
+  node, then the cell's command on the head with ``RAY_ADDRESS`` set. Departures from
+  the usual recipe: the head's port comes from the job id (two jobs sharing a node do not
+  meet on 6379), no dashboard, and a Ray token of the job's own (docs/slurm.md).
 
-A cell over several nodes that does *not* place its own work has no meaning here (who
-would start the other nodes' share?) and is refused by the executor before a script is
-written.
+A cell over several nodes that does *not* place its own work has no meaning here and is
+refused by the executor before a script is written.
 """
 
 from __future__ import annotations
@@ -68,9 +59,8 @@ class BatchJob:
 
 def time_limit_minutes(hours: float | None, factor: float, extra_minutes: int,
                        default_minutes: int | None) -> int | None:
-    """``--time`` in whole minutes: ``hours`` times ``factor`` plus ``extra_minutes``
-    (rounded up), or ``default_minutes`` when the cell's hours are unknown (``None``: the
-    partition's own default)."""
+    """``--time`` in whole minutes (rounded up), or ``default_minutes`` when the cell's
+    hours are unknown (``None``: the partition's own default)."""
     if hours is None:
         return default_minutes
     return max(1, math.ceil(hours * 60 * factor + extra_minutes))
@@ -104,11 +94,9 @@ def _directives(job: BatchJob) -> list[str]:
 
 
 def _one_line(directive: str) -> str:
-    """``directive`` if it stays on its ``#SBATCH`` line. A line break (or any other
-    control character) in a value would end the directive there and turn the rest into a
-    line of the script itself, which bash runs: a command other than the cell. Options
-    refuse such values before anything is written; this guards every other way in (a
-    run folder's path)."""
+    """``directive`` if it stays on its ``#SBATCH`` line (a line break would make the rest
+    a line bash runs). Options refuse such values up front; this guards every other way
+    in (a run folder's path)."""
     if not directive.isprintable():
         raise ValueError(f"a batch script directive may not hold control characters: "
                          f"{directive!r}")
@@ -123,11 +111,6 @@ def _exec_wrapped(job: BatchJob) -> str:
     """The line that replaces the script with the cell's argv under kappa's job wrapper."""
     return (f"exec {_quote_all([job.python, '-I', '-S', str(job.wrapper)])} \"$JOB_DIR\" -- "
             f"{_quote_all(job.argv)}")
-
-
-def _single_node(job: BatchJob) -> list[str]:
-    return ["# One node: the cell runs right here, under kappa's job wrapper.",
-            _exec_wrapped(job)]
 
 
 def _ray_cluster(job: BatchJob) -> list[str]:
@@ -187,7 +170,8 @@ def _no_gpus(job: BatchJob) -> list[str]:
 def batch_script(job: BatchJob) -> str:
     """The batch script for ``job`` (see the module docstring)."""
     body = (_ray_cluster(job) if job.resources.nodes > 1 and job.resources.self_placing
-            else _single_node(job))
+            else ["# One node: the cell runs right here, under kappa's job wrapper.",
+                  _exec_wrapped(job)])
     lines = [
         "#!/bin/bash",
         "# kappa: one cell as a SLURM batch job (orchestrator/executors/slurm_script.py).",

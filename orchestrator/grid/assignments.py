@@ -50,9 +50,7 @@ class AxisValue:
 
     def yaml_path(self, loc: LeafPath) -> tuple[str | int, ...]:
         """Where setting ``loc`` is written in the spec (for line/column)."""
-        if self.is_variant:
-            return (*self.origin, *loc)
-        return self.origin
+        return (*self.origin, *loc) if self.is_variant else self.origin
 
 
 def axis_values(spec: Spec) -> dict[str, list[AxisValue]]:
@@ -60,19 +58,13 @@ def axis_values(spec: Spec) -> dict[str, list[AxisValue]]:
     table: dict[str, list[AxisValue]] = {}
     for axis, values in spec.axes.items():
         if isinstance(values, dict):
-            table[axis] = [
-                AxisValue(axis, name, flatten(settings), ("axes", axis, name), is_variant=True)
-                for name, settings in values.items()
-            ]
+            table[axis] = [AxisValue(axis, name, flatten(settings), ("axes", axis, name),
+                                     is_variant=True) for name, settings in values.items()]
         else:
             is_label = axis in spec.labels
             path = tuple(axis.split("."))
-            table[axis] = [
-                AxisValue(
-                    axis, v, {} if is_label else {path: v}, ("axes", axis, i), is_label=is_label
-                )
-                for i, v in enumerate(values)
-            ]
+            table[axis] = [AxisValue(axis, v, {} if is_label else {path: v}, ("axes", axis, i),
+                                     is_label=is_label) for i, v in enumerate(values)]
     return table
 
 
@@ -93,11 +85,9 @@ def _dimensions(spec: Spec) -> list[list[int]]:
 
 def cell_bound(spec: Spec, table: dict[str, list[AxisValue]]) -> tuple[int, str]:
     """At most how many cells the grid has, from the axes alone, and how that is reckoned.
-
     The product of the dimensions' lengths (a zip group counts once, at its longest axis)
-    plus the includes; exclusions are not subtracted, since the product is enumerated
-    before they apply. Computed without enumerating anything.
-    """
+    plus the includes; exclusions are not subtracted, since the product is enumerated before
+    they apply. Computed without enumerating anything."""
     names = list(spec.axes)
     factors = []
     for dim in _dimensions(spec):
@@ -148,16 +138,13 @@ class _ValueIndex:
         self.positions[axis].setdefault(scalar_key(value), []).append(index)
 
 
-def _exclusion_masks(
-    spec: Spec, table: dict[str, list[AxisValue]], where: _ValueIndex
-) -> list[list[int]]:
-    """Per axis position and value, the bit set of exclusions that value does not contradict.
-
-    A cell matches exclusion ``e`` when bit ``e`` survives the AND of its values' masks:
-    one AND per axis per cell, however many exclusions there are (a loop over every
-    exclusion for every cell took minutes on 10^5 cells and 10^4 exclusions). Values no
-    exclusion names share one mask object.
-    """
+def _exclusion_masks(spec: Spec, table: dict[str, list[AxisValue]],
+                     where: _ValueIndex) -> list[list[int]]:
+    """Per axis position and value, the bit set of exclusions that value does not
+    contradict. A cell matches exclusion ``e`` when bit ``e`` survives the AND of its
+    values' masks: one AND per axis per cell, however many exclusions there are (a loop over
+    every exclusion for every cell took minutes on 10^5 cells and 10^4 exclusions). Values
+    no exclusion names share one mask object."""
     names = list(spec.axes)
     position = {axis: p for p, axis in enumerate(names)}
     free = [0] * len(names)  # exclusions that leave the axis free
@@ -181,13 +168,10 @@ def _exclusion_masks(
     return masks
 
 
-def assignments(
-    spec: Spec, table: dict[str, list[AxisValue]]
-) -> tuple[list[Assignment], list[Problem]]:
+def assignments(spec: Spec,
+                table: dict[str, list[AxisValue]]) -> tuple[list[Assignment], list[Problem]]:
     """The grid's assignments in order, and problems (exclusions matching nothing).
-
-    ``table`` gains the new values includes bring to list axes.
-    """
+    ``table`` gains the new values includes bring to list axes."""
     names = list(spec.axes)
     where = _ValueIndex(table)
     matched = 0  # bit e: exclusion e dropped a cell
@@ -207,16 +191,10 @@ def assignments(
                 cells.append(assignment)
     else:
         cells = list(product(spec, table))
-    problems = [
-        spec.problem(
-            ("exclude", e),
-            "exclusion matches no cell of the grid",
-            found=repr(dict(spec.exclude[e])),
-            fix="check the values against the axes (and zip groups)",
-        )
-        for e in range(len(spec.exclude))
-        if not matched >> e & 1
-    ]
+    problems = [spec.problem(("exclude", e), "exclusion matches no cell of the grid",
+                             found=repr(dict(spec.exclude[e])),
+                             fix="check the values against the axes (and zip groups)")
+                for e in range(len(spec.exclude)) if not matched >> e & 1]
     seen = set(cells)
     for e, entry in enumerate(spec.include):
         picks = []
@@ -228,15 +206,9 @@ def assignments(
             else:  # a new value of a list axis (variants were checked to exist)
                 first = values[0]
                 path = tuple(axis.split("."))
-                values.append(
-                    AxisValue(
-                        axis,
-                        entry[axis],
-                        {} if first.is_label else {path: entry[axis]},
-                        ("include", e, axis),
-                        is_label=first.is_label,
-                    )
-                )
+                values.append(AxisValue(axis, entry[axis],
+                                        {} if first.is_label else {path: entry[axis]},
+                                        ("include", e, axis), is_label=first.is_label))
                 picks.append(len(values) - 1)
                 where.add(axis, entry[axis], len(values) - 1)
         assignment = tuple(picks)
@@ -244,7 +216,6 @@ def assignments(
             seen.add(assignment)
             cells.append(assignment)
     if not cells and not problems:
-        problems.append(
-            spec.problem(("axes",), "the spec expands to no cells", fix="loosen the exclusions")
-        )
+        problems.append(spec.problem(("axes",), "the spec expands to no cells",
+                                     fix="loosen the exclusions"))
     return cells, problems

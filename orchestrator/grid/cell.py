@@ -24,30 +24,22 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
-def content_id(
-    backend: str, settings_dump: Mapping[str, Any], labels: Mapping[str, JsonScalarValue]
-) -> str:
-    """The id of a cell with these validated settings (incl. defaults) and labels.
-
-    This is the definition; :func:`orchestrator.grid.expand` computes the same value
-    faster from precomputed pieces.
-    """
-    text = canonical_json(
-        {"backend": backend, "settings": dict(settings_dump), "labels": dict(labels)}
-    )
+def content_id(backend: str, settings_dump: Mapping[str, Any],
+               labels: Mapping[str, JsonScalarValue]) -> str:
+    """The id of a cell with these validated settings (incl. defaults) and labels: the
+    definition, which :func:`orchestrator.grid.expand` computes faster from pieces."""
+    text = canonical_json({"backend": backend, "settings": dict(settings_dump),
+                           "labels": dict(labels)})
     return hashlib.sha256(text.encode()).hexdigest()[:ID_LENGTH]
 
 
 class Cell(NamedTuple):
     """One point of the grid (immutable; a named tuple because grids have 100k of them).
-
-    ``axes`` maps every axis name (spec order) to the value the cell takes (a variant's
-    name for axes of named variants). ``settings`` is what the cell's ``config.yaml``
-    gets: ``base`` with the axis values merged in, before defaults (treat it as
-    read-only; cells share nested mappings). ``labels`` holds the label axes' values.
-    A named tuple is about half the cost of a frozen dataclass to create, which
-    matters at 100k cells.
-    """
+    ``axes`` maps every axis name (spec order) to the value the cell takes (a variant's name
+    for axes of named variants). ``settings`` is what the cell's ``config.yaml`` gets:
+    ``base`` with the axis values merged in, before defaults (treat it as read-only; cells
+    share nested mappings). ``labels`` holds the label axes' values. A named tuple is about
+    half the cost of a frozen dataclass to create, which matters at 100k cells."""
 
     # Shadows tuple.index on purpose: the position in the grid is what callers want.
     index: int  # type: ignore[assignment]

@@ -34,6 +34,9 @@ class Grid:
     #: What the scheduler needs of each cell, by cell id (``Backend.demand``), judged
     #: from the model its one validation gave; empty unless expanded with ``judge``.
     demands: dict[str, Demand] = field(default_factory=dict, repr=False, compare=False)
+    #: Each cell's validated settings, by cell id (its one validation); empty unless
+    #: expanded with ``models`` (what a canary plan starts from).
+    models: dict[str, BaseModel] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def axis_names(self) -> tuple[str, ...]:
@@ -52,23 +55,22 @@ class Grid:
         return iter(self.cells)
 
 
-def expand(spec: Spec, preflight: bool = True, judge: bool = False) -> Grid:
+def expand(spec: Spec, preflight: bool = True, judge: bool = False,
+           models: bool = False) -> Grid:
     """The grid of ``spec``: every cell validated by the backend, named by content hash.
 
-    Order: the product of the axes in spec order, first axis slowest (a zip group sits
-    where its first axis is), minus exclusions, then includes not already present.
-    A grid of more than :func:`orchestrator.limits.max_cells` cells (counted from the
-    axes, before any is made) is refused.
-    Raises ``UserInputError`` with every problem: exclusions that match no cell,
-    settings the backend rejects (each reported once, at its origin in the spec), and
-    duplicate cells (two assignments with identical settings and labels). The validated
-    cells are preflighted as one batch (``preflight=False``: not at all).
+    Order: the product of the axes in spec order, first axis slowest (a zip group sits where
+    its first axis is), minus exclusions, then includes not already present. A grid of more
+    than :func:`orchestrator.limits.max_cells` cells (counted from the axes) is refused.
+    Raises ``UserInputError`` with every problem: exclusions that match no cell, settings
+    the backend rejects (each once, at its origin in the spec), and duplicate cells. The
+    validated cells are preflighted as one batch (unless ``preflight=False``).
 
-    Without ``judge``, each distinct combination is validated once (what a problem
-    report needs). With it (a submit), every cell is validated exactly once and its
-    :class:`~orchestrator.backends.base.Demand` judged from that model: ``Grid.demands``.
-    A demand cannot be derived from a combination's representative: it reads settings
-    no cross-field rule does (the embedded backend's ``device`` and ``max_steps``).
+    Without ``judge``, each distinct combination is validated once (what a problem report
+    needs). With it (a submit), every cell is validated exactly once and its demand judged
+    from that model (``Grid.demands``: a demand reads settings no cross-field rule does, so
+    a combination's representative cannot stand for it); ``models`` (implies ``judge``)
+    also keeps each cell's model (``Grid.models``).
     """
     from orchestrator.backends import get_backend
 
@@ -79,16 +81,18 @@ def expand(spec: Spec, preflight: bool = True, judge: bool = False) -> Grid:
     if problems:
         raise UserInputError(f"{spec.filename}: invalid grid", problems)
     builder = CellBuilder(spec, table)
-    judged: list[Demand | None] = [None] * len(order) if judge else []
+    judge = judge or models
+    validated: list[BaseModel | None] = [None] * len(order) if judge else []
 
-    def judge_cell(index: int, model: BaseModel) -> None:
-        judged[index] = backend.demand(model)
+    def keep(index: int, model: BaseModel) -> None:
+        validated[index] = model
 
     validate_cells(spec, backend, table, order, builder.settings, builder.learn, preflight,
-                   judge_cell if judge else None)
+                   keep if judge else None)
     cells: list[Cell] = []
     by_id: dict[str, Cell] = {}
     demands: dict[str, Demand] = {}
+    kept: dict[str, BaseModel] = {}
     unsound: list[Problem] = []
     duplicates = []
     reported: set[tuple[str | int, ...]] = set()
@@ -97,47 +101,40 @@ def expand(spec: Spec, preflight: bool = True, judge: bool = False) -> Grid:
         other = by_id.get(cell.cell_id)
         if other is not None:
             if builder.canonical(assignment) != builder.canonical(order[other.index]):
-                raise KappaError(
-                    f"cell id collision between cells {other.index} and {index}; please report this"
-                )
-            pos = next(
-                i
-                for i, (x, y) in enumerate(zip(order[other.index], assignment, strict=True))
-                if x != y
-            )
+                raise KappaError(f"cell id collision between cells {other.index} and {index}; "
+                                 "please report this")
+            pos = next(i for i, (x, y) in enumerate(zip(order[other.index], assignment,
+                                                        strict=True)) if x != y)
             record = table[spec.axis_names[pos]][assignment[pos]]
             if record.origin in reported:
                 continue  # the same repeated value, in another combination of the rest
             reported.add(record.origin)
-            duplicates.append(
-                spec.problem(
-                    record.origin,
-                    "duplicate cells: identical settings and labels",
-                    location="cells",
-                    found=f"[{other.describe()}] and [{cell.describe()}]",
-                    fix="remove the repeated value or variant, or add a label axis to tell "
-                    "them apart",
-                )
-            )
+            duplicates.append(spec.problem(
+                record.origin, "duplicate cells: identical settings and labels",
+                location="cells", found=f"[{other.describe()}] and [{cell.describe()}]",
+                fix="remove the repeated value or variant, or add a label axis to tell "
+                    "them apart"))
             continue
         by_id[cell.cell_id] = cell
         cells.append(cell)
         if judge:
-            demand = judged[index]
-            if demand is None:  # not a covering cell: validated here, its only time
+            model = validated[index]
+            if model is None:  # not a covering cell: validated here, its only time
                 try:
-                    demand = backend.demand(backend.validate(cell.settings))
+                    model = backend.validate(cell.settings)
                 except UserInputError as exc:  # the backend's coupled_settings is wrong
                     unsound += [spec.problem(("axes",), f"{p.location}: {p.message}",
                                              location="cells", found=f"[{cell.describe()}]")
                                 for p in exc.problems]
                     continue
-            demands[cell.cell_id] = demand
+            demands[cell.cell_id] = backend.demand(model)
+            if models:
+                kept[cell.cell_id] = model
     if unsound:
         raise UserInputError(f"{spec.filename}: invalid settings", unsound[:MAX_PROBLEMS])
     if duplicates:
         raise UserInputError(f"{spec.filename}: duplicate cells", duplicates)
-    return Grid(spec=spec, cells=tuple(cells), by_id=by_id, demands=demands)
+    return Grid(spec=spec, cells=tuple(cells), by_id=by_id, demands=demands, models=kept)
 
 
 def _check_size(spec: Spec, table: dict[str, list[AxisValue]]) -> None:

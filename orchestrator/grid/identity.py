@@ -38,14 +38,8 @@ _Slot = tuple[tuple[int, ...], Callable[[Assignment], Any], Any]
 # Prepared work for cells sharing all but the last axis value: (a[:-1], static text
 # chunks around the dynamic slots, the dynamic slots, settings and axes without the last
 # axis, shared keys that involve the last axis).
-_Prepared = tuple[
-    Assignment,
-    list[str],
-    list[tuple[Callable[[Assignment], Any], Any]],
-    dict[str, Any],
-    dict[str, Any],
-    list[str],
-]
+_Prepared = tuple[Assignment, list[str], list[tuple[Callable[[Assignment], Any], Any]],
+                  dict[str, Any], dict[str, Any], list[str]]
 
 
 def _frag(key: str, value: Any) -> str:
@@ -53,11 +47,9 @@ def _frag(key: str, value: Any) -> str:
 
 
 class CellBuilder:
-    """Builds the settings, ids and :class:`Cell` objects of one grid's assignments.
-
-    Call :meth:`settings` for any cell, :meth:`learn` with every validated cell, then
-    :meth:`build`.
-    """
+    """Builds the settings, ids and :class:`Cell` objects of one grid's assignments. Call
+    :meth:`settings` for any cell, :meth:`learn` with every validated cell, then
+    :meth:`build`."""
 
     def __init__(self, spec: Spec, table: Mapping[str, Sequence[AxisValue]]) -> None:
         self.names = list(spec.axes)
@@ -70,21 +62,17 @@ class CellBuilder:
         axis_keys = [set().union(*(v.top_keys for v in table[a])) for a in self.names]
         counts = Counter(k for keys in axis_keys for k in keys)
         self.shared = sorted(k for k, c in counts.items() if c > 1)
-        self.shared_axes = {
-            k: [i for i, keys in enumerate(axis_keys) if k in keys] for k in self.shared
-        }
+        self.shared_axes = {k: [i for i, keys in enumerate(axis_keys) if k in keys]
+                            for k in self.shared}
         self.owner = {k: i for i, keys in enumerate(axis_keys) for k in keys if counts[k] == 1}
         self.own_keys = [sorted(k for k in keys if counts[k] == 1) for keys in axis_keys]
         owned = [set(keys) for keys in self.own_keys]
-        self.given = [
-            [self._own_given(record, owned[i]) for record in self.records[i]]
-            for i in range(len(self.names))
-        ]
+        self.given = [[self._own_given(record, owned[i]) for record in self.records[i]]
+                      for i in range(len(self.names))]
         self.given_axes = [(i, g) for i, g in enumerate(self.given) if any(g)]
         self.shared_given: dict[tuple[str, tuple[int, ...]], Any] = {}
-        self.labels = sorted(
-            (a, i) for i, a in enumerate(self.names) if table[a] and table[a][0].is_label
-        )
+        self.labels = sorted((a, i) for i, a in enumerate(self.names)
+                             if table[a] and table[a][0].is_label)
         # Filled by learn(): every fragment, the first time a validated cell has it.
         self.dump0: dict[str, Any] | None = None
         self.own_frags: list[dict[int, dict[str, str]]] = [{} for _ in self.names]
@@ -100,6 +88,12 @@ class CellBuilder:
             base = {key: self.base[key]} if key in self.base else {}
             given[key] = deep_merge(base, {key: record.nested[key]})[key]
         return given
+
+    def _merge_shared(self, given: dict[str, Any], key: str, a: Assignment) -> None:
+        """Set ``given[key]`` to the shared setting's value for ``a``'s axes, if any."""
+        value = self._shared_value(key, tuple(a[j] for j in self.shared_axes[key]))
+        if value is not _MISSING:
+            given[key] = value
 
     def _shared_value(self, key: str, combo: tuple[int, ...]) -> Any:
         cached = self.shared_given.get((key, combo), _MISSING)
@@ -121,9 +115,7 @@ class CellBuilder:
             if own:
                 given.update(own)
         for key in self.shared:
-            value = self._shared_value(key, tuple(a[j] for j in self.shared_axes[key]))
-            if value is not _MISSING:
-                given[key] = value
+            self._merge_shared(given, key, a)
         return given
 
     def learn(self, a: Assignment, model: BaseModel) -> None:
@@ -136,9 +128,8 @@ class CellBuilder:
                 dump = dump or model.model_dump(mode="json")
                 # A key another value of the axis sets may be unknown to the backend:
                 # that value's cells fail validation, this valid cell has no such key.
-                self.own_frags[i][r] = {
-                    k: _frag(k, dump[k]) for k in self.own_keys[i] if k in dump
-                }
+                self.own_frags[i][r] = {k: _frag(k, dump[k]) for k in self.own_keys[i]
+                                        if k in dump}
         for key in self.shared:
             combo = tuple(a[j] for j in self.shared_axes[key])
             if combo not in self.shared_frags[key]:
@@ -196,23 +187,22 @@ class CellBuilder:
         for i, per_value in self.given_axes:
             if i != last and per_value[a[i]]:
                 given.update(per_value[a[i]])
-        shared_last = []
+        shared_last = [key for key in self.shared if last in self.shared_axes[key]]
         for key in self.shared:
-            if last in self.shared_axes[key]:
-                shared_last.append(key)
-                continue
-            value = self._shared_value(key, tuple(a[j] for j in self.shared_axes[key]))
-            if value is not _MISSING:
-                given[key] = value
+            if key not in shared_last:
+                self._merge_shared(given, key, a)
         axes = {self.names[i]: self.values[i][a[i]] for i in range(last)}
         return a[:-1], chunks, dynamic, given, axes, shared_last
 
-    def canonical(self, a: Assignment) -> str:
-        """The canonical JSON the id hashes (equal to ``content_id``'s input)."""
+    def _prepared_for(self, a: Assignment) -> _Prepared:
         prepared = self._prepared
         if prepared is None or prepared[0] != a[:-1]:
             prepared = self._prepared = self._prepare(a)
-        return self._text(prepared, a)
+        return prepared
+
+    def canonical(self, a: Assignment) -> str:
+        """The canonical JSON the id hashes (equal to ``content_id``'s input)."""
+        return self._text(self._prepared_for(a), a)
 
     @staticmethod
     def _text(prepared: _Prepared, a: Assignment) -> str:
@@ -226,32 +216,19 @@ class CellBuilder:
         return "".join(parts)
 
     def build(self, index: int, a: Assignment) -> Cell:
-        """The cell at ``index`` of the grid for ``a`` (after every value was learned).
-
-        Cells that differ only in the last axis (consecutive in grid order) share the
-        work on the other axes.
-        """
-        prepared = self._prepared
-        if prepared is None or prepared[0] != a[:-1]:
-            prepared = self._prepared = self._prepare(a)
+        """The cell at ``index`` of the grid for ``a`` (after every value was learned);
+        cells that differ only in the last axis share the work on the other axes."""
+        prepared = self._prepared_for(a)
         text = self._text(prepared, a)
-        given_before, axes_before, shared_last = prepared[3], prepared[4], prepared[5]
-        given = given_before.copy()
-        axes = axes_before.copy()
+        given, axes = prepared[3].copy(), prepared[4].copy()
         if a:
             r = a[-1]
             own = self.given[-1][r]
             if own:
                 given.update(own)
-            for key in shared_last:
-                value = self._shared_value(key, tuple(a[j] for j in self.shared_axes[key]))
-                if value is not _MISSING:
-                    given[key] = value
+            for key in prepared[5]:  # the shared settings the last axis takes part in
+                self._merge_shared(given, key, a)
             axes[self.names[-1]] = self.values[-1][r]
-        return Cell(
-            index,
-            hashlib.sha256(text.encode()).hexdigest()[:ID_LENGTH],
-            axes,
-            {name: axes[name] for name, _ in self.labels} if self.labels else {},
-            given,
-        )
+        labels = {name: axes[name] for name, _ in self.labels} if self.labels else {}
+        return Cell(index, hashlib.sha256(text.encode()).hexdigest()[:ID_LENGTH], axes, labels,
+                    given)

@@ -51,11 +51,9 @@ class StudyCell(_Frozen):
 
 class SweepPlan(_Frozen):
     """What a sweep runs and how, resolved and validated at submit (module docstring).
-
     ``axes`` and ``labels`` are the results' layout (the columns a cell's row has);
-    ``cell_count`` the grid's cells (a search's studies); ``studies`` a search's
-    starting cells, in grid order (empty without ``search``).
-    """
+    ``cell_count`` the grid's cells (a search's studies); ``studies`` a search's starting
+    cells, in grid order (empty without ``search``)."""
 
     format: Literal[1] = 1
     name: str
@@ -147,33 +145,21 @@ class Plan:
         """A JSON-able description (what ``kappa plan --json`` prints)."""
         spec = self.spec
         return {
-            "name": spec.name,
-            "backend": spec.backend,
-            "axes": list(spec.axis_names),
-            "labels": list(self.grid.label_names),
-            "count": self.count,
-            "resources": self.resources.model_dump(mode="json"),
-            "retries": spec.retries,
+            "name": spec.name, "backend": spec.backend, "axes": list(spec.axis_names),
+            "labels": list(self.grid.label_names), "count": self.count,
+            "resources": self.resources.model_dump(mode="json"), "retries": spec.retries,
             "gpu_hours": self.gpu_hours,
-            "cells": [
-                {
-                    "index": c.index,
-                    "cell_id": c.cell_id,
-                    "axes": c.axes,
-                    "labels": c.labels,
-                    **({"settings": c.settings} if with_settings else {}),
-                }
-                for c in self.cells
-            ],
+            "cells": [{"index": c.index, "cell_id": c.cell_id, "axes": c.axes, "labels": c.labels,
+                       **({"settings": c.settings} if with_settings else {})}
+                      for c in self.cells],
         }
 
 
 def _study(spec: Spec, cell: Cell, demand: Demand | None) -> StudyCell:
-    """A study's starting cell, with the most training steps one of its trials can run:
-    the base settings' (``Backend.max_steps``), or the top of a searched ``max_steps``.
-
-    ``demand``: the cell's, judged at its one validation (a submit); without it (a
-    plan read back from a stored spec) the cell is validated here."""
+    """A study's starting cell, with the most training steps one of its trials can run: the
+    base settings' (``Backend.max_steps``), or the top of a searched ``max_steps``.
+    ``demand``: the cell's, judged at its one validation (a submit); without it (a plan read
+    back from a stored spec) the cell is validated here."""
     from orchestrator.backends import get_backend
 
     assert spec.search is not None
@@ -194,10 +180,12 @@ def _study(spec: Spec, cell: Cell, demand: Demand | None) -> StudyCell:
                      labels=cell.labels, settings=cell.settings, max_steps=steps)
 
 
-def plan(spec: Spec, preflight: bool = True, judge: bool = False) -> Plan:
+def plan(spec: Spec, preflight: bool = True, judge: bool = False,
+         models: bool = False) -> Plan:
     """Expand ``spec`` and price it (see :func:`orchestrator.grid.expand`; ``judge``:
-    every cell validated once and its demand judged, for a submit)."""
-    return Plan(grid=expand(spec, preflight, judge))
+    every cell validated once and its demand judged, for a submit; ``models``: each
+    cell's validated settings kept too, for its canaries)."""
+    return Plan(grid=expand(spec, preflight, judge, models))
 
 
 def checked(reading: SpecReading) -> Spec:
@@ -225,12 +213,13 @@ def checked(reading: SpecReading) -> Spec:
 
 
 def parse_plan(text: str, filename: str = "<spec>", path: Path | None = None,
-               preflight: bool = True, judge: bool = False) -> Plan:
+               preflight: bool = True, judge: bool = False, models: bool = False) -> Plan:
     """Check a spec's YAML text and every cell; its plan, or every problem at once."""
-    return plan(checked(read_spec(text, filename, path)), preflight, judge)
+    return plan(checked(read_spec(text, filename, path)), preflight, judge, models)
 
 
-def load_plan(path: str | Path, judge: bool = False) -> Plan:
+def load_plan(path: str | Path, judge: bool = False, models: bool = False) -> Plan:
     """The plan of the spec file at ``path``, read once (see :func:`parse_plan`)."""
     file = Path(path)
-    return parse_plan(read_yaml_file(file, "spec"), str(file), file, judge=judge)
+    return parse_plan(read_yaml_file(file, "spec"), str(file), file, judge=judge,
+                      models=models)

@@ -37,27 +37,20 @@ from orchestrator.spec.settings_paths import (
 )
 
 
-def coupled_axes(
-    spec: Spec, table: Mapping[str, Sequence[AxisValue]], coupled: frozenset[str] | None
-) -> list[int]:
+def coupled_axes(spec: Spec, table: Mapping[str, Sequence[AxisValue]],
+                 coupled: frozenset[str] | None) -> list[int]:
     """Positions of the axes whose combinations must be validated together."""
     keys = [set().union(*(v.top_keys for v in table[a])) for a in spec.axes]
-    result = []
-    for i, mine in enumerate(keys):
-        shared = any(mine & other for j, other in enumerate(keys) if j != i)
-        if coupled is None or shared or mine & coupled:
-            result.append(i)
-    return result
+    return [i for i, mine in enumerate(keys)
+            if coupled is None or mine & coupled
+            or any(mine & other for j, other in enumerate(keys) if j != i)]
 
 
-def cells_to_validate(
-    cells: Sequence[Assignment], coupled_pos: Sequence[int], n_axes: int
-) -> list[int]:
-    """Indices of the cells that, validated, cover every combination that matters.
-
-    The first cell of each distinct combination of coupled values, and the first cell
-    holding each value of each free axis.
-    """
+def cells_to_validate(cells: Sequence[Assignment], coupled_pos: Sequence[int],
+                      n_axes: int) -> list[int]:
+    """Indices of the cells that, validated, cover every combination that matters. The first
+    cell of each distinct combination of coupled values, and the first cell holding each
+    value of each free axis."""
     if not cells:
         return []
     backwards = range(len(cells) - 1, -1, -1)
@@ -150,18 +143,11 @@ class _Collector:
                 location, path = origin.describe(parts), origin.yaml_path(parts)
         key = (location, message, problem.found)
         if key not in self.problems:
-            self.problems[key] = self.spec.problem(
-                path,
-                message,
-                location=location,
-                found=problem.found,
-                allowed=allowed,
-                fix=fix,
-            )
+            self.problems[key] = self.spec.problem(path, message, location=location,
+                                                   found=problem.found, allowed=allowed, fix=fix)
 
-    def _variant_lacking(
-        self, parts: LeafPath, records: Sequence[AxisValue]
-    ) -> AxisValue | None:
+    def _variant_lacking(self, parts: LeafPath,
+                         records: Sequence[AxisValue]) -> AxisValue | None:
         """The cell's variant whose axis sets ``parts`` in other variants, if any."""
         for record in records:
             variants = self.spec.axes.get(record.axis)
@@ -175,65 +161,40 @@ class _Collector:
                 return record
         return None
 
-    def cross_problems(
-        self, table: Mapping[str, Sequence[AxisValue]], positions: Sequence[int], checked: int
-    ) -> list[Problem]:
+    def cross_problems(self, table: Mapping[str, Sequence[AxisValue]],
+                       positions: Sequence[int], checked: int) -> list[Problem]:
         """One problem per cross-field message, placed at what its failing cells share."""
         names = list(self.spec.axes)
         out = []
         for message, cells in self.cross.items():
-            pinned = [
-                table[names[p]][cells[0][p]]
-                for p in positions
-                if len({cell[p] for cell in cells}) == 1
-            ]
+            pinned = [table[names[p]][cells[0][p]] for p in positions
+                      if len({cell[p] for cell in cells}) == 1]
             if len(cells) == checked:
                 out.append(self.spec.problem(("base",), message, location="base"))
             elif not pinned:
-                example = ", ".join(
-                    f"{names[p]}={table[names[p]][cells[0][p]].value}" for p in positions
-                )
-                out.append(
-                    self.spec.problem(
-                        ("axes",), f"{message} (e.g. in cell {example})", location="cells"
-                    )
-                )
+                example = ", ".join(f"{names[p]}={table[names[p]][cells[0][p]].value}"
+                                    for p in positions)
+                out.append(self.spec.problem(("axes",), f"{message} (e.g. in cell {example})",
+                                             location="cells"))
             else:
                 first = pinned[0]
-                location = (
-                    first.describe(())
-                    if len(pinned) == 1
-                    else "cells with " + ", ".join(f"{v.axis}={v.value}" for v in pinned)
-                )
-                out.append(
-                    self.spec.problem(
-                        first.origin,
-                        message,
-                        location=location,
-                        fix="exclude these cells, or change the values",
-                    )
-                )
+                location = first.describe(()) if len(pinned) == 1 else (
+                    "cells with " + ", ".join(f"{v.axis}={v.value}" for v in pinned))
+                out.append(self.spec.problem(first.origin, message, location=location,
+                                             fix="exclude these cells, or change the values"))
         return out
 
 
-def validate_cells(
-    spec: Spec,
-    backend: Backend,
-    table: Mapping[str, Sequence[AxisValue]],
-    cells: Sequence[Assignment],
-    settings_of: Callable[[Assignment], dict[str, Any]],
-    on_valid: Callable[[Assignment, BaseModel], None],
-    preflight: bool = True,
-    every: Callable[[int, BaseModel], None] | None = None,
-) -> int:
+def validate_cells(spec: Spec, backend: Backend, table: Mapping[str, Sequence[AxisValue]],
+                   cells: Sequence[Assignment], settings_of: Callable[[Assignment], dict[str, Any]],
+                   on_valid: Callable[[Assignment, BaseModel], None], preflight: bool = True,
+                   every: Callable[[int, BaseModel], None] | None = None) -> int:
     """Validate the cells that cover every combination, then preflight them as one batch
-    (:meth:`Backend.preflight`); raise with all problems at once.
-
-    ``settings_of`` gives a cell's settings (what its config.yaml gets); ``on_valid`` sees
-    each validated model of the covering cells; ``preflight=False`` skips the backend's
-    preflight; ``every`` sees each validated model with its cell's index in ``cells``.
-    Returns how many cells were validated.
-    """
+    (:meth:`Backend.preflight`); raise with all problems at once. ``settings_of`` gives a
+    cell's settings (what its config.yaml gets); ``on_valid`` sees each validated model of
+    the covering cells; ``preflight=False`` skips the backend's preflight; ``every`` sees
+    each validated model with its cell's index in ``cells``. Returns how many cells were
+    validated."""
     names = list(spec.axes)
     coupled_pos = coupled_axes(spec, table, getattr(backend, "coupled_settings", None))
     chosen = cells_to_validate(cells, coupled_pos, len(names))
@@ -282,13 +243,11 @@ def validate_cells(
 
 
 def base_problems(spec: Spec, backend: Backend) -> list[Problem]:
-    """Problems of ``base``'s own values, found without expanding the axes.
-
-    For when the axes are too broken to expand: the user still sees, in the same run,
-    what is wrong in ``base``. Only what ``base`` alone decides is reported: not a
-    setting some axis sets (the axis overrides it), not a missing setting (an axis may
-    give it), not a cross-field rule (the axes take part in it).
-    """
+    """Problems of ``base``'s own values, found without expanding the axes. For when the
+    axes are too broken to expand: the user still sees, in the same run, what is wrong in
+    ``base``. Only what ``base`` alone decides is reported: not a setting some axis sets
+    (the axis overrides it), not a missing setting (an axis may give it), not a cross-field
+    rule (the axes take part in it)."""
     from orchestrator.backends.validation import validate_model
     from orchestrator.spec.references import axis_leaf_paths
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, Table, bindparam, update
+from sqlalchemy import Table, bindparam, update
 
 from orchestrator.registry.cells import CellRef, cell_key
 from orchestrator.registry.connection import RegistryConnection
 from orchestrator.registry.models import CellRow, utcnow
-from orchestrator.registry.rows import cell_row, check_fields, sweep_row
+from orchestrator.registry.rows import cell_row, check_fields, sweep_row, updated_one
 from orchestrator.registry.snapshots import AttemptRecord
 from orchestrator.registry.states import AttemptState, CellState
 from orchestrator.registry.transitions import apply_transition
@@ -28,14 +28,10 @@ class CellUpdates(RegistryConnection):
 
     def transition(self, cell: CellRef, expected: CellState | str | Iterable[CellState | str],
                    new: CellState | str, **fields: Any) -> bool:
-        """Compare-and-set: move the cell to ``new`` iff it is in one of ``expected``.
-
-        Returns ``False`` (and changes nothing) when the cell is in another state, e.g.
-        because another process got there first. An edge missing from
-        ``states.TRANSITIONS`` raises ``IllegalTransition``. ``fields`` (see
-        ``TRANSITION_FIELDS``) are written in the same transaction. Entering ``running``
-        opens a new attempt; entering a terminal state closes the open one.
-        """
+        """Compare-and-set: move the cell to ``new`` iff it is in one of ``expected``;
+        ``False`` (nothing changed) when another process got there first. An edge missing
+        from ``states.TRANSITIONS`` raises ``IllegalTransition``. ``fields`` (see
+        ``TRANSITION_FIELDS``) are written in the same transaction (``transitions.py``)."""
         return self._change(cell, expected, new, fields)[0]
 
     def start_attempt(self, cell: CellRef, *, job_id: str | None = None,
@@ -52,13 +48,9 @@ class CellUpdates(RegistryConnection):
                        stop_reason: str | None = None) -> bool:
         """``running -> state`` (a terminal state), closing the open attempt;
         ``stop_reason`` when a stopping rule ended the cell."""
-        fields: dict[str, Any] = {"exit_code": exit_code}
-        if last_error is not None:
-            fields["last_error"] = last_error
-        if final_metrics is not None:
-            fields["final_metrics"] = final_metrics
-        if stop_reason is not None:
-            fields["stop_reason"] = stop_reason
+        given = {"last_error": last_error, "final_metrics": final_metrics,
+                 "stop_reason": stop_reason}
+        fields = {"exit_code": exit_code, **{k: v for k, v in given.items() if v is not None}}
         return self._change(cell, (CellState.RUNNING,), state, fields)[0]
 
     def _change(self, cell: CellRef, expected: CellState | str | Iterable[CellState | str],
@@ -117,9 +109,5 @@ class CellUpdates(RegistryConnection):
             values["total_steps"] = total_steps
         with self._tx() as session:
             row = cell_row(session, sweep, cell_id)
-            result = cast(CursorResult[Any], session.execute(
-                update(CellRow)
-                .where(CellRow.id == row.id, CellRow.state == CellState.RUNNING.value)
-                .values(**values)
-                .execution_options(synchronize_session=False)))
-            return result.rowcount == 1
+            return updated_one(session, update(CellRow).values(**values).where(
+                CellRow.id == row.id, CellRow.state == CellState.RUNNING.value))

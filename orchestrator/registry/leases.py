@@ -27,12 +27,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, Engine, func, select, update
+from sqlalchemy import Engine, func, select, update
 from sqlalchemy.orm import Session
 
 from orchestrator.errors import KappaError, Problem, UserInputError
 from orchestrator.registry.models import LeaseRow, SweepRow, utcnow
-from orchestrator.registry.rows import sweep_row
+from orchestrator.registry.rows import sweep_row, updated_one
 
 LEASE_SECONDS_ENV = "KAPPA_LEASE_SECONDS"
 DEFAULT_LEASE_SECONDS = 30.0
@@ -178,30 +178,23 @@ def take_lease(session: Session, sweep: str, me: Claimant, seconds: float,
     return True, _lease(sweep, row, now)
 
 
-def _owned(sweep: str, owner: str) -> Any:
+def _update_owned(session: Session, sweep: str, holder: str, /, **values: Any) -> bool:
+    """Set ``values`` on ``sweep``'s lease row iff ``holder`` owns it; whether it did."""
     sweep_id = select(SweepRow.id).where(SweepRow.name == sweep).scalar_subquery()
-    return (LeaseRow.sweep_id == sweep_id) & (LeaseRow.owner == owner)
+    return updated_one(session, update(LeaseRow).values(**values).where(
+        LeaseRow.sweep_id == sweep_id, LeaseRow.owner == holder))
 
 
 def renew_lease(session: Session, sweep: str, owner: str, seconds: float) -> bool:
     """Extend ``owner``'s lease by ``seconds`` from now; ``False``: it is not theirs."""
     now = registry_now(session)
-    result = cast(CursorResult[Any], session.execute(
-        update(LeaseRow).where(_owned(sweep, owner))
-        .values(heartbeat_at=now, expires_at=now + timedelta(seconds=seconds),
-                lease_seconds=seconds)
-        .execution_options(synchronize_session=False)))
-    return result.rowcount == 1
+    return _update_owned(session, sweep, owner, heartbeat_at=now, lease_seconds=seconds,
+                         expires_at=now + timedelta(seconds=seconds))
 
 
 def release_lease(session: Session, sweep: str, owner: str) -> bool:
     """Give up ``owner``'s lease (nothing if it is no longer theirs)."""
-    now = registry_now(session)
-    result = cast(CursorResult[Any], session.execute(
-        update(LeaseRow).where(_owned(sweep, owner))
-        .values(owner=None, expires_at=now)
-        .execution_options(synchronize_session=False)))
-    return result.rowcount == 1
+    return _update_owned(session, sweep, owner, owner=None, expires_at=registry_now(session))
 
 
 def current_lease(session: Session, sweep: str) -> Lease | None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import select
+from sqlalchemy import CursorResult, Update, select
 from sqlalchemy.orm import Session
 
 from orchestrator.errors import Problem, UserInputError, unknown_name
@@ -28,6 +28,14 @@ def check_fields(fields: Mapping[str, Any], allowed: frozenset[str], what: str) 
     extra = sorted(set(fields) - allowed)
     if extra:
         raise TypeError(f"{what} got unknown field(s) {extra}; allowed: {sorted(allowed)}")
+
+
+def updated_one(session: Session, statement: Update) -> bool:
+    """Run a bulk UPDATE (loaded rows are not synchronised); whether it changed exactly
+    one row: the answer of a compare-and-set."""
+    result = cast(CursorResult[Any], session.execute(
+        statement.execution_options(synchronize_session=False)))
+    return result.rowcount == 1
 
 
 def sweep_row(session: Session, name: str, lock: bool = False) -> SweepRow:

@@ -7,7 +7,7 @@ between threads and kept after the session is gone (no detached-instance errors)
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -52,17 +52,7 @@ class SweepRecord:
     @classmethod
     def of(cls, row: SweepRow) -> SweepRecord:
         """Snapshot a row (inside its session)."""
-        return cls(
-            name=row.name,
-            backend=row.backend,
-            spec_text=row.spec_text,
-            spec_hash=row.spec_hash,
-            mlflow_experiment_id=row.mlflow_experiment_id,
-            mlflow_parent_run_id=row.mlflow_parent_run_id,
-            created_at=row.created_at,
-            updated_at=row.updated_at,
-            plan=row.plan,
-        )
+        return cls(**{name: getattr(row, name) for name in _SWEEP_COLUMNS})
 
 
 @dataclass(frozen=True)
@@ -117,45 +107,22 @@ class CellRecord:
     @classmethod
     def pending(cls, sweep_name: str, row: Mapping[str, Any]) -> CellRecord:
         """Snapshot a cell just inserted as ``pending`` from the values it was inserted
-        with (``Registry.add_cells``)."""
-        return cls(
-            sweep_name=sweep_name, cell_id=row["cell_id"], index=row["index"],
-            axes=dict(row["axes"]), settings=dict(row["settings"]), labels=dict(row["labels"]),
-            state=CellState.PENDING, attempts_count=0, max_retries=row["max_retries"],
-            run_dir=None, mlflow_run_id=None, job_id=None, exit_code=None, last_error=None,
-            progress_step=None, total_steps=None, progress_updated_at=None,
-            final_metrics=None, created_at=row["created_at"], queued_at=None,
-            started_at=None, finished_at=None, demand=row.get("demand"))
+        with (``Registry.add_cells``); the columns it was not given are ``None``."""
+        return cls._made(sweep_name, {name: row.get(name) for name in _CELL_COLUMNS})
 
     @classmethod
     def of(cls, row: CellRow, sweep_name: str) -> CellRecord:
         """Snapshot a row (inside its session)."""
-        return cls(
-            sweep_name=sweep_name,
-            cell_id=row.cell_id,
-            index=row.index,
-            axes=dict(row.axes),
-            settings=dict(row.settings),
-            labels=dict(row.labels),
-            state=CellState(row.state),
-            attempts_count=row.attempts_count,
-            max_retries=row.max_retries,
-            run_dir=row.run_dir,
-            mlflow_run_id=row.mlflow_run_id,
-            job_id=row.job_id,
-            exit_code=row.exit_code,
-            last_error=row.last_error,
-            progress_step=row.progress_step,
-            total_steps=row.total_steps,
-            progress_updated_at=row.progress_updated_at,
-            final_metrics=None if row.final_metrics is None else dict(row.final_metrics),
-            created_at=row.created_at,
-            queued_at=row.queued_at,
-            started_at=row.started_at,
-            finished_at=row.finished_at,
-            stop_reason=row.stop_reason,
-            demand=None if row.demand is None else dict(row.demand),
-        )
+        return cls._made(sweep_name, {name: getattr(row, name) for name in _CELL_COLUMNS})
+
+    @classmethod
+    def _made(cls, sweep_name: str, values: dict[str, Any]) -> CellRecord:
+        final, demand = values["final_metrics"], values["demand"]
+        return cls(**{**values, "sweep_name": sweep_name, "axes": dict(values["axes"]),
+                      "settings": dict(values["settings"]), "labels": dict(values["labels"]),
+                      "state": CellState(values["state"]),
+                      "final_metrics": None if final is None else dict(final),
+                      "demand": None if demand is None else dict(demand)})
 
 
 @dataclass(frozen=True)
@@ -175,14 +142,13 @@ class AttemptRecord:
     @classmethod
     def of(cls, row: AttemptRow, sweep_name: str, cell_id: str) -> AttemptRecord:
         """Snapshot a row (inside its session)."""
-        return cls(
-            sweep_name=sweep_name,
-            cell_id=cell_id,
-            number=row.number,
-            state=AttemptState(row.state),
-            job_id=row.job_id,
-            started_at=row.started_at,
-            finished_at=row.finished_at,
-            exit_code=row.exit_code,
-            log_path=row.log_path,
-        )
+        values = {name: getattr(row, name) for name in _ATTEMPT_COLUMNS}
+        return cls(**{**values, "sweep_name": sweep_name, "cell_id": cell_id,
+                      "state": AttemptState(row.state)})
+
+
+# The fields each ``of`` copies from the row's same-named columns (the rest it is given).
+_SWEEP_COLUMNS = tuple(f.name for f in fields(SweepRecord))
+_CELL_COLUMNS = tuple(f.name for f in fields(CellRecord) if f.name != "sweep_name")
+_ATTEMPT_COLUMNS = tuple(f.name for f in fields(AttemptRecord)
+                         if f.name not in ("sweep_name", "cell_id"))

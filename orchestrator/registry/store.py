@@ -1,10 +1,6 @@
-"""The :class:`Registry`: sweeps, cells and attempts in one SQL database.
-
-See the package docstring (``orchestrator/registry/__init__.py``) for the contract. The
-methods live by concept: the connection and fence in ``connection.py``, sweeps in
-``sweeps.py``, cell reads in ``cells.py``, cell writes in ``cell_updates.py``; the lease
-methods (thin transactions over ``leases.py``) are here.
-"""
+"""The :class:`Registry` (contract: the package docstring), its methods mixed in by
+concept: ``connection.py``, ``sweeps.py``, ``cells.py``, ``cell_updates.py``; the lease
+methods (thin transactions over ``leases.py``) are here."""
 
 from __future__ import annotations
 

@@ -24,16 +24,10 @@ def spec_hash(spec_text: str) -> str:
 class SweepStore(RegistryConnection):
     """The registry's sweep methods (mixed into :class:`~.store.Registry`)."""
 
-    def upsert_sweep(
-        self,
-        name: str,
-        *,
-        backend: str,
-        spec_text: str,
-        mlflow_experiment_id: str | None = None,
-        mlflow_parent_run_id: str | None = None,
-        plan: str | None = None,
-    ) -> SweepRecord:
+    def upsert_sweep(self, name: str, *, backend: str, spec_text: str,
+                     mlflow_experiment_id: str | None = None,
+                     mlflow_parent_run_id: str | None = None,
+                     plan: str | None = None) -> SweepRecord:
         """Create the sweep ``name`` or update it; MLflow ids and the plan (JSON of
         :class:`orchestrator.grid.plan.SweepPlan`) are only overwritten when given.
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import CursorResult, select, update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from orchestrator.registry.models import AttemptRow, CellRow, utcnow
-from orchestrator.registry.rows import check_fields, jsonable
+from orchestrator.registry.rows import check_fields, jsonable, updated_one
 from orchestrator.registry.snapshots import AttemptRecord
 from orchestrator.registry.states import (
     ATTEMPT_END,
@@ -58,12 +58,8 @@ def apply_transition(session: Session, row: CellRow,
                       exit_code=None, final_metrics=None, stop_reason=None)
     # One UPDATE ... WHERE state IN (expected): atomic on SQLite and PostgreSQL alike, so
     # of two processes racing for the same edge exactly one sees rowcount 1.
-    result = cast(CursorResult[Any], session.execute(
-        update(CellRow)
-        .where(CellRow.id == row.id, CellRow.state.in_([s.value for s in sources]))
-        .values(**values)
-        .execution_options(synchronize_session=False)))
-    if result.rowcount != 1:
+    if not updated_one(session, update(CellRow).values(**values).where(
+            CellRow.id == row.id, CellRow.state.in_([s.value for s in sources]))):
         return False, None
     session.refresh(row)
     return True, _record_attempt(session, row, target, fields, now)

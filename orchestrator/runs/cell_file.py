@@ -30,28 +30,16 @@ class _CellFacts(Protocol):
     def labels(self) -> Any: ...
 
 
-def cell_document(
-    sweep: str, cell: _CellFacts, state: str, mlflow_run_id: str | None
-) -> dict[str, Any]:
-    """The content of ``cell.json`` for ``cell`` of ``sweep``."""
-    labels = cell.labels if isinstance(cell.labels, Mapping) else {}
-    return {
-        "sweep": sweep,
-        "cell_id": cell.cell_id,
-        "axes": dict(cell.axes),
-        "labels": dict(labels),
-        "state": str(state),
-        "mlflow_run_id": mlflow_run_id or None,
-    }
-
-
-def write_cell_file(
-    run_dir: Path, sweep: str, cell: _CellFacts, state: str, mlflow_run_id: str | None
-) -> Path:
+def write_cell_file(run_dir: Path, sweep: str, cell: _CellFacts, state: str,
+                    mlflow_run_id: str | None) -> Path:
     """Write ``run_dir/cell.json`` atomically (the folder is created if needed)."""
+    labels = cell.labels if isinstance(cell.labels, Mapping) else {}
+    document = {"sweep": sweep, "cell_id": cell.cell_id, "axes": dict(cell.axes),
+                "labels": dict(labels), "state": str(state),
+                "mlflow_run_id": mlflow_run_id or None}
     run_dir.mkdir(parents=True, exist_ok=True)
     target = run_dir / CELL_FILE
-    write_json(target, cell_document(sweep, cell, state, mlflow_run_id), indent=1, default=str)
+    write_json(target, document, indent=1, default=str)
     return target
 
 

@@ -56,15 +56,11 @@ def job_dirs(log_path: Path, since: datetime | None = None) -> list[Path]:
     jobs_dir = log_path.parent / JOBS_DIR
     if not jobs_dir.is_dir():
         return []
-    floor = None if since is None else _epoch_ns(since)
-    found = []
-    for d in jobs_dir.iterdir():
-        if not (d.name.startswith(f"{log_path.name}.") and d.is_dir()):
-            continue
-        at = submitted_at_ns(d, log_path.name)
-        if floor is not None and (at is None or at < floor):
-            continue
-        found.append(d)
+    found = [d for d in jobs_dir.iterdir() if d.name.startswith(f"{log_path.name}.") and d.is_dir()]
+    if since is not None:
+        floor = _epoch_ns(since)
+        found = [d for d in found
+                 if (at := submitted_at_ns(d, log_path.name)) is not None and at >= floor]
     return sorted(found, key=lambda d: d.name, reverse=True)
 
 

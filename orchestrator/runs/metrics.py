@@ -81,9 +81,10 @@ def truncate_metrics(path: Path, last_step: int) -> list[str]:
     return kept
 
 
-def parse_row(obj: Any) -> MetricRow | None:
-    """A decoded line as ``(step, values)`` with non-finite values as floats, or ``None``."""
+def parse_row(line: bytes | str) -> MetricRow | None:
+    """A line as ``(step, values)`` with non-finite values as floats, or ``None``."""
     try:
+        obj = json.loads(line)
         step = int(obj["step"])
         values = {str(k): float(v) for k, v in obj["metrics"].items()
                   if isinstance(v, int | float) and not isinstance(v, bool)}
@@ -132,14 +133,7 @@ def read_metrics_file(path: Path, cursor: MetricsCursor | None = None) -> Metric
     except OSError:
         return MetricsRead((), cursor)
     end = raw.rfind(b"\n") + 1
-    rows = []
-    for line in raw[:end].splitlines():
-        try:
-            row = parse_row(json.loads(line))
-        except ValueError:
-            continue
-        if row is not None:
-            rows.append(row)
+    rows = [row for line in raw[:end].splitlines() if (row := parse_row(line)) is not None]
     return MetricsRead(tuple(rows), MetricsCursor(identity, start + end), restarted)
 
 

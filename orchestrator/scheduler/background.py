@@ -1,13 +1,9 @@
 """Work the scheduler hands off its critical path: one worker thread, in order.
 
-Ending a cell's MLflow run (uploading its files, logging missing final metrics, setting
-its status) takes tens of milliseconds per cell and nothing in the loop waits on its
-result, so :class:`BackgroundWork` runs it on a worker thread while the loop launches
-the next cells. Tasks carry a key (the run id): :meth:`BackgroundWork.wait_for` lets the
-loop wait for a run's pending task before touching that run again (a retry reopening
-it), and :meth:`BackgroundWork.flush` waits for everything (the loop calls it before it
-returns). A task that fails is logged and dropped; what it left undone is redone by the
-next scheduler's recovery (see ``loop.py``), so a crash loses nothing either.
+Ending a cell's MLflow run takes tens of milliseconds and nothing in the loop waits on
+its result, so it runs on a worker thread while the loop launches the next cells. Tasks
+carry a key (the run id) to wait for one run's tasks. A task that fails is logged and
+dropped; the next scheduler's recovery redoes what it left undone.
 """
 
 from __future__ import annotations

@@ -60,9 +60,9 @@ class OpenedRuns:
     def finish(self, registry: Registry, cell_id: str, status: str) -> None:
         """End the cell's run with ``status`` (an MLflow run status)."""
         known = self._known.pop(cell_id, None)
+        run_id: str | None
         if known is not None:
-            run_id: str | None = known[0]
-            run_dir = known[1]
+            run_id, run_dir = known
         else:  # e.g. a reattached job: the registry knows its run
             cell = registry.get_cell(self.sweep, cell_id)
             run_id, run_dir = cell.mlflow_run_id, cell_run_dir(cell)

@@ -26,10 +26,8 @@ from orchestrator.spec.model import Resources
 
 def job_resources(demand: Demand, resources: Resources) -> JobResources:
     """What one launch of a cell of this ``demand`` asks its executor for: from its
-    settings alone (the backend's ``gpus``/``nodes``/``min_cpus``/``self_placing``, judged
-    when the cell was validated), never from a launch, which may fail for reasons of its
-    moment (a launch-time failure is a failed attempt the cell's retries cover, not a
-    submit error)."""
+    settings alone, never from a launch, which may fail for reasons of its moment (a
+    failed attempt the cell's retries cover, not a submit error)."""
     return JobResources(gpus=demand.gpus, nodes=demand.nodes,
                         cpus=max(resources.cpus, demand.min_cpus), hours=resources.hours,
                         self_placing=demand.self_placing)
@@ -53,17 +51,12 @@ def check_fit(cells: Iterable[tuple[str, Demand | None]], executor: Executor,
             too_big.setdefault(why, []).append(cell_id)
     if not too_big:
         return
-    problems = [
-        Problem(
-            "resources",
-            f"{len(ids)} cell(s) could never start on the {executor.name} executor: {why}",
-            found=f"cells {', '.join(i[:12] for i in ids[:3])}{', …' if len(ids) > 3 else ''}",
-            fix="ask for fewer resources per cell (resources.cpus; the backend's GPU "
-                "settings: device, verl's trainer.nnodes × n_gpus_per_node), or run where "
-                "they exist (CUDA_VISIBLE_DEVICES; a bigger Ray cluster, or -E "
-                "autoscaling=true for one that adds nodes on demand)",
-        )
-        for why, ids in too_big.items()
-    ]
+    problems = [Problem(
+        "resources", f"{len(ids)} cell(s) could never start on the {executor.name} executor: {why}",
+        found=f"cells {', '.join(i[:12] for i in ids[:3])}{', …' if len(ids) > 3 else ''}",
+        fix="ask for fewer resources per cell (resources.cpus; the backend's GPU "
+            "settings: device, verl's trainer.nnodes × n_gpus_per_node), or run where "
+            "they exist (CUDA_VISIBLE_DEVICES; a bigger Ray cluster, or -E "
+            "autoscaling=true for one that adds nodes on demand)") for why, ids in too_big.items()]
     raise UserInputError(
         f"cells ask for more than the {executor.name} executor can ever give one job", problems)

@@ -7,23 +7,7 @@ order given. Like an Optuna pruner, a hook only judges and asks: it never change
 cell's state itself (the loop does, from what the hook answers), so a hook that does
 nothing (:class:`SchedulerHook`'s defaults) leaves the loop as it would be without it.
 
-Contract (every method is called from the loop's one thread):
-
-* :meth:`~SchedulerHook.on_pass` — once per pass, before the loop launches: e.g. a search
-  tells ended trials and asks new ones (adding pending cells to the registry).
-* :meth:`~SchedulerHook.may_launch` — which of the pending cells (ids, in launch order)
-  may start now; the loop launches only those that every hook lets through. ``idle``
-  says nothing runs or waits to retry (so nothing running could change the answer).
-* :meth:`~SchedulerHook.on_launch` — a cell's new launch is about to be submitted.
-* :meth:`~SchedulerHook.on_poll` — every poll of a running cell; the hook may ask the
-  loop to stop the cell (:meth:`LoopControl.stop_cell`).
-* :meth:`~SchedulerHook.request_stop` — the loop asks the hooks, in order, to stop a
-  running cell (for :meth:`LoopControl.stop_cell`); the first that does says ``True``.
-* :meth:`~SchedulerHook.on_exit` — a cell's job ended: an :class:`Ending` if the hook
-  decides how the cell ends (the first hook that answers wins), else ``None`` and the
-  ordinary success/failure path applies.
-* :meth:`~SchedulerHook.busy` — whether the hook still has work for the loop (a search
-  with trials left to ask): the loop ends only when no cell is left and no hook is busy.
+Every method is called from the loop's one thread, for every hook in order.
 
 A hook keeps nothing a restart would lose: what it decided is in the registry or the
 run folder (a stop request, a study), and a new scheduler's hooks read it back.
@@ -31,7 +15,7 @@ run folder (a stop request, a study), and a new scheduler's hooks read it back.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -65,18 +49,19 @@ class LoopControl(Protocol):
 
 
 class SchedulerHook(Protocol):
-    """A participant in the loop (see the module docstring for when each is called).
-
-    Subclass it and override what the hook needs; the defaults do nothing.
-    """
+    """A participant in the loop: subclass it and override what the hook needs; the
+    defaults do nothing."""
 
     def on_pass(self, registry: Registry) -> None:
-        """Once per pass, before launching."""
+        """Once per pass, before launching (e.g. a search tells ended trials and asks new
+        ones, adding pending cells)."""
         return None
 
     def may_launch(self, registry: Registry, sweep: str, ranked: list[str],
                    idle: bool) -> list[str]:
-        """The ids of ``ranked`` (pending cells, in launch order) that may start now."""
+        """The ids of ``ranked`` (pending cells, in launch order) that may start now; the
+        loop launches only those every hook lets through. ``idle``: nothing runs or waits
+        to retry (so nothing running could change the answer)."""
         return ranked
 
     def on_launch(self, cell_id: str, run_dir: Path) -> None:
@@ -85,22 +70,22 @@ class SchedulerHook(Protocol):
 
     def on_poll(self, loop: LoopControl, cell: CellRecord, run_dir: Path,
                 job: JobHandle) -> None:
-        """A poll of a running cell."""
+        """A poll of a running cell; the hook may ask ``loop`` to stop it."""
         return None
 
     def request_stop(self, cell_id: str, run_dir: Path, job: JobHandle,
                      request: StopRequest) -> bool:
-        """Stop the running cell as asked; whether this hook made the request."""
+        """Stop the running cell as asked (for :meth:`LoopControl.stop_cell`, which asks
+        the hooks in order until one does); whether this hook made the request."""
         return False
 
     def on_exit(self, cell_id: str, run_dir: Path, code: int,
                 summary: Mapping[str, Any] | None) -> Ending | None:
-        """The cell's job ended with ``code``: how the cell ends, if this hook decides."""
+        """The cell's job ended with ``code``: how the cell ends, if this hook decides (the
+        first hook that answers wins; ``None``: the ordinary success/failure path)."""
         return None
 
     def busy(self) -> bool:
-        """Whether the loop must keep going for this hook even with no cell left."""
+        """Whether the loop must keep going for this hook even with no cell left (a
+        search with trials left to ask)."""
         return False
-
-
-Hooks = Sequence[SchedulerHook]

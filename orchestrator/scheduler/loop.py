@@ -2,37 +2,19 @@
 
 Each state change is one registry transaction (compare-and-set), so the registry is
 always the truth and another process (``kappa cancel``, a second ``kappa submit``) can
-act on the sweep while this loop drives it. The loop
+act on the sweep while this loop drives it. The loop recovers what an earlier, killed
+scheduler left (:mod:`.recovery`); launches pending cells that fit the free capacity
+(:mod:`.order`), judged from each cell's demand stored at submit (it validates no
+settings); watches running jobs (progress, then ``succeeded`` or ``failed`` with a retry
+after a backoff while retries remain); notices cells cancelled behind its back and kills
+their jobs; and calls its hooks (:mod:`.hooks`): stopping rules and the GPU-hours cap
+(:mod:`orchestrator.stopping.hook`), a search's trials (:mod:`orchestrator.search.hook`).
+A launch that cannot be made is a failed attempt; a tracking store or executor that is
+away makes a cell wait (or gives its attempt back), uncharged.
 
-1. **recovers** what an earlier, killed scheduler left (:mod:`.recovery`): running
-   cells' jobs are reattached, vanished ones requeued without charging a retry;
-2. **launches** pending cells that fit the executor's free capacity, longest expected
-   first with smaller cells backfilling (:mod:`.order`), judged from each cell's
-   demand stored at submit (the loop validates no settings): ``pending -> queued``,
-   the run folder's ``config.yaml`` from the registry's settings, the child MLflow run
-   (reused across attempts; a store that is away makes the cell wait, uncharged),
-   attempt opened with the run id and folder (``queued -> running``, one transaction),
-   job submitted, job id recorded. A launch that cannot be made is a failed attempt.
-   MLflow is searched for a cell's run only when a marker says an earlier launch died
-   between creating a run and recording it (:mod:`.cell_runs`);
-3. **watches** running jobs: progress from ``progress.json``; on exit, ``succeeded``
-   with ``summary.json``'s final metrics or ``failed`` with the exit code and the log's
-   tail, then a retry after an exponential backoff while retries remain;
-4. **calls its hooks** (:mod:`.hooks`), through which the sweep's stopping rules and
-   GPU-hours cap (:mod:`orchestrator.stopping.hook`) stop cells early and hold back the
-   cells the cap cannot afford;
-5. **notices cancellation**: a cell that left ``running`` behind its back (``kappa
-   cancel``) has its job killed;
-6. **searches** through a hook too: a sweep with a ``search:`` block gets its trials'
-   cells from its Optuna studies (:mod:`orchestrator.search.hook`).
-
-Ending a cell's MLflow run happens off this loop (the tracker may finish runs in the
-background); :meth:`SweepScheduler.run` waits for those before it returns, and recovery
-ends the runs of ended cells that a killed scheduler left RUNNING. ``cell.json`` in each
-run folder follows the registry (see :mod:`.cell_file`).
-
-It holds the sweep's lease (:mod:`.lease`) throughout and writes through a registry
-fenced by it: once the lease is lost (taken over after it expired) the loop raises
+Cells' MLflow runs may be ended in the background; :meth:`SweepScheduler.run` waits for
+those before it returns. It holds the sweep's lease (:mod:`.lease`) throughout and writes
+through a registry fenced by it: once the lease is lost the loop raises
 :class:`~.lease.LeaseLost` before its next pass or launch, and any write it still tries
 changes nothing.
 """
@@ -159,7 +141,6 @@ class SweepScheduler:
         self._launch_pending()
 
     def _check_lease(self) -> None:
-        """Raise :class:`LeaseLost` unless this scheduler still holds the sweep's lease."""
         if self._lease is not None:
             self._lease.check()
 
@@ -187,9 +168,8 @@ class SweepScheduler:
     # -- launching --------------------------------------------------------------------
     def _slots(self, gpus: int) -> int:
         free = self.executor.capacity(gpus)
-        if self.options.max_parallel is not None:
-            free = min(free, self.options.max_parallel - len(self._running))
-        return free
+        limit = self.options.max_parallel
+        return free if limit is None else min(free, limit - len(self._running))
 
     def _launch_pending(self) -> None:
         if self._slots(0) <= 0:
@@ -247,9 +227,8 @@ class SweepScheduler:
         self._store_waits.pop(cell.cell_id, None)
         # One transaction opens the attempt and records the run id and folder; until it
         # commits, the marker makes a later launch look for the run before making one.
-        fields: dict[str, str] = {"log_path": str(log_path), "run_dir": str(run_dir)}
-        if run_id:
-            fields["mlflow_run_id"] = run_id
+        fields = {"log_path": str(log_path), "run_dir": str(run_dir)} | (
+            {"mlflow_run_id": run_id} if run_id else {})
         started = self.registry.transition(cell, CellState.QUEUED, CellState.RUNNING,
                                            **fields)
         if not started:  # cancelled between the claim and the launch
@@ -355,9 +334,8 @@ class SweepScheduler:
     def _after_failure(self, cell_id: str) -> None:
         cell = self.registry.get_cell(self.sweep, cell_id)
         if cell.state is CellState.FAILED and cell.retries_left > 0:
-            failures = cell.attempts_count
             self._retry_at[cell_id] = time.monotonic() + retry_delay(
-                failures, self.options.retry_backoff)
+                cell.attempts_count, self.options.retry_backoff)
         else:
             self._finish_run(cell_id, "FAILED")
 

@@ -6,21 +6,17 @@ first launch; the registry's ``mlflow_run_id`` is the source of truth after that
 retry or resume reopens the recorded run without searching for it. Only a launch that
 may have created a run without recording it (``may_exist``) searches first.
 
-A new run's params are logged just after it is created, on a background thread
-(:mod:`.background`); a reopened run gets any params it lacks the same way. When a cell
-ends, its config, summary and log are attached, final metrics from ``summary.json`` that
-the run lacks are logged as metrics, a stopping rule's reason is tagged ``kappa.stopped``,
-metrics the trainer left in the run folder's outbox (MLflow was away) are delivered, and
-the run is ended — on the same thread, in order, off the loop's critical path. Each of
-these waits out a tracking store that went away (:mod:`orchestrator.tracking.retry`).
-:meth:`flush` waits for all that; a retry reopening a run waits for the run's own pending
-work first; :meth:`reconcile` ends runs a killed scheduler never finished;
-:meth:`sweep_ended` ends the parent run.
+A run's params and its ending (files, final metrics, the ``kappa.stopped`` tag, the
+outbox's undelivered metrics) go through one background thread (:mod:`.background`), in
+order, off the loop's critical path, each waiting out a tracking store that went away
+(:mod:`orchestrator.tracking.retry`); a retry reopening a run waits for the run's own
+pending work first.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import cached_property
 from pathlib import Path
 
 from orchestrator.registry import CellRecord, SweepRecord
@@ -43,12 +39,9 @@ STOPPED_TAG = "kappa.stopped"
 
 
 def _import_mlflow_parts(tracker: Tracker) -> None:
-    """Import, on this thread, the MLflow modules the background tasks use.
-
-    Two threads importing a package with import cycles (MLflow has them) for the first
-    time at once can deadlock or see half-initialised modules; after this, the worker
-    only finds them in ``sys.modules``.
-    """
+    """Import, on this thread, the MLflow modules the background tasks use: two threads
+    importing a package with import cycles (MLflow has them) for the first time at once
+    can deadlock or see half-initialised modules."""
     import mlflow.entities
     import mlflow.exceptions
     import mlflow.store.artifact.artifact_repository_registry  # noqa: F401
@@ -61,16 +54,12 @@ class MlflowRunTracker:
 
     def __init__(self, uri: str | None = None, background: bool = True) -> None:
         self.tracker = Tracker(uri)
-        self._commit: str | None = None
-        self._commit_known = False
         self._work = BackgroundWork("kappa-mlflow-finish") if background else None
         self._warm = False
 
+    @cached_property
     def _git_commit(self) -> str | None:
-        if not self._commit_known:
-            self._commit = git_commit()
-            self._commit_known = True
-        return self._commit
+        return git_commit()
 
     def cell_run(self, sweep: SweepRecord, cell: CellRecord, *, may_exist: bool) -> str:
         """The cell's child run id (the recorded one reopened, or a new one)."""
@@ -87,7 +76,7 @@ class MlflowRunTracker:
                 return run_id
             may_exist = True  # the recorded run is gone: look before making another
         new_id = self.tracker.create_cell_run(
-            sweep.mlflow_parent_run_id, cell, sweep.name, git_commit=self._git_commit(),
+            sweep.mlflow_parent_run_id, cell, sweep.name, git_commit=self._git_commit,
             may_exist=may_exist, experiment_id=sweep.mlflow_experiment_id, log_params=False)
         # The params follow off the critical path (before any finish of this run: the
         # worker keeps order). A run found by the search may have them already.

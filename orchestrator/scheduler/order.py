@@ -6,25 +6,17 @@ cells first** (longest-processing-time-first), and when the next cell does not f
 the GPUs free now it **backfills**: smaller cells behind it that fit start instead, so
 no GPU idles while something could run on it.
 
-What the order knows about a cell, and nothing else (its stored
-:class:`~orchestrator.backends.base.Demand`, judged from its settings when it was
-validated at submit: the scheduler validates nothing):
-
-* its GPUs, ``Backend.gpus(settings)`` (what it must fit into);
-* its expected length, ``Backend.max_steps(settings)``: the training steps it runs.
-  Cells of one sweep train the same kind of model, so steps are what sets their
-  relative length; the wall time itself (``resources.hours`` is one figure for the
-  whole sweep) is not known per cell. Cells whose steps tie (or are unknown) keep
-  registry order (their index), so a sweep whose cells all run the same steps is
-  launched in plain registry order with backfill.
+The order knows a cell only by its stored :class:`~orchestrator.backends.base.Demand`:
+its GPUs (what it must fit into) and its training steps, its expected length (cells of
+one sweep train the same kind of model, so steps set their relative length; wall time is
+not known per cell). Cells whose steps tie (or are unknown) keep registry order.
 
 GPU demand is deliberately not a sort key: on simulated clusters (``bench/
 cluster_makespan.py``) largest-GPU-first did worse than registry order whenever lengths
 were not known, and no better when they were.
 
-A cell's demand is read once (its settings never change: the cell id is their
-hash). :class:`LaunchOrder` with ``longest_first=False, backfill=False`` is strict FIFO,
-the baseline the benchmark compares against.
+:class:`LaunchOrder` with ``longest_first=False, backfill=False`` is strict FIFO, the
+baseline the benchmark compares against.
 """
 
 from __future__ import annotations
@@ -52,11 +44,9 @@ CellKey = tuple[str, int]
 
 @dataclass
 class LaunchOrder:
-    """Which pending cells to launch, in what order (see the module docstring).
-
-    It works on cell ids: a pass reads only the waiting cells' ids and indexes, and a
-    cell's stored demand is read (:meth:`learn`) the first time the order meets it.
-    """
+    """Which pending cells to launch, in what order (see the module docstring), by cell
+    id; a cell's stored demand is read once, the first time the order meets it (its
+    settings never change: the cell id is their hash)."""
 
     longest_first: bool = True
     backfill: bool = True
@@ -98,12 +88,9 @@ class LaunchOrder:
 
     def fitting(self, ordered: Sequence[str], slots: Callable[[int], int]) -> Iterator[str]:
         """The ids of ``ordered`` (already in launch order) that fit now, in order.
-
-        ``slots(gpus)`` says how many more jobs of ``gpus`` GPUs could start now; it is
-        asked again after each cell the caller launched. Free GPUs only shrink during a
-        pass, so once ``g`` GPUs did not fit, no cell needing ``g`` or more is asked
-        about again: a pass over many waiting cells stays one cheap loop.
-        """
+        ``slots(gpus)`` (how many more jobs of ``gpus`` GPUs could start now) is asked
+        again after each cell the caller launched; free GPUs only shrink during a pass,
+        so once ``g`` GPUs did not fit, no cell needing ``g`` or more is asked again."""
         if not ordered:
             return
         smallest = min(self.demand(i).gpus for i in ordered)

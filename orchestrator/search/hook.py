@@ -5,17 +5,11 @@ Optuna study per axis combination (:func:`study_name`), stored beside the regist
 (:mod:`.storage`). Each trial is an ordinary cell of the sweep: its settings are
 the combination's settings with the trial's values, its labels ``kappa.study`` and
 ``kappa.trial`` (so its content id, registry row and MLflow child run are its own), and
-it is launched, watched, stopped and retried by the ordinary loop
-(:mod:`orchestrator.scheduler.loop`), in which :class:`SearchHook` takes part (one of
-its hooks, :mod:`orchestrator.scheduler.hooks`) and calls :class:`SweepSearch`:
-
-* ``sync`` — every pass, before launching (``on_pass``): trials whose cells ended are told (the
-  objective from the cell's final metrics, or the best value in its history for
-  ``at: best``; a cell a pruner stopped is PRUNED, a failed one FAIL), then new trials
-  are asked while the study has fewer than ``parallel`` running and ``trials`` in all;
-* ``watch`` — every poll of a running trial (``on_poll``): the objective's values logged since the
-  last poll are reported to the trial, and if the pruner says so the cell is stopped
-  like a stopping rule stops it (``pruned at step N``).
+it is launched, watched, stopped and retried by the ordinary loop, in which
+:class:`SearchHook` takes part (:mod:`orchestrator.scheduler.hooks`): every pass it
+tells the trials whose cells ended and asks new ones (:meth:`SweepSearch.sync`), every
+poll it reports the objective to the trial and stops a cell its pruner prunes
+(:meth:`SweepSearch.watch`).
 
 Nothing here is state a restart loses. The studies are the record: a trial is asked once
 (a trial whose cell is in the registry is never asked again), a RUNNING trial whose cell
@@ -123,7 +117,9 @@ class SweepSearch:
 
     # -- asking and telling -----------------------------------------------------------
     def sync(self, registry: Registry) -> None:
-        """Tell the trials whose cells ended; ask new ones where there is room."""
+        """Tell the trials whose cells ended (the objective from the final metrics, or the
+        best logged for ``at: best``; a pruned cell is PRUNED, a failed one FAIL); ask new
+        ones while a study has fewer than ``parallel`` running and ``trials`` in all."""
         from optuna.trial import TrialState
 
         cells = registry.cells(self.sweep)
@@ -239,7 +235,8 @@ class SweepSearch:
 
     # -- intermediate values ----------------------------------------------------------
     def watch(self, scheduler: LoopControl, cell: CellRecord, run_dir: Path) -> None:
-        """Report the objective's new values to the cell's trial; prune if told to."""
+        """Report the objective's values logged since the last poll to the cell's trial;
+        stop the cell (``pruned at step N``) if its pruner says so."""
         watched = self._watched_of(cell)
         if watched is None:
             return

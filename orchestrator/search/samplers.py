@@ -51,12 +51,9 @@ def make_sampler(search: SearchSpec, offset: int, study_index: int = 0) -> Any:
         # Optuna's default (10 random trials before TPE models anything) would make a
         # small budget a random search; a third of the budget, 2 to 10, keeps TPE's role.
         return s.TPESampler(seed=seed, n_startup_trials=tpe_startup_trials(search))
-    if search.sampler == "random":
-        return s.RandomSampler(seed=seed)
-    if search.sampler == "gp":
-        return s.GPSampler(seed=seed)
-    if search.sampler == "cmaes":
-        return s.CmaEsSampler(seed=seed)
+    seeded = {"random": s.RandomSampler, "gp": s.GPSampler, "cmaes": s.CmaEsSampler}
+    if search.sampler in seeded:
+        return seeded[search.sampler](seed=seed)
     if search.sampler == "qmc":
         return s.QMCSampler(seed=search.seed, scramble=True)  # its sequence is the record
     class _AskTellGrid(s.GridSampler):

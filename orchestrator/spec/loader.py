@@ -24,17 +24,13 @@ _LEAF_STAND_INS: dict[str, Any] = {"name": "invalid-name", "description": "",
 # Member tags pydantic appends to locations inside a union of scalar types.
 _SCALAR_TAGS = frozenset({"bool", "int", "float", "str", "none"})
 _SCALARS = "a string, number, boolean or null"
-_AXIS_RULE = (
-    "ASCII letters, digits and _, not starting with a digit; dots for nested settings "
-    "(model.d_model)"
-)
+_AXIS_RULE = ("ASCII letters, digits and _, not starting with a digit; dots for nested "
+              "settings (model.d_model)")
 _NAME_RULES = {"name": "lowercase letters, digits, '.', '_' and '-', starting with a "
                "letter or digit; at most 100 characters"}
-_PLAIN_TYPES = {
-    "tuple_type": "should be a list ([a, b] or one '- item' per line)",
-    "list_type": "should be a list ([a, b] or one '- item' per line)",
-    "dict_type": "should be a mapping (key: value)",
-}
+_A_LIST = "should be a list ([a, b] or one '- item' per line)"
+_PLAIN_TYPES = {"tuple_type": _A_LIST, "list_type": _A_LIST,
+                "dict_type": "should be a mapping (key: value)"}
 
 
 def _problems(exc: ValidationError, doc: SourceDocument) -> list[Problem]:
@@ -47,8 +43,7 @@ def _problems(exc: ValidationError, doc: SourceDocument) -> list[Problem]:
             break
         loc = list(err["loc"])
         if err["type"] == "too_short" and any(
-            len(o["loc"]) > len(loc) and list(o["loc"][: len(loc)]) == loc for o in errors
-        ):
+                len(o["loc"]) > len(loc) and list(o["loc"][: len(loc)]) == loc for o in errors):
             continue  # "too short after validation" only because an item is invalid
         # Pydantic locates a bad mapping key as "<path>.<key>.[key]": the key is the path.
         is_key = bool(loc) and loc[-1] == "[key]"
@@ -58,9 +53,8 @@ def _problems(exc: ValidationError, doc: SourceDocument) -> list[Problem]:
         if in_scalar_union:
             loc = loc[:-1]
         # Tags of the axis union are pydantic's, not the user's: drop them.
-        path = tuple(
-            p for i, p in enumerate(loc) if not (i == 2 and loc[0] == "axes" and p in AXIS_TAGS)
-        )
+        path = tuple(p for i, p in enumerate(loc)
+                     if not (i == 2 and loc[0] == "axes" and p in AXIS_TAGS))
         key = (path, "scalar" if in_scalar_union else err["type"])
         if key in seen:
             continue
@@ -98,13 +92,9 @@ def _known_keys(path: tuple[Any, ...]) -> list[str]:
     from orchestrator.spec.model import Resources
     from orchestrator.spec.stop_block import DivergedRule, PlateauRule, StopRules, ThresholdRule
 
-    if path == ():
-        return list(Spec.model_fields)
-    if path == ("resources",):
-        return list(Resources.model_fields)
     models: dict[tuple[Any, ...], type[BaseModel]] = {
-        ("stop",): StopRules, ("stop", "plateau"): PlateauRule,
-        ("stop", "threshold"): ThresholdRule}
+        (): Spec, ("resources",): Resources, ("stop",): StopRules,
+        ("stop", "plateau"): PlateauRule, ("stop", "threshold"): ThresholdRule}
     in_diverged = path[:2] == ("stop", "diverged") and len(path) == 3
     model: type[BaseModel] | None = DivergedRule if in_diverged else models.get(tuple(path))
     if model is None:
@@ -142,20 +132,11 @@ def read_spec(text: str, filename: str = "<spec>", path: Path | None = None) -> 
     doc = load_yaml(text, filename)
     data = doc.data
     if not isinstance(data, dict):
-        raise UserInputError(
-            f"{filename}: not a spec",
-            [
-                doc.problem(
-                    (),
-                    "",
-                    "a spec is a YAML mapping (name:, backend:, base:, axes:, ...)",
-                    found=type(data).__name__ if data is not None else "an empty file",
-                )
-                if data is not None
-                else Problem(location="", message="the spec file is empty", file=filename,
-                             line=1, column=1, fix="start with name: my-sweep")
-            ],
-        )
+        raise UserInputError(f"{filename}: not a spec", [
+            doc.problem((), "", "a spec is a YAML mapping (name:, backend:, base:, axes:, ...)",
+                        found=type(data).__name__) if data is not None
+            else Problem(location="", message="the spec file is empty", file=filename,
+                         line=1, column=1, fix="start with name: my-sweep")])
     deferred: list[Problem] = []
     try:
         spec = Spec.model_validate(data)
@@ -173,19 +154,9 @@ def read_spec(text: str, filename: str = "<spec>", path: Path | None = None) -> 
     spec._filename = filename
     spec._document = doc
     if spec.backend not in BACKENDS:
-        raise UserInputError(
-            f"{filename}: invalid spec",
-            [
-                *deferred,
-                spec.problem(
-                    ("backend",),
-                    "unknown backend",
-                    found=repr(spec.backend),
-                    allowed=", ".join(sorted(BACKENDS)),
-                    fix=did_you_mean(spec.backend, BACKENDS),
-                )
-            ],
-        )
+        raise UserInputError(f"{filename}: invalid spec", [*deferred, spec.problem(
+            ("backend",), "unknown backend", found=repr(spec.backend),
+            allowed=", ".join(sorted(BACKENDS)), fix=did_you_mean(spec.backend, BACKENDS))])
     backend = get_backend(spec.backend)
     references = check_references(spec, backend.settings_model)
     problems = deferred + references + stop_problems(spec) + search_problems(spec, backend)
@@ -212,11 +183,8 @@ def _with_leaf_stand_ins(data: dict[str, Any], exc: ValidationError) -> dict[str
     wrong = {str(err["loc"][0]) if err["loc"] else "" for err in exc.errors()}
     if not wrong <= _LEAF_STAND_INS.keys():
         return None
-    patched = {k: v for k, v in data.items() if k not in wrong}
-    for key in wrong:
-        if _LEAF_STAND_INS[key] is not None:
-            patched[key] = _LEAF_STAND_INS[key]
-    return patched
+    stand_ins = {key: _LEAF_STAND_INS[key] for key in wrong if _LEAF_STAND_INS[key] is not None}
+    return {**{k: v for k, v in data.items() if k not in wrong}, **stand_ins}
 
 
 def load_spec(path: str | Path) -> Spec:

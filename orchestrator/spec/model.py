@@ -38,19 +38,7 @@ from orchestrator.limits import (
 )
 from orchestrator.spec.search_block import SearchSpec
 from orchestrator.spec.stop_block import StopRules
-from orchestrator.spec.yaml_source import SourceDocument
-
-
-def dotted(path: Sequence[str | int]) -> str:
-    """``("axes", "seed", 2)`` -> ``"axes.seed[2]"``."""
-    text = ""
-    for part in path:
-        if isinstance(part, int):
-            text += f"[{part}]"
-        else:
-            text += f".{part}" if text else str(part)
-    return text
-
+from orchestrator.spec.yaml_source import SourceDocument, dotted
 
 # A value an axis takes and a cell records: what JSON can hold without nesting.
 JsonScalarValue = bool | int | float | str | None
@@ -77,20 +65,14 @@ VariantAxis = Annotated[dict[VariantName, dict[str, Any]], Field(min_length=1)]
 
 
 def _axis_kind(value: Any) -> str | None:
-    if isinstance(value, list):
-        return "values"
-    if isinstance(value, dict):
-        return "variants"
-    return None
+    return "values" if isinstance(value, list) else "variants" if isinstance(value, dict) else None
 
 
 Axis = Annotated[
     Annotated[ListAxis, Tag("values")] | Annotated[VariantAxis, Tag("variants")],
     Discriminator(
-        _axis_kind,
-        custom_error_type="axis_kind",
-        custom_error_message="an axis is a list of values or a mapping of named variants",
-    ),
+        _axis_kind, custom_error_type="axis_kind",
+        custom_error_message="an axis is a list of values or a mapping of named variants"),
 ]
 
 # Union tags pydantic adds to error locations; dropped when locating errors in the YAML.
@@ -132,35 +114,25 @@ class Resources(_Strict):
 class Spec(_Strict):
     """One experiment: a backend, shared settings, and axes whose product is the grid."""
 
-    name: str = Field(
-        pattern=r"^[a-z0-9][a-z0-9._-]*$",
-        max_length=100,
-        description="MLflow experiment name and sweep name.",
-    )
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$", max_length=100,
+                      description="MLflow experiment name and sweep name.")
     description: str = ""
     backend: str = Field("embedded", description="A backend name (kappa backends).")
-    base: dict[str, Any] = Field(
-        default_factory=dict, description="Backend settings shared by every cell."
-    )
+    base: dict[str, Any] = Field(default_factory=dict,
+                                 description="Backend settings shared by every cell.")
     axes: dict[AxisName, Axis] = Field(
-        default_factory=dict,
-        max_length=MAX_AXES,
-        description="The grid is the product of all axes, in this order (first slowest).",
-    )
+        default_factory=dict, max_length=MAX_AXES,
+        description="The grid is the product of all axes, in this order (first slowest).")
     labels: tuple[AxisName, ...] = Field(
         (), max_length=MAX_AXES,
-        description="Axes that are recorded on cells but set no backend setting.",
-    )
+        description="Axes that are recorded on cells but set no backend setting.")
     zip: tuple[Annotated[tuple[AxisName, ...], Field(min_length=2)], ...] = Field(
         (), max_length=MAX_AXES,
-        description="Groups of axes that vary together (equal lengths) instead of crossing.",
-    )
+        description="Groups of axes that vary together (equal lengths) instead of crossing.")
     exclude: tuple[Annotated[dict[AxisName, JsonScalar], Field(min_length=1)], ...] = Field(
-        (), description="Drop every cell that matches all the given axis values."
-    )
+        (), description="Drop every cell that matches all the given axis values.")
     include: tuple[Annotated[dict[AxisName, JsonScalar], Field(min_length=1)], ...] = Field(
-        (), description="Extra cells, each a full axis assignment, appended after the product."
-    )
+        (), description="Extra cells, each a full axis assignment, appended after the product.")
     resources: Resources = Field(default_factory=Resources)
     retries: StrictInt = Field(
         0, ge=0, le=MAX_RETRIES, description="Extra attempts for a failed cell.")
@@ -195,28 +167,15 @@ class Spec(_Strict):
         """The name used in error messages (the path, or what the caller passed)."""
         return self._filename
 
-    def problem(
-        self,
-        path: Sequence[str | int],
-        message: str,
-        *,
-        location: str | None = None,
-        found: str | None = None,
-        allowed: str | None = None,
-        fix: str | None = None,
-    ) -> Problem:
+    def problem(self, path: Sequence[str | int], message: str, *, location: str | None = None,
+                found: str | None = None, allowed: str | None = None,
+                fix: str | None = None) -> Problem:
         """A :class:`Problem` at ``path`` in the spec, with file:line:column when known."""
         where = location if location is not None else dotted(path)
         if self._document is not None:
             return self._document.problem(path, where, message, found, allowed, fix)
-        return Problem(
-            location=where,
-            message=message,
-            found=found,
-            allowed=allowed,
-            fix=fix,
-            file=self._filename,
-        )
+        return Problem(location=where, message=message, found=found, allowed=allowed, fix=fix,
+                       file=self._filename)
 
     @property
     def axis_names(self) -> tuple[str, ...]:

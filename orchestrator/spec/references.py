@@ -47,59 +47,34 @@ def _check_axes(spec: Spec, known: frozenset[str], problems: list[Problem]) -> N
     for axis, values in spec.axes.items():
         if isinstance(values, dict):
             if axis in label_at:
-                problems.append(
-                    spec.problem(
-                        ("labels", label_at[axis]),
-                        "an axis of named variants needs no label",
-                        found=repr(axis),
-                        fix=f"remove '{axis}' from labels",
-                    )
-                )
+                problems.append(spec.problem(
+                    ("labels", label_at[axis]), "an axis of named variants needs no label",
+                    found=repr(axis), fix=f"remove '{axis}' from labels"))
             continue
         if axis in known and axis in label_at:
-            problems.append(
-                spec.problem(
-                    ("labels", label_at[axis]),
-                    f"'{axis}' is a {spec.backend} setting, so its axis sets it; "
-                    "it cannot be a label",
-                    found=repr(axis),
-                    fix=f"remove '{axis}' from labels, or rename the axis",
-                )
-            )
+            problems.append(spec.problem(
+                ("labels", label_at[axis]),
+                f"'{axis}' is a {spec.backend} setting, so its axis sets it; it cannot be a label",
+                found=repr(axis), fix=f"remove '{axis}' from labels, or rename the axis"))
         elif axis not in known and axis not in label_at:
             close = did_you_mean(axis, known)
-            problems.append(
-                spec.problem(
-                    ("axes", axis),
-                    f"unknown axis: not a setting of the {spec.backend} backend nor a "
-                    "declared label",
-                    found=repr(axis),
-                    allowed=f"a setting of the {spec.backend} backend (see `kappa schema`), or a "
-                    "name listed under labels",
-                    fix=(f"{close} " if close else "")
-                    + f"If it only names cells, add it to labels: [{axis}]",
-                )
-            )
+            problems.append(spec.problem(
+                ("axes", axis),
+                f"unknown axis: not a setting of the {spec.backend} backend nor a declared label",
+                found=repr(axis),
+                allowed=f"a setting of the {spec.backend} backend (see `kappa schema`), or a "
+                        "name listed under labels",
+                fix=(f"{close} " if close else "")
+                    + f"If it only names cells, add it to labels: [{axis}]"))
     for index, label in enumerate(spec.labels):
         if label_at[label] != index:
-            problems.append(
-                spec.problem(
-                    ("labels", index),
-                    "label listed twice",
-                    found=repr(label),
-                    fix="remove the repetition",
-                )
-            )
+            problems.append(spec.problem(("labels", index), "label listed twice",
+                                         found=repr(label), fix="remove the repetition"))
         elif label not in spec.axes:
-            problems.append(
-                spec.problem(
-                    ("labels", index),
-                    "label names no axis",
-                    found=repr(label),
-                    allowed=", ".join(spec.axes) or "(no axes)",
-                    fix=did_you_mean(label, spec.axes) or "remove it, or add the axis",
-                )
-            )
+            problems.append(spec.problem(
+                ("labels", index), "label names no axis", found=repr(label),
+                allowed=", ".join(spec.axes) or "(no axes)",
+                fix=did_you_mean(label, spec.axes) or "remove it, or add the axis"))
 
 
 def _spelling(keys: tuple[str, ...]) -> str:
@@ -129,15 +104,10 @@ def _check_repeated_settings(spec: Spec, problems: list[Problem]) -> None:
                 candidates.append(under[leaf])
             if candidates:
                 earlier, earlier_keys = leaves[min(candidates)]
-                problems.append(
-                    spec.problem(
-                        (*where, *keys),
-                        f"'{'.'.join(earlier)}' is set twice in {dotted(where)}",
-                        found=f"{_spelling(earlier_keys)} and {_spelling(keys)}",
-                        fix="keep one of the two (nested and dotted keys are the same "
-                        "setting)",
-                    )
-                )
+                problems.append(spec.problem(
+                    (*where, *keys), f"'{'.'.join(earlier)}' is set twice in {dotted(where)}",
+                    found=f"{_spelling(earlier_keys)} and {_spelling(keys)}",
+                    fix="keep one of the two (nested and dotted keys are the same setting)"))
             whole.setdefault(leaf, j)
             for n in range(1, len(leaf)):
                 under.setdefault(leaf[:n], j)
@@ -161,22 +131,16 @@ def _check_conflicts(spec: Spec, problems: list[Problem]) -> None:
             for j, theirs in under.get(leaf, ()):
                 clashes.setdefault(j, set()).add(".".join(theirs))
         for j in sorted(clashes):
-            problem = spec.problem(
+            found.append((j, i, spec.problem(
                 ("axes", second),
                 f"axes '{names[j]}' and '{second}' both set {', '.join(sorted(clashes[j]))}",
                 found=f"'{second}'",
-                fix="set each setting from one axis only (bundle them as variants)",
-            )
-            found.append((j, i, problem))
+                fix="set each setting from one axis only (bundle them as variants)")))
         for leaf in leaves:
             whole.setdefault(leaf, []).append((i, leaf))
             for n in range(1, len(leaf)):
                 under.setdefault(leaf[:n], []).append((i, leaf))
     problems += [problem for _, _, problem in sorted(found, key=lambda f: f[:2])]
-
-
-def _axis_length(values: Any) -> int:
-    return len(values)
 
 
 def _check_zip(spec: Spec, problems: list[Problem]) -> None:
@@ -185,41 +149,22 @@ def _check_zip(spec: Spec, problems: list[Problem]) -> None:
         lengths = {}
         for m, axis in enumerate(group):
             if axis not in spec.axes:
-                problems.append(
-                    spec.problem(
-                        ("zip", g, m),
-                        "zip names no axis",
-                        found=repr(axis),
-                        allowed=", ".join(spec.axes) or "(no axes)",
-                        fix=did_you_mean(axis, spec.axes),
-                    )
-                )
+                problems.append(spec.problem(
+                    ("zip", g, m), "zip names no axis", found=repr(axis),
+                    allowed=", ".join(spec.axes) or "(no axes)",
+                    fix=did_you_mean(axis, spec.axes)))
                 continue
             if axis in seen:
-                problems.append(
-                    spec.problem(
-                        ("zip", g, m),
-                        f"axis already zipped in zip[{seen[axis]}]",
-                        found=repr(axis),
-                        fix="put all axes that vary together in one group",
-                    )
-                )
+                problems.append(spec.problem(
+                    ("zip", g, m), f"axis already zipped in zip[{seen[axis]}]",
+                    found=repr(axis), fix="put all axes that vary together in one group"))
             seen[axis] = g
-            lengths[axis] = _axis_length(spec.axes[axis])
+            lengths[axis] = len(spec.axes[axis])
         if len(set(lengths.values())) > 1:
-            problems.append(
-                spec.problem(
-                    ("zip", g),
-                    "zipped axes must have equal lengths",
-                    found=", ".join(f"{a}: {n}" for a, n in lengths.items()),
-                    fix="give every axis in the group the same number of values",
-                )
-            )
-
-
-def _allowed_values(spec: Spec, axis: str) -> list[Any]:
-    """Variant names of a variant axis, or the values of a list axis."""
-    return list(spec.axes[axis])
+            problems.append(spec.problem(
+                ("zip", g), "zipped axes must have equal lengths",
+                found=", ".join(f"{a}: {n}" for a, n in lengths.items()),
+                fix="give every axis in the group the same number of values"))
 
 
 def _check_assignments(spec: Spec, problems: list[Problem]) -> None:
@@ -230,57 +175,33 @@ def _check_assignments(spec: Spec, problems: list[Problem]) -> None:
             for axis, value in entry.items():
                 path = (section, e, axis)
                 if axis not in spec.axes:
-                    problems.append(
-                        spec.problem(
-                            path,
-                            f"{section} names an unknown axis",
-                            found=repr(axis),
-                            allowed=", ".join(spec.axes) or "(no axes)",
-                            fix=did_you_mean(axis, spec.axes),
-                        )
-                    )
+                    problems.append(spec.problem(
+                        path, f"{section} names an unknown axis", found=repr(axis),
+                        allowed=", ".join(spec.axes) or "(no axes)",
+                        fix=did_you_mean(axis, spec.axes)))
                     continue
-                allowed = _allowed_values(spec, axis)
+                allowed = list(spec.axes[axis])  # a variant axis's names, a list axis's values
                 is_variant = isinstance(spec.axes[axis], dict)
                 # An include may bring a new value to a list axis (seed 7); anything
                 # else outside the axis can match no cell.
                 if axis not in allowed_keys:
                     allowed_keys[axis] = {scalar_key(a) for a in allowed}
                 if (is_variant or section == "exclude") and (
-                    scalar_key(value) not in allowed_keys[axis]
-                ):
+                        scalar_key(value) not in allowed_keys[axis]):
                     kind = "variant" if is_variant else "value"
-                    fix = (
-                        did_you_mean(str(value), [str(a) for a in allowed])
-                        if isinstance(value, str)
-                        else None
-                    )
-                    problems.append(
-                        spec.problem(
-                            path,
-                            f"not a {kind} of axis '{axis}'"
-                            + (
-                                ", so this exclusion matches no cell"
-                                if section == "exclude"
-                                else ""
-                            ),
-                            found=repr(value),
-                            allowed=_show(allowed),
-                            fix=fix,
-                        )
-                    )
+                    tail = ", so this exclusion matches no cell" if section == "exclude" else ""
+                    problems.append(spec.problem(
+                        path, f"not a {kind} of axis '{axis}'{tail}", found=repr(value),
+                        allowed=_show(allowed),
+                        fix=did_you_mean(str(value), [str(a) for a in allowed])
+                            if isinstance(value, str) else None))
             if section == "include":
                 missing = [a for a in spec.axes if a not in entry]
                 if missing:
-                    problems.append(
-                        spec.problem(
-                            (section, e),
-                            "an include is a full assignment: every axis needs a value",
-                            found=f"missing {', '.join(missing)}",
-                            allowed=", ".join(spec.axes),
-                            fix=f"add {', '.join(missing)}",
-                        )
-                    )
+                    problems.append(spec.problem(
+                        (section, e), "an include is a full assignment: every axis needs a value",
+                        found=f"missing {', '.join(missing)}", allowed=", ".join(spec.axes),
+                        fix=f"add {', '.join(missing)}"))
 
 
 def check_references(spec: Spec, settings_model: type[BaseModel]) -> list[Problem]:

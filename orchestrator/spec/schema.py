@@ -13,39 +13,27 @@ from orchestrator.errors import KappaError
 from orchestrator.spec.model import Spec
 
 
-def _backend_settings_schemas() -> dict[str, dict[str, Any]]:
+def spec_json_schema() -> dict[str, Any]:
+    """The spec's JSON Schema; ``base`` is checked against the chosen backend's settings."""
     from orchestrator.backends import BACKENDS, get_backend
 
-    schemas: dict[str, dict[str, Any]] = {}
+    schema = copy.deepcopy(Spec.model_json_schema())
+    schema["title"] = "kappa experiment spec"
+    defs: dict[str, Any] = schema.setdefault("$defs", {})
+    names, branches = [], []
     for name in sorted(BACKENDS):
         try:
             model = get_backend(name).settings_model
         except (ImportError, KappaError):  # a backend whose extras are missing: no schema
             continue
-        schemas[name] = model.model_json_schema(ref_template="#/$defs/{model}")
-    return schemas
-
-
-def spec_json_schema() -> dict[str, Any]:
-    """The spec's JSON Schema; ``base`` is checked against the chosen backend's settings."""
-    schema = copy.deepcopy(Spec.model_json_schema())
-    schema["title"] = "kappa experiment spec"
-    defs: dict[str, Any] = schema.setdefault("$defs", {})
-    backends = _backend_settings_schemas()
-    if backends:
-        schema["properties"]["backend"]["enum"] = sorted(backends)
-    branches = []
-    for name, settings in backends.items():
-        settings = copy.deepcopy(settings)
+        settings = copy.deepcopy(model.model_json_schema(ref_template="#/$defs/{model}"))
         defs.update(settings.pop("$defs", {}))
         key = f"{name}_settings"
         defs[key] = settings
-        branches.append(
-            {
-                "if": {"properties": {"backend": {"const": name}}},
-                "then": {"properties": {"base": {"$ref": f"#/$defs/{key}"}}},
-            }
-        )
+        names.append(name)
+        branches.append({"if": {"properties": {"backend": {"const": name}}},
+                         "then": {"properties": {"base": {"$ref": f"#/$defs/{key}"}}}})
     if branches:
+        schema["properties"]["backend"]["enum"] = names
         schema["allOf"] = branches
     return schema

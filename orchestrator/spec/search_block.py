@@ -1,18 +1,5 @@
-"""The spec's ``search:`` block: an adaptive search (Optuna) over some settings.
-
-::
-
-    search:
-      space:
-        kl_coef: {loguniform: [1.0e-4, 1.0e-1]}
-        reward_correct: {categorical: [1, 2, 5]}
-        entropy_coef: {uniform: [0.0, 0.02]}
-        max_steps: {int: [20, 60]}
-      objective: {metric: val-core/arith-val/acc/mean@1, direction: maximize, at: final}
-      trials: 40
-      parallel: 4
-      sampler: tpe
-      pruner: median
+"""The spec's ``search:`` block: an adaptive search (Optuna) over some settings (an
+example: docs/search.md; the reference: docs/spec.md#search).
 
 With ``axes:``, there is one study per axis combination, each of ``trials`` trials
 (:mod:`orchestrator.search.hook`). These models check what can be checked before
@@ -42,14 +29,13 @@ from pydantic import (
 
 from orchestrator.spec.stop_block import MetricName
 
-SAMPLERS = ("tpe", "gp", "cmaes", "random", "qmc", "grid")
-PRUNERS = ("median", "successive_halving", "hyperband", "none")
 MAX_TRIALS = 10_000
 MAX_PARALLEL = 1024
 Number = StrictInt | StrictFloat
 # What a categorical value may be (as orchestrator.spec.model.JsonScalar; not imported
 # from there: the spec model imports this module).
 JsonScalar = StrictBool | StrictInt | StrictFloat | StrictStr | None
+_KINDS = ("uniform", "loguniform", "integer", "categorical")  # "integer" is written int:
 
 
 class _Strict(BaseModel):
@@ -60,8 +46,7 @@ class Distribution(_Strict):
     """One searched setting: exactly one of ``uniform``, ``loguniform`` (``[low, high]``,
     floats), ``int`` (``[low, high]``, inclusive) or ``categorical`` (the values)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False,
-                              populate_by_name=True)
+    model_config = ConfigDict(populate_by_name=True)  # merged into _Strict's
 
     uniform: tuple[Number, Number] | None = None
     loguniform: tuple[Number, Number] | None = None
@@ -70,8 +55,7 @@ class Distribution(_Strict):
 
     @model_validator(mode="after")
     def _one_kind(self) -> Distribution:
-        given = [k for k in ("uniform", "loguniform", "integer", "categorical")
-                 if getattr(self, k) is not None]
+        given = [k for k in _KINDS if getattr(self, k) is not None]
         if len(given) != 1:
             raise ValueError("give exactly one of uniform: [low, high], loguniform: "
                              "[low, high], int: [low, high] or categorical: [values]"
@@ -92,8 +76,7 @@ class Distribution(_Strict):
     @property
     def kind(self) -> str:
         """``uniform``, ``loguniform``, ``int`` or ``categorical``."""
-        kind = next(k for k in ("uniform", "loguniform", "integer", "categorical")
-                    if getattr(self, k) is not None)
+        kind = next(k for k in _KINDS if getattr(self, k) is not None)
         return "int" if kind == "integer" else kind
 
     @property
@@ -107,10 +90,7 @@ class Distribution(_Strict):
         """Values that exercise the range's edges (to validate through the backend)."""
         if self.categorical is not None:
             return list(self.categorical)
-        if self.integer is not None:
-            return [self.integer[0], self.integer[1]]
-        low, high = self.bounds
-        return [low, high]
+        return list(self.integer if self.integer is not None else self.bounds)
 
     def grid_values(self, points: int) -> list[Any]:
         """``points`` values spread over the range (every value of a categorical, and of

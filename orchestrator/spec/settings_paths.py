@@ -24,25 +24,13 @@ def _submodels(annotation: Any) -> list[type[BaseModel]]:
         return [annotation]
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType, typing.Annotated):
-        found: list[type[BaseModel]] = []
-        for arg in typing.get_args(annotation):
-            found += _submodels(arg)
-        return found
+        return [model for arg in typing.get_args(annotation) for model in _submodels(arg)]
     return []
 
 
 def settings_paths(model: type[BaseModel]) -> frozenset[str]:
-    """Every dotted setting name ``model`` accepts, nested models included.
-
-    >>> from pydantic import BaseModel
-    >>> class Inner(BaseModel):
-    ...     d: int = 1
-    >>> class Outer(BaseModel):
-    ...     inner: Inner = Inner()
-    ...     seed: int = 0
-    >>> sorted(settings_paths(Outer))
-    ['inner', 'inner.d', 'seed']
-    """
+    """Every dotted setting name ``model`` accepts, nested models included (a field
+    ``inner`` of a model with a field ``d``: ``inner`` and ``inner.d``)."""
     paths: set[str] = set()
     for name, field in model.model_fields.items():
         paths.add(name)
@@ -117,9 +105,8 @@ def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str
     for key, value in override.items():
         old = merged.get(key)
         if isinstance(old, Mapping) and isinstance(value, Mapping):
-            merged[key] = deep_merge(old, value)
-        else:
-            merged[key] = value
+            value = deep_merge(old, value)
+        merged[key] = value
     return merged
 
 

@@ -1,13 +1,5 @@
-"""The spec's ``stop:`` block: rules that end a cell early, and the sweep's GPU-hours cap.
-
-::
-
-    stop:
-      plateau: {metric: val-core/arith-val/acc/mean@1, min_steps: 40, patience: 20}
-      threshold: {metric: val-core/arith-val/acc/mean@1, at_least: 0.95}
-      diverged: [{metric: actor/entropy, below: 0.01, for: 5},
-                 {metric: actor/pg_loss, nonfinite: true}]
-      gpu_hours: 2000
+"""The spec's ``stop:`` block: rules that end a cell early, and the sweep's GPU-hours cap
+(an example and the reference: docs/spec.md#stopping-rules).
 
 The rules are judged by the scheduler on the metrics as a run logs them
 (:mod:`orchestrator.stopping.rules`); these models only say what a rule is and
@@ -117,9 +109,5 @@ class StopRules(_Rule):
 
     def metrics(self) -> frozenset[str]:
         """Every metric a rule reads."""
-        rules: list[PlateauRule | ThresholdRule | DivergedRule] = [*self.diverged]
-        if self.plateau is not None:
-            rules.append(self.plateau)
-        if self.threshold is not None:
-            rules.append(self.threshold)
-        return frozenset(r.metric for r in rules)
+        rules = (self.plateau, self.threshold, *self.diverged)
+        return frozenset(r.metric for r in rules if r is not None)

@@ -43,22 +43,16 @@ def read_yaml_file(path: Path, what: str = "spec") -> str:
     except OSError as exc:
         raise refuse(exc.strerror or str(exc)) from None
     if len(raw) > MAX_FILE_BYTES:
-        raise refuse(
-            f"the file is larger than {MAX_FILE_BYTES // 1024:,} KiB",
-            fix=f"a {what} describes cells, it does not list data: use axes, "
-            "and keep data in files the settings name",
-        )
+        raise refuse(f"the file is larger than {MAX_FILE_BYTES // 1024:,} KiB",
+                     fix=f"a {what} describes cells, it does not list data: use axes, "
+                         "and keep data in files the settings name")
     try:
         return raw.decode("utf-8-sig")  # a BOM some editors write is not part of the text
     except UnicodeDecodeError as exc:
         before = raw[: exc.start]
-        raise refuse(
-            "not UTF-8 text",
-            found=repr(raw[exc.start : exc.end]),
-            fix="save the file as UTF-8",
-            line=before.count(b"\n") + 1,
-            column=len(before) - (before.rfind(b"\n") + 1) + 1,
-        ) from None
+        raise refuse("not UTF-8 text", found=repr(raw[exc.start : exc.end]),
+                     fix="save the file as UTF-8", line=before.count(b"\n") + 1,
+                     column=len(before) - (before.rfind(b"\n") + 1) + 1) from None
 
 
 def _dots(key: yaml.Node) -> int:

@@ -51,8 +51,6 @@ def _finite_float_or_word(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> flo
     return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
 
 
-_Loader.add_constructor("tag:yaml.org,2002:float", _finite_float_or_word)
-
 # Dates are text: `2024-02-30` is a string, not a crash in the date constructor (no
 # setting takes a date, and JSON has none).
 for _first, _resolvers in _Loader.yaml_implicit_resolvers.items():
@@ -95,6 +93,19 @@ class Position:
     line: int
     column: int
 
+    @classmethod
+    def of(cls, node: yaml.Node) -> Position:
+        """Where ``node`` starts."""
+        return cls(node.start_mark.line + 1, node.start_mark.column + 1)
+
+
+def dotted(path: Sequence[str | int]) -> str:
+    """``("axes", "seed", 2)`` -> ``"axes.seed[2]"``, as spec locations read."""
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
 
 @dataclass(frozen=True)
 class SourceDocument:
@@ -127,7 +138,7 @@ class SourceDocument:
         node = self.root
         if node is None:
             return None
-        best = Position(node.start_mark.line + 1, node.start_mark.column + 1)
+        best = Position.of(node)
         parts = [str(p) for p in path]
         i = 0
         while i < len(parts) and node is not None:
@@ -143,90 +154,58 @@ class SourceDocument:
                 if found is None:
                     return best
                 key_node, node, i = found
-                best = Position(key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+                best = Position.of(key_node)
             elif isinstance(node, yaml.SequenceNode):
                 try:
                     index = int(parts[i])
                     node = node.value[index]
                 except (ValueError, IndexError):
                     return best
-                best = Position(node.start_mark.line + 1, node.start_mark.column + 1)
+                best = Position.of(node)
                 i += 1
             else:
                 return best
         return best
 
-    def problem(
-        self,
-        path: Sequence[str | int],
-        location: str,
-        message: str,
-        found: str | None = None,
-        allowed: str | None = None,
-        fix: str | None = None,
-    ) -> Problem:
+    def problem(self, path: Sequence[str | int], location: str, message: str,
+                found: str | None = None, allowed: str | None = None,
+                fix: str | None = None) -> Problem:
         """A :class:`Problem` located at ``path`` in this document."""
         pos = self.position(path)
-        return Problem(
-            location=location,
-            message=message,
-            found=found,
-            allowed=allowed,
-            fix=fix,
-            file=self.filename,
-            line=pos.line if pos else None,
-            column=pos.column if pos else None,
-        )
-
-
-def _dotted(path: Sequence[str | int]) -> str:
-    """``("exclude", 0, "seed")`` -> ``exclude[0].seed``, as spec locations read."""
-    text = ""
-    for part in path:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
-    return text
+        return Problem(location=location, message=message, found=found, allowed=allowed,
+                       fix=fix, file=self.filename, line=pos.line if pos else None,
+                       column=pos.column if pos else None)
 
 
 # Key tags that are names: text, and YAML's merge key `<<` (anchors: `<<: *defaults`).
 _NAME_TAGS = frozenset({"tag:yaml.org,2002:str", "tag:yaml.org,2002:merge"})
 
 
-def _key_problems(
-    node: yaml.Node, path: tuple[str | int, ...], doc: SourceDocument, out: list[Problem]
-) -> None:
+def _key_problems(node: yaml.Node | None, path: tuple[str | int, ...], doc: SourceDocument,
+                  out: list[Problem]) -> None:
     if isinstance(node, yaml.MappingNode):
         seen: dict[str, yaml.Node] = {}
         for key_node, value_node in node.value:
-            if isinstance(key_node, yaml.ScalarNode) and key_node.tag not in _NAME_TAGS:
+            if not isinstance(key_node, yaml.ScalarNode):
+                continue
+            key = key_node.value
+            at = Position.of(key_node)
+            if key_node.tag not in _NAME_TAGS:
                 # `1:`, `null:`, `yes:` (YAML 1.1 reads a boolean): no name a spec uses.
-                out.append(
-                    Problem(
-                        location=_dotted((*path, key_node.value)),
-                        message="a key must be a name (text), not a number, boolean or null",
-                        found=key_node.value,
-                        fix=f"quote it: '{key_node.value}':",
-                        file=doc.filename,
-                        line=key_node.start_mark.line + 1,
-                        column=key_node.start_mark.column + 1,
-                    )
-                )
-            if isinstance(key_node, yaml.ScalarNode):
-                key = key_node.value
-                if key in seen:
-                    first = seen[key].start_mark.line + 1
-                    out.append(
-                        Problem(
-                            location=_dotted((*path, key)),
-                            message=f"duplicate key (first given on line {first})",
-                            found=repr(key),
-                            fix="remove one of the two entries",
-                            file=doc.filename,
-                            line=key_node.start_mark.line + 1,
-                            column=key_node.start_mark.column + 1,
-                        )
-                    )
-                seen[key] = key_node
-                _key_problems(value_node, (*path, key), doc, out)
+                out.append(Problem(
+                    location=dotted((*path, key)),
+                    message="a key must be a name (text), not a number, boolean or null",
+                    found=key, fix=f"quote it: '{key}':", file=doc.filename,
+                    line=at.line, column=at.column))
+            if key in seen:
+                first = seen[key].start_mark.line + 1
+                out.append(Problem(
+                    location=dotted((*path, key)),
+                    message=f"duplicate key (first given on line {first})", found=repr(key),
+                    fix="remove one of the two entries", file=doc.filename,
+                    line=at.line, column=at.column))
+            seen[key] = key_node
+            _key_problems(value_node, (*path, key), doc, out)
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
             _key_problems(item, (*path, index), doc, out)
@@ -273,31 +252,20 @@ def load_yaml(text: str, filename: str) -> SourceDocument:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         message = " ".join(part for part in (exc.context, exc.problem) if part)
-        raise UserInputError(
-            f"{filename}: not valid YAML",
-            [
-                Problem(
-                    location="",
-                    message=message or "YAML syntax error",
-                    file=filename,
-                    line=mark.line + 1 if mark else None,
-                    column=mark.column + 1 if mark else None,
-                    fix=None if isinstance(exc, yaml.constructor.ConstructorError)
-                    else "check indentation, colons and quotes around this position",
-                )
-            ],
-        ) from None
+        raise UserInputError(f"{filename}: not valid YAML", [Problem(
+            location="", message=message or "YAML syntax error", file=filename,
+            line=mark.line + 1 if mark else None, column=mark.column + 1 if mark else None,
+            fix=None if isinstance(exc, yaml.constructor.ConstructorError)
+            else "check indentation, colons and quotes around this position")]) from None
     except yaml.reader.ReaderError as exc:
-        raise UserInputError(f"{filename}: not valid YAML", [_reader_problem(exc, text, filename)]
-                             ) from None
+        raise UserInputError(f"{filename}: not valid YAML",
+                             [_reader_problem(exc, text, filename)]) from None
     except yaml.YAMLError as exc:
-        raise UserInputError(
-            f"{filename}: not valid YAML", [Problem(location="", message=str(exc), file=filename)]
-        ) from None
+        raise UserInputError(f"{filename}: not valid YAML",
+                             [Problem(location="", message=str(exc), file=filename)]) from None
     doc = SourceDocument(data=data, root=root, filename=filename)
     problems: list[Problem] = []
-    if root is not None:
-        _key_problems(root, (), doc, problems)
+    _key_problems(root, (), doc, problems)
     if problems:
         raise UserInputError(f"{filename}: invalid keys", problems)
     return doc

@@ -1,21 +1,12 @@
 """The scheduler's side of stopping: judge live metrics, ask cells to stop, end them, and
 hold back cells the sweep's GPU-hours cap cannot afford.
 
-:class:`SweepStopping` is built from the sweep's stored spec (its ``stop:`` block and
-``resources``) and takes part in the loop (:mod:`orchestrator.scheduler.loop`) as one of
-its hooks (:mod:`orchestrator.scheduler.hooks`):
-
-* ``on_launch`` — before a cell's launch: a stop request left in its folder by an
-  earlier attempt is removed, and the cell's metric history is forgotten;
-* ``on_poll`` — every poll of a running cell: the metrics logged since the last poll
-  (:meth:`Backend.read_metrics <orchestrator.backends.Backend.read_metrics>`) join the
-  cell's history and the rules (:mod:`.rules`) judge it; the first rule that fires
-  becomes a stop request (:meth:`~SweepStopping.request_stop`, also how a pruner stops
-  a cell);
-* ``on_exit`` — when the cell's job exits: if a stop was requested, how the cell ends
-  (``succeeded`` with the reason, or ``failed`` with it and no retry);
-* ``may_launch`` — which pending cells the cap lets start (:mod:`.budget`); the rest are
-  cancelled once nothing running could free budget.
+:class:`SweepStopping` is built from the sweep's plan (its ``stop:`` block and
+``resources``) and takes part in the loop as one of its hooks
+(:mod:`orchestrator.scheduler.hooks`): each poll, a running cell's new metrics are
+judged by the rules (:mod:`.rules`), and the first that fires becomes a stop request;
+when the job exits, a requested stop decides how the cell ends; the cap
+(:mod:`.budget`) decides which pending cells may start.
 
 Nothing here is state that a restart would lose: a cell's history is re-read from its
 run folder and judged again, and a request already made is read back from
@@ -103,28 +94,24 @@ class SweepStopping(SchedulerHook):
 
     def on_poll(self, loop: LoopControl, cell: CellRecord, run_dir: Path,
                 job: JobHandle) -> None:
-        """Read the cell's new metrics and judge them (a rule that fires stops it)."""
-        self.judge(cell.cell_id, run_dir, job)
-
-    def judge(self, cell_id: str, run_dir: Path, job: JobHandle) -> StopRequest | None:
-        """Read the cell's new metrics and judge them; the request made now, if any."""
-        watch = self._watch_of(cell_id, run_dir)
+        """Read the cell's metrics logged since the last poll and judge its history (the
+        first rule that fires stops it)."""
+        watch = self._watch_of(cell.cell_id, run_dir)
         if watch.request is not None:
             self._end_job(watch, job)  # a restarted scheduler finishes what it began
-            return None
+            return
         if self.rules is None or not self.rules.has_rules:
-            return None
+            return
         read = self.backend.read_metrics(run_dir, watch.cursor)
         if read.restarted:  # the run rewrote its history (a resume): judge it afresh
             watch.history = MetricHistory()
         watch.cursor = read.cursor
         watch.rows_seen += len(read.rows)
         if not watch.history.add(read.rows, self.rules.metrics()) and not read.restarted:
-            return None
+            return
         decision = first_stop(self.rules, watch.history, watch.cache)
-        if decision is not None and self.request_stop(cell_id, run_dir, job, decision):
-            return decision
-        return None
+        if decision is not None:
+            self.request_stop(cell.cell_id, run_dir, job, decision)
 
     def request_stop(self, cell_id: str, run_dir: Path, job: JobHandle,
                      request: StopRequest) -> bool:
@@ -147,8 +134,8 @@ class SweepStopping(SchedulerHook):
 
     def on_exit(self, cell_id: str, run_dir: Path, code: int,
                 summary: Mapping[str, Any] | None) -> Ending | None:
-        """How the cell ends if a stop was requested for this launch; ``None`` otherwise
-        (the ordinary success/failure path applies)."""
+        """How the cell ends if a stop was requested for this launch (``succeeded`` with
+        the reason, or ``failed`` with it and no retry); ``None`` otherwise."""
         watch = self._watches.pop(cell_id, None)
         self._warn_unlogged(cell_id, watch)
         request = read_stop_request(run_dir)

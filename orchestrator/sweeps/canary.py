@@ -7,21 +7,13 @@ Validation (and verl's preflight) cannot see those; a short real run can. A cana
 cell's :meth:`~orchestrator.backends.base.Backend.canary_settings` (the smallest run that
 still takes the whole path), run on the executor the grid will use.
 
-* **Distinct configurations.** Cells that differ only in the backend's
-  ``canary_free_settings`` (``seed``), or whose canaries come out equal (cells that
-  differ only in ``max_steps``), share one canary; the first of them in grid order is
-  the one run.
-* **Recorded, never mixed into results.** The canaries are a sweep of their own,
-  ``<name>.canary`` (:func:`orchestrator.paths.canary_sweep`): registry rows, run folders,
-  an MLflow experiment of that name whose runs carry ``kappa.canary=true``. They are
-  recorded and driven by the ordinary :func:`~.submission.record` and :func:`~.driver.resume`,
-  with no retries. The grid's sweep never sees them.
-* **Content-addressed**, like cells: a canary that passed is not run again unless
-  ``rerun``; one that failed (or was cancelled) runs again on the next call.
-
-:func:`plan_canaries` writes nothing (a bad spec or a canary the backend rejects is a
-``UserInputError``); :func:`run_canaries` records and drives the plan and returns every
-canary's outcome with its log tail.
+Cells that differ only in the backend's ``canary_free_settings`` (``seed``), or whose
+canaries come out equal (cells that differ only in ``max_steps``), share one canary: the
+first of them in grid order. The canaries are a sweep of their own, ``<name>.canary``
+(:func:`orchestrator.paths.canary_sweep`), recorded and driven like any sweep but with no
+retries, its MLflow runs tagged ``kappa.canary=true``: the grid's sweep never sees them.
+Like cells, they are content-addressed: a canary that passed is not run again unless
+``rerun``; one that failed (or was cancelled) runs again on the next call.
 """
 
 from __future__ import annotations
@@ -97,11 +89,11 @@ def _without(settings: dict[str, Any], free: frozenset[str]) -> str:
 
 
 def plan_canaries(grid: PreparedSweep) -> CanaryPlan:
-    """One canary per distinct configuration of ``grid``'s cells; writes nothing.
-
-    Raises ``UserInputError`` (every problem, located at the cell a canary stands for)
-    if the backend rejects a canary's settings.
-    """
+    """One canary per distinct configuration of ``grid``'s cells; writes nothing. ``grid``
+    is prepared with ``models=True``: a canary starts from its cell's validated settings
+    (that cell's one validation); only the canary's own settings are validated here. Raises
+    ``UserInputError`` (every problem, located at the cell a canary stands for) if the
+    backend rejects a canary's settings."""
     backend = grid.backend
     free = backend.canary_free_settings
     groups: dict[str, list[Cell]] = {}
@@ -113,7 +105,8 @@ def plan_canaries(grid: PreparedSweep) -> CanaryPlan:
     validated: dict[str, Any] = {}  # where -> the canary's validated settings
     for members in groups.values():
         first = members[0]
-        settings = backend.canary_settings(first.settings)
+        model = grid.models[first.cell_id]  # the cell's one validation, at prepare
+        settings = backend.canary_settings(first.settings, model)
         where = f"canary of cell {first.cell_id} ({first.describe()})"
         try:
             canary = backend.validate(settings)
@@ -127,7 +120,7 @@ def plan_canaries(grid: PreparedSweep) -> CanaryPlan:
         if key in found:  # another group's canary came out the same
             found[key][1].extend(members)
             continue
-        before = backend.settings_model.model_validate(first.settings).model_dump(mode="json")
+        before = model.model_dump(mode="json")
         changes = {k: (before.get(k), v) for k, v in dump.items() if before.get(k) != v}
         cell = Cell(len(found), content_id(backend.name, dump, first.labels),
                     dict(first.axes), dict(first.labels), settings)
@@ -186,23 +179,14 @@ class CanaryOutcome:
         return not self.failed
 
 
-def run_canaries(
-    plan: CanaryPlan,
-    stores: Stores = Stores(),
-    *,
-    rerun: bool = False,
-    max_parallel: int | None = None,
-    options: SchedulerOptions | None = None,
-    executor: Executor | None = None,
-    choice: ExecutorChoice | None = None,
-) -> CanaryOutcome:
-    """Record ``plan``'s canary sweep and drive it to the end here; every outcome.
-
-    The executor is ``executor``, else ``choice`` completed from what the grid's sweep
-    used last (else local): canaries run where the grid will. It is checked (and a
-    cluster reached, and every canary's GPUs checked against it) before anything is
-    written.
-    """
+def run_canaries(plan: CanaryPlan, stores: Stores = Stores(), *, rerun: bool = False,
+                 max_parallel: int | None = None, options: SchedulerOptions | None = None,
+                 executor: Executor | None = None,
+                 choice: ExecutorChoice | None = None) -> CanaryOutcome:
+    """Record ``plan``'s canary sweep and drive it to the end here; every outcome. The
+    executor is ``executor``, else ``choice`` completed from what the grid's sweep used last
+    (else local): canaries run where the grid will. It is checked (and a cluster reached,
+    and every canary's GPUs checked against it) before anything is written."""
     from orchestrator.tracking import Tracker
 
     chosen = None

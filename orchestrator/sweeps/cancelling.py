@@ -1,8 +1,4 @@
-"""``kappa cancel``: mark a sweep's (or one cell's) unfinished cells ``cancelled`` and
-stop their jobs, with or without a live scheduler (one driving the sweep notices on its
-next pass). Each job is stopped by the executor its id's prefix names, made with the
-options the sweep remembers for it (:func:`.executor_choice.choice_for_job`).
-"""
+"""``kappa cancel``: stop a sweep's (or one cell's) unfinished cells (:func:`cancel`)."""
 
 from __future__ import annotations
 
@@ -29,15 +25,14 @@ def cancel(target: str, stores: Stores = Stores(),
            executor: Executor | None = None,
            options: Mapping[str, Any] | None = None,
            shortcuts: Mapping[str, Mapping[str, Any]] | None = None) -> list[CellRecord]:
-    """Cancel sweep ``target`` (or the cell ``target`` names: an id or unique prefix).
+    """Cancel sweep ``target`` (or the cell ``target`` names: an id or unique prefix);
+    returns the cells that were cancelled.
 
     Unfinished cells become ``cancelled`` (one transaction each) and their running jobs
-    are stopped here, so a sweep whose scheduler died is stopped too. Each job is
-    stopped by the executor its id's prefix names (``executor`` overrides), made with
-    the options the sweep remembered for it, those of ``options`` (``-E``) it takes, and
-    its own ``shortcuts`` (keyed by executor name, e.g. ``{"ray_jobs": {"address": ...}}``
-    from ``--ray-address``; see :func:`~.executor_choice.choice_for_job`). Returns the
-    cells that were cancelled.
+    are stopped here, with or without a live scheduler (one driving the sweep notices on
+    its next pass). Each job is stopped by the executor its id's prefix names
+    (``executor`` overrides), made as :func:`~.executor_choice.choice_for_job` says from
+    ``options`` (``-E``) and ``shortcuts`` (keyed by executor name).
     """
     with stores.open_registry() as registry:
         cells = _cells_of(registry, target)
@@ -47,13 +42,10 @@ def cancel(target: str, stores: Stores = Stores(),
         for cell in cells:
             if cell.state is CellState.RUNNING and cell.job_id:
                 _executor_of(cell.job_id, cell.sweep_name, executors, offered, registry)
-        cancelled = []
         # Waiting cells first: cancelling a running one frees a slot, and a live scheduler
         # would fill it with a cell this loop had not reached yet.
-        for cell in sorted(cells, key=lambda c: c.state is CellState.RUNNING):
-            done = _cancel_cell(registry, cell, executors, offered)
-            if done is not None:
-                cancelled.append(done)
+        cancelled = [done for cell in sorted(cells, key=lambda c: c.state is CellState.RUNNING)
+                     if (done := _cancel_cell(registry, cell, executors, offered)) is not None]
         # Cells waiting for a retry sit in ``failed`` with retries left; stop those too.
         for cell in cells:
             if cell.state is CellState.FAILED and cell.retries_left > 0 and (

@@ -1,9 +1,4 @@
-"""A background scheduler: ``kappa resume SWEEP --wait`` detached from this process.
-
-``kappa submit`` without ``--wait`` (and ``kappa resume`` without it) starts one; it logs
-to ``<KAPPA_HOME>/scheduler/<sweep>.log`` and gets its stores' URLs and the executor's
-options through its environment, never its command line.
-"""
+"""A background scheduler: ``kappa resume SWEEP --wait`` detached from this process."""
 
 from __future__ import annotations
 
@@ -37,13 +32,11 @@ def kappa_command() -> list[str]:
 def start_background(sweep: str, stores: Stores = Stores(),
                      max_parallel: int | None = None,
                      choice: ExecutorChoice | None = None) -> int:
-    """Start ``kappa resume SWEEP --wait`` detached from this process; its pid.
-
-    The command comes from :func:`kappa_command`; it waits for (or takes over from) any
-    scheduler already driving the sweep, on the executor ``choice``. URLs and options
-    (the stores', an executor's, any of which may carry a password) go through its
-    environment (:meth:`Stores.env`, :meth:`ExecutorChoice.env`), never its command
-    line, which ``ps`` shows.
+    """Start ``kappa resume SWEEP --wait`` (:func:`kappa_command`) detached from this
+    process, logging to :func:`scheduler_log`; its pid. It waits for (or takes over from)
+    any scheduler already driving the sweep, on the executor ``choice``. URLs and options
+    (any of which may carry a password) go through its environment (:meth:`Stores.env`,
+    :meth:`ExecutorChoice.env`), never its command line, which ``ps`` shows.
     """
     log = scheduler_log(paths.check_name(sweep))
     log.parent.mkdir(parents=True, exist_ok=True)

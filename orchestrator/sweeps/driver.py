@@ -1,25 +1,12 @@
-"""Driving a sweep: submit it, resume it (cancel: :mod:`.cancelling`; the executor
-choice: :mod:`.executor_choice`; the stores: :mod:`.stores`; a background scheduler:
-:mod:`.detached`).
+"""Driving a sweep: :func:`submit` (validate everything, record, then drive here or in a
+background scheduler) and :func:`resume` (reattach to running jobs, requeue vanished ones,
+run the rest).
 
-* :func:`submit` validates the spec and all its cells before writing anything, records
-  the sweep (see :mod:`.submission`), then drives it here (``wait=True``) or starts a
-  detached background scheduler (logging to ``<KAPPA_HOME>/scheduler/<sweep>.log``).
-* :func:`resume` drives an existing sweep to the end: after a crash it reattaches to
-  running jobs and requeues the ones that vanished (see
-  :mod:`orchestrator.scheduler.loop`).
-* :func:`cancel` marks a sweep's (or one cell's) unfinished cells ``cancelled`` and stops
-  their jobs; a scheduler driving the sweep notices on its next pass.
-
-The executor a sweep runs on (:class:`ExecutorChoice`: a registered executor's name and
-its options) is remembered per sweep in the registry (:mod:`.executor_choice`, passwords
-masked), so ``resume`` on any machine sharing it keeps using it; ``cancel`` picks the
-executor of each job from its id's prefix. Resuming with an executor other than the one
-running cells' jobs belong to is refused, never silently requeued elsewhere.
-
-Only one scheduler drives a sweep at a time, on any machine: the one holding the sweep's
-lease in the registry (:mod:`orchestrator.scheduler.lease`); a second one says who drives
-it and waits for it to finish, or for its lease to expire, then takes over.
+The executor is remembered per sweep (:mod:`.executor_choice`), so ``resume`` on any
+machine sharing the registry keeps using it; resuming with an executor other than the
+one the running cells' jobs belong to is refused, never silently requeued elsewhere.
+Only the scheduler holding the sweep's lease (:mod:`orchestrator.scheduler.lease`) drives
+it; a second one says who does, waits for it to end or its lease to expire, then takes over.
 """
 
 from __future__ import annotations
@@ -75,16 +62,13 @@ def submit(
     executor: Executor | None = None,
     choice: ExecutorChoice | None = None,
 ) -> SubmitResult:
-    """Validate ``spec_path`` entirely, record the sweep, then run it (here or detached).
-
-    ``spec_path`` may be a sweep :func:`prepare` made already (the spec is read once).
-
-    ``choice`` (default: the sweep's last executor, else local) is checked, and a
-    ray_jobs cluster reached, before anything is written; ``executor`` overrides it.
+    """Validate ``spec_path`` (or a sweep :func:`prepare` made already) entirely, record
+    the sweep, then run it (here or detached). ``choice`` (default: the sweep's last
+    executor, else local) is checked, and a ray_jobs cluster reached, before anything is
+    written; ``executor`` overrides it.
     """
     from orchestrator.tracking import Tracker
 
-    # Raises UserInputError before anything is written.
     prepared = spec_path if isinstance(spec_path, PreparedSweep) else prepare(spec_path)
     chosen = choose_executor(prepared.name, choice, stores) if executor is None else None
     if chosen is not None and (wait or chosen.name != "local"):

@@ -1,33 +1,22 @@
 """Which executor runs a sweep's cells: the ONE place an executor is chosen.
 
-* From the command line (:func:`from_command_line`): ``--executor``, its ``-E KEY=VALUE``
-  options (:func:`parse_executor_options`) and the ``--ray-address`` shortcut.
-* Completed and validated once (:func:`choose_executor`): what the sweep used last
-  (remembered in its registry, passwords masked), overridden by what was given, checked
-  against the executor's ``Options`` model. The :class:`ExecutorChoice` it returns
-  carries that validated model, which :meth:`ExecutorChoice.make` builds the executor
-  from: nothing is validated again.
-* For ``kappa cancel`` (:func:`choice_for_job`): the executor a job's id names, with the
-  options the sweep remembers for it and those ``cancel`` was offered.
+From the command line (``--executor``, ``-E KEY=VALUE``: :func:`parse_executor_options`,
+the ``--ray-address`` shortcut), completed and validated once (:func:`choose_executor`:
+what the sweep used last, overridden by what was given, checked against the executor's
+``Options`` model; :meth:`ExecutorChoice.make` builds from that model), or for
+``kappa cancel`` (:func:`choice_for_job`: the executor a job's id names).
 
-A command-line shortcut for one executor's option (``--ray-address`` / ``RAY_ADDRESS``
-for ray_jobs) is keyed by that executor's name and reaches no other executor, whatever
-its options are called.
+``-E`` values are strings the ``Options`` model converts (``4`` to an int, ``0,1`` to a
+list where the option says so); one starting with ``[`` or ``{`` is JSON. Options handed
+over in ``KAPPA_EXECUTOR_OPTIONS`` (a background scheduler's) come first, the command
+line's win, and of a key given twice the last wins, so a script can append an override.
+They travel in one environment variable, which Linux caps at 128 KiB
+(``MAX_ARG_STRLEN``), and are kept with the sweep: together at most
+:data:`MAX_OPTIONS_CHARS` of JSON.
 
-``-E`` values are strings, which the executor's ``Options`` model converts (``4`` to an
-int, ``true`` to a bool, ``0,1`` to a list where the option says so); a value that
-starts with ``[`` or ``{`` is JSON. Options a parent process handed over in
-``KAPPA_EXECUTOR_OPTIONS`` (a background scheduler's, see :meth:`ExecutorChoice.env`)
-come first; those on the command line win, and of one key given twice on the command
-line the last wins, so a script can append an override to a fixed list. Options travel
-to a background scheduler in one environment variable, which Linux caps at 128 KiB
-(``MAX_ARG_STRLEN``), and are kept with the sweep in the registry: all of a command
-line's options together may take :data:`MAX_OPTIONS_CHARS` as JSON.
-
-The registry is shared by a team: a password in an option (a cluster URL's
-``user:secret@``, a ``password=`` pair) is stored masked
-(:func:`orchestrator.redact.redact`), and an option still masked when it is used is
-refused with the fix (give it again), never sent to a cluster as ``***``.
+The registry is shared by a team: a password in an option is stored masked
+(:func:`orchestrator.redact.redact`), and an option still masked when used is refused
+with the fix (give it again), never sent to a cluster as ``***``.
 """
 
 from __future__ import annotations
@@ -58,16 +47,13 @@ MAX_OPTIONS_CHARS = 64 * 1024
 
 @dataclass(frozen=True)
 class ExecutorChoice:
-    """Which executor runs a sweep's cells: a registered executor's ``name`` and its
-    ``options`` (validated against its ``Options`` model). A ``None`` name means "what the
-    sweep used last, else local" (see :func:`choose_executor`).
+    """Which executor runs a sweep's cells: a registered executor's ``name`` (``None``:
+    what the sweep used last, else local; see :func:`choose_executor`) and its ``options``.
 
-    ``shortcuts`` are options given through a command-line shortcut that belongs to ONE
-    executor, keyed by that executor's name (``{"ray_jobs": {"address": URL}}`` from
-    ``--ray-address`` / ``RAY_ADDRESS``): used only when that executor is the one chosen,
-    never handed to another executor that happens to have an option of the same name
-    (a plug-in's ``address`` must not receive the Ray cluster's URL). ``None`` values
-    count as not given.
+    ``shortcuts`` are options from a command-line shortcut of ONE executor, keyed by its
+    name (``{"ray_jobs": {"address": URL}}`` from ``--ray-address``): used only when that
+    executor is chosen, never handed to another with an option of the same name (a
+    plug-in's ``address`` must not get the Ray cluster's URL). ``None`` counts as not given.
     """
 
     name: str | None = None
@@ -132,7 +118,7 @@ def remembered_executor(sweep: str, registry: Registry | Stores | None = None) -
             return ExecutorChoice()
         with opened:
             return remembered_executor(sweep, opened)
-    stored = recall(registry, sweep)
+    stored = registry.executor(sweep) if registry.find_sweep(sweep) is not None else None
     return ExecutorChoice() if stored is None else ExecutorChoice(stored[0], stored[1])
 
 
@@ -154,20 +140,14 @@ def choose_executor(sweep: str, choice: ExecutorChoice | None = None,
 def remember_executor(sweep: str, chosen: ExecutorChoice,
                       registry: Registry | Stores | None = None) -> None:
     """Record ``chosen`` in the sweep's registry for its next scheduler, ``resume`` and
-    ``cancel``, on any machine sharing it (passwords masked)."""
+    ``cancel``, on any machine sharing it (passwords masked; a no-op when unchanged)."""
     if not isinstance(registry, Registry):
         with (registry or Stores()).open_registry() as opened:
             remember_executor(sweep, chosen, opened)
         return
-    remember(registry, sweep, chosen.name or "local", chosen.options)
-
-
-def from_command_line(executor: str | None, ray_address: str | None,
-                      pairs: Iterable[str] = ()) -> ExecutorChoice:
-    """The executor the command line asks for: ``--executor``, its ``-E KEY=VALUE``
-    options (over those a parent scheduler handed over in ``KAPPA_EXECUTOR_OPTIONS``)
-    and the ``--ray-address`` shortcut, which only the ray_jobs executor gets."""
-    return ExecutorChoice(executor, parse_executor_options(pairs), ray_shortcut(ray_address))
+    name, stored = chosen.name or "local", storable(chosen.options)
+    if remembered_executor(sweep, registry) != ExecutorChoice(name, stored):
+        registry.set_executor(sweep, name, stored)
 
 
 def ray_shortcut(ray_address: str | None) -> dict[str, dict[str, Any]]:
@@ -281,17 +261,3 @@ def check_unmasked(sweep: str, name: str, options: Mapping[str, Any]) -> None:
                      fix=f"give it again: `-E {key}=...`"
                      + (" or --ray-address / RAY_ADDRESS" if key == "address" else ""))
              for key in masked])
-
-
-def recall(registry: Registry, sweep: str) -> tuple[str, dict[str, Any]] | None:
-    """The executor name and (stored) options the sweep last ran on, or ``None``."""
-    if registry.find_sweep(sweep) is None:
-        return None
-    return registry.executor(sweep)
-
-
-def remember(registry: Registry, sweep: str, name: str, options: Mapping[str, Any]) -> None:
-    """Record the sweep's executor (a no-op when nothing changed)."""
-    stored = storable(options)
-    if recall(registry, sweep) != (name, stored):
-        registry.set_executor(sweep, name, stored)

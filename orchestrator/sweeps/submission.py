@@ -1,19 +1,14 @@
 """Submitting a spec: validate everything first, then record the sweep in one go.
 
-Order matters. :func:`prepare` loads the spec, resolves the backend and expands (and so
-validates) every cell, and judges what the scheduler will need of each (its
-:class:`~orchestrator.backends.base.Demand`, stored with the cell: the scheduler
-validates nothing); it writes nothing, so a bad spec fails with a
-:class:`~orchestrator.errors.UserInputError` (exit 2) and leaves no trace in the registry,
-MLflow or the run folders. Only then does :func:`record` write: the MLflow experiment and
-parent run, the sweep row (one per spec name), the cells that are new (resubmitting adds
-only new cells), and each new cell's run folder with its ``config.yaml`` and
-``cell.json``. If recording a brand-new sweep fails midway, what was created is removed
-again.
-
-Cells that ended ``failed`` or ``cancelled`` are queued again by a resubmit; ``succeeded``
-cells only with ``rerun=True`` (their old run folder is kept beside the new one as
-``<cell id>.prev-<n>``).
+:func:`prepare` loads the spec, expands (and so validates) every cell and judges what the
+scheduler will need of each (its :class:`~orchestrator.backends.base.Demand`, stored with
+the cell: the scheduler validates nothing); it writes nothing, so a bad spec fails with a
+:class:`~orchestrator.errors.UserInputError` (exit 2) and leaves no trace. Only then does
+:func:`record` write: the MLflow experiment and parent run, the sweep row (one per spec
+name), the new cells (a resubmit adds only those) and their run folders; a brand-new
+sweep whose recording fails midway is removed again. A resubmit queues cells that ended
+``failed`` or ``cancelled`` again, ``succeeded`` ones only with ``rerun=True`` (their old
+run folder kept beside the new one as ``<cell id>.prev-<n>``).
 """
 
 from __future__ import annotations
@@ -23,12 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from orchestrator.backends import Backend, get_backend
 from orchestrator.backends.base import Demand
 from orchestrator.errors import UserInputError
 from orchestrator.grid.plan import SweepPlan, load_plan
 from orchestrator.paths import CANARY_SUFFIX, is_canary_sweep, runs_root
-from orchestrator.registry import CellRecord, CellState, Registry
+from orchestrator.registry import CellState, Registry
 from orchestrator.registry.locks import sweep_record_lock
 from orchestrator.runs.cell_file import write_cell_file
 from orchestrator.runs.folder import start_over, write_config
@@ -45,6 +42,9 @@ class PreparedSweep:
     cells: tuple[Any, ...]  # orchestrator.grid.Cell
     plan: SweepPlan
     demands: Mapping[str, Demand] = field(default_factory=dict)
+    #: Each cell's validated settings, by cell id (``prepare(..., models=True)``: what
+    #: its canary starts from, :func:`orchestrator.sweeps.canary.plan_canaries`).
+    models: Mapping[str, BaseModel] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -64,10 +64,12 @@ class SubmitResult:
     parent_run_id: str
 
 
-def prepare(spec_path: str | Path) -> PreparedSweep:
+def prepare(spec_path: str | Path, models: bool = False) -> PreparedSweep:
     """Read ``spec_path`` once, validate it and every one of its cells (preflighted as
-    one batch) and make its plan; write nothing."""
-    planned = load_plan(spec_path, judge=True)  # each cell validated once, demand judged
+    one batch) and make its plan; write nothing. ``models``: keep each cell's validated
+    settings too (``PreparedSweep.models``, what its canary starts from)."""
+    # Each cell validated once, its demand judged (and its model kept if asked).
+    planned = load_plan(spec_path, judge=True, models=models)
     spec = planned.spec
     if is_canary_sweep(spec.name):
         raise UserInputError(f"{spec.filename}: reserved sweep name", [spec.problem(
@@ -79,7 +81,7 @@ def prepare(spec_path: str | Path) -> PreparedSweep:
     cells = () if spec.search is not None else tuple(planned.cells)
     demands = {c.cell_id: planned.grid.demands[c.cell_id] for c in cells}
     return PreparedSweep(spec=spec, backend=backend, cells=cells, plan=planned.sweep_plan(),
-                         demands=demands)
+                         demands=demands, models=planned.grid.models)
 
 
 def record(
@@ -142,18 +144,12 @@ def _requeue_finished(registry: Registry, sweep: str, rerun: bool, added: set[st
     for cell in registry.cells(sweep, again):
         if cell.cell_id in added:
             continue
-        if cell.state is CellState.SUCCEEDED:
-            _rerun_in_fresh_folder(cell)
+        if cell.state is CellState.SUCCEEDED and cell.run_dir:  # rerun in a fresh folder
+            start_over(Path(cell.run_dir), cell.settings)
+            write_cell_file(Path(cell.run_dir), cell.sweep_name, cell, CellState.PENDING.value,
+                            cell.mlflow_run_id)
         if registry.transition(cell, cell.state, CellState.PENDING):
             # A fresh retry budget: the user asked for this run.
             registry.update_cell(cell, max_retries=cell.max_retries + cell.attempts_count)
             count += 1
     return count
-
-
-def _rerun_in_fresh_folder(cell: CellRecord) -> None:
-    if not cell.run_dir:
-        return
-    run_dir = Path(cell.run_dir)
-    start_over(run_dir, cell.settings)
-    write_cell_file(run_dir, cell.sweep_name, cell, CellState.PENDING.value, cell.mlflow_run_id)

@@ -22,6 +22,7 @@ from orchestrator.tracking.naming import (
     run_name,
     settings_params,
 )
+from orchestrator.tracking.outbox import log_metrics
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
 # finished being made (its creator died). Runs made before this tag carry COMPLETE_TAG.
 PARAM_COUNT_TAG = "kappa.param_count"
 COMPLETE_TAG = "kappa.params_complete"
-MAX_METRICS_PER_BATCH = 1000  # MLflow's per-call limit
 
 
 class CellRuns(TrackerConnection):
@@ -58,12 +58,9 @@ class CellRuns(TrackerConnection):
                         experiment_id: str | None = None, log_params: bool = True) -> str:
         """The cell's child run, RUNNING, with axis tags and params and the settings as params.
 
-        With ``may_exist`` (the safe default) an existing child run of the cell is looked
-        up first and reused; pass ``False`` only when no run of the cell can exist yet
-        (the scheduler knows: see ``scheduler/loop.py``), which saves a search. With
-        ``log_params=False`` a new run gets its params only from a later
-        :meth:`log_cell_params` (the scheduler does that off its critical path).
-        """
+        ``may_exist=False`` (only when no run of the cell can exist yet) skips looking for
+        one to reuse. With ``log_params=False`` a new run gets its params only from a later
+        :meth:`log_cell_params` (the scheduler does that off its critical path)."""
         if experiment_id is not None:
             self._experiments.setdefault(parent_run_id, experiment_id)
         if may_exist:
@@ -76,7 +73,13 @@ class CellRuns(TrackerConnection):
                     return existing
                 # Left half-made by a process that died while creating it.
                 self.client.delete_run(existing)
-        run_id = self._new_cell_run(parent_run_id, cell, sweep_name, git_commit)
+        tags = cell_tags(cell.axes, cell.labels, cell_id=cell.cell_id, sweep_name=sweep_name,
+                         git_commit=git_commit)
+        tags.update({PARENT_TAG: parent_run_id, ROLE_TAG: "cell",
+                     PARAM_COUNT_TAG: str(len(cell_params(cell)))})
+        run_id: str = self.client.create_run(self.experiment_of(parent_run_id),
+                                             run_name=run_name(cell.axes, cell.labels),
+                                             tags=tags).info.run_id
         if log_params:
             try:
                 self.log_cell_params(run_id, cell)
@@ -88,9 +91,7 @@ class CellRuns(TrackerConnection):
 
     def log_cell_params(self, run_id: str, cell: CellLike, only_missing: bool = False) -> int:
         """Log the cell's settings and axes as the run's params; how many were logged.
-
-        ``only_missing``: read the run first and log only params it lacks (completing a
-        run whose creator died before its params were in).
+        ``only_missing``: only those the run lacks (its creator died before they were in).
         """
         from mlflow.entities import Param
 
@@ -102,22 +103,9 @@ class CellRuns(TrackerConnection):
             self.client.log_batch(run_id, params=[Param(k, v) for k, v in chunk])
         return len(params)
 
-    def _new_cell_run(self, parent_run_id: str, cell: CellLike, sweep_name: str,
-                      git_commit: str | None) -> str:
-        tags = cell_tags(cell.axes, cell.labels, cell_id=cell.cell_id, sweep_name=sweep_name,
-                         git_commit=git_commit)
-        tags.update({PARENT_TAG: parent_run_id, ROLE_TAG: "cell",
-                     PARAM_COUNT_TAG: str(len(cell_params(cell)))})
-        run_id: str = self.client.create_run(self.experiment_of(parent_run_id),
-                                             run_name=run_name(cell.axes, cell.labels),
-                                             tags=tags).info.run_id
-        return run_id
-
     def reopen_cell_run(self, run_id: str) -> bool:
-        """Set a known child run RUNNING again (a retry or resume logs into it).
-
-        ``False`` if the store no longer has it (deleted by hand): make a new one then.
-        """
+        """Set a known child run RUNNING again (a retry or resume logs into it); ``False``
+        if the store no longer has it (deleted by hand): make a new one then."""
         from mlflow.exceptions import MlflowException
 
         try:
@@ -137,11 +125,8 @@ class CellRuns(TrackerConnection):
                         final_metrics: Mapping[str, float] | None = None,
                         step: int = 0) -> list[Path]:
         """Upload ``artifacts`` that exist (folders keep their name), log the final metrics
-        the run lacks (at ``step``; ``@`` as ``_at_``), then end the run.
-
-        A backend's process may have logged its final metrics itself; only the names the
-        run does not have yet are logged, so nothing is doubled. Returns the paths that
-        were skipped because they did not exist.
+        the run lacks (at ``step``: a backend's process may have logged them itself), then
+        end the run. Returns the paths skipped because they did not exist.
         """
         status = check_status(status)
         skipped = []
@@ -164,10 +149,9 @@ class CellRuns(TrackerConnection):
 
         have = self.client.get_run(run_id).data.metrics
         stamp = int(time.time() * 1000)
-        missing = [Metric(metric_key(name), float(value), stamp, step)
-                   for name, value in final.items() if metric_key(name) not in have]
-        for start in range(0, len(missing), MAX_METRICS_PER_BATCH):
-            self.client.log_batch(run_id, metrics=missing[start : start + MAX_METRICS_PER_BATCH])
+        log_metrics(self.client, run_id, [Metric(metric_key(name), float(value), stamp, step)
+                                          for name, value in final.items()
+                                          if metric_key(name) not in have])
 
 
 def cell_params(cell: CellLike) -> dict[str, str]:

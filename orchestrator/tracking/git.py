@@ -9,26 +9,15 @@ from pathlib import Path
 def git_commit(path: Path | None = None) -> str | None:
     """The commit checked out at ``path`` (default: the current folder), or ``None``
     outside a git repository or before its first commit. A dirty tree gets ``-dirty``."""
-    cwd = str(path) if path is not None else None
+    def git(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["git", *args], cwd=path, capture_output=True, text=True,
+                              check=False, timeout=timeout)
+
     try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--verify", "--quiet", "HEAD"],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=10,
-        )
+        head = git("rev-parse", "--verify", "--quiet", "HEAD", timeout=10)
         if head.returncode != 0 or not head.stdout.strip():
             return None
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=30,
-        )
+        dirty = git("status", "--porcelain", "--untracked-files=no", timeout=30)
     except (OSError, subprocess.SubprocessError):
         return None
     commit = head.stdout.strip()

@@ -72,26 +72,18 @@ def settings_params(settings: Any) -> dict[str, str]:
             for key, value in flatten(settings)}
 
 
-def axis_labels(axes: Mapping[str, Any], labels: Any) -> dict[str, str]:
-    """Each axis's readable value: the cell's label for it when it has one, else the value."""
-    label_map = labels if isinstance(labels, Mapping) else {}
-    return {name: render_value(label_map.get(name, value)) for name, value in axes.items()}
-
-
 def axis_params(axes: Mapping[str, Any], labels: Any,
                 limit: int = MAX_PARAM_VALUE_LENGTH) -> dict[str, str]:
-    """The axes as params ``axis.<name>`` (readable values, cut at ``limit``): the MLflow
-    UI's parallel coordinates and its compare view plot params, not tags."""
-    return {safe_key(f"axis.{name}"): clip(value, limit)
-            for name, value in axis_labels(axes, labels).items()}
+    """The axes as params ``axis.<name>``: each the cell's label for it if it has one, else
+    the value, cut at ``limit``."""
+    label_map = labels if isinstance(labels, Mapping) else {}
+    return {safe_key(f"axis.{name}"): clip(render_value(label_map.get(name, value)), limit)
+            for name, value in axes.items()}
 
 
 def run_name(axes: Mapping[str, Any], labels: Any) -> str:
-    """A readable run name, e.g. ``grpo · rb=true · seed=0``.
-
-    A text value (an option's name) stands alone; a number, a bool or anything else is
-    written ``axis=value`` because ``0`` or ``true`` means nothing without its axis.
-    """
+    """A readable run name, e.g. ``grpo · rb=true · seed=0``: a text value stands alone,
+    anything else is ``axis=value`` (``0`` or ``true`` means nothing without its axis)."""
     label_map = labels if isinstance(labels, Mapping) else {}
     parts = []
     for name, value in axes.items():

@@ -1,31 +1,17 @@
 """Exactly-once metric delivery to MLflow, through a file outbox in the run folder.
 
 A training process never sends a metric straight to MLflow. It appends each logged record
-(one step's metrics) to ``<run_dir>/mlflow-outbox.jsonl`` with its position in the run's
-record sequence and the timestamp it will carry, and a sender (a thread of the trainer;
-at the end, whoever finishes the run) delivers the outbox in order, recording in
-``mlflow-sent.json`` how many records the run has::
+(one step's metrics) to the outbox with its position in the run's record sequence and
+the timestamp it will carry; a sender (a thread of the trainer; at the end, whoever
+finishes the run) delivers the outbox in order, recording how many records the run has::
 
     mlflow-outbox.jsonl  {"seq": int, "step": int, "ts": int (ms), "metrics": {name: float}}
     mlflow-sent.json     {"run_id": str, "sent": int}   # records 0 .. sent-1 are in MLflow
 
-Why this is exact, across any number of interrupted attempts:
-
-* **Nothing twice.** A resumed run redoes the steps after its checkpoint. A redone record
-  whose position is already in the outbox is not queued again (the outbox is never
-  truncated), so MLflow keeps the first copy whatever happened to later attempts.
-* **Nothing lost.** A record is in the outbox before it is sent, and ``sent`` moves only
-  after MLflow accepted the batch. A sender killed mid-call resends the batch with the
-  *same* timestamps; MLflow's SQL stores drop a metric identical in key, value, step and
-  timestamp, so the resend is a no-op where the first call had landed. (MLflow's file
-  store does not dedupe: there a kill inside that one call may double that batch.)
-* **Outages.** A tracking server that is down for longer than the client's own retry
-  budget costs nothing: the sender backs off and tries again while training goes on, and
-  the outbox (on disk, one line per logged step) holds what waits. What is still unsent
-  when the trainer exits is delivered by the scheduler before it ends the run.
-
-Senders of one run folder take turns through an advisory lock on ``mlflow-outbox.lock``.
-MLflow is imported on first send only.
+A redone step's record is not queued again (the outbox is never truncated), and a sender
+killed mid-call resends the batch with the *same* timestamps, which MLflow's SQL stores
+drop as duplicates: docs/reliability.md gives the whole argument. Senders of one run
+folder take turns through an advisory lock. MLflow is imported on first send only.
 """
 
 from __future__ import annotations
@@ -59,6 +45,12 @@ def mlflow_key(name: str) -> str:
     return name.replace("@", "_at_")
 
 
+def log_metrics(client: Any, run_id: str, metrics: list[Any]) -> None:
+    """``client.log_batch`` the ``metrics`` of ``run_id``, in calls MLflow accepts."""
+    for start in range(0, len(metrics), MAX_METRICS_PER_CALL):
+        client.log_batch(run_id, metrics=metrics[start:start + MAX_METRICS_PER_CALL])
+
+
 def _read_lines(path: Path) -> list[str]:
     """Complete lines of ``path`` (a line cut short by a kill is not a line)."""
     try:
@@ -87,13 +79,10 @@ class Outbox:
 
     def _repair(self) -> None:
         """Cut a last line that a kill left without its newline."""
-        try:
-            with open(self.path, "rb+") as fh:
-                data = fh.read()
-                if data and not data.endswith(b"\n"):
-                    fh.truncate(data.rfind(b"\n") + 1)
-        except FileNotFoundError:
-            pass
+        with contextlib.suppress(FileNotFoundError), open(self.path, "rb+") as fh:
+            data = fh.read()
+            if data and not data.endswith(b"\n"):
+                fh.truncate(data.rfind(b"\n") + 1)
 
     def put(self, seq: int, step: int, metrics: Mapping[str, float]) -> bool:
         """Queue record ``seq`` unless the outbox has it already (a redone step); whether
@@ -151,32 +140,22 @@ class Outbox:
                 metrics = [Metric(mlflow_key(k), float(v), int(row["ts"]), int(row["step"]))
                            for k, v in row["metrics"].items()]
                 if batch and len(batch) + len(metrics) > MAX_METRICS_PER_CALL:
-                    self._send(client, run_id, batch)
+                    log_metrics(client, run_id, batch)
                     self._record_sent(run_id, sent)
                     batch = []
                 batch.extend(metrics)
                 sent = int(row["seq"]) + 1
             if sent > first:
-                self._send(client, run_id, batch)
+                log_metrics(client, run_id, batch)
                 self._record_sent(run_id, sent)
         return sent - first
 
-    @staticmethod
-    def _send(client: Any, run_id: str, batch: list[Any]) -> None:
-        for start in range(0, len(batch), MAX_METRICS_PER_CALL):
-            chunk = batch[start:start + MAX_METRICS_PER_CALL]
-            if chunk:
-                client.log_batch(run_id, metrics=chunk)
 
 
 class OutboxSender:
-    """A daemon thread that delivers an :class:`Outbox` while training goes on.
-
-    :meth:`wake` after each record; failures (a server that went away) are retried with
-    exponential backoff up to ``max_backoff`` seconds, never raised into training.
-    :meth:`close` waits up to ``timeout`` seconds for the outbox to drain, then leaves
-    what is left for the run's finisher.
-    """
+    """A daemon thread that delivers an :class:`Outbox` while training goes on (:meth:`wake`
+    it after each record). Failures are retried with exponential backoff up to
+    ``max_backoff`` seconds, never raised into training."""
 
     def __init__(self, outbox: Outbox, run_id: str, client: Any | None = None,
                  max_backoff: float = 30.0) -> None:

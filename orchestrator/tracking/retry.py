@@ -2,10 +2,7 @@
 
 MLflow's REST client retries a call a few times (``MLFLOW_HTTP_REQUEST_MAX_RETRIES``) and
 then raises. A sweep runs for days; a tracking server restarted for an upgrade must not
-fail cells or lose what the scheduler still had to write. :func:`with_store_retries`
-repeats a piece of tracking work with exponential backoff while the failure looks like
-an unreachable store, for up to ``KAPPA_STORE_RETRY_SECONDS`` (default 300 s); any other
-error is raised at once.
+fail cells or lose what the scheduler still had to write.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ LOG = logging.getLogger(__name__)
 
 LOCK_SUFFIX = ".lock"
 # Alembic's batch mode (SQLite's ALTER TABLE) copies a table into this, drops the
-# original and renames the copy back.
+# original and renames the copy.
 _ALEMBIC_TMP = "_alembic_tmp_"
 
 
@@ -39,9 +39,8 @@ def lock_path(db: Path) -> Path:
 
 @contextlib.contextmanager
 def store_lock(db: Path) -> Iterator[int]:
-    """Hold the store's creation lock (blocking; the kernel frees it if the holder dies).
-
-    Yields the lock file's descriptor (the holder may note what it made in the file)."""
+    """Hold the store's creation lock (the kernel frees it if the holder dies); yields the
+    lock file's descriptor (the holder may note what it made in the file)."""
     path = lock_path(db)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -53,15 +52,12 @@ def store_lock(db: Path) -> Iterator[int]:
 
 
 def prepare_store(db: Path, create: Callable[[], object]) -> bool:
-    """Make sure the SQLite store ``db`` exists at MLflow's newest schema, in WAL mode.
+    """Make sure the SQLite store ``db`` exists at MLflow's newest schema, in WAL mode
+    (see the module docstring); whether this call had to do anything.
 
-    ``create`` is the first MLflow call against the store (MLflow creates and migrates
-    the schema then); it runs under :func:`store_lock`, and only if the store is not
-    current yet. Leftovers of a migration that died half-way are repaired first (see
-    :func:`repair_interrupted_migration`). Returns whether this call had to do anything.
-
-    The quick check needs MLflow's newest revision; working it out reads every MLflow
-    migration (~50 ms), so the lock file keeps it, per MLflow version.
+    ``create`` is the first MLflow call against the store. The quick check needs MLflow's
+    newest revision; working it out reads every MLflow migration (~50 ms), so the lock
+    file keeps it, per MLflow version.
     """
     noted = _noted_head(db)
     if noted is not None and store_is_current(db, noted):
@@ -139,14 +135,12 @@ def _revision(conn: sqlite3.Connection) -> str | None:
 
 
 def repair_interrupted_migration(db: Path) -> list[str]:
-    """Undo what a migration killed inside an Alembic batch operation left behind.
+    """Undo what a migration killed inside an Alembic batch operation left behind; the
+    leftover tables found. Call only under :func:`store_lock`.
 
-    A batch operation copies table ``T`` into ``_alembic_tmp_T``, drops ``T`` and renames
-    the copy to ``T``. Interrupted before the drop, ``T`` is intact and the copy is
-    dropped; interrupted after it, the copy holds the data and is renamed back. Either
-    way the migration can then run again from the stamped revision (MLflow stamps each
-    step). Call only under :func:`store_lock` (nobody else is migrating). Returns the
-    leftover tables found.
+    Interrupted before dropping ``T``, the copy ``_alembic_tmp_T`` is dropped; after it,
+    the copy holds the data and is renamed back. Either way the migration can then run
+    again from the stamped revision (MLflow stamps each step).
     """
     if not db.is_file():
         return []
@@ -170,10 +164,8 @@ def repair_interrupted_migration(db: Path) -> list[str]:
 def use_wal(db: Path) -> bool:
     """Switch a local SQLite store to write-ahead logging (best effort; whether it is on).
 
-    MLflow leaves its SQLite store in rollback-journal mode, where every write syncs the
-    database and its journal; with WAL a commit is one append, about twice as fast here,
-    and readers (the UI) never block the scheduler. The mode is stored in the file, so
-    this is done once per store; a busy or odd file stays as it is.
+    With WAL a commit is one append (about twice as fast as MLflow's rollback journal)
+    and readers (the UI) never block the scheduler. The mode is stored in the file.
     """
     try:
         with contextlib.closing(sqlite3.connect(db, timeout=5)) as conn:

@@ -58,13 +58,9 @@ class SweepRuns(TrackerConnection):
     def sweep_run(self, experiment_id: str, sweep_name: str, spec_text: str,
                   tags: Mapping[str, str] | None = None) -> tuple[str, bool]:
         """The sweep's parent run id (the existing one for ``sweep_name``, else a new one)
-        and whether this call created it (only such a run may be deleted again when the
-        submit fails). The spec is logged as the artifact ``spec.yaml``.
-
-        Looking up and then creating is not atomic: callers serialise it per sweep
-        (``orchestrator.registry.locks.sweep_record_lock``), else two concurrent submits
-        make two parent runs.
-        """
+        and whether this call created it (only such a run may be deleted when the submit
+        fails); the spec is logged as ``spec.yaml``. Not atomic: callers serialise it per
+        sweep (``orchestrator.registry.locks.sweep_record_lock``)."""
         all_tags = {**(tags or {}), **sweep_kind_tags(sweep_name), "kappa.sweep": sweep_name,
                     ROLE_TAG: "sweep", SWEEP_KEY_TAG: sweep_key(sweep_name)}
         found = self._search(
@@ -89,10 +85,8 @@ class SweepRuns(TrackerConnection):
 
     # -- undo ----------------------------------------------------------------------------
     def delete_sweep_runs(self, parent_run_id: str) -> int:
-        """Delete a sweep's parent run and all its child runs; how many runs were deleted.
-
-        For a submit that failed midway (MLflow keeps them as deleted until a GC).
-        """
+        """Delete a sweep's parent run and all its child runs (a submit that failed
+        midway); how many runs were deleted."""
         parent = self.client.get_run(parent_run_id)
         children = [run.info.run_id for run in self._search(
             [parent.info.experiment_id], f"tags.`{PARENT_TAG}` = '{quote_free(parent_run_id)}'")]

@@ -5,15 +5,5 @@ from orchestrator.analysis.tables.model import Table, TableBlock, TableCell, Tab
 from orchestrator.analysis.tables.render import RENDERERS, render
 from orchestrator.analysis.tables.spec import DeltaSpec, TableSpec
 
-__all__ = [
-    "AVERAGE",
-    "RENDERERS",
-    "DeltaSpec",
-    "Table",
-    "TableBlock",
-    "TableCell",
-    "TableRow",
-    "TableSpec",
-    "build_table",
-    "render",
-]
+__all__ = ["AVERAGE", "RENDERERS", "DeltaSpec", "Table", "TableBlock", "TableCell", "TableRow",
+           "TableSpec", "build_table", "render"]

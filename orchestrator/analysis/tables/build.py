@@ -38,7 +38,7 @@ from orchestrator.analysis.tables.model import (
     TableRow,
 )
 from orchestrator.analysis.tables.spec import TableSpec
-from orchestrator.analysis.tables.validate import validate
+from orchestrator.analysis.tables.validate import placements, validate
 from orchestrator.errors import Problem, UserInputError
 
 if TYPE_CHECKING:
@@ -92,12 +92,8 @@ def _filter(frame: pd.DataFrame, spec: TableSpec) -> pd.DataFrame:
 
 
 def _check_unplaced(frame: pd.DataFrame, spec: TableSpec) -> None:
-    placed = {*spec.label_axes, spec.seed_axis}
-    if spec.delta is not None:
-        placed.add(spec.delta.axis)
-    if spec.blocks is not None:
-        placed.add(spec.blocks)
-    loose = varying_axes(frame, exclude=sorted(placed))
+    placed = sorted({spec.seed_axis, *(axis for _, axis in placements(spec))})
+    loose = varying_axes(frame, exclude=placed)
     if loose:
         raise UserInputError("the table would mix cells that differ in other axes", [Problem(
             "--rows", f"axis '{a}' varies but is not placed in the table",
@@ -107,10 +103,8 @@ def _check_unplaced(frame: pd.DataFrame, spec: TableSpec) -> None:
 
 
 def _scale_factor(values: np.ndarray, scale: str) -> float:
-    if scale == "points":
-        return 100.0
-    if scale == "raw":
-        return 1.0
+    if scale != "auto":
+        return 100.0 if scale == "points" else 1.0
     finite = values[np.isfinite(values)]
     is_accuracy = finite.size > 0 and bool(np.all((finite >= 0.0) & (finite <= 1.0)))
     return 100.0 if is_accuracy else 1.0
@@ -213,11 +207,8 @@ def _notes(spec: TableSpec, factor: float, has_delta: bool, partial: bool,
     notes = []
     if factor == 100.0:
         notes.append("Scores in points (accuracy × 100).")
-    if spec.show_ci:
-        notes.append(f"n = seeds each number rests on (succeeded/total); mean over seeds ± "
-                     f"{pct}% CI (Student t) when n ≥ 2.")
-    else:
-        notes.append("n = seeds each number rests on (succeeded/total); mean over seeds.")
+    ci = f" ± {pct}% CI (Student t) when n ≥ 2" if spec.show_ci else ""
+    notes.append(f"n = seeds each number rests on (succeeded/total); mean over seeds{ci}.")
     if partial:
         notes.append("(n=k) after a number: it rests on k runs only (a metric some runs lack).")
     if has_delta:
@@ -278,9 +269,8 @@ def build_table(frame: pd.DataFrame, spec: TableSpec) -> Table:
     for key in groups:
         block = key[0] if spec.blocks else None
         rest = key[1:] if spec.blocks else key
-        label_key = rest[: len(label_axes)]
-        extra = rest[len(label_axes) :]
-        layout.setdefault(block, {}).setdefault(label_key, []).extend(extra)
+        split = len(label_axes)
+        layout.setdefault(block, {}).setdefault(rest[:split], []).extend(rest[split:])
     blocks = []
     for block, by_label in layout.items():
         prefix: tuple[Any, ...] = () if block is None else (block,)

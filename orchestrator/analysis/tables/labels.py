@@ -20,9 +20,7 @@ AXIS_DISPLAY: dict[str, str] = {"baseline": "Method", "reward_budget": "RB", "us
 
 def display_value(value: Any) -> str:
     """How an axis value is printed in a row label."""
-    if isinstance(value, str):
-        return VALUE_DISPLAY.get(value, value)
-    return str(value)
+    return VALUE_DISPLAY.get(value, value) if isinstance(value, str) else str(value)
 
 
 def display_axis(name: str) -> str:
@@ -33,9 +31,7 @@ def display_axis(name: str) -> str:
 def delta_label(axis: str, value: Any, only_treatment: bool) -> str:
     """``+ RB`` for the single ``True`` treatment of a boolean axis, else ``+ RB=value``."""
     short = display_axis(axis)
-    if only_treatment and value is True:
-        return f"+ {short}"
-    return f"+ {short}={display_value(value)}"
+    return f"+ {short}" if only_treatment and value is True else f"+ {short}={display_value(value)}"
 
 
 def glob_regex(pattern: str) -> re.Pattern[str]:

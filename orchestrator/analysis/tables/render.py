@@ -1,8 +1,5 @@
-"""kappa's table renderer: markdown, LaTeX (booktabs), CSV or HTML.
-
-Two tables: a built ablation :class:`Table` (:func:`render`), and the advantage table of
-``kappa advantage-table`` (:func:`render_advantage_table`).
-"""
+"""kappa's table renderer (markdown, LaTeX, CSV, HTML): ablation tables (:func:`render`) and
+the advantage table of ``kappa advantage-table`` (:func:`render_advantage_table`)."""
 
 from __future__ import annotations
 
@@ -55,9 +52,18 @@ def cell_text(cell: TableCell, digits: int, show_ci: bool, pm: str = "±") -> st
 
 
 def _label_text(label: Label, yes: str, no: str) -> str:
-    if isinstance(label, bool):
-        return yes if label else no
-    return label
+    return (yes if label else no) if isinstance(label, bool) else label
+
+
+def _cell_texts(row: TableRow, table: Table, escape: Callable[[str], str],
+                bold: str) -> list[str]:
+    """The row's cells as text, escaped, the bold ones in ``bold`` (a format string)."""
+    texts = [escape(cell_text(c, table.digits, table.show_ci)) for c in row.cells]
+    return [bold.format(t) if c.bold else t for c, t in zip(row.cells, texts, strict=True)]
+
+
+def _md_row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
 
 
 # --- markdown ---------------------------------------------------------------------------
@@ -69,29 +75,16 @@ def _md_escape(text: str) -> str:
 
 def to_markdown(table: Table) -> str:
     """GitHub-flavoured markdown, one header row, block titles as bold rows."""
+    n_labels = len(table.label_headers)
     header = [*table.label_headers, "n", *table.columns]
-    lines = [
-        "| " + " | ".join(_md_escape(h) for h in header) + " |",
-        "| "
-        + " | ".join(
-            ["---"] * len(table.label_headers) + ["---:"] * (len(header) - len(table.label_headers))
-        )
-        + " |",
-    ]
+    lines = [_md_row([_md_escape(h) for h in header]),
+             _md_row(["---"] * n_labels + ["---:"] * (len(header) - n_labels))]
     for block in table.blocks:
         if block.title is not None:
-            lines.append(
-                "| "
-                + " | ".join([f"**{_md_escape(block.title)}**"] + [""] * (len(header) - 1))
-                + " |"
-            )
+            lines.append(_md_row([f"**{_md_escape(block.title)}**"] + [""] * (len(header) - 1)))
         for row in block.rows:
             labels = [_md_escape(_label_text(x, "✓", "✗")) for x in row.labels]
-            cells = []
-            for cell in row.cells:
-                text = _md_escape(cell_text(cell, table.digits, table.show_ci))
-                cells.append(f"**{text}**" if cell.bold else text)
-            lines.append("| " + " | ".join([*labels, row.n, *cells]) + " |")
+            lines.append(_md_row([*labels, row.n, *_cell_texts(row, table, _md_escape, "**{}**")]))
     lines.append("")
     lines += [f"{note}  " for note in table.notes]
     return "\n".join(lines).rstrip() + "\n"
@@ -100,20 +93,10 @@ def to_markdown(table: Table) -> str:
 # --- LaTeX ------------------------------------------------------------------------------
 
 _LATEX_SPECIAL = {
-    "\\": r"\textbackslash{}",
-    "&": r"\&",
-    "%": r"\%",
-    "$": r"\$",
-    "#": r"\#",
-    "_": r"\_",
-    "{": r"\{",
-    "}": r"\}",
-    "~": r"\textasciitilde{}",
-    "^": r"\textasciicircum{}",
+    "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+    "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
     # In the default OT1 font encoding these print as other glyphs (¡, ¿, —).
-    "<": r"\textless{}",
-    ">": r"\textgreater{}",
-    "|": r"\textbar{}",
+    "<": r"\textless{}", ">": r"\textgreater{}", "|": r"\textbar{}",
 }
 
 
@@ -154,11 +137,7 @@ def _latex_row(row: TableRow, table: Table) -> str:
         .replace("\0no", r"$\times$")
         for x in row.labels
     ]
-    cells = []
-    for cell in row.cells:
-        text = _tex(cell_text(cell, table.digits, table.show_ci))
-        cells.append(rf"\textbf{{{text}}}" if cell.bold else text)
-    line = " & ".join([*labels, row.n, *cells])
+    line = " & ".join([*labels, row.n, *_cell_texts(row, table, _tex, r"\textbf{{{}}}")])
     # After "\\" LaTeX reads a leading "[" as a length ("\\[2pt]"): shield it.
     return "{}" + line if line.startswith("[") else line
 
@@ -185,8 +164,7 @@ def to_csv(table: Table) -> str:
             for cell in row.cells:
                 iv = cell.interval
                 if iv is None:
-                    missing = f"{MISSING} ({cell.missing})" if cell.missing else MISSING
-                    line += [missing, "", "", "", 0]
+                    line += [cell_text(cell, table.digits, False), "", "", "", 0]
                 else:
                     line += [
                         repr(iv.estimate),
@@ -214,15 +192,10 @@ def to_html(table: Table) -> str:
         for row in block.rows:
             tds = [f'<td class="label">{e(_label_text(x, "✓", "✗"))}</td>' for x in row.labels]
             tds.append(f'<td class="n">{e(row.n)}</td>')
-            for cell in row.cells:
-                classes = (
-                    ["num"]
-                    + (["missing"] if cell.interval is None else [])
-                    + (["significant"] if cell.significant else [])
-                )
-                text = e(cell_text(cell, table.digits, table.show_ci))
-                if cell.bold:
-                    text = f"<strong>{text}</strong>"
+            texts = _cell_texts(row, table, e, "<strong>{}</strong>")
+            for cell, text in zip(row.cells, texts, strict=True):
+                classes = ["num", *["missing"] * (cell.interval is None),
+                           *["significant"] * cell.significant]
                 tds.append(f'<td class="{" ".join(classes)}">{text}</td>')
             body.append(f'<tr class="{row.kind}">{"".join(tds)}</tr>')
     notes = "".join(f"<li>{e(n)}</li>" for n in table.notes)
@@ -233,11 +206,7 @@ def to_html(table: Table) -> str:
 
 
 RENDERERS: dict[str, Callable[[Table], str]] = {
-    "markdown": to_markdown,
-    "latex": to_latex,
-    "csv": to_csv,
-    "html": to_html,
-}
+    "markdown": to_markdown, "latex": to_latex, "csv": to_csv, "html": to_html}
 
 
 def _renderer(renderers: Mapping[str, Callable[[T], str]], fmt: str,
@@ -259,10 +228,7 @@ def render(table: Table, fmt: str = "markdown") -> str:
 
 # Column groups: (title, advantage construction).
 ADVANTAGE_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("Reward Budget", "reward_budget"),
-    ("DrGRPO", "drgrpo"),
-    ("GRPO", "grpo"),
-)
+    ("Reward Budget", "reward_budget"), ("DrGRPO", "drgrpo"), ("GRPO", "grpo"))
 
 
 def round_half_up(value: float, places: int) -> str:
@@ -297,7 +263,7 @@ def advantage_markdown(rows: Sequence[AdvantageRow]) -> str:
     """A GitHub-flavoured markdown table, one column group per construction."""
     groups = " | ".join(f"{title} A+ | {title} A- | {title} κ" for title, _ in ADVANTAGE_COLUMNS)
     rule = "|" + "---|" * (1 + 3 * len(ADVANTAGE_COLUMNS))
-    body = ["| " + " | ".join(_advantage_cells(row)) + " |" for row in rows]
+    body = [_md_row(_advantage_cells(row)) for row in rows]
     return "\n".join([f"| k/G | {groups} |", rule, *body]) + "\n"
 
 
@@ -338,10 +304,7 @@ def advantage_latex(rows: Sequence[AdvantageRow]) -> str:
 
 
 ADVANTAGE_RENDERERS: dict[str, Callable[[Sequence[AdvantageRow]], str]] = {
-    "markdown": advantage_markdown,
-    "csv": advantage_csv,
-    "latex": advantage_latex,
-}
+    "markdown": advantage_markdown, "csv": advantage_csv, "latex": advantage_latex}
 
 
 def render_advantage_table(rows: Sequence[AdvantageRow], fmt: str = "markdown") -> str:

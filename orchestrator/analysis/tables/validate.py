@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-def _placements(spec: TableSpec) -> list[tuple[str, str]]:
+def placements(spec: TableSpec) -> list[tuple[str, str]]:
     """``(option, axis)`` for every axis the spec places in the table or filters on."""
     named = [(f"--rows {a}", a) for a in (spec.rows if spec.cross is None else ())]
     named += [(f"--cross {a}", a) for a in spec.cross or ()]
@@ -26,8 +26,7 @@ def _placements(spec: TableSpec) -> list[tuple[str, str]]:
 
 
 def _values_text(frame: pd.DataFrame, axis: str) -> str:
-    values = {str(hashable_value(v)): None for v in frame[axis_column(axis)]}
-    return ", ".join(values)
+    return ", ".join(dict.fromkeys(str(hashable_value(v)) for v in frame[axis_column(axis)]))
 
 
 def _state_text(frame: pd.DataFrame) -> str:
@@ -40,7 +39,7 @@ def validate(frame: pd.DataFrame, spec: TableSpec) -> list[tuple[str, str]]:
     problems: list[Problem] = []
     axes = axis_names(frame)
     known = ", ".join(axes) or "(none)"
-    placed = _placements(spec)
+    placed = placements(spec)
     for location, name in [*placed, *((f"--where {a}", a) for a in spec.where)]:
         if name not in axes:
             hint = "--rows '' puts no axis on the rows" if location.startswith("--rows") else None

@@ -43,7 +43,7 @@ class EmbeddedBackend(Backend):
         """One GPU when the cell asks for CUDA explicitly; ``auto`` and ``cpu`` need none."""
         return 1 if isinstance(settings, EmbeddedSettings) and settings.device == "cuda" else 0
 
-    def canary_settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
+    def canary_settings(self, settings: Mapping[str, Any], model: BaseModel) -> dict[str, Any]:
         """Two RL steps of one prompt per mini-batch, validated and checkpointed at the end,
         and a one-sample final evaluation of every benchmark.
 
@@ -51,7 +51,7 @@ class EmbeddedBackend(Backend):
         ``val_size``, which decide its weights): a canary builds the very cache entry its
         full runs then load, never a second one.
         """
-        s = self.validate(settings)
+        s = model
         if not isinstance(s, EmbeddedSettings):
             raise TypeError(f"expected EmbeddedSettings, got {type(s).__name__}")
         steps = min(CANARY_STEPS, s.max_steps)

@@ -91,12 +91,11 @@ class VerlBackend(Backend):
         time limit with its GPUs idle."""
         return VERL_CPUS_PER_GPU * _as_verl(settings).n_gpus_per_node + 1
 
-    def canary_settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
+    def canary_settings(self, settings: Mapping[str, Any], model: BaseModel) -> dict[str, Any]:
         """Two steps at the smallest batch, checkpointed, no validation (:mod:`.canary`)."""
         from orchestrator.backends.verl.canary import canary_settings
 
-        model = _as_verl(self.validate(settings))
-        return canary_settings(model, dict(settings))
+        return canary_settings(_as_verl(model), dict(settings))
 
     def read_metrics(self, run_dir: Path, cursor: Any = None) -> MetricsRead:
         """verl's own file logs, launch by launch (``metrics.jsonl`` is rewritten from

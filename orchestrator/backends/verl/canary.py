@@ -32,14 +32,11 @@ def _divisors(n: int) -> list[int]:
 
 
 def smallest_batch(s: VerlSettings) -> tuple[int, int]:
-    """``(prompts_per_step, ppo_mini_batch_size)`` of the smallest batch like ``s``'s.
-
-    The mini-batch is the smallest divisor of the cell's for which verl can split the
+    """``(prompts_per_step, ppo_mini_batch_size)`` of the smallest batch like ``s``'s. The
+    mini-batch is the smallest divisor of the cell's for which verl can split the
     mini-batch's ``× group_size`` responses evenly over every GPU (the rule the settings
-    check) and, if the cell's split gives each GPU whole micro-batches, so does the
-    canary's (verl asserts it at start-up). A step keeps the cell's number of
-    mini-batches.
-    """
+    check) and, if the cell's split gives each GPU whole micro-batches, so does the canary's
+    (verl asserts it at start-up). A step keeps the cell's number of mini-batches."""
     world = s.nnodes * s.n_gpus_per_node
     mini = s.ppo_mini_batch_size or s.prompts_per_step
     per_step = s.prompts_per_step // mini

@@ -64,31 +64,24 @@ def run_names(settings: VerlSettings, run_dir: Path) -> tuple[str, str]:
 
 
 def phase_env(settings: VerlSettings, phase: Phase) -> dict[str, str]:
-    """Environment the plug-in reads in verl's trainer process during ``phase``.
-
-    An ``entropy_reward`` cell switches the hook on in its intervention phase and
-    explicitly off (coefficient 0) in the others, so a later phase never inherits the
-    bonus from an environment that carries the cell's values (a Ray job's runtime_env,
-    see :func:`launch_env`).
-    """
+    """Environment the plug-in reads in verl's trainer process during ``phase``. An
+    ``entropy_reward`` cell switches the hook on in its intervention phase and explicitly
+    off (coefficient 0) in the others, so a later phase never inherits the bonus from an
+    environment that carries the cell's values (a Ray job's runtime_env, see
+    :func:`launch_env`)."""
     env = {"VERL_USE_EXTERNAL_MODULES": PLUGIN_MODULE}
     if settings.entropy_intervention == "entropy_reward":
-        if phase.intervention:
-            env[ENTROPY_COEF_ENV] = repr(settings.entropy_coef)
-            env[ENTROPY_STEPS_ENV] = str(phase.end_step)
-        else:
-            env[ENTROPY_COEF_ENV] = "0"
-            env[ENTROPY_STEPS_ENV] = "0"
+        on = phase.intervention
+        env[ENTROPY_COEF_ENV] = repr(settings.entropy_coef) if on else "0"
+        env[ENTROPY_STEPS_ENV] = str(phase.end_step) if on else "0"
     return env
 
 
 def launch_env(settings: VerlSettings) -> dict[str, str]:
     """The cell-wide environment of its launch: the plug-in's variables of its first phase.
-
-    It goes into the job's runtime_env on a Ray cluster (every process of the job sees
-    it); each phase's command still sets its own values in verl's ``ray.init``, which
-    take precedence there (the Ray Jobs executor sets ``RAY_OVERRIDE_JOB_RUNTIME_ENV=1``).
-    """
+    It goes into the job's runtime_env on a Ray cluster (every process of the job sees it);
+    each phase's command still sets its own values in verl's ``ray.init``, which take
+    precedence there (the Ray Jobs executor sets ``RAY_OVERRIDE_JOB_RUNTIME_ENV=1``)."""
     return phase_env(settings, phases(settings)[0])
 
 
@@ -218,30 +211,20 @@ def _trainer(s: VerlSettings, run_dir: Path, phase: Phase) -> dict[str, HydraSca
     }
 
 
-def verl_command(
-    settings: VerlSettings,
-    run_dir: Path,
-    *,
-    phase: Phase | None = None,
-    forward_env: Mapping[str, str] | None = None,
-) -> list[str]:
-    """The argv that trains ``settings`` in ``run_dir`` (one phase of it).
-
-    ``phase`` defaults to the cell's only phase; a two-phase cell must name one.
-    ``forward_env`` (e.g. ``MLFLOW_RUN_ID``) is passed to verl's Ray workers through the
-    ``ray.init`` runtime_env, together with the plug-in's own variables.
-    """
+def verl_command(settings: VerlSettings, run_dir: Path, *, phase: Phase | None = None,
+                 forward_env: Mapping[str, str] | None = None) -> list[str]:
+    """The argv that trains ``settings`` in ``run_dir`` (one phase of it). ``phase``
+    defaults to the cell's only phase; a two-phase cell must name one. ``forward_env`` (e.g.
+    ``MLFLOW_RUN_ID``) is passed to verl's Ray workers through the ``ray.init`` runtime_env,
+    together with the plug-in's own variables."""
     if phase is None:
         all_phases = phases(settings)
         if len(all_phases) != 1:
             raise ValueError(f"this cell runs in {len(all_phases)} phases; pass phase=")
         phase = all_phases[0]
-    overrides: dict[str, HydraScalar | Sequence[str]] = {}
-    overrides |= _algorithm(settings, phase)
-    overrides |= _training(settings)
-    overrides |= _validation(settings, phase)
-    overrides |= _reward(settings)
-    overrides |= _trainer(settings, run_dir, phase)
+    overrides: dict[str, HydraScalar | Sequence[str]] = {
+        **_algorithm(settings, phase), **_training(settings), **_validation(settings, phase),
+        **_reward(settings), **_trainer(settings, run_dir, phase)}
     env = phase_env(settings, phase) | dict(forward_env or {})
     for name in sorted(env):
         overrides[ENV_PREFIX + name] = env[name]

@@ -27,12 +27,8 @@ def log_files(run_dir: Path) -> list[Path]:
 
 
 def _numeric(data: dict[str, Any], finite: bool = True) -> dict[str, float]:
-    out = {}
-    for key, value in data.items():
-        if isinstance(value, bool | int | float) and (
-                not finite or math.isfinite(float(value))):
-            out[key] = float(value)
-    return out
+    return {key: float(value) for key, value in data.items()
+            if isinstance(value, bool | int | float) and (not finite or math.isfinite(value))}
 
 
 def read_lines(path: Path, start: int = 0, finite: bool = True,
@@ -86,12 +82,9 @@ def write_run_files(run_dir: Path, total_steps: int, floor_step: int = 0) -> int
 
 def final_metrics(merged: dict[int, dict[str, float]]) -> dict[str, float]:
     """Last value of every metric, with the last validation as ``eval/<bench>/mean@k``."""
-    final: dict[str, float] = {}
-    for metrics in merged.values():
-        final.update(metrics)
+    final = {k: v for metrics in merged.values() for k, v in metrics.items()}
     for key, value in list(final.items()):
-        match = _VAL_CORE.match(key)
-        if match:
+        if match := _VAL_CORE.match(key):
             final[f"eval/{match['bench']}/{match['stat']}"] = value
     return final
 

@@ -38,12 +38,9 @@ class Phase:
 
 
 def phases(settings: VerlSettings) -> list[Phase]:
-    """The launches that make up a cell, in order.
-
-    One training launch, or two when an intervention ends before ``max_steps``; then a
-    final evaluation launch (verl's ``val_only`` on the final checkpoint) if the cell has
-    ``eval_files``.
-    """
+    """The launches that make up a cell, in order: one training launch, or two when an
+    intervention ends before ``max_steps``; then, with ``eval_files``, a final evaluation
+    launch (verl's ``val_only`` on the final checkpoint)."""
     n = settings.intervention_steps
     total = settings.max_steps
     if settings.entropy_intervention == "none" or n == 0:

@@ -3,17 +3,14 @@
 verl accepts an unknown estimator or loss name until the first rollout, and a misspelt
 override only fails once the job has started on its GPUs. Preflight composes each cell's
 overrides with ``compose("ppo_trainer", ...)``, resolves them, checks the estimator,
-loss and reward-manager names against verl's registries (plus the plug-in's
-``reward_budget``) and builds the actor's strict config dataclass. Composition runs in a
-subprocess (:mod:`~orchestrator.backends.verl.compose_worker`), started on the first
-cache miss and kept for the life of this process, so planning embedded specs never
-imports verl. Answers are cached on disk by content hash under
-``cache_dir()/verl-preflight``.
+loss and reward-manager names against verl's registries and builds the actor's strict
+config dataclass, in a subprocess (:mod:`.compose_worker`) started on the first cache
+miss and kept for the life of this process, so planning embedded specs never imports
+verl. Answers are cached on disk by content hash.
 
-Preflight also needs kappa's plug-in (``kappa_verl``) where verl is installed: a missing
-plug-in is caught on every call (``find_spec``, no import), a broken one when the worker
-starts (it runs ``kappa_verl.check()`` first); either is one :class:`UserInputError`
-whose fix is the install command.
+A missing plug-in (``kappa_verl``) is caught on every call (``find_spec``, no import), a
+broken one when the worker starts; either is one :class:`UserInputError` whose fix is the
+install command.
 
 ``KAPPA_VERL_PREFLIGHT=off`` turns preflight off; where verl is not installed it is
 skipped with a warning.
@@ -35,7 +32,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from orchestrator.backends.verl.command import verl_command
+from orchestrator.backends.verl.command import PLUGIN_MODULE, verl_command
 from orchestrator.backends.verl.phases import phases
 from orchestrator.backends.verl.settings import VerlSettings
 from orchestrator.errors import KappaError, Problem, UserInputError
@@ -46,7 +43,6 @@ CACHE_SCHEMA = 1
 # A stand-in run folder: preflight checks the settings, not where they will run, so
 # equal settings share one cache entry across sweeps.
 PREFLIGHT_RUN_DIR = Path("/kappa-preflight/sweep/cell")
-PLUGIN_MODULE = "kappa_verl"
 PLUGIN_LOCATION = "verl plug-in (kappa_verl)"
 _KAPPA_ROOT = Path(__file__).resolve().parents[3]
 
@@ -180,10 +176,8 @@ def _location(label: str, key: str, extra: tuple[str, ...]) -> tuple[str, str | 
 
 
 def preflight(cells: Mapping[str, VerlSettings]) -> None:
-    """Compose every cell (each phase) against verl; raise one error listing every problem.
-
-    ``cells`` maps a cell label (used as the problem location prefix) to its settings.
-    """
+    """Compose every cell (each phase) against verl; raise one error listing every problem
+    (located at ``<label>.<setting>``, ``cells``' keys being the labels)."""
     if os.environ.get("KAPPA_VERL_PREFLIGHT", "").lower() in ("off", "0", "false"):
         return
     version = verl_version()

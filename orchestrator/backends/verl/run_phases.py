@@ -53,14 +53,10 @@ def _log_path(run_dir: Path, phase: Phase) -> Path:
 
 
 def forwarded_env(environ: Mapping[str, str]) -> dict[str, str]:
-    """The variables of :data:`FORWARDED_ENV` to put on verl's command line.
-
-    One whose value carries a password (a tracking URI ``scheme://user:secret@host``)
-    stays off it: every user of the machine can read a command line. verl's workers
-    then get it by inheritance (the local Ray instance verl starts) or, in a Ray job,
-    from the job's secrets file, which the plug-in loads in every worker (the Ray Jobs
-    executor keeps secrets out of the runtime_env: :mod:`orchestrator.executors.job_secrets`).
-    """
+    """The variables of :data:`FORWARDED_ENV` to put on verl's command line, less any
+    whose value carries a password (every user of the machine can read a command line):
+    verl's workers get those by inheritance, or in a Ray job from its secrets file
+    (:mod:`orchestrator.executors.job_secrets`), which the plug-in loads in every worker."""
     from orchestrator.redact import has_credentials
 
     return {k: environ[k] for k in FORWARDED_ENV
@@ -84,18 +80,19 @@ def run_phase(settings: VerlSettings, run_dir: Path, phase: Phase) -> int:
     def _forward(signum: int, _frame: FrameType | None) -> None:
         proc.send_signal(signum)
 
+    def refresh() -> None:
+        write_run_files(run_dir, settings.max_steps, checkpointed_step(run_dir))
+        if bridge is not None:
+            bridge.pump()
+
     previous = signal.signal(signal.SIGTERM, _forward)
     try:
         while proc.poll() is None:
             time.sleep(POLL_SECONDS)
-            write_run_files(run_dir, settings.max_steps, checkpointed_step(run_dir))
-            if bridge is not None:
-                bridge.pump()
+            refresh()
     finally:
         signal.signal(signal.SIGTERM, previous)
-    write_run_files(run_dir, settings.max_steps, checkpointed_step(run_dir))
-    if bridge is not None:
-        bridge.pump()
+    refresh()
     return proc.returncode
 
 

@@ -35,10 +35,6 @@ _PLACEHOLDER = re.compile(r"\$\{[^}]*\}")
 SMOKE_PLACEHOLDER = "${KAPPA_SMOKE_DIR}"
 
 
-def _as_tuple(value: object) -> object:
-    return (value,) if isinstance(value, str) else value
-
-
 class VerlSettings(RLSettings):
     """One cell of the verl backend. Unknown keys are errors."""
 
@@ -97,7 +93,7 @@ class VerlSettings(RLSettings):
     @field_validator("train_files", "val_files", "eval_files", "extra_overrides", mode="before")
     @classmethod
     def _one_or_many(cls, value: object) -> object:
-        return _as_tuple(value)
+        return (value,) if isinstance(value, str) else value
 
     @field_validator("model_path", "train_files", "val_files", "eval_files",
                      "reward_function_path")

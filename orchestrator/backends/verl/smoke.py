@@ -2,15 +2,9 @@
 
 ``experiments/verl/smoke.yaml`` names its model and data as ``${KAPPA_SMOKE_DIR}/...``:
 no machine's path is written in the repository. :func:`prepare_smoke` fills a folder
-(``kappa smoke verl --out``, default ``$KAPPA_HOME/smoke/verl``) with
-
-* ``model/``: the tiny Qwen2 model and its tokenizer (:mod:`.tiny_model`);
-* ``data/train.parquet`` and ``data/val.parquet``: synthetic arithmetic prompts in verl's
-  format (:func:`orchestrator.data.records.verl_row`, the rows ``kappa data prepare``
-  writes), data source ``openai/gsm8k`` so that verl's own scorer checks the answers;
-* ``smoke.yaml``: the spec with ``${KAPPA_SMOKE_DIR}`` replaced by the folder's absolute
-  path and its name suffixed with a hash of its content (sweep ``verl-smoke-<hash>``),
-  which is what gets validated and submitted.
+(``kappa smoke verl --out``) with ``model/`` (:mod:`.tiny_model`), synthetic arithmetic
+prompts in verl's format whose data source (``openai/gsm8k``) has verl's own scorer check
+the answers, and the rendered ``smoke.yaml`` (:func:`spec_text`) that is submitted.
 
 Everything is deterministic and reused when already built; every file is written under
 a name of its own and renamed into place, so runs sharing one folder never see half a

@@ -28,11 +28,8 @@ if TYPE_CHECKING:
 SMOKE_STEPS = 2
 CLOCK_SLACK_S = 60
 # metric -> whether it must be > 0 (else: merely present and finite)
-REQUIRED_METRICS: Mapping[str, bool] = {
-    "actor/pg_loss": False,
-    "actor/grad_norm": True,
-    "timing_s/gen": False,
-}
+REQUIRED_METRICS: Mapping[str, bool] = {"actor/pg_loss": False, "actor/grad_norm": True,
+                                         "timing_s/gen": False}
 
 
 @dataclass(frozen=True)
@@ -116,8 +113,8 @@ def check_cell(cell: CellRecord, client: MlflowClient) -> CellVerdict:
 
 def check_smoke(registry: Registry, client: MlflowClient, sweep: str) -> list[CellVerdict]:
     """Each cell of ``sweep`` checked against the pass criteria, in grid order."""
-    cells = sorted(registry.cells(sweep), key=lambda c: c.index)
-    return [check_cell(cell, client) for cell in cells]
+    return [check_cell(cell, client)
+            for cell in sorted(registry.cells(sweep), key=lambda c: c.index)]
 
 
 def verdict_lines(verdicts: Sequence[CellVerdict]) -> list[str]:

@@ -2,19 +2,14 @@
 
 The GPU smoke test (``kappa smoke verl``) and verl's CPU code paths in the tests need a
 model and a tokenizer that verl, vLLM and ``transformers`` load like any Hugging Face
-checkpoint, without downloading one. :func:`build_tokenizer` trains a small byte-level
-BPE with ``tokenizers`` on text generated here (arithmetic word problems and the chat
-roles) and saves it as a ``PreTrainedTokenizerFast`` with a Qwen-style chat template
-(``<|im_start|>role ... <|im_end|>``); :func:`build_tiny_model` saves a randomly
-initialised ``Qwen2ForCausalLM`` (a few layers, hidden size 256, head size 64 — a size
-every vLLM attention backend supports) with the tokenizer beside it, so one folder is
-both ``actor_rollout_ref.model.path`` and the tokenizer.
+checkpoint, without downloading one: a small byte-level BPE trained here with a
+Qwen-style chat template (:func:`build_tokenizer`), beside a randomly initialised
+``Qwen2ForCausalLM`` (:func:`build_tiny_model`), so one folder is both the model path and
+the tokenizer.
 
-Both are deterministic (fixed corpus and seed: the same arguments give the same files on
-one machine) and idempotent: a folder whose ``kappa_tiny.json`` records the same
-arguments is reused as it is, and a new one is built in a temporary sibling and renamed
-into place, so a reader never sees half a model. torch, ``tokenizers`` and
-``transformers`` are imported inside the functions.
+Both are deterministic and idempotent: a folder whose ``kappa_tiny.json`` records the
+same arguments is reused, and a new one is built in a temporary sibling and renamed into
+place, so a reader never sees half a model. Heavy imports stay inside the functions.
 """
 
 from __future__ import annotations
@@ -54,9 +49,7 @@ _WORDS = ("what", "is", "the", "answer", "sum", "of", "and", "plus", "minus", "t
 
 def corpus(lines: int = 2000, seed: int = 0) -> list[str]:
     """The tokenizer's training text: arithmetic problems, answers and chat role names.
-
-    Generated with a private ``random.Random(seed)``, so it is the same on every machine.
-    """
+    Generated with a private ``random.Random(seed)``, so it is the same on every machine."""
     import random
 
     rng = random.Random(seed)
@@ -83,12 +76,10 @@ def _is_built(out_dir: Path, record: dict[str, Any]) -> bool:
 
 def _publish(build_dir: Path, out_dir: Path, record: dict[str, Any]) -> None:
     """Write the marker, then move ``build_dir`` to ``out_dir`` (replacing an older build).
-
     Builders may race (two ``kappa smoke verl`` into one folder): the rename is the only
-    step that claims ``out_dir``, and it fails while ``out_dir`` exists, so whoever finds
-    it taken keeps a same-record build there and moves only an older one aside (under a
-    name of its own), then tries again.
-    """
+    step that claims ``out_dir``, and it fails while ``out_dir`` exists, so whoever finds it
+    taken keeps a same-record build there and moves only an older one aside (under a name of
+    its own), then tries again."""
     (build_dir / MARKER).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
     build_dir.chmod(0o755)  # mkdtemp's 0700 would hide it from other users of the cluster
     for _ in range(100):
@@ -143,11 +134,9 @@ def _save_tokenizer(target: Path, vocab_size: int, seed: int) -> None:
 
 def build_tokenizer(out_dir: Path, vocab_size: int = DEFAULT_VOCAB, seed: int = 0) -> Path:
     """A byte-level BPE tokenizer with a Qwen-style chat template, saved in ``out_dir``.
-
     ``vocab_size`` counts the 256 byte symbols, the merges and the special tokens
-    (``<|endoftext|>`` = pad, ``<|im_start|>``, ``<|im_end|>`` = eos). Returns
-    ``out_dir``; an existing build with the same arguments is reused.
-    """
+    (``<|endoftext|>`` = pad, ``<|im_start|>``, ``<|im_end|>`` = eos). Returns ``out_dir``;
+    an existing build with the same arguments is reused."""
     if vocab_size < 256 + len(SPECIAL_TOKENS):
         raise ValueError(f"vocab_size {vocab_size} is below the 256 bytes + special tokens")
     out_dir = Path(out_dir)
@@ -161,24 +150,16 @@ def build_tokenizer(out_dir: Path, vocab_size: int = DEFAULT_VOCAB, seed: int = 
     return out_dir
 
 
-def build_tiny_model(
-    out_dir: Path,
-    vocab_size: int = DEFAULT_VOCAB,
-    layers: int = 2,
-    hidden_size: int = 256,
-    heads: int = 4,
-    kv_heads: int = 2,
-    intermediate_size: int = 512,
-    max_positions: int = 2048,
-    seed: int = 0,
-) -> Path:
-    """A randomly initialised Qwen2 causal LM and its tokenizer, saved in ``out_dir``.
-
-    The tokenizer (:func:`build_tokenizer` with the same ``vocab_size``) is saved beside
-    the weights, ``generation_config.json`` stops at ``<|im_end|>`` or ``<|endoftext|>``
-    and the weights are bfloat16 (``dtype`` in the config: what vLLM loads). Returns
-    ``out_dir``; an existing build with the same arguments is reused.
-    """
+def build_tiny_model(out_dir: Path, vocab_size: int = DEFAULT_VOCAB, layers: int = 2,
+                     hidden_size: int = 256, heads: int = 4, kv_heads: int = 2,
+                     intermediate_size: int = 512, max_positions: int = 2048,
+                     seed: int = 0) -> Path:
+    """A randomly initialised Qwen2 causal LM and its tokenizer, saved in ``out_dir`` (by
+    default with head size 64, a size every vLLM attention backend supports). The tokenizer
+    (:func:`build_tokenizer` with the same ``vocab_size``) is saved beside the weights,
+    ``generation_config.json`` stops at ``<|im_end|>`` or ``<|endoftext|>`` and the weights
+    are bfloat16 (``dtype`` in the config: what vLLM loads). Returns ``out_dir``; an
+    existing build with the same arguments is reused."""
     if hidden_size % heads or heads % kv_heads:
         raise ValueError("hidden_size must divide by heads, and heads by kv_heads")
     out_dir = Path(out_dir)

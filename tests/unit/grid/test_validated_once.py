@@ -1,6 +1,7 @@
 """A submit validates each cell's settings exactly once (issue 17's rule): the grid's
 expansion keeps the model and judges the cell's demand (and a study's max_steps) from
-it; a canary's settings are validated once when it is planned."""
+it; a canary starts from its cell's model and its own settings are validated once when it
+is planned (``kappa canary``, ``kappa submit --canary``)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kit.cli import run_kappa
 from pydantic import BaseModel
 
 from orchestrator.backends.embedded.backend import EmbeddedBackend
+from orchestrator.errors import UserInputError
 from orchestrator.grid.cell import canonical_json
 from orchestrator.sweeps.canary import plan_canaries
 from orchestrator.sweeps.submission import prepare
@@ -72,12 +75,35 @@ def test_a_search_submit_validates_each_starting_cell_once(
     assert [validations[canonical_json(s.settings)] for s in prepared.plan.studies] == [1] * 12
 
 
-def test_a_canary_validates_its_settings_once(tmp_path: Path,
-                                              validations: Counter[str]) -> None:
+def test_the_canary_path_validates_each_cell_and_each_canary_once(
+        tmp_path: Path, validations: Counter[str]) -> None:
     spec = tmp_path / "once.yaml"
     spec.write_text(SWEEP)
-    plan = plan_canaries(prepare(spec))
+    prepared = prepare(spec, models=True)
+    plan = plan_canaries(prepared)
+    cells = {canonical_json(c.settings) for c in prepared.cells}
     canaries = [canonical_json(c.cell.settings) for c in plan.canaries]
     assert len(canaries) == 4  # seeds share one
-    assert [validations[c] for c in canaries] == [1] * 4
+    # Each grid cell at its submit's validation (the canary starts from that model), each
+    # canary when it is planned; nothing twice.
+    assert set(validations) == cells | set(canaries)
+    assert set(validations.values()) == {1}
     assert set(plan.sweep().demands) == {c.cell.cell_id for c in plan.canaries}
+
+
+@pytest.mark.parametrize("command", [("canary", "--dry-run"), ("canary",),
+                                     ("submit", "--canary")])
+def test_the_canary_commands_validate_each_cell_and_each_canary_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        validations: Counter[str], command: tuple[str, ...]) -> None:
+    from orchestrator.sweeps import canary
+
+    def planned_only(*args: object, **kwargs: object) -> None:
+        raise UserInputError("(the test stops here: its canaries are planned)")
+
+    monkeypatch.setattr(canary, "run_canaries", planned_only)  # nothing runs or is written
+    spec = tmp_path / "once.yaml"
+    spec.write_text(SWEEP)
+    ran = run_kappa(capsys, command[0], str(spec), *command[1:])
+    assert ran.code == (0 if "--dry-run" in command else 2), ran.output
+    assert len(validations) == 12 + 4 and set(validations.values()) == {1}

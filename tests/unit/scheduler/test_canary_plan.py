@@ -27,7 +27,7 @@ axes:
 def _plan(tmp_path: Path, text: str = SPEC) -> CanaryPlan:
     spec = tmp_path / "spec.yaml"
     spec.write_text(text)
-    return plan_canaries(prepare(spec))
+    return plan_canaries(prepare(spec, models=True))
 
 
 def test_cells_differing_in_seed_or_only_in_length_share_a_canary(tmp_path: Path) -> None:
@@ -65,7 +65,7 @@ def test_embedded_canary_keeps_the_warm_start_its_full_run_loads() -> None:
     raw = {"task": "addition", "seed": 3, "max_steps": 300, "prompts_per_step": 64,
            "ppo_mini_batches": 4, "val_size": 64, "warm_start": {"steps": 50},
            "entropy_intervention": "entropy_loss", "intervention_steps": 100}
-    canary = backend.canary_settings(raw)
+    canary = backend.canary_settings(raw, backend.validate(raw))
     assert {k: canary[k] for k in ("max_steps", "prompts_per_step", "eval_samples",
                                    "intervention_steps")} == {
         "max_steps": 2, "prompts_per_step": 4, "eval_samples": 1, "intervention_steps": 1}

@@ -24,7 +24,7 @@ from orchestrator.backends.verl.settings import VerlSettings
 
 def _canary(settings: VerlSettings) -> VerlSettings:
     raw = settings.model_dump(mode="json", exclude_unset=True)
-    return VerlSettings.model_validate(get_backend("verl").canary_settings(raw))
+    return VerlSettings.model_validate(get_backend("verl").canary_settings(raw, settings))
 
 
 def _args(argv: list[str]) -> dict[str, str]:
@@ -84,7 +84,7 @@ def test_canaries_of_the_paper_cells_compose_against_verl() -> None:
                       prompts_per_step=128, ppo_mini_batch_size=64),
                  cell(entropy_intervention="entropy_reward", intervention_steps=500)):
         raw = full.model_dump(mode="json", exclude_unset=True)
-        canary = backend.validate(backend.canary_settings(raw))
+        canary = backend.validate(backend.canary_settings(raw, full))
         backend.preflight({"": canary})  # raises on a problem
 
 
