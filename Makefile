@@ -32,9 +32,9 @@ env: $(STAMP)
 sysdeps:
 	@bash scripts/sysdeps.sh
 
-## The main job: a toy sweep (6 baselines x +-RB) on the embedded CPU trainer.
+## The main job: a toy sweep (GRPO and Dr.GRPO x +-RB x 3 seeds) on the embedded CPU trainer.
 demo: $(CORE)
-	$(VENV)/bin/kappa demo experiments/toy/table2.yaml
+	$(VENV)/bin/kappa demo experiments/toy/demo.yaml
 
 ## The papers' findings at laptop scale: run the five miniature studies from scratch and
 ## rewrite docs/findings.md with their verdicts (about an hour on two cores).
