@@ -10,6 +10,7 @@ every number a cell takes is bounded by what can run and what the registry can s
 
 from __future__ import annotations
 
+import math
 import os
 
 from orchestrator.errors import Problem, UserInputError
@@ -58,6 +59,48 @@ MAX_GPUS_PER_CELL = 4096
 MAX_CPUS_PER_NODE = 4096
 MAX_HOURS = 10_000.0
 """Expected hours of one cell (over a year)."""
+
+# --- numbers that scale a reward or a loss --------------------------------------------------
+MAX_SCALE = 1e6
+"""The largest |reward|, loss coefficient (``kl_coef``, ``entropy_coef``, the overlong
+penalty factor), clip ratio or temperature. Training computes in float32: its largest
+value is about 3.4e38 (1e39 is already infinite, so such a setting ends in NaN at step 1)
+and it holds about 7 significant digits. A scale of 1e6 keeps its squares (a reward's
+variance, 1e12) and its sums over a batch (times 65,536 prompts x 4,096 responses,
+2.7e8) far from overflow, while an O(1) term beside it keeps at least one digit; anything
+larger only loses the rest of the loss in rounding."""
+
+# --- command-line numbers -------------------------------------------------------------------
+MAX_PARALLEL = 1_000_000
+"""Jobs one executor keeps running or pending at once (``max_parallel``, ``max_pending``)."""
+MAX_WAIT_S = 86_400.0
+"""A timeout, grace period or wait an option sets: a day (``time.sleep``, a lock's
+timeout and ``select`` overflow a C ``time_t`` long before ``1e39`` seconds)."""
+MAX_PORT = 65_535
+
+
+def number_problem(value: float, option: str, low: float, high: float | None = None, *,
+                   low_open: bool = False, fix: str | None = None) -> Problem | None:
+    """The problem with ``value`` unless it is a finite number in ``low .. high`` (above
+    ``low`` when ``low_open``; no upper bound when ``high`` is None); ``option`` names it
+    (a command-line option, e.g. ``--timeout``)."""
+    above = value > low if low_open else value >= low
+    if math.isfinite(value) and above and (high is None or value <= high):
+        return None
+    start = f"> {low:g}" if low_open else f"{low:g}"
+    allowed = (f"{start} .. {high:,g}" if high is not None
+               else f"{start if low_open else f'>= {low:g}'}, finite")
+    return Problem(option, "not a number in the allowed range", found=repr(value),
+                   allowed=allowed, fix=fix)
+
+
+def check_number(value: float, option: str, low: float, high: float | None = None, *,
+                 low_open: bool = False, fix: str | None = None) -> float:
+    """``value`` itself if :func:`number_problem` finds nothing wrong, else UserInputError."""
+    problem = number_problem(value, option, low, high, low_open=low_open, fix=fix)
+    if problem is not None:
+        raise UserInputError(f"bad {option}", [problem])
+    return value
 
 
 def max_cells() -> int:

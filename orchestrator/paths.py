@@ -1,6 +1,7 @@
 """Where kappa keeps its state by default: a project-local ``.kappa/`` folder.
 
-``KAPPA_HOME`` moves the folder; ``KAPPA_REGISTRY`` / ``--registry`` select another
+``KAPPA_HOME`` moves the folder (every command makes it absolute first, for the processes
+it starts: :func:`absolute_home`); ``KAPPA_REGISTRY`` / ``--registry`` select another
 registry database (e.g. PostgreSQL); ``KAPPA_MLFLOW_URI`` / ``--mlflow`` another MLflow
 tracking store or server.
 
@@ -13,12 +14,16 @@ sweep that holds the canary runs of sweep ``<name>`` (:func:`canary_sweep`).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from orchestrator.errors import Problem, UserInputError
 
 MAX_NAME = 200
 CANARY_SUFFIX = ".canary"
+HOME_ENV = "KAPPA_HOME"
+CACHE_ENV = "KAPPA_CACHE"
 
 
 def check_name(name: str, what: str = "sweep") -> str:
@@ -26,15 +31,18 @@ def check_name(name: str, what: str = "sweep") -> str:
 
     Refused: empty, ``.``/``..``, a path separator, NUL or another control character,
     more than :data:`MAX_NAME` characters: anything that could point outside the folder
-    the name is joined to (``kappa export ../../etc``).
+    the name is joined to (``kappa export ../../etc``); and bytes that are not UTF-8 (a
+    command line's ``$'\\xff'`` arrives as a lone surrogate, which no database, file name
+    or terminal output can encode).
     """
     bad = (not name or name in (".", "..") or len(name) > MAX_NAME
-           or any(c in "/\\" or ord(c) < 32 or ord(c) == 127 for c in name))
+           or any(c in "/\\" or ord(c) < 32 or ord(c) == 127 or 0xD800 <= ord(c) < 0xE000
+                  for c in name))
     if bad:
         raise UserInputError(f"invalid {what} name {name!r}", [Problem(
             what, f"not a valid {what} name", found=repr(name),
-            allowed=f"one name of at most {MAX_NAME} characters: no '/', '\\', "
-                    "control characters, and not '.' or '..'",
+            allowed=f"one name of at most {MAX_NAME} characters of UTF-8 text: no '/', "
+                    "'\\', control characters, and not '.' or '..'",
             fix="`kappa status` lists the sweeps")])
     return name
 
@@ -51,7 +59,30 @@ def is_canary_sweep(name: str) -> bool:
 
 def kappa_home() -> Path:
     """The state folder (created on demand by whoever writes into it)."""
-    return Path(os.environ.get("KAPPA_HOME", ".kappa")).resolve()
+    return Path(os.environ.get(HOME_ENV, ".kappa")).resolve()
+
+
+@contextmanager
+def absolute_home() -> Iterator[Path]:
+    """For one command: ``KAPPA_HOME`` (and ``KAPPA_CACHE``, if set) as absolute paths
+    in this process's environment, so every process it starts finds the same folders.
+    A job runs in its run folder: a relative or unset ``KAPPA_HOME`` would otherwise
+    give each cell its own ``.kappa/cache`` there (never shared, rebuilt by every cell).
+    The environment is restored afterwards (the command may run inside a test)."""
+    saved = {name: os.environ.get(name) for name in (HOME_ENV, CACHE_ENV)}
+    home = kappa_home()
+    os.environ[HOME_ENV] = str(home)
+    cache = saved[CACHE_ENV]
+    if cache:
+        os.environ[CACHE_ENV] = str(Path(cache).resolve())
+    try:
+        yield home
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def registry_url(override: str | None = None) -> str:
@@ -99,4 +130,4 @@ def runs_root() -> Path:
 
 def cache_dir() -> Path:
     """Content-addressed caches (warm-start checkpoints, composed configs)."""
-    return Path(os.environ.get("KAPPA_CACHE", kappa_home() / "cache")).resolve()
+    return Path(os.environ.get(CACHE_ENV) or kappa_home() / "cache").resolve()

@@ -23,6 +23,7 @@ from orchestrator.limits import (
     MAX_ATTEMPTS,
     MAX_BATCH,
     MAX_GROUP_SIZE,
+    MAX_SCALE,
     MAX_SEED,
     MAX_STEPS,
 )
@@ -88,18 +89,20 @@ class RLSettings(StrictModel):
                           "GSPO and the DAPO family), and 'inf' when clip_ratio is 'inf': no "
                           "clipping lifts the dual clip too.")
     use_kl_loss: bool | None = None
-    kl_coef: float | None = Field(None, ge=0)
+    # Every number that scales a reward or a loss is bounded by what float32 training
+    # holds (limits.MAX_SCALE): 1e39 passed, and was infinite at step 1.
+    kl_coef: float | None = Field(None, ge=0, le=MAX_SCALE)
     dynamic_sampling: bool | None = None
-    overlong_penalty_factor: float = Field(1.0, ge=0)
+    overlong_penalty_factor: float = Field(1.0, ge=0, le=MAX_SCALE)
 
     # --- rewards (κ setting, spurious rewards) -----------------------------------------
     reward_type: Literal["verifier", "random"] = "verifier"
-    reward_correct: float = 1.0
-    reward_incorrect: float = 0.0
+    reward_correct: float = Field(1.0, ge=-MAX_SCALE, le=MAX_SCALE)
+    reward_incorrect: float = Field(0.0, ge=-MAX_SCALE, le=MAX_SCALE)
 
     # --- entropy interventions -----------------------------------------------------------
     entropy_intervention: Literal["none", "entropy_loss", "entropy_reward"] = "none"
-    entropy_coef: float = Field(0.01, ge=0)
+    entropy_coef: float = Field(0.01, ge=0, le=MAX_SCALE)
     intervention_steps: int | None = Field(
         None, ge=0, le=MAX_STEPS,
         description="Intervention active for steps < N; None = the whole run.")
@@ -108,7 +111,8 @@ class RLSettings(StrictModel):
     group_size: int = Field(8, ge=2, le=MAX_GROUP_SIZE)
     prompts_per_step: int = Field(32, ge=1, le=MAX_BATCH)
     ppo_epochs: int = Field(1, ge=1, le=MAX_ATTEMPTS)
-    temperature: float = Field(1.0, gt=0)
+    # Logits are divided by it: below 1/MAX_SCALE they overflow float32.
+    temperature: float = Field(1.0, ge=1 / MAX_SCALE, le=MAX_SCALE)
     seed: int = Field(0, ge=0, le=MAX_SEED)
 
     def clip_problems(self) -> list[str]:
@@ -119,10 +123,13 @@ class RLSettings(StrictModel):
             problems.append("give clip_ratio or clip_ratio_low/clip_ratio_high, not both")
         for name in ("clip_ratio", "clip_ratio_low", "clip_ratio_high"):
             value = getattr(self, name)
-            if value is not None and value != "inf" and float(value) <= 0:
-                problems.append(f"{name} must be > 0 or 'inf' (found {value})")
-        if self.clip_ratio_c not in (None, "inf") and float(self.clip_ratio_c) <= 1.0:
-            problems.append(f"clip_ratio_c must be > 1 or 'inf' (found {self.clip_ratio_c})")
+            if value is not None and value != "inf" and not 0 < float(value) <= MAX_SCALE:
+                problems.append(f"{name} must be > 0 and <= {MAX_SCALE:g}, or 'inf' for no "
+                                f"clipping (found {value})")
+        if self.clip_ratio_c not in (None, "inf") and not 1.0 < float(self.clip_ratio_c) \
+                <= MAX_SCALE:
+            problems.append(f"clip_ratio_c must be > 1 and <= {MAX_SCALE:g}, or 'inf' "
+                            f"(found {self.clip_ratio_c})")
         return problems
 
     def reward_problems(self) -> list[str]:

@@ -56,10 +56,13 @@ def main() -> None:
 
     Nothing kappa prints shows a password: its output streams, log records and every
     error (a traceback included, since database drivers and MLflow put URLs in their
-    messages) are masked (:mod:`orchestrator.redact`).
+    messages) are masked (:mod:`orchestrator.redact`). ``KAPPA_HOME`` is made absolute
+    once, here, for the command and every process it starts (jobs run in their run folder).
     """
+    from orchestrator.paths import absolute_home
+
     install_log_redaction()
-    with redacted_output():
+    with redacted_output(), absolute_home():
         _run()
 
 

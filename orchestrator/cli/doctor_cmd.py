@@ -32,14 +32,14 @@ def doctor_cmd(
         help="verl's interpreter, as in the spec's `python` setting (default: this "
              "Python here, python3 in Ray jobs).")] = None,
     min_free_gib: Annotated[float, typer.Option(
-        "--min-free-gib", min=0, metavar="GIB",
+        "--min-free-gib", metavar="GIB",
         help="Warn when less disk than this is free for checkpoints.")] = 50.0,
     check: Annotated[list[str] | None, typer.Option(
         "--check", metavar="NAME",
         help="Run only this check (repeatable): python, packages, gpus, plugin, ray, "
              "mlflow, registry, disk.")] = None,
     timeout: Annotated[float, typer.Option(
-        "--timeout", min=0, metavar="SECONDS",
+        "--timeout", metavar="SECONDS",
         help="How long the plug-in's probe process or the Ray probe job may take; one "
              "request to a server gets at most 10 s.")] = 180.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,

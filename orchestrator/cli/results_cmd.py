@@ -160,7 +160,9 @@ def table(
     from orchestrator.analysis.sources import results
     from orchestrator.analysis.tables import DeltaSpec, build_table, render
     from orchestrator.errors import unknown_name
+    from orchestrator.paths import check_name
 
+    check_name(sweep)
     # Options that need no data fail before the (slower) results are read.
     if fmt not in TABLE_FORMATS:
         raise unknown_name("table format", fmt, TABLE_FORMATS, "--format")

@@ -53,7 +53,7 @@ def plan_command(
         False, "--json", help="Print the plan as JSON (every cell, with its settings)."
     ),
     max_gpu_hours: float | None = typer.Option(
-        None, "--max-gpu-hours", min=0, help="Refuse (exit 2) if the plan needs more GPU-hours."
+        None, "--max-gpu-hours", help="Refuse (exit 2) if the plan needs more GPU-hours."
     ),
     rows: int = typer.Option(
         200, "--rows", min=0, help="Show at most this many cells in the table."
@@ -66,7 +66,11 @@ def plan_command(
     Example: kappa plan experiments/toy/table2.yaml --max-gpu-hours 500
     """
     from orchestrator.grid.plan import load_plan
+    from orchestrator.limits import check_number
 
+    if max_gpu_hours is not None:  # before the spec is read; nan or inf would be no limit
+        check_number(max_gpu_hours, "--max-gpu-hours", 0,
+                     fix="give GPU-hours, e.g. --max-gpu-hours 500, or leave it out for no limit")
     the_plan = load_plan(spec_file)
     spec = the_plan.spec
     if max_gpu_hours is not None and the_plan.gpu_hours > max_gpu_hours:

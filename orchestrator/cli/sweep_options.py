@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from orchestrator.limits import MAX_PARALLEL
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -27,7 +29,7 @@ MlflowOption = Annotated[str | None, typer.Option(
     "--mlflow", metavar="URI",
     help="MLflow tracking URI (default: KAPPA_MLFLOW_URI, else .kappa/mlflow.db).")]
 MaxParallelOption = Annotated[int | None, typer.Option(
-    "--max-parallel", min=1, metavar="N",
+    "--max-parallel", min=1, max=MAX_PARALLEL, metavar="N",
     help="Cells running at once (default: one per CPU core, or per GPU).")]
 ExecutorOption = Annotated[str | None, typer.Option(
     "--executor", metavar="NAME",

@@ -62,6 +62,33 @@ def _open_when_up(url: str, health: str) -> None:
         os._exit(0)
 
 
+def check_address(host: str, port: int) -> None:
+    """Refuse (UserInputError) a port outside 1 .. 65535 (0 would let the system pick
+    one, and the printed URL would be wrong) and a host that is neither an IP address
+    nor a host name: the server would fail after kappa printed its URL."""
+    import ipaddress
+    import re
+
+    from orchestrator.limits import MAX_PORT
+
+    problems = []
+    if not 1 <= port <= MAX_PORT:
+        problems.append(Problem("--port", "not a TCP port", found=str(port),
+                                allowed=f"1 .. {MAX_PORT}", fix="e.g. --port 5000 (the default)"))
+    label = r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)"
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        if len(host) > 253 or not re.fullmatch(rf"{label}(\.{label})*\.?", host):
+            problems.append(Problem(
+                "--host", "neither an IP address nor a host name", found=repr(host),
+                allowed="an interface's address (127.0.0.1, 0.0.0.0, ::) or a host name "
+                        "of letters, digits, '-' and '.'",
+                fix="e.g. --host 127.0.0.1 (the default), or 0.0.0.0 for every interface"))
+    if problems:
+        raise UserInputError("cannot start the MLflow UI there", problems)
+
+
 def ui_cmd(
     sweep: Annotated[str | None, typer.Argument(
         help="The sweep to land on (default: the newest one).")] = None,
@@ -89,6 +116,7 @@ def ui_cmd(
         without_credentials,
     )
 
+    check_address(host, port)  # before anything is printed or started
     if sweep is not None:
         paths.check_name(sweep)
     uri = absolute_uri(paths.mlflow_uri(mlflow))

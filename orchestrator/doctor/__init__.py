@@ -15,7 +15,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from orchestrator.errors import Problem, UserInputError
+from orchestrator.errors import UserInputError
+from orchestrator.limits import MAX_WAIT_S, number_problem
 from orchestrator.redact import redact
 
 
@@ -81,10 +82,12 @@ class DoctorOptions:
         return max(0.1, min(NETWORK_TIMEOUT_S, self.timeout_s))
 
     def __post_init__(self) -> None:
-        problems = [Problem(option, "must be a finite number >= 0", found=repr(value))
-                    for option, value in (("--min-free-gib", self.min_free_gib),
-                                          ("--timeout", self.timeout_s))
-                    if not (math.isfinite(value) and value >= 0)]
+        # A timeout of 0 fails every probe; one past a C time_t overflows the waits.
+        found = (number_problem(self.min_free_gib, "--min-free-gib", 0,
+                                fix="give GiB, e.g. --min-free-gib 50 (the default)"),
+                 number_problem(self.timeout_s, "--timeout", 0, MAX_WAIT_S, low_open=True,
+                                fix="give seconds, e.g. --timeout 180 (the default)"))
+        problems = [problem for problem in found if problem is not None]
         if problems:
             raise UserInputError("invalid kappa doctor option", problems)
 

@@ -63,8 +63,27 @@ def _problem(name: str, model: type[ExecutorOptions], error: Any) -> Problem:
     if fix is None and field is not None:
         fix = f"-E {option}=VALUE: {field.description or 'see `kappa executors`'}"
     found = None if error["type"] == "missing" else repr(error.get("input"))
+    allowed = _range(field) if field is not None and "than" in error["type"] else None
     return Problem(f"executor.{loc}" if loc else "executor", str(error["msg"]), found=found,
-                   fix=str(fix) if fix is not None else None)
+                   allowed=allowed, fix=str(fix) if fix is not None else None)
+
+
+def _range(field: Any) -> str | None:
+    """An option's bounds (its ``ge``/``gt``/``le``/``lt``) as ``1 .. 1,000,000``."""
+    def num(value: float) -> str:
+        return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
+
+    bounds = {type(m).__name__.lower(): getattr(m, type(m).__name__.lower())
+              for m in field.metadata if type(m).__name__ in ("Ge", "Gt", "Le", "Lt")}
+    low = num(bounds["ge"]) if "ge" in bounds else (
+        f"> {num(bounds['gt'])}" if "gt" in bounds else None)
+    high = num(bounds["le"]) if "le" in bounds else (
+        f"< {num(bounds['lt'])}" if "lt" in bounds else None)
+    if low is not None and high is not None:
+        return f"{low} .. {high}"
+    if high is not None:
+        return f"<= {high}" if "le" in bounds else high
+    return low if low is None or "gt" in bounds else f">= {low}"
 
 
 def get_executor(name: str = "local", **options: Any) -> Executor:

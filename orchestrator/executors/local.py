@@ -38,6 +38,7 @@ from orchestrator.executors.base import (
     poll_until,
 )
 from orchestrator.executors.devices import THREAD_VARS, cpu_threads_per_job, detect_gpus
+from orchestrator.limits import MAX_PARALLEL, MAX_WAIT_S
 from orchestrator.runs.folder import read_json, write_json
 from orchestrator.runs.jobs import PID_RECORD, job_dirs, new_job_dir, read_exit, write_exit
 from orchestrator.runs.liveness import is_running, is_stranger, start_ticks
@@ -140,12 +141,14 @@ class LocalOptions(ExecutorOptions):
     """What a user may set on the local executor."""
 
     max_parallel: int | None = Field(
-        None, ge=1, description="jobs at once (default: one per CPU core, or per GPU)")
+        None, ge=1, le=MAX_PARALLEL,
+        description="jobs at once (default: one per CPU core, or per GPU)")
     gpus: Annotated[tuple[str, ...] | None, BeforeValidator(_device_list)] = Field(
         None, description="device ids jobs may be given, e.g. 0,1 (default: "
                           "CUDA_VISIBLE_DEVICES, else every GPU nvidia-smi lists)")
     grace_period: float = Field(
-        10.0, ge=0, description="seconds a cancelled job gets between SIGTERM and SIGKILL")
+        10.0, ge=0, le=MAX_WAIT_S,
+        description="seconds a cancelled job gets between SIGTERM and SIGKILL")
 
 
 class LocalExecutor(Executor):

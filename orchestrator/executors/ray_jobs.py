@@ -62,6 +62,7 @@ from orchestrator.executors.ray_placement import (
     free_slots,
     why_not,
 )
+from orchestrator.limits import MAX_PARALLEL, MAX_WAIT_S
 
 LOG = logging.getLogger(__name__)
 FORWARDED_PREFIXES = ("MLFLOW_",)
@@ -92,9 +93,11 @@ class RayJobsOptions(ExecutorOptions):
                     "(default: RAY_ADDRESS)",
         json_schema_extra={"fix": "pass --ray-address URL (the Ray dashboard, e.g. "
                                   "http://head:8265), -E address=URL, or set RAY_ADDRESS"})
-    max_parallel: int = Field(8, ge=1, description="kappa jobs pending or running at once")
-    max_pending: int = Field(2, ge=0, description="kappa jobs that may wait in PENDING for "
-                                                  "resources the cluster's other work holds")
+    max_parallel: int = Field(8, ge=1, le=MAX_PARALLEL,
+                              description="kappa jobs pending or running at once")
+    max_pending: int = Field(2, ge=0, le=MAX_PARALLEL,
+                             description="kappa jobs that may wait in PENDING for resources "
+                                         "the cluster's other work holds")
     entrypoint_resources: CustomResources = Field(
         default_factory=dict, description="custom Ray resources each embedded cell also "
         "reserves, e.g. {\"node_b\": 0.01} to run cells only on nodes started with "
@@ -104,8 +107,9 @@ class RayJobsOptions(ExecutorOptions):
                                   "from the spec's resources)"})
     autoscaling: bool = Field(False, description="the cluster adds nodes on demand: cells "
                                                  "today's nodes cannot hold are not refused")
-    request_timeout_s: float = Field(REQUEST_TIMEOUT_S, gt=0, description="seconds one "
-                                     "Jobs API request may wait for the dashboard's answer")
+    request_timeout_s: float = Field(
+        REQUEST_TIMEOUT_S, gt=0, le=MAX_WAIT_S,
+        description="seconds one Jobs API request may wait for the dashboard's answer")
 
     @model_validator(mode="before")
     @classmethod

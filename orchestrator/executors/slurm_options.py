@@ -13,6 +13,7 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, Field, field_validator
 
 from orchestrator.executors.base import ExecutorOptions
+from orchestrator.limits import MAX_PARALLEL
 
 # The longest --time an option may ask for: a year.
 MAX_TIME_MINUTES = 365 * 24 * 60
@@ -79,7 +80,7 @@ class SlurmOptions(ExecutorOptions):
         None, ge=1, le=MAX_TIME_MINUTES,
         description="--time for cells whose hours are unknown (default: the partition's)")
     max_parallel: int = Field(
-        64, ge=1, le=1_000_000,
+        64, ge=1, le=MAX_PARALLEL,
         description="kappa's jobs in SLURM's queue at once (pending or running)")
     sbatch_args: Annotated[tuple[str, ...], BeforeValidator(_split_args)] = Field(
         (), max_length=64, description="further sbatch options in long form, e.g. "

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.errors import Problem
-from orchestrator.spec.model import JsonScalarValue, Spec, dotted, scalar_key
+from orchestrator.spec.model import JsonScalarValue, Spec, scalar_key
 from orchestrator.spec.settings_paths import LeafPath, flatten, nest
+from orchestrator.spec.yaml_source import dotted
 
 Assignment = tuple[int, ...]
 

@@ -10,10 +10,10 @@ from pydantic import BaseModel, ValidationError
 
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.limits import MAX_PROBLEMS, more_problems
-from orchestrator.spec.model import AXIS_TAGS, Spec, dotted
+from orchestrator.spec.model import AXIS_TAGS, Spec
 from orchestrator.spec.settings_paths import did_you_mean
 from orchestrator.spec.yaml_limits import read_yaml_file
-from orchestrator.spec.yaml_source import SourceDocument, load_yaml
+from orchestrator.spec.yaml_source import SourceDocument, dotted, load_yaml
 
 # Top-level keys that shape nothing in the grid. When only these are wrong, checking goes
 # on with a stand-in value so that one run reports the grid's problems too.

@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from orchestrator.errors import Problem
-from orchestrator.spec.model import Spec, dotted, scalar_key
+from orchestrator.spec.model import Spec, scalar_key
 from orchestrator.spec.settings_paths import (
     LeafPath,
     did_you_mean,
@@ -20,6 +20,7 @@ from orchestrator.spec.settings_paths import (
     settings_paths,
     written_leaves,
 )
+from orchestrator.spec.yaml_source import dotted
 
 
 def _show(values: list[Any], limit: int = 12) -> str:

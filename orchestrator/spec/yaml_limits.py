@@ -11,8 +11,9 @@ Limits: :mod:`orchestrator.limits`.
 
 from __future__ import annotations
 
+import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import yaml
@@ -38,7 +39,15 @@ def read_yaml_file(path: Path, what: str = "spec") -> str:
         mode = path.stat().st_mode
         if stat.S_ISDIR(mode):
             raise refuse("this is a folder, not a file", fix=f"name the {what} file inside it")
-        with path.open("rb") as handle:
+        if not stat.S_ISREG(mode):
+            raise _not_regular(refuse, mode, what)
+        # Non-blocking: a FIFO put in the file's place since the check still opens at
+        # once (a blocking open waits for a writer forever), and is refused below.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as handle:
+            mode = os.fstat(handle.fileno()).st_mode
+            if not stat.S_ISREG(mode):
+                raise _not_regular(refuse, mode, what)
             raw = handle.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
         raise refuse(exc.strerror or str(exc)) from None
@@ -53,6 +62,18 @@ def read_yaml_file(path: Path, what: str = "spec") -> str:
         raise refuse("not UTF-8 text", found=repr(raw[exc.start : exc.end]),
                      fix="save the file as UTF-8", line=before.count(b"\n") + 1,
                      column=len(before) - (before.rfind(b"\n") + 1) + 1) from None
+
+
+def _not_regular(refuse: Callable[..., UserInputError], mode: int,
+                 what: str) -> UserInputError:
+    """The refusal of a FIFO, socket or device: reading one can wait forever (a FIFO
+    with no writer) or never end (``/dev/zero``), so nothing reads it."""
+    kinds = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+    kind = next((name for test, name in kinds if test(mode)), "not a regular file")
+    return refuse(f"this is {kind}, not a regular file",
+                  fix=f"save the {what} to a file and give that file's path "
+                      "(e.g. `cat ... > spec.yaml`)")
 
 
 def _dots(key: yaml.Node) -> int:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator import paths
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.executors import (
     Executor,
@@ -129,6 +130,7 @@ def _note_cancelled(cell: CellRecord) -> None:
 
 def _cells_of(registry: Registry, target: str) -> list[CellRecord]:
     """The cells ``target`` names: a whole sweep, or one cell of any sweep."""
+    paths.check_name(target, "sweep or cell")  # before a query: $'\xff' cannot be encoded
     if registry.find_sweep(target) is not None:
         return registry.cells(target)
     matches = []

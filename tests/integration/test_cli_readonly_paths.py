@@ -108,3 +108,24 @@ def test_a_spec_name_with_a_path_is_refused_at_validate(
     spec.write_text("name: ../evil\nbackend: embedded\naxes:\n  seed: [0]\n")
     code, out = kappa(capsys, "validate", str(spec))
     assert code == 2 and "name" in out and "not a valid name" in out, out
+
+
+@pytest.mark.parametrize("args", [
+    ("status", "\udcff"), ("status", "\udcff", "--json"), ("table", "\udcff"),
+    ("report", "\udcff"), ("export", "\udcff"), ("convergence", "\udcff"),
+    ("logs", "\udcff"), ("cancel", "\udcff"), ("resume", "\udcff"), ("ui", "\udcff"),
+], ids=lambda a: " ".join(a).replace("\udcff", "0xff"))
+def test_a_name_that_is_no_utf8_is_refused(args: tuple[str, ...], cwd: Path,
+                                           monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """``kappa status $'\\xff'``: Python hands the byte over as a lone surrogate, which
+    neither the registry nor a file name can encode (issue 19, 6): exit 2, not a
+    UnicodeEncodeError, with the registry there to be queried."""
+    home = cwd.parent / "home"
+    monkeypatch.setenv("KAPPA_HOME", str(home))
+    monkeypatch.delenv("KAPPA_FULL_ERROR", raising=False)
+    assert kappa(capsys, "db", "upgrade")[0] == 0
+    (home / "mlflow.db").touch()  # `kappa ui` looks for the sweep once a store is there
+    code, out = kappa(capsys, *args)
+    assert code == 2 and "Traceback" not in out, out
+    assert "name '\\udcff'" in out and "UTF-8 text" in out, out

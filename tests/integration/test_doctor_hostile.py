@@ -181,12 +181,14 @@ def test_a_python_that_is_no_python_is_a_problem(
 
 @pytest.mark.parametrize("args", [["--min-free-gib", "-1"], ["--min-free-gib", "nan"],
                                   ["--min-free-gib", "inf"], ["--timeout", "-inf"],
-                                  ["--timeout", "inf"]])
+                                  ["--timeout", "inf"], ["--timeout", "1e39"],
+                                  ["--timeout", "nan"], ["--timeout", "-1"],
+                                  ["--timeout", "0"], ["--timeout", "86401"]])
 def test_absurd_numbers_are_refused(home: Path, capsys: pytest.CaptureFixture[str],
                                     args: list[str]) -> None:
     code, out = doctor(capsys, "--check", "disk", *args)
     assert code == 2 and "Traceback" not in out, out
-    assert args[0] in out, out
+    assert args[0] in out and "allowed:" in out, out
 
 
 def test_a_huge_minimum_is_a_warning(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -244,3 +246,7 @@ def test_run_checks_refuses_non_finite_options() -> None:
             DoctorOptions(min_free_gib=bad)
         with pytest.raises(UserInputError):
             run_checks(DoctorOptions(timeout_s=bad), ["disk"])
+    # A timeout past a C time_t overflowed the probe's waits; one of 0 fails every probe.
+    for bad in (1e39, 0.0):
+        with pytest.raises(UserInputError, match="--timeout"):
+            DoctorOptions(timeout_s=bad)

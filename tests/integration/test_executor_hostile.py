@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kit.cli import user_error
+from kit.cli import run_kappa, user_error
 from kit.fake_backend import write_spec
 from kit.home import register_backends, use_home
 
@@ -136,6 +136,49 @@ def test_kappa_submit_refuses_a_hostile_slurm_option_and_writes_nothing(
 
         with Registry.open() as reg:
             assert not reg.cells(SWEEP)
+
+
+@pytest.mark.parametrize(("executor", "args", "where", "allowed"), [
+    ("local", ["-E", "max_parallel=99999999999999999999"], "executor.max_parallel",
+     "1 .. 1,000,000"),
+    ("local", ["-E", "grace_period=1e39"], "executor.grace_period", "0 .. 86,400"),
+    ("ray_jobs", ["-E", "max_parallel=99999999999999999999"], "executor.max_parallel",
+     "1 .. 1,000,000"),
+    ("ray_jobs", ["-E", "max_pending=99999999999999999999"], "executor.max_pending",
+     "0 .. 1,000,000"),
+    ("ray_jobs", ["-E", "request_timeout_s=1e39"], "executor.request_timeout_s",
+     "> 0 .. 86,400"),
+    ("slurm", ["-E", "max_parallel=99999999999999999999"], "executor.max_parallel",
+     "1 .. 1,000,000"),
+], ids=lambda v: v if isinstance(v, str) else " ".join(v)[:30])
+def test_a_count_or_wait_past_its_bound_is_refused_with_the_range(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        executor: str, args: list[str], where: str, allowed: str) -> None:
+    """``-E max_parallel=99999999999999999999`` was accepted and stored (issue 19, 6)."""
+    home = use_home(tmp_path / "home", monkeypatch, cli=True)
+    register_backends(monkeypatch)
+    spec = write_spec(tmp_path / "s.yaml", SWEEP, seeds=1, steps=1)
+    address = ["-E", "address=http://127.0.0.1:9"] if executor == "ray_jobs" else []
+    error = user_error(capsys, "submit", str(spec), "--executor", executor, *address, *args)
+    (problem,) = [p for p in error.problems if p.location == where]
+    assert problem.allowed == allowed, problem.render()
+    assert not (home / "runs" / SWEEP).exists()
+    if (home / "registry.db").exists():  # nothing recorded for the sweep
+        from orchestrator.registry import Registry
+
+        with Registry.open() as reg:
+            assert reg.find_sweep(SWEEP) is None
+
+
+@pytest.mark.parametrize("command", ["submit", "resume", "search", "canary"])
+def test_a_max_parallel_past_its_bound_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        command: str) -> None:
+    use_home(tmp_path / "home", monkeypatch, cli=True)
+    target = SWEEP if command == "resume" else str(write_spec(tmp_path / "s.yaml", SWEEP))
+    ran = run_kappa(capsys, command, target, "--max-parallel", "99999999999999999999")
+    assert ran.code == 2 and "Traceback" not in ran.output, ran.output
+    assert "--max-parallel" in ran.output and "1000000" in ran.output, ran.output
 
 
 def test_a_repeated_option_the_last_wins() -> None:

@@ -222,14 +222,16 @@ SUBPROCESS_SPECS: dict[str, bytes] = {
     "huge-numbers": b"name: x\nretries: 99999999999999999999\nresources: {gpus: true}\n"
                     b"base: {max_steps: 10000000000, seed: 4294967296}\n",
     "not-utf8": b"name: x\ndescription: caf\xe9\n",
+    "past-float32": b"name: x\nbase: {kl_coef: 1.0e+39}\naxes:\n"
+                    b"  reward_correct: [1.0e+39]\n  entropy_coef: [1.0e+39]\n",
 }
 
 
-def kappa_process(args: list[str], home: Path) -> tuple[int, str]:
+def kappa_process(args: list[str], home: Path, timeout: float = 300) -> tuple[int, str]:
     env = {**os.environ, "KAPPA_HOME": str(home)}
     env.pop("KAPPA_MAX_CELLS", None)  # the documented default
     done = subprocess.run([sys.executable, "-m", "orchestrator", *args], env=env,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=timeout)
     return done.returncode, done.stdout + done.stderr
 
 
@@ -244,6 +246,37 @@ def test_hostile_specs_exit_2_in_real_processes(case: str, tmp_path: Path) -> No
     assert_nothing_written(tmp_path / "home")
 
 
+@pytest.mark.parametrize("command", ["validate", "plan", "submit", "canary", "search"])
+def test_a_spec_that_is_no_regular_file_is_refused_before_it_is_read(
+        command: str, tmp_path: Path) -> None:
+    """A FIFO with no writer blocks whoever opens it for reading (issue 19, 6): refused,
+    named, with the fix, in well under the timeout; so is a device."""
+    fifo = tmp_path / "spec.yaml"
+    os.mkfifo(fifo)
+    for spec, kind in ((fifo, "named pipe (FIFO)"), (Path("/dev/zero"), "character device")):
+        code, output = kappa_process([command, str(spec)], tmp_path / "home", timeout=60)
+        assert code == 2 and "Traceback" not in output, output
+        assert f"{spec}: this is a {kind}, not a regular file" in output, output
+        assert "fix:" in output
+    assert_nothing_written(tmp_path / "home")
+
+
+@pytest.mark.parametrize("args", [["--port", "70000"], ["--port", "-1"], ["--port", "0"],
+                                  ["--host", ";x"], ["--host", "a b"], ["--host", ""]],
+                         ids=" ".join)
+def test_kappa_ui_refuses_a_bad_address_before_it_starts_a_server(
+        args: list[str], tmp_path: Path) -> None:
+    """Before, the URL was printed, the server failed with a traceback and kappa exited
+    0 (issue 19, 6). A store exists, so nothing but the address stops the server."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "mlflow.db").touch()
+    code, output = kappa_process(["ui", *args], home, timeout=120)
+    assert code == 2 and "Traceback" not in output, output
+    assert args[0] in output and "allowed:" in output and "fix:" in output, output
+    assert "MLflow UI:" not in output and "http://" not in output, output
+
+
 def test_hostile_train_inputs_exit_2_in_real_processes(tmp_path: Path) -> None:
     good = tmp_path / "good.yaml"
     good.write_text("max_steps: 1\n")
@@ -253,10 +286,13 @@ def test_hostile_train_inputs_exit_2_in_real_processes(tmp_path: Path) -> None:
     bombed.write_text(bomb(9, 10, "description").replace("name: x\n", ""))
     latin1 = tmp_path / "latin1.yaml"
     latin1.write_bytes(b"task: arithm\xe9tic\n")
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)
     out = tmp_path / "run"
-    for config, target in ((bombed, out), (latin1, out), (tmp_path, out), (good, a_file)):
+    for config, target in ((bombed, out), (latin1, out), (tmp_path, out), (good, a_file),
+                           (fifo, out)):
         code, output = kappa_process(["train", str(config), "--out", str(target)],
-                                     tmp_path / "home")
+                                     tmp_path / "home", timeout=60)
         assert code == 2 and "Traceback" not in output, output
         assert "error:" in output
     assert not out.exists() and a_file.read_text() == ""

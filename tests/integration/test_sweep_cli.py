@@ -132,3 +132,38 @@ def test_status_logs_cancel_and_background_submit(home: Path, tmp_path: Path) ->
     assert "cli-bg" in process("status").stdout
     assert process("cancel", "no-such-thing", code=None).returncode == 2
     assert process("logs", "no-such-cell", code=None).returncode == 2
+
+
+@pytest.mark.parametrize("given", ["relative", "unset"])
+def test_a_relative_or_unset_home_reaches_every_job_as_one_absolute_path(
+        given: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Jobs run in their run folder: a relative (or unset, i.e. ``.kappa``) KAPPA_HOME
+    handed on as it was gave every cell its own warm-start cache there, rebuilt by each
+    (issue 19, 5). Every command resolves it once; a relative KAPPA_CACHE likewise."""
+    work = tmp_path / "work"
+    home = use_home(work / ("state" if given == "relative" else ".kappa"), monkeypatch,
+                    cli=True)
+    monkeypatch.chdir(work)
+    if given == "relative":
+        monkeypatch.setenv("KAPPA_HOME", "state")
+        monkeypatch.setenv("KAPPA_CACHE", "shared-cache")
+    else:
+        monkeypatch.delenv("KAPPA_HOME")
+        monkeypatch.delenv("KAPPA_CACHE", raising=False)
+    spec = write_spec(tmp_path / "s.yaml", "rel-home", seeds=2, steps=1)
+    process("submit", str(spec), "--wait")
+    run_dirs = sorted((home / "runs" / "rel-home").iterdir())
+    assert len(run_dirs) == 2
+    for run_dir in run_dirs:
+        env = json.loads((run_dir / "env.json").read_text())
+        assert env["KAPPA_HOME"] == str(home), env
+        assert env["KAPPA_CACHE"] == (str(work / "shared-cache") if given == "relative"
+                                      else None), env
+        assert not (run_dir / "state").exists() and not (run_dir / ".kappa").exists()
+    from orchestrator.cli.app import main
+
+    monkeypatch.setattr(sys, "argv", ["kappa", "status", "rel-home"])
+    with pytest.raises(SystemExit) as done:  # in-process too, and restored afterwards
+        main()
+    assert done.value.code in (0, None)
+    assert os.environ.get("KAPPA_HOME") == ("state" if given == "relative" else None)

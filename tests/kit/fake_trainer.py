@@ -112,7 +112,8 @@ def main(argv: list[str]) -> int:
         fh.write(f"{start}\n")
     launch = len((out / "launches.log").read_text().split())
     write_json(out / "env.json", {k: os.environ.get(k) for k in
-                                  ("MLFLOW_RUN_ID", "MLFLOW_TRACKING_URI", "OMP_NUM_THREADS")})
+                                  ("MLFLOW_RUN_ID", "MLFLOW_TRACKING_URI", "OMP_NUM_THREADS",
+                                   "KAPPA_HOME", "KAPPA_CACHE")})
     print(f"fake trainer: launch {launch}, resuming from step {start}", flush=True)
     if launch <= int(config.get("fail_first", 0)):
         print("fake trainer: failing on purpose", flush=True)

@@ -143,3 +143,23 @@ def test_spurious_clipping_lowers_entropy_and_does_not_help() -> None:
     text = fs.write_spurious(sweep)  # type: ignore[arg-type]
     assert "**Finding 5 verdict: reproduces.**" in text
     assert "**Finding 6 verdict: reproduces.**" in text
+    assert [line.split("|")[1].strip() for line in text.splitlines()
+            if line.startswith(fs.SUMMARY)] == ["5", "6"]
+
+
+def test_the_page_keeps_studies_not_rerun_and_sums_them_up(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    import findings
+
+    doc = tmp_path / "findings.md"
+    doc.write_text(f"intro\n{findings.BEGIN}\nold\n{findings.END}\noutro\n")
+    monkeypatch.setattr(findings, "DOC", doc)
+    row = fs.summary("1", "claim one", "paper", "+1", "reproduces", "why", "table2")
+    findings.rewrite_doc({"table2": f"<!-- study:table2 -->\nfirst\n{row}"})
+    row3 = fs.summary("3", "claim three", "paper", "+2", "inconclusive", "why", "kappa")
+    findings.rewrite_doc({"kappa": f"<!-- study:kappa -->\nthird\n{row3}"})
+    text = doc.read_text()
+    assert text.startswith("intro\n") and text.endswith("outro\n") and "old" not in text
+    assert text.index("first") < text.index("third")
+    assert "| 1 | claim one |" in text and "| 3 | claim three |" in text
+    assert text.index("### Summary") < text.index("first")

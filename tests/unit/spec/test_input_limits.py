@@ -283,6 +283,33 @@ def test_cell_numbers_are_bounded_by_what_can_run(setting: str, largest: int) ->
     assert all("less than or equal" in p.message and p.line == 3 for p in problems)
 
 
+@pytest.mark.parametrize(("setting", "smallest", "largest"), [
+    ("kl_coef", 0, limits.MAX_SCALE),
+    ("entropy_coef", 0, limits.MAX_SCALE),
+    ("overlong_penalty_factor", 0, limits.MAX_SCALE),
+    ("reward_correct", 0.5, limits.MAX_SCALE),
+    ("reward_incorrect", -limits.MAX_SCALE, 0.5),
+    ("temperature", 1 / limits.MAX_SCALE, limits.MAX_SCALE),
+])
+def test_reward_and_loss_scales_are_bounded_by_what_float32_holds(
+        setting: str, smallest: float, largest: float) -> None:
+    """1e39 is no float32: such a setting passed and training overflowed at step 1."""
+    for edge in (smallest, largest):
+        expand(parse_spec(f"name: x\nbase: {{{setting}: {edge!r}}}\n", "spec.yaml"))
+    too_big = "1.0e+39" if setting != "reward_incorrect" else "-1.0e+39"
+    problems = refused(f"name: x\naxes:\n  {setting}: [{too_big}]\n")
+    assert [p.location for p in problems] == [f"axes.{setting}[0]"]
+    assert problems[0].line == 3 and "than or equal to" in problems[0].message
+
+
+@pytest.mark.parametrize("setting", ["clip_ratio", "clip_ratio_high", "clip_ratio_c"])
+def test_a_clip_ratio_past_what_float32_holds_is_refused(setting: str) -> None:
+    expand(parse_spec(f"name: x\nbase: {{{setting}: {limits.MAX_SCALE!r}}}\n", "spec.yaml"))
+    expand(parse_spec(f"name: x\nbase: {{{setting}: inf}}\n", "spec.yaml"))  # no clipping
+    problems = refused(f"name: x\nbase: {{{setting}: 1.0e+39}}\n")
+    assert any(f"{setting} must be" in p.message and "'inf'" in p.message for p in problems)
+
+
 def test_a_negative_seed_is_refused() -> None:
     (problem,) = refused("name: x\nbase: {seed: -1}\n")
     assert problem.location == "base.seed" and "greater than or equal to 0" in problem.message

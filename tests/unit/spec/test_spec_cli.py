@@ -103,6 +103,15 @@ def test_plan_over_budget_refuses(kappa: Any, big_spec: Path) -> None:
     assert code == 0
 
 
+@pytest.mark.parametrize("limit", ["nan", "inf", "-1", "-inf"])
+def test_plan_refuses_a_gpu_hour_limit_that_is_none(kappa: Any, big_spec: Path,
+                                                     limit: str) -> None:
+    """``nan`` compared false with every plan, so it meant no limit (issue 19, 6)."""
+    code, out, err = kappa(["plan", str(big_spec), "--max-gpu-hours", limit])
+    assert code == 2 and out == "" and "Traceback" not in err, err
+    assert "--max-gpu-hours" in err and "allowed: >= 0, finite" in err, err
+
+
 def test_schema_has_backend_settings_for_base(kappa: Any) -> None:
     code, out, _ = kappa(["schema"])
     assert code == 0
