@@ -27,7 +27,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
-from findings_studies import STUDIES, Study  # noqa: E402
+from findings_studies import STUDIES, SUMMARY, Study  # noqa: E402
 
 DOC = ROOT / "docs" / "findings.md"
 KAPPA = str(Path(sys.executable).parent / "kappa")
@@ -114,8 +114,18 @@ def rewrite_doc(sections: dict[str, str]) -> None:
     old, tail = rest.split(END, 1)
     kept = _split_sections(old)
     kept.update(sections)
-    body = "\n\n".join(kept[s.key] for s in STUDIES if s.key in kept)
+    parts = [kept[s.key] for s in STUDIES if s.key in kept]
+    body = "\n\n".join([_summary_table(parts), *parts])
     DOC.write_text(f"{head}{BEGIN}\n{body}\n{END}{tail}")
+
+
+def _summary_table(sections: list[str]) -> str:
+    """One row per finding, collected from the hidden rows the studies' sections carry."""
+    rows = [line.removeprefix(SUMMARY).removesuffix("-->").strip()
+            for part in sections for line in part.splitlines() if line.startswith(SUMMARY)]
+    head = ("| # | claim | where | toy result (95% CI, n) | verdict | why | regenerate |\n"
+            "| --- | --- | --- | --- | --- | --- | --- |")
+    return "### Summary\n\n" + "\n".join([head, *(f"| {row} |" for row in rows)])
 
 
 def _split_sections(text: str) -> dict[str, str]:

@@ -71,6 +71,18 @@ def _verdict_row(verdict: str) -> str:
     return f"\n**Verdict: {verdict}.**\n"
 
 
+SUMMARY = "<!-- summary |"
+
+
+def summary(finding: str, claim: str, source: str, result: str, verdict: str, why: str,
+            study: str) -> str:
+    """One row of the page's summary table, kept (hidden) in the study's section so a
+    rerun of some studies keeps the others' rows."""
+    command = f"`bench/findings.py --only {study}`"
+    return (f"{SUMMARY} {finding} | {claim} | {source} | {result} | **{verdict}** | {why} | "
+            f"{command} -->")
+
+
 # --- 1. Table 2 ---------------------------------------------------------------------------
 
 
@@ -91,7 +103,10 @@ def write_table2(sweep: Sweep) -> str:
         "seeds; '+ RB' rows are paired deltas):", "", sweep.table().strip(), "",
         _line("RB − baseline, six-baseline average", verdict),
         f"- Per baseline (mean over seeds): {per}.",
-        _verdict_row(verdict.verdict)])
+        _verdict_row(verdict.verdict),
+        summary("1", "Reward budgeting improves the six baselines on average",
+                "paper 1, Table 2, §5.2", verdict.cell(100, " pts"), verdict.verdict,
+                verdict.why, "table2")])
 
 
 # --- 2. Table 3 ---------------------------------------------------------------------------
@@ -114,7 +129,12 @@ def write_table3(sweep: Sweep) -> str:
         sweep.table("--cross", "use_kl_loss,reward_budget").strip(), "",
         *[_line(f"RB − no RB with KL {'on' if kl else 'off'}", v) for kl, v in parts],
         f"- KL removal alone (no RB), no verdict rule: {kl_alone.cell(100, ' points')}.",
-        _verdict_row(all_reproduce([v for _, v in parts]))])
+        _verdict_row(all_reproduce([v for _, v in parts])),
+        summary("2", "RB's gain holds with and without the KL loss", "paper 1, Table 3, §5.4",
+                "; ".join(f"KL {'on' if kl else 'off'}: {v.cell(100, ' pts')}"
+                          for kl, v in parts),
+                all_reproduce([v for _, v in parts]),
+                "; ".join(v.why for _, v in parts), "table3")])
 
 
 # --- 3. κ study ---------------------------------------------------------------------------
@@ -142,7 +162,9 @@ def write_kappa(sweep: Sweep) -> str:
         f"Convergence step from `kappa convergence {sweep.name}`:", "", *rows, "",
         f"![validation accuracy against step per κ]({figure})", "",
         _line("t_conv(κ=200) − t_conv(κ=5000), paired by seed", later, " steps", 1.0),
-        _verdict_row(later.verdict)])
+        _verdict_row(later.verdict),
+        summary("3", "Smaller κ converges later", "paper 1, §3.2.1, Figure 3",
+                later.cell(1.0, " steps"), later.verdict, later.why, "kappa")])
 
 
 def _mean_ci(values: pd.Series, scale: float) -> str:
@@ -235,7 +257,7 @@ def write_entropy(sweep: Sweep) -> str:
         return {seed_of[c]: v for c, v in values.items() if kind_of.get(c) == kind}
 
     final = dict(zip(frame["cell_id"], frame[VAL], strict=True))
-    lines, overall = [], []
+    lines, overall, results = [], [], []
     for kind in ("entropy_loss", "entropy_reward"):
         raised = t_verdict(paired(per_seed(during, kind), per_seed(during, "none")),
                            f"{kind}: entropy over steps 1–{INTERVENTION_STEPS} − none's")
@@ -244,7 +266,8 @@ def write_entropy(sweep: Sweep) -> str:
         lines += [_line(f"{kind}, entropy while active (precondition)", raised, " nats", 1.0),
                   _line(f"{kind}, final greedy accuracy after removal", gain)]
         overall.append(gain if raised.verdict == "reproduces"
-                       else Verdict(gain.interval, "not tested", "entropy did not rise"))
+                       else Verdict(gain.interval, "not tested", f"{kind}: entropy did not rise"))
+        results.append(f"{kind}: {gain.cell(100, ' pts')}")
     ent_fig = _curve_figure(curves, "intervention", ENTROPY, "entropy_interventions.png",
                             "mean token entropy", INTERVENTION_STEPS)
     acc_fig = _curve_figure(curves, "intervention", VAL_CURVE, "entropy_accuracy.png",
@@ -255,7 +278,10 @@ def write_entropy(sweep: Sweep) -> str:
         *lines, "",
         f"![entropy during and after the interventions]({ent_fig})",
         f"![validation accuracy]({acc_fig})",
-        _verdict_row(all_reproduce(overall))])
+        _verdict_row(all_reproduce(overall)),
+        summary("4", "Early entropy interventions leave no lasting gain once removed",
+                "paper 1, §3.1, Figure 2", "; ".join(results), all_reproduce(overall),
+                "; ".join(v.why for v in overall), "entropy")])
 
 
 # --- 5. spurious rewards ------------------------------------------------------------------
@@ -305,7 +331,16 @@ def write_spurious(sweep: Sweep) -> str:
         f"\n**Finding 5 verdict: {entropy_verdict}.**\n",
         _line("Final accuracy, ε = 0.2 minus ε = ∞", acc),
         f"\n**Finding 6 verdict: {acc.verdict}.**\n",
-        f"![entropy under random rewards by clip ratio]({fig})"])
+        f"![entropy under random rewards by clip ratio]({fig})",
+        summary("5", "Under random rewards clipping lowers entropy; without it entropy does "
+                "not fall", "paper 2, §4.2, Figure 2",
+                f"fall at ε = 0.2: {fall.cell(1.0, ' nats')}; ∞ − 0.2: {vs.cell(1.0, ' nats')}",
+                entropy_verdict,
+                "; ".join(v.why for v in (fall, vs)) if precondition
+                else f"clipping did not act (pg_clipfrac {acts:.4f})", "spurious"),
+        summary("6", "Clipping is not what raises accuracy under random rewards",
+                "paper 2, §3.2, Figure 1", acc.cell(100, " pts"), acc.verdict, acc.why,
+                "spurious")])
 
 
 STUDIES: tuple[Study, ...] = (
