@@ -30,13 +30,15 @@ class Verdict:
     verdict: str
     why: str
 
-    def cell(self, scale: float = 100.0, unit: str = "") -> str:
-        """``+1.23 [−0.40, +2.86] (n=18)`` in ``scale`` units."""
+    def cell(self, scale: float = 100.0, unit: str = "", digits: int = 2) -> str:
+        """``+1.23 [−0.40, +2.86] (n=18)`` in ``scale`` units, ``digits`` decimals."""
         iv = self.interval
+        if iv.n == 0:
+            return "no complete pair (n=0)"
         if iv.low is None or iv.high is None:
-            return f"{iv.estimate * scale:+.2f}{unit} (n={iv.n}, no interval)"
-        return (f"{iv.estimate * scale:+.2f}{unit} "
-                f"[{iv.low * scale:+.2f}, {iv.high * scale:+.2f}] (n={iv.n})")
+            return f"{iv.estimate * scale:+.{digits}f}{unit} (n={iv.n}, no interval)"
+        return (f"{iv.estimate * scale:+.{digits}f}{unit} "
+                f"[{iv.low * scale:+.{digits}f}, {iv.high * scale:+.{digits}f}] (n={iv.n})")
 
 
 def fixed_groups_interval(diffs: Mapping[str, Sequence[float]],

@@ -63,8 +63,10 @@ def _by(frame: pd.DataFrame, value: pd.Series, where: dict[str, Any],
             for i, r in rows.iterrows()}
 
 
-def _line(name: str, verdict: Verdict, unit: str = " points", scale: float = 100.0) -> str:
-    return f"- **{name}**: {verdict.cell(scale, unit)} — **{verdict.verdict}** ({verdict.why})."
+def _line(name: str, verdict: Verdict, unit: str = " points", scale: float = 100.0,
+          digits: int = 2) -> str:
+    return (f"- **{name}**: {verdict.cell(scale, unit, digits)} — **{verdict.verdict}** "
+            f"({verdict.why}).")
 
 
 def _verdict_row(verdict: str) -> str:
@@ -147,6 +149,11 @@ def write_kappa(sweep: Sweep) -> str:
              for k, g in conv.groupby("kappa")}
     later = t_verdict(paired(steps.get("k200", {}), steps.get("k5000", {})),
                       "t_conv(κ=200) − t_conv(κ=5000)")
+    found = int(conv["convergence_step"].notna().sum())
+    if later.verdict == "not tested":
+        later = Verdict(later.interval, later.verdict,
+                        f"a convergence step was found in {found} of {len(conv)} runs, so no "
+                        "κ = 200 / κ = 5000 pair has both")
     frame = _ok(sweep.cells)
     curves = sweep.curves([VAL_CURVE])
     figure = _kappa_figure(curves, conv)
@@ -167,7 +174,7 @@ def write_kappa(sweep: Sweep) -> str:
                 later.cell(1.0, " steps"), later.verdict, later.why, "kappa")])
 
 
-def _mean_ci(values: pd.Series, scale: float) -> str:
+def _mean_ci(values: pd.Series, scale: float, digits: int = 1) -> str:
     from orchestrator.analysis.stats import t_interval
 
     vals = [float(v) * scale for v in values if pd.notna(v)]
@@ -175,8 +182,8 @@ def _mean_ci(values: pd.Series, scale: float) -> str:
         return "—"
     iv = t_interval(vals)
     if iv.half_width is None:
-        return f"{iv.estimate:.1f}"
-    return f"{iv.estimate:.1f} ± {iv.half_width:.1f}"
+        return f"{iv.estimate:.{digits}f}"
+    return f"{iv.estimate:.{digits}f} ± {iv.half_width:.{digits}f}"
 
 
 def _kappa_figure(curves: pd.DataFrame, conv: pd.DataFrame) -> str:
@@ -263,7 +270,7 @@ def write_entropy(sweep: Sweep) -> str:
                            f"{kind}: entropy over steps 1–{INTERVENTION_STEPS} − none's")
         gain = t_verdict(paired(per_seed(final, kind), per_seed(final, "none")),
                          f"{kind}: final accuracy − none's", rule="no_gain")
-        lines += [_line(f"{kind}, entropy while active (precondition)", raised, " nats", 1.0),
+        lines += [_line(f"{kind}, entropy while active (precondition)", raised, " nats", 1.0, 4),
                   _line(f"{kind}, final greedy accuracy after removal", gain)]
         overall.append(gain if raised.verdict == "reproduces"
                        else Verdict(gain.interval, "not tested", f"{kind}: entropy did not rise"))
@@ -314,7 +321,7 @@ def write_spurious(sweep: Sweep) -> str:
     rows = ["| ε | entropy change (nats) | mean pg_clipfrac | final greedy val acc (points) |",
             "| --- | --- | --- | --- |"]
     for eps in ("0.2", "0.1", "inf"):
-        rows.append(f"| {eps} | {_mean_ci(pd.Series(list(at(change, eps).values())), 1.0)} | "
+        rows.append(f"| {eps} | {_mean_ci(pd.Series(list(at(change, eps).values())), 1.0, 4)} | "
                     f"{np.mean(list(at(clipfrac, eps).values()) or [float('nan')]):.4f} | "
                     f"{_mean_ci(pd.Series(list(at(final, eps).values())), 100.0)} |")
     precondition = acts > 0.001
@@ -326,15 +333,16 @@ def write_spurious(sweep: Sweep) -> str:
         "Means over seeds × group sizes (95% intervals):", "", *rows, "",
         f"- Precondition, clipping acts: mean `actor/pg_clipfrac` at ε = 0.2 is {acts:.4f} "
         f"({'above' if precondition else 'not above'} 0.001).",
-        _line("Entropy falls with ε = 0.2", fall, " nats", 1.0),
-        _line("Entropy change, ε = ∞ minus ε = 0.2", vs, " nats", 1.0),
+        _line("Entropy falls with ε = 0.2", fall, " nats", 1.0, 4),
+        _line("Entropy change, ε = ∞ minus ε = 0.2", vs, " nats", 1.0, 4),
         f"\n**Finding 5 verdict: {entropy_verdict}.**\n",
         _line("Final accuracy, ε = 0.2 minus ε = ∞", acc),
         f"\n**Finding 6 verdict: {acc.verdict}.**\n",
         f"![entropy under random rewards by clip ratio]({fig})",
         summary("5", "Under random rewards clipping lowers entropy; without it entropy does "
                 "not fall", "paper 2, §4.2, Figure 2",
-                f"fall at ε = 0.2: {fall.cell(1.0, ' nats')}; ∞ − 0.2: {vs.cell(1.0, ' nats')}",
+                f"fall at ε = 0.2: {fall.cell(1.0, ' nats', 4)}; "
+                f"∞ − 0.2: {vs.cell(1.0, ' nats', 4)}",
                 entropy_verdict,
                 "; ".join(v.why for v in (fall, vs)) if precondition
                 else f"clipping did not act (pg_clipfrac {acts:.4f})", "spurious"),
