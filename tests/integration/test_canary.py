@@ -161,9 +161,10 @@ axes:
 {extra}
   seed: [0, 1]
 """
-# Validates (a finite float), but no float32 tensor holds it: the first RL step's reward
-# scaling raises. A canary catches it in seconds instead of after a cluster's queue.
-OVERFLOW = "    huge: {reward_correct: 1.0e+39}"
+# Validates (a positive float), but the optimizer's float32 step cannot hold it: the first
+# update raises. A canary catches it in seconds instead of after a cluster's queue.
+# (Rewards and coefficients past float32 are refused at validation already.)
+OVERFLOW = "    huge: {learning_rate: 1.0e+39}"
 
 
 def _kappa_cli() -> list[str]:
