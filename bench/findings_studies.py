@@ -139,39 +139,97 @@ def write_table3(sweep: Sweep) -> str:
                 "; ".join(v.why for _, v in parts), "table3")])
 
 
-# --- 3. κ study ---------------------------------------------------------------------------
+# --- 3. κ studies ---------------------------------------------------------------------------
 
 
-def write_kappa(sweep: Sweep) -> str:
+@dataclass(frozen=True)
+class KappaDesign:
+    """One κ study: its settings (largest κ first), the finding it tests and its rule.
+
+    ``censor_at``: when set, a run with no convergence step counts as converging at that
+    step (the end of its budget) — a lower bound, stated with the rule before the run.
+    """
+
+    settings: tuple[str, ...]
+    finding: str
+    heading: str
+    figure: str
+    key: str
+    censor_at: int | None = None
+
+
+PAPER_KAPPA = KappaDesign(("k5000", "k2000", "k200"), "3",
+                          "3. Sharpening pressure κ and convergence (`toy-kappa`)",
+                          "kappa_accuracy.png", "kappa")
+SCALED_KAPPA = KappaDesign(("k50", "k20", "k2"), "3b",
+                           "3b. κ with a KL that binds: κ = 50, 20, 2 (`toy-kappa-scaled`)",
+                           "kappa_scaled_accuracy.png", "kappa_scaled", censor_at=150)
+
+
+def _kappa_steps(conv: pd.DataFrame, design: KappaDesign) -> dict[str, dict[Any, float]]:
+    steps: dict[str, dict[Any, float]] = {}
+    for k, g in conv.groupby("kappa"):
+        found = g["convergence_step"].astype(float)
+        if design.censor_at is not None:
+            found = found.fillna(float(design.censor_at))
+        steps[str(k)] = dict(zip(g["seed"], found, strict=True))
+    return steps
+
+
+def write_kappa(sweep: Sweep, design: KappaDesign = PAPER_KAPPA) -> str:
     conv = sweep.convergence()
     conv = conv[conv["state"] == "succeeded"]
-    steps = {k: dict(zip(g["seed"], g["convergence_step"], strict=True))
-             for k, g in conv.groupby("kappa")}
-    later = t_verdict(paired(steps.get("k200", {}), steps.get("k5000", {})),
-                      "t_conv(κ=200) − t_conv(κ=5000)")
+    big, small = design.settings[0], design.settings[-1]
+    kb, ks = big.removeprefix("k"), small.removeprefix("k")
+    steps = _kappa_steps(conv, design)
+    later = t_verdict(paired(steps.get(small, {}), steps.get(big, {})),
+                      f"t_conv(κ={ks}) − t_conv(κ={kb})")
     found = int(conv["convergence_step"].notna().sum())
     if later.verdict == "not tested":
         later = Verdict(later.interval, later.verdict,
                         f"a convergence step was found in {found} of {len(conv)} runs, so no "
-                        "κ = 200 / κ = 5000 pair has both")
+                        f"κ = {ks} / κ = {kb} pair has both")
     frame = _ok(sweep.cells)
     curves = sweep.curves([VAL_CURVE])
-    figure = _kappa_figure(curves, conv)
+    figure = _kappa_figure(curves, conv, design)
     rows = ["| κ setting | convergence step | final greedy val acc (points) | n |",
             "| --- | --- | --- | --- |"]
-    for k in ("k5000", "k2000", "k200"):
+    for k in design.settings:
         cells = conv[conv["kappa"] == k]
         final = frame[frame["axis.kappa"] == k][VAL]
         rows.append(f"| {k} | {_mean_ci(cells['convergence_step'], 1.0)} | "
                     f"{_mean_ci(final, 100.0)} | {len(cells)} |")
-    return "\n".join([
-        "### 3. Sharpening pressure κ and convergence (`toy-kappa`)", "",
-        f"Convergence step from `kappa convergence {sweep.name}`:", "", *rows, "",
-        f"![validation accuracy against step per κ]({figure})", "",
-        _line("t_conv(κ=200) − t_conv(κ=5000), paired by seed", later, " steps", 1.0),
-        _verdict_row(later.verdict),
-        summary("3", "Smaller κ converges later", "paper 1, §3.2.1, Figure 3",
-                later.cell(1.0, " steps"), later.verdict, later.why, "kappa")])
+    lines = [f"### {design.heading}", "",
+             f"Convergence step from `kappa convergence {sweep.name}`:", "", *rows, "",
+             f"![validation accuracy against step per κ]({figure})", "",
+             _line(f"t_conv(κ={ks}) − t_conv(κ={kb}), paired by seed", later, " steps", 1.0)]
+    result = later.cell(1.0, " steps")
+    verdict, why = later.verdict, later.why
+    if design.censor_at is not None:
+        lines[-1] += (f" A run with no convergence step counts as converging at step "
+                      f"{design.censor_at} ({len(conv) - found} of {len(conv)} runs).")
+        mean_acc = _window_mean(curves[curves["axis.kappa"].isin([big, small])],
+                                VAL_CURVE, 0, 10**9)
+        seed_of = dict(zip(frame["cell_id"], frame["axis.seed"], strict=True))
+        kappa_of = dict(zip(frame["cell_id"], frame["axis.kappa"], strict=True))
+        by = {k: {seed_of[c]: v for c, v in mean_acc.items() if kappa_of[c] == k}
+              for k in (big, small)}
+        slower = t_verdict(paired(by[big], by[small]),
+                           f"mean val acc over the run, κ={kb} − κ={ks}")
+        lines.append(_line(f"Slower training: mean validation accuracy over the run, "
+                           f"κ={kb} − κ={ks}", slower))
+        result += f"; slower: {slower.cell(100, ' pts')}"
+        verdict = all_reproduce([later, slower])
+        why = f"{why}; {slower.why}"
+    return "\n".join([*lines, _verdict_row(verdict),
+                      summary(design.finding, "Smaller κ converges later"
+                              + (" and trains slower" if design.censor_at else ""),
+                              "paper 1, §3.2.1, Figure 3", result, verdict, why,
+                              design.key)])
+
+
+def write_kappa_scaled(sweep: Sweep) -> str:
+    return write_kappa(sweep, SCALED_KAPPA)
 
 
 def _mean_ci(values: pd.Series, scale: float, digits: int = 1) -> str:
@@ -186,7 +244,7 @@ def _mean_ci(values: pd.Series, scale: float, digits: int = 1) -> str:
     return f"{iv.estimate:.{digits}f} ± {iv.half_width:.{digits}f}"
 
 
-def _kappa_figure(curves: pd.DataFrame, conv: pd.DataFrame) -> str:
+def _kappa_figure(curves: pd.DataFrame, conv: pd.DataFrame, design: KappaDesign) -> str:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -194,7 +252,8 @@ def _kappa_figure(curves: pd.DataFrame, conv: pd.DataFrame) -> str:
 
     FIGURES.mkdir(parents=True, exist_ok=True)
     fig, ax = plt.subplots(figsize=(7, 4))
-    for color, k in zip(("C0", "C1", "C2"), ("k5000", "k2000", "k200"), strict=True):
+    for i, k in enumerate(design.settings):
+        color = f"C{i}"
         mine = curves[(curves["axis.kappa"] == k) & (curves["metric"] == VAL_CURVE)]
         if mine.empty:
             continue
@@ -210,7 +269,7 @@ def _kappa_figure(curves: pd.DataFrame, conv: pd.DataFrame) -> str:
     ax.set_title("κ study: dashed = mean convergence step")
     ax.legend()
     fig.tight_layout()
-    path = FIGURES / "kappa_accuracy.png"
+    path = FIGURES / design.figure
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return str(path.relative_to(ROOT / "docs"))
@@ -355,6 +414,8 @@ STUDIES: tuple[Study, ...] = (
     Study("table2", ROOT / "experiments/toy/table2.yaml", "toy-table2", write_table2),
     Study("table3", ROOT / "experiments/toy/table3.yaml", "toy-table3", write_table3),
     Study("kappa", ROOT / "experiments/toy/kappa_study.yaml", "toy-kappa", write_kappa),
+    Study("kappa_scaled", ROOT / "experiments/toy/kappa_scaled.yaml", "toy-kappa-scaled",
+          write_kappa_scaled),
     Study("entropy", ROOT / "experiments/toy/entropy_study.yaml", "toy-entropy",
           write_entropy),
     Study("spurious", ROOT / "experiments/toy/spurious_rewards.yaml", "toy-spurious",

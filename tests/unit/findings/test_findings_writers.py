@@ -163,3 +163,28 @@ def test_the_page_keeps_studies_not_rerun_and_sums_them_up(tmp_path: Path,
     assert text.index("first") < text.index("third")
     assert "| 1 | claim one |" in text and "| 3 | claim three |" in text
     assert text.index("### Summary") < text.index("first")
+
+
+@pytest.mark.parametrize(("late", "expected"), [
+    # κ = 50 never settles within 150 steps (censored there), κ = 2 settles early and low:
+    # the claim's first half goes the other way.
+    ({"k50": None, "k20": 100.0, "k2": 30.0}, "contradicts"),
+    ({"k50": 40.0, "k20": 80.0, "k2": None}, "reproduces"),
+])
+def test_scaled_kappa_counts_unsettled_runs_at_the_budget(late: dict[str, float | None],
+                                                          expected: str) -> None:
+    ceiling = {"k50": 0.85, "k20": 0.8, "k2": 0.6}
+    cells = _cells({"kappa": list(late), "seed": [0, 1, 2, 3, 4]},
+                   lambda c: {"val-core/arith-val/acc/mean@1": ceiling[c["kappa"]]})
+    conv = pd.DataFrame([{"cell_id": r["cell_id"], "state": "succeeded",
+                          "kappa": r["axis.kappa"], "seed": r["axis.seed"],
+                          "convergence_step": (None if late[r["axis.kappa"]] is None
+                                               else late[r["axis.kappa"]] + r["axis.seed"])}
+                         for r in cells.to_dict("records")])
+    long = _curves(cells, 150, lambda a, n: {fs.VAL_CURVE: {
+        s: min(ceiling[a["kappa"]], 0.45 + s / 100 * (1 + a["seed"] / 10))
+        for s in range(0, n + 1, 5)}})
+    text = fs.write_kappa_scaled(FakeSweep("toy-kappa-scaled", cells, conv, long))  # type: ignore[arg-type]
+    assert f"**Verdict: {expected}.**" in text
+    assert "counts as converging at step 150 (5 of 15 runs)" in text
+    assert (fs.FIGURES / "kappa_scaled_accuracy.png").stat().st_size > 1000
