@@ -27,11 +27,32 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
-from findings_studies import STUDIES, SUMMARY, Study  # noqa: E402
+from findings_kappa import write_kappa, write_kappa_scaled  # noqa: E402
+from findings_studies import (  # noqa: E402
+    SUMMARY,
+    Study,
+    write_entropy,
+    write_spurious,
+    write_table2,
+    write_table3,
+)
 
 DOC = ROOT / "docs" / "findings.md"
 KAPPA = str(Path(sys.executable).parent / "kappa")
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
+
+
+STUDIES: tuple[Study, ...] = (
+    Study("table2", ROOT / "experiments/toy/table2.yaml", "toy-table2", write_table2),
+    Study("table3", ROOT / "experiments/toy/table3.yaml", "toy-table3", write_table3),
+    Study("kappa", ROOT / "experiments/toy/kappa_study.yaml", "toy-kappa", write_kappa),
+    Study("kappa_scaled", ROOT / "experiments/toy/kappa_scaled.yaml", "toy-kappa-scaled",
+          write_kappa_scaled),
+    Study("entropy", ROOT / "experiments/toy/entropy_study.yaml", "toy-entropy",
+          write_entropy),
+    Study("spurious", ROOT / "experiments/toy/spurious_rewards.yaml", "toy-spurious",
+          write_spurious),
+)
 
 
 @dataclass(frozen=True)

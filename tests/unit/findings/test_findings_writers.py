@@ -18,6 +18,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
 
+import findings_kappa as fk
 import findings_studies as fs
 
 SEED = 20261202
@@ -102,7 +103,7 @@ def test_kappa_smaller_converges_later() -> None:
     long = _curves(cells, 50, lambda a, n: {fs.VAL_CURVE: {
         s: min(0.8, 0.4 + s / late[a["kappa"]] * 0.4) for s in range(0, n + 1, 5)}})
     sweep = FakeSweep("toy-kappa", cells, conv, long)
-    text = fs.write_kappa(sweep)  # type: ignore[arg-type]
+    text = fk.write_kappa(sweep)  # type: ignore[arg-type]
     assert "**Verdict: reproduces.**" in text
     assert (fs.FIGURES / "kappa_accuracy.png").stat().st_size > 1000
 
@@ -184,7 +185,7 @@ def test_scaled_kappa_counts_unsettled_runs_at_the_budget(late: dict[str, float 
     long = _curves(cells, 150, lambda a, n: {fs.VAL_CURVE: {
         s: min(ceiling[a["kappa"]], 0.45 + s / 100 * (1 + a["seed"] / 10))
         for s in range(0, n + 1, 5)}})
-    text = fs.write_kappa_scaled(FakeSweep("toy-kappa-scaled", cells, conv, long))  # type: ignore[arg-type]
+    text = fk.write_kappa_scaled(FakeSweep("toy-kappa-scaled", cells, conv, long))  # type: ignore[arg-type]
     assert f"**Verdict: {expected}.**" in text
     assert "counts as converging at step 150 (5 of 15 runs)" in text
     assert (fs.FIGURES / "kappa_scaled_accuracy.png").stat().st_size > 1000
