@@ -1,16 +1,10 @@
 """Plug-ins found through entry points: executors (``kappa.executors``) and backends
-(``kappa.backends``).
+(``kappa.backends``), kappa's own included (docs/internals.md#plug-ins).
 
-A :class:`PluginRegistry` maps a plug-in's name to its ``"module:attr"`` reference. It
-reads the installed distributions' entry points on first use only (a scan of every
-installed package's metadata, a tenth of a second), so importing it, and ``kappa
---help``, stay instant. kappa's own executors and backends are registered the same way,
-in its ``pyproject.toml``; nothing is special about them.
-
-The registry is a mutable mapping so that a program (or a test) can add a plug-in of its
-own in-process (``BACKENDS["fake"] = "my_module:FakeBackend"``) without installing it.
-:meth:`PluginRegistry.load` imports one plug-in: an unknown name lists the known ones, a
-plug-in that cannot be imported is an error that names its entry point and distribution.
+A :class:`PluginRegistry` maps a plug-in's name to its ``"module:attr"`` reference, read
+from the installed distributions on first use only (a scan of every package's metadata),
+so importing it and ``kappa --help`` stay instant. It is a mutable mapping, so a program
+or a test can add a plug-in in-process (``BACKENDS["fake"] = "my_module:FakeBackend"``).
 """
 
 from __future__ import annotations
@@ -111,12 +105,10 @@ class PluginRegistry(MutableMapping[str, str]):
 
     # -- loading --------------------------------------------------------------------------
     def load(self, name: str) -> Any:
-        """The object plug-in ``name`` refers to, imported (once).
-
-        Raises :class:`UserInputError` for an unknown name (listing the known ones), for
-        a name two distributions register differently, and for a plug-in that cannot be
-        imported (naming its entry point, its distribution and the import error).
-        """
+        """The object plug-in ``name`` refers to, imported (once). Raises :class:`UserInputError`
+        for an unknown name (listing the known ones), for a name two distributions register
+        differently, and for a plug-in that cannot be imported (naming its entry point, its
+        distribution and the import error)."""
         source = self.source(name)
         if name in self._clashes:
             raise UserInputError(f"{self.kind} '{name}' is registered twice", [Problem(

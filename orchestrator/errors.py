@@ -1,9 +1,7 @@
-"""Errors meant for people.
-
-Every error a user can fix (a bad spec, an unknown name, a registry that needs a
-migration) is a :class:`UserInputError`. The CLI prints it compactly and exits with
-code 2; set ``KAPPA_FULL_ERROR=1`` to see the full traceback instead. Rendered errors
-never show a password (see :mod:`orchestrator.redact`).
+"""Errors meant for people. Every error a user can fix (a bad spec, an unknown name, a
+registry that needs a migration) is a :class:`UserInputError`: the CLI prints it compactly
+and exits with code 2 (``KAPPA_FULL_ERROR=1``: the full traceback). Rendered errors never
+show a password (:mod:`orchestrator.redact`).
 """
 
 from __future__ import annotations
@@ -88,9 +86,6 @@ def unknown_name(kind: str, name: str, known: Iterable[str], location: str = "")
     fix = f"did you mean '{close[0]}'?" if close else None
     msg = f"unknown {kind} '{name}'; known: {', '.join(known_sorted)}"
     if location or fix:
-        return UserInputError(
-            msg,
-            [Problem(location, f"unknown {kind}", found=repr(name),
-                     allowed=", ".join(known_sorted), fix=fix)],
-        )
+        return UserInputError(msg, [Problem(location, f"unknown {kind}", found=repr(name),
+                                            allowed=", ".join(known_sorted), fix=fix)])
     return UserInputError(msg)

@@ -1,11 +1,7 @@
-"""The bounds every input is held to: what can be read quickly, run, and stored.
-
-Every spec and cell config ends in seconds, either accepted or refused with exit code 2
-and a located message, however it was written. The reader refuses a file, a YAML
-document or a grid too big to handle before handling it (an alias bomb is refused before
-its aliases are expanded; a grid is counted from its axes before it is enumerated), and
-every number a cell takes is bounded by what can run and what the registry can store
-(PostgreSQL's ``INTEGER`` is 32-bit). docs/spec.md ("Limits") lists them for users.
+"""The bounds every input is held to (docs/spec.md#limits): a file, a YAML document or a
+grid too big to handle is refused before it is handled, and every number a cell takes is
+bounded by what can run and what the registry can store (PostgreSQL's ``INTEGER`` is
+32-bit), so every spec ends in seconds, accepted or refused with a located message.
 """
 
 from __future__ import annotations
@@ -104,24 +100,18 @@ def check_number(value: float, option: str, low: float, high: float | None = Non
 
 
 def max_cells() -> int:
-    """The most cells a grid may have: ``KAPPA_MAX_CELLS`` if set, else the default.
-
-    Raises ``UserInputError`` when the variable is not a whole number in
-    1 .. 2^31 - 1 (the registry stores a cell's index in 32 bits).
-    """
+    """The most cells a grid may have: ``KAPPA_MAX_CELLS`` if set, else the default;
+    ``UserInputError`` unless a whole number in 1 .. 2^31 - 1 (a 32-bit cell index)."""
     raw = os.environ.get(MAX_CELLS_ENV)
     if raw is None or not raw.strip():
         return DEFAULT_MAX_CELLS
     text = raw.strip().replace("_", "")
     value = int(text) if text.isascii() and text.isdigit() and len(text) <= 10 else 0
     if not 1 <= value <= INT32_MAX:
-        raise UserInputError(
-            f"{MAX_CELLS_ENV} is not a cell count",
-            [Problem(MAX_CELLS_ENV, "not a whole number of cells the registry can index",
-                     found=repr(raw[:40]), allowed=f"1 .. {INT32_MAX:,}",
-                     fix=f"unset it (default {DEFAULT_MAX_CELLS:,}) or set e.g. "
-                     f"{MAX_CELLS_ENV}=500000")],
-        )
+        raise UserInputError(f"{MAX_CELLS_ENV} is not a cell count", [Problem(
+            MAX_CELLS_ENV, "not a whole number of cells the registry can index",
+            found=repr(raw[:40]), allowed=f"1 .. {INT32_MAX:,}",
+            fix=f"unset it (default {DEFAULT_MAX_CELLS:,}) or set e.g. {MAX_CELLS_ENV}=500000")])
     return value
 
 

@@ -1,14 +1,8 @@
-"""Where kappa keeps its state by default: a project-local ``.kappa/`` folder.
-
-``KAPPA_HOME`` moves the folder (every command makes it absolute first, for the processes
-it starts: :func:`absolute_home`); ``KAPPA_REGISTRY`` / ``--registry`` select another
-registry database (e.g. PostgreSQL); ``KAPPA_MLFLOW_URI`` / ``--mlflow`` another MLflow
-tracking store or server.
-
-Sweep names become folder and file names under it (``runs/<sweep>/``,
-``scheduler/<sweep>.log``): :func:`check_name` makes sure a name given on the command
-line can only ever name one entry inside its folder. ``<name>.canary`` is reserved: the
-sweep that holds the canary runs of sweep ``<name>`` (:func:`canary_sweep`).
+"""Where kappa keeps its state by default: a project-local ``.kappa/`` folder, moved by
+``KAPPA_HOME`` (made absolute by every command: :func:`absolute_home`); ``KAPPA_REGISTRY``
+/ ``--registry`` and ``KAPPA_MLFLOW_URI`` / ``--mlflow`` select other stores. Sweep names
+become folder and file names under it: :func:`check_name` makes sure one can only name one
+entry inside its folder. ``<name>.canary`` holds the canary runs of sweep ``<name>``.
 """
 
 from __future__ import annotations
@@ -27,14 +21,11 @@ CACHE_ENV = "KAPPA_CACHE"
 
 
 def check_name(name: str, what: str = "sweep") -> str:
-    """``name`` itself if it is safe as one file or folder name, else UserInputError.
-
-    Refused: empty, ``.``/``..``, a path separator, NUL or another control character,
-    more than :data:`MAX_NAME` characters: anything that could point outside the folder
-    the name is joined to (``kappa export ../../etc``); and bytes that are not UTF-8 (a
-    command line's ``$'\\xff'`` arrives as a lone surrogate, which no database, file name
-    or terminal output can encode).
-    """
+    """``name`` itself if it is safe as one file or folder name, else UserInputError. Refused:
+    empty, ``.``/``..``, a path separator, NUL or another control character, more than
+    :data:`MAX_NAME` characters: anything that could point outside the folder the name is joined to
+    (``kappa export ../../etc``); and bytes that are not UTF-8 (a command line's ``$'\\xff'``
+    arrives as a lone surrogate, which no database, file name or terminal output can encode)."""
     bad = (not name or name in (".", "..") or len(name) > MAX_NAME
            or any(c in "/\\" or ord(c) < 32 or ord(c) == 127 or 0xD800 <= ord(c) < 0xE000
                   for c in name))

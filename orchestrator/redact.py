@@ -75,11 +75,9 @@ def _masked_record(record: logging.LogRecord) -> logging.LogRecord:
 
 
 def install_log_redaction() -> None:
-    """Mask passwords in every log record any logger (kappa's, MLflow's, Ray's) makes.
-
-    A record factory rather than a handler filter: libraries add their own handlers
-    (MLflow's logger does not propagate), and every record passes through the factory.
-    """
+    """Mask passwords in every log record any logger (kappa's, MLflow's, Ray's) makes. A record
+    factory rather than a handler filter: libraries add their own handlers (MLflow's logger does not
+    propagate), and every record passes through the factory."""
     factory = logging.getLogRecordFactory()
     if getattr(factory, "kappa_redacting", False):
         return

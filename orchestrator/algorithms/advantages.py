@@ -1,13 +1,7 @@
-"""Group-relative advantage constructions (docs/algorithms.md#advantages).
-
-Every function takes outcome rewards shaped ``(groups, G)`` (one row per prompt, one
-column per sampled response) and returns advantages of the same shape. The same advantage
-is later put on every token of a response
-(:func:`~orchestrator.algorithms.masking.broadcast_to_tokens`).
-
-Conventions shared with verl's ``compute_grpo_outcome_advantage``: a group of a single
-response has mean 0 and std 1 (so GRPO and DrGRPO pass its reward through unchanged), and
-an all-equal group gets advantage 0.
+"""Group-relative advantage constructions (docs/algorithms.md#advantages): outcome rewards
+``(groups, G)`` in, advantages of the same shape out (one per response, later put on
+each of its tokens). Edge cases follow verl's ``compute_grpo_outcome_advantage``: a
+group of one response has mean 0 and std 1, an all-equal group gets advantage 0.
 """
 
 from __future__ import annotations
@@ -39,10 +33,8 @@ def _as_groups(rewards: Tensor) -> Tensor:
         # A NaN/inf reward would silently turn its whole group's advantages into NaN.
         where = [tuple(pos) for pos in torch.nonzero(bad)[:5].tolist()]
         values = [r[g, i].item() for g, i in where]
-        raise ValueError(
-            f"rewards must be finite: {int(bad.sum())} non-finite value(s), first at "
-            f"(group, response) {where} = {values}; check the reward function"
-        )
+        raise ValueError(f"rewards must be finite: {int(bad.sum())} non-finite value(s), first "
+                         f"at (group, response) {where} = {values}; check the reward function")
     return r
 
 
@@ -65,20 +57,14 @@ def _all_equal(rewards: Tensor) -> Tensor:
 
 
 def grpo(rewards: Tensor, std: StdKind = "unbiased", eps: float = 1e-6) -> Tensor:
-    """GRPO: ``(r_i − mean(r)) / (std(r) + eps)`` per group.
-
-    ``std="unbiased"`` (N−1, verl's default) or ``"population"`` (N, the first paper's
-    Table 1). Groups of one response use std 1, as verl does. A group of equal rewards
-    gets exactly 0 (its deviations are 0 by definition; float rounding of the mean must
-    not turn them into ``±tiny / eps``). Statistics are computed in float64; the result
-    has the rewards' floating dtype. Non-finite rewards raise ``ValueError``.
-    """
+    """GRPO: ``(r_i − mean(r)) / (std(r) + eps)`` per group. ``std="unbiased"`` (N−1, verl's
+    default) or ``"population"`` (N, the first paper's Table 1). Groups of one response use std 1,
+    as verl does. A group of equal rewards gets exactly 0 (its deviations are 0 by definition; float
+    rounding of the mean must not turn them into ``±tiny / eps``). Statistics are computed in
+    float64; the result has the rewards' floating dtype. Non-finite rewards raise ``ValueError``."""
     if std not in STD_KINDS:
-        raise AlgorithmError(
-            f"unknown std kind '{std}'",
-            [Issue("advantage.std", "unknown std kind", found=repr(std),
-                   allowed=", ".join(STD_KINDS))],
-        )
+        raise AlgorithmError(f"unknown std kind '{std}'", [Issue(
+            "advantage.std", "unknown std kind", found=repr(std), allowed=", ".join(STD_KINDS))])
     if not (math.isfinite(eps) and eps >= 0):
         raise ValueError(f"eps must be a finite number >= 0; got {eps}")
     r = _as_groups(rewards)
@@ -105,10 +91,8 @@ def drgrpo(rewards: Tensor) -> Tensor:
 
 def reward_budget_shares(rewards: Tensor) -> Tensor:
     """Reward budgeting's normalised rewards ``R_i = g_i / Σ_j g_j`` with ``g_i = r_i − min r``.
-
-    Each non-skipped group's shares sum to 1; a group whose gaps sum to 0 (all rewards
-    equal, or a single response) is skipped and gets all-zero shares.
-    """
+    Each non-skipped group's shares sum to 1; a group whose gaps sum to 0 (all rewards equal, or a
+    single response) is skipped and gets all-zero shares."""
     r = _as_groups(rewards)
     wide = _wide(r)
     gaps = wide - wide.min(dim=1, keepdim=True).values
@@ -121,11 +105,9 @@ def reward_budget_shares(rewards: Tensor) -> Tensor:
 
 
 def reward_budget(rewards: Tensor) -> Tensor:
-    """Reward budgeting (RB): ``A_i = R_i − 1/G``; a skipped group contributes 0 everywhere.
-
-    A unit budget per prompt is shared in proportion to the positive gaps above the
-    group's minimum reward, so with ``k`` correct binary answers a correct one gets
-    ``1/k − 1/G`` and a wrong one ``−1/G``.
+    """Reward budgeting (RB): ``A_i = R_i − 1/G``; a skipped group contributes 0 everywhere. A unit
+    budget per prompt is shared in proportion to the positive gaps above the group's minimum reward,
+    so with ``k`` correct binary answers a correct one gets ``1/k − 1/G`` and a wrong one ``−1/G``.
     """
     r = _as_groups(rewards)
     wide = _wide(r)
@@ -137,19 +119,14 @@ def reward_budget(rewards: Tensor) -> Tensor:
 
 
 ADVANTAGES: dict[str, AdvantageFn] = {
-    "grpo": grpo,
-    "drgrpo": drgrpo,
-    "reward_budget": reward_budget,
-}
+    "grpo": grpo, "drgrpo": drgrpo, "reward_budget": reward_budget}
 
 
 def advantages(name: str, rewards: Tensor, **options: object) -> Tensor:
-    """Advantages of ``rewards`` ``(groups, G)`` under the construction ``name``.
-
-    Names are the keys of :data:`ADVANTAGES`: ``grpo`` (options ``std``, ``eps``),
-    ``drgrpo`` and ``reward_budget``. The result has the shape of ``rewards``.
-    Unknown names or options raise :class:`~orchestrator.algorithms.errors.AlgorithmError`.
-    """
+    """Advantages of ``rewards`` ``(groups, G)`` under the construction ``name``. Names are the keys
+    of :data:`ADVANTAGES`: ``grpo`` (options ``std``, ``eps``), ``drgrpo`` and ``reward_budget``.
+    The result has the shape of ``rewards``. Unknown names or options raise
+    :class:`~orchestrator.algorithms.errors.AlgorithmError`."""
     fn = ADVANTAGES.get(name)
     if fn is None:
         raise unknown_name("advantage", name, ADVANTAGES, "advantage")

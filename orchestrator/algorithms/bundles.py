@@ -1,11 +1,8 @@
-"""The six baseline bundles, every recipe constant in one table, and their resolution.
-
-A ``baseline`` names a bundle of algorithmic choices (docs/algorithms.md#baseline-bundles;
-dual clip ``c = 3`` throughout); a cell's explicit settings win over it (:func:`resolve`).
-Where verl's own recipes differ (docs/verl.md#recipes) the row says so in ``on_verl``: GSPO
-and the DAPO family set ``c = 10`` as verl's example scripts do, and Clip-Cov clips the
-ratio at 1 (the covariance mask does the clipping). Both backends resolve a cell into the
-one :class:`ResolvedAlgorithm`. Pure Python: importing this loads no torch.
+"""The six baseline bundles, every recipe constant in one table, and their resolution
+(docs/algorithms.md#baseline-bundles); a cell's explicit settings win over its bundle
+(:func:`resolve`). Where verl's own recipes differ (docs/verl.md#recipes) the row says so
+in ``on_verl``. Both backends resolve a cell into the one :class:`ResolvedAlgorithm`.
+Pure Python: importing this loads no torch.
 """
 
 from __future__ import annotations
@@ -106,13 +103,11 @@ def resolve(
     dynamic_sampling: bool | None, overlong_penalty: bool | None, kl_loss_type: str,
     overlong_buffer: int,
 ) -> ResolvedAlgorithm:
-    """``bundle`` with a cell's explicit settings applied (``None`` = the bundle's).
-
-    ``clip_ratio`` sets both ratios and ``clip_ratio_low`` / ``clip_ratio_high`` win over
-    it. ``clip_ratio: inf`` also lifts the dual clip unless ``clip_ratio_c`` is given, since
-    a dual clip would still bound the ratio. A κ setting names β explicitly: giving
-    ``kl_coef`` turns the KL loss on unless ``use_kl_loss`` says otherwise.
-    """
+    """``bundle`` with a cell's explicit settings applied (``None`` = the bundle's). ``clip_ratio``
+    sets both ratios and ``clip_ratio_low`` / ``clip_ratio_high`` win over it. ``clip_ratio: inf``
+    also lifts the dual clip unless ``clip_ratio_c`` is given, since a dual clip would still bound
+    the ratio. A κ setting names β explicitly: giving ``kl_coef`` turns the KL loss on unless
+    ``use_kl_loss`` says otherwise."""
     low: Ratio = bundle.clip_ratio_low
     high: Ratio = bundle.clip_ratio_high
     c: Ratio = bundle.clip_ratio_c
@@ -126,13 +121,9 @@ def resolve(
         use_kl_loss = kl_coef > 0 if kl_coef is not None else bundle.use_kl_loss
     return ResolvedAlgorithm(
         advantage="reward_budget" if reward_budget else bundle.advantage,
-        advantage_std=advantage_std,
-        normalise_by_std=bundle.advantage != "drgrpo",
-        loss=bundle.loss,
-        loss_agg_mode=loss_agg_mode or bundle.loss_agg_mode,
-        clip_ratio_low=float(low),
-        clip_ratio_high=float(high),
-        clip_ratio_c=float(c),
+        advantage_std=advantage_std, normalise_by_std=bundle.advantage != "drgrpo",
+        loss=bundle.loss, loss_agg_mode=loss_agg_mode or bundle.loss_agg_mode,
+        clip_ratio_low=float(low), clip_ratio_high=float(high), clip_ratio_c=float(c),
         use_kl_loss=use_kl_loss,
         kl_coef=(DEFAULT_KL_COEF if kl_coef is None else kl_coef) if use_kl_loss else 0.0,
         kl_loss_type=kl_loss_type,
@@ -140,6 +131,4 @@ def resolve(
         else dynamic_sampling,
         overlong_penalty=bundle.overlong_penalty if overlong_penalty is None
         else overlong_penalty,
-        overlong_buffer=overlong_buffer,
-        policy_loss_params=dict(bundle.policy_loss_params),
-    )
+        overlong_buffer=overlong_buffer, policy_loss_params=dict(bundle.policy_loss_params))

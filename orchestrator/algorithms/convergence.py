@@ -1,12 +1,5 @@
-"""The convergence step of a validation-accuracy curve and a plateau test.
-
-Definition (first paper, Appendix B.3; docs/algorithms.md#convergence-step): fit a
-degree-5 polynomial to (step, accuracy),
-evaluate it on 400 grid points, let ``Δ`` be the range of the fitted values,
-``ε_local = max(0.005, 0.02Δ)`` and ``ε_remain = max(0.005, 0.10Δ)``, window
-``w = 0.10·400``. A grid point ``g`` is *flat* when ``|y[g+w] − y[g]| ≤ ε_local`` and
-``max_{j≥g} y[j] − y[g] ≤ ε_remain``. The convergence step is the step of the earliest
-grid point that starts a run of at least ``max(10, 0.06·400)`` consecutive flat points.
+"""The convergence step of a validation-accuracy curve and a plateau test (first paper,
+Appendix B.3; the definition and its constants: docs/algorithms.md#convergence-step).
 
 The flatness test (:func:`plateau_mask`) and the run search (:func:`first_sustained`) are
 exposed on their own so that stopping rules can reuse them on any smoothed curve.
@@ -27,6 +20,7 @@ MIN_RUN = 10
 EPS_FLOOR = 0.005
 LOCAL_FRACTION = 0.02
 REMAIN_FRACTION = 0.10
+Points = Sequence[float] | np.ndarray
 
 
 @dataclass(frozen=True)
@@ -58,10 +52,8 @@ def run_length(grid_points: int = GRID_POINTS) -> int:
 
 
 def plateau_mask(y: np.ndarray, eps_local: float, eps_remain: float, window: int) -> np.ndarray:
-    """Which points of ``y`` are flat: locally (over ``window``) and for all that remains.
-
-    Points without a full window after them are never flat.
-    """
+    """Which points of ``y`` are flat: locally (over ``window``) and for all that remains. Points
+    without a full window after them are never flat."""
     y = np.asarray(y, dtype=float)
     n = y.size
     mask = np.zeros(n, dtype=bool)
@@ -86,11 +78,8 @@ def first_sustained(mask: np.ndarray, run: int) -> int | None:
     return None
 
 
-def fit_convergence(
-    steps: Sequence[float] | np.ndarray,
-    values: Sequence[float] | np.ndarray,
-    grid_points: int = GRID_POINTS,
-) -> ConvergenceFit | None:
+def fit_convergence(steps: Points, values: Points,
+                    grid_points: int = GRID_POINTS) -> ConvergenceFit | None:
     """The convergence-step computation in full; ``None`` when there are too few points to fit."""
     x = np.asarray(steps, dtype=float)
     y = np.asarray(values, dtype=float)
@@ -110,25 +99,18 @@ def fit_convergence(
     window = window_size(grid_points)
     run = run_length(grid_points)
     mask = plateau_mask(fitted, eps_local, eps_remain, window)
-    return ConvergenceFit(
-        grid, fitted, eps_local, eps_remain, window, run, first_sustained(mask, run)
-    )
+    return ConvergenceFit(grid, fitted, eps_local, eps_remain, window, run,
+                          first_sustained(mask, run))
 
 
-def convergence_step(
-    steps: Sequence[float] | np.ndarray, values: Sequence[float] | np.ndarray
-) -> float | None:
+def convergence_step(steps: Points, values: Points) -> float | None:
     """The convergence step of a validation-accuracy curve (docs/algorithms.md#convergence-step).
-
-    Returns a step on the 400-point grid between the first and last logged step, or
-    ``None`` when the curve never settles or has fewer than six distinct steps.
-    """
+    Returns a step on the 400-point grid between the first and last logged step, or ``None`` when
+    the curve never settles or has fewer than six distinct steps."""
     fit = fit_convergence(steps, values)
     return None if fit is None else fit.step
 
 
-def has_plateaued(
-    steps: Sequence[float] | np.ndarray, values: Sequence[float] | np.ndarray
-) -> bool:
+def has_plateaued(steps: Points, values: Points) -> bool:
     """Whether the curve has reached its plateau by its last step (a stopping-rule test)."""
     return convergence_step(steps, values) is not None

@@ -1,11 +1,7 @@
-"""Covariance-based entropy-preserving losses: Clip-Cov and KL-Cov.
-
-Definitions: docs/algorithms.md#policy-losses.
-
-Both rank the batch's valid response tokens by the centred covariance
-``c_t = (log π_θ(o_t) − mean log π_θ) · (A_t − mean A)`` and treat a small fraction of
-them differently. Semantics follow verl 0.9.1's ``compute_policy_loss_clip_cov`` and
-``compute_policy_loss_kl_cov``, including their metric definitions.
+"""Covariance-based entropy-preserving losses, Clip-Cov and KL-Cov
+(docs/algorithms.md#policy-losses): both treat the few valid tokens of a batch with the
+largest centred covariance ``c_t`` differently. Semantics follow verl 0.9.1's
+``compute_policy_loss_clip_cov`` and ``compute_policy_loss_kl_cov``, metrics included.
 """
 
 from __future__ import annotations
@@ -21,23 +17,13 @@ _CLIP_COV = BUNDLES["clip_cov"].policy_loss_params
 _KL_COV = BUNDLES["kl_cov"].policy_loss_params
 
 
-def clip_cov_selection(
-    log_prob: Tensor,
-    advantages: Tensor,
-    response_mask: Tensor,
-    already_clipped: Tensor,
-    *,
-    clip_cov_ratio: float,
-    clip_cov_lb: float,
-    clip_cov_ub: float,
-    generator: torch.Generator | None = None,
-) -> Tensor:
-    """Boolean ``(B, T)``: the tokens whose gradient Clip-Cov stops.
-
-    Candidates are valid tokens not already clipped by the ratio clip with
-    ``clip_cov_lb < c_t < clip_cov_ub``; ``max(1, int(ratio · #valid tokens))`` of them
-    are drawn uniformly at random (``generator`` makes the draw reproducible).
-    """
+def clip_cov_selection(log_prob: Tensor, advantages: Tensor, response_mask: Tensor,
+                       already_clipped: Tensor, *, clip_cov_ratio: float, clip_cov_lb: float,
+                       clip_cov_ub: float, generator: torch.Generator | None = None) -> Tensor:
+    """Boolean ``(B, T)``: the tokens whose gradient Clip-Cov stops. Candidates are valid tokens not
+    already clipped by the ratio clip with ``clip_cov_lb < c_t < clip_cov_ub``;
+    ``max(1, int(ratio · #valid tokens))`` of them are drawn uniformly at random (``generator``
+    makes the draw reproducible)."""
     valid = response_mask.bool()
     adv_centred = advantages - masked_mean(advantages, response_mask)
     logp_centred = log_prob.detach() - masked_mean(log_prob.detach(), response_mask)
@@ -51,28 +37,17 @@ def clip_cov_selection(
     return selected
 
 
-def clip_cov(
-    old_log_prob: Tensor,
-    log_prob: Tensor,
-    advantages: Tensor,
-    response_mask: Tensor,
-    *,
-    agg_mode: str,
-    clip_ratio_low: float,
-    clip_ratio_high: float,
-    clip_ratio_c: float = 3.0,
-    loss_scale_factor: float | None = None,
-    clip_cov_ratio: float = _CLIP_COV["clip_cov_ratio"],
-    clip_cov_lb: float = _CLIP_COV["clip_cov_lb"],
-    clip_cov_ub: float = _CLIP_COV["clip_cov_ub"],
-    generator: torch.Generator | None = None,
-) -> tuple[Tensor, dict[str, float]]:
-    """Clip-Cov: the PPO clip surrogate with the selected tokens' loss (and gradient) zeroed.
-
-    No dual clip and no log-ratio clamp, as in verl. Metrics: ``actor/pg_clipfrac`` is the
-    share of valid tokens selected by the covariance rule (verl's definition);
-    ``actor/ppo_kl``; ``actor/pg_loss``.
-    """
+def clip_cov(old_log_prob: Tensor, log_prob: Tensor, advantages: Tensor, response_mask: Tensor,
+             *, agg_mode: str, clip_ratio_low: float, clip_ratio_high: float,
+             clip_ratio_c: float = 3.0, loss_scale_factor: float | None = None,
+             clip_cov_ratio: float = _CLIP_COV["clip_cov_ratio"],
+             clip_cov_lb: float = _CLIP_COV["clip_cov_lb"],
+             clip_cov_ub: float = _CLIP_COV["clip_cov_ub"],
+             generator: torch.Generator | None = None) -> tuple[Tensor, dict[str, float]]:
+    """Clip-Cov: the PPO clip surrogate with the selected tokens' loss (and gradient) zeroed. No
+    dual clip and no log-ratio clamp, as in verl. Metrics: ``actor/pg_clipfrac`` is the share of
+    valid tokens selected by the covariance rule (verl's definition); ``actor/ppo_kl``;
+    ``actor/pg_loss``."""
     del clip_ratio_c  # verl's Clip-Cov has no dual clip.
     if not clip_cov_ratio > 0:
         raise ValueError(f"clip_cov_ratio must be > 0; got {clip_cov_ratio}")
@@ -84,22 +59,17 @@ def clip_cov(
     clipped_by_ratio = (clipped > unclipped) & response_mask.bool()
     selected = clip_cov_selection(
         log_prob, advantages, response_mask, clipped_by_ratio, clip_cov_ratio=clip_cov_ratio,
-        clip_cov_lb=clip_cov_lb, clip_cov_ub=clip_cov_ub, generator=generator,
-    )
+        clip_cov_lb=clip_cov_lb, clip_cov_ub=clip_cov_ub, generator=generator)
     keep = (~selected).to(ratio.dtype)
     losses = torch.maximum(unclipped, clipped) * keep
     loss = aggregate(losses, response_mask, agg_mode, loss_scale_factor)
     clipfrac = masked_mean(selected.float(), response_mask)
-    return loss, {
-        "actor/pg_loss": loss.item(),
-        "actor/pg_clipfrac": clipfrac.item(),
-        "actor/ppo_kl": ppo_kl.item(),
-    }
+    return loss, {"actor/pg_loss": loss.item(), "actor/pg_clipfrac": clipfrac.item(),
+                  "actor/ppo_kl": ppo_kl.item()}
 
 
-def kl_cov_selection(
-    log_prob: Tensor, advantages: Tensor, response_mask: Tensor, *, kl_cov_ratio: float
-) -> Tensor:
+def kl_cov_selection(log_prob: Tensor, advantages: Tensor, response_mask: Tensor, *,
+                     kl_cov_ratio: float) -> Tensor:
     """Boolean ``(B, T)``: the top ``max(1, int(ratio · #valid))`` valid tokens by ``c_t``."""
     valid = response_mask.bool()
     flat_valid = torch.nonzero(valid.reshape(-1), as_tuple=True)[0]
@@ -114,20 +84,11 @@ def kl_cov_selection(
     return selected.reshape(valid.shape)
 
 
-def kl_cov(
-    old_log_prob: Tensor,
-    log_prob: Tensor,
-    advantages: Tensor,
-    response_mask: Tensor,
-    *,
-    agg_mode: str,
-    clip_ratio_low: float,
-    clip_ratio_high: float,
-    clip_ratio_c: float = 3.0,
-    loss_scale_factor: float | None = None,
-    kl_cov_ratio: float = _KL_COV["kl_cov_ratio"],
-    ppo_kl_coef: float = _KL_COV["ppo_kl_coef"],
-) -> tuple[Tensor, dict[str, float]]:
+def kl_cov(old_log_prob: Tensor, log_prob: Tensor, advantages: Tensor, response_mask: Tensor, *,
+           agg_mode: str, clip_ratio_low: float, clip_ratio_high: float,
+           clip_ratio_c: float = 3.0, loss_scale_factor: float | None = None,
+           kl_cov_ratio: float = _KL_COV["kl_cov_ratio"],
+           ppo_kl_coef: float = _KL_COV["ppo_kl_coef"]) -> tuple[Tensor, dict[str, float]]:
     """KL-Cov: unclipped ``−ρA`` everywhere, plus ``ppo_kl_coef · |log π_θ − log π_old|`` on
     the top ``kl_cov_ratio`` of tokens by covariance.
 
@@ -146,7 +107,5 @@ def kl_cov(
     selected = kl_cov_selection(log_prob, advantages, response_mask, kl_cov_ratio=kl_cov_ratio)
     losses = torch.where(selected, surrogate + ppo_kl_coef * abs_kl, surrogate)
     loss = aggregate(losses, response_mask, agg_mode, loss_scale_factor)
-    return loss, {
-        "actor/pg_loss": loss.item(),
-        "actor/ppo_kl": masked_mean(abs_kl, response_mask).item(),
-    }
+    return loss, {"actor/pg_loss": loss.item(),
+                  "actor/ppo_kl": masked_mean(abs_kl, response_mask).item()}

@@ -1,7 +1,5 @@
-"""DAPO's batch-level helpers: dynamic sampling and the soft over-long penalty.
-
-Definitions: docs/algorithms.md#baseline-bundles.
-"""
+"""DAPO's batch-level helpers: dynamic sampling and the soft over-long penalty
+(docs/algorithms.md#baseline-bundles)."""
 
 from __future__ import annotations
 
@@ -12,17 +10,14 @@ from torch import Tensor
 
 
 def dynamic_sampling_keep(rewards: Tensor) -> Tensor:
-    """Which groups to keep ``(groups,)`` from rewards ``(groups, G)``.
-
-    A group whose rewards are all equal carries no learning signal and is dropped (DAPO's
-    ``0 < #correct < G``). A group of one response counts as all equal and is dropped;
-    verl 0.9.1's ``filter_groups`` keeps it (it filters only groups of two or more with
-    ``np.std == 0``). Equality is exact, so ``[0.1, 0.1, 0.1]`` is dropped even where a
-    float std would come out as 1e-17. The caller
-    keeps sampling until the batch is full; when every group is dropped the result is all
-    False (never an error: the caller decides how often to resample). Non-finite rewards
-    raise ``ValueError`` (NaN compares unequal to itself and would keep a broken group).
-    """
+    """Which groups to keep ``(groups,)`` from rewards ``(groups, G)``. A group whose rewards are
+    all equal carries no learning signal and is dropped (DAPO's ``0 < #correct < G``). A group of
+    one response counts as all equal and is dropped; verl 0.9.1's ``filter_groups`` keeps it (it
+    filters only groups of two or more with ``np.std == 0``). Equality is exact, so
+    ``[0.1, 0.1, 0.1]`` is dropped even where a float std would come out as 1e-17. The caller keeps
+    sampling until the batch is full; when every group is dropped the result is all False (never an
+    error: the caller decides how often to resample). Non-finite rewards raise ``ValueError`` (NaN
+    compares unequal to itself and would keep a broken group)."""
     if rewards.dim() != 2:
         raise ValueError(f"rewards must be shaped (groups, G); got {tuple(rewards.shape)}")
     if rewards.is_floating_point() and not bool(torch.isfinite(rewards).all()):
@@ -32,21 +27,15 @@ def dynamic_sampling_keep(rewards: Tensor) -> Tensor:
     return rewards.amax(dim=1) != rewards.amin(dim=1)
 
 
-def overlong_penalty(
-    lengths: Tensor, max_length: int, cache_length: int, penalty_factor: float = 1.0
-) -> Tensor:
-    """DAPO's soft over-long punishment, added to the reward of each response.
-
-    0 up to ``max_length − cache_length`` tokens, then falling linearly to
-    ``−penalty_factor`` at exactly ``max_length``, and ``−penalty_factor`` beyond it
-    (DAPO's ``R_length``; verl's dapo reward manager never sees longer responses, and
-    clamping keeps the penalty bounded).
-    """
+def overlong_penalty(lengths: Tensor, max_length: int, cache_length: int,
+                     penalty_factor: float = 1.0) -> Tensor:
+    """DAPO's soft over-long punishment, added to the reward of each response. 0 up to
+    ``max_length − cache_length`` tokens, then falling linearly to ``−penalty_factor`` at exactly
+    ``max_length``, and ``−penalty_factor`` beyond it (DAPO's ``R_length``; verl's dapo reward
+    manager never sees longer responses, and clamping keeps the penalty bounded)."""
     if not 0 < cache_length <= max_length:
-        raise ValueError(
-            f"need 0 < cache_length <= max_length; got cache_length={cache_length}, "
-            f"max_length={max_length}"
-        )
+        raise ValueError(f"need 0 < cache_length <= max_length; got cache_length={cache_length}, "
+                         f"max_length={max_length}")
     if not (math.isfinite(penalty_factor) and penalty_factor >= 0):
         raise ValueError(f"penalty_factor must be a finite number >= 0; got {penalty_factor}")
     dtype = lengths.dtype if lengths.is_floating_point() else torch.get_default_dtype()

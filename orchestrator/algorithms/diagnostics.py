@@ -1,8 +1,6 @@
-"""Per-step diagnostics every backend reports (docs/algorithms.md#diagnostics).
-
-Token entropy lives in :mod:`orchestrator.algorithms.entropy`; this module has clip
-activation, approximate KL, κ_eff and the two-armed skewness Φ.
-"""
+"""Per-step diagnostics every backend reports (docs/algorithms.md#diagnostics): clip
+activation, approximate KL, κ_eff and the two-armed skewness Φ (token entropy is in
+:mod:`orchestrator.algorithms.entropy`)."""
 
 from __future__ import annotations
 
@@ -22,41 +20,28 @@ class ClipFractions(NamedTuple):
     lower: float  # A < 0 and ρ < 1 − ε_low
 
 
-def clip_fractions(
-    old_log_prob: Tensor,
-    log_prob: Tensor,
-    advantages: Tensor,
-    mask: Tensor,
-    clip_ratio_low: float,
-    clip_ratio_high: float,
-) -> ClipFractions:
+def clip_fractions(old_log_prob: Tensor, log_prob: Tensor, advantages: Tensor, mask: Tensor,
+                   clip_ratio_low: float, clip_ratio_high: float) -> ClipFractions:
     """Clip activation, upper and lower separately (the second paper's clip activation rate).
-
     ``upper + lower`` equals verl's ``actor/pg_clipfrac`` for the vanilla loss. (verl's
-    ``actor/pg_clipfrac_lower`` is something else: the dual clip.)
-    """
+    ``actor/pg_clipfrac_lower`` is something else: the dual clip.)"""
     ratio = torch.exp(log_prob - old_log_prob)
     if advantages.dim() == 1:
         advantages = advantages.unsqueeze(-1).expand_as(ratio)
     upper = (advantages > 0) & (ratio > 1 + clip_ratio_high)
     lower = (advantages < 0) & (ratio < 1 - clip_ratio_low)
-    return ClipFractions(
-        upper=masked_mean(upper.to(ratio.dtype), mask).item(),
-        lower=masked_mean(lower.to(ratio.dtype), mask).item(),
-    )
+    return ClipFractions(upper=masked_mean(upper.to(ratio.dtype), mask).item(),
+                         lower=masked_mean(lower.to(ratio.dtype), mask).item())
 
 
 def approx_kl(old_log_prob: Tensor, log_prob: Tensor, mask: Tensor) -> float:
-    """Approximate KL(π_old ‖ π_θ) on sampled tokens: masked mean of ``log π_old − log π_θ``.
-
-    This is verl's ``actor/ppo_kl`` (k1 estimator).
-    """
+    """Approximate KL(π_old ‖ π_θ) on sampled tokens: masked mean of ``log π_old − log π_θ``. This
+    is verl's ``actor/ppo_kl`` (k1 estimator)."""
     return masked_mean(old_log_prob - log_prob, mask).item()
 
 
-def kappa_eff(
-    seq_logp_new: Tensor, seq_logp_old: Tensor, correct: Tensor, group_index: Tensor
-) -> float | None:
+def kappa_eff(seq_logp_new: Tensor, seq_logp_old: Tensor, correct: Tensor,
+              group_index: Tensor) -> float | None:
     """Effective sharpening: mean over (correct, incorrect) pairs of one prompt of
     ``[log π_new(o⁺) − log π_new(o⁻)] − [log π_old(o⁺) − log π_old(o⁻)]``.
 
@@ -68,10 +53,8 @@ def kappa_eff(
     if not (seq_logp_new.dim() == seq_logp_old.dim() == correct.dim() == group_index.dim() == 1
             and seq_logp_old.shape[0] == correct.shape[0] == group_index.shape[0]
             == n_responses):
-        raise ValueError(
-            "kappa_eff needs four (N,) tensors; got "
-            f"{[tuple(t.shape) for t in (seq_logp_new, seq_logp_old, correct, group_index)]}"
-        )
+        shapes = [tuple(t.shape) for t in (seq_logp_new, seq_logp_old, correct, group_index)]
+        raise ValueError(f"kappa_eff needs four (N,) tensors; got {shapes}")
     if correct.dtype != torch.bool and not bool(((correct == 0) | (correct == 1)).all()):
         # Passing rewards (e.g. r⁻ = −1) here would silently count every response as correct.
         raise ValueError("kappa_eff: `correct` must be 0/1 or bool flags, not rewards")
@@ -97,12 +80,10 @@ def skewness_phi(b: float) -> float: ...
 @overload
 def skewness_phi(b: Tensor) -> Tensor: ...
 def skewness_phi(b: float | Tensor) -> float | Tensor:
-    """Two-armed skewness (second paper, Remark 4.2): ``Φ = 1 + (1 − 2b)·log(b / (1 − b))``.
-
-    For ``π = (b, 1 − b)`` with ``0 < b < 1``; ``Φ ≥ 0`` exactly for b in about
-    [0.176, 0.824]. At ``b = 0`` or ``1`` it is ``−inf`` (the limit, for a float or a
-    tensor alike); ``b`` outside ``[0, 1]`` or NaN raises ``ValueError``.
-    """
+    """Two-armed skewness (second paper, Remark 4.2): ``Φ = 1 + (1 − 2b)·log(b / (1 − b))``. For
+    ``π = (b, 1 − b)`` with ``0 < b < 1``; ``Φ ≥ 0`` exactly for b in about [0.176, 0.824]. At
+    ``b = 0`` or ``1`` it is ``−inf`` (the limit, for a float or a tensor alike); ``b`` outside
+    ``[0, 1]`` or NaN raises ``ValueError``."""
     if isinstance(b, Tensor):
         if not bool(((b >= 0) & (b <= 1)).all()):
             raise ValueError("skewness_phi: every b must lie in [0, 1]")

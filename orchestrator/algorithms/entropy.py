@@ -9,11 +9,9 @@ from orchestrator.algorithms.masking import masked_mean
 
 
 def entropy_from_logits(logits: Tensor) -> Tensor:
-    """Shannon entropy of ``softmax(logits)`` over the last axis: ``(B, T, V)`` -> ``(B, T)``.
-
-    Uses ``logsumexp(z) − Σ softmax(z)·z`` (verl's formula), which stays finite for large
-    logits and is differentiable (the entropy-bonus loss backpropagates through it).
-    """
+    """Shannon entropy of ``softmax(logits)`` over the last axis: ``(B, T, V)`` -> ``(B, T)``. Uses
+    ``logsumexp(z) − Σ softmax(z)·z`` (verl's formula), which stays finite for large logits and is
+    differentiable (the entropy-bonus loss backpropagates through it)."""
     # 16-bit logits are widened: the two terms nearly cancel for peaked distributions.
     wide = logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
     probs = torch.softmax(wide, dim=-1)
@@ -25,16 +23,12 @@ def entropy_from_logits(logits: Tensor) -> Tensor:
 
 
 def token_entropy(logits: Tensor, mask: Tensor) -> Tensor:
-    """Mean token entropy of the sampled responses: a scalar over the valid tokens.
-
-    This is the ``actor/entropy`` diagnostic (verl: masked mean over response tokens).
-    """
+    """Mean token entropy of the sampled responses over the valid tokens: the
+    ``actor/entropy`` diagnostic (verl: masked mean over response tokens)."""
     return masked_mean(entropy_from_logits(logits), mask)
 
 
 def sequence_entropy(logits: Tensor, mask: Tensor) -> Tensor:
-    """Mean per-token entropy of each response ``(B,)``.
-
-    This is the ``H(π_θ(o))`` of docs/algorithms.md#entropy-interventions.
-    """
+    """Mean per-token entropy of each response ``(B,)``: the ``H(π_θ(o))`` of
+    docs/algorithms.md#entropy-interventions."""
     return masked_mean(entropy_from_logits(logits), mask, dim=-1)

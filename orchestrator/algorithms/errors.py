@@ -1,10 +1,7 @@
-"""The error of ``orchestrator.algorithms``: an unknown name, option or setting.
-
-It is a ``ValueError``, so a caller outside kappa (verl's plug-in) sees the usual type.
-Each :class:`Issue` locates one problem with the fields of
-:class:`orchestrator.errors.Problem`, so a command can turn the error into kappa's
-exit-2 ``UserInputError`` with the same text.
-"""
+"""The error of ``orchestrator.algorithms``: an unknown name, option or setting. A
+``ValueError``, so a caller outside kappa (verl's plug-in) sees the usual type; each
+:class:`Issue` has the fields of :class:`orchestrator.errors.Problem`, so a command can
+turn it into kappa's exit-2 ``UserInputError`` with the same text."""
 
 from __future__ import annotations
 
@@ -49,8 +46,6 @@ def unknown_name(kind: str, name: str, known: Iterable[str], location: str) -> A
     """
     known_sorted = sorted(known)
     close = difflib.get_close_matches(name, known_sorted, n=1)
-    return AlgorithmError(
-        f"unknown {kind} '{name}'; known: {', '.join(known_sorted)}",
-        [Issue(location, f"unknown {kind}", found=repr(name), allowed=", ".join(known_sorted),
-               fix=f"did you mean '{close[0]}'?" if close else None)],
-    )
+    return AlgorithmError(f"unknown {kind} '{name}'; known: {', '.join(known_sorted)}", [Issue(
+        location, f"unknown {kind}", found=repr(name), allowed=", ".join(known_sorted),
+        fix=f"did you mean '{close[0]}'?" if close else None)])

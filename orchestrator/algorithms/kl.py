@@ -1,13 +1,7 @@
-"""Per-token KL estimators between the policy and the reference policy.
-
-Definitions: docs/algorithms.md#kl-estimators.
-
-Same estimators and clamps as verl 0.9.1's ``kl_penalty``: k1 (``log π − log π_ref``),
-abs, k2/mse (``½(log π − log π_ref)²``), k3/low_var_kl
-(``exp(log π_ref − log π) − (log π_ref − log π) − 1`` with the log-ratio clamped to
-±20 and the result to ±10). A trailing ``+`` (``k1+``, ``k3+``) keeps the value but
-takes the gradient of k2, verl's straight-through variant.
-"""
+"""Per-token KL estimators between the policy and the reference policy
+(docs/algorithms.md#kl-estimators): the estimators and clamps of verl 0.9.1's
+``kl_penalty``, and its straight-through variants (a trailing ``+``: the value, with the
+gradient of k2)."""
 
 from __future__ import annotations
 
@@ -40,21 +34,12 @@ def _k3(log_prob: Tensor, ref_log_prob: Tensor) -> Tensor:
 
 
 KL_PENALTIES: dict[str, KlFn] = {
-    "k1": _k1,
-    "kl": _k1,
-    "abs": _abs,
-    "k2": _k2,
-    "mse": _k2,
-    "k3": _k3,
-    "low_var_kl": _k3,
-}
+    "k1": _k1, "kl": _k1, "abs": _abs, "k2": _k2, "mse": _k2, "k3": _k3, "low_var_kl": _k3}
 
 
 def kl_penalty(log_prob: Tensor, ref_log_prob: Tensor, kind: str = "k1") -> Tensor:
     """Per-token KL estimate ``(B, T)``; ``kind``: a key of :data:`KL_PENALTIES`, or ``k3+`` etc.
-
-    ``low_var_kl`` (= k3) is the estimator the GRPO bundle puts in its loss.
-    """
+    ``low_var_kl`` (= k3) is the estimator the GRPO bundle puts in its loss."""
     straight_through = kind.endswith("+")
     base = kind[:-1] if straight_through else kind
     fn = KL_PENALTIES.get(base)

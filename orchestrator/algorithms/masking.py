@@ -31,34 +31,24 @@ def masked_sum(values: Tensor, mask: Tensor, dim: int | None = None) -> Tensor:
 
 
 def masked_mean(values: Tensor, mask: Tensor, dim: int | None = None) -> Tensor:
-    """Mean of ``values`` over the positions where ``mask`` is non-zero (verl's definition).
-
-    The denominator carries verl's ``1e-8``, so an all-zero mask yields 0, not NaN. The
-    count is summed in the mask's own dtype, as verl does, so results match bit for bit.
-    """
+    """Mean of ``values`` over the positions where ``mask`` is non-zero (verl's definition). The
+    denominator carries verl's ``1e-8``, so an all-zero mask yields 0, not NaN. The count is summed
+    in the mask's own dtype, as verl does, so results match bit for bit."""
     count = mask.sum() if dim is None else mask.sum(dim=dim)
     return masked_sum(values, mask, dim) / (count + MASKED_MEAN_EPS)
 
 
 def broadcast_to_tokens(adv: Tensor, mask: Tensor) -> Tensor:
-    """Copy one value per response onto each of its tokens: ``(B,)`` -> ``(B, T)``.
-
-    Padded positions get 0, as in verl (``scores.unsqueeze(-1) * response_mask``).
-    """
+    """Copy one value per response onto each of its tokens: ``(B,)`` -> ``(B, T)``. Padded positions
+    get 0, as in verl (``scores.unsqueeze(-1) * response_mask``)."""
     if adv.dim() != 1 or mask.dim() != 2 or adv.shape[0] != mask.shape[0]:
-        raise ValueError(
-            f"broadcast_to_tokens needs adv (B,) and mask (B, T); got {tuple(adv.shape)} "
-            f"and {tuple(mask.shape)}"
-        )
+        raise ValueError(f"broadcast_to_tokens needs adv (B,) and mask (B, T); got "
+                         f"{tuple(adv.shape)} and {tuple(mask.shape)}")
     return adv.unsqueeze(-1) * mask.to(adv.dtype)
 
 
-def aggregate(
-    loss_mat: Tensor,
-    mask: Tensor,
-    mode: str,
-    loss_scale_factor: float | None = None,
-) -> Tensor:
+def aggregate(loss_mat: Tensor, mask: Tensor, mode: str,
+              loss_scale_factor: float | None = None) -> Tensor:
     """Reduce a per-token loss matrix ``(B, T)`` to a scalar.
 
     - ``token-mean``: sum over every valid token of the batch / number of valid tokens.
@@ -66,19 +56,16 @@ def aggregate(
       (responses with no valid token are left out).
     - ``seq-mean-token-sum-norm``: each response's token sum, mean over responses, divided
       by ``loss_scale_factor`` (Dr.GRPO). When ``None`` it is the padded length ``T``, as
-      in verl; pass the configured maximum response length for a constant normaliser.
+      in verl; pass the configured maximum response length for a constant normaliser
+      (the only mode ``loss_scale_factor`` is meaningful for).
 
     A batch with no valid token at all gives 0 (verl: NaN).
-
-    ``loss_scale_factor`` is only meaningful for ``seq-mean-token-sum-norm``.
     """
     if mode not in AGG_MODES:
         raise unknown_name("loss aggregation mode", mode, AGG_MODES, "loss_agg_mode")
     if loss_mat.shape != mask.shape or loss_mat.dim() != 2:
-        raise ValueError(
-            f"aggregate needs loss_mat and mask of one shape (B, T); got "
-            f"{tuple(loss_mat.shape)} and {tuple(mask.shape)}"
-        )
+        raise ValueError(f"aggregate needs loss_mat and mask of one shape (B, T); got "
+                         f"{tuple(loss_mat.shape)} and {tuple(mask.shape)}")
     # Counts stay in the mask's dtype (as in verl) so the 1e-8 below rounds the same way.
     # A denominator of 0 (no valid token / no non-empty response in the whole batch) is
     # replaced by 1: the numerator is then 0 too, so the loss is 0 with a zero gradient

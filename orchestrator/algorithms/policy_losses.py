@@ -1,10 +1,7 @@
-"""Token-level policy-gradient losses (docs/algorithms.md#policy-losses) and their registry.
-
-Each loss follows the semantics of the function of the same name in verl 0.9.1's
-``verl/trainer/ppo/core_algos.py`` (masking, clamps, dual clip, metric definitions,
-aggregation) so the embedded trainer and the verl plug-in optimise the same objective.
-DAPO's clip-higher is ``vanilla`` with ``clip_ratio_low=0.2, clip_ratio_high=0.28``.
-"""
+"""Token-level policy-gradient losses (docs/algorithms.md#policy-losses) and their
+registry; each follows the function of the same name in verl 0.9.1's ``core_algos.py``
+(masking, clamps, dual clip, metrics, aggregation), so both backends optimise the same
+objective."""
 
 from __future__ import annotations
 
@@ -26,18 +23,9 @@ LOG_RATIO_CLAMP = 20.0
 GSPO_LOG_RATIO_MAX = 10.0
 
 
-def vanilla(
-    old_log_prob: Tensor,
-    log_prob: Tensor,
-    advantages: Tensor,
-    response_mask: Tensor,
-    *,
-    agg_mode: str,
-    clip_ratio_low: float,
-    clip_ratio_high: float,
-    clip_ratio_c: float = 3.0,
-    loss_scale_factor: float | None = None,
-) -> tuple[Tensor, dict[str, float]]:
+def vanilla(old_log_prob: Tensor, log_prob: Tensor, advantages: Tensor, response_mask: Tensor, *,
+            agg_mode: str, clip_ratio_low: float, clip_ratio_high: float, clip_ratio_c: float = 3.0,
+            loss_scale_factor: float | None = None) -> tuple[Tensor, dict[str, float]]:
     """PPO clipped surrogate with separate low/high ratios and dual clip for ``A < 0``.
 
     Per token: ``max(−ρA, −clip(ρ, 1−ε_low, 1+ε_high)A)``, and for ``A < 0`` additionally
@@ -68,40 +56,25 @@ def vanilla(
         dual = -advantages * dual_c
         negative = advantages < 0
         losses = torch.where(negative, torch.minimum(dual, ppo_losses), ppo_losses)
-        clipfrac_lower = masked_mean(
-            (torch.gt(ppo_losses, dual) & negative).float(), response_mask
-        )
+        clipfrac_lower = masked_mean((torch.gt(ppo_losses, dual) & negative).float(),
+                                     response_mask)
 
     loss = aggregate(losses, response_mask, agg_mode, loss_scale_factor)
-    return loss, {
-        "actor/pg_loss": loss.item(),
-        "actor/pg_clipfrac": clipfrac.item(),
-        "actor/pg_clipfrac_lower": clipfrac_lower.item(),
-        "actor/ppo_kl": ppo_kl.item(),
-    }
+    return loss, {"actor/pg_loss": loss.item(), "actor/pg_clipfrac": clipfrac.item(),
+                  "actor/pg_clipfrac_lower": clipfrac_lower.item(),
+                  "actor/ppo_kl": ppo_kl.item()}
 
 
-def gspo(
-    old_log_prob: Tensor,
-    log_prob: Tensor,
-    advantages: Tensor,
-    response_mask: Tensor,
-    *,
-    agg_mode: str,
-    clip_ratio_low: float,
-    clip_ratio_high: float,
-    clip_ratio_c: float = 3.0,
-    loss_scale_factor: float | None = None,
-) -> tuple[Tensor, dict[str, float]]:
+def gspo(old_log_prob: Tensor, log_prob: Tensor, advantages: Tensor, response_mask: Tensor, *,
+         agg_mode: str, clip_ratio_low: float, clip_ratio_high: float, clip_ratio_c: float = 3.0,
+         loss_scale_factor: float | None = None) -> tuple[Tensor, dict[str, float]]:
     """GSPO: a sequence-level ratio shared by every token of a response.
-
-    ``s_i = exp(mean_t(log π_θ − log π_old))`` over the response's valid tokens; each
-    token uses ``sg[s_i] · π_θ(o_t) / sg[π_θ(o_t)]`` (value ``s_i``, gradient of
-    ``log π_θ(o_t)`` scaled by ``s_i``), clipped to ``[1−ε_low, 1+ε_high]``. No dual clip
-    (``clip_ratio_c`` is accepted and ignored, as in verl). The log of the token ratio is
-    clamped at 10. Pass ``agg_mode="seq-mean-token-mean"`` for the paper's GSPO; verl
-    0.9.1 honours the configured mode. ``actor/pg_clipfrac_lower`` is always 0.
-    """
+    ``s_i = exp(mean_t(log π_θ − log π_old))`` over the response's valid tokens; each token uses
+    ``sg[s_i] · π_θ(o_t) / sg[π_θ(o_t)]`` (value ``s_i``, gradient of ``log π_θ(o_t)`` scaled by
+    ``s_i``), clipped to ``[1−ε_low, 1+ε_high]``. No dual clip (``clip_ratio_c`` is accepted and
+    ignored, as in verl). The log of the token ratio is clamped at 10. Pass
+    ``agg_mode="seq-mean-token-mean"`` for the paper's GSPO; verl 0.9.1 honours the configured mode.
+    ``actor/pg_clipfrac_lower`` is always 0."""
     del clip_ratio_c  # GSPO has no dual clip; kept in the signature for a uniform dispatch.
     log_ratio = log_prob - old_log_prob
     mask = response_mask.to(log_prob.dtype)
@@ -118,20 +91,12 @@ def gspo(
     loss = aggregate(losses, response_mask, agg_mode, loss_scale_factor)
     clipfrac = masked_mean(torch.gt(clipped, unclipped).float(), response_mask)
     ppo_kl = masked_mean(-log_ratio, response_mask)
-    return loss, {
-        "actor/pg_loss": loss.item(),
-        "actor/pg_clipfrac": clipfrac.item(),
-        "actor/pg_clipfrac_lower": 0.0,
-        "actor/ppo_kl": ppo_kl.item(),
-    }
+    return loss, {"actor/pg_loss": loss.item(), "actor/pg_clipfrac": clipfrac.item(),
+                  "actor/pg_clipfrac_lower": 0.0, "actor/ppo_kl": ppo_kl.item()}
 
 
 POLICY_LOSSES: dict[str, PolicyLossFn] = {
-    "vanilla": vanilla,
-    "gspo": gspo,
-    "clip_cov": clip_cov,
-    "kl_cov": kl_cov,
-}
+    "vanilla": vanilla, "gspo": gspo, "clip_cov": clip_cov, "kl_cov": kl_cov}
 
 _COMMON = ("old_log_prob", "log_prob", "advantages", "response_mask", "agg_mode",
            "clip_ratio_low", "clip_ratio_high", "clip_ratio_c", "loss_scale_factor")
@@ -147,6 +112,7 @@ def loss_options(name: str) -> tuple[str, ...]:
 
 def _validate(name: str, clip_ratio_low: float, clip_ratio_high: float, clip_ratio_c: float,
               options: dict[str, object]) -> None:
+    # loss_options raises first for an unknown name.
     problems = unknown_options("loss", f"policy loss '{name}'", options, loss_options(name))
     for field, value in (("clip_ratio_low", clip_ratio_low), ("clip_ratio_high", clip_ratio_high)):
         if not value > 0:
@@ -159,39 +125,25 @@ def _validate(name: str, clip_ratio_low: float, clip_ratio_high: float, clip_rat
         raise AlgorithmError(f"invalid settings for policy loss '{name}'", problems)
 
 
-def policy_loss(
-    name: str,
-    old_log_prob: Tensor,
-    log_prob: Tensor,
-    advantages: Tensor,
-    response_mask: Tensor,
-    *,
-    agg_mode: str,
-    clip_ratio_low: float,
-    clip_ratio_high: float,
-    clip_ratio_c: float = 3.0,
-    loss_scale_factor: float | None = None,
-    **loss_options: object,
-) -> tuple[Tensor, dict[str, float]]:
-    """The scalar policy loss ``name`` and its metrics (verl keys, Python floats).
-
-    Tensors are ``(B, T)``; ``advantages`` may also be ``(B,)`` (one value per response).
-    ``loss_scale_factor`` is the normaliser of ``seq-mean-token-sum-norm`` (default: T).
-    Loss-specific options: ``clip_cov`` takes ``clip_cov_ratio``, ``clip_cov_lb``,
-    ``clip_cov_ub``, ``generator``; ``kl_cov`` takes ``kl_cov_ratio``, ``ppo_kl_coef``.
-    """
-    fn = POLICY_LOSSES.get(name)
-    if fn is None:
-        raise unknown_name("policy loss", name, POLICY_LOSSES, "loss")
+def policy_loss(name: str, old_log_prob: Tensor, log_prob: Tensor, advantages: Tensor,
+                response_mask: Tensor, *, agg_mode: str, clip_ratio_low: float,
+                clip_ratio_high: float, clip_ratio_c: float = 3.0,
+                loss_scale_factor: float | None = None,
+                **loss_options: object) -> tuple[Tensor, dict[str, float]]:
+    """The scalar policy loss ``name`` and its metrics (verl keys, Python floats). Tensors are
+    ``(B, T)``; ``advantages`` may also be ``(B,)`` (one value per response). ``loss_scale_factor``
+    is the normaliser of ``seq-mean-token-sum-norm`` (default: T). Loss-specific options:
+    ``clip_cov`` takes ``clip_cov_ratio``, ``clip_cov_lb``, ``clip_cov_ub``, ``generator``;
+    ``kl_cov`` takes ``kl_cov_ratio``, ``ppo_kl_coef``."""
     _validate(name, clip_ratio_low, clip_ratio_high, clip_ratio_c, loss_options)
     if advantages.dim() == 1:
         advantages = advantages.unsqueeze(-1).expand_as(log_prob)
     if not old_log_prob.shape == log_prob.shape == advantages.shape == response_mask.shape:
-        raise ValueError(
-            "policy_loss needs old_log_prob, log_prob, advantages and response_mask of one "
-            f"shape (B, T); got {tuple(old_log_prob.shape)}, {tuple(log_prob.shape)}, "
-            f"{tuple(advantages.shape)}, {tuple(response_mask.shape)}"
-        )
-    return fn(old_log_prob, log_prob, advantages, response_mask, agg_mode=agg_mode,
-              clip_ratio_low=clip_ratio_low, clip_ratio_high=clip_ratio_high,
-              clip_ratio_c=clip_ratio_c, loss_scale_factor=loss_scale_factor, **loss_options)
+        raise ValueError("policy_loss needs old_log_prob, log_prob, advantages and "
+                         f"response_mask of one shape (B, T); got {tuple(old_log_prob.shape)}, "
+                         f"{tuple(log_prob.shape)}, {tuple(advantages.shape)}, "
+                         f"{tuple(response_mask.shape)}")
+    return POLICY_LOSSES[name](
+        old_log_prob, log_prob, advantages, response_mask, agg_mode=agg_mode,
+        clip_ratio_low=clip_ratio_low, clip_ratio_high=clip_ratio_high,
+        clip_ratio_c=clip_ratio_c, loss_scale_factor=loss_scale_factor, **loss_options)

@@ -1,11 +1,8 @@
 """Training dynamics prepared for plotting: one curve per cell and panel, group averages,
-and each cell's convergence step.
-
-A *panel* is a quantity over steps, named by a glob over metric names; when several
-metrics match (validation accuracy on several benchmarks) a cell's curve is their mean
-at each step. Averages over runs are computed per step over the runs that logged it,
-which is the "averaged curve" of the first paper's §3.3 — shown next to the individual
-runs, never instead of them.
+and each cell's convergence step. A *panel* is a quantity over steps, a glob over metric
+names (several matches: their mean per step). Averages over runs are per step over the
+runs that logged it (the first paper's §3.3 "averaged curve"), shown next to the
+individual runs, never instead of them.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""Plots of training dynamics: a static PNG (matplotlib) and an interactive HTML (plotly).
-
-Each panel is drawn twice, side by side: the individual runs (convergence steps marked),
-and the averages over runs — comparing the two shows the first paper's "averaging effect".
-"""
+"""Plots of training dynamics, a static PNG (matplotlib) and an interactive HTML (plotly):
+each panel's individual runs (convergence steps marked) beside their averages, which shows
+the first paper's "averaging effect"."""
 
 from __future__ import annotations
 

@@ -109,13 +109,6 @@ def _plots(curves: pd.DataFrame | None, seed_axis: str, sweep: str) -> tuple[str
     return div, png_b64, conv_html if rows else ""
 
 
-def _plan(plan: SweepPlan | None) -> dict[str, Any] | None:
-    if plan is None:
-        return None
-    return {"count": plan.cell_count, "resources": plan.resources.model_dump_json(),
-            "gpu_hours": plan.gpu_hours}
-
-
 def render_report(inputs: ReportInputs) -> str:
     """The report's HTML."""
     import jinja2
@@ -133,6 +126,9 @@ def render_report(inputs: ReportInputs) -> str:
                            "state": cell.state, "state_class": cell.state_class,
                            "run_id": r.get("mlflow_run_id") or "", "href": cell.href})
     counts = frame["state"].value_counts()
+    plan = None if inputs.plan is None else {
+        "count": inputs.plan.cell_count, "resources": inputs.plan.resources.model_dump_json(),
+        "gpu_hours": inputs.plan.gpu_hours}
     return env.get_template(TEMPLATE).render(
         sweep=inputs.sweep, backend=inputs.backend, n_cells=len(frame),
         generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), mlflow_ui=inputs.mlflow_ui,
@@ -140,7 +136,7 @@ def render_report(inputs: ReportInputs) -> str:
         matrix=status_matrix(frame, inputs.seed_axis, inputs.mlflow_ui,
                              inputs.mlflow_experiment_id),
         tables=_tables_html(frame, tables), plot_html=plot_html, plot_png=plot_png,
-        convergence_html=conv_html, plan=_plan(inputs.plan), axes=axes, plan_cells=plan_cells,
+        convergence_html=conv_html, plan=plan, axes=axes, plan_cells=plan_cells,
         spec_text=inputs.spec_text, search_html=inputs.search_html)
 
 

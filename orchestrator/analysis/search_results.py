@@ -7,6 +7,7 @@ import contextlib
 from typing import Any
 
 from orchestrator.analysis.studies import StudySummary, study_summaries
+from orchestrator.analysis.tables.render import md_row
 
 
 def sweep_studies(sweep: str, registry_url: str | None = None) -> list[StudySummary]:
@@ -46,10 +47,9 @@ def render_best(frame: Any, fmt: str) -> str:
         return str(frame.to_latex(index=False, float_format="%.4g"))
     if fmt == "html":
         return str(frame.to_html(index=False, float_format="%.4g"))
-    cells = [[_md(v) for v in row] for row in frame.itertuples(index=False)]
     head = [str(c) for c in frame.columns]
-    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in cells]
+    lines = [md_row(head), "|" + "|".join("---" for _ in head) + "|"]
+    lines += [md_row([_md(v) for v in row]) for row in frame.itertuples(index=False)]
     return "\n".join(lines) + "\n"
 
 

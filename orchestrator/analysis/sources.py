@@ -1,9 +1,6 @@
-"""Where a sweep's results come from: the registry when it knows the sweep, else run folders.
-
-Without a registry, a run folder (``runs_root()/<sweep>/<cell_id>/``) gives the cell's state
-and final metrics (``summary.json``, ``progress.json``) and its axes, state and MLflow run id
-(the scheduler's ``cell.json``, see :mod:`orchestrator.runs.cell_file`). Final metrics
-missing everywhere else are read from the MLflow run (its latest ``eval/*`` values).
+"""Where a sweep's results come from: the registry when it knows the sweep, else its run
+folders (``summary.json``, ``progress.json`` and the scheduler's ``cell.json``); final
+metrics missing everywhere else come from the MLflow run (its latest ``eval/*`` values).
 """
 
 from __future__ import annotations
@@ -16,12 +13,7 @@ from typing import TYPE_CHECKING
 from orchestrator.analysis.frame import CellResult, frame_from_results
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.runs.cell_file import read_cell_file
-from orchestrator.runs.folder import (
-    PROGRESS_FILE,
-    read_summary,
-    summary_final,
-    summary_stop_reason,
-)
+from orchestrator.runs.folder import PROGRESS_FILE, read_summary, summary_final, summary_stop_reason
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -113,10 +105,8 @@ def _fill_missing_metrics(cells: list[CellResult], mlflow_uri: str | None) -> li
 def results(
     sweep: str, registry_url: str | None = None, mlflow_uri: str | None = None
 ) -> pd.DataFrame:
-    """The results frame of ``sweep`` (see :mod:`orchestrator.analysis.frame`): from the
-    registry when it knows the sweep, else from its run folders; final metrics a cell lacks
-    from its MLflow run (defaults: :mod:`orchestrator.paths`). ``UserInputError`` when
-    neither source knows the sweep."""
+    """The results frame of ``sweep`` (:mod:`orchestrator.analysis.frame`) from its sources
+    (module docstring); ``UserInputError`` when none knows the sweep."""
     from orchestrator import paths
     from orchestrator.registry.engine import display_url
 

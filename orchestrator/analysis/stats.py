@@ -15,6 +15,7 @@ import numpy as np
 DEFAULT_CONFIDENCE = 0.95
 DEFAULT_RESAMPLES = 10_000
 DEFAULT_BOOTSTRAP_SEED = 0
+Values = Sequence[float] | np.ndarray
 
 
 @dataclass(frozen=True)
@@ -41,22 +42,14 @@ class Interval:
         return self.low > 0.0 or self.high < 0.0
 
 
-def _finite(values: Sequence[float] | np.ndarray) -> np.ndarray:
-    arr = np.asarray(values, dtype=float)
-    return arr[np.isfinite(arr)]
-
-
-def t_interval(values: Sequence[float] | np.ndarray,
-               confidence: float = DEFAULT_CONFIDENCE) -> Interval:
-    """Mean of ``values`` with a two-sided Student-t confidence interval.
-
-    Non-finite values are ignored. ``n == 1`` gives the value without an interval;
-    ``n == 0`` raises ``ValueError`` (a caller shows a missing cell instead).
-    """
+def t_interval(values: Values, confidence: float = DEFAULT_CONFIDENCE) -> Interval:
+    """Mean of ``values`` with a two-sided Student-t confidence interval; non-finite values
+    are ignored, ``n == 1`` has no interval, ``n == 0`` raises ``ValueError``."""
     # scipy.special is a fraction of scipy.stats' import time and has the t quantile.
     from scipy.special import stdtrit
 
-    arr = _finite(values)
+    arr = np.asarray(values, dtype=float)
+    arr = arr[np.isfinite(arr)]
     n = int(arr.size)
     if n == 0:
         raise ValueError("t_interval of no finite values")
@@ -69,11 +62,8 @@ def t_interval(values: Sequence[float] | np.ndarray,
 
 
 def _bootstrap_means(diffs: np.ndarray, seed: int, n_resamples: int) -> np.ndarray:
-    """Means of ``n_resamples`` resamples (with replacement) of the rows of ``diffs``.
-
-    Draws the resampled row indices, then counts how often each row was drawn, so the
-    means are one matrix product instead of a (resamples, rows, columns) gather.
-    """
+    """Means of ``n_resamples`` resamples (with replacement) of the rows of ``diffs``: the
+    count of each row drawn, so the means are one matrix product, not a 3-d gather."""
     n = diffs.shape[0]
     idx = np.random.default_rng(seed).integers(0, n, size=(n_resamples, n))
     flat = (idx + (np.arange(n_resamples) * n)[:, None]).ravel()
@@ -81,21 +71,14 @@ def _bootstrap_means(diffs: np.ndarray, seed: int, n_resamples: int) -> np.ndarr
     return np.asarray(counts @ diffs / n)
 
 
-def paired_bootstrap_delta(
-    base: Sequence[float] | np.ndarray,
-    treatment: Sequence[float] | np.ndarray,
-    *,
-    confidence: float = DEFAULT_CONFIDENCE,
-    n_resamples: int = DEFAULT_RESAMPLES,
-    seed: int = DEFAULT_BOOTSTRAP_SEED,
-) -> Interval:
+def paired_bootstrap_delta(base: Values, treatment: Values, *,
+                           confidence: float = DEFAULT_CONFIDENCE,
+                           n_resamples: int = DEFAULT_RESAMPLES,
+                           seed: int = DEFAULT_BOOTSTRAP_SEED) -> Interval:
     """Mean of ``treatment - base`` over paired observations, with a percentile bootstrap CI.
-
-    ``base[i]`` and ``treatment[i]`` belong to the same pairing unit (the same seed).
-    Pairs where either side is not finite are dropped. Resampling is over pairs, so the
-    interval reflects seed-to-seed variation of the *difference*; it is deterministic for
-    a given ``seed``.
-    """
+    ``base[i]`` and ``treatment[i]`` belong to the same pairing unit (the same seed). Pairs where
+    either side is not finite are dropped. Resampling is over pairs, so the interval reflects
+    seed-to-seed variation of the *difference*; it is deterministic for a given ``seed``."""
     b = np.asarray(base, dtype=float)
     t = np.asarray(treatment, dtype=float)
     if b.shape != t.shape or b.ndim != 1:
@@ -115,20 +98,14 @@ def paired_bootstrap_delta(
     return Interval(mean, float(low), float(high), n)
 
 
-def paired_bootstrap_columns(
-    base: np.ndarray,
-    treatment: np.ndarray,
-    *,
-    confidence: float = DEFAULT_CONFIDENCE,
-    n_resamples: int = DEFAULT_RESAMPLES,
-    seed: int = DEFAULT_BOOTSTRAP_SEED,
-) -> list[Interval | None]:
+def paired_bootstrap_columns(base: np.ndarray, treatment: np.ndarray, *,
+                             confidence: float = DEFAULT_CONFIDENCE,
+                             n_resamples: int = DEFAULT_RESAMPLES,
+                             seed: int = DEFAULT_BOOTSTRAP_SEED) -> list[Interval | None]:
     """:func:`paired_bootstrap_delta` for every column of ``(pairs, columns)`` arrays at once.
-
-    Columns share one draw of resampled pairs, so each column's result equals the
-    single-column call with the same ``seed``; a column with incomplete pairs falls back
-    to that call. ``None`` for a column without a complete pair.
-    """
+    Columns share one draw of resampled pairs, so each column's result equals the single-column call
+    with the same ``seed``; a column with incomplete pairs falls back to that call. ``None`` for a
+    column without a complete pair."""
     b = np.asarray(base, dtype=float)
     t = np.asarray(treatment, dtype=float)
     if b.shape != t.shape or b.ndim != 2:

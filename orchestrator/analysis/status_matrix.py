@@ -77,9 +77,8 @@ class StatusMatrix:
     rows: tuple[MatrixRow, ...]
 
 
-def matrix_cell(
-    record: dict[str, Any], axes: list[str], ui: str | None, experiment_id: str | None
-) -> MatrixCell:
+def matrix_cell(record: dict[str, Any], axes: list[str], ui: str | None,
+                experiment_id: str | None) -> MatrixCell:
     """A frame record as the report shows it (``href``: its MLflow run, when ``ui`` is known)."""
     state = str(record["state"])
     reason = stop_reason_of(record)
@@ -93,20 +92,16 @@ def matrix_cell(
     return MatrixCell(text, state_label(state, reason), state_class(state, reason), title, href)
 
 
-def status_matrix(
-    frame: pd.DataFrame,
-    seed_axis: str = "seed",
-    mlflow_ui: str | None = DEFAULT_MLFLOW_UI,
-    experiment_id: str | None = None,
-) -> StatusMatrix:
+def status_matrix(frame: pd.DataFrame, seed_axis: str = "seed",
+                  mlflow_ui: str | None = DEFAULT_MLFLOW_UI,
+                  experiment_id: str | None = None) -> StatusMatrix:
     """The grid of ``frame`` as a :class:`StatusMatrix`."""
     varying = varying_axes(frame)
     col_axis = seed_axis if seed_axis in varying else (varying[-1] if varying else None)
     row_axes = [a for a in varying if a != col_axis]
     records = frame.to_dict("records")
-    columns = (
-        list(dict.fromkeys(str(r[axis_column(col_axis)]) for r in records)) if col_axis else [""]
-    )
+    columns = (list(dict.fromkeys(str(r[axis_column(col_axis)]) for r in records))
+               if col_axis else [""])
     grid: dict[tuple[str, ...], dict[str, MatrixCell]] = {}
     for record in records:
         key = tuple(str(record[axis_column(a)]) for a in row_axes)

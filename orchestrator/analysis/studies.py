@@ -1,8 +1,6 @@
 """A search sweep's studies as read-only summaries (for status, table, export, report).
-
-Reading creates nothing: a sweep without a ``search:`` block, or whose studies' storage
-does not exist yet, has no studies (and Optuna is not even imported for it).
-"""
+Reading creates nothing: without a ``search:`` block or a studies' storage there are no
+studies (and Optuna is not imported)."""
 
 from __future__ import annotations
 

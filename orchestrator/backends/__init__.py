@@ -1,9 +1,6 @@
-"""Backends: what a launch of one cell is (the embedded trainer, verl, plug-ins).
-
-Backends are plug-ins: :data:`BACKENDS` maps a name to ``"module:Class"`` from the entry
-points of group ``kappa.backends`` (kappa's own included), read on first use, so that
-importing this package stays cheap; :func:`get_backend` imports the one asked for.
-"""
+"""Backends: what a launch of one cell is (the embedded trainer, verl, plug-ins), found
+through the entry points of group ``kappa.backends`` (:data:`BACKENDS`, read on first use);
+:func:`get_backend` imports the one asked for."""
 
 from __future__ import annotations
 

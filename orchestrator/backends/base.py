@@ -1,15 +1,14 @@
 """The backend contract: what a launch of one cell *is*.
 
 A backend turns a cell's resolved settings into a process to run (an argv list, never a
-shell string) and knows how to read what that process leaves in its run folder. Where
-the process runs (a local slot, a Ray cluster) is the executor's business, not the
-backend's.
+shell string) and knows how to read what that process leaves in its run folder; where the
+process runs is the executor's business.
 
 Contract every backend honours
 ------------------------------
 * ``settings_model`` is a strict, frozen pydantic model of the backend's settings; a cell
-  is valid iff :meth:`~Backend.validate` returns (problems located at the setting names,
-  dotted for nested settings); :meth:`~Backend.preflight` checks a batch once per submit.
+  is valid iff :meth:`~Backend.validate` returns (problems located at the dotted setting
+  names); :meth:`~Backend.preflight` checks a batch once per submit.
 * :meth:`~Backend.demand` is judged once where a cell is validated and stored with it,
   so the scheduler validates nothing; :meth:`~Backend.launch` is pure (writes, starts
   and validates nothing): the launched process validates its settings when it starts,
@@ -21,10 +20,8 @@ Contract every backend honours
 * The run folder holds ``metrics.jsonl`` (one JSON object per line:
   ``{"step": int, "metrics": {name: float}}``), ``progress.json``
   (``{"step": int, "total_steps": int}``, rewritten as training advances) and, on success,
-  ``summary.json`` (``{"status": "succeeded", "steps": int, "final": {name: float}}``).
-  Metric names follow verl's (``actor/entropy``, ``critic/score/mean``,
-  ``val-core/<benchmark>/acc/mean@1``, ...); final evaluation scores are named
-  ``eval/<benchmark>/mean@<k>`` and ``eval/<benchmark>/pass@<k>``.
+  ``summary.json`` (``{"status": "succeeded", "steps": int, "final": {name: float}}``),
+  with verl's metric names (docs/internals.md#metric-names).
 * A backend whose process honours a stop request (``stops_itself``,
   :mod:`orchestrator.runs.stop_request`) ends with a checkpoint, a final evaluation and a
   ``summary.json`` carrying ``"stopped"``; any other is ended by the scheduler through
@@ -34,16 +31,15 @@ Contract every backend honours
   few optimizer steps, a checkpoint, the final write-out); ``kappa canary`` runs it
   before a grid (:mod:`orchestrator.sweeps.canary`). It must validate, keep every
   setting that decides which code runs, and never change what a cache shared with the
-  full run is keyed by. The default is the settings unchanged (a backend that knows no
-  smaller run is canaried at full size). Cells that differ only in
-  ``canary_free_settings`` (default: ``seed``) share one canary.
+  full run is keyed by. The default is the settings unchanged (canaried at full size).
+  Cells that differ only in ``canary_free_settings`` (default: ``seed``) share one canary.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -70,8 +66,7 @@ class Demand:
 
     def to_json(self) -> dict[str, Any]:
         """The JSON object the registry stores (:meth:`of` reads it back)."""
-        return {"gpus": self.gpus, "nodes": self.nodes, "min_cpus": self.min_cpus,
-                "self_placing": self.self_placing, "steps": self.steps, "env": dict(self.env)}
+        return {f.name: getattr(self, f.name) for f in fields(self)} | {"env": dict(self.env)}
 
     @classmethod
     def of(cls, stored: Mapping[str, Any]) -> Demand:
@@ -108,28 +103,25 @@ class Backend(ABC):
     stops_itself: ClassVar[bool] = False
 
     def validate(self, settings: Mapping[str, Any]) -> BaseModel:
-        """The validated settings model, or ``UserInputError`` with all problems; parsing
-        only (checks against verl's own config and the like are :meth:`preflight`'s)."""
+        """The validated settings model, or ``UserInputError`` with all problems (parsing
+        only: checks against what runs them are :meth:`preflight`'s)."""
         from orchestrator.backends.validation import validate_model
 
         return validate_model(self.settings_model, settings, what=f"{self.name} settings")
 
     def preflight(self, cells: Mapping[str, BaseModel]) -> None:
-        """Check a batch of validated settings against what will run them, at once; raise
-        one ``UserInputError`` whose problem locations are ``<label>.<setting>`` (the
-        mapping's keys are the labels; ``""`` gives bare setting names). A submit calls it
-        once for every cell it validated. The default checks nothing more."""
+        """Check a batch of validated settings (by label) against what will run them, at
+        once; one ``UserInputError`` located at ``<label>.<setting>`` (label ``""``: bare
+        setting names). The default checks nothing more."""
         return None
 
     @abstractmethod
     def launch(self, settings: Mapping[str, Any], run_dir: Path, demand: Demand) -> LaunchSpec:
         """The process that trains this cell in ``run_dir`` (resuming if it was started),
-        from the cell's stored settings and :class:`Demand`; validates nothing (the
-        process validates its settings when it starts)."""
+        from its stored settings and :class:`Demand`; validates nothing."""
 
     def demand(self, settings: BaseModel) -> Demand:
-        """What the scheduler needs of a cell with these validated settings (see
-        :class:`Demand`), judged once when the cell is validated."""
+        """What the scheduler needs of a cell with these validated settings."""
         return Demand(gpus=self.gpus(settings), nodes=self.nodes(settings),
                       min_cpus=self.min_cpus(settings),
                       self_placing=self.self_placing(settings),
@@ -150,26 +142,22 @@ class Backend(ABC):
     def self_placing(self, settings: BaseModel) -> bool:
         """Whether a launch is only a driver that asks its cluster for the real work's
         resources itself (verl's Ray placement groups), so an executor reserves none of
-        them for the launched process. Known from the settings alone, like :meth:`gpus`,
-        so a submit can judge every cell's fit without making its launch."""
+        them for the launched process."""
         return False
 
     def min_cpus(self, settings: BaseModel) -> int:
-        """CPUs per node a launch cannot run with fewer of (its job asks for at least
-        these, whatever the spec's ``resources.cpus`` says): a floor the backend knows
-        and a user should not have to."""
+        """CPUs per node a launch cannot run with fewer of, whatever the spec's
+        ``resources.cpus`` says (a floor the backend knows and a user should not have to)."""
         return 1
 
     def max_steps(self, settings: BaseModel) -> int | None:
-        """Training steps a launch of these (validated) settings runs at most, if known
-        (an adaptive search's hyperband pruner uses it as its largest resource)."""
+        """Training steps a launch runs at most, if known (hyperband's largest resource)."""
         steps = getattr(settings, "max_steps", None)
         return steps if isinstance(steps, int) and steps > 0 else None
 
     def canary_settings(self, settings: Mapping[str, Any], model: BaseModel) -> dict[str, Any]:
-        """The smallest run of a cell's ``settings`` (its mapping) that still exercises the
-        whole path (see the module docstring); a mapping like ``settings``. ``model`` is
-        the cell's validated settings, from its one validation at submit."""
+        """The smallest run of a cell's ``settings`` that still exercises the whole path
+        (module docstring); ``model``: the cell's validated settings, from submit."""
         return dict(settings)
 
     # Reading results back is the same for every backend that follows the file contract.
@@ -182,8 +170,8 @@ class Backend(ABC):
         return read_summary(run_dir)
 
     def read_metrics(self, run_dir: Path, cursor: Any = None) -> MetricsRead:
-        """The metrics logged since ``cursor`` (``None``: from the start), non-finite
-        values included (the stopping rules' input); pass the returned cursor back."""
+        """The metrics logged since ``cursor`` (``None``: from the start), non-finite values
+        included (the stopping rules' input); pass the returned cursor back."""
         return read_metrics_file(run_dir / METRICS_FILE, cursor)
 
     def request_stop(self, run_dir: Path, request: StopRequest) -> None:
@@ -192,6 +180,6 @@ class Backend(ABC):
 
     def stopped_summary(self, run_dir: Path, request: StopRequest) -> dict[str, Any]:
         """Write and return ``summary.json`` of a launch the scheduler ended on a stop
-        request: the last value of every metric, at the last step it reported."""
+        request: the last value of every metric, at its last reported step."""
         progress = self.read_progress(run_dir)
         return synthesize_summary(run_dir, request, progress[0] if progress else None)

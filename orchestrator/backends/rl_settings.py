@@ -1,12 +1,7 @@
-"""The RL-algorithm settings both backends share.
-
-:class:`RLSettings` is the strict, frozen field block that
-:class:`~orchestrator.backends.embedded.settings.EmbeddedSettings` and
-:class:`~orchestrator.backends.verl.settings.VerlSettings` inherit, so a spec's algorithm
-axes (``baseline``, ``reward_budget``, ``clip_ratio``, ``kl_coef``, ``group_size`` ...)
-mean the same on either backend. Settings left at ``None`` take the baseline bundle's value
-(docs/algorithms.md#baseline-bundles): :meth:`RLSettings.resolve_algorithm` applies a cell's
-settings to its bundle in :mod:`orchestrator.algorithms.bundles`, the one table of bundles.
+"""The RL-algorithm settings both backends inherit (:class:`RLSettings`), so a spec's
+algorithm axes mean the same on either. Settings left at ``None`` take the baseline
+bundle's value (docs/algorithms.md#baseline-bundles): :meth:`RLSettings.resolve_algorithm`
+applies a cell's settings to its bundle in :mod:`orchestrator.algorithms.bundles`.
 """
 
 from __future__ import annotations

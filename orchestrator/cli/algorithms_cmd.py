@@ -39,20 +39,16 @@ _HELP = (
 
 def advantage_table_command(
     group_size: int = typer.Option(
-        8, "--group-size", "-G", min=2, help="Responses per prompt (G); rows are k = 1 .. G-1."
-    ),
+        8, "--group-size", "-G", min=2, help="Responses per prompt (G); rows are k = 1 .. G-1."),
     beta: float = typer.Option(
-        0.001, "--beta", "-b", help="KL strength β (> 0) in κ = (A⁺ − A⁻)/β."
-    ),
+        0.001, "--beta", "-b", help="KL strength β (> 0) in κ = (A⁺ − A⁻)/β."),
     std: StdChoice = typer.Option(
         StdChoice.population, "--std", case_sensitive=False,
-        help="GRPO's std: population (N, the paper's Table 1) or unbiased (N−1, verl's default).",
-    ),
+        help="GRPO's std: population (N, the paper's Table 1) or unbiased (N−1, verl's default)."),
     fmt: TableFormat = typer.Option(
         TableFormat.markdown, "--format", "-f", case_sensitive=False,
         help="markdown and latex round like the paper (2 decimals, κ to integers); "
-        "csv keeps full precision.",
-    ),
+        "csv keeps full precision."),
 ) -> None:
     """Print binary-reward advantages A⁺/A⁻ and sharpness κ per k/G (see ``_HELP``)."""
     from orchestrator.algorithms.errors import AlgorithmError

@@ -1,8 +1,6 @@
-"""The ``kappa`` command line.
-
-Each command group lives in its own module under ``orchestrator.cli`` and exposes
-``register(app)``. Modules must keep heavy imports (torch, mlflow, ray, sqlalchemy,
-pandas) inside the command functions so that ``kappa --help`` stays instant.
+"""The ``kappa`` command line: one module per command group, each with ``register(app)``,
+keeping heavy imports (torch, mlflow, ray, sqlalchemy, pandas) inside the command
+functions so that ``kappa --help`` stays instant.
 """
 
 from __future__ import annotations
@@ -16,49 +14,29 @@ import typer
 from orchestrator.errors import KappaError, UserInputError
 from orchestrator.redact import install_log_redaction, redact, redacted_output
 
-COMMAND_MODULES: tuple[str, ...] = (
-    "orchestrator.cli.algorithms_cmd",
-    "orchestrator.cli.train_cmd",
-    "orchestrator.cli.db_cmd",
-    "orchestrator.cli.spec_cmd",
-    "orchestrator.cli.sweep_cmd",
-    "orchestrator.cli.canary_cmd",
-    "orchestrator.cli.search_cmd",
-    "orchestrator.cli.executors_cmd",
-    "orchestrator.cli.ui_cmd",
-    "orchestrator.cli.results_cmd",
-    "orchestrator.cli.data_cmd",
-    "orchestrator.cli.doctor_cmd",
-    "orchestrator.cli.smoke_cmd",
-)
+# In the order ``kappa --help`` lists their commands.
+COMMAND_MODULES: tuple[str, ...] = tuple(f"orchestrator.cli.{name}_cmd" for name in (
+    "algorithms", "train", "db", "spec", "sweep", "canary", "search", "executors", "ui",
+    "results", "data", "doctor", "smoke"))
 
 app = typer.Typer(
-    name="kappa",
-    help=(
-        "kappa: declarative sweeps for RL research on language models.\n\n"
-        "Write one YAML spec; kappa expands it into a grid of cells, runs each cell on a "
-        "backend (the embedded CPU trainer or verl), tracks every run in MLflow and a SQL "
-        "registry, and turns the results into the papers' ablation tables.\n\n"
-        "Tour: kappa validate SPEC -> kappa plan SPEC -> kappa submit SPEC --wait -> "
-        "kappa status -> kappa table SWEEP -> kappa ui"
-    ),
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
+    name="kappa", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+    help="kappa: declarative sweeps for RL research on language models.\n\n"
+         "Write one YAML spec; kappa expands it into a grid of cells, runs each cell on a "
+         "backend (the embedded CPU trainer or verl), tracks every run in MLflow and a SQL "
+         "registry, and turns the results into the papers' ablation tables.\n\n"
+         "Tour: kappa validate SPEC -> kappa plan SPEC -> kappa submit SPEC --wait -> "
+         "kappa status -> kappa table SWEEP -> kappa ui")
 
 for _module in COMMAND_MODULES:
     importlib.import_module(_module).register(app)
 
 
 def main() -> None:
-    """Console-script entry point: compact errors, exit code 2 for bad input.
-
-    Nothing kappa prints shows a password: its output streams, log records and every
-    error (a traceback included, since database drivers and MLflow put URLs in their
-    messages) are masked (:mod:`orchestrator.redact`). ``KAPPA_HOME`` is made absolute
-    once, here, for the command and every process it starts (jobs run in their run folder).
-    """
+    """Console-script entry point: compact errors, exit code 2 for bad input. Output,
+    log records and errors (tracebacks too: drivers put URLs in messages) are masked
+    (:mod:`orchestrator.redact`); ``KAPPA_HOME`` is made absolute once, for the command
+    and every process it starts."""
     from orchestrator.paths import absolute_home
 
     install_log_redaction()

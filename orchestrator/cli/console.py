@@ -1,6 +1,5 @@
-"""The rich console every command prints through. Off a terminal (a CI log, a pipe) rich
-would fall back to 80 columns and cut cell ids short, so a log gets a wide console
-(``COLUMNS`` still wins)."""
+"""The rich console every command prints through: wide off a terminal (rich's 80 columns
+would cut cell ids short in a log), unless ``COLUMNS`` says otherwise."""
 
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from orchestrator import paths
 from orchestrator.cli.sweep_options import RegistryOption
 
 db_app = typer.Typer(
@@ -15,7 +16,6 @@ db_app = typer.Typer(
 @db_app.command("upgrade")
 def upgrade(registry: RegistryOption = None) -> None:
     """Migrate the registry database to this kappa's schema (creates it if empty)."""
-    from orchestrator import paths
     from orchestrator.registry.engine import display_url, make_engine, normalize_url
     from orchestrator.registry.schema import upgrade_schema
 
@@ -34,7 +34,6 @@ def upgrade(registry: RegistryOption = None) -> None:
 @db_app.command("current")
 def current(registry: RegistryOption = None) -> None:
     """Show the registry's schema revision and whether it needs `kappa db upgrade`."""
-    from orchestrator import paths
     from orchestrator.registry.engine import (
         display_url,
         make_engine,

@@ -1,5 +1,4 @@
-"""What ``kappa demo`` prints once its sweep has ended (:func:`print_demo_results`), with
-the table layout :func:`demo_table_spec` picks from the sweep's axes."""
+"""What ``kappa demo`` prints once its sweep has ended, and its table's layout."""
 
 from __future__ import annotations
 
@@ -35,9 +34,8 @@ def report_path(sweep: str) -> Path:
 
 
 def demo_table_spec(axes: Sequence[str], metrics: str) -> TableSpec:
-    """The demo's table: rows = every axis but ``reward_budget`` and ``seed`` (the
-    baseline, for the toy Table 2), ``+ RB`` delta rows when ``reward_budget`` is an
-    axis, no blocks."""
+    """The demo's table: rows = every axis but ``reward_budget`` and ``seed``, ``+ RB``
+    delta rows when ``reward_budget`` is an axis, no blocks."""
     from orchestrator.analysis.tables import DeltaSpec, TableSpec
 
     rows = tuple(a for a in axes if a not in (DELTA_AXIS, SEED_AXIS))

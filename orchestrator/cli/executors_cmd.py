@@ -1,5 +1,5 @@
-"""``kappa executors``: the installed executors (with their options) and backends; a
-plug-in that cannot be loaded is listed with its error instead of stopping the list."""
+"""``kappa executors``: the installed executors (with their options) and backends, a
+broken plug-in listed with its error."""
 
 from __future__ import annotations
 
@@ -28,8 +28,7 @@ def _options(model: Any) -> list[dict[str, Any]]:
 
 
 def _describe(registry: Any, load: Callable[[str], dict[str, Any]]) -> list[dict[str, Any]]:
-    """One entry per plug-in of ``registry``: where it comes from, plus what ``load(name)``
-    adds, or the reason it cannot be loaded."""
+    """One entry per plug-in of ``registry``: its source and ``load(name)``, or its error."""
     from orchestrator.errors import UserInputError
 
     found = []

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import math
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from orchestrator import paths
 from orchestrator.cli.sweep_options import MlflowOption, RegistryOption
-from orchestrator.errors import Problem, UserInputError
+from orchestrator.errors import Problem, UserInputError, unknown_name
 
 OutputOption = Annotated[Path | None, typer.Option(
     "--output", "-o", help="Write here instead of standard output.")]
@@ -34,8 +37,6 @@ def export(
     mlflow: MlflowOption = None,
 ) -> None:
     """Export the results frame: one row per cell (axis.*, metric.*, state, run)."""
-    from orchestrator.errors import unknown_name
-
     if fmt not in EXPORT_FORMATS:
         raise unknown_name("export format", fmt, EXPORT_FORMATS, "--format")
     if fmt == "parquet" and output is None:
@@ -58,10 +59,7 @@ def export(
 
 
 def _json_value(value: Any) -> Any:
-    """JSON has no NaN or infinity: NaN is ``null``; ±inf is ``"inf"``/``"-inf"`` (as in a
-    spec's ``clip_ratio: [0.2, inf]``), so an infinite axis value is not read as missing."""
-    import math
-
+    """NaN as ``null``, ±inf as ``"inf"``/``"-inf"`` (as a spec writes it), not missing."""
     if isinstance(value, float) and not math.isfinite(value):
         return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
     if isinstance(value, list | tuple):
@@ -75,8 +73,6 @@ def _json_value(value: Any) -> Any:
 
 def _json_records(frame: Any) -> str:
     """The frame as a JSON list of records, one per cell, keeping axis values' types."""
-    import json
-
     records = [{str(k): _json_value(v) for k, v in record.items()}
                for record in frame.to_dict("records")]
     return json.dumps(records, indent=2, allow_nan=False) + "\n"
@@ -159,10 +155,8 @@ def table(
     """Print an ablation table: rows of baselines, '+ RB' delta rows, blocks per model."""
     from orchestrator.analysis.sources import results
     from orchestrator.analysis.tables import DeltaSpec, build_table, render
-    from orchestrator.errors import unknown_name
-    from orchestrator.paths import check_name
 
-    check_name(sweep)
+    paths.check_name(sweep)
     # Options that need no data fail before the (slower) results are read.
     if fmt not in TABLE_FORMATS:
         raise unknown_name("table format", fmt, TABLE_FORMATS, "--format")
@@ -214,9 +208,8 @@ def report(
 ) -> None:
     """Write one self-contained HTML report (grid, tables, plots, plan, spec); works offline."""
     from orchestrator.analysis.report import build_report
-    from orchestrator.paths import check_name
 
-    check_name(sweep)  # before anything is read, and the default file name stays here
+    paths.check_name(sweep)  # before anything is read, and the default file name stays here
     html = build_report(sweep, registry_url=registry, mlflow_uri=mlflow, mlflow_ui=mlflow_ui)
     target = output or Path(f"{sweep}-report.html")
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -233,11 +226,9 @@ def convergence(
     mlflow: MlflowOption = None,
 ) -> None:
     """Convergence step of every cell (docs/algorithms.md#convergence-step)."""
-    from orchestrator import paths
     from orchestrator.analysis.curves import load_curves
     from orchestrator.analysis.dynamics import convergence_frame
     from orchestrator.analysis.sources import results
-    from orchestrator.errors import unknown_name
 
     if fmt not in ("markdown", "csv"):
         raise unknown_name("format", fmt, ("markdown", "csv"), "--format")
@@ -259,8 +250,6 @@ def convergence(
 
 def _md_value(column: str, value: Any) -> str:
     """A convergence-table value: steps to 0.1, values to 4 decimals, ``—`` when missing."""
-    import math
-
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "—"
     if column == "convergence_step":

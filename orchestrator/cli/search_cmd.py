@@ -1,5 +1,4 @@
-"""``kappa search SPEC``: run a spec's adaptive search (its ``search:`` block), recorded
-and driven like any sweep (``kappa submit`` of the same spec does the same)."""
+"""``kappa search SPEC``: run a spec's ``search:`` block, driven like any sweep."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""``kappa smoke verl``: prove the verl path on a GPU node in minutes (docs/verl.md); the
-files come from :mod:`orchestrator.backends.verl.smoke`, the verdicts from its ``smoke_check``.
-"""
+"""``kappa smoke verl``: prove the verl path on a GPU node in minutes (docs/verl.md)."""
 
 from __future__ import annotations
 
@@ -103,9 +101,8 @@ def register(app: typer.Typer) -> None:
 
 
 def smoke_commands(spec: Path, runs: Path) -> list[tuple[str, list[str]]]:
-    """Each cell of the smoke ``spec`` (validated and preflighted, nothing written) with
-    the argv of its verl launch in run folder ``runs/<sweep>/<cell id>``; the MLflow
-    variables the scheduler adds at launch are not in it."""
+    """Each cell of the smoke ``spec`` (validated, nothing written) with the argv of its
+    verl launch in ``runs/<sweep>/<cell id>`` (without the scheduler's MLflow variables)."""
     from orchestrator.backends.verl.command import verl_command
     from orchestrator.backends.verl.settings import VerlSettings
     from orchestrator.sweeps.submission import prepare

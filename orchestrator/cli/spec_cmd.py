@@ -15,8 +15,7 @@ if TYPE_CHECKING:
     from orchestrator.grid.plan import Plan
 
 _SPEC_ARG = typer.Argument(
-    ..., help="The experiment spec (YAML), e.g. experiments/toy/table2.yaml.", show_default=False
-)
+    ..., help="The experiment spec (YAML), e.g. experiments/toy/table2.yaml.", show_default=False)
 
 
 def validate_command(spec_file: Path = _SPEC_ARG) -> None:
@@ -50,14 +49,11 @@ def _cost(plan: Plan) -> str:
 def plan_command(
     spec_file: Path = _SPEC_ARG,
     as_json: bool = typer.Option(
-        False, "--json", help="Print the plan as JSON (every cell, with its settings)."
-    ),
+        False, "--json", help="Print the plan as JSON (every cell, with its settings)."),
     max_gpu_hours: float | None = typer.Option(
-        None, "--max-gpu-hours", help="Refuse (exit 2) if the plan needs more GPU-hours."
-    ),
+        None, "--max-gpu-hours", help="Refuse (exit 2) if the plan needs more GPU-hours."),
     rows: int = typer.Option(
-        200, "--rows", min=0, help="Show at most this many cells in the table."
-    ),
+        200, "--rows", min=0, help="Show at most this many cells in the table."),
 ) -> None:
     """Expand a spec into cells and show them with the total GPU-hours.
 
@@ -104,9 +100,8 @@ def plan_command(
 
 
 def schema_command(
-    output: Path | None = typer.Option(
-        None, "--output", "-o", help="Write to this file instead of stdout."
-    ),
+    output: Path | None = typer.Option(None, "--output", "-o",
+                                       help="Write to this file instead of stdout."),
 ) -> None:
     """Print the JSON Schema of specs (with each backend's settings for base), for editors.
 

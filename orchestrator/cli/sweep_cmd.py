@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from orchestrator import paths
+from orchestrator.cli.console import make_console
 from orchestrator.cli.sweep_options import (
     ExecutorOption,
     ExecutorOptionsOption,
@@ -58,7 +60,6 @@ def submit_cmd(
     `kappa status SWEEP`. With --canary the canaries run first, in the foreground.
     Cells run on --executor (`kappa executors` lists those installed and their -E options).
     """
-    from orchestrator.cli.console import make_console
     from orchestrator.sweeps.detached import scheduler_log
 
     console = make_console()
@@ -102,12 +103,10 @@ def status_cmd(
     registry: RegistryOption = None,
 ) -> None:
     """Show sweeps, or one sweep's state counts and cells (progress, attempts, val acc)."""
-    from orchestrator.cli.console import make_console
     from orchestrator.cli.sweep_views import print_sweep, sweep_json, sweeps_table
-    from orchestrator.paths import check_name
 
     if sweep is not None:
-        check_name(sweep)
+        paths.check_name(sweep)
     with stores_of(registry, None).open_registry(create=False) as reg:
         if as_json:
             shown = ([sweep_json(reg, s, reg.lease(s.name)) for s in reg.list_sweeps()]
@@ -193,8 +192,6 @@ def resume_cmd(
     from their last checkpoint in the same run folder) and runs the rest. Without --wait
     a background scheduler does it.
     """
-    from orchestrator.cli.console import make_console
-    from orchestrator.paths import check_name
     from orchestrator.sweeps.detached import scheduler_log, start_background
     from orchestrator.sweeps.driver import resume
     from orchestrator.sweeps.executor_choice import choose_executor
@@ -202,7 +199,7 @@ def resume_cmd(
     stores = stores_of(registry, mlflow)
     console = make_console()
     choice = executor_choice(executor, ray_address, executor_option)
-    check_name(sweep)
+    paths.check_name(sweep)
     with stores.open_registry(create=False) as reg:
         reg.get_sweep(sweep)  # an unknown sweep fails here (and in front of the user)
     if not wait:
@@ -223,7 +220,6 @@ def demo_cmd(
     mlflow: MlflowOption = None,
 ) -> None:
     """The main job: run SPEC (the toy Table 2 sweep) here, then show its results."""
-    from orchestrator.cli.console import make_console
     from orchestrator.cli.demo_report import print_demo_results
 
     console = make_console()

@@ -55,8 +55,8 @@ def stores_of(registry: str | None, mlflow: str | None) -> Stores:
 
 @contextmanager
 def interruptible(sweep: str | Callable[[], str]) -> Iterator[None]:
-    """Ctrl-C stops the scheduler, not the jobs: say how to pick them up or stop them
-    (``sweep``: the sweep's name, or where to find it once the spec is read)."""
+    """Ctrl-C stops the scheduler, not the jobs: say how to resume or cancel ``sweep``
+    (its name, or how to find it once the spec is read)."""
     try:
         yield
     except KeyboardInterrupt:
@@ -68,8 +68,7 @@ def interruptible(sweep: str | Callable[[], str]) -> Iterator[None]:
 
 @contextmanager
 def sweep_progress(console: Console, quiet: bool = False) -> Iterator[SchedulerOptions | None]:
-    """Scheduler options whose tick shows progress: live bars on a terminal, a line per
-    change (or per 30 s) in a log; ``None`` (no output) when ``quiet``."""
+    """Scheduler options whose tick shows progress (``None`` when ``quiet``)."""
     if quiet:
         yield None
         return
@@ -96,9 +95,8 @@ def submit_spec(console: Console, spec: Path | PreparedSweep, stores: Stores,
                 quiet: bool = False, vet: Callable[[PreparedSweep], None] | None = None,
                 rerun: bool = False, wait: bool = False, max_parallel: int | None = None,
                 choice: ExecutorChoice | None = None) -> SubmitResult:
-    """Submit ``spec`` (read once here, or the sweep already prepared from it) with
-    progress on ``console`` and Ctrl-C handled; ``vet`` may refuse the prepared sweep.
-    A bad spec is exit 2 before anything is written."""
+    """Submit ``spec`` (a path, or the sweep prepared from it) with progress and Ctrl-C
+    handled; ``vet`` may refuse the prepared sweep. A bad spec is exit 2, nothing written."""
     from orchestrator.sweeps.driver import submit
     from orchestrator.sweeps.submission import PreparedSweep, prepare
 
@@ -114,9 +112,7 @@ def submit_spec(console: Console, spec: Path | PreparedSweep, stores: Stores,
 
 def executor_choice(executor: str | None, ray_address: str | None,
                     executor_option: list[str] | None = None) -> ExecutorChoice:
-    """The executor the command line asks for: ``--executor``, its ``-E`` options (over
-    those a parent scheduler handed over in ``KAPPA_EXECUTOR_OPTIONS``) and the
-    ``--ray-address`` shortcut, which only the ray_jobs executor gets."""
+    """The executor the command line asks for: ``--executor``, ``-E`` and ``--ray-address``."""
     from orchestrator.sweeps.executor_choice import (
         ExecutorChoice,
         parse_executor_options,

@@ -1,6 +1,5 @@
 """How sweeps look in the terminal: status tables, JSON, and progress while a sweep runs
-(:class:`LiveProgress` bars on a terminal, throttled :class:`LineProgress` lines in a log).
-Imported by the sweep commands only when a command runs (it imports rich).
+(bars on a terminal, throttled lines in a log). Imported only when a command runs (rich).
 """
 
 from __future__ import annotations
@@ -14,14 +13,16 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 from rich.table import Table
 
+from orchestrator.analysis.studies import study_summaries
+from orchestrator.redact import redact
 from orchestrator.registry import TERMINAL_STATES, CellRecord, CellState, Registry, SweepRecord
+from orchestrator.scheduler.lease import holder_alive
 
 if TYPE_CHECKING:
     from orchestrator.registry.leases import Lease
     from orchestrator.stopping.budget import SweepHours
 
-# ``kappa status SWEEP`` draws at most this many cells (see ``table_cells``).
-TABLE_ROWS = 200
+TABLE_ROWS = 200  # cells ``kappa status SWEEP`` draws at most (``table_cells``)
 # Off a terminal, unchanged counts are repeated (with the running cells' steps) this often.
 HEARTBEAT_S = 30.0
 
@@ -48,8 +49,7 @@ def describe_axes(cell: CellRecord) -> str:
 
 
 def cell_row(cell: CellRecord, waiting: str | None = None) -> dict[str, Any]:
-    """A cell as plain JSON-able data (``kappa status --json``); ``waiting``: why a
-    pending cell cannot start yet (``gpu_hours cap``)."""
+    """A cell as JSON-able data (``waiting``: why a pending cell cannot start yet)."""
     return {
         "cell_id": cell.cell_id, "index": cell.index, "axes": dict(cell.axes),
         "state": cell.state.value, "attempts": cell.attempts_count,
@@ -62,9 +62,8 @@ def cell_row(cell: CellRecord, waiting: str | None = None) -> dict[str, Any]:
 
 
 def sweep_hours(sweep: SweepRecord, cells: list[CellRecord]) -> tuple[SweepHours, set[str]]:
-    """The sweep's hours (used, projected, planned, saved;
-    :mod:`orchestrator.stopping.budget`) and the ids of pending cells its GPU-hours cap
-    holds back now."""
+    """The sweep's hours (:mod:`orchestrator.stopping.budget`) and the ids of pending cells
+    its GPU-hours cap holds back now."""
     from orchestrator.grid.plan import stored_plan
     from orchestrator.stopping.budget import admit
     from orchestrator.stopping.budget import sweep_hours as hours_of
@@ -108,10 +107,7 @@ def state_text(cell: CellRecord, waiting: set[str] | frozenset[str] = frozenset(
 
 
 def driver_text(lease: Lease | None) -> str:
-    """Who drives the sweep, from its lease in the registry (any machine can tell):
-    ``scheduler on host h1 pid 42 since ... (heartbeat 3s ago)``."""
-    from orchestrator.scheduler.lease import holder_alive
-
+    """Who drives the sweep, from its lease: ``scheduler on host h1 pid 42 since ...``."""
     if lease is None:
         return "no scheduler running"
     if holder_alive(lease) is False:
@@ -123,17 +119,13 @@ def driver_text(lease: Lease | None) -> str:
 
 def executor_json(registry: Registry, sweep: SweepRecord) -> dict[str, Any] | None:
     """The executor the sweep runs on, its options' passwords masked."""
-    from orchestrator.redact import redact
-
     recorded = registry.executor(sweep.name)
     return None if recorded is None else {
         "name": recorded[0], "options": json.loads(redact(json.dumps(recorded[1])))}
 
 
 def sweep_json(registry: Registry, sweep: SweepRecord, lease: Lease | None) -> dict[str, Any]:
-    """A sweep, its state counts, who drives it, its executor, hours and cells as
-    JSON-able data."""
-    from orchestrator.scheduler.lease import holder_alive
+    """A sweep, its counts, driver, executor, hours and cells as JSON-able data."""
     from orchestrator.stopping.budget import CAP_REASON
 
     counts = registry.counts(sweep.name)
@@ -156,8 +148,6 @@ def sweep_json(registry: Registry, sweep: SweepRecord, lease: Lease | None) -> d
 
 def studies_json(registry: Registry, sweep: SweepRecord) -> list[dict[str, Any]]:
     """A search sweep's studies: trials per state, the best trial (empty otherwise)."""
-    from orchestrator.analysis.studies import study_summaries
-
     out = []
     for study in study_summaries(registry, sweep):
         best = study.best
@@ -194,9 +184,8 @@ def sweeps_table(registry: Registry) -> Table:
 
 
 def table_cells(cells: list[CellRecord], limit: int = TABLE_ROWS) -> list[CellRecord]:
-    """The cells ``kappa status`` shows, by index: all of a small sweep; of a large one,
-    ``limit`` of them, running, failed and queued ones first (a table of 100,000 rows
-    takes minutes to draw and nobody reads it; ``--json`` has every cell)."""
+    """The cells ``kappa status`` shows, by index: at most ``limit``, running, failed and
+    queued first (100,000 rows take minutes to draw; ``--json`` has every cell)."""
     if len(cells) <= limit:
         return cells
     first = {CellState.RUNNING: 0, CellState.FAILED: 1, CellState.QUEUED: 2}
@@ -206,8 +195,7 @@ def table_cells(cells: list[CellRecord], limit: int = TABLE_ROWS) -> list[CellRe
 
 def cells_table(cells: list[CellRecord],
                 waiting: set[str] | frozenset[str] = frozenset()) -> Table:
-    """One row per cell: state (and why it stopped or waits), progress, attempts, final
-    validation accuracy."""
+    """One row per cell: state (why it stopped or waits), progress, attempts, val acc."""
     table = Table(title_justify="left")
     for name, justify in (("#", "right"), ("cell", "left"), ("axes", "left"),
                           ("state", "left"), ("progress", "right"), ("attempts", "right"),
@@ -237,8 +225,6 @@ def print_sweep(console: Console, registry: Registry, sweep: SweepRecord,
         console.print(f"executor: {executor['name']} {opts}".rstrip(), highlight=False,
                       markup=False)
     console.print(hours_text(hours), highlight=False)
-    from orchestrator.analysis.studies import study_summaries
-
     for study in study_summaries(registry, sweep):
         console.print(study.line(), highlight=False, markup=False)
     shown = table_cells(cells)
@@ -256,8 +242,7 @@ def should_print_progress(counts: Mapping[CellState, int],
                           last_counts: Mapping[CellState, int] | None,
                           now: float, last_printed: float | None,
                           every: float = HEARTBEAT_S) -> bool:
-    """Whether a log gets a progress line now: the first time, when any state's count
-    changed, or when ``every`` seconds passed since the last line."""
+    """Whether a log gets a progress line now: first, on a change, or every ``every`` s."""
     if last_counts is None or last_printed is None:
         return True
     if {s: n for s, n in counts.items() if n} != {s: n for s, n in last_counts.items() if n}:
@@ -275,8 +260,7 @@ def progress_line(counts: Mapping[CellState, int], running: Sequence[CellRecord]
 
 
 class LineProgress:
-    """Progress for a log: a timestamped line only when worth reading (see
-    :func:`should_print_progress`)."""
+    """Progress for a log: a timestamped line when :func:`should_print_progress`."""
 
     def __init__(self, console: Console, every: float = HEARTBEAT_S,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -302,8 +286,7 @@ class LineProgress:
 
 
 class LiveProgress:
-    """Progress on a terminal: one bar for the sweep (cells ended / all) and one per
-    running cell (step / total steps), redrawn in place."""
+    """Progress on a terminal: a bar for the sweep and one per running cell."""
 
     def __init__(self, console: Console) -> None:
         self.progress = Progress(TextColumn("{task.description}"), BarColumn(),

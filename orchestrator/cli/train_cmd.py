@@ -8,14 +8,14 @@ from typing import Annotated
 
 import typer
 
+from orchestrator.errors import Problem, UserInputError
+
 
 def load_settings(config: Path) -> object:
-    """Read a flat YAML mapping of embedded settings; every problem raised at once, located
-    (``file:line:col``) by the same bounded YAML reader specs use."""
+    """Read a flat YAML mapping of embedded settings; every problem at once, located."""
     import dataclasses
 
     from orchestrator.backends.embedded.backend import EmbeddedBackend
-    from orchestrator.errors import UserInputError
     from orchestrator.spec.yaml_limits import read_yaml_file
     from orchestrator.spec.yaml_source import load_yaml
 
@@ -37,10 +37,7 @@ def load_settings(config: Path) -> object:
 
 
 def prepare_out(out: Path) -> None:
-    """Make sure ``out`` is a folder training can write in, or raise ``UserInputError``:
-    a mistyped ``--out`` is a located error before any work, not a traceback after it."""
-    from orchestrator.errors import Problem, UserInputError
-
+    """Make sure ``out`` is a folder training can write in, else a ``UserInputError``."""
     def refuse(message: str, fix: str) -> UserInputError:
         return UserInputError(f"cannot use --out {out}", [Problem(
             "--out", message, found=str(out), fix=fix)])

@@ -1,5 +1,4 @@
-"""``kappa ui``: the MLflow UI on the sweeps' store, landing on a sweep's training runs
-(:mod:`orchestrator.tracking.ui`)."""
+"""``kappa ui``: the MLflow UI on the sweeps' store, landing on a sweep's training runs."""
 
 from __future__ import annotations
 
@@ -16,8 +15,7 @@ OPEN_WAIT_S = 120  # how long --open waits for the server before giving up
 
 
 def _sweep_experiment(sweep: str | None, registry: str | None) -> tuple[str, str] | None:
-    """``(sweep name, MLflow experiment id)`` of ``sweep`` (default: the newest sweep);
-    ``None`` when no sweep was named and there is none to show. Creates no registry."""
+    """``(sweep name, MLflow experiment id)`` of ``sweep`` (default: the newest), or None."""
     from orchestrator.registry import Registry, RegistryMissing
 
     try:
@@ -41,8 +39,7 @@ def _sweep_experiment(sweep: str | None, registry: str | None) -> tuple[str, str
 
 
 def _open_when_up(url: str, health: str) -> None:
-    """Open ``url`` in a browser once ``health`` answers, from a forked child (this
-    process becomes the server)."""
+    """Open ``url`` once ``health`` answers, from a child (this process becomes the server)."""
     if os.fork() != 0:
         return
     try:
@@ -63,9 +60,8 @@ def _open_when_up(url: str, health: str) -> None:
 
 
 def check_address(host: str, port: int) -> None:
-    """Refuse (UserInputError) a port outside 1 .. 65535 (0 would let the system pick
-    one, and the printed URL would be wrong) and a host that is neither an IP address
-    nor a host name: the server would fail after kappa printed its URL."""
+    """Refuse a port outside 1 .. 65535 (0: the printed URL would be wrong) and a host
+    that is neither an IP address nor a host name, before the URL is printed."""
     import ipaddress
     import re
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from orchestrator.data.adapters import DATASETS, DatasetAdapter, TokenCounter
-from orchestrator.data.records import verl_row
+from orchestrator.data.records import VERL_COLUMNS, verl_row
 from orchestrator.data.sources import read_hub, read_local
 from orchestrator.errors import Problem, UserInputError, unknown_name
 
@@ -18,12 +18,8 @@ _WORDS = re.compile(r"\w+|[^\w\s]")
 
 
 def approximate_tokens(text: str) -> int:
-    """Words plus punctuation marks: a tokenizer-free stand-in for BPE token counts.
-
-    BPE tokenizers of current LLMs produce about this many tokens for English math text
-    (numbers and LaTeX split finer, long words coarser); pass ``--tokenizer`` for the
-    exact count of the model being trained.
-    """
+    """Words plus punctuation marks: a tokenizer-free stand-in for BPE token counts (about
+    what current LLMs' tokenizers give for English math text; ``--tokenizer`` is exact)."""
     return len(_WORDS.findall(text))
 
 
@@ -94,7 +90,6 @@ def prepare(name: str, out_dir: Path, source: SourceKind = "hub", local_path: Pa
     written = []
     for split_name, split_rows in rows.items():
         path = target / f"{split_name}.parquet"
-        pd.DataFrame(split_rows, columns=["data_source", "prompt", "ability", "reward_model",
-                                          "extra_info"]).to_parquet(path, index=False)
+        pd.DataFrame(split_rows, columns=list(VERL_COLUMNS)).to_parquet(path, index=False)
         written.append(PreparedSplit(split_name, path, len(split_rows)))
     return written

@@ -1,16 +1,13 @@
-"""verl's parquet row format and the answer normalisation every adapter shares.
-
-One row per problem (docs/verl.md#data-format): ``data_source`` (the reward dispatch key and the
-``val-core/<data_source>/...`` metric prefix), ``prompt`` (chat messages),
-``ability``, ``reward_model: {"style": "rule", "ground_truth": str}`` and
-``extra_info: {"index": int, "split": str}``.
-"""
+"""verl's parquet row format, one row per problem (docs/verl.md#data-format), and the
+answer normalisation every adapter shares."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
+# verl's columns, in its order.
+VERL_COLUMNS = ("data_source", "prompt", "ability", "reward_model", "extra_info")
 _INTEGER = re.compile(r"[+-]?\d+")
 _INTEGRAL_FLOAT = re.compile(r"([+-]?\d+)\.0*")
 
@@ -34,10 +31,6 @@ def is_integer_answer(answer: str) -> bool:
 def verl_row(data_source: str, prompt_text: str, answer: str, index: int,
              split: str) -> dict[str, Any]:
     """One row of verl's RL parquet format for a single-turn math problem."""
-    return {
-        "data_source": data_source,
-        "prompt": [{"role": "user", "content": prompt_text}],
-        "ability": "math",
-        "reward_model": {"style": "rule", "ground_truth": answer},
-        "extra_info": {"index": index, "split": split},
-    }
+    return {"data_source": data_source, "prompt": [{"role": "user", "content": prompt_text}],
+            "ability": "math", "reward_model": {"style": "rule", "ground_truth": answer},
+            "extra_info": {"index": index, "split": split}}

@@ -1,8 +1,5 @@
-"""Where raw problems come from: local jsonl/json/parquet files, or the Hugging Face hub.
-
-The hub is read through the ``datasets`` library, imported only when asked for, so kappa
-works offline with local files (tests build their own and download nothing).
-"""
+"""Where raw problems come from: local jsonl/json/parquet files, or the Hugging Face hub
+(through ``datasets``, imported only when asked for: local files work offline)."""
 
 from __future__ import annotations
 

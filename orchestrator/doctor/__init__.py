@@ -1,10 +1,9 @@
 """``kappa doctor``: is this machine (or cluster) ready to run sweeps?
 
-Each check looks at one thing a sweep needs and says ``ok``, ``warning`` (works, with a
-limit worth knowing), ``problem`` (a sweep would fail; the result says the fix) or
-``skipped`` (not applicable here, and why). :mod:`.run` runs the checks of
-:mod:`.environment`, :mod:`.stores` and :mod:`.plugin`. They only look: none creates a
-registry or an MLflow store, and the MLflow write probe deletes the run it made.
+Each check looks at one thing a sweep needs: ``ok``, ``warning`` (works, with a limit
+worth knowing), ``problem`` (a sweep would fail; with the fix) or ``skipped`` (and why).
+:mod:`.run` runs those of :mod:`.environment`, :mod:`.stores` and :mod:`.plugin`. They
+only look: none creates a store, and the MLflow write probe deletes the run it made.
 """
 
 from __future__ import annotations
@@ -31,8 +30,7 @@ class Status(StrEnum):
 
 @dataclass(frozen=True)
 class CheckResult:
-    """What one check found: its verdict, a one-line summary, the fix (for a warning or
-    a problem) and facts for ``--json``."""
+    """What one check found: verdict, one-line summary, fix, and facts for ``--json``."""
 
     name: str
     status: Status
@@ -41,8 +39,7 @@ class CheckResult:
     details: dict[str, Any] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
-        """The result as strict JSON values (no NaN), any password masked: details come from
-        probes (a worker's environment, an error's text), so this is done here, once."""
+        """The result as strict JSON, passwords masked (probes' details may hold some)."""
         return {"name": self.name, "status": self.status.value, "summary": redact(self.summary),
                 "fix": None if self.fix is None else redact(self.fix),
                 "details": json_safe(self.details)}

@@ -42,11 +42,9 @@ def installed_versions() -> dict[str, str | None]:
 
 
 def check_packages(options: DoctorOptions) -> CheckResult:
-    """Versions of verl, its rollout engines, torch (and its CUDA), Ray and MLflow.
-
-    Missing verl or a missing rollout engine is a warning: the embedded backend needs
-    neither, and they belong on GPU nodes. A verl other than the plug-in's is a problem.
-    """
+    """Versions of verl, its rollout engines, torch (and CUDA), Ray and MLflow. Missing verl
+    or rollout engines is a warning (the embedded backend needs neither; they belong on GPU
+    nodes); a verl other than the plug-in's is a problem."""
     versions = installed_versions()
     skinny = versions.pop("mlflow-skinny")  # MLflow's client-only distribution counts too
     versions["mlflow"] = versions["mlflow"] or skinny

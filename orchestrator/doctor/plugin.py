@@ -1,11 +1,9 @@
 """Doctor checks of kappa's verl plug-in: here, and in the workers of a Ray cluster.
 
-verl imports its plug-ins on ``import verl`` through the ``verl.plugins`` entry point
-and swallows their errors at DEBUG level, so a missing or broken plug-in only shows when
-a cell's first step calls ``reward_budget``. The checks therefore import verl the way a
-run does — in a fresh process here (without kappa's ``VERL_USE_EXTERNAL_MODULES``
-fallback, so the entry point itself is tested), and in one Ray task per alive node of
-the cluster — and ask verl's own registry.
+``import verl`` loads plug-ins through the ``verl.plugins`` entry point and swallows their
+errors, so a broken plug-in shows only at a cell's first step. The checks import verl as
+a run does — in a fresh process here (without the ``VERL_USE_EXTERNAL_MODULES`` fallback,
+so the entry point itself is tested) and in a Ray task per alive node — and ask verl.
 """
 
 from __future__ import annotations
@@ -99,8 +97,7 @@ def verdict(found: dict[str, Any], where: str) -> tuple[Status, str, str | None]
 
 
 def check_plugin(options: DoctorOptions) -> CheckResult:
-    """The plug-in's entry point is visible here and ``import verl`` loads it (in this
-    environment, or in the one of ``--python``)."""
+    """``import verl`` loads the plug-in by its entry point (here, or with ``--python``)."""
     if options.python is None:  # this environment: its metadata answers without a process
         try:
             verl = importlib.metadata.version("verl")
@@ -137,9 +134,8 @@ def check_plugin(options: DoctorOptions) -> CheckResult:
 
 
 def _run_bounded(argv: list[str], env: dict[str, str], timeout_s: float) -> tuple[str, str]:
-    """Run ``argv``; its (stdout, stderr). Past ``timeout_s`` its whole process group is
-    killed: a script that forks a child holding the pipes would otherwise keep the
-    doctor reading them forever."""
+    """Run ``argv``; its (stdout, stderr). Past ``timeout_s`` its process group is killed
+    (a forked child holding the pipes would keep the doctor reading forever)."""
     import signal
 
     with subprocess.Popen(argv, env=env, text=True, errors="replace", stdin=subprocess.DEVNULL,

@@ -26,10 +26,7 @@ def all_checks() -> dict[str, Check]:
 
 def run_checks(options: DoctorOptions, only: Iterable[str] = ()) -> list[CheckResult]:
     """Run the checks named in ``only`` (all by default) concurrently; results in order.
-
-    A check that raises becomes a ``problem`` of its own, so one broken probe never
-    hides what the others found.
-    """
+    A check that raises is a ``problem``, never hiding what the others found."""
     checks = all_checks()
     names = list(dict.fromkeys(only)) or list(checks)
     unknown = [n for n in names if n not in checks]

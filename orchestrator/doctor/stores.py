@@ -1,9 +1,6 @@
-"""Doctor checks of the stores: the MLflow tracking URI and the run registry.
-
-Neither check creates a store that does not exist: a missing local store is reported
-(``kappa submit`` makes it), with whether its folder can be written. An existing MLflow
-store is written to for real: a run in experiment ``kappa-doctor``, created, given a
-parameter, then deleted.
+"""Doctor checks of the stores: the MLflow tracking URI and the run registry. A missing
+local store is reported with whether its folder is writable, never created; an existing
+MLflow store gets a real write: a run in ``kappa-doctor``, given a param, then deleted.
 """
 
 from __future__ import annotations
@@ -52,24 +49,20 @@ def _fail_fast_http(timeout_s: float) -> Iterator[None]:
 
 
 def _health_request(uri: str) -> urllib.request.Request:
-    """A GET of ``uri``'s ``/health``; credentials in the URL become a Basic header.
-
-    urllib reads ``user:password@host`` as the host name (and fails to resolve it);
-    MLflow's own client (requests) sends them as Basic auth, so the doctor does too.
-    """
+    """A GET of ``uri``'s ``/health``, credentials in the URL sent as Basic auth (as
+    MLflow's client does; urllib would read ``user:password@host`` as the host)."""
     import base64
-    from urllib.parse import unquote, urlsplit, urlunsplit
+    from urllib.parse import unquote, urlsplit
 
-    parts = urlsplit(uri.rstrip("/") + "/health")
+    from orchestrator.tracking.ui import without_credentials
+
+    url = uri.rstrip("/") + "/health"
+    parts = urlsplit(url)
     headers = {}
     if parts.username is not None or parts.password is not None:
         pair = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}"
         headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
-        host = parts.hostname or ""
-        netloc = (f"[{host}]" if ":" in host else host) + (
-            f":{parts.port}" if parts.port is not None else "")
-        parts = parts._replace(netloc=netloc)
-    return urllib.request.Request(urlunsplit(parts), headers=headers)
+    return urllib.request.Request(without_credentials(url), headers=headers)
 
 
 def _server_answers(uri: str, timeout_s: float) -> str | None:
@@ -89,8 +82,8 @@ def _server_answers(uri: str, timeout_s: float) -> str | None:
 
 
 def _bounded_db_url(url: Any, timeout_s: float) -> Any:
-    """``url`` (a SQLAlchemy URL) with a connect timeout where the driver has one and the
-    user gave none: libpq waits minutes for a server that accepts and never answers."""
+    """``url`` (SQLAlchemy) with a connect timeout if the user gave none: libpq waits
+    minutes for a server that accepts and never answers."""
     if url.get_backend_name() == "postgresql" and "connect_timeout" not in url.query:
         # libpq takes whole seconds, at least 2.
         return url.update_query_dict({"connect_timeout": str(max(2, round(timeout_s)))})
@@ -117,8 +110,7 @@ def _database_answers(uri: str, timeout_s: float) -> str | None:
 
 
 def _connect_failure(exc: Exception, url: Any) -> str:
-    """The first line of why a connection to ``url`` failed (a libpq timeout says how
-    long was waited)."""
+    """The first line of why a connection to ``url`` failed (a timeout says how long)."""
     reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()
     first = reason[0] if reason else type(exc).__name__
     return first + (f" (no answer within {url.query.get('connect_timeout')} s)"

@@ -1,9 +1,8 @@
 """Executors: where a launch runs (local processes, Ray, SLURM, plug-ins).
 
-:data:`EXECUTORS` holds the entry points of group ``kappa.executors`` (kappa's own
-included), read on first use, so importing this package stays cheap. A job id starts
-with its executor's ``job_id_prefix``, so :func:`executor_for_job` finds the executor
-that reattaches or cancels it.
+:data:`EXECUTORS` holds the entry points of group ``kappa.executors``, read on first use,
+so importing this package stays cheap. A job id starts with its executor's
+``job_id_prefix``: :func:`executor_for_job` finds the one that reattaches or cancels it.
 """
 
 from __future__ import annotations
@@ -22,8 +21,7 @@ OPTIONS_ENV = "KAPPA_EXECUTOR_OPTIONS"
 
 
 def executor_class(name: str) -> type[Executor]:
-    """The executor class registered under ``name``; an unknown name lists the known
-    ones, a broken plug-in names its entry point."""
+    """The executor class registered under ``name`` (checked to be a proper one)."""
     cls = EXECUTORS.load(name)
     source = EXECUTORS.source(name)
     if not (isinstance(cls, type) and issubclass(cls, Executor)):
@@ -37,8 +35,7 @@ def executor_class(name: str) -> type[Executor]:
 
 
 def validate_options(name: str, options: Mapping[str, Any]) -> ExecutorOptions:
-    """``options`` checked against executor ``name``'s ``Options`` model: every problem
-    at once, each located at ``executor.<option>`` with a fix (the field's own, if any)."""
+    """``options`` checked against executor ``name``'s ``Options`` (every problem at once)."""
     from pydantic import ValidationError
 
     model = executor_class(name).Options
@@ -73,28 +70,24 @@ def _range(field: Any) -> str | None:
     def num(value: float) -> str:
         return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
 
-    bounds = {type(m).__name__.lower(): getattr(m, type(m).__name__.lower())
+    bounds = {type(m).__name__.lower(): num(getattr(m, type(m).__name__.lower()))
               for m in field.metadata if type(m).__name__ in ("Ge", "Gt", "Le", "Lt")}
-    low = num(bounds["ge"]) if "ge" in bounds else (
-        f"> {num(bounds['gt'])}" if "gt" in bounds else None)
-    high = num(bounds["le"]) if "le" in bounds else (
-        f"< {num(bounds['lt'])}" if "lt" in bounds else None)
+    low = bounds.get("ge") or (f"> {bounds['gt']}" if "gt" in bounds else None)
+    high = bounds.get("le") or (f"< {bounds['lt']}" if "lt" in bounds else None)
     if low is not None and high is not None:
         return f"{low} .. {high}"
     if high is not None:
         return f"<= {high}" if "le" in bounds else high
-    return low if low is None or "gt" in bounds else f">= {low}"
+    return f">= {low}" if "ge" in bounds else low
 
 
 def get_executor(name: str = "local", **options: Any) -> Executor:
-    """The executor registered under ``name``, made with ``options`` (validated: an
-    unknown or bad option is a :class:`UserInputError` saying how to give it)."""
+    """The executor registered under ``name``, made with ``options`` (validated)."""
     return make_executor(name, validate_options(name, options))
 
 
 def make_executor(name: str, valid: ExecutorOptions) -> Executor:
-    """The executor registered under ``name``, made with options already validated
-    (:func:`validate_options`): nothing is checked twice."""
+    """The executor registered under ``name``, made with options already validated."""
     cls = executor_class(name)
     owners = _prefix_owners().get(cls.job_id_prefix, [name])
     if len(owners) > 1:  # its jobs could not be told from another executor's
@@ -103,8 +96,7 @@ def make_executor(name: str, valid: ExecutorOptions) -> Executor:
 
 
 def with_option(name: str, valid: ExecutorOptions, key: str, value: Any) -> ExecutorOptions:
-    """``valid`` with option ``key`` set to ``value``, that one value validated against
-    the option's field (a :class:`UserInputError` located at ``executor.<key>``)."""
+    """``valid`` with option ``key`` set to ``value``, that value validated alone."""
     from typing import Annotated
 
     from pydantic import TypeAdapter, ValidationError
@@ -122,16 +114,14 @@ def with_option(name: str, valid: ExecutorOptions, key: str, value: Any) -> Exec
 
 
 def executor_options(name: str, **options: Any) -> dict[str, Any]:
-    """The subset of ``options`` (without ``None`` values) that executor ``name`` takes:
-    options offered to whichever executor has them (``--max-parallel``), not one
-    executor's own shortcuts (``--ray-address``: ``ExecutorChoice.shortcuts``)."""
+    """The non-``None`` ``options`` executor ``name`` takes: options offered to whichever
+    executor has them (``--max-parallel``), not one executor's shortcuts."""
     fields = executor_class(name).Options.model_fields
     return {k: v for k, v in options.items() if k in fields and v is not None}
 
 
 def _prefix_owners() -> dict[str, list[str]]:
-    """Each job id prefix -> the registered executors declaring it (broken plug-ins left
-    out: they cannot own a job that one of the others must stop)."""
+    """Each job id prefix -> the executors declaring it (broken plug-ins left out)."""
     owners: dict[str, list[str]] = {}
     for name in EXECUTORS:
         try:
@@ -142,8 +132,7 @@ def _prefix_owners() -> dict[str, list[str]]:
 
 
 def job_id_prefixes() -> dict[str, str]:
-    """Each registered executor's job id prefix -> its name; a prefix two executors
-    declare belongs to neither (which would reattach or cancel such a job?)."""
+    """Each executor's job id prefix -> its name (a prefix two declare is neither's)."""
     return {prefix: names[0] for prefix, names in _prefix_owners().items() if len(names) == 1}
 
 
@@ -156,9 +145,7 @@ def _prefix_clash(prefix: str, names: list[str]) -> UserInputError:
 
 
 def executor_name_for_job(job_id: str) -> str:
-    """The name of the executor that handed out ``job_id`` (from its prefix); an id
-    without a known prefix, or whose prefix two executors declare, is a
-    :class:`UserInputError`, never a guess."""
+    """The executor that handed out ``job_id``, by prefix (never a guess: else refused)."""
     owners = _prefix_owners()
     # The longest matching prefix: a plug-in's ``ray-jobs-x:`` is not ``ray-jobs:``.
     for prefix in sorted(owners, key=len, reverse=True):

@@ -1,16 +1,12 @@
 """The executor contract: *where* a launch runs (a local process, a Ray or SLURM job).
 
-An executor starts an argv somewhere and hands back a :class:`JobHandle`; it knows
-nothing about cells, sweeps or MLflow. ``submit`` returns quickly (the job runs in the
-background, its output appended to ``log_path``); an executor reserves what it can
-express of :class:`JobResources` and refuses (raises) what it can never give. A job id
-survives the process: :meth:`Executor.reattach` turns it back into a handle after the
-orchestrator was killed. The scheduler refuses up front, through :meth:`Executor.fits`,
-cells that could never run instead of waiting forever for a slot that cannot open.
-
-Plug-ins register under entry point group ``kappa.executors`` and declare ``name``,
-``job_id_prefix`` (so a recorded job's executor is found again) and ``Options`` (a frozen
-pydantic model, ``extra="forbid"``, set with ``-E KEY=VALUE``). Every executor must pass
+An executor starts an argv and hands back a :class:`JobHandle`; it knows nothing of cells,
+sweeps or MLflow. ``submit`` returns at once (output appended to ``log_path``), reserving
+what it can express of :class:`JobResources` and raising for what it can never give. A
+job id outlives the process (:meth:`Executor.reattach`), and :meth:`Executor.fits` lets
+the scheduler refuse cells that could never run rather than wait for a slot forever.
+Plug-ins (entry point group ``kappa.executors``) declare ``name``, ``job_id_prefix`` and
+``Options`` (a frozen pydantic model set with ``-E KEY=VALUE``), and must pass
 tests/integration/test_executor_conformance.py.
 """
 
@@ -31,11 +27,9 @@ from pydantic_core import PydanticCustomError
 
 @dataclass(frozen=True)
 class JobResources:
-    """What one job asks its executor for: ``gpus`` over all ``nodes``, ``cpus`` per node,
-    ``hours`` of wall-clock time (``None``: unknown). ``self_placing``: the entrypoint is
-    only a driver that asks its cluster for the real work's resources itself (verl's
-    placement groups on Ray), so an executor reserves nothing for it beyond a place to run.
-    """
+    """What one job asks for: ``gpus`` over all ``nodes``, ``cpus`` per node, ``hours`` of
+    wall-clock time (``None``: unknown). ``self_placing``: the entrypoint is a driver that
+    asks its cluster for the work's resources itself (verl's placement groups on Ray)."""
 
     gpus: int = 0
     nodes: int = 1
@@ -56,12 +50,11 @@ class JobHandle(ABC):
 
     @abstractmethod
     def poll(self) -> int | None:
-        """``None`` while running, else the exit code (negative: killed by that signal).
-        Never blocks."""
+        """``None`` while running, else the exit code (negative: killed by that signal)."""
 
     @abstractmethod
     def wait(self, timeout: float | None = None) -> int | None:
-        """Block until the job ends (or ``timeout`` seconds pass); the exit code or ``None``."""
+        """Block until the job ends (or ``timeout`` passes); the exit code or ``None``."""
 
     @abstractmethod
     def cancel(self) -> None:
@@ -70,8 +63,7 @@ class JobHandle(ABC):
 
 def poll_until(poll: Callable[[], int | None], timeout: float | None, first_delay: float,
                most_delay: float) -> int | None:
-    """Call ``poll`` until it gives an exit code or ``timeout`` seconds pass (``None``
-    then), the sleep between calls doubling from ``first_delay`` up to ``most_delay``."""
+    """``poll()`` until it gives an exit code or ``timeout`` passes, with doubling sleeps."""
     deadline = None if timeout is None else time.monotonic() + timeout
     delay = first_delay
     while (code := poll()) is None:
@@ -85,26 +77,19 @@ def poll_until(poll: Callable[[], int | None], timeout: float | None, first_dela
 def _numeric_only(annotation: Any) -> bool:
     """Whether a field of type ``annotation`` holds only numbers (``float | None``,
     ``Annotated[int, ...]``), where a boolean would be read as 0 or 1."""
-    leaves: list[Any] = []
-    pending = [annotation]
-    while pending:
-        current = pending.pop()
-        args = get_args(current)
-        if args and getattr(current, "__metadata__", None) is not None:
-            pending.append(args[0])  # Annotated[T, ...]: T
-        elif args:
-            pending.extend(args)
-        else:
-            leaves.append(current)
-    numbers = {int, float}
-    return any(leaf in numbers for leaf in leaves) and all(
-        leaf in numbers or leaf is type(None) for leaf in leaves)
+    def leaves(tp: Any) -> list[Any]:
+        args = get_args(tp)
+        if args and getattr(tp, "__metadata__", None) is not None:
+            return leaves(args[0])  # Annotated[T, ...]: T
+        return [leaf for arg in args for leaf in leaves(arg)] if args else [tp]
+
+    found = leaves(annotation)
+    return any(t in (int, float) for t in found) and all(
+        t in (int, float, type(None)) for t in found)
 
 
 class ExecutorOptions(BaseModel):
-    """What a user may set on an executor (base: nothing). Subclasses add fields with a
-    ``description`` each, and may give one ``json_schema_extra={"fix": ...}``. Numbers
-    must be finite (no option means "forever"), and a boolean is no number."""
+    """What a user may set on an executor: described fields, numbers finite and not bools."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
@@ -126,16 +111,13 @@ class Executor(ABC):
     """Where launches run."""
 
     name: ClassVar[str]
-    # Every job id this executor hands out starts with it (e.g. ``local:``).
-    job_id_prefix: ClassVar[str] = ""
+    job_id_prefix: ClassVar[str] = ""  # starts every job id it hands out (``local:``)
     Options: ClassVar[type[ExecutorOptions]] = ExecutorOptions
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        """Hold every ``submit`` to the prefix rule: a job id without this executor's
-        ``job_id_prefix`` (a plug-in handing out another executor's ``local:`` ids) would
-        be reattached or cancelled by that other executor, which finds nothing and has
-        the cell run a second time while the job still runs. Such a job is cancelled and
-        the submit fails."""
+        """Hold every ``submit`` to the prefix rule: a job id lacking ``job_id_prefix``
+        would be reattached by another executor, which finds nothing and runs the cell a
+        second time beside it. Such a job is cancelled and the submit fails."""
         super().__init_subclass__(**kwargs)
         submit = cls.__dict__.get("submit")
         if submit is None or getattr(submit, "_checks_prefix", False):
@@ -165,21 +147,18 @@ class Executor(ABC):
     @abstractmethod
     def submit(self, argv: tuple[str, ...], env: Mapping[str, str], cwd: Path, log_path: Path,
                resources: JobResources = JobResources()) -> JobHandle:
-        """Start ``argv`` in ``cwd`` with ``resources`` (``env`` added to the executor's
-        environment) and return its handle."""
+        """Start ``argv`` in ``cwd`` with ``resources``, ``env`` added to the environment."""
 
     @abstractmethod
     def capacity(self, gpus: int = 0) -> int:
         """How many more jobs needing ``gpus`` GPUs could start right now."""
 
     def most_gpus(self) -> int | None:
-        """The most GPUs one job can ever get here; ``None`` when no fixed limit is known
-        (e.g. a cluster that may grow)."""
+        """The most GPUs one job can ever get here (``None``: no fixed limit known)."""
         return None
 
     def fits(self, resources: JobResources) -> str | None:
-        """Why a job asking for ``resources`` could never run here (a sentence naming
-        what it asks and what there is), or ``None`` if it could or nothing is known."""
+        """Why a job asking for ``resources`` could never run here, or ``None``."""
         most = self.most_gpus()
         if most is None or resources.gpus <= most:
             return None
@@ -188,4 +167,4 @@ class Executor(ABC):
 
     @abstractmethod
     def reattach(self, job_id: str) -> JobHandle | None:
-        """A handle to a job submitted earlier (possibly by another process), if it still exists."""
+        """A handle to a job submitted earlier (by any process), if it still exists."""

@@ -1,13 +1,10 @@
-"""A job's secrets, kept out of what a cluster shows to everyone who can see it.
+"""A job's secrets, kept out of what a cluster shows everyone.
 
-A Ray job's ``runtime_env`` is shown by the Ray dashboard to anyone who can reach it, so
-a tracking URI with its password or an ``MLFLOW_TRACKING_TOKEN`` must not go there. Such
-variables go to a file only the user can read in the job's run folder (which the cluster
-reaches anyway); the runtime_env carries only its path (:data:`SECRET_ENV_FILE_VAR`). The
-entrypoint is wrapped (:func:`wrapped`) to load the file and exec the command; the verl
-plug-in loads it in each of verl's Ray workers (:func:`load_secret_env`).
-
-Light imports only: the wrapper starts before every job.
+The Ray dashboard shows a job's ``runtime_env`` to anyone who reaches it, so a tracking
+URI with a password or an ``MLFLOW_TRACKING_TOKEN`` goes instead to a user-only file in
+the run folder, whose path the runtime_env carries (:data:`SECRET_ENV_FILE_VAR`). The
+entrypoint is :func:`wrapped` to load it before the command; the verl plug-in loads it in
+each Ray worker (:func:`load_secret_env`). Light imports only: it starts before every job.
 """
 
 from __future__ import annotations
@@ -42,8 +39,7 @@ def split_secrets(env: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str
 
 
 def write_secret_env(folder: Path, secret: Mapping[str, str]) -> Path:
-    """Write ``secret`` to ``folder``/:data:`FILE_NAME`, readable by the user only (mode
-    0600 from its creation, so no moment exists where others could read it)."""
+    """Write ``secret`` to ``folder``/:data:`FILE_NAME`, mode 0600 from its creation."""
     folder.mkdir(parents=True, exist_ok=True)
     write_atomic(folder / FILE_NAME, json.dumps(dict(secret)), mode=0o600)
     return folder / FILE_NAME
@@ -51,8 +47,7 @@ def write_secret_env(folder: Path, secret: Mapping[str, str]) -> Path:
 
 def load_secret_env(environ: MutableMapping[str, str] | None = None) -> int | None:
     """Add the variables of the file :data:`SECRET_ENV_FILE_VAR` names to ``environ``
-    (default ``os.environ``) where not already set; how many were added (0 without a
-    file), ``None`` when the file cannot be read."""
+    (default ``os.environ``) where unset; how many (0: no file; ``None``: unreadable)."""
     env = os.environ if environ is None else environ
     path = env.get(SECRET_ENV_FILE_VAR)
     if not path:

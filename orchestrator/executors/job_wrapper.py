@@ -1,29 +1,20 @@
-"""The tiny process that stands between the local executor and a job.
+"""The tiny process between an executor (local, SLURM) and a job.
 
-Run as ``python -I -S job_wrapper.py JOB_DIR -- ARGV...`` (a script, not ``-m``, so that
-starting it imports nothing from ``orchestrator`` but the standard-library
-:mod:`orchestrator.runs.jobs`). Together with the executor it leaves two files in
-JOB_DIR, so that an orchestrator started *later* can tell a running job from a finished
-or vanished one: ``pid.json`` (the wrapper's pid and start time, written by the executor
-before ``submit`` returns) and ``exit`` (ARGV's exit code, negative: killed by that
-signal, written atomically by the wrapper after ARGV ends).
-
-The wrapper is the leader of the job's own session and process group, so cancelling the
-job signals the whole tree. It ignores SIGTERM itself: ARGV receives the signal from the
-group kill, and the wrapper stays to record how ARGV ended.
+Run as ``python -I -S job_wrapper.py JOB_DIR -- ARGV...`` (a script importing only the
+standard-library :mod:`orchestrator.runs.jobs`). With the executor it leaves in JOB_DIR
+``pid.json`` (pid, start time) and ``exit`` (ARGV's exit code; negative: that signal), so
+a *later* orchestrator tells a running job from a finished or vanished one. It leads the
+job's process group and ignores SIGTERM: ARGV gets the group's signal, and the wrapper
+stays to record how ARGV ended.
 
 Two guards keep attempts of one run folder from overlapping:
 
-* ARGV dies with the wrapper (``PR_SET_PDEATHSIG``): a wrapper killed by SIGKILL takes its
-  job along instead of leaving an orphan that writes on into the folder (the executor
-  then kills whatever else is left in the job's process group).
-* Every job that writes to one log (every attempt of one cell) runs under one lock,
-  ``.jobs/<log name>.lock`` beside its JOB_DIR (``.jobs/<log name>.<token>``), taken by
+* ARGV dies with the wrapper (``PR_SET_PDEATHSIG``), leaving no orphan that writes on
+  into the folder (the executor kills whatever else is left in the group).
+* Every attempt writing one log runs under one lock, ``.jobs/<log name>.lock``, taken by
   the wrapper and handed down to ARGV, so it is held while any process of the attempt
-  lives. A relaunch waits for it (up to ``KAPPA_RUN_LOCK_WAIT`` seconds, default 600) and
+  lives. A relaunch waits for it (``KAPPA_RUN_LOCK_WAIT`` seconds, default 600), then
   gives up with exit code 75 rather than run beside a live earlier attempt.
-
-Only the standard library may be used here (and in what it imports).
 """
 
 from __future__ import annotations
@@ -50,8 +41,7 @@ def _ignore(signum: int, frame: object) -> None:
 
 
 def _take_run_lock(job_dir: str) -> int | None:
-    """The folder's run lock (see the module docstring), as an fd; ``None`` if an earlier
-    attempt kept it for longer than ``KAPPA_RUN_LOCK_WAIT`` seconds."""
+    """The folder's run lock as an fd; ``None`` if an earlier attempt kept it too long."""
     folder, name = os.path.split(os.path.abspath(job_dir))
     path = os.path.join(folder, name.rsplit(".", 1)[0] + ".lock")  # <log name>.lock
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)

@@ -1,24 +1,19 @@
 """The local executor: jobs as processes on this machine, with GPU and CPU slots.
 
-Every job is started (argv, never a shell) through :mod:`job_wrapper` as the leader of a
-new session, so cancelling signals the whole process tree: SIGTERM, then SIGKILL after
-``grace_period`` seconds.
-
-A job's identity lives on disk, in a folder next to its log
-(``<log dir>/.jobs/<log name>.<token>/``, see :mod:`job_wrapper`), and its id is
-``local:<that folder>``, so :meth:`LocalExecutor.reattach` works from any process: a job
-is *running* (pid alive with the recorded start time), *finished* (``exit`` exists) or
-*vanished* (neither: ``reattach`` returns None).
-
-A job needing ``n`` GPUs gets ``n`` free devices in ``CUDA_VISIBLE_DEVICES``; CPU-only
-jobs get ``CUDA_VISIBLE_DEVICES=""`` (when there are GPUs to protect) and thread counts
-of cores / ``max_parallel``.
+Each job (argv, never a shell) starts through :mod:`job_wrapper` as the leader of a new
+session, so a cancel signals the whole tree: SIGTERM, then SIGKILL after ``grace_period``.
+Its id is ``local:<job folder>`` (``<log dir>/.jobs/<log name>.<token>/``), so any process
+can reattach: a job is *running* (pid alive with the recorded start time), *finished*
+(``exit`` exists) or *vanished* (neither). A job needing ``n`` GPUs gets ``n`` free
+devices in ``CUDA_VISIBLE_DEVICES``; a CPU-only job gets none (when there are GPUs to
+protect) and cores / ``max_parallel`` threads.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -37,7 +32,6 @@ from orchestrator.executors.base import (
     JobResources,
     poll_until,
 )
-from orchestrator.executors.devices import THREAD_VARS, cpu_threads_per_job, detect_gpus
 from orchestrator.limits import MAX_PARALLEL, MAX_WAIT_S
 from orchestrator.runs.folder import read_json, write_json
 from orchestrator.runs.jobs import PID_RECORD, job_dirs, new_job_dir, read_exit, write_exit
@@ -47,6 +41,40 @@ JOB_ID_PREFIX = "local:"
 WRAPPER = Path(__file__).with_name("job_wrapper.py")
 # Exit code reported for a job whose wrapper died without recording one (SIGKILLed).
 VANISHED_EXIT_CODE = -int(signal.SIGKILL)
+# The thread-pool sizes a CPU job's libraries read: set from the CPUs the job is given.
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def detect_gpus(explicit: Sequence[int | str] | None = None,
+                environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """Device ids jobs may get: ``explicit``, else ``CUDA_VISIBLE_DEVICES`` (empty: none),
+    else one index per GPU ``nvidia-smi -L`` lists."""
+    if explicit is not None:
+        return tuple(str(g) for g in explicit)
+    env = os.environ if environ is None else environ
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return tuple(part.strip() for part in visible.split(",") if part.strip())
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return ()
+    try:
+        listing = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=20,
+                                 check=True)
+    except (OSError, subprocess.SubprocessError):  # no listing: no GPUs known
+        return ()
+    count = sum(1 for line in listing.stdout.splitlines() if line.startswith("GPU "))
+    return tuple(str(i) for i in range(count))
+
+
+def cpu_threads_per_job(max_parallel: int, cpu_count: int | None = None) -> int:
+    """Threads each of ``max_parallel`` CPU-only jobs gets of the cores this process may use."""
+    if cpu_count is None:
+        try:
+            cpu_count = len(os.sched_getaffinity(0))
+        except AttributeError:  # not Linux
+            cpu_count = os.cpu_count() or 1
+    return max(1, cpu_count // max(1, min(max_parallel, cpu_count)))
 
 
 class NoFreeSlotError(KappaError):
@@ -54,7 +82,7 @@ class NoFreeSlotError(KappaError):
 
 
 class LocalJob(JobHandle):
-    """A job started by a :class:`LocalExecutor` (this process's or an earlier one's)."""
+    """A job started by a :class:`LocalExecutor` (in this process or an earlier one)."""
 
     def __init__(self, job_dir: Path, pid: int, start_ticks: int | None, gpus: tuple[str, ...],
                  grace_period: float, popen: subprocess.Popen[bytes] | None = None) -> None:
@@ -85,10 +113,9 @@ class LocalJob(JobHandle):
         return code
 
     def _kill_leftovers(self) -> None:
-        """The wrapper died without recording an end (SIGKILLed): whatever is left of the
-        job's process group must not run on beside a relaunch, so it is killed. (The group
-        id is the dead wrapper's pid, which Linux does not hand out again while a member
-        of that group lives: a process that has the pid now means nothing of ours is left.)
+        """The wrapper died without recording an end: kill what is left of the job's group
+        so it cannot run beside a relaunch. (Linux reuses the group id, the dead wrapper's
+        pid, only once the group is empty: a stranger with that pid means nothing is left.)
         """
         if is_stranger(self.pid, self.start_ticks):
             return
@@ -96,7 +123,7 @@ class LocalJob(JobHandle):
             os.killpg(self.pid, signal.SIGKILL)
 
     def wait(self, timeout: float | None = None) -> int | None:
-        """Block until the job ends or ``timeout`` seconds pass; the exit code or ``None``."""
+        """The exit code once the job ends, ``None`` if ``timeout`` passes first."""
         if self._popen is not None:
             try:
                 self._popen.wait(timeout)
@@ -116,8 +143,7 @@ class LocalJob(JobHandle):
         if code is None:
             self.wait(self.grace_period)
         if read_exit(self.job_dir) is None:
-            # The wrapper died before recording an exit code (e.g. SIGTERM reached it while
-            # it was still starting up, or SIGKILL was needed): record how we ended it.
+            # The wrapper died unrecorded (signalled while starting, or SIGKILLed).
             self._code = -int(signal.SIGTERM if code is not None else signal.SIGKILL)
             write_exit(self.job_dir, self._code)
 
@@ -152,7 +178,7 @@ class LocalOptions(ExecutorOptions):
 
 
 class LocalExecutor(Executor):
-    """Runs jobs as local processes; see the module docstring."""
+    """Runs jobs as local processes (see the module docstring)."""
 
     name = "local"
     job_id_prefix = JOB_ID_PREFIX
@@ -169,7 +195,6 @@ class LocalExecutor(Executor):
         self.python = python or sys.executable
         self._active: dict[str, LocalJob] = {}
 
-    # -- slots ------------------------------------------------------------------------
     def _reap(self) -> None:
         self._active = {k: job for k, job in self._active.items() if job.poll() is None}
 
@@ -194,7 +219,6 @@ class LocalExecutor(Executor):
         self._reap()
         return len(self._active)
 
-    # -- jobs -------------------------------------------------------------------------
     def _job_env(self, env: Mapping[str, str], devices: list[str]) -> dict[str, str]:
         full = dict(os.environ)
         if devices or self.devices:
@@ -207,8 +231,7 @@ class LocalExecutor(Executor):
 
     def submit(self, argv: tuple[str, ...], env: Mapping[str, str], cwd: Path, log_path: Path,
                resources: JobResources = JobResources()) -> LocalJob:
-        """Start ``argv`` in ``cwd`` in its own session, output appended to ``log_path``;
-        a job spanning several nodes is refused (``ValueError``)."""
+        """Start ``argv`` in ``cwd`` in its own session, appending to ``log_path``."""
         if not argv:
             raise ValueError("argv is empty")
         if resources.nodes > 1:
@@ -225,8 +248,7 @@ class LocalExecutor(Executor):
             popen = subprocess.Popen(
                 [self.python, "-I", "-S", str(WRAPPER), str(job_dir), "--", *argv],
                 cwd=cwd, env=self._job_env(env, devices), stdin=subprocess.DEVNULL,
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-            )
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         ticks = start_ticks(popen.pid)
         write_json(job_dir / PID_RECORD, {"pid": popen.pid, "start_ticks": ticks,
                                           "gpus": devices, "argv": list(argv),
@@ -254,6 +276,5 @@ class LocalExecutor(Executor):
         return job
 
     def jobs_for_log(self, log_path: Path, since: datetime | None = None) -> list[str]:
-        """Ids of the jobs submitted with ``log_path`` (by any process), newest first;
-        with ``since``, only those submitted at or after it (:mod:`orchestrator.runs.jobs`)."""
+        """Ids of the jobs submitted with ``log_path`` (since ``since``), newest first."""
         return [JOB_ID_PREFIX + str(d) for d in job_dirs(log_path, since)]

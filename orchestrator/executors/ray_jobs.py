@@ -1,39 +1,37 @@
 """The Ray Jobs executor: each launch becomes a Ray *job* on an existing cluster.
 
 A verl run is itself a Ray application (``main_ppo`` calls ``ray.init``), so it must be a
-job's *driver*, never a task or actor inside another Ray workload: ``argv`` is the job's
-entrypoint, submitted through the Jobs API (the dashboard's HTTP endpoint). Placement,
-refusal of cells the cluster can never hold and capacity: :mod:`.ray_placement` and
-docs/ray.md.
+job's *driver*: ``argv`` is the entrypoint, submitted through the Jobs API (the
+dashboard). Placement and capacity: :mod:`.ray_placement` and docs/ray.md.
 
-* Env: ``env`` plus the caller's ``MLFLOW_*`` variables and
-  ``VERL_USE_EXTERNAL_MODULES=kappa_verl`` go into the runtime_env ``env_vars``, so they
-  reach every process of the job; secrets among them do not (the dashboard shows every
-  runtime_env), see :mod:`.job_secrets`.
-* ``RAY_OVERRIDE_JOB_RUNTIME_ENV=1`` is always set: verl's ``main_ppo`` calls
-  ``ray.init(runtime_env=...)`` with env vars that repeat keys of the job's runtime_env.
-  Without it Ray refuses the repeated keys ("Failed to merge the Job's runtime env");
-  with it the driver's per-phase value wins, key by key.
-* A submission refused only because the head's job agent has not registered yet (a fresh
-  or restarted cluster) is retried for up to ``SUBMIT_RETRY_S``.
+* ``env``, the caller's ``MLFLOW_*`` and ``VERL_USE_EXTERNAL_MODULES=kappa_verl`` go into
+  the runtime_env, reaching every process of the job; secrets do not (:mod:`.job_secrets`).
+* ``RAY_OVERRIDE_JOB_RUNTIME_ENV=1``: ``main_ppo``'s ``ray.init(runtime_env=...)`` repeats
+  keys of the job's runtime_env, which Ray otherwise refuses ("Failed to merge the Job's
+  runtime env"); with it the driver's value wins, key by key.
+* A submission refused because the head's job agent has not registered yet (a fresh
+  cluster) is retried for up to ``SUBMIT_RETRY_S``.
 * A cluster that does not answer when the executor is made is a :class:`RayAddressError`
-  (exit 2, before anything is written); later it is a :class:`RayUnreachableError`, and
-  the scheduler treats it as "unknown": a poll says "still running", ``capacity`` says
-  "launch nothing now", and a submit that got no answer costs the cell no retry.
+  (exit 2, nothing written); later a :class:`RayUnreachableError`, which the scheduler
+  reads as "unknown": a poll says "still running", ``capacity`` "launch nothing now", and
+  an unanswered submit costs the cell no retry.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import secrets
 import shlex
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+from urllib.parse import urlsplit
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from orchestrator.errors import Problem
 from orchestrator.executors.base import Executor, ExecutorOptions, JobResources
@@ -44,17 +42,18 @@ from orchestrator.executors.job_secrets import (
     write_secret_env,
 )
 from orchestrator.executors.ray_client import (
+    JOB_ID_PREFIX,
     REQUEST_TIMEOUT_S,
     RayAddressError,
+    RayJob,
     RayJobsError,
     RayUnreachableError,
     ask,
     bounded_client,
     dashboard_url,
     no_answer,
+    status_name,
 )
-from orchestrator.executors.ray_job_handle import JOB_ID_PREFIX, RayJob, status_name
-from orchestrator.executors.ray_options import CustomResources, RayAddress
 from orchestrator.executors.ray_placement import (
     RayNode,
     alive_nodes,
@@ -78,6 +77,85 @@ SUBMIT_RETRY_INTERVAL_S = 2.0
 SUBMIT_UNANSWERED_RETRIES = 1
 # Nodes join and leave (autoscaling, failures); their list is read again after this.
 NODES_TTL_S = 30.0
+# Ray's limits (ray._private.ray_constants), restated: importing ray here would make
+# `kappa --help` slow.
+MIN_RESOURCE_GRANULARITY = 0.0001
+MAX_RESOURCE_QUANTITY = 100e12
+RAY_OWN_RESOURCES = ("CPU", "GPU", "memory", "object_store_memory")
+SCHEMES = ("http", "https")
+
+
+def _refuse(message: str, **context: object) -> PydanticCustomError:
+    return PydanticCustomError("ray_option", message, dict(context))
+
+
+def _has_control(text: str) -> bool:
+    return any(ch.isspace() or not ch.isprintable() for ch in text)
+
+
+def check_address(address: str) -> str:
+    """``address`` if it names a Ray dashboard: ``http(s)://host[:port][/path]``, a bare
+    ``host:port`` or ``auto``. Ray's client reads any other ``scheme://`` as a Python
+    module to *import* (``file:///x`` imports ``file``), ``ray://`` opens a Ray Client
+    session inside kappa, and a control character would reach request lines."""
+    if _has_control(address):
+        raise _refuse("a Ray dashboard address has no spaces, line breaks or control "
+                      "characters")
+    if address == "auto":
+        return address
+    address_url = dashboard_url(address)
+    if "://" in address:
+        scheme = address.split("://", 1)[0]  # Ray compares it as is: HTTP:// is a module
+        if scheme == "ray":
+            raise _refuse("ray:// is a Ray Client address, not the Jobs API: give the "
+                          "dashboard's http://HEAD:8265")
+        if scheme not in SCHEMES:
+            raise _refuse("the Ray Jobs API is reached over http:// or https://, not "
+                          "{scheme}://", scheme=scheme)
+    try:
+        parts = urlsplit(address_url)
+        parts.port  # noqa: B018 - raises ValueError for a port out of range or not a number
+    except ValueError as exc:
+        raise _refuse("not a URL: {why}", why=str(exc)) from None
+    if not parts.hostname:
+        raise _refuse("a Ray dashboard address names a host, e.g. http://head:8265")
+    if parts.query or parts.fragment or address_url.endswith(("?", "#")):
+        raise _refuse("a Ray dashboard address has no ?query or #fragment (Ray appends "
+                      "its API paths to it)")
+    return address
+
+
+def _amount(value: object) -> object:
+    if isinstance(value, bool):  # the base model's rule, one level down
+        raise _refuse("a resource amount is a number, not a boolean")
+    return value
+
+
+def check_resources(resources: dict[str, float]) -> dict[str, float]:
+    """``resources`` if each is a custom resource (CPUs and GPUs come from the spec) with a
+    positive amount Ray can represent (zero reserves nothing while looking like a limit)."""
+    for name, amount in resources.items():
+        if not name or name != name.strip() or _has_control(name.replace(" ", "")):
+            raise _refuse("resource name {name}: not empty, no surrounding spaces or "
+                          "control characters", name=repr(name))
+        if name in RAY_OWN_RESOURCES:
+            raise _refuse("{name} is one of Ray's own resources, not a custom one: a cell's "
+                          "CPUs and GPUs come from the spec's resources (cpus, gpus)",
+                          name=name)
+        if not math.isfinite(amount) or not (
+                MIN_RESOURCE_GRANULARITY <= amount <= MAX_RESOURCE_QUANTITY):
+            raise _refuse("{name}: {amount} is no amount Ray can reserve (from 0.0001 to "
+                          "1e14)", name=name, amount=amount)
+        steps = amount / MIN_RESOURCE_GRANULARITY
+        if abs(steps - round(steps)) > 1e-6 * max(1.0, steps):
+            raise _refuse("{name}: {amount} is finer than Ray's granularity of 0.0001",
+                          name=name, amount=amount)
+    return resources
+
+
+RayAddress = Annotated[str, AfterValidator(check_address)]
+CustomResources = Annotated[dict[str, Annotated[float, BeforeValidator(_amount)]],
+                            AfterValidator(check_resources)]
 
 
 def is_transient_refusal(exc: BaseException) -> bool:
@@ -122,8 +200,7 @@ class RayJobsOptions(ExecutorOptions):
 
 
 class RayJobsExecutor(Executor):
-    """Submits launches as Ray jobs to the cluster whose dashboard is at ``address``
-    (the options: :class:`RayJobsOptions`)."""
+    """Submits launches as Ray jobs to the cluster whose dashboard is at ``address``."""
 
     name = "ray_jobs"
     job_id_prefix = JOB_ID_PREFIX
@@ -156,23 +233,20 @@ class RayJobsExecutor(Executor):
         return ask(self.address, self.request_timeout_s, what, request, *args, **kwargs)
 
     def job_env(self, env: Mapping[str, str]) -> dict[str, str]:
-        """Every variable the job gets: forwarded ``MLFLOW_*`` vars, plug-in fallback,
-        then ``env``."""
+        """Every variable the job gets: forwarded ``MLFLOW_*``, defaults, then ``env``."""
         forwarded = {k: v for k, v in os.environ.items() if k.startswith(self.forward_prefixes)}
         return {**forwarded, **DEFAULT_ENV, **{str(k): str(v) for k, v in env.items()}}
 
     @staticmethod
     def entrypoint(argv: tuple[str, ...], cwd: Path | None) -> str:
-        """The shell command Ray runs: ``cd <cwd> && exec <argv>``, every word quoted;
-        ``exec`` so the exit status reaches Ray as is (-9, not the shell's 137) and
-        signals reach the command directly."""
+        """``cd <cwd> && exec <argv>``, quoted; ``exec`` so the exit status reaches Ray as
+        is (-9, not the shell's 137) and signals reach the command directly."""
         command = f"exec {shlex.join(argv)}"
         return f"cd {shlex.quote(str(cwd))} && {command}" if cwd is not None else command
 
     def submit(self, argv: tuple[str, ...], env: Mapping[str, str], cwd: Path, log_path: Path,
                resources: JobResources = JobResources()) -> RayJob:
-        """Submit ``argv`` as a new Ray job, its entrypoint reserving what an embedded
-        cell uses (see the module docstring); a job the cluster can never hold raises."""
+        """Submit ``argv`` as a new Ray job; one the cluster can never hold raises."""
         why = self.fits(resources)
         if why is not None:
             raise RayJobsError(f"the Ray cluster at {self.address} can never run this job: {why}")
@@ -221,8 +295,7 @@ class RayJobsExecutor(Executor):
                 and status_name(job.status) in ("PENDING", "RUNNING")]
 
     def nodes(self) -> list[RayNode]:
-        """The cluster's alive nodes (re-read every ``NODES_TTL_S``; empty when the State
-        API does not answer, i.e. unknown)."""
+        """The cluster's alive nodes, re-read every ``NODES_TTL_S`` (empty: unknown)."""
         now = time.monotonic()
         if self._nodes is None or now - self._nodes[0] > NODES_TTL_S:
             try:
@@ -233,11 +306,10 @@ class RayJobsExecutor(Executor):
         return self._nodes[1]
 
     def capacity(self, gpus: int = 0) -> int:
-        """How many more jobs needing ``gpus`` GPUs to submit now: within
-        ``max_parallel`` active kappa jobs, as many as the cluster's CPUs and GPUs hold
-        beyond what kappa's active jobs hold, plus up to ``max_pending`` waiting jobs
-        (none for more GPUs than the cluster has, unless it autoscales). A cluster that does
-        not answer has room for nothing now."""
+        """How many more jobs needing ``gpus`` GPUs to submit now: within ``max_parallel``
+        active kappa jobs, what the cluster holds beyond kappa's active jobs plus up to
+        ``max_pending`` waiting (none past the cluster's GPUs, unless it autoscales; none
+        while it does not answer)."""
         try:
             active = self._active_kappa_jobs()
         except RayUnreachableError as exc:
@@ -254,21 +326,18 @@ class RayJobsExecutor(Executor):
         return max(0, slots)
 
     def fits(self, resources: JobResources) -> str | None:
-        """Why no node (or, for a self-placing verl cell, no ``nodes`` nodes) of the
-        cluster could ever run a job asking for ``resources``; ``None`` if one could, if
-        the cluster autoscales, or if its nodes are unknown."""
+        """Why the cluster could never run a job asking for ``resources`` (or ``None``)."""
         if self.autoscaling:
             return None
         return why_not(resources, self.nodes(), self.entrypoint_resources)
 
     def most_gpus(self) -> int | None:
-        """Every GPU of the cluster (a verl job may span all its nodes; :meth:`fits` judges
-        per node); ``None`` if the cluster autoscales or its nodes are unknown."""
+        """Every GPU of the cluster (``None``: it autoscales, or its nodes are unknown)."""
         nodes = [] if self.autoscaling else self.nodes()
         return int(sum(n.gpus for n in nodes)) if nodes else None
 
     def reattach(self, job_id: str) -> RayJob | None:
-        """A handle to an earlier job (any process), or None if Ray does not know it."""
+        """A handle to an earlier job (any process); ``None`` if Ray does not know it."""
         submission_id = job_id.removeprefix(JOB_ID_PREFIX)
         try:
             info = self._ask(f"get_job_info for job {submission_id}", self._client.get_job_info,

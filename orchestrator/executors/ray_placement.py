@@ -1,11 +1,9 @@
 """Where a Ray job runs: what its entrypoint reserves, and what the cluster can give.
 
-Ray places a job's *entrypoint* (its driver) on the head node unless the job asks for
-entrypoint resources; then any node that has them runs it, and Ray holds them for the
-job's life. So a cell that *is* its workload (an embedded trainer) reserves its CPUs,
-GPUs and custom resources for its entrypoint, and a sweep spreads over the workers
-without over-filling a node; a self-placing cell (verl: its worker groups ask Ray for
-placement groups) reserves nothing. See docs/ray.md.
+Ray runs a job's entrypoint on the head node unless it asks for entrypoint resources,
+which then any node having them provides for the job's life. So a cell that *is* its
+workload (the embedded trainer) reserves its CPUs, GPUs and custom resources there, and a
+sweep spreads over the workers; a self-placing (verl) cell reserves nothing. docs/ray.md.
 """
 
 from __future__ import annotations
@@ -27,12 +25,12 @@ class RayNode:
 
     @property
     def cpus(self) -> float:
-        """CPUs Ray schedules on this node."""
+        """CPUs Ray schedules here."""
         return float(self.resources.get("CPU", 0.0))
 
     @property
     def gpus(self) -> float:
-        """GPUs Ray schedules on this node."""
+        """GPUs Ray schedules here."""
         return float(self.resources.get("GPU", 0.0))
 
     def has(self, need: Mapping[str, float]) -> bool:
@@ -42,8 +40,7 @@ class RayNode:
 
 def entrypoint_need(resources: JobResources,
                     custom: Mapping[str, float] | None = None) -> dict[str, float]:
-    """What the entrypoint of a job asking for ``resources`` reserves on its node, in
-    Ray's resource names: nothing for a self-placing driver."""
+    """What a job's entrypoint reserves on its node, in Ray's names (none if self-placing)."""
     if resources.self_placing:
         return {}
     need = {"CPU": float(resources.cpus), **{k: float(v) for k, v in (custom or {}).items()}}
@@ -54,8 +51,7 @@ def entrypoint_need(resources: JobResources,
 
 def entrypoint_options(resources: JobResources,
                        custom: Mapping[str, float] | None = None) -> dict[str, Any]:
-    """``JobSubmissionClient.submit_job`` keywords reserving the entrypoint's resources
-    (none for a self-placing driver, which Ray then runs on the head node)."""
+    """``submit_job`` keywords reserving the entrypoint's resources."""
     need = entrypoint_need(resources, custom)
     options: dict[str, Any] = {option: need.pop(key) for key, option in (
         ("CPU", "entrypoint_num_cpus"), ("GPU", "entrypoint_num_gpus")) if key in need}
@@ -72,8 +68,7 @@ def _fmt(resources: Mapping[str, float]) -> str:
 
 def why_not(resources: JobResources, nodes: Iterable[RayNode],
             custom: Mapping[str, float] | None = None) -> str | None:
-    """Why a job asking for ``resources`` could never run on a cluster of ``nodes``;
-    ``None`` when it could (or nothing is known about the nodes)."""
+    """Why a job asking for ``resources`` could never run on ``nodes`` (or ``None``)."""
     nodes = list(nodes)
     if not nodes:
         return None
@@ -114,9 +109,8 @@ def alive_nodes(address: str, timeout_s: int = 30) -> list[RayNode]:
 
 
 def free_slots(gpus: int, nodes: Iterable[RayNode], held: Iterable[Mapping[str, str]]) -> int:
-    """How many more jobs needing ``gpus`` GPUs (and at least one CPU) the cluster has
-    room for beyond what kappa's active jobs hold (their metadata). Other users' work is
-    not seen: it shows as kappa's jobs waiting in PENDING, bounded by the executor."""
+    """How many more jobs needing ``gpus`` GPUs (and a CPU) fit beside what kappa's active
+    jobs hold (their metadata). Others' work is unseen: it shows as kappa's PENDING jobs."""
     nodes = list(nodes)
     held = list(held)
     room = int(sum(n.cpus for n in nodes) - sum(_number(m, "cpus") for m in held))

@@ -1,24 +1,18 @@
 """The SLURM executor: each launch becomes a SLURM batch job (docs/slurm.md).
 
-SLURM is the queue. kappa writes a batch script (:mod:`.slurm_script`), hands it to
-``sbatch`` and follows the job with ``squeue`` and ``sacct`` (:mod:`.slurm_queue`) and
-the exit code the job itself leaves on the shared file system; ``scancel`` stops it.
-These command-line tools are SLURM's own stable interface, the one every site supports.
+kappa writes a batch script (:mod:`.slurm_script`), ``sbatch``es it, follows it with
+``squeue``/``sacct`` (:mod:`.slurm_queue`) and the exit code the job leaves on the shared
+file system, and ``scancel``s it: SLURM's own stable interface, which every site has.
 
-Why not submitit: it runs pickled Python callables through its own entry point (a
-cell's argv would become a ``CommandFunction`` inside a pickle, its exit code an
-exception), learns a job's state only from ``sacct`` (nothing on a cluster without
-accounting, such as the test cluster), wraps the whole job in one ``srun`` (no room for
-verl's Ray head and workers) and requeues only its own checkpointable callables. What it
-would add over the four commands is what kappa already has: a job folder, a wrapper
-that records the exit code, reattachment by id.
+Not submitit: it runs pickled callables (an argv's exit code becomes an exception), reads
+states only from ``sacct`` (none without accounting, as on the test cluster), wraps a job
+in one ``srun`` (no room for verl's Ray head and workers), and adds only what kappa has:
+a job folder, an exit-code wrapper, reattachment.
 
-A job's folder is ``<log dir>/.jobs/<log name>.<token>/`` (the local executor's layout,
-so the wrapper's run-folder lock works the same), holding ``job.sbatch``, ``job.json``,
-``exit`` and ``end.json`` (the final state: a cluster without accounting forgets finished
-jobs after ``MinJobAge``). The job id is ``slurm:<SLURM id>:<job folder>``, so any
-process that sees the folder can reattach. Exit codes, preemption and an unreachable
-controller: docs/slurm.md.
+A job's folder is the local executor's (``<log dir>/.jobs/<log name>.<token>/``, so the
+wrapper's run-folder lock works the same), holding ``job.sbatch``, ``job.json``, ``exit``
+and ``end.json`` (the final state, which SLURM without accounting forgets after
+``MinJobAge``). The job id ``slurm:<SLURM id>:<job folder>`` lets any process reattach.
 """
 
 from __future__ import annotations
@@ -36,7 +30,7 @@ from pathlib import Path
 
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.executors.base import Executor, JobHandle, JobResources, poll_until
-from orchestrator.executors.devices import THREAD_VARS
+from orchestrator.executors.local import THREAD_VARS
 from orchestrator.executors.slurm_options import SlurmOptions, _split_args
 from orchestrator.executors.slurm_queue import (
     ACTIVE_STATES,
@@ -58,8 +52,6 @@ WRAPPER = Path(__file__).with_name("job_wrapper.py")
 _NOT_INHERITED = frozenset({"CUDA_VISIBLE_DEVICES", "RAY_ADDRESS"})
 # How long submit keeps trying a controller it cannot connect to (restarting, failing over).
 SUBMIT_RETRY_S = 60.0
-
-
 # What sbatch says when there is no cluster to ask (rather than a refusal of the job).
 _NO_CLUSTER = ("Unable to contact slurm controller", "Could not establish a configuration")
 # What sbatch says when a request failed midway: the controller may have taken the job.
@@ -85,12 +77,11 @@ class SlurmJob(JobHandle):
         self._code: int | None = None
 
     def state(self, fresh: bool = False) -> tuple[str, int | None] | None:
-        """SLURM's ``(state, exit code)`` for the job, ``None`` if SLURM no longer knows it."""
+        """SLURM's ``(state, exit code)`` for the job (``None``: SLURM forgot it)."""
         return self.executor.queue.job_state(self.slurm_id, fresh)
 
     def poll(self, fresh: bool = False) -> int | None:
-        """``None`` while the job is queued or runs, else its exit code (``fresh``: ask
-        squeue now rather than use its last answer)."""
+        """``None`` while the job is queued or runs, else its exit code (``fresh``: ask now)."""
         if self._code is not None:
             return self._code
         ended = self._recorded_end()
@@ -116,8 +107,8 @@ class SlurmJob(JobHandle):
             return None
 
     def _record_end(self, state: str, code: int) -> int:
-        """Keep the final state beside the job (a cluster without accounting forgets
-        it) and say it in the log; the first process to get here does both."""
+        """Keep the final state beside the job (SLURM may forget it) and note it in the
+        log; the first process here does both."""
         try:
             fd = os.open(self.job_dir / "end.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
@@ -134,12 +125,12 @@ class SlurmJob(JobHandle):
         return code
 
     def wait(self, timeout: float | None = None) -> int | None:
-        """Block until the job ends or ``timeout`` seconds pass; the exit code or ``None``."""
+        """The exit code once the job ends, ``None`` if ``timeout`` passes first."""
         return poll_until(lambda: self.poll(fresh=True), timeout, 0.1, 2.0)
 
     def cancel(self) -> None:
-        """``scancel`` the job (SLURM signals every process of it: SIGTERM, then SIGKILL
-        after the cluster's KillWait) and wait up to ``cancel_wait`` seconds for it to end."""
+        """``scancel`` the job (SIGTERM to every process, SIGKILL after KillWait) and wait
+        up to ``cancel_wait`` seconds for it to end."""
         if self.poll() is not None:
             return
         done = run_slurm(["scancel", self.slurm_id])
@@ -150,7 +141,7 @@ class SlurmJob(JobHandle):
 
 
 class SlurmExecutor(Executor):
-    """Runs jobs as SLURM batch jobs; see the module docstring."""
+    """Runs jobs as SLURM batch jobs (see the module docstring)."""
 
     name = "slurm"
     job_id_prefix = JOB_ID_PREFIX
@@ -173,17 +164,14 @@ class SlurmExecutor(Executor):
         self._active: dict[str, SlurmJob] = {}
         self.queue = SlurmQueue()
 
-    # -- slots ------------------------------------------------------------------------
     def capacity(self, gpus: int = 0) -> int:
-        """How many more jobs kappa may put in SLURM's queue now (SLURM decides when
-        they run)."""
+        """How many more jobs kappa may queue now (SLURM decides when they run)."""
         self._active = {k: job for k, job in self._active.items() if job.poll() is None}
         return max(0, self.max_parallel - len(self._active))
 
     def fits(self, resources: JobResources) -> str | None:
-        """Why SLURM would never run a job asking for ``resources`` (``sbatch
-        --test-only`` with the job's own directives), or ``None`` if it would. SLURM that
-        cannot be asked at all (no sbatch here, no controller) is a :class:`UserInputError`."""
+        """Why SLURM would never run a job asking for ``resources`` (``sbatch --test-only``
+        with its directives), or ``None``; SLURM out of reach is a :class:`UserInputError`."""
         if resources.nodes > 1 and not resources.self_placing:
             return f"a job over {resources.nodes} nodes must place its own work (verl)"
         with tempfile.TemporaryDirectory(prefix="kappa-slurm-fit-") as tmp:
@@ -203,9 +191,8 @@ class SlurmExecutor(Executor):
         return (f"SLURM refuses {resources.nodes} node(s) x {resources.cpus} CPU(s), "
                 f"{resources.gpus_per_node} GPU(s) per node: {why.removeprefix('sbatch: ')}")
 
-    # -- jobs -------------------------------------------------------------------------
     def time_minutes(self, resources: JobResources) -> int | None:
-        """The ``--time`` of a job with ``resources`` (see the module docstring)."""
+        """The ``--time`` of a job with ``resources``."""
         return time_limit_minutes(resources.hours, self.time_factor, self.time_extra_minutes,
                                   self.default_time_minutes)
 
@@ -228,8 +215,7 @@ class SlurmExecutor(Executor):
 
     def submit(self, argv: tuple[str, ...], env: Mapping[str, str], cwd: Path, log_path: Path,
                resources: JobResources = JobResources()) -> SlurmJob:
-        """Write the job's batch script and ``sbatch`` it (its environment: this
-        process's plus ``env``)."""
+        """Write the job's batch script and ``sbatch`` it with this environment + ``env``."""
         if not argv:
             raise ValueError("argv is empty")
         if resources.nodes > 1 and not resources.self_placing:
@@ -249,12 +235,10 @@ class SlurmExecutor(Executor):
         return job
 
     def _sbatch(self, job_dir: Path, script: Path, env: Mapping[str, str]) -> str:
-        """``sbatch`` the job of ``job_dir``; its SLURM id. A controller sbatch cannot
-        connect to at all is asked again for up to ``SUBMIT_RETRY_S``. After any other
-        failure the job may exist all the same (sbatch timed out mid-request, or was
-        killed past ``run_slurm``'s limit), so SLURM is asked for a job carrying this
-        folder's comment before the submit is given up: a second job would run the cell
-        twice."""
+        """``sbatch`` the job of ``job_dir``; its SLURM id. A controller out of reach is
+        asked again for up to ``SUBMIT_RETRY_S``. After another failure the job may exist
+        all the same (sbatch timed out mid-request), so SLURM is asked for a job with this
+        folder's comment before giving up: a second job would run the cell twice."""
         argv = ["sbatch", "--parsable", f"--comment=kappa:{job_dir}", str(script)]
         deadline = time.monotonic() + SUBMIT_RETRY_S
         while True:
@@ -284,8 +268,7 @@ class SlurmExecutor(Executor):
         return slurm_id
 
     def _adopt(self, job_dir: Path, why: str) -> str:
-        """The id of the job SLURM holds for ``job_dir`` after an sbatch that failed
-        mid-request; :class:`SlurmUnreachable` if there is none (or SLURM cannot say)."""
+        """The id of the job SLURM holds for ``job_dir`` after a failed sbatch, if any."""
         found = self._comments().get(f"kappa:{job_dir}")
         if found:
             return found
@@ -293,8 +276,7 @@ class SlurmExecutor(Executor):
                                f"for it: {why}")
 
     def reattach(self, job_id: str) -> SlurmJob | None:
-        """The job behind ``job_id`` if SLURM or its folder still knows it; ``None`` if
-        it vanished."""
+        """The job behind ``job_id`` if SLURM or its folder knows it (``None``: vanished)."""
         if not job_id.startswith(JOB_ID_PREFIX):
             return None
         slurm_id, _, folder = job_id[len(JOB_ID_PREFIX):].partition(":")
@@ -310,15 +292,12 @@ class SlurmExecutor(Executor):
         return job
 
     def jobs_for_log(self, log_path: Path, since: datetime | None = None) -> list[str]:
-        """Ids of the jobs submitted with ``log_path`` (by any process), newest first;
-        with ``since``, only those submitted at or after it (:mod:`orchestrator.runs.jobs`).
-
-        A job's SLURM id comes from its folder (:func:`_recorded_id`), else the
-        ``kappa:<job folder>`` comment SLURM keeps with the job (a submitter killed
-        between sbatch and its record). A folder whose job never reached SLURM ends the
-        list: every older folder is an earlier submit's, which a caller looking for the
-        latest submit's job must not take for it. :class:`SlurmUnreachable` if SLURM
-        must be asked and does not answer: guessing "no job" would run the cell twice."""
+        """Ids of the jobs submitted with ``log_path`` (any process, newest first; with
+        ``since``, only those submitted since). A SLURM id comes from the job folder, else
+        from the ``kappa:<job folder>`` comment SLURM keeps (a submitter killed before its
+        record). A folder whose job never reached SLURM ends the list: older ones are an
+        earlier submit's. :class:`SlurmUnreachable` if SLURM must be asked and does not
+        answer: guessing "no job" would run the cell twice."""
         ids: list[str] = []
         comments: dict[str, str] | None = None
         for job_dir in jobs.job_dirs(log_path, since):
@@ -342,8 +321,7 @@ class SlurmExecutor(Executor):
 
 
 def _recorded_id(job_dir: Path) -> str | None:
-    """The SLURM id a job folder records (the submitter's job.json, else the job's own
-    slurm_id file), if any."""
+    """The SLURM id a job folder records (job.json, else the job's own slurm_id file)."""
     try:
         return str(int((read_json(job_dir / jobs.SLURM_RECORD) or {})["slurm_id"]))
     except (ValueError, KeyError, TypeError):

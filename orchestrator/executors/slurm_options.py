@@ -1,8 +1,6 @@
-"""What a user may set on the SLURM executor (``-E KEY=VALUE``), and what no value may do.
-
-Every value ends up as an ``#SBATCH`` directive of a batch script bash runs
-(:mod:`.slurm_script`), so none may hold a line break, and ``sbatch_args`` passes on
-only the options of :data:`SBATCH_ARGS_ALLOWED`.
+"""What a user may set on the SLURM executor (``-E KEY=VALUE``). Every value becomes an
+``#SBATCH`` line of a script bash runs, so none may hold a line break, and ``sbatch_args``
+passes on only the options of :data:`SBATCH_ARGS_ALLOWED`.
 """
 
 from __future__ import annotations
@@ -41,7 +39,7 @@ SBATCH_ARG_MAX_CHARS = 4096
 
 
 def _one_line(value: str | None) -> str | None:
-    """``value``, if it has no line break or other control character (see the module)."""
+    """``value``, if it has no line break or other control character."""
     if value is not None and not value.isprintable():
         raise ValueError("may not hold a line break or other control character "
                          f"(found {value[:60]!r})")
@@ -58,9 +56,8 @@ def _split_args(value: Any) -> Any:
 
 
 class SlurmOptions(ExecutorOptions):
-    """What a user may set on the SLURM executor. Limits keep every value one SLURM
-    takes: a --time past a year, or a factor that overflows it, is refused here (exit 2),
-    not by sbatch at each cell."""
+    """What a user may set on the SLURM executor, bounded to values SLURM takes: a --time
+    past a year is refused here (exit 2), not by sbatch at each cell."""
 
     partition: str | None = Field(None, max_length=256,
                                   description="partition (sbatch --partition)")

@@ -1,9 +1,9 @@
 """SLURM's own commands, as the SLURM executor uses them: what state a job is in.
 
-:class:`SlurmQueue` asks ``squeue`` about every job of this user at once (at most once a
-second) and, for a job the controller no longer holds, ``sacct`` when the cluster keeps
-accounting. A failing ``squeue`` makes no job look ended: until it answers again, a job
-it does not know is :data:`UNREACHABLE`, which counts as still running.
+:class:`SlurmQueue` asks ``squeue`` about all this user's jobs at once (at most once a
+second), and ``sacct`` (if the cluster keeps accounting) about a job the controller
+forgot. A failing ``squeue`` ends no job: until it answers, a job it does not know is
+:data:`UNREACHABLE`, which counts as still running.
 """
 
 from __future__ import annotations
@@ -43,9 +43,8 @@ class SlurmError(KappaError):
 
 
 class SlurmUnreachable(SlurmError, ConnectionError):
-    """The SLURM controller did not answer (restarting, failing over, overloaded): not
-    the job's fault. A :class:`ConnectionError`, so a caller that waits out unreachable
-    services (:func:`orchestrator.tracking.retry.is_unreachable`) waits this one out too."""
+    """The SLURM controller did not answer: not the job's fault. A
+    :class:`ConnectionError`, so callers waiting out unreachable services wait it out too."""
 
 
 def run_slurm(argv: list[str],
@@ -92,8 +91,7 @@ class SlurmQueue:
         self._states_at = -1e9
 
     def job_state(self, slurm_id: str, fresh: bool = False) -> tuple[str, int | None] | None:
-        """``(state, exit code)`` of a job: the controller's (squeue, kept for
-        ``MinJobAge`` after the end), else accounting's (sacct), else ``None``."""
+        """``(state, exit code)`` of a job: squeue's, else sacct's, else ``None``."""
         if fresh or time.monotonic() - self._states_at > STATUS_CACHE_S:
             self._refresh_states()
         known = self._states.get(slurm_id)

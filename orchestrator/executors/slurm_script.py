@@ -1,18 +1,13 @@
-"""The batch script a :class:`~orchestrator.executors.slurm.SlurmExecutor` job runs.
+"""The batch script a SLURM executor's job runs: a pure function of its inputs, pinned by
+golden files (tests/golden/slurm/). Two shapes:
 
-:func:`batch_script` is a pure function of its inputs (no clock, no environment), so the
-scripts it writes are pinned by golden files (tests/golden/slurm/). Two shapes:
+* **Single node**: the cell's command runs under :mod:`.job_wrapper`.
+* **Several nodes, self-placing** (multi-node verl): verl's SLURM pattern, a Ray head on
+  the first node and a worker on each other, then the command on the head with
+  ``RAY_ADDRESS`` set; the port comes from the job id (jobs sharing a node do not meet on
+  6379), no dashboard, and a Ray token of the job's own (docs/slurm.md).
 
-* **Single node**: the cell's command runs on the allocated node, under
-  :mod:`~orchestrator.executors.job_wrapper`.
-* **Several nodes, self-placing** (a multi-node verl cell): verl's documented SLURM
-  pattern, a Ray head on the first node of the allocation and a worker on each other
-  node, then the cell's command on the head with ``RAY_ADDRESS`` set. Departures from
-  the usual recipe: the head's port comes from the job id (two jobs sharing a node do not
-  meet on 6379), no dashboard, and a Ray token of the job's own (docs/slurm.md).
-
-A cell over several nodes that does *not* place its own work has no meaning here and is
-refused by the executor before a script is written.
+The executor refuses a multi-node cell that does not place its own work.
 """
 
 from __future__ import annotations
@@ -59,8 +54,7 @@ class BatchJob:
 
 def time_limit_minutes(hours: float | None, factor: float, extra_minutes: int,
                        default_minutes: int | None) -> int | None:
-    """``--time`` in whole minutes (rounded up), or ``default_minutes`` when the cell's
-    hours are unknown (``None``: the partition's own default)."""
+    """``--time`` in whole minutes (rounded up); ``default_minutes`` if hours are unknown."""
     if hours is None:
         return default_minutes
     return max(1, math.ceil(hours * 60 * factor + extra_minutes))
@@ -94,9 +88,8 @@ def _directives(job: BatchJob) -> list[str]:
 
 
 def _one_line(directive: str) -> str:
-    """``directive`` if it stays on its ``#SBATCH`` line (a line break would make the rest
-    a line bash runs). Options refuse such values up front; this guards every other way
-    in (a run folder's path)."""
+    """``directive`` if it stays on its ``#SBATCH`` line (the rest of a broken line would
+    run in bash); guards what options do not check, such as a run folder's path."""
     if not directive.isprintable():
         raise ValueError(f"a batch script directive may not hold control characters: "
                          f"{directive!r}")
@@ -108,7 +101,7 @@ def _quote_all(words: Sequence[str]) -> str:
 
 
 def _exec_wrapped(job: BatchJob) -> str:
-    """The line that replaces the script with the cell's argv under kappa's job wrapper."""
+    """The line that execs the cell's argv under kappa's job wrapper."""
     return (f"exec {_quote_all([job.python, '-I', '-S', str(job.wrapper)])} \"$JOB_DIR\" -- "
             f"{_quote_all(job.argv)}")
 

@@ -119,28 +119,12 @@ def product(spec: Spec, table: dict[str, list[AxisValue]]) -> Iterator[Assignmen
         yield tuple(flat[k] for k in perm)
 
 
-class _ValueIndex:
-    """Where each value sits in each axis's list, by :func:`scalar_key` (1 == 1.0)."""
-
-    def __init__(self, table: dict[str, list[AxisValue]]) -> None:
-        self.positions: dict[str, dict[tuple[str, JsonScalarValue], list[int]]] = {}
-        for axis, values in table.items():
-            index: dict[tuple[str, JsonScalarValue], list[int]] = {}
-            for i, v in enumerate(values):
-                index.setdefault(scalar_key(v.value), []).append(i)
-            self.positions[axis] = index
-
-    def find(self, axis: str, value: JsonScalarValue) -> list[int]:
-        """The indices of ``value`` in the axis (in order; empty if it has none)."""
-        return self.positions[axis].get(scalar_key(value), [])
-
-    def add(self, axis: str, value: JsonScalarValue, index: int) -> None:
-        """Record a value an include appended at ``index``."""
-        self.positions[axis].setdefault(scalar_key(value), []).append(index)
+# Per axis, where each value sits in its list, by scalar_key (1 == 1.0).
+_Positions = dict[str, dict[tuple[str, JsonScalarValue], list[int]]]
 
 
 def _exclusion_masks(spec: Spec, table: dict[str, list[AxisValue]],
-                     where: _ValueIndex) -> list[list[int]]:
+                     where: _Positions) -> list[list[int]]:
     """Per axis position and value, the bit set of exclusions that value does not
     contradict. A cell matches exclusion ``e`` when bit ``e`` survives the AND of its
     values' masks: one AND per axis per cell, however many exclusions there are (a loop over
@@ -158,7 +142,7 @@ def _exclusion_masks(spec: Spec, table: dict[str, list[AxisValue]],
                 free[p] |= bit
         for axis, value in entry.items():
             p = position[axis]
-            for i in where.find(axis, value):
+            for i in where[axis].get(scalar_key(value), []):
                 named[p][i] = named[p].get(i, 0) | bit
     masks = []
     for p, axis in enumerate(names):
@@ -174,7 +158,10 @@ def assignments(spec: Spec,
     """The grid's assignments in order, and problems (exclusions matching nothing).
     ``table`` gains the new values includes bring to list axes."""
     names = list(spec.axes)
-    where = _ValueIndex(table)
+    where: _Positions = {axis: {} for axis in table}
+    for axis, values in table.items():
+        for i, v in enumerate(values):
+            where[axis].setdefault(scalar_key(v.value), []).append(i)
     matched = 0  # bit e: exclusion e dropped a cell
     cells: list[Assignment] = []
     if spec.exclude:
@@ -201,7 +188,7 @@ def assignments(spec: Spec,
         picks = []
         for axis in names:
             values = table[axis]
-            found = where.find(axis, entry[axis])
+            found = where[axis].get(scalar_key(entry[axis]), [])
             if found:
                 picks.append(found[0])
             else:  # a new value of a list axis (variants were checked to exist)
@@ -211,7 +198,7 @@ def assignments(spec: Spec,
                                         {} if first.is_label else {path: entry[axis]},
                                         ("include", e, axis), is_label=first.is_label))
                 picks.append(len(values) - 1)
-                where.add(axis, entry[axis], len(values) - 1)
+                where[axis].setdefault(scalar_key(entry[axis]), []).append(len(values) - 1)
         assignment = tuple(picks)
         if assignment not in seen:
             seen.add(assignment)

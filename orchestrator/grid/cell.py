@@ -1,11 +1,6 @@
-"""A cell: one point of the grid, named by a hash of what it runs.
-
-The id is the first 12 hex digits of the SHA-256 of the canonical JSON (sorted keys, no
-spaces) of ``{"backend", "settings", "labels"}``, where ``settings`` is the backend's
-validated settings *with defaults*, as ``model_dump(mode="json")`` gives them. So the id
-does not depend on key order, YAML formatting or how a value was spelled (``1e-3`` vs
-``0.001``), and the same cell in two specs has the same id.
-"""
+"""A cell: one point of the grid, named by the first 12 hex digits of the SHA-256 of the
+canonical JSON of ``{"backend", "settings", "labels"}``, the settings validated and with
+defaults (why: docs/spec.md#cells)."""
 
 from __future__ import annotations
 
@@ -26,20 +21,17 @@ def canonical_json(value: Any) -> str:
 
 def content_id(backend: str, settings_dump: Mapping[str, Any],
                labels: Mapping[str, JsonScalarValue]) -> str:
-    """The id of a cell with these validated settings (incl. defaults) and labels: the
-    definition, which :func:`orchestrator.grid.expand` computes faster from pieces."""
+    """The id of a cell with these validated settings (incl. defaults) and labels (the
+    definition; :func:`orchestrator.grid.expand` computes it faster from pieces)."""
     text = canonical_json({"backend": backend, "settings": dict(settings_dump),
                            "labels": dict(labels)})
     return hashlib.sha256(text.encode()).hexdigest()[:ID_LENGTH]
 
 
 class Cell(NamedTuple):
-    """One point of the grid (immutable; a named tuple because grids have 100k of them).
-    ``axes`` maps every axis name (spec order) to the value the cell takes (a variant's name
-    for axes of named variants). ``settings`` is what the cell's ``config.yaml`` gets:
-    ``base`` with the axis values merged in, before defaults (treat it as read-only; cells
-    share nested mappings). ``labels`` holds the label axes' values. A named tuple is about
-    half the cost of a frozen dataclass to create, which matters at 100k cells."""
+    """One point of the grid (fields: docs/spec.md#cells; ``settings`` is read-only, cells
+    share nested mappings). A named tuple: half the cost of a frozen dataclass to create,
+    which matters at 100k cells."""
 
     # Shadows tuple.index on purpose: the position in the grid is what callers want.
     index: int  # type: ignore[assignment]

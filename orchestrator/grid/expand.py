@@ -14,13 +14,7 @@ from orchestrator.grid.assignments import AxisValue, assignments, axis_values, c
 from orchestrator.grid.cell import Cell
 from orchestrator.grid.identity import CellBuilder
 from orchestrator.grid.validation import validate_cells
-from orchestrator.limits import (
-    DEFAULT_MAX_CELLS,
-    INT32_MAX,
-    MAX_CELLS_ENV,
-    MAX_PROBLEMS,
-    max_cells,
-)
+from orchestrator.limits import DEFAULT_MAX_CELLS, INT32_MAX, MAX_CELLS_ENV, MAX_PROBLEMS, max_cells
 from orchestrator.spec.model import Spec
 
 
@@ -31,17 +25,11 @@ class Grid:
     spec: Spec
     cells: tuple[Cell, ...]
     by_id: dict[str, Cell] = field(repr=False, compare=False)
-    #: What the scheduler needs of each cell, by cell id (``Backend.demand``), judged
-    #: from the model its one validation gave; empty unless expanded with ``judge``.
+    #: Each cell's ``Backend.demand``, by cell id; empty unless expanded with ``judge``.
     demands: dict[str, Demand] = field(default_factory=dict, repr=False, compare=False)
-    #: Each cell's validated settings, by cell id (its one validation); empty unless
-    #: expanded with ``models`` (what a canary plan starts from).
+    #: Each cell's validated settings, by cell id (what a canary plan starts from); empty
+    #: unless expanded with ``models``.
     models: dict[str, BaseModel] = field(default_factory=dict, repr=False, compare=False)
-
-    @property
-    def axis_names(self) -> tuple[str, ...]:
-        """Axis names in spec order (the keys of every ``Cell.axes``)."""
-        return self.spec.axis_names
 
     @property
     def label_names(self) -> tuple[str, ...]:
@@ -57,20 +45,15 @@ class Grid:
 
 def expand(spec: Spec, preflight: bool = True, judge: bool = False,
            models: bool = False) -> Grid:
-    """The grid of ``spec``: every cell validated by the backend, named by content hash.
-
-    Order: the product of the axes in spec order, first axis slowest (a zip group sits where
-    its first axis is), minus exclusions, then includes not already present. A grid of more
-    than :func:`orchestrator.limits.max_cells` cells (counted from the axes) is refused.
-    Raises ``UserInputError`` with every problem: exclusions that match no cell, settings
-    the backend rejects (each once, at its origin in the spec), and duplicate cells. The
-    validated cells are preflighted as one batch (unless ``preflight=False``).
+    """The grid of ``spec`` in its order (docs/spec.md#order-zip-exclude-include): every cell
+    validated by the backend, named by content hash, the validated cells preflighted as one
+    batch (unless ``preflight=False``); a grid of more than ``max_cells()`` is refused.
+    Raises ``UserInputError`` with every problem.
 
     Without ``judge``, each distinct combination is validated once (what a problem report
     needs). With it (a submit), every cell is validated exactly once and its demand judged
-    from that model (``Grid.demands``: a demand reads settings no cross-field rule does, so
-    a combination's representative cannot stand for it); ``models`` (implies ``judge``)
-    also keeps each cell's model (``Grid.models``).
+    from that model (``Grid.demands``: a demand reads settings no cross-field rule does);
+    ``models`` (implies ``judge``) also keeps each cell's model (``Grid.models``).
     """
     from orchestrator.backends import get_backend
 
@@ -82,13 +65,13 @@ def expand(spec: Spec, preflight: bool = True, judge: bool = False,
         raise UserInputError(f"{spec.filename}: invalid grid", problems)
     builder = CellBuilder(spec, table)
     judge = judge or models
-    validated: list[BaseModel | None] = [None] * len(order) if judge else []
+    validated: list[BaseModel | None] = [None] * len(order)
 
-    def keep(index: int, model: BaseModel) -> None:
+    def on_valid(index: int, model: BaseModel) -> None:
+        builder.learn(order[index], model)
         validated[index] = model
 
-    validate_cells(spec, backend, table, order, builder.settings, builder.learn, preflight,
-                   keep if judge else None)
+    validate_cells(spec, backend, table, order, builder.settings, on_valid, preflight)
     cells: list[Cell] = []
     by_id: dict[str, Cell] = {}
     demands: dict[str, Demand] = {}
@@ -139,7 +122,7 @@ def expand(spec: Spec, preflight: bool = True, judge: bool = False,
 
 def _check_size(spec: Spec, table: dict[str, list[AxisValue]]) -> None:
     """Refuse a grid bigger than the limit before enumerating it (10^7 cells would take
-    minutes and gigabytes only to be refused later)."""
+    minutes and gigabytes to be refused later)."""
     limit = max_cells()
     bound, how = cell_bound(spec, table)
     if bound <= limit:

@@ -1,17 +1,14 @@
 """Fast cell settings and ids: assemble each cell from pieces computed once per value.
 
-A cell's canonical JSON is its labels plus its sorted ``"key":value`` settings
-fragments. Settings no axis touches serialize the same in every cell; a setting one axis
-owns depends only on that axis's value; a setting several axes touch (``model`` when one
-axis sets ``model.d_model`` and another ``model.n_heads``) depends on their combination.
-Each fragment is serialized once, from the first validated cell that has it, into a
-text template; cells that differ only in the last axis (consecutive in grid order)
-share everything but that axis's fragments, so a cell costs a concatenation, one
-SHA-256 and its dicts. The result equals :func:`orchestrator.grid.cell.content_id`
-(tests check this on random specs).
-
-Like the rest of kappa, this assumes a backend's validators check values and never
-rewrite one setting based on another (a value's dump depends on that value alone).
+A cell's canonical JSON is its labels plus its sorted ``"key":value`` settings fragments.
+Settings no axis touches serialize the same in every cell; a setting one axis owns
+depends only on that axis's value; a setting several axes touch (``model`` when one sets
+``model.d_model`` and another ``model.n_heads``) depends on their combination. Each
+fragment is serialized once, from the first validated cell that has it, into a text
+template; cells that differ only in the last axis (consecutive in grid order) share all
+but that axis's fragments, so a cell costs a concatenation, one SHA-256 and its dicts.
+The result equals :func:`orchestrator.grid.cell.content_id` (tests check this on random
+specs). It assumes a backend's validators never rewrite one setting based on another.
 """
 
 from __future__ import annotations

@@ -1,13 +1,12 @@
 """A sweep's plan: its spec read, its cells validated and preflighted, once per submit.
 
 :func:`load_plan` reads a spec file once, checks it (every problem of the spec and of its
-cells in one report), expands the grid (each distinct combination validated, the batch
-preflighted by the backend) and prices it: a :class:`Plan`. What every later step of the
-sweep needs is its :class:`SweepPlan` (``Plan.sweep_plan()``), which a submit stores in
-the registry as JSON beside the spec's text. The scheduler, the stopping rules, the
-search, the status views and the report read that (:func:`stored_plan`), never the YAML
-again; a stored plan that cannot be read is an error naming the sweep and the fix, never
-a default. The grid's cells themselves are stored as the sweep's cell rows.
+cells in one report), expands the grid and prices it: a :class:`Plan`. What every later
+step of the sweep needs is its :class:`SweepPlan`, which a submit stores in the registry
+as JSON beside the spec's text (the cells are the sweep's cell rows). The scheduler, the
+stopping rules, the search, the status views and the report read that
+(:func:`stored_plan`), never the YAML again; a stored plan that cannot be read is an error
+naming the sweep and the fix, never a default.
 """
 
 from __future__ import annotations
@@ -156,10 +155,9 @@ class Plan:
 
 
 def _study(spec: Spec, cell: Cell, demand: Demand | None) -> StudyCell:
-    """A study's starting cell, with the most training steps one of its trials can run: the
-    base settings' (``Backend.max_steps``), or the top of a searched ``max_steps``.
-    ``demand``: the cell's, judged at its one validation (a submit); without it (a plan read
-    back from a stored spec) the cell is validated here."""
+    """A study's starting cell, with the most training steps a trial can run: the base
+    settings' (``Backend.max_steps``), or the top of a searched ``max_steps``. Without the
+    cell's ``demand`` (judged at submit) the cell is validated here."""
     from orchestrator.backends import get_backend
 
     assert spec.search is not None
@@ -182,15 +180,13 @@ def _study(spec: Spec, cell: Cell, demand: Demand | None) -> StudyCell:
 
 def plan(spec: Spec, preflight: bool = True, judge: bool = False,
          models: bool = False) -> Plan:
-    """Expand ``spec`` and price it (see :func:`orchestrator.grid.expand`; ``judge``:
-    every cell validated once and its demand judged, for a submit; ``models``: each
-    cell's validated settings kept too, for its canaries)."""
+    """Expand ``spec`` (:func:`orchestrator.grid.expand`) and price it."""
     return Plan(grid=expand(spec, preflight, judge, models))
 
 
 def checked(reading: SpecReading) -> Spec:
     """The spec of ``reading``, or a ``UserInputError`` with its problems and, where the
-    axes allow, the cells' problems too (one run reports everything)."""
+    axes allow, the cells' problems too."""
     from orchestrator.backends import get_backend
     from orchestrator.grid.validation import base_problems
 

@@ -1,17 +1,11 @@
 """Validate every cell's settings with the backend, each distinct combination once.
 
-Validating 100k cells one by one is slow, and most of that work repeats: an axis whose
-settings no cross-field rule reads (a *free* axis, e.g. ``seed``) is valid or not on its
-own. A backend says which top-level settings its cross-field rules read through a
-``coupled_settings`` class attribute (a frozenset of names; absent or ``None`` means
-"any of them", which makes every axis coupled and every cell validated). Axes that set
-parts of the same top-level setting are coupled too. We then validate the first cell
-of each distinct combination of coupled-axis values and the first cell holding each
-value of each free axis; every other cell differs from a validated one only in free
-values that were validated elsewhere.
-
-Every problem is attributed to where its setting is written (``base.kl_coef``,
-``axes.kappa.k200.kl_coef``, ``axes.seed[2]``) and reported once.
+An axis whose settings no cross-field rule reads (a *free* axis, e.g. ``seed``) is valid
+or not on its own; the others, and axes that set parts of one top-level setting, are
+coupled (the backend's ``coupled_settings``; docs/spec.md#fast-validation-for-backend-authors).
+The first cell of each combination of coupled values and the first holding each free
+value are validated. Every problem is attributed to where its setting is written
+(``base.kl_coef``, ``axes.kappa.k200.kl_coef``, ``axes.seed[2]``) and reported once.
 """
 
 from __future__ import annotations
@@ -28,6 +22,7 @@ from orchestrator.grid.assignments import Assignment, AxisValue
 from orchestrator.limits import MAX_PROBLEMS, more_problems
 from orchestrator.spec.model import Spec
 from orchestrator.spec.settings_paths import (
+    LeafIndex,
     LeafPath,
     did_you_mean,
     flatten,
@@ -48,9 +43,8 @@ def coupled_axes(spec: Spec, table: Mapping[str, Sequence[AxisValue]],
 
 def cells_to_validate(cells: Sequence[Assignment], coupled_pos: Sequence[int],
                       n_axes: int) -> list[int]:
-    """Indices of the cells that, validated, cover every combination that matters. The first
-    cell of each distinct combination of coupled values, and the first cell holding each
-    value of each free axis."""
+    """Indices of the cells that cover every combination that matters: the first cell of
+    each combination of coupled values, and the first holding each free axis value."""
     if not cells:
         return []
     backwards = range(len(cells) - 1, -1, -1)
@@ -67,32 +61,14 @@ def cells_to_validate(cells: Sequence[Assignment], coupled_pos: Sequence[int],
     return sorted(chosen)
 
 
-class _Leaves:
-    """Setting leaf paths, indexed to find those overlapping a path (one a prefix of the
-    other) in a few lookups rather than a scan: a base of 10^4 settings with 100
-    problems would otherwise cost 10^6 comparisons per cell."""
-
-    def __init__(self, leaves: Iterable[LeafPath]) -> None:
-        self.leaves = set(leaves)
-        self.longer: dict[LeafPath, list[LeafPath]] = {}  # proper prefix -> leaves under it
-        for leaf in self.leaves:
-            for n in range(1, len(leaf)):
-                self.longer.setdefault(leaf[:n], []).append(leaf)
-
-    def overlapping(self, parts: LeafPath) -> list[LeafPath]:
-        """The leaves equal to, above or below ``parts``."""
-        found = [parts[:n] for n in range(1, len(parts) + 1) if parts[:n] in self.leaves]
-        return found + self.longer.get(parts, [])
-
-
 class _Collector:
     """Attributes backend problems to their origin in the spec and deduplicates them."""
 
     def __init__(self, spec: Spec, model: type[BaseModel]) -> None:
         self.spec = spec
         self.known = settings_paths(model)
-        self.base_leaves = _Leaves(flatten(spec.base))
-        self.variant_leaves: dict[str, _Leaves] = {}  # by variant axis, filled on demand
+        self.base_leaves = LeafIndex.of(flatten(spec.base))
+        self.variant_leaves: dict[str, LeafIndex[LeafPath]] = {}  # by axis, filled on demand
         self.problems: dict[tuple[str, str, str | None], Problem] = {}
         # Cross-field problems: message -> failing cells. Their "found" is the whole
         # input mapping, different in every cell, so it is left out.
@@ -156,7 +132,7 @@ class _Collector:
             leaves = self.variant_leaves.get(record.axis)
             if leaves is None:
                 every = {leaf for settings in variants.values() for leaf in flatten(settings)}
-                leaves = self.variant_leaves[record.axis] = _Leaves(every)
+                leaves = self.variant_leaves[record.axis] = LeafIndex.of(every)
             if leaves.overlapping(parts):
                 return record
         return None
@@ -187,14 +163,12 @@ class _Collector:
 
 def validate_cells(spec: Spec, backend: Backend, table: Mapping[str, Sequence[AxisValue]],
                    cells: Sequence[Assignment], settings_of: Callable[[Assignment], dict[str, Any]],
-                   on_valid: Callable[[Assignment, BaseModel], None], preflight: bool = True,
-                   every: Callable[[int, BaseModel], None] | None = None) -> int:
+                   on_valid: Callable[[int, BaseModel], None], preflight: bool = True) -> int:
     """Validate the cells that cover every combination, then preflight them as one batch
-    (:meth:`Backend.preflight`); raise with all problems at once. ``settings_of`` gives a
-    cell's settings (what its config.yaml gets); ``on_valid`` sees each validated model of
-    the covering cells; ``preflight=False`` skips the backend's preflight; ``every`` sees
-    each validated model with its cell's index in ``cells``. Returns how many cells were
-    validated."""
+    (:meth:`Backend.preflight`, unless ``preflight=False``); raise with all problems at
+    once. ``settings_of`` gives a cell's settings (what its config.yaml gets); ``on_valid``
+    sees each validated model with its cell's index in ``cells``. Returns how many cells
+    were validated."""
     names = list(spec.axes)
     coupled_pos = coupled_axes(spec, table, getattr(backend, "coupled_settings", None))
     chosen = cells_to_validate(cells, coupled_pos, len(names))
@@ -220,9 +194,7 @@ def validate_cells(spec: Spec, backend: Backend, table: Mapping[str, Sequence[Ax
             add(exc, cell)
             continue
         valid.append((cell, model))
-        on_valid(cell, model)
-        if every is not None:
-            every(index, model)
+        on_valid(index, model)
     try:
         if preflight:
             backend.preflight({str(n): model for n, (_, model) in enumerate(valid)})
@@ -243,11 +215,9 @@ def validate_cells(spec: Spec, backend: Backend, table: Mapping[str, Sequence[Ax
 
 
 def base_problems(spec: Spec, backend: Backend) -> list[Problem]:
-    """Problems of ``base``'s own values, found without expanding the axes. For when the
-    axes are too broken to expand: the user still sees, in the same run, what is wrong in
-    ``base``. Only what ``base`` alone decides is reported: not a setting some axis sets
-    (the axis overrides it), not a missing setting (an axis may give it), not a cross-field
-    rule (the axes take part in it)."""
+    """Problems of ``base``'s own values, found without expanding axes too broken to
+    expand. Only what ``base`` alone decides is reported: not a setting some axis sets,
+    not a missing setting (an axis may give it), not a cross-field rule."""
     from orchestrator.backends.validation import validate_model
     from orchestrator.spec.references import axis_leaf_paths
 

@@ -1,33 +1,24 @@
 """The SQL run registry: sweeps, their cells, and each cell's attempts.
 
-Contract (for the scheduler and the CLI; each method's docstring has the details)::
+``with Registry.open(url) as reg:`` (``None``: --registry / KAPPA_REGISTRY /
+.kappa/registry.db) initialises an empty database to the newest schema and refuses one at
+an older revision (exit 2, with ``kappa db upgrade --registry URL``); ``create=False``
+creates nothing and raises ``RegistryMissing``. SQLite and PostgreSQL (a plain
+``postgresql://`` URL gets the psycopg 3 driver) behave the same.
 
-    reg = Registry.open(url=None)   # None: --registry / KAPPA_REGISTRY / .kappa/registry.db
-    ...
-    reg.close()                     # or: with Registry.open(url) as reg: ...
-
-``open`` initialises an empty database to the newest schema and refuses (UserInputError,
-exit 2) a database at an older revision, printing ``kappa db upgrade --registry URL``;
-``create=False`` (commands that only read) creates nothing and raises ``RegistryMissing``.
-SQLite (WAL, foreign keys, busy timeout) and PostgreSQL (``postgresql+psycopg://``; a
-plain ``postgresql://`` URL gets the psycopg 3 driver) behave the same.
-
-Every method is ONE transaction and returns frozen snapshots (:class:`SweepRecord`,
-:class:`CellRecord`, :class:`AttemptRecord`), never live ORM rows. A cell is named by its
-``CellRecord`` or by ``(sweep name, cell id)``. Sweeps: ``upsert_sweep``, ``get_sweep``,
-``find_sweep``, ``list_sweeps``, ``delete_sweep`` (cascades). Cells: ``add_cells``
-(idempotent, all-or-nothing), ``cells``, ``get_cell`` (id or unique prefix), ``counts``,
-``attempts``. State changes are compare-and-set over ``states.TRANSITIONS``:
-``transition(cell, expected, new, **fields) -> bool`` is ``False`` when another process
-won and nothing was written; forbidden edges raise ``IllegalTransition``; the derived
-fields (timestamps, attempts) are set there, never by callers (``transitions.py``).
+Every method is ONE transaction returning frozen snapshots (:class:`SweepRecord`,
+:class:`CellRecord`, :class:`AttemptRecord`), never live rows. A cell is named by its
+``CellRecord`` or ``(sweep name, cell id)``. State changes are compare-and-set over
+``states.TRANSITIONS``: ``transition(cell, expected, new, **fields)`` is ``False`` when
+another process won (nothing written), a forbidden edge raises ``IllegalTransition``, and
+the derived fields (timestamps, attempts) are set in ``transitions.py``, never by callers.
 
 A typical life: ``add_cells`` -> ``transition(c, PENDING, QUEUED)`` -> executor submit ->
 ``start_attempt(c, job_id=...)`` -> ``update_progress`` ... -> ``finish_attempt(c,
 SUCCEEDED, exit_code=0, final_metrics=...)``; retry: ``transition(c, FAILED, PENDING)``.
 """
 
-from orchestrator.registry.cells import CellRef
+from orchestrator.registry.cells import CellRef, CellStore
 from orchestrator.registry.schema import (
     RegistryMissing,
     SchemaState,
@@ -42,24 +33,14 @@ from orchestrator.registry.states import (
     CellState,
     IllegalTransition,
 )
-from orchestrator.registry.store import Registry
-from orchestrator.registry.sweeps import spec_hash
+from orchestrator.registry.sweeps import SweepStore, spec_hash
 
-__all__ = [
-    "TERMINAL_STATES",
-    "TRANSITIONS",
-    "AttemptRecord",
-    "AttemptState",
-    "CellLike",
-    "CellRecord",
-    "CellRef",
-    "CellState",
-    "IllegalTransition",
-    "Registry",
-    "RegistryMissing",
-    "SchemaState",
-    "SchemaStatus",
-    "SweepRecord",
-    "head_revision",
-    "spec_hash",
-]
+__all__ = ["TERMINAL_STATES", "TRANSITIONS", "AttemptRecord", "AttemptState", "CellLike",
+           "CellRecord", "CellRef", "CellState", "IllegalTransition", "Registry",
+           "RegistryMissing", "SchemaState", "SchemaStatus", "SweepRecord", "head_revision",
+           "spec_hash"]
+
+
+class Registry(SweepStore, CellStore):
+    """The SQL run registry (the contract above), its methods mixed in by concept:
+    ``connection.py``, ``sweeps.py``, ``cells.py``, ``leases.py``. Open with :meth:`open`."""

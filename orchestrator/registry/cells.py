@@ -1,24 +1,39 @@
-"""Cell rows: registering a sweep's cells and reading cells, attempts and counts."""
+"""Cell rows: registering a sweep's cells, reading cells, attempts and counts, and writing
+them: compare-and-set state changes, attempts, and fields that are not state. Each write
+of a fenced registry (:meth:`~.connection.RegistryConnection.fenced`) first checks that
+its scheduler still holds the sweep's lease.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, cast
 
-from sqlalchemy import Text, cast, func, insert, or_, select
+from sqlalchemy import Table, Text, bindparam, func, insert, or_, select, update
+from sqlalchemy import cast as sql_cast
 from sqlalchemy.orm import Session
 
-from orchestrator.registry.connection import RegistryConnection
+from orchestrator.registry.connection import (
+    cell_row,
+    check_fields,
+    jsonable,
+    sweep_row,
+    updated_one,
+)
+from orchestrator.registry.leases import LeaseStore
 from orchestrator.registry.models import CellRow, utcnow
-from orchestrator.registry.rows import cell_row, jsonable, sweep_row
 from orchestrator.registry.snapshots import AttemptRecord, CellLike, CellRecord
-from orchestrator.registry.states import CellState
+from orchestrator.registry.states import AttemptState, CellState
+from orchestrator.registry.transitions import apply_transition
 
 CellRef = CellRecord | tuple[str, str]
 """A cell is named by its snapshot or by ``(sweep name, cell id)``."""
 
 # Ids per IN (...) list: far below any database's limit on bound parameters.
 _IDS_PER_QUERY = 500
+# Fields a caller may set without changing state.
+UPDATE_FIELDS = frozenset({"run_dir", "mlflow_run_id", "job_id", "max_retries", "last_error"})
 
 
 def cell_key(cell: CellRef) -> tuple[str, str]:
@@ -29,22 +44,17 @@ def cell_key(cell: CellRef) -> tuple[str, str]:
     return str(sweep), str(cell_id)
 
 
-class CellStore(RegistryConnection):
-    """The registry's cell reads and ``add_cells`` (mixed into :class:`~.store.Registry`)."""
+class CellStore(LeaseStore):
+    """The registry's cell methods (mixed into :class:`~orchestrator.registry.Registry`)."""
 
     def add_cells(self, sweep: str, cells: Iterable[CellLike], *, max_retries: int = 0,
                   demands: Mapping[str, Mapping[str, Any]] | None = None) -> list[CellRecord]:
-        """Register ``cells`` as ``pending``; cells already there are left untouched.
-        ``demands`` maps cell ids to what the scheduler needs of them (``Demand.to_json``,
-        judged where they were validated); a cell without one is stored without.
-
-        Returns the cells that were new. All or nothing: if any cell cannot be stored
-        (e.g. settings that are not JSON), none is.
-        """
-        # Rows are made before the transaction and inserted in batches, snapshots made
-        # after it: on PostgreSQL the server ends a transaction that idles between
-        # statements as long as a lease (engine.py), and preparing 100,000 rows inside
-        # it (ORM objects and their flush) takes longer than that on a busy machine.
+        """Register ``cells`` as ``pending`` (those already there untouched), with
+        ``demands`` (cell id -> ``Demand.to_json``) where given; the cells that were new.
+        All or nothing: if any cell cannot be stored (settings not JSON), none is."""
+        # Rows made before the transaction, snapshots after: on PostgreSQL the server ends
+        # a transaction idle as long as a lease (leases.py), and making 100,000 ORM rows
+        # inside it takes longer than that on a busy machine.
         now = utcnow()
         rows: dict[str, dict[str, Any]] = {}
         for cell in cells:
@@ -74,13 +84,12 @@ class CellStore(RegistryConnection):
     @staticmethod
     def _fill_missing_demands(session: Session, sweep_id: int,
                               demands: Mapping[str, Mapping[str, Any]]) -> None:
-        """Give a demand to the sweep's cells that have none and are given one: a cell
-        whose settings did not validate when the registry was upgraded gets it when its
-        spec is submitted again (what its launch error tells the user to do)."""
+        """Give a demand to the cells that have none and are given one: one whose settings
+        did not validate at the registry's upgrade gets it when its spec is resubmitted."""
         # None is stored as SQL NULL by the migration and as JSON null by an insert.
         missing = session.scalars(select(CellRow).where(
             CellRow.sweep_id == sweep_id,
-            or_(CellRow.demand.is_(None), cast(CellRow.demand, Text) == "null")))
+            or_(CellRow.demand.is_(None), sql_cast(CellRow.demand, Text) == "null")))
         for row in missing:
             if row.cell_id in demands:
                 row.demand = dict(demands[row.cell_id])
@@ -98,8 +107,7 @@ class CellStore(RegistryConnection):
 
     def cell_keys(self, sweep: str,
                   states: Iterable[CellState | str] | None = None) -> list[tuple[str, int]]:
-        """``(cell id, index)`` of the sweep's cells (optionally only those in ``states``),
-        by index: what a scheduler pass over many waiting cells reads (no settings)."""
+        """``(cell id, index)`` of the sweep's cells (in ``states``), by index: no settings."""
         with self._read() as session:
             parent = sweep_row(session, sweep)
             query = select(CellRow.cell_id, CellRow.index).where(CellRow.sweep_id == parent.id)
@@ -142,3 +150,87 @@ class CellStore(RegistryConnection):
                                    .group_by(CellRow.state)).all()
         found = {CellState(state): int(n) for state, n in rows}
         return {state: found.get(state, 0) for state in CellState}
+
+    # -- writes ----------------------------------------------------------------------------
+    def transition(self, cell: CellRef, expected: CellState | str | Iterable[CellState | str],
+                   new: CellState | str, **fields: Any) -> bool:
+        """Compare-and-set: move the cell to ``new`` iff it is in one of ``expected``;
+        ``False`` (nothing changed) when another process got there first. An edge missing
+        from ``states.TRANSITIONS`` raises ``IllegalTransition``. ``fields`` (see
+        ``TRANSITION_FIELDS``) are written in the same transaction (``transitions.py``)."""
+        return self._change(cell, expected, new, fields)[0]
+
+    def start_attempt(self, cell: CellRef, *, job_id: str | None = None,
+                      log_path: str | None = None,
+                      expected: Iterable[CellState | str] = (CellState.QUEUED,),
+                      ) -> AttemptRecord | None:
+        """``queued -> running`` with a new attempt (numbered from 1); ``None`` if lost."""
+        return self._change(cell, expected, CellState.RUNNING,
+                            {"job_id": job_id, "log_path": log_path})[1]
+
+    def finish_attempt(self, cell: CellRef, state: CellState | str, *,
+                       exit_code: int | None = None, last_error: str | None = None,
+                       final_metrics: Mapping[str, Any] | None = None,
+                       stop_reason: str | None = None) -> bool:
+        """``running -> state`` (terminal), closing the open attempt (``stop_reason``: why)."""
+        given = {"last_error": last_error, "final_metrics": final_metrics,
+                 "stop_reason": stop_reason}
+        fields = {"exit_code": exit_code, **{k: v for k, v in given.items() if v is not None}}
+        return self._change(cell, (CellState.RUNNING,), state, fields)[0]
+
+    @contextmanager
+    def _fenced_row(self, cell: CellRef) -> Iterator[tuple[Session, CellRow]]:
+        sweep, cell_id = cell_key(cell)
+        with self._tx() as session:
+            row = cell_row(session, sweep, cell_id)
+            self._check_fence(session, row.sweep_id)
+            yield session, row
+
+    def _change(self, cell: CellRef, expected: CellState | str | Iterable[CellState | str],
+                new: CellState | str,
+                fields: Mapping[str, Any]) -> tuple[bool, AttemptRecord | None]:
+        with self._fenced_row(cell) as (session, row):
+            return apply_transition(session, row, expected, new, fields)
+
+    def update_cell(self, cell: CellRef, **fields: Any) -> None:
+        """Set fields that are not state (``UPDATE_FIELDS``), e.g. the MLflow run id."""
+        check_fields(fields, UPDATE_FIELDS, "update_cell")
+        with self._fenced_row(cell) as (_, row):
+            for name, value in fields.items():
+                setattr(row, name, value)
+
+    def set_run_dirs(self, sweep: str, run_dirs: Mapping[str, str]) -> None:
+        """Record the run folders of many cells (id -> folder) in one transaction."""
+        if not run_dirs:
+            return
+        cells = cast(Table, CellRow.__table__)
+        statement = (update(cells)
+                     .where(cells.c.sweep_id == bindparam("sweep_pk"),
+                            cells.c.cell_id == bindparam("cell"))
+                     .values(run_dir=bindparam("folder")))
+        with self._tx() as session:
+            parent = sweep_row(session, sweep)
+            session.execute(statement, [{"sweep_pk": parent.id, "cell": cell_id, "folder": folder}
+                                        for cell_id, folder in run_dirs.items()])
+
+    def attach_job(self, cell: CellRef, job_id: str) -> bool:
+        """Record the executor's job id on a running cell and its open attempt."""
+        with self._fenced_row(cell) as (_, row):
+            if row.state != CellState.RUNNING.value:
+                return False
+            row.job_id = job_id
+            for attempt in row.attempts:
+                if attempt.state == AttemptState.RUNNING.value:
+                    attempt.job_id = job_id
+            return True
+
+    def update_progress(self, cell: CellRef, step: int, total_steps: int | None = None) -> bool:
+        """Record training progress of a running cell (a heartbeat); ``False`` if not running."""
+        sweep, cell_id = cell_key(cell)
+        values: dict[str, Any] = {"progress_step": step, "progress_updated_at": utcnow()}
+        if total_steps is not None:
+            values["total_steps"] = total_steps
+        with self._tx() as session:
+            row = cell_row(session, sweep, cell_id)
+            return updated_one(session, update(CellRow).values(**values).where(
+                CellRow.id == row.id, CellRow.state == CellState.RUNNING.value))

@@ -1,21 +1,24 @@
-"""The connection under :class:`~.store.Registry`: engine, sessions, the lease fence.
+"""The connection under :class:`~orchestrator.registry.Registry`: engine, sessions, and the
+row lookups and value checks its methods share inside a session.
 
 :meth:`RegistryConnection.open` is the one way in; the sweep, cell and lease methods
-(``sweeps.py``, ``cells.py``, ``cell_updates.py``, ``store.py``) all run their
-transactions through ``_tx`` (writes) and ``_read`` (reads).
+(``sweeps.py``, ``cells.py``, ``leases.py``) run their transactions through ``_tx``
+(writes) and ``_read`` (reads).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Self
+from typing import Any, Self, cast
 
-from sqlalchemy import Engine
+from sqlalchemy import CursorResult, Engine, Update, select
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from orchestrator import paths
+from orchestrator.errors import Problem, UserInputError, unknown_name
 from orchestrator.registry.engine import (
     display_url,
     make_engine,
@@ -23,7 +26,7 @@ from orchestrator.registry.engine import (
     normalize_url,
     unreachable,
 )
-from orchestrator.registry.leases import check_fence
+from orchestrator.registry.models import CellRow, SweepRow
 from orchestrator.registry.schema import RegistryMissing, ensure_schema
 
 
@@ -31,7 +34,7 @@ class RegistryConnection:
     """An open registry database; every method of a subclass is one transaction."""
 
     def __init__(self, engine: Engine, fence: str | None = None) -> None:
-        """Wrap an engine whose schema is already current (use :meth:`open`)."""
+        """Wrap an engine whose schema is current (use :meth:`open`)."""
         self.engine = engine
         self.fence = fence
         self._sessions = sessionmaker(engine, expire_on_commit=False)
@@ -42,20 +45,12 @@ class RegistryConnection:
         the sweep's lease, else raises :class:`~.leases.LeaseLost` and writes nothing."""
         return type(self)(self.engine, fence=owner)
 
-    def _check_fence(self, session: Session, sweep_id: int) -> None:
-        if self.fence is not None:
-            check_fence(session, sweep_id, self.fence)
-
-    # -- lifecycle ---------------------------------------------------------------------
     @classmethod
     def open(cls, url: str | None = None, *, create: bool = True) -> Self:
-        """Connect to ``url`` (default: :func:`orchestrator.paths.registry_url`).
-
-        An empty database is initialised, or with ``create=False`` (commands that only
-        read) refused: :class:`RegistryMissing`, and no file or folder is made. An
-        outdated or unknown schema raises :class:`UserInputError` with the fix
-        (``kappa db upgrade --registry URL``); so does a server that cannot be reached.
-        """
+        """Connect to ``url`` (default: :func:`orchestrator.paths.registry_url`). An empty
+        database is initialised, or with ``create=False`` refused (:class:`RegistryMissing`,
+        nothing made). An outdated or unknown schema, or a server out of reach, is a
+        :class:`UserInputError` with the fix."""
         parsed = normalize_url(paths.registry_url(url))
         if not create and missing_sqlite_file(parsed):
             raise RegistryMissing(display_url(parsed))
@@ -94,10 +89,9 @@ class RegistryConnection:
 
     @contextmanager
     def _read(self) -> Iterator[Session]:
-        """A session for reads. On PostgreSQL it holds no transaction (autocommit): the
-        server ends a transaction idle for as long as a lease (``engine.py``), and a
-        client turning 100,000 rows into snapshots is that idle on a busy machine; a read
-        of single SELECTs needs none. SQLite reads keep the ordinary transaction."""
+        """A session for reads; on PostgreSQL without a transaction (autocommit): the server
+        ends one idle as long as a lease (``leases.py``), which a busy client turning
+        100,000 rows into snapshots may be, and single SELECTs need none."""
         if self.engine.dialect.name != "postgresql":
             with self._tx() as session:
                 yield session
@@ -106,3 +100,60 @@ class RegistryConnection:
             auto = connection.execution_options(isolation_level="AUTOCOMMIT")
             with Session(bind=auto, expire_on_commit=False) as session:
                 yield session
+
+
+def jsonable(value: Any, what: str) -> Any:
+    """A JSON-clean copy (pydantic models dumped, tuples to lists); TypeError if impossible."""
+    if hasattr(value, "model_dump"):
+        value = value.model_dump(mode="json")
+    try:
+        return json.loads(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{what} is not JSON-serialisable: {exc}") from None
+
+
+def check_fields(fields: Mapping[str, Any], allowed: frozenset[str], what: str) -> None:
+    """TypeError naming the fields that are not in ``allowed``."""
+    extra = sorted(set(fields) - allowed)
+    if extra:
+        raise TypeError(f"{what} got unknown field(s) {extra}; allowed: {sorted(allowed)}")
+
+
+def updated_one(session: Session, statement: Update) -> bool:
+    """Run a bulk UPDATE; whether it changed exactly one row (a compare-and-set's answer)."""
+    result = cast(CursorResult[Any], session.execute(
+        statement.execution_options(synchronize_session=False)))
+    return result.rowcount == 1
+
+
+def sweep_row(session: Session, name: str, lock: bool = False) -> SweepRow:
+    """The sweep's row (locked FOR UPDATE if asked); unknown names list the known ones."""
+    query = select(SweepRow).where(SweepRow.name == name)
+    row = session.scalar(query.with_for_update() if lock else query)
+    if row is None:
+        known = session.scalars(select(SweepRow.name)).all()
+        raise unknown_name("sweep", name, known, location="sweep")
+    return row
+
+
+def cell_row(session: Session, sweep: str, ref: str, prefix: bool = False) -> CellRow:
+    """The cell ``ref`` of ``sweep`` (or with ``prefix``, the only one starting with it)."""
+    parent = sweep_row(session, sweep)
+    in_sweep = select(CellRow).where(CellRow.sweep_id == parent.id)
+    row = session.scalar(in_sweep.where(CellRow.cell_id == ref))
+    if row is not None:
+        return row
+    matches: list[CellRow] = []
+    if prefix and ref and ref.isalnum():
+        matches = list(session.scalars(
+            in_sweep.where(CellRow.cell_id.startswith(ref)).order_by(CellRow.cell_id).limit(6)))
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise UserInputError(f"cell prefix '{ref}' is ambiguous in sweep '{sweep}'", [Problem(
+            "cell", "more than one cell id starts with it", found=ref,
+            allowed=", ".join(m.cell_id for m in matches[:5]),
+            fix="give more characters of the cell id")])
+    raise UserInputError(f"no cell '{ref}' in sweep '{sweep}'", [Problem(
+        "cell", "no cell id is or starts with it", found=ref,
+        fix=f"`kappa status {sweep}` lists the sweep's cells")])

@@ -1,10 +1,9 @@
 """Connecting to the registry database: SQLite by default, PostgreSQL by URL.
 
-SQLite is opened in WAL mode (readers never block the writer), with foreign keys on and a
-busy timeout so concurrent kappa processes wait for each other instead of failing. Every
-SQLite transaction starts with ``BEGIN IMMEDIATE``: the write lock is taken up front, so a
-read-then-write transaction can never lose a lock upgrade half-way, and DDL (migrations)
-is transactional.
+SQLite runs in WAL mode (readers never block the writer), with foreign keys and a busy
+timeout (concurrent kappa processes wait for each other). Every SQLite transaction starts
+with ``BEGIN IMMEDIATE``: the write lock is taken up front, so a read-then-write
+transaction never loses a lock upgrade half-way, and migrations are transactional.
 """
 
 from __future__ import annotations
@@ -99,13 +98,9 @@ def make_engine(url: str | URL) -> Engine:
 
 
 def _use_wal(cursor: Any) -> None:
-    """Put the database file in WAL mode, waiting out other connections doing the same.
-
-    The mode is stored in the file, so after the first connection this is one read. The
-    switch itself needs an exclusive lock, and SQLite answers "database is locked" at once
-    (without the busy handler) when two connections race to make it; so retry until the
-    busy timeout has passed, like any other lock wait.
-    """
+    """Put the database file in WAL mode (stored in the file: later, one read). The switch
+    needs an exclusive lock, and SQLite answers "database is locked" at once (no busy
+    handler) when two connections race to make it, so it is retried up to the timeout."""
     import sqlite3
 
     if str(cursor.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal":

@@ -1,22 +1,16 @@
 """Who drives a sweep: a scheduler's lease in the registry (table ``sweep_leases``).
 
-One scheduler at a time drives a sweep, wherever it runs. It holds the sweep's lease:
-a row naming its owner (a uuid per scheduler), host and pid, renewed by a heartbeat
-until ``expires_at``. The rules, each one transaction:
-
-* :func:`take_lease`: the row is locked, then taken if it is free (released), already
-  ours, expired, or held by a process the caller proves dead (``holder_dead``: a holder
-  on the caller's own host whose pid is gone); otherwise the holder is returned;
-* :func:`renew_lease`: only the owner renews (``UPDATE ... WHERE owner = me``); a
-  renewal that changes no row means the lease was taken over;
-* :func:`release_lease`: the owner gives it up on a clean exit;
-* :func:`check_fence`: a write of a fenced registry (``Registry.fenced``) first locks
-  the row and checks the owner is still the writer, so a scheduler that lost its lease
-  changes nothing, whatever it believes (the takeover waits for that lock, and the new
-  owner's recovery then sees every write the old one made).
-
-Times are the registry's clock (PostgreSQL's ``now()``; the local clock for SQLite,
-which only one machine uses), so machines whose clocks disagree still agree on expiry.
+One scheduler at a time drives a sweep, wherever it runs, holding its lease: a row naming
+its owner (a uuid per scheduler), host and pid, renewed by a heartbeat until
+``expires_at``. The rules (:class:`LeaseStore`), each one transaction: ``take_lease``
+locks the row and takes it if it is free, ours, expired, or held by a process the caller
+proves dead (``holder_dead``: on its host, pid gone); only the owner renews
+(``UPDATE ... WHERE owner = me``: no row changed means taken over) or releases it; every
+write of a fenced registry (``Registry.fenced``) first locks the row and checks the owner
+is still the writer, so a scheduler that lost its lease changes nothing (the takeover
+waits for that lock, and the new owner's recovery sees every write the old one made).
+Times are the registry's clock (PostgreSQL's ``now()``; SQLite's single machine's), so
+machines whose clocks disagree still agree on expiry.
 """
 
 from __future__ import annotations
@@ -31,8 +25,8 @@ from sqlalchemy import Engine, func, select, update
 from sqlalchemy.orm import Session
 
 from orchestrator.errors import KappaError, Problem, UserInputError
+from orchestrator.registry.connection import RegistryConnection, sweep_row, updated_one
 from orchestrator.registry.models import LeaseRow, SweepRow, utcnow
-from orchestrator.registry.rows import sweep_row, updated_one
 
 LEASE_SECONDS_ENV = "KAPPA_LEASE_SECONDS"
 DEFAULT_LEASE_SECONDS = 30.0
@@ -154,30 +148,6 @@ def _insert_free_row(session: Session, sweep_id: int) -> None:
                     .on_conflict_do_nothing(index_elements=["sweep_id"]))
 
 
-def take_lease(session: Session, sweep: str, me: Claimant, seconds: float,
-               holder_dead: Callable[[Lease], bool] | None = None) -> tuple[bool, Lease | None]:
-    """Take ``sweep``'s lease for ``seconds`` if it is free, ours, expired, or its holder
-    is dead; returns (taken?, the lease as it now stands)."""
-    sweep_id = sweep_row(session, sweep).id
-    _insert_free_row(session, sweep_id)
-    row = _locked_row(session, sweep_id)
-    assert row is not None
-    now = registry_now(session)
-    current = _lease(sweep, row, now)
-    if current is not None and current.owner != me.owner and not current.expired and not (
-            holder_dead is not None and holder_dead(current)):
-        return False, current
-    row.owner, row.host, row.host_id, row.pid, row.pid_start = (
-        me.owner, me.host, me.host_id, me.pid, me.pid_start)
-    row.lease_seconds = seconds
-    if current is None or current.owner != me.owner:
-        row.acquired_at = now
-    row.heartbeat_at = now
-    row.expires_at = now + timedelta(seconds=seconds)
-    session.flush()
-    return True, _lease(sweep, row, now)
-
-
 def _update_owned(session: Session, sweep: str, holder: str, /, **values: Any) -> bool:
     """Set ``values`` on ``sweep``'s lease row iff ``holder`` owns it; whether it did."""
     sweep_id = select(SweepRow.id).where(SweepRow.name == sweep).scalar_subquery()
@@ -185,23 +155,57 @@ def _update_owned(session: Session, sweep: str, holder: str, /, **values: Any) -
         LeaseRow.sweep_id == sweep_id, LeaseRow.owner == holder))
 
 
-def renew_lease(session: Session, sweep: str, owner: str, seconds: float) -> bool:
-    """Extend ``owner``'s lease by ``seconds`` from now; ``False``: it is not theirs."""
-    now = registry_now(session)
-    return _update_owned(session, sweep, owner, heartbeat_at=now, lease_seconds=seconds,
-                         expires_at=now + timedelta(seconds=seconds))
+class LeaseStore(RegistryConnection):
+    """The registry's lease methods and the fence on its cell writes."""
 
+    def take_lease(self, sweep: str, me: Claimant, seconds: float,
+                   holder_dead: Callable[[Lease], bool] | None = None
+                   ) -> tuple[bool, Lease | None]:
+        """Take ``sweep``'s lease for ``seconds`` (see the rules above): (taken?, the lease)."""
+        with self._tx() as session:
+            sweep_id = sweep_row(session, sweep).id
+            _insert_free_row(session, sweep_id)
+            row = _locked_row(session, sweep_id)
+            assert row is not None
+            now = registry_now(session)
+            current = _lease(sweep, row, now)
+            if current is not None and current.owner != me.owner and not current.expired \
+                    and not (holder_dead is not None and holder_dead(current)):
+                return False, current
+            row.owner, row.host, row.host_id, row.pid, row.pid_start = (
+                me.owner, me.host, me.host_id, me.pid, me.pid_start)
+            row.lease_seconds = seconds
+            if current is None or current.owner != me.owner:
+                row.acquired_at = now
+            row.heartbeat_at = now
+            row.expires_at = now + timedelta(seconds=seconds)
+            session.flush()
+            return True, _lease(sweep, row, now)
 
-def release_lease(session: Session, sweep: str, owner: str) -> bool:
-    """Give up ``owner``'s lease (nothing if it is no longer theirs)."""
-    return _update_owned(session, sweep, owner, owner=None, expires_at=registry_now(session))
+    def renew_lease(self, sweep: str, owner: str, seconds: float) -> bool:
+        """Extend ``owner``'s lease by ``seconds`` from now; ``False``: it is not theirs."""
+        with self._tx() as session:
+            now = registry_now(session)
+            return _update_owned(session, sweep, owner, heartbeat_at=now,
+                                 lease_seconds=seconds,
+                                 expires_at=now + timedelta(seconds=seconds))
 
+    def release_lease(self, sweep: str, owner: str) -> bool:
+        """Give up ``owner``'s lease (nothing if it is no longer theirs)."""
+        with self._tx() as session:
+            return _update_owned(session, sweep, owner, owner=None,
+                                 expires_at=registry_now(session))
 
-def current_lease(session: Session, sweep: str) -> Lease | None:
-    """The lease on ``sweep`` now (possibly expired), or ``None`` if no one holds it."""
-    row = session.scalar(select(LeaseRow).join(SweepRow, SweepRow.id == LeaseRow.sweep_id)
-                         .where(SweepRow.name == sweep))
-    return None if row is None else _lease(sweep, row, registry_now(session))
+    def lease(self, sweep: str) -> Lease | None:
+        """Who drives ``sweep`` (the lease may have expired), or ``None``."""
+        with self._tx() as session:
+            row = session.scalar(select(LeaseRow).join(SweepRow, SweepRow.id == LeaseRow.sweep_id)
+                                 .where(SweepRow.name == sweep))
+            return None if row is None else _lease(sweep, row, registry_now(session))
+
+    def _check_fence(self, session: Session, sweep_id: int) -> None:
+        if self.fence is not None:
+            check_fence(session, sweep_id, self.fence)
 
 
 def check_fence(session: Session, sweep_id: int, owner: str) -> None:

@@ -1,18 +1,13 @@
 """A lock that spans several transactions: one process at a time records a sweep.
 
-Recording a submitted sweep reads the registry, creates the MLflow experiment and parent
-run, then writes the registry rows: steps in two stores that no one transaction can
-cover. Two ``kappa submit`` of one spec interleaving there would each find no parent
-run and make one (a duplicate), and a failing one would undo the sweep the other had
-just recorded. :func:`sweep_record_lock` makes that sequence exclusive:
-
-* PostgreSQL: a session advisory lock keyed by the sweep's name, on a connection of its
-  own (so it holds across machines sharing the database, and ends with the session if
-  the holder dies);
-* SQLite: ``fcntl.flock`` on ``<registry.db>.lock`` beside the database file (the kernel
-  frees it if the holder dies); one lock for all the registry's sweeps, as recording is
-  short and rare;
-* an in-memory SQLite database is one process's own: no lock.
+Recording a sweep reads the registry, creates the MLflow experiment and parent run, then
+writes the registry rows: two stores no one transaction covers. Two ``kappa submit`` of a
+spec interleaving there would each make a parent run, and a failing one would undo the
+sweep the other just recorded. :func:`sweep_record_lock` makes it exclusive: on
+PostgreSQL a session advisory lock keyed by the sweep's name, on its own connection
+(across machines; it ends with a dead holder's session); on SQLite ``fcntl.flock`` on
+``<registry.db>.lock`` (one for all sweeps: recording is short and rare); an in-memory
+database is one process's own.
 """
 
 from __future__ import annotations
@@ -30,7 +25,7 @@ LOCK_SUFFIX = ".lock"
 
 
 def advisory_key(name: str) -> int:
-    """A signed 64-bit PostgreSQL advisory-lock key for ``name`` (stable across processes)."""
+    """A signed 64-bit PostgreSQL advisory-lock key for ``name``, the same in every process."""
     digest = hashlib.sha256(f"kappa-sweep:{name}".encode()).digest()
     return int.from_bytes(digest[:8], "big", signed=True)
 

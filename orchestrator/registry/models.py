@@ -1,8 +1,5 @@
-"""The registry's tables as a typed SQLAlchemy 2 ORM.
-
-The schema here is what the newest Alembic revision (``migrations/versions``) builds;
-a test checks that the two agree. Callers never see these rows: the
-:class:`~orchestrator.registry.Registry` hands out frozen snapshots instead.
+"""The registry's tables as a typed SQLAlchemy 2 ORM: what the newest migration builds (a
+test checks they agree). Callers get frozen snapshots of these rows, never the rows.
 """
 
 from __future__ import annotations
@@ -33,10 +30,7 @@ def utcnow() -> datetime:
 
 
 class UTCDateTime(TypeDecorator[datetime]):
-    """A timestamp stored in UTC and always read back timezone-aware.
-
-    SQLite has no time zones and returns naive values; PostgreSQL returns aware ones.
-    """
+    """A timestamp stored in UTC and read back timezone-aware (SQLite returns naive ones)."""
 
     impl = DateTime(timezone=True)
     cache_ok = True
@@ -57,10 +51,8 @@ class UTCDateTime(TypeDecorator[datetime]):
 class Base(DeclarativeBase):
     """Declarative base of the registry tables."""
 
-    type_annotation_map: ClassVar[dict[Any, Any]] = {
-        datetime: UTCDateTime(),
-        dict[str, Any]: JSON(),
-    }
+    type_annotation_map: ClassVar[dict[Any, Any]] = {datetime: UTCDateTime(),
+                                                      dict[str, Any]: JSON()}
 
 
 class SweepRow(Base):
@@ -84,8 +76,7 @@ class SweepRow(Base):
     plan: Mapped[str | None] = mapped_column(Text)
 
     cells: Mapped[list[CellRow]] = relationship(
-        back_populates="sweep", cascade="all, delete-orphan", passive_deletes=True
-    )
+        back_populates="sweep", cascade="all, delete-orphan", passive_deletes=True)
 
 
 class CellRow(Base):
@@ -128,11 +119,8 @@ class CellRow(Base):
 
     sweep: Mapped[SweepRow] = relationship(back_populates="cells")
     attempts: Mapped[list[AttemptRow]] = relationship(
-        back_populates="cell",
-        cascade="all, delete-orphan",
-        passive_deletes=True,
-        order_by="AttemptRow.number",
-    )
+        back_populates="cell", cascade="all, delete-orphan", passive_deletes=True,
+        order_by="AttemptRow.number")
 
 
 class AttemptRow(Base):

@@ -1,16 +1,10 @@
-"""The registry schema's version: Alembic migrations shipped inside the package.
-
-Alembic is configured in code (no ``alembic.ini`` at runtime). Policy:
-
-* a brand-new, empty database is initialised to the newest revision automatically;
-* a database at an OLDER revision is refused with a :class:`UserInputError` whose fix is
-  the exact ``kappa db upgrade --registry URL`` command (kappa never migrates a user's
-  data behind their back);
-* a database at a revision this code does not know (made by a newer kappa) is refused;
-* a database that has tables but no revision stamp is not a kappa registry: refused.
-
-Concurrent first opens are safe: the check and the initialisation run in one
-transaction under a lock (SQLite's ``BEGIN IMMEDIATE``; a PostgreSQL advisory lock).
+"""The registry schema's version: Alembic migrations shipped in the package, configured
+in code. An empty database is initialised to the newest revision; one at an OLDER
+revision is refused with the exact ``kappa db upgrade --registry URL`` (kappa never
+migrates a user's data behind their back); one at an unknown (newer) revision, or with
+tables but no stamp, is refused. The check and the initialisation run in one transaction
+under a lock (SQLite's ``BEGIN IMMEDIATE``; a PostgreSQL advisory lock), so concurrent
+first opens are safe.
 """
 
 from __future__ import annotations
@@ -111,10 +105,7 @@ def schema_status(engine: Engine) -> SchemaStatus:
 
 
 def upgrade_schema(engine: Engine, revision: str = "head") -> tuple[SchemaStatus, SchemaStatus]:
-    """Migrate the database to ``revision`` (newest by default) in one transaction.
-
-    Returns the status before and after. Refuses databases this code cannot migrate.
-    """
+    """Migrate the database to ``revision`` in one transaction; the status before and after."""
     from alembic import command
     from alembic.util.exc import CommandError
 
@@ -145,8 +136,7 @@ class RegistryMissing(UserInputError):
 
 
 def ensure_schema(engine: Engine, create: bool = True) -> SchemaStatus:
-    """Initialise an empty database (``create=False``: raise :class:`RegistryMissing`);
-    accept a current one; refuse anything else."""
+    """Initialise an empty database (unless not ``create``); accept a current one only."""
     if _quick_revision(engine) == HEAD_REVISION:
         return SchemaStatus(HEAD_REVISION, HEAD_REVISION, SchemaState.CURRENT)
     from alembic import command

@@ -1,8 +1,5 @@
-"""What the registry hands out: plain frozen snapshots, never live ORM rows.
-
-A snapshot is a copy taken inside the transaction that read it, so it can be passed
-between threads and kept after the session is gone (no detached-instance errors).
-"""
+"""What the registry hands out: frozen snapshots copied inside the transaction that read
+them, never live ORM rows, so they cross threads and outlive the session."""
 
 from __future__ import annotations
 
@@ -20,16 +17,12 @@ class CellLike(Protocol):
 
     @property
     def cell_id(self) -> str: ...
-
     @property
     def index(self) -> int: ...
-
     @property
     def axes(self) -> Mapping[str, Any]: ...
-
     @property
     def settings(self) -> Any: ...
-
     @property
     def labels(self) -> Any: ...
 
@@ -106,8 +99,7 @@ class CellRecord:
 
     @classmethod
     def pending(cls, sweep_name: str, row: Mapping[str, Any]) -> CellRecord:
-        """Snapshot a cell just inserted as ``pending`` from the values it was inserted
-        with (``Registry.add_cells``); the columns it was not given are ``None``."""
+        """Snapshot a cell just inserted, from the values it was inserted with."""
         return cls._made(sweep_name, {name: row.get(name) for name in _CELL_COLUMNS})
 
     @classmethod

@@ -61,22 +61,14 @@ TRANSITIONS: dict[CellState, frozenset[CellState]] = {
     CellState.CANCELLED: frozenset({CellState.PENDING}),
 }
 
-# The attempt state an attempt closes with when its cell enters a terminal state.
-ATTEMPT_END: dict[CellState, AttemptState] = {
-    CellState.SUCCEEDED: AttemptState.SUCCEEDED,
-    CellState.FAILED: AttemptState.FAILED,
-    CellState.CANCELLED: AttemptState.CANCELLED,
-}
-
 
 class IllegalTransition(KappaError):
-    """A programming error: code asked for a state change that ``TRANSITIONS`` forbids."""
+    """A programming error: a state change that ``TRANSITIONS`` forbids."""
 
 
 def check_transition(expected: Iterable[CellState | str],
                      new: CellState | str) -> tuple[frozenset[CellState], CellState]:
-    """Normalise ``expected``/``new`` and raise :class:`IllegalTransition` unless every
-    ``expected -> new`` edge is allowed."""
+    """``expected``/``new`` normalised; :class:`IllegalTransition` unless every edge is allowed."""
     target = CellState(new)
     sources = frozenset(CellState(s) for s in expected)
     if not sources:

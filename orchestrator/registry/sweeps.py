@@ -10,9 +10,8 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from orchestrator import paths
-from orchestrator.registry.connection import RegistryConnection
+from orchestrator.registry.connection import RegistryConnection, jsonable, sweep_row
 from orchestrator.registry.models import SweepRow, utcnow
-from orchestrator.registry.rows import jsonable, sweep_row
 from orchestrator.registry.snapshots import SweepRecord
 
 
@@ -22,18 +21,16 @@ def spec_hash(spec_text: str) -> str:
 
 
 class SweepStore(RegistryConnection):
-    """The registry's sweep methods (mixed into :class:`~.store.Registry`)."""
+    """The registry's sweep methods (mixed into :class:`~orchestrator.registry.Registry`)."""
 
     def upsert_sweep(self, name: str, *, backend: str, spec_text: str,
                      mlflow_experiment_id: str | None = None,
                      mlflow_parent_run_id: str | None = None,
                      plan: str | None = None) -> SweepRecord:
-        """Create the sweep ``name`` or update it; MLflow ids and the plan (JSON of
-        :class:`orchestrator.grid.plan.SweepPlan`) are only overwritten when given.
-
-        The name becomes folder names (run folders, logs): one that is not a single safe
-        name (:func:`orchestrator.paths.check_name`) is refused.
-        """
+        """Create the sweep ``name`` or update it; MLflow ids and the plan (JSON of a
+        ``SweepPlan``) are only overwritten when given. The name becomes folder names, so
+        one that is not a single safe name (:func:`orchestrator.paths.check_name`) is
+        refused."""
         paths.check_name(name)
         for attempt in range(2):
             try:
@@ -88,8 +85,7 @@ class SweepStore(RegistryConnection):
             return True
 
     def set_executor(self, sweep: str, name: str, options: Mapping[str, Any]) -> None:
-        """Record the executor ``sweep`` runs on and its options (JSON; the caller keeps
-        passwords out of them: the registry is shared)."""
+        """Record the executor ``sweep`` runs on and its options (no passwords: it is shared)."""
         with self._tx() as session:
             row = sweep_row(session, sweep)
             row.executor_name = name

@@ -1,9 +1,8 @@
-"""The compare-and-set at the heart of every cell state change.
-
-Derived fields are computed here and nowhere else: ``queued_at`` on queued; on running
-``started_at``, ``attempts_count + 1`` and a new attempt; on a terminal state
-``finished_at`` and the open attempt closed; on pending the previous run's job id, exit
-code, timestamps, final metrics and stop reason cleared.
+"""The compare-and-set at the heart of every cell state change, and the only place that
+sets derived fields: ``queued_at`` on queued; on running ``started_at``,
+``attempts_count + 1`` and a new attempt; on a terminal state ``finished_at`` and the
+open attempt closed; on pending the previous run's job, exit code, times, final metrics
+and stop reason cleared.
 """
 
 from __future__ import annotations
@@ -15,11 +14,10 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from orchestrator.registry.connection import check_fields, jsonable, updated_one
 from orchestrator.registry.models import AttemptRow, CellRow, utcnow
-from orchestrator.registry.rows import check_fields, jsonable, updated_one
 from orchestrator.registry.snapshots import AttemptRecord
 from orchestrator.registry.states import (
-    ATTEMPT_END,
     TERMINAL_STATES,
     AttemptState,
     CellState,
@@ -36,8 +34,7 @@ def apply_transition(session: Session, row: CellRow,
                      expected: CellState | str | Iterable[CellState | str],
                      new: CellState | str,
                      fields: Mapping[str, Any]) -> tuple[bool, AttemptRecord | None]:
-    """Compare-and-set ``row`` to ``new`` iff its state is in ``expected``, setting the
-    derived fields; returns (changed?, the attempt opened or closed)."""
+    """Compare-and-set ``row`` from ``expected`` to ``new``: (changed?, attempt opened/closed)."""
     check_fields(fields, TRANSITION_FIELDS, "transition")
     sources, target = check_transition([expected] if isinstance(expected, str) else expected, new)
     values = {k: v for k, v in fields.items() if k != "log_path"}
@@ -79,7 +76,7 @@ def _record_attempt(session: Session, row: CellRow, target: CellState,
         open_attempt = session.scalar(select(AttemptRow).where(
             AttemptRow.cell_pk == row.id, AttemptRow.state == AttemptState.RUNNING.value))
         if open_attempt is not None:
-            open_attempt.state = ATTEMPT_END[target].value
+            open_attempt.state = AttemptState(target.value).value  # as its cell ended
             open_attempt.finished_at = now
             open_attempt.exit_code = fields.get("exit_code")
             session.flush()

@@ -1,7 +1,4 @@
-"""Adaptive search: Optuna proposes trials, kappa runs them as cells.
-
-The spec's ``search:`` block is :mod:`orchestrator.spec.search_block`; :mod:`.storage` keeps
-the studies beside the registry, and :mod:`.hook` takes part in the scheduler loop
-through its hook protocol (:mod:`orchestrator.scheduler.hooks`). Nothing is re-exported
-here: import each name from its module.
+"""Adaptive search: Optuna proposes trials, kappa runs them as cells (the ``search:`` block
+is :mod:`orchestrator.spec.search_block`; :mod:`.storage` keeps the studies, :mod:`.hook`
+takes part in the scheduler loop). Nothing is re-exported: import from each module.
 """

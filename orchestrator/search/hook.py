@@ -1,25 +1,12 @@
-"""Adaptive search: Optuna proposes, kappa runs.
+"""Adaptive search: Optuna proposes, kappa runs (docs/search.md).
 
-A sweep whose spec has a ``search:`` block (:mod:`orchestrator.spec.search_block`) has one
-Optuna study per axis combination (:func:`study_name`), stored beside the registry
-(:mod:`.storage`). Each trial is an ordinary cell of the sweep: its settings are
-the combination's settings with the trial's values, its labels ``kappa.study`` and
-``kappa.trial`` (so its content id, registry row and MLflow child run are its own), and
-it is launched, watched, stopped and retried by the ordinary loop, in which
-:class:`SearchHook` takes part (:mod:`orchestrator.scheduler.hooks`): every pass it
-tells the trials whose cells ended and asks new ones (:meth:`SweepSearch.sync`), every
-poll it reports the objective to the trial and stops a cell its pruner prunes
-(:meth:`SweepSearch.watch`).
-
-Nothing here is state a restart loses. The studies are the record: a trial is asked once
-(a trial whose cell is in the registry is never asked again), a RUNNING trial whose cell
-is missing (killed between the ask and the cell's row) gets its cell from its stored
-params, and a cell that vanished with its job is relaunched by the loop's recovery.
-A study stops asking while one of its cells is cancelled (``kappa cancel``, the GPU-hours
-cap): the cancelled trials stay RUNNING (open) in the study and the scheduler does not
-wait for them; submitting the spec again requeues their cells, which finish those same
-trials, and the study asks the rest of its budget. A study fails (no more trials) when
-its finished trials never logged the objective.
+A sweep whose spec has a ``search:`` block has one Optuna study per axis combination
+(:func:`study_name`), stored beside the registry (:mod:`.storage`). Each trial is an
+ordinary cell of the sweep (labels ``kappa.study`` and ``kappa.trial``), run by the
+ordinary loop, in which :class:`SearchHook` takes part (:mod:`orchestrator.scheduler.hooks`):
+every pass it tells ended trials and asks new ones, every poll it reports the objective
+and stops a cell its pruner prunes. The studies are the record, so a restart loses
+nothing; a study with a cancelled cell asks no more until a resubmit requeues it.
 """
 
 from __future__ import annotations
@@ -75,53 +62,54 @@ class _Watched:
 
 
 @dataclass
-class SweepSearch:
-    """The studies of one sweep and what the loop asks of them (module docstring)."""
+class SearchHook(SchedulerHook):
+    """The sweep's search as a hook of the loop (module docstring). Its studies are
+    created or loaded on the first pass, under the scheduler's lease (a scheduler waiting
+    for the lease touches none, and a resumed study's sampler is seeded past the trials
+    asked by then)."""
 
     sweep: str
+    plan: SweepPlan
     backend: Backend
-    search: SearchSpec
-    retries: int
-    studies: list[_Study]
+    studies: list[_Study] | None = field(default=None, init=False)
     _watched: dict[str, _Watched] = field(default_factory=dict, init=False)
     _more: bool = field(default=True, init=False)
 
-    @classmethod
-    def of(cls, registry: Registry, sweep: str, plan: SweepPlan,
-           backend: Backend) -> SweepSearch | None:
-        """The sweep's search (its studies created or loaded, one per starting cell of
-        its plan), or ``None`` if it has none."""
-        search = plan.search
-        if search is None:
-            return None
+    @property
+    def search(self) -> SearchSpec:
+        """The spec's ``search:`` block, from the sweep's plan."""
+        assert self.plan.search is not None
+        return self.plan.search
+
+    def _load(self, registry: Registry) -> list[_Study]:
+        """The studies, created or loaded, one per starting cell of the plan."""
         import optuna
 
         from orchestrator.search.storage import open_storage
 
         storage = open_storage(registry.engine)
         studies = []
-        direction = search.objective.direction
-        for index, start in enumerate(plan.studies):
+        for index, start in enumerate(self.plan.studies):
             base = start.cell()
-            name = study_name(sweep, dict(base.axes))
+            name = study_name(self.sweep, dict(base.axes))
             study = optuna.create_study(storage=storage, study_name=name,
-                                        direction=direction, load_if_exists=True,
-                                        pruner=make_pruner(search, start.max_steps))
-            study.sampler = make_sampler(search, len(study.get_trials(deepcopy=False)), index)
+                                        direction=self.search.objective.direction,
+                                        load_if_exists=True,
+                                        pruner=make_pruner(self.search, start.max_steps))
+            study.sampler = make_sampler(self.search, len(study.get_trials(deepcopy=False)),
+                                         index)
             studies.append(_Study(index, name, base, study))
-        return cls(sweep, backend, search, plan.retries, studies)
-
-    def exhausted(self) -> bool:
-        """Whether the last :meth:`sync` found nothing left to ask or to wait for."""
-        return not self._more
+        return studies
 
     # -- asking and telling -----------------------------------------------------------
-    def sync(self, registry: Registry) -> None:
+    def on_pass(self, registry: Registry) -> None:
         """Tell the trials whose cells ended (the objective from the final metrics, or the
         best logged for ``at: best``; a pruned cell is PRUNED, a failed one FAIL); ask new
         ones while a study has fewer than ``parallel`` running and ``trials`` in all."""
         from optuna.trial import TrialState
 
+        if self.studies is None:
+            self.studies = self._load(registry)
         cells = registry.cells(self.sweep)
         more = False
         for st in self.studies:
@@ -161,7 +149,7 @@ class SweepSearch:
             if (cell.stop_reason or "").startswith("pruned"):
                 st.study.tell(trial.number, state=TrialState.PRUNED)
                 return True
-            value = self.objective(cell)
+            value = self._objective(cell)
             if value is None:
                 st.study.tell(trial.number, state=TrialState.FAIL)
                 self._maybe_fail_study(st, cell)
@@ -173,21 +161,18 @@ class SweepSearch:
             return True
         return False  # running, waiting, retrying, or cancelled (a resubmit reruns it)
 
-    def objective(self, cell: CellRecord) -> float | None:
+    def _objective(self, cell: CellRecord) -> float | None:
         """The trial's objective from its cell: the final value, or the best logged."""
         obj = self.search.objective
-        history = [v for _, v in self._history(cell) if math.isfinite(v)]
+        rows = self.backend.read_metrics(cell_run_dir(cell), None).rows
+        history = [v[obj.metric] for _, v in rows
+                   if obj.metric in v and math.isfinite(v[obj.metric])]
         if obj.at == "best" and history:
             return max(history) if obj.direction == "maximize" else min(history)
         final = (cell.final_metrics or {}).get(obj.metric)
         if isinstance(final, int | float) and math.isfinite(final):
             return float(final)
         return history[-1] if history else None
-
-    def _history(self, cell: CellRecord) -> list[tuple[int, float]]:
-        rows = self.backend.read_metrics(cell_run_dir(cell), None).rows
-        metric = self.search.objective.metric
-        return [(step, values[metric]) for step, values in rows if metric in values]
 
     def _maybe_fail_study(self, st: _Study, cell: CellRecord) -> None:
         from optuna.trial import TrialState
@@ -226,7 +211,7 @@ class SweepSearch:
         # What the scheduler needs of the trial, judged now from its validated settings
         # and stored with its cell: the loop validates nothing.
         demand = self.backend.demand(validated).to_json()
-        for record in registry.add_cells(self.sweep, [cell], max_retries=self.retries,
+        for record in registry.add_cells(self.sweep, [cell], max_retries=self.plan.retries,
                                          demands={cell.cell_id: demand}):
             run_dir = runs_root() / self.sweep / record.cell_id
             write_config(run_dir, record.settings)
@@ -234,9 +219,10 @@ class SweepSearch:
             registry.update_cell(record, run_dir=str(run_dir))
 
     # -- intermediate values ----------------------------------------------------------
-    def watch(self, scheduler: LoopControl, cell: CellRecord, run_dir: Path) -> None:
+    def on_poll(self, loop: LoopControl, cell: CellRecord, run_dir: Path,
+                job: JobHandle) -> None:
         """Report the objective's values logged since the last poll to the cell's trial;
-        stop the cell (``pruned at step N``) if its pruner says so."""
+        stop the cell (``pruned at step N``) through the loop if its pruner says so."""
         watched = self._watched_of(cell)
         if watched is None:
             return
@@ -253,7 +239,7 @@ class SweepSearch:
             # brings: the halving pruners keep the value at the step a trial passed a
             # rung, and must compare trials at the same step, not at their poll's last.
             if self.search.pruner != "none" and watched.trial.should_prune():
-                scheduler.stop_cell(cell.cell_id, pruned(step, f"{self.search.pruner} pruner"))
+                loop.stop_cell(cell.cell_id, pruned(step, f"{self.search.pruner} pruner"))
                 return
 
     def _watched_of(self, cell: CellRecord) -> _Watched | None:
@@ -261,7 +247,7 @@ class SweepSearch:
         if known is not None:
             return known
         name, number = cell.labels.get(STUDY_LABEL), cell.labels.get(TRIAL_LABEL)
-        st = next((s for s in self.studies if s.name == name), None)
+        st = next((s for s in self.studies or () if s.name == name), None)
         if st is None or not isinstance(number, int):
             return None
         import optuna
@@ -276,42 +262,12 @@ class SweepSearch:
         self._watched[cell.cell_id] = watched
         return watched
 
-    def forget(self, cell_id: str) -> None:
-        """The cell's job ended: its next launch reads its metrics afresh."""
-        self._watched.pop(cell_id, None)
-
-
-@dataclass
-class SearchHook(SchedulerHook):
-    """The sweep's search as a hook of the loop. Its studies are created or loaded on the
-    first pass, under the scheduler's lease (a scheduler waiting for the lease touches
-    none, and a resumed study's sampler is seeded past the trials asked by then)."""
-
-    sweep: str
-    plan: SweepPlan
-    backend: Backend
-    search: SweepSearch | None = field(default=None, init=False)
-
-    def on_pass(self, registry: Registry) -> None:
-        """Tell ended trials, ask new ones."""
-        if self.search is None:
-            self.search = SweepSearch.of(registry, self.sweep, self.plan, self.backend)
-        if self.search is not None:
-            self.search.sync(registry)
-
-    def on_poll(self, loop: LoopControl, cell: CellRecord, run_dir: Path,
-                job: JobHandle) -> None:
-        """Report the trial's new values; a pruner stops the cell through the loop."""
-        if self.search is not None:
-            self.search.watch(loop, cell, run_dir)
-
     def on_exit(self, cell_id: str, run_dir: Path, code: int,
                 summary: Mapping[str, Any] | None) -> Ending | None:
         """The trial's job ended: its next launch reads its metrics afresh."""
-        if self.search is not None:
-            self.search.forget(cell_id)
+        self._watched.pop(cell_id, None)
         return None
 
     def busy(self) -> bool:
-        """Trials are left to ask, or to wait for."""
-        return self.search is not None and not self.search.exhausted()
+        """Trials are left to ask, or to wait for (as the last pass found)."""
+        return self.studies is not None and self._more

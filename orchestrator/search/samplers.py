@@ -77,13 +77,18 @@ def make_pruner(search: SearchSpec, max_steps: int | None = None) -> Any:
     is its training step (values are reported at the steps the backend logs them), so
     hyperband's ``max_resource`` is the cell's ``max_steps`` where the backend says
     (Optuna's ``auto`` would take the last step of the first finished trial: too small
-    if a stopping rule ended it early)."""
+    if a stopping rule ended it early). Successive halving's first rung is fixed from
+    ``max_steps`` for the same reason Optuna's ``auto`` takes it from the first finished
+    trial: with ``auto``, a trial that runs while the first is unfinished records its rung
+    values at whatever step it has reached when the first one ends, and a better trial
+    compared with that later value at the rung's own step is pruned."""
     import optuna.pruners as p
 
     if search.pruner == "median":
         return p.MedianPruner(n_startup_trials=max(2, min(5, search.trials // 4)))
     if search.pruner == "successive_halving":
-        return p.SuccessiveHalvingPruner()
+        return p.SuccessiveHalvingPruner(
+            min_resource=max(1, max_steps // 100) if max_steps else "auto")
     if search.pruner == "hyperband":
         return p.HyperbandPruner(max_resource=max_steps if max_steps else "auto")
     return p.NopPruner()

@@ -1,19 +1,7 @@
-"""Where Optuna keeps a search's studies: beside the registry, in its database server.
-
-Optuna's ``RDBStorage`` stamps its schema revision in a table named ``alembic_version``
-— the same (default) name the registry's own migrations use. In one database the two
-would read each other's revision (Optuna would take the registry's stamp for its own and
-refuse to start, or the registry would see a foreign schema). So the studies live
-next to the registry, never inside its tables:
-
-* **SQLite** (``sqlite:///…/registry.db``): a sibling file ``registry.optuna.db`` in the
-  same folder (the registry's name with ``.optuna`` before the suffix);
-* **PostgreSQL**: the same database, in the schema ``kappa_optuna`` (created on first
-  use), reached through the connection's ``search_path``; so two machines sharing a
-  PostgreSQL registry share the studies too.
-
-Everything Optuna writes survives a SIGKILL of the scheduler like the registry does:
-each ask and tell is its own transaction.
+"""Where Optuna keeps a search's studies: beside the registry, never in its tables (both
+stamp a table ``alembic_version``; docs/search.md). SQLite: a sibling file
+``registry.optuna.db``; PostgreSQL: the same database, schema ``kappa_optuna`` (created on
+first use), reached through the connection's ``search_path``.
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""The spec's ``stop:`` and ``search:`` blocks with the rest of the spec.
-
-The blocks' own models are :mod:`orchestrator.spec.stop_block` and
-:mod:`orchestrator.spec.search_block`; here is what needs the whole spec: the problems a
-block has with the rest of it (checked when a spec is loaded). After a submit the blocks
-are read from the sweep's plan (:mod:`orchestrator.grid.plan`), never from its text.
-"""
+"""The problems the spec's ``stop:`` and ``search:`` blocks (:mod:`.stop_block`,
+:mod:`.search_block`) have with the rest of the spec, checked when a spec is loaded."""
 
 from __future__ import annotations
 

@@ -105,11 +105,9 @@ def _known_keys(path: tuple[Any, ...]) -> list[str]:
 @dataclass(frozen=True)
 class SpecReading:
     """A spec read from YAML, and what is wrong with it as far as the spec alone tells.
-
-    ``axes_sound``: the axes can be expanded (cross-reference problems, if any, are in
-    ``exclude``/``include`` only; ``selections_sound`` says whether there are none), so
-    :mod:`orchestrator.grid` can add the cells' own problems to the same report.
-    """
+    ``axes_sound``: the axes can be expanded (cross-reference problems are in
+    ``exclude``/``include`` only; ``selections_sound``: there are none), so
+    :mod:`orchestrator.grid` can add the cells' own problems to the same report."""
 
     spec: Spec
     problems: tuple[Problem, ...]
@@ -119,12 +117,9 @@ class SpecReading:
 
 def read_spec(text: str, filename: str = "<spec>", path: Path | None = None) -> SpecReading:
     """Parse a spec from YAML text and check it against itself and its backend's settings
-    model (axis names, labels, zip groups, exclusions, includes, stop and search blocks).
-
-    Raises ``UserInputError`` only when no spec can be made at all; otherwise the
-    problems are returned with the spec (stand-ins for wrong leaf keys), so the cells'
-    problems can be reported in the same run (:func:`orchestrator.grid.plan.parse_plan`).
-    """
+    model. Raises ``UserInputError`` only when no spec can be made at all; otherwise the
+    problems come with the spec (stand-ins for wrong leaf keys), so the cells' problems
+    can be reported in the same run (:func:`orchestrator.grid.plan.parse_plan`)."""
     from orchestrator.backends import BACKENDS, get_backend
     from orchestrator.spec.blocks import search_problems, stop_problems
     from orchestrator.spec.references import check_references
@@ -167,11 +162,9 @@ def read_spec(text: str, filename: str = "<spec>", path: Path | None = None) -> 
 
 
 def parse_spec(text: str, filename: str = "<spec>", path: Path | None = None) -> Spec:
-    """Parse and check a spec from YAML text (:func:`read_spec`); raise
-    ``UserInputError`` with every problem the spec alone shows. Settings values are
-    validated when the grid is expanded (:func:`orchestrator.grid.expand`);
-    :func:`orchestrator.grid.plan.parse_plan` does both and reports everything at once.
-    """
+    """Parse and check a spec from YAML text (:func:`read_spec`); raise ``UserInputError``
+    with every problem the spec alone shows (settings values are validated when the grid
+    is expanded; :func:`orchestrator.grid.plan.parse_plan` does both at once)."""
     reading = read_spec(text, filename, path)
     if reading.problems:
         raise UserInputError(f"{filename}: invalid spec", list(reading.problems))
@@ -188,9 +181,6 @@ def _with_leaf_stand_ins(data: dict[str, Any], exc: ValidationError) -> dict[str
 
 
 def load_spec(path: str | Path) -> Spec:
-    """Read and parse the spec file at ``path`` (see :func:`parse_spec`).
-
-    The file is read only up to :data:`orchestrator.limits.MAX_FILE_BYTES`.
-    """
+    """Read (at most ``MAX_FILE_BYTES``) and parse the spec file at ``path``."""
     file = Path(path)
     return parse_spec(read_yaml_file(file, "spec"), str(file), file)

@@ -1,9 +1,8 @@
 """The experiment spec as pydantic models (strict: unknown keys are errors; frozen).
 
 A spec names a backend, the settings every cell shares (``base``), and the axes whose
-product is the grid. See docs/spec.md for the reference. Cross-references (does an
-exclusion name a real axis?) are checked in :mod:`orchestrator.spec.references`, since
-they need the backend's settings.
+product is the grid (reference: docs/spec.md). Cross-references need the backend's
+settings and are checked in :mod:`orchestrator.spec.references`.
 """
 
 from __future__ import annotations
@@ -154,17 +153,17 @@ class Spec(_Strict):
 
     @property
     def source_text(self) -> str:
-        """The YAML text the spec was parsed from (kept for registry/MLflow artifacts)."""
+        """The YAML text the spec was parsed from (for registry/MLflow artifacts)."""
         return self._source_text
 
     @property
     def path(self) -> Path | None:
-        """The file the spec was loaded from, or ``None`` when parsed from text."""
+        """The file the spec was loaded from (``None``: parsed from text)."""
         return self._path
 
     @property
     def filename(self) -> str:
-        """The name used in error messages (the path, or what the caller passed)."""
+        """The name used in error messages."""
         return self._filename
 
     def problem(self, path: Sequence[str | int], message: str, *, location: str | None = None,

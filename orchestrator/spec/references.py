@@ -1,9 +1,6 @@
 """Cross-reference checks: do axes, labels, zips, exclusions and includes fit together?
-
-These need the backend's settings model (which axis names are settings), so they run
-after the spec's own structure has validated. Every problem is collected; none stops
-the others.
-"""
+They need the backend's settings model, so they run after the spec's own structure has
+validated; every problem is collected."""
 
 from __future__ import annotations
 
@@ -14,6 +11,7 @@ from pydantic import BaseModel
 from orchestrator.errors import Problem
 from orchestrator.spec.model import Spec, scalar_key
 from orchestrator.spec.settings_paths import (
+    LeafIndex,
     LeafPath,
     did_you_mean,
     flatten,
@@ -94,42 +92,28 @@ def _check_repeated_settings(spec: Spec, problems: list[Problem]) -> None:
         if isinstance(values, dict):
             blocks += [(("axes", axis, name), settings) for name, settings in values.items()]
     for where, settings in blocks:
-        # Each leaf against the earlier ones through dicts of leaves and of their
-        # prefixes: linear in the leaves (a pairwise scan took minutes on 10^4 keys).
-        whole: dict[LeafPath, int] = {}  # an earlier leaf -> its first position
-        under: dict[LeafPath, int] = {}  # a proper prefix of an earlier leaf -> first position
+        positions: LeafIndex[int] = LeafIndex()  # the earlier leaves' positions
         leaves = written_leaves(settings)
         for j, (leaf, keys) in enumerate(leaves):
-            candidates = [whole[leaf[:n]] for n in range(1, len(leaf) + 1) if leaf[:n] in whole]
-            if leaf in under:
-                candidates.append(under[leaf])
+            candidates = positions.overlapping(leaf)
             if candidates:
                 earlier, earlier_keys = leaves[min(candidates)]
                 problems.append(spec.problem(
                     (*where, *keys), f"'{'.'.join(earlier)}' is set twice in {dotted(where)}",
                     found=f"{_spelling(earlier_keys)} and {_spelling(keys)}",
                     fix="keep one of the two (nested and dotted keys are the same setting)"))
-            whole.setdefault(leaf, j)
-            for n in range(1, len(leaf)):
-                under.setdefault(leaf[:n], j)
+            positions.add(leaf, j)
 
 
 def _check_conflicts(spec: Spec, problems: list[Problem]) -> None:
-    # Every axis's leaves against the earlier axes' through dicts of leaves and prefixes:
-    # linear in the leaves, where comparing every pair of leaves of every pair of axes
-    # was quadratic in both.
-    whole: dict[LeafPath, list[tuple[int, LeafPath]]] = {}  # leaf -> (axis, leaf) setting it
-    under: dict[LeafPath, list[tuple[int, LeafPath]]] = {}  # prefix -> (axis, longer leaf)
+    earlier: LeafIndex[tuple[int, LeafPath]] = LeafIndex()  # the earlier axes' (axis, leaf)
     names = list(spec.axes)
     found: list[tuple[int, int, Problem]] = []
     for i, second in enumerate(names):
         leaves = axis_leaf_paths(spec, second)
         clashes: dict[int, set[str]] = {}
         for leaf in leaves:
-            for n in range(1, len(leaf) + 1):
-                for j, theirs in whole.get(leaf[:n], ()):
-                    clashes.setdefault(j, set()).add(".".join(theirs))
-            for j, theirs in under.get(leaf, ()):
+            for j, theirs in earlier.overlapping(leaf):
                 clashes.setdefault(j, set()).add(".".join(theirs))
         for j in sorted(clashes):
             found.append((j, i, spec.problem(
@@ -138,9 +122,7 @@ def _check_conflicts(spec: Spec, problems: list[Problem]) -> None:
                 found=f"'{second}'",
                 fix="set each setting from one axis only (bundle them as variants)")))
         for leaf in leaves:
-            whole.setdefault(leaf, []).append((i, leaf))
-            for n in range(1, len(leaf)):
-                under.setdefault(leaf[:n], []).append((i, leaf))
+            earlier.add(leaf, (i, leaf))
     problems += [problem for _, _, problem in sorted(found, key=lambda f: f[:2])]
 
 

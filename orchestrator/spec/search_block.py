@@ -1,12 +1,8 @@
-"""The spec's ``search:`` block: an adaptive search (Optuna) over some settings (an
-example: docs/search.md; the reference: docs/spec.md#search).
-
-With ``axes:``, there is one study per axis combination, each of ``trials`` trials
-(:mod:`orchestrator.search.hook`). These models check what can be checked before
-anything runs; :func:`orchestrator.spec.blocks.search_problems` checks the space against
-the backend (a searched setting it does not have, a value it rejects). Whether the
-objective's metric is logged is known once the first trial ends: a study whose first
-finished trial lacks it fails.
+"""The spec's ``search:`` block: an adaptive search (Optuna) over some settings
+(docs/search.md; reference: docs/spec.md#search), one study of ``trials`` trials per axis
+combination (:mod:`orchestrator.search.hook`). The space is checked against the backend
+by :func:`orchestrator.spec.blocks.search_problems`; whether the objective's metric is
+logged is known once a trial ends (a study whose first finished trial lacks it fails).
 """
 
 from __future__ import annotations

@@ -10,13 +10,14 @@ import difflib
 import types
 import typing
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
 from orchestrator.limits import MAX_SUGGESTION_CANDIDATES
 
 LeafPath = tuple[str, ...]
+T = TypeVar("T")
 
 
 def _submodels(annotation: Any) -> list[type[BaseModel]]:
@@ -55,14 +56,10 @@ def flatten(mapping: Mapping[str, Any], prefix: LeafPath = ()) -> dict[LeafPath,
     return leaves
 
 
-def written_leaves(
-    mapping: Mapping[str, Any], keys: tuple[str, ...] = ()
-) -> list[tuple[LeafPath, tuple[str, ...]]]:
-    """Each leaf of ``mapping`` as ``(leaf path, the YAML keys that lead to it)``.
-
-    Unlike :func:`flatten` it keeps a leaf written twice (``model: {n_heads: 4}`` and
-    ``model.n_heads: 8``), so that the repetition can be reported.
-    """
+def written_leaves(mapping: Mapping[str, Any],
+                   keys: tuple[str, ...] = ()) -> list[tuple[LeafPath, tuple[str, ...]]]:
+    """Each leaf of ``mapping`` as ``(leaf path, the YAML keys that lead to it)``; unlike
+    :func:`flatten` it keeps a leaf written twice, so that the repetition can be reported."""
     leaves: list[tuple[LeafPath, tuple[str, ...]]] = []
     for key, value in mapping.items():
         if isinstance(value, Mapping) and value:
@@ -97,10 +94,8 @@ def undot(mapping: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
-    """``base`` with ``override`` merged in; nested mappings merge, anything else replaces.
-
-    Neither input is modified; shared sub-mappings of ``base`` are copied before merging.
-    """
+    """``base`` with ``override`` merged in (nested mappings merge, anything else replaces);
+    neither input is modified."""
     merged = dict(base)
     for key, value in override.items():
         old = merged.get(key)
@@ -110,6 +105,36 @@ def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str
     return merged
 
 
+class LeafIndex(Generic[T]):
+    """Values filed under setting leaf paths, found by any path overlapping theirs (one a
+    prefix of the other) in a few lookups: linear in the leaves, where comparing every
+    pair took minutes on 10^4 settings."""
+
+    def __init__(self) -> None:
+        self._whole: dict[LeafPath, list[T]] = {}  # leaf -> its values
+        self._under: dict[LeafPath, list[T]] = {}  # proper prefix -> the longer leaves' values
+
+    @classmethod
+    def of(cls, leaves: Iterable[LeafPath]) -> LeafIndex[LeafPath]:
+        """Each of ``leaves`` filed under itself."""
+        index: LeafIndex[LeafPath] = LeafIndex()
+        for leaf in leaves:
+            index.add(leaf, leaf)
+        return index
+
+    def add(self, leaf: LeafPath, value: T) -> None:
+        """File ``value`` under ``leaf``."""
+        self._whole.setdefault(leaf, []).append(value)
+        for n in range(1, len(leaf)):
+            self._under.setdefault(leaf[:n], []).append(value)
+
+    def overlapping(self, path: LeafPath) -> list[T]:
+        """The values of the leaves equal to, above or below ``path``, in filing order per
+        leaf."""
+        found = [v for n in range(1, len(path) + 1) for v in self._whole.get(path[:n], ())]
+        return found + self._under.get(path, [])
+
+
 def overlaps(a: LeafPath, b: LeafPath) -> bool:
     """Whether one path is a prefix of (or equal to) the other."""
     n = min(len(a), len(b))
@@ -117,11 +142,9 @@ def overlaps(a: LeafPath, b: LeafPath) -> bool:
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str | None:
-    """``"did you mean 'x'?"`` for the closest known name, if any is close.
-
-    Among at most :data:`~orchestrator.limits.MAX_SUGGESTION_CANDIDATES` names (and for
-    a name of at most 200 characters): fuzzy matching costs their product.
-    """
+    """``"did you mean 'x'?"`` for the closest known name, if any is close (among at most
+    ``MAX_SUGGESTION_CANDIDATES`` names, for a name of at most 200 characters: fuzzy
+    matching costs their product)."""
     candidates = sorted(known)
     if len(candidates) > MAX_SUGGESTION_CANDIDATES or len(name) > 200:
         return None

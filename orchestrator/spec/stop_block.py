@@ -1,11 +1,7 @@
 """The spec's ``stop:`` block: rules that end a cell early, and the sweep's GPU-hours cap
-(an example and the reference: docs/spec.md#stopping-rules).
-
-The rules are judged by the scheduler on the metrics as a run logs them
-(:mod:`orchestrator.stopping.rules`); these models only say what a rule is and
-check what can be checked before anything runs. A metric name cannot be checked here
-(which names a run logs is known once it logs), so a misspelt one simply never fires; the
-scheduler warns when a cell ended without logging a rule's metric.
+(docs/spec.md#stopping-rules), judged on the metrics as a run logs them
+(:mod:`orchestrator.stopping.rules`). A metric name cannot be checked before a run logs,
+so a misspelt one never fires; the scheduler warns when a cell ended without logging it.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
-"""Bounded YAML input: a file is read only up to a size, a document is measured before use.
-
-YAML's anchors and aliases (``&a`` / ``*a``) share one composed node between many places,
-so a 1 kB "billion laughs" document composes instantly and explodes only when something
-walks it as a tree (validation, flattening, JSON). :func:`check_graph` measures the
-composed node graph *before* anything is built from it: its size with every alias
-expanded (memoised per shared node, so measuring costs what composing did), its depth,
-and whether an alias refers to a node that contains it (a cycle, which no tree has).
-Limits: :mod:`orchestrator.limits`.
+"""Bounded YAML input (docs/spec.md#limits): a file is read only up to a size, a document
+is measured before use. Aliases share one composed node between many places, so a 1 kB
+"billion laughs" document composes instantly and explodes only when walked as a tree;
+:func:`check_graph` measures the composed graph first: its size with every alias
+expanded (memoised per shared node), its depth, and any alias to a node containing it.
 """
 
 from __future__ import annotations
@@ -23,12 +19,9 @@ from orchestrator.limits import MAX_FILE_BYTES, MAX_YAML_DEPTH, MAX_YAML_NODES
 
 
 def read_yaml_file(path: Path, what: str = "spec") -> str:
-    """The text of a YAML file, read at most :data:`MAX_FILE_BYTES` into memory.
-
-    Every way a file can be unreadable (missing, a folder, no permission, too big, not
-    UTF-8) raises ``UserInputError`` naming the file; bad UTF-8 is located at its line
-    and column. A UTF-8 byte order mark is dropped.
-    """
+    """The text of a YAML file, read at most :data:`MAX_FILE_BYTES` into memory (a UTF-8
+    byte order mark dropped). Every way a file can be unreadable raises
+    ``UserInputError`` naming the file; bad UTF-8 is located at its line and column."""
     def refuse(message: str, found: str | None = None, fix: str | None = None,
                line: int | None = None, column: int | None = None) -> UserInputError:
         problem = Problem(location="", message=message, found=found, fix=fix, file=str(path),
@@ -77,8 +70,8 @@ def _not_regular(refuse: Callable[..., UserInputError], mode: int,
 
 
 def _dots(key: yaml.Node) -> int:
-    """Levels a key adds beyond its own: ``model.d_model`` nests as deep as ``model:
-    {d_model}`` once settings are read, so each dot counts."""
+    """Levels a key adds beyond its own: ``model.d_model`` nests as deep as ``model: {d_model}``
+    once settings are read, so each dot counts."""
     return key.value.count(".") if isinstance(key, yaml.ScalarNode) else 0
 
 
@@ -114,11 +107,8 @@ def _problem(filename: str, node: yaml.Node, path: list[str | int], message: str
 
 
 def _plain_and_small(root: yaml.Node) -> bool:
-    """Whether the document is a tree (no node reached twice: no alias) within the limits.
-
-    The common case, checked in one quick pass; anything else is measured (and located)
-    by :func:`check_graph`'s full walk.
-    """
+    """Whether the document is a tree (no alias) within the limits: the common case, in
+    one quick pass (anything else is measured and located by :func:`check_graph`)."""
     seen: set[int] = set()
     stack: list[tuple[yaml.Node, int]] = [(root, 1)]
     mapping, sequence = yaml.MappingNode, yaml.SequenceNode
@@ -141,10 +131,7 @@ def _plain_and_small(root: yaml.Node) -> bool:
 
 def check_graph(root: yaml.Node, filename: str) -> None:
     """Refuse a composed document that is cyclic, too deep or too big once aliases expand.
-
-    Iterative (no recursion, whatever the depth) and linear in the distinct nodes:
-    an alias's target is measured once and its size reused wherever it is referred to.
-    """
+    Iterative, and linear in the distinct nodes (an alias's target is measured once)."""
     if _plain_and_small(root):
         return
     expanded: dict[int, int] = {}  # id(node) -> size of its subtree, aliases expanded

@@ -1,10 +1,7 @@
-"""YAML text -> plain Python data, keeping every node's position for error messages.
-
-PyYAML's ``compose`` gives each node a start mark; we keep the composed tree so that any
-dotted location (``axes.kappa.k200.kl_coef``) can be turned back into ``file:line:col``.
-Two YAML 1.1 surprises are fixed on the way in: duplicate keys are errors (PyYAML keeps
-the last silently) and ``1e-3`` is a float (YAML 1.1 reads it as a string). ``.inf`` and
-``.nan`` become the words ``inf`` and ``nan`` (JSON has no such numbers).
+"""YAML text -> plain Python data, keeping the composed node tree so that any dotted
+location (``axes.kappa.k200.kl_coef``) can be turned back into ``file:line:col``. Two YAML
+1.1 surprises are fixed on the way in: duplicate keys are errors (PyYAML keeps the last
+silently) and ``1e-3`` is a float (YAML 1.1 reads a string).
 """
 
 from __future__ import annotations
@@ -39,12 +36,9 @@ _Loader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_12, list("-+0123
 
 
 def _finite_float_or_word(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> float | str:
-    """``.inf``, ``-.inf`` and ``.nan`` as the words ``inf``, ``-inf``, ``nan``.
-
-    JSON (cell ids, ``kappa plan --json``, the registry) has no such numbers, NaN equals
-    nothing (so no exclusion could match it), and the settings that take an infinity
-    take the word (``clip_ratio: inf``); every other setting refuses it by name.
-    """
+    """``.inf``, ``-.inf`` and ``.nan`` as the words ``inf``, ``-inf``, ``nan``: JSON has no
+    such numbers, NaN equals nothing (no exclusion could match it), and the settings that
+    take an infinity take the word (``clip_ratio: inf``)."""
     value = loader.construct_yaml_float(node)
     if math.isfinite(value):
         return value
@@ -58,11 +52,8 @@ for _first, _resolvers in _Loader.yaml_implicit_resolvers.items():
 
 
 def _number(construct: Any) -> Any:
-    """A number constructor whose failures are located YAML errors, not tracebacks.
-
-    ``0x_``, ``.e5`` and integers of more than 4300 digits look like numbers to YAML's
-    resolver but are not to Python.
-    """
+    """A number constructor whose failures are located YAML errors, not tracebacks (``0x_``,
+    ``.e5`` and 4300-digit integers look like numbers to YAML but not to Python)."""
     def checked(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> Any:
         try:
             return construct(loader, node)
@@ -130,11 +121,8 @@ class SourceDocument:
         return entries
 
     def position(self, path: Sequence[str | int]) -> Position | None:
-        """Where ``path`` (mapping keys / sequence indices) is, or its deepest known parent.
-
-        A mapping entry is located at its key. Dotted keys (``model.d_model``) written as
-        one YAML key are matched too.
-        """
+        """Where ``path`` (mapping keys / sequence indices) is, or its deepest known parent;
+        a mapping entry is located at its key, dotted keys written as one are matched."""
         node = self.root
         if node is None:
             return None

@@ -1,12 +1,8 @@
 """How a cell appears in MLflow: its run name, tags and params (pure, no MLflow import).
 
-A cell's axes appear twice: as tags ``axis.<name>`` (search, group by) and as params
-``axis.<name>`` (the UI's parallel-coordinates chart and compare view plot params).
-
-MLflow's limits (mlflow.utils.validation, MLflow 3): keys up to 250 characters, param
-values up to 6000, tag values up to 8000, at most 100 params+tags per ``log_batch``.
-Longer values are cut with a visible marker rather than rejected, so a big setting never
-blocks a launch.
+Axes appear as tags ``axis.<name>`` (search, group by) and as params (the UI's charts
+plot params). Values past MLflow 3's limits (keys 250 characters, params 6000, tags 8000,
+100 params+tags per ``log_batch``) are cut with a visible marker, never rejected.
 """
 
 from __future__ import annotations
@@ -74,16 +70,15 @@ def settings_params(settings: Any) -> dict[str, str]:
 
 def axis_params(axes: Mapping[str, Any], labels: Any,
                 limit: int = MAX_PARAM_VALUE_LENGTH) -> dict[str, str]:
-    """The axes as params ``axis.<name>``: each the cell's label for it if it has one, else
-    the value, cut at ``limit``."""
+    """The axes as params ``axis.<name>``: each its label (else value), cut at ``limit``."""
     label_map = labels if isinstance(labels, Mapping) else {}
     return {safe_key(f"axis.{name}"): clip(render_value(label_map.get(name, value)), limit)
             for name, value in axes.items()}
 
 
 def run_name(axes: Mapping[str, Any], labels: Any) -> str:
-    """A readable run name, e.g. ``grpo · rb=true · seed=0``: a text value stands alone,
-    anything else is ``axis=value`` (``0`` or ``true`` means nothing without its axis)."""
+    """A readable run name, e.g. ``grpo · rb=true · seed=0`` (a text value stands alone;
+    ``0`` or ``true`` means nothing without its axis)."""
     label_map = labels if isinstance(labels, Mapping) else {}
     parts = []
     for name, value in axes.items():
@@ -94,8 +89,7 @@ def run_name(axes: Mapping[str, Any], labels: Any) -> str:
 
 def cell_tags(axes: Mapping[str, Any], labels: Any, *, cell_id: str, sweep_name: str,
               git_commit: str | None) -> dict[str, str]:
-    """The tags of a cell's child run: ``axis.<name>`` per axis (as its params, to the
-    tags' length limit) plus ``kappa.*``."""
+    """The tags of a cell's child run: ``axis.<name>`` per axis, plus ``kappa.*``."""
     tags = axis_params(axes, labels, MAX_TAG_VALUE_LENGTH)
     tags["kappa.cell_id"] = cell_id
     tags["kappa.sweep"] = clip(sweep_name, MAX_TAG_VALUE_LENGTH)
@@ -109,8 +103,7 @@ def cell_tags(axes: Mapping[str, Any], labels: Any, *, cell_id: str, sweep_name:
 
 
 def sweep_kind_tags(sweep_name: str) -> dict[str, str]:
-    """``kappa.canary: true`` on every run of a canary sweep (a parent run and its
-    children), so a search can leave them out; nothing for other sweeps."""
+    """``kappa.canary: true`` on every run of a canary sweep (so searches skip them)."""
     return {CANARY_TAG: "true"} if is_canary_sweep(sweep_name) else {}
 
 

@@ -1,29 +1,26 @@
 """Exactly-once metric delivery to MLflow, through a file outbox in the run folder.
 
-A training process never sends a metric straight to MLflow. It appends each logged record
-(one step's metrics) to the outbox with its position in the run's record sequence and
-the timestamp it will carry; a sender (a thread of the trainer; at the end, whoever
-finishes the run) delivers the outbox in order, recording how many records the run has::
+A training process appends each record (one step's metrics) to the outbox with its
+position and the timestamp it will carry; a sender (a thread of the trainer; at the end,
+whoever finishes the run) delivers it in order, recording how many records the run has::
 
     mlflow-outbox.jsonl  {"seq": int, "step": int, "ts": int (ms), "metrics": {name: float}}
     mlflow-sent.json     {"run_id": str, "sent": int}   # records 0 .. sent-1 are in MLflow
 
-A redone step's record is not queued again (the outbox is never truncated), and a sender
-killed mid-call resends the batch with the *same* timestamps, which MLflow's SQL stores
-drop as duplicates: docs/reliability.md gives the whole argument. Senders of one run
-folder take turns through an advisory lock. MLflow is imported on first send only.
+A redone step's record is not queued again, and a sender killed mid-call resends with
+the *same* timestamps, which MLflow's SQL stores drop (docs/reliability.md). Senders take
+turns through a lock; MLflow is imported on first send only.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import logging
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +31,7 @@ from orchestrator.runs.folder import (
     read_json,
     write_json,
 )
+from orchestrator.tracking.sqlite_store import file_lock
 
 LOG = logging.getLogger(__name__)
 
@@ -69,7 +67,6 @@ class Outbox:
         self.path = self.run_dir / OUTBOX_FILE
         self._length: int | None = None
 
-    # -- queueing (the training process) -------------------------------------------------
     def length(self) -> int:
         """How many records the outbox holds (read once, then counted)."""
         if self._length is None:
@@ -100,17 +97,6 @@ class Outbox:
         self._length = have + 1
         return True
 
-    # -- sending (any process) -----------------------------------------------------------
-    @contextlib.contextmanager
-    def _turn(self) -> Iterator[None]:
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.run_dir / OUTBOX_LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
-
     def sent(self, run_id: str) -> int:
         """How many records ``run_id`` has (0 for a run the ledger does not name)."""
         data = read_json(self.run_dir / OUTBOX_SENT_FILE)
@@ -127,12 +113,12 @@ class Outbox:
         return max(0, len(_read_lines(self.path)) - self.sent(run_id))
 
     def deliver(self, client: Any, run_id: str) -> int:
-        """Send every unsent record to ``run_id`` with ``client`` (an ``MlflowClient``),
-        in order, recording progress after each accepted call; how many records were
-        sent. Exceptions from MLflow propagate (what was confirmed stays confirmed)."""
+        """Send every unsent record to ``run_id`` with ``client`` (an ``MlflowClient``), in
+        order, recording progress after each accepted call; how many were sent. MLflow's
+        exceptions propagate (what was confirmed stays confirmed)."""
         from mlflow.entities import Metric
 
-        with self._turn():
+        with file_lock(self.run_dir / OUTBOX_LOCK_FILE):
             first = sent = self.sent(run_id)
             batch: list[Metric] = []
             for line in _read_lines(self.path)[sent:]:
@@ -151,11 +137,9 @@ class Outbox:
         return sent - first
 
 
-
 class OutboxSender:
-    """A daemon thread that delivers an :class:`Outbox` while training goes on (:meth:`wake`
-    it after each record). Failures are retried with exponential backoff up to
-    ``max_backoff`` seconds, never raised into training."""
+    """A daemon thread delivering an :class:`Outbox` while training goes on (:meth:`wake`
+    it after each record); failures are retried with backoff, never raised into training."""
 
     def __init__(self, outbox: Outbox, run_id: str, client: Any | None = None,
                  max_backoff: float = 30.0) -> None:

@@ -1,17 +1,12 @@
 """MLflow's local SQLite store: created and migrated once, safely, by many processes.
 
-MLflow creates its schema on the first call against an empty database and migrates it
-with Alembic, outside any transaction and with no lock. Two processes doing that at
-once (four ``kappa submit`` on a fresh ``KAPPA_HOME``) trip over each other: "table
-_alembic_tmp_... already exists", "Online migration expected to match one row", and
-the half-made temporary tables they leave behind break the store for every later
-command. So :func:`prepare_store` makes the store under an exclusive ``flock`` on
-``<mlflow.db>.lock``: one process creates and migrates, the others wait and then find it
-ready. The lock is taken only when the store is not already current (a few-millisecond
-check), so a live sweep's processes do not queue behind each other.
-
-The store is also switched to write-ahead logging (:func:`use_wal`), last, under the
-same lock: a store in WAL mode at MLflow's newest revision is a finished one.
+MLflow creates and migrates its schema on the first call, outside any transaction and
+unlocked. Two processes doing so at once (four ``kappa submit`` on a fresh
+``KAPPA_HOME``) trip over each other ("table _alembic_tmp_... already exists") and leave
+half-made tables that break the store for good. So :func:`prepare_store` makes it under
+an exclusive ``flock`` on ``<mlflow.db>.lock``, taken only when the store is not already
+current (a few-millisecond check), and switches it to write-ahead logging last: a store
+in WAL mode at MLflow's newest revision is a finished one.
 """
 
 from __future__ import annotations
@@ -38,10 +33,8 @@ def lock_path(db: Path) -> Path:
 
 
 @contextlib.contextmanager
-def store_lock(db: Path) -> Iterator[int]:
-    """Hold the store's creation lock (the kernel frees it if the holder dies); yields the
-    lock file's descriptor (the holder may note what it made in the file)."""
-    path = lock_path(db)
+def file_lock(path: Path) -> Iterator[int]:
+    """Hold an exclusive ``flock`` on ``path`` (freed if the holder dies); yields its fd."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -52,18 +45,15 @@ def store_lock(db: Path) -> Iterator[int]:
 
 
 def prepare_store(db: Path, create: Callable[[], object]) -> bool:
-    """Make sure the SQLite store ``db`` exists at MLflow's newest schema, in WAL mode
-    (see the module docstring); whether this call had to do anything.
-
-    ``create`` is the first MLflow call against the store. The quick check needs MLflow's
-    newest revision; working it out reads every MLflow migration (~50 ms), so the lock
-    file keeps it, per MLflow version.
-    """
+    """Make sure the SQLite store ``db`` exists at MLflow's newest schema, in WAL mode;
+    whether this call had to do anything. ``create`` is the first MLflow call against the
+    store. Working out the newest revision reads every migration (~50 ms), so the lock
+    file keeps it, per MLflow version."""
     noted = _noted_head(db)
     if noted is not None and store_is_current(db, noted):
         return False
     head = mlflow_head_revision()
-    with store_lock(db) as fd:
+    with file_lock(lock_path(db)) as fd:
         changed = not store_is_current(db, head)
         if changed:
             if schema_revision(db) != head:
@@ -135,13 +125,10 @@ def _revision(conn: sqlite3.Connection) -> str | None:
 
 
 def repair_interrupted_migration(db: Path) -> list[str]:
-    """Undo what a migration killed inside an Alembic batch operation left behind; the
-    leftover tables found. Call only under :func:`store_lock`.
-
-    Interrupted before dropping ``T``, the copy ``_alembic_tmp_T`` is dropped; after it,
-    the copy holds the data and is renamed back. Either way the migration can then run
-    again from the stamped revision (MLflow stamps each step).
-    """
+    """Undo what a migration killed inside an Alembic batch operation left (under the
+    store's lock); the leftover tables. A copy ``_alembic_tmp_T`` is dropped if ``T``
+    still exists, else renamed back to ``T``; the migration then runs again from the
+    stamped revision (MLflow stamps each step)."""
     if not db.is_file():
         return []
     with contextlib.closing(sqlite3.connect(db, timeout=30)) as conn:
@@ -162,11 +149,9 @@ def repair_interrupted_migration(db: Path) -> list[str]:
 
 
 def use_wal(db: Path) -> bool:
-    """Switch a local SQLite store to write-ahead logging (best effort; whether it is on).
-
-    With WAL a commit is one append (about twice as fast as MLflow's rollback journal)
-    and readers (the UI) never block the scheduler. The mode is stored in the file.
-    """
+    """Switch a SQLite store to write-ahead logging (best effort; whether it is on): a
+    commit is one append (twice as fast as a rollback journal), and readers (the UI)
+    never block the scheduler."""
     try:
         with contextlib.closing(sqlite3.connect(db, timeout=5)) as conn:
             mode = conn.execute("PRAGMA journal_mode").fetchone()[0]

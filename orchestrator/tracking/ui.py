@@ -1,14 +1,10 @@
-"""Where the MLflow UI shows a sweep: the URL of its runs, and the server's environment.
+"""Where the MLflow UI shows a sweep: the URL of its runs (light imports only).
 
-MLflow 3's UI opens an experiment on its GenAI pages (overview, traces) unless the
-browser was switched to *Model training*: the sidebar's workflow switch, kept in the
-browser's local storage (``mlflow.workflowType``), decides, not the experiment's
-``mlflow.experimentKind`` tag. The UI also reads the switch from the page's query
-(``workflowType=machine_learning``), so the URL below lands on the sweep's training runs
-in any browser. Routes and query keys are the UI bundle's own (MLflow 3.x, a hash
-router): ``#/experiments/<id>/runs`` with ``searchFilter`` (the runs search box).
-
-Importing this module imports nothing heavy (``kappa ui`` stays light until the server).
+MLflow 3's UI opens an experiment on its GenAI pages unless the browser's workflow switch
+(local storage ``mlflow.workflowType``, not the ``mlflow.experimentKind`` tag) says *Model
+training*; it also reads the switch from the query (``workflowType=machine_learning``),
+so these URLs land on the training runs in any browser. Routes and keys are the UI
+bundle's (MLflow 3.x hash router): ``#/experiments/<id>/runs`` with ``searchFilter``.
 """
 
 from __future__ import annotations

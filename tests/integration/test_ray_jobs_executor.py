@@ -23,7 +23,7 @@ from orchestrator.backends.verl.command import ENV_PREFIX, verl_command
 from orchestrator.backends.verl.phases import phases
 from orchestrator.backends.verl.settings import VerlSettings
 from orchestrator.executors import get_executor
-from orchestrator.executors.ray_job_handle import STOPPED_EXIT_CODE
+from orchestrator.executors.ray_client import STOPPED_EXIT_CODE
 from orchestrator.executors.ray_jobs import RayJobsExecutor
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]

@@ -10,10 +10,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from kit.synthetic import synthetic_cells, write_run_folders
 
 from orchestrator.analysis.frame import CellResult
 from orchestrator.analysis.report import build_report
-from orchestrator.analysis.synthetic import synthetic_cells, write_run_folders
 
 ROOT = Path(__file__).resolve().parents[2]
 TOY_SPEC = ROOT / "experiments" / "toy" / "table2.yaml"

@@ -7,4 +7,5 @@
 * :mod:`kit.home`: a test's ``KAPPA_HOME`` (seeded MLflow store, short waits) and what
   the fake trainer leaves there (completions, launches).
 * :mod:`kit.cells`: cells as ``orchestrator.grid`` makes them, for registry-level tests.
+* :mod:`kit.synthetic`: synthetic sweeps (cell results, run folders) for the analysis tests.
 """

@@ -228,11 +228,8 @@ def _notes(spec: TableSpec, factor: float, has_delta: bool, partial: bool,
 
 
 def _run_averages(frame: pd.DataFrame, spec: TableSpec, values: np.ndarray) -> np.ndarray:
-    """Each run's mean over the columns its block reports; NaN when it lacks one of them.
-
-    Blocks (models) may be evaluated on different benchmarks: a column no run of the
-    block has is not part of that block's average.
-    """
+    """Each run's mean over the columns its block reports (blocks may be evaluated on
+    different benchmarks); NaN when it lacks one of them."""
     keys = ([hashable_value(v) for v in frame[axis_column(spec.blocks)]]
             if spec.blocks else [None] * len(frame))
     out = np.full(len(frame), np.nan)

@@ -41,11 +41,9 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
 
 
 def match_metrics(globs: Sequence[str], available: Sequence[str]) -> list[tuple[str, str]]:
-    """``(metric, header)`` pairs for every available metric matching any glob, in order.
-
-    The header is what the wildcards matched (``amc23`` for ``eval/*/mean@8``), or the full
-    name when a glob has no wildcard or two metrics would get the same header.
-    """
+    """``(metric, header)`` for every available metric matching any glob, in order; the
+    header is what the wildcards matched (``amc23`` for ``eval/*/mean@8``), or the full name
+    when a glob has no wildcard or two metrics would get the same header."""
     found: list[tuple[str, str]] = []
     seen: set[str] = set()
     for pattern in globs:

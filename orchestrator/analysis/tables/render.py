@@ -32,10 +32,8 @@ def _num(value: float, digits: int, signed: bool) -> str:
 
 
 def cell_text(cell: TableCell, digits: int, show_ci: bool, pm: str = "±") -> str:
-    """A cell as plain text: ``59.87 ± 1.20``, ``+6.66 [+2.10, +9.00]†`` or ``— (failed)``.
-
-    A number resting on fewer runs than its row's ``n`` says so: ``30.00 ± 1.10 (n=2)``.
-    """
+    """A cell as plain text: ``59.87 ± 1.20``, ``+6.66 [+2.10, +9.00]†`` or ``— (failed)``. A number
+    resting on fewer runs than its row's ``n`` says so: ``30.00 ± 1.10 (n=2)``."""
     if cell.interval is None:
         return f"{MISSING} ({cell.missing})" if cell.missing else MISSING
     iv = cell.interval
@@ -62,7 +60,8 @@ def _cell_texts(row: TableRow, table: Table, escape: Callable[[str], str],
     return [bold.format(t) if c.bold else t for c, t in zip(row.cells, texts, strict=True)]
 
 
-def _md_row(cells: Sequence[str]) -> str:
+def md_row(cells: Sequence[str]) -> str:
+    """A markdown table row."""
     return "| " + " | ".join(cells) + " |"
 
 
@@ -77,14 +76,14 @@ def to_markdown(table: Table) -> str:
     """GitHub-flavoured markdown, one header row, block titles as bold rows."""
     n_labels = len(table.label_headers)
     header = [*table.label_headers, "n", *table.columns]
-    lines = [_md_row([_md_escape(h) for h in header]),
-             _md_row(["---"] * n_labels + ["---:"] * (len(header) - n_labels))]
+    lines = [md_row([_md_escape(h) for h in header]),
+             md_row(["---"] * n_labels + ["---:"] * (len(header) - n_labels))]
     for block in table.blocks:
         if block.title is not None:
-            lines.append(_md_row([f"**{_md_escape(block.title)}**"] + [""] * (len(header) - 1)))
+            lines.append(md_row([f"**{_md_escape(block.title)}**"] + [""] * (len(header) - 1)))
         for row in block.rows:
             labels = [_md_escape(_label_text(x, "✓", "✗")) for x in row.labels]
-            lines.append(_md_row([*labels, row.n, *_cell_texts(row, table, _md_escape, "**{}**")]))
+            lines.append(md_row([*labels, row.n, *_cell_texts(row, table, _md_escape, "**{}**")]))
     lines.append("")
     lines += [f"{note}  " for note in table.notes]
     return "\n".join(lines).rstrip() + "\n"
@@ -102,13 +101,8 @@ _LATEX_SPECIAL = {
 
 def _tex(text: str) -> str:
     text = "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text)
-    return (
-        text.replace("±", r"$\pm$")
-        .replace(DAGGER, r"$^\dagger$")
-        .replace(MISSING, "---")
-        .replace("×", r"$\times$")
-        .replace("≥", r"$\geq$")
-    )
+    return (text.replace("±", r"$\pm$").replace(DAGGER, r"$^\dagger$")
+            .replace(MISSING, "---").replace("×", r"$\times$").replace("≥", r"$\geq$"))
 
 
 def to_latex(table: Table) -> str:
@@ -131,12 +125,8 @@ def to_latex(table: Table) -> str:
 
 
 def _latex_row(row: TableRow, table: Table) -> str:
-    labels = [
-        _tex(_label_text(x, "\0yes", "\0no"))
-        .replace("\0yes", r"$\checkmark$")
-        .replace("\0no", r"$\times$")
-        for x in row.labels
-    ]
+    labels = [_tex(_label_text(x, "\0yes", "\0no")).replace("\0yes", r"$\checkmark$")
+              .replace("\0no", r"$\times$") for x in row.labels]
     line = " & ".join([*labels, row.n, *_cell_texts(row, table, _tex, r"\textbf{{{}}}")])
     # After "\\" LaTeX reads a leading "[" as a length ("\\[2pt]"): shield it.
     return "{}" + line if line.startswith("[") else line
@@ -155,24 +145,16 @@ def to_csv(table: Table) -> str:
     writer.writerow(head)
     for block in table.blocks:
         for row in block.rows:
-            line: list[object] = [
-                block.title or "",
-                *(_label_text(x, "true", "false") for x in row.labels),
-                row.kind,
-                row.n,
-            ]
+            labels = [_label_text(x, "true", "false") for x in row.labels]
+            line: list[object] = [block.title or "", *labels, row.kind, row.n]
             for cell in row.cells:
                 iv = cell.interval
                 if iv is None:
                     line += [cell_text(cell, table.digits, False), "", "", "", 0]
                 else:
-                    line += [
-                        repr(iv.estimate),
-                        "" if iv.low is None else repr(iv.low),
-                        "" if iv.high is None else repr(iv.high),
-                        str(cell.significant).lower() if cell.kind == "delta" else "",
-                        iv.n,
-                    ]
+                    line += [repr(iv.estimate), "" if iv.low is None else repr(iv.low),
+                             "" if iv.high is None else repr(iv.high),
+                             str(cell.significant).lower() if cell.kind == "delta" else "", iv.n]
             writer.writerow(line)
     return buf.getvalue()
 
@@ -199,10 +181,8 @@ def to_html(table: Table) -> str:
                 tds.append(f'<td class="{" ".join(classes)}">{text}</td>')
             body.append(f'<tr class="{row.kind}">{"".join(tds)}</tr>')
     notes = "".join(f"<li>{e(n)}</li>" for n in table.notes)
-    return (
-        f'<table class="kappa-table"><thead><tr>{head}</tr></thead>'
-        f'<tbody>{"".join(body)}</tbody></table><ul class="table-notes">{notes}</ul>\n'
-    )
+    return (f'<table class="kappa-table"><thead><tr>{head}</tr></thead>'
+            f'<tbody>{"".join(body)}</tbody></table><ul class="table-notes">{notes}</ul>\n')
 
 
 RENDERERS: dict[str, Callable[[Table], str]] = {
@@ -232,11 +212,8 @@ ADVANTAGE_COLUMNS: tuple[tuple[str, str], ...] = (
 
 
 def round_half_up(value: float, places: int) -> str:
-    """``value`` with ``places`` decimals, halves rounded away from zero.
-
-    Any magnitude works (κ = 1/β grows without bound as β shrinks); ``inf``/``nan`` are
-    written as such.
-    """
+    """``value`` with ``places`` decimals, halves rounded away from zero, at any magnitude
+    (κ = 1/β grows without bound as β shrinks); ``inf``/``nan`` as such."""
     if not math.isfinite(value):
         return repr(value)
     # round(…, 10) first absorbs float noise such as 0.07499999999999998 for 0.075.
@@ -263,7 +240,7 @@ def advantage_markdown(rows: Sequence[AdvantageRow]) -> str:
     """A GitHub-flavoured markdown table, one column group per construction."""
     groups = " | ".join(f"{title} A+ | {title} A- | {title} κ" for title, _ in ADVANTAGE_COLUMNS)
     rule = "|" + "---|" * (1 + 3 * len(ADVANTAGE_COLUMNS))
-    body = [_md_row(_advantage_cells(row)) for row in rows]
+    body = [md_row(_advantage_cells(row)) for row in rows]
     return "\n".join([f"| k/G | {groups} |", rule, *body]) + "\n"
 
 
@@ -287,14 +264,8 @@ def advantage_latex(rows: Sequence[AdvantageRow]) -> str:
     n = len(ADVANTAGE_COLUMNS)
     titles = " & ".join(rf"\multicolumn{{3}}{{c}}{{{title}}}" for title, _ in ADVANTAGE_COLUMNS)
     rules = " ".join(rf"\cmidrule(lr){{{2 + 3 * i}-{4 + 3 * i}}}" for i in range(n))
-    lines = [
-        r"\begin{tabular}{l" + "rrr" * n + "}",
-        r"\toprule",
-        f" & {titles} \\\\",
-        rules,
-        "$k/G$ & " + " & ".join(["$+$ & $-$ & $\\kappa$"] * n) + r" \\",
-        r"\midrule",
-    ]
+    lines = [r"\begin{tabular}{l" + "rrr" * n + "}", r"\toprule", f" & {titles} \\\\", rules,
+             "$k/G$ & " + " & ".join(["$+$ & $-$ & $\\kappa$"] * n) + r" \\", r"\midrule"]
     for row in rows:
         cells = _advantage_cells(row)
         cells[0] = f"${cells[0]}$"

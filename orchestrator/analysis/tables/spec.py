@@ -63,9 +63,8 @@ class TableSpec(_Strict):
     @model_validator(mode="after")
     def _cross_or_rows(self) -> TableSpec:
         if self.cross is not None and self.delta is not None:
-            raise ValueError(
-                "a crossing table shows absolute scores: use --cross or --delta, not both"
-            )
+            raise ValueError("a crossing table shows absolute scores: use --cross or --delta, "
+                             "not both")
         if self.cross is not None and not self.cross:
             raise ValueError("--cross needs at least one axis")
         return self

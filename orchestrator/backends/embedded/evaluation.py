@@ -24,16 +24,9 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)
 
 
-def correct_counts(
-    model: TinyGPT,
-    task: Task,
-    problems: Sequence[Problem],
-    samples: int,
-    max_new_tokens: int,
-    temperature: float,
-    generator: torch.Generator | None,
-    greedy: bool = False,
-) -> list[int]:
+def correct_counts(model: TinyGPT, task: Task, problems: Sequence[Problem], samples: int,
+                   max_new_tokens: int, temperature: float, generator: torch.Generator | None,
+                   greedy: bool = False) -> list[int]:
     """How many of ``samples`` responses to each problem the verifier accepts."""
     prompts = [TOKENIZER.encode_prompt(p.prompt) for p in problems for _ in range(samples)]
     owners = [i for i in range(len(problems)) for _ in range(samples)]
@@ -57,16 +50,9 @@ def greedy_accuracy(model: TinyGPT, task: Task, problems: Sequence[Problem],
     return sum(counts) / max(len(problems), 1)
 
 
-def benchmark_scores(
-    model: TinyGPT,
-    task: Task,
-    benchmark: str,
-    problems: Sequence[Problem],
-    k: int,
-    max_new_tokens: int,
-    temperature: float,
-    generator: torch.Generator,
-) -> dict[str, float]:
+def benchmark_scores(model: TinyGPT, task: Task, benchmark: str, problems: Sequence[Problem],
+                     k: int, max_new_tokens: int, temperature: float,
+                     generator: torch.Generator) -> dict[str, float]:
     """Greedy accuracy plus ``mean@k`` and ``pass@k`` of ``k`` samples per problem."""
     greedy = greedy_accuracy(model, task, problems, max_new_tokens)
     counts = correct_counts(model, task, problems, k, max_new_tokens, temperature, generator)

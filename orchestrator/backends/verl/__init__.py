@@ -1,8 +1,6 @@
 """The verl backend: cells as ``python3 -m verl.trainer.main_ppo`` launches (docs/verl.md).
-
-Importing this package does not import verl: composition against verl's config happens
-in a subprocess (:mod:`~orchestrator.backends.verl.preflight`).
-"""
+Importing it does not import verl: composition against verl's config runs in a subprocess
+(:mod:`~orchestrator.backends.verl.preflight`)."""
 
 from __future__ import annotations
 

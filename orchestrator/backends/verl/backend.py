@@ -50,8 +50,7 @@ class VerlBackend(Backend):
         frozenset(VerlSettings.model_fields) - FREE_SETTINGS)
 
     def preflight(self, cells: Mapping[str, BaseModel]) -> None:
-        """Compose many validated cells against verl's config at once (one compose worker,
-        one disk cache); problems are located by cell label."""
+        """Compose the cells against verl's config at once (:mod:`.preflight`)."""
         from orchestrator.backends.verl.preflight import preflight
 
         preflight({label: _as_verl(s) for label, s in cells.items()})
@@ -61,8 +60,7 @@ class VerlBackend(Backend):
         return cell_phases(_as_verl(settings))
 
     def launch(self, settings: Mapping[str, Any], run_dir: Path, demand: Demand) -> LaunchSpec:
-        """The phase driver for this cell (it validates the settings it is given when it
-        starts); relaunching resumes from verl's checkpoint."""
+        """The phase driver for this cell; relaunching resumes from verl's checkpoint."""
         argv = (sys.executable, "-m", "orchestrator.backends.verl.run_phases",
                 str(run_dir.resolve()), "--settings-json", json.dumps(dict(settings)))
         env = dict(demand.env) | {"HYDRA_FULL_ERROR": "1"}
@@ -85,10 +83,9 @@ class VerlBackend(Backend):
         return True
 
     def min_cpus(self, settings: BaseModel) -> int:
-        """verl's resource pools bundle ``max_colocate_count`` (3) CPUs with each GPU, and
-        its TaskRunner takes one more: with fewer CPUs on a node (a SLURM allocation of
-        ``resources.cpus``), the placement groups wait forever and the job runs into its
-        time limit with its GPUs idle."""
+        """verl bundles ``max_colocate_count`` (3) CPUs with each GPU, and its TaskRunner
+        takes one more: with fewer CPUs on a node, the placement groups wait forever and
+        the job runs into its time limit with its GPUs idle."""
         return VERL_CPUS_PER_GPU * _as_verl(settings).n_gpus_per_node + 1
 
     def canary_settings(self, settings: Mapping[str, Any], model: BaseModel) -> dict[str, Any]:
@@ -106,10 +103,9 @@ class VerlBackend(Backend):
         return MetricsRead(tuple(rows), offsets)
 
     def stopped_summary(self, run_dir: Path, request: StopRequest) -> dict[str, Any]:
-        """verl cannot be asked to stop: the scheduler ended its job (SIGTERM), and verl
-        keeps its last saved checkpoint (every ``checkpoint_every`` steps). The summary is
-        built from its logs: the last value of every metric, the last validation as the
-        final ``eval/*`` scores, at the last step logged."""
+        """verl cannot be asked to stop: the scheduler ended its job (SIGTERM; verl keeps
+        its last checkpoint). The summary comes from its logs: the last value of every
+        metric, the last validation as the final ``eval/*`` scores, at the last step."""
         from orchestrator.backends.verl.logs import final_metrics, merged_metrics
 
         merged = merged_metrics(run_dir)

@@ -1,20 +1,6 @@
-"""A verl cell's canary: two training steps at the smallest batch, validation off.
-
-What preflight cannot see only shows once verl runs: the reward function (imported and
-called in verl's reward workers), the kappa plug-in inside every Ray worker (its
-estimator, the entropy hook), the model and data paths on the nodes, the rollout engine
-on the GPUs and the checkpoint folder. A canary runs exactly that path, short:
-
-* ``max_steps`` 2 (``trainer.total_training_steps``), with a checkpoint at step 2
-  (``save_freq``), and a two-phase cell (an intervention that ends early) still in two
-  phases: the second resumes from the first one's checkpoint;
-* the smallest batch verl accepts with the cell's GPUs and group size: the fewest prompts
-  per mini-batch such that each GPU gets whole micro-batches (see :func:`smallest_batch`),
-  with as many mini-batches per step as the cell (so the ratios move off 1 as in the
-  full run);
-* no validation (``trainer.test_freq=-1``, ``trainer.val_before_train=False``; the
-  validation files are still loaded) and no final evaluation phase.
-"""
+"""A verl cell's canary: two training steps at the smallest batch, validation off, no
+final evaluation; what it catches that preflight cannot, and what it cannot:
+docs/verl.md#canaries."""
 
 from __future__ import annotations
 
@@ -25,10 +11,6 @@ from orchestrator.backends.verl.settings import VerlSettings
 
 # Appended to a canary's extra_overrides (they come last, and the last value wins).
 NO_VALIDATION = ("trainer.test_freq=-1", "trainer.val_before_train=False")
-
-
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
 
 
 def smallest_batch(s: VerlSettings) -> tuple[int, int]:
@@ -46,8 +28,8 @@ def smallest_batch(s: VerlSettings) -> tuple[int, int]:
         return (m * s.group_size // world) % micro == 0
 
     keeps_micro = whole_micro_batches(mini)
-    smallest = next(d for d in _divisors(mini)
-                    if (d * s.group_size) % world == 0
+    smallest = next(d for d in range(1, mini + 1)
+                    if mini % d == 0 and (d * s.group_size) % world == 0
                     and (whole_micro_batches(d) or not keeps_micro))
     return smallest * per_step, smallest
 

@@ -1,9 +1,6 @@
 """A verl cell as the argv of ``python3 -m verl.trainer.main_ppo`` (docs/verl.md#recipes).
-
-:func:`verl_command` is pure: same settings, run folder, phase and forwarded environment
-give the same list. Golden files under ``tests/golden/verl/`` pin it per baseline ± RB.
-verl 0.9.x silently ignores the legacy top-level reward keys, so rewards are configured
-through ``reward.*`` only.
+:func:`verl_command` is pure (``tests/golden/verl/`` pins it); rewards are configured
+through ``reward.*`` only, since verl 0.9.x silently ignores the legacy top-level keys.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-"""Phases: a cell whose settings change at a step boundary runs as consecutive launches.
-
-The entropy study keeps an intervention on for the first N steps and then reverts to the
-baseline. verl has no schedule for that (docs/verl.md#entropy-kl-clipping), so the cell
-runs as phase 1 (steps 0..N, intervention on, checkpoint saved at N) and phase 2 (resumes
-from the same absolute checkpoint folder with ``resume_mode=auto``, intervention off, until
-``max_steps``). A phase is complete when verl's checkpoint tracker has reached its end.
-"""
+"""Phases: a cell whose settings change at a step boundary (an intervention that ends
+before ``max_steps``) runs as consecutive launches resuming from one checkpoint folder
+(docs/verl.md#launch-and-phases); a phase is complete when verl's checkpoint tracker has
+reached its end."""
 
 from __future__ import annotations
 

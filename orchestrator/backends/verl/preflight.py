@@ -1,19 +1,9 @@
-"""Preflight: compose every cell through verl's own Hydra config before anything runs.
-
-verl accepts an unknown estimator or loss name until the first rollout, and a misspelt
-override only fails once the job has started on its GPUs. Preflight composes each cell's
-overrides with ``compose("ppo_trainer", ...)``, resolves them, checks the estimator,
-loss and reward-manager names against verl's registries and builds the actor's strict
-config dataclass, in a subprocess (:mod:`.compose_worker`) started on the first cache
-miss and kept for the life of this process, so planning embedded specs never imports
-verl. Answers are cached on disk by content hash.
-
-A missing plug-in (``kappa_verl``) is caught on every call (``find_spec``, no import), a
-broken one when the worker starts; either is one :class:`UserInputError` whose fix is the
-install command.
-
-``KAPPA_VERL_PREFLIGHT=off`` turns preflight off; where verl is not installed it is
-skipped with a warning.
+"""Preflight: compose every cell through verl's own Hydra config before anything runs
+(docs/verl.md#preflight), in a subprocess (:mod:`.compose_worker`) started on the first
+cache miss and kept for the life of this process (planning embedded specs never imports
+verl); answers are cached on disk by content hash. A missing plug-in is caught on every
+call (``find_spec``), a broken one when the worker starts. ``KAPPA_VERL_PREFLIGHT=off``
+turns preflight off; without verl it is skipped with a warning.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
-"""The process a verl cell's launch starts: run its phases one after another.
+"""The process a verl cell's launch starts: run its pending phases one after another
+(docs/verl.md#launch-and-phases), keeping the run-folder files up to date from verl's
+file log and forwarding later phases' metrics into ``MLFLOW_RUN_ID``.
 
 ``python -m orchestrator.backends.verl.run_phases <run_dir> --settings-json <json>``
-
-Each pending phase runs verl's own command (:func:`verl_command`) to completion; a phase
-whose end step verl's checkpoint tracker has reached is skipped, so relaunching the same
-LaunchSpec resumes where the cell stopped. The driver keeps the run-folder files of the
-backend contract up to date from verl's file log, and forwards later phases' metrics into
-``MLFLOW_RUN_ID`` (verl's own MLflow logger handles the first phase).
 """
 
 from __future__ import annotations
@@ -29,12 +25,7 @@ from orchestrator.backends.verl.logs import (
     write_final_summary,
     write_run_files,
 )
-from orchestrator.backends.verl.phases import (
-    Phase,
-    checkpointed_step,
-    eval_marker,
-    pending_phases,
-)
+from orchestrator.backends.verl.phases import Phase, checkpointed_step, eval_marker, pending_phases
 from orchestrator.backends.verl.settings import VerlSettings
 
 # Passed on to verl's Ray workers, which do not inherit them on a remote cluster. They

@@ -1,11 +1,7 @@
-"""Settings of one verl cell: what ``python3 -m verl.trainer.main_ppo`` is told.
-
-The RL-algorithm fields (``baseline``, ``reward_budget``, ``clip_ratio``, ``kl_coef``,
-``group_size`` ...) are :class:`~orchestrator.backends.rl_settings.RLSettings`', shared with
-the embedded backend, so a spec's algorithm axes work on either backend. Settings left at
-``None`` take the baseline bundle's value; :attr:`VerlSettings.algorithm` resolves them.
-The rest is verl's own: model and data, batch sizes, rollout engine, GPUs.
-"""
+"""Settings of one verl cell: what ``python3 -m verl.trainer.main_ppo`` is told. The
+RL-algorithm fields are :class:`~orchestrator.backends.rl_settings.RLSettings`' (resolved
+by :attr:`VerlSettings.algorithm`); the rest is verl's own: model and data, batch sizes,
+rollout engine, GPUs."""
 
 from __future__ import annotations
 

@@ -1,14 +1,7 @@
-"""The verl GPU smoke test's files: a tiny model, synthetic prompts and the rendered spec.
-
-``experiments/verl/smoke.yaml`` names its model and data as ``${KAPPA_SMOKE_DIR}/...``:
-no machine's path is written in the repository. :func:`prepare_smoke` fills a folder
-(``kappa smoke verl --out``) with ``model/`` (:mod:`.tiny_model`), synthetic arithmetic
-prompts in verl's format whose data source (``openai/gsm8k``) has verl's own scorer check
-the answers, and the rendered ``smoke.yaml`` (:func:`spec_text`) that is submitted.
-
-Everything is deterministic and reused when already built; every file is written under
-a name of its own and renamed into place, so runs sharing one folder never see half a
-file nor trip over each other.
+"""The verl GPU smoke test's files (docs/verl.md#gpu-smoke-test): a tiny model, synthetic
+prompts and the rendered spec (the template names its paths as ``${KAPPA_SMOKE_DIR}/...``).
+Every file is written under a name of its own and renamed into place, so runs sharing one
+folder never see half a file.
 """
 
 from __future__ import annotations
@@ -22,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestrator.data.records import verl_row
+from orchestrator.data.records import VERL_COLUMNS, verl_row
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.paths import kappa_home
 from orchestrator.runs.atomic import replacing, write_atomic
@@ -30,7 +23,7 @@ from orchestrator.runs.atomic import replacing, write_atomic
 SMOKE_VAR = "${KAPPA_SMOKE_DIR}"
 TEMPLATE = Path(__file__).resolve().parents[3] / "experiments" / "verl" / "smoke.yaml"
 DATA_SOURCE = "openai/gsm8k"
-PARQUET_COLUMNS = ("data_source", "prompt", "ability", "reward_model", "extra_info")
+PARQUET_COLUMNS = VERL_COLUMNS
 TRAIN_PROMPTS = 32
 VAL_PROMPTS = 4
 

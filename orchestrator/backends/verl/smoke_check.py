@@ -1,16 +1,8 @@
-"""Pass criteria of the verl smoke sweep, read from the registry and MLflow.
-
-A cell passes when it ended ``succeeded`` and its MLflow run holds, for every training
-step 1..:data:`SMOKE_STEPS`, a finite ``actor/pg_loss``, a finite ``actor/grad_norm``
-above zero (the update really moved the weights: random rewards give non-zero
-advantages) and ``timing_s/gen`` (the rollout engine generated). verl logs these itself
-(its MLflow logger, in the TaskRunner actor), so a missing metric with a succeeded cell
-means MLflow's environment did not reach verl's processes.
-
-A rerun (``kappa smoke verl`` reruns the whole sweep) logs into the cell's same MLflow
-run, so only values logged since the cell's last attempt started count (less
-:data:`CLOCK_SLACK_S` for clocks of other nodes): an earlier run's metrics never make a
-new one pass.
+"""Pass criteria of the verl smoke sweep (docs/verl.md#gpu-smoke-test), read from the
+registry and MLflow: a cell passes when it ended ``succeeded`` and its MLflow run holds,
+for every step 1..:data:`SMOKE_STEPS`, the :data:`REQUIRED_METRICS`, which verl logs
+itself. Only values logged since the cell's last attempt started count (less
+:data:`CLOCK_SLACK_S` for other nodes' clocks): a rerun logs into the same run.
 """
 
 from __future__ import annotations

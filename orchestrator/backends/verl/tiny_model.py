@@ -1,15 +1,8 @@
-"""A tiny Qwen2-shaped model and its tokenizer, built locally: no hub access.
-
-The GPU smoke test (``kappa smoke verl``) and verl's CPU code paths in the tests need a
-model and a tokenizer that verl, vLLM and ``transformers`` load like any Hugging Face
-checkpoint, without downloading one: a small byte-level BPE trained here with a
-Qwen-style chat template (:func:`build_tokenizer`), beside a randomly initialised
-``Qwen2ForCausalLM`` (:func:`build_tiny_model`), so one folder is both the model path and
-the tokenizer.
-
-Both are deterministic and idempotent: a folder whose ``kappa_tiny.json`` records the
-same arguments is reused, and a new one is built in a temporary sibling and renamed into
-place, so a reader never sees half a model. Heavy imports stay inside the functions.
+"""A tiny Qwen2-shaped model and its tokenizer, built locally with no hub access, that
+verl, vLLM and ``transformers`` load like any Hugging Face checkpoint (the smoke test's,
+docs/verl.md#gpu-smoke-test). Deterministic and idempotent: a folder whose
+``kappa_tiny.json`` records the same arguments is reused, a new one is built in a
+temporary sibling and renamed into place.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""Alembic environment for the kappa registry (configured in code; see ``schema.py``).
-
-kappa always hands Alembic an open connection inside a transaction, so a migration and
-the checks around it commit together or not at all.
-"""
+"""Alembic environment for the kappa registry (configured in code; see ``schema.py``). kappa
+hands Alembic a connection inside a transaction: a migration and the checks around it
+commit together or not at all."""
 
 from __future__ import annotations
 

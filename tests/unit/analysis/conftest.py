@@ -8,9 +8,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import typer
+from kit.synthetic import write_run_folders
 
 from orchestrator.analysis.frame import CellResult, frame_from_results
-from orchestrator.analysis.synthetic import write_run_folders
 from orchestrator.cli import results_cmd
 
 BENCH = ("AMC23", "AIME24", "AIME25", "MATH500", "Olympiad")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from kit.cells import make_cell
+from kit.synthetic import synthetic_cells, write_run_folders
 
 from orchestrator.analysis.curves import load_curves
 from orchestrator.analysis.frame import (
@@ -18,7 +19,6 @@ from orchestrator.analysis.frame import (
     varying_axes,
 )
 from orchestrator.analysis.sources import cells_from_run_folders, results
-from orchestrator.analysis.synthetic import synthetic_cells, write_run_folders
 from orchestrator.errors import UserInputError
 from orchestrator.runs.metrics import metric_curves
 

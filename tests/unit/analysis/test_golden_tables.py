@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from kit.synthetic import synthetic_cells
 
 from orchestrator.analysis.frame import frame_from_results
-from orchestrator.analysis.synthetic import synthetic_cells
 from orchestrator.analysis.tables import DeltaSpec, TableSpec, build_table, render
 
 GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "tables"

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from kit.synthetic import synthetic_cells, write_run_folders
 
 from orchestrator.analysis import plots
 from orchestrator.analysis.curves import load_curves
@@ -18,7 +19,6 @@ from orchestrator.analysis.dynamics import (
     patterns,
 )
 from orchestrator.analysis.frame import frame_from_results
-from orchestrator.analysis.synthetic import synthetic_cells, write_run_folders
 
 
 @pytest.fixture

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from kit.synthetic import synthetic_cells
+
 from orchestrator.analysis.frame import CellResult, frame_from_results
 from orchestrator.analysis.report import ReportInputs, default_tables, render_report
-from orchestrator.analysis.synthetic import synthetic_cells
 
 
 def test_a_sweep_without_results_still_reports_its_grid() -> None:

@@ -9,10 +9,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import typer
+from kit.synthetic import synthetic_cells
 from typer.testing import CliRunner
 
 from orchestrator.analysis.frame import CellResult
-from orchestrator.analysis.synthetic import synthetic_cells
 from orchestrator.errors import UserInputError
 
 

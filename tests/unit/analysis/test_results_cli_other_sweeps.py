@@ -10,11 +10,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import typer
+from kit.synthetic import write_run_folders
 from typer.testing import CliRunner
 
 from orchestrator.analysis.frame import CellResult
 from orchestrator.analysis.sources import cell_from_run_folder
-from orchestrator.analysis.synthetic import write_run_folders
 from orchestrator.errors import UserInputError
 
 METRIC = "eval/math500@v2/mean@1"
@@ -136,7 +136,7 @@ def test_default_columns_follow_what_the_runs_logged(app: typer.Typer, tmp_path:
     # This sweep evaluated with k = 1 (not the toy's 8): the default finds it.
     md = _run(app, "table", "sp", "--rows", "clip_ratio")
     assert md.splitlines()[0] == "| clip_ratio | n | math500@v2 | Average |"
-    from orchestrator.analysis.synthetic import synthetic_cells
+    from kit.synthetic import synthetic_cells
 
     write_run_folders(tmp_path / "runs", synthetic_cells("k4", seeds=(0,), k=4,
                                                          benchmarks=("a", "b")), steps=5)

@@ -14,8 +14,12 @@ import pytest
 
 from orchestrator.errors import UserInputError
 from orchestrator.executors import JobResources, get_executor
-from orchestrator.executors.devices import cpu_threads_per_job, detect_gpus
-from orchestrator.executors.local import LocalExecutor, NoFreeSlotError
+from orchestrator.executors.local import (
+    LocalExecutor,
+    NoFreeSlotError,
+    cpu_threads_per_job,
+    detect_gpus,
+)
 
 PY = sys.executable
 WAIT = 60.0  # a safety net against hangs, never an assertion about speed

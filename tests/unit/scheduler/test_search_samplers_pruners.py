@@ -45,3 +45,37 @@ def test_tpe_models_after_a_third_of_a_small_budget(trials: int, startup: int) -
     search = _search(trials=trials, sampler="tpe", seed=0)
     assert tpe_startup_trials(search) == startup
     assert make_sampler(search, 0)._n_startup_trials == startup
+
+
+def test_successive_halving_compares_trials_at_the_same_step_whenever_the_first_ends() -> None:
+    """A trial that runs while the first one is still unfinished must record its rung values
+    at the rung's step, not at the step it happens to be at when the first one ends (the
+    cause of a flaky search test on a loaded machine: the best trial was pruned because an
+    earlier, worse trial had recorded its rung-0 value at step 9 instead of step 1)."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    steps = 12
+    study = optuna.create_study(direction="maximize",
+                                pruner=make_pruner(_search(pruner="successive_halving"), steps))
+
+    def score(top: float, step: int) -> float:
+        return top * step / steps
+
+    first, worse = study.ask(), study.ask()
+    for step in range(1, 10):  # the worse trial runs ahead while the first is unfinished
+        worse.report(score(0.6, step), step)
+        assert not worse.should_prune()
+    for step in range(1, steps + 1):
+        first.report(score(0.7, step), step)
+    study.tell(first, score(0.7, steps))
+    worse.report(score(0.6, 10), 10)
+    worse.should_prune()
+    best = study.ask()
+    pruned_at = None
+    for step in range(1, steps + 1):
+        best.report(score(1.0, step), step)
+        if best.should_prune():
+            pruned_at = step
+            break
+    assert pruned_at is None, f"the best trial was pruned at step {pruned_at}"

@@ -1,6 +1,6 @@
-"""Synthetic sweeps for tests, benchmarks and demos of the analysis tools: made-up numbers
-shaped like real ones (accuracies that rise and plateau, a reward-budget arm that helps a
-little, seeds that differ by noise), deterministic given ``seed``."""
+"""Synthetic sweeps for the analysis tests: made-up numbers shaped like real ones
+(accuracies that rise and plateau, a reward-budget arm that helps a little, seeds that
+differ by noise), deterministic given ``seed``, as cell results or as run folders."""
 
 from __future__ import annotations
 
@@ -26,17 +26,10 @@ BASELINES: tuple[str, ...] = ("grpo", "drgrpo", "gspo", "dapo", "clip_cov", "kl_
 BENCHMARKS: tuple[str, ...] = ("amc23", "aime24", "aime25", "math500", "olympiad")
 
 
-def synthetic_cells(
-    sweep: str = "toy",
-    *,
-    baselines: Sequence[str] = BASELINES,
-    models: Sequence[str] = ("tiny",),
-    seeds: Sequence[int] = (0, 1, 2),
-    benchmarks: Sequence[str] = BENCHMARKS,
-    k: int = 8,
-    failed: Sequence[str] = (),
-    seed: int = 0,
-) -> list[CellResult]:
+def synthetic_cells(sweep: str = "toy", *, baselines: Sequence[str] = BASELINES,
+                    models: Sequence[str] = ("tiny",), seeds: Sequence[int] = (0, 1, 2),
+                    benchmarks: Sequence[str] = BENCHMARKS, k: int = 8,
+                    failed: Sequence[str] = (), seed: int = 0) -> list[CellResult]:
     """One cell per (model, baseline, reward_budget, seed); ids in ``failed`` did not succeed.
 
     Cell ids are ``<model>-<baseline>-rb<0|1>-s<seed>``.
@@ -57,9 +50,8 @@ def synthetic_cells(
     return cells
 
 
-def synthetic_curve(
-    steps: int, plateau: float, rate: float, rng: np.random.Generator, noise: float = 0.01
-) -> list[dict[str, float]]:
+def synthetic_curve(steps: int, plateau: float, rate: float, rng: np.random.Generator,
+                    noise: float = 0.01) -> list[dict[str, float]]:
     """Per-step diagnostics: accuracy saturating at ``plateau``, entropy decaying, κ_eff noisy."""
     # The values are drawn from ``rng`` in key order, step by step.
     return [{
@@ -71,9 +63,8 @@ def synthetic_curve(
     } for t in range(steps)]
 
 
-def write_run_folders(
-    root: Path, cells: Sequence[CellResult], steps: int = 60, seed: int = 0
-) -> list[CellResult]:
+def write_run_folders(root: Path, cells: Sequence[CellResult], steps: int = 60,
+                      seed: int = 0) -> list[CellResult]:
     """Write run folders (``cell.json``, ``metrics.jsonl``, ``summary.json``) under ``root``;
     the cells with ``run_dir`` filled in. Failed cells get a partial curve and no summary."""
     rng = np.random.default_rng(seed)
