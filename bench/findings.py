@@ -1,4 +1,4 @@
-"""Regenerate docs/findings.md: run the five miniature studies, read them back, judge them.
+"""Regenerate docs/findings.md: run the six miniature studies, read them back, judge them.
 
     .venv/bin/python bench/findings.py                 # every study, from scratch
     .venv/bin/python bench/findings.py --only kappa    # one study (others keep their text)

@@ -67,12 +67,15 @@ def write_kappa(sweep: Sweep, design: KappaDesign = PAPER_KAPPA) -> str:
     frame = fs._ok(sweep.cells)
     curves = sweep.curves([fs.VAL_CURVE])
     figure = _kappa_figure(curves, conv, design)
-    rows = ["| κ setting | convergence step | final greedy val acc (points) | n |",
+    rows = ["| κ setting | convergence step (runs where one was found) | "
+            "final greedy val acc (points) | n |",
             "| --- | --- | --- | --- |"]
     for k in design.settings:
         cells = conv[conv["kappa"] == k]
         final = frame[frame["axis.kappa"] == k][fs.VAL]
-        rows.append(f"| {k} | {fs._mean_ci(cells['convergence_step'], 1.0)} | "
+        settled = int(cells["convergence_step"].notna().sum())
+        rows.append(f"| {k} | {fs._mean_ci(cells['convergence_step'], 1.0)} "
+                    f"({settled} of {len(cells)}) | "
                     f"{fs._mean_ci(final, 100.0)} | {len(cells)} |")
     lines = [f"### {design.heading}", "",
              f"Convergence step from `kappa convergence {sweep.name}`:", "", *rows, "",
@@ -129,7 +132,7 @@ def _kappa_figure(curves: pd.DataFrame, conv: pd.DataFrame, design: KappaDesign)
             ax.axvline(float(t.mean()), color=color, linestyle="--", linewidth=1)
     ax.set_xlabel("RL step")
     ax.set_ylabel("greedy validation accuracy")
-    ax.set_title("κ study: dashed = mean convergence step")
+    ax.set_title("κ study: dashed = mean convergence step of the runs that have one")
     ax.legend()
     fig.tight_layout()
     path = fs.FIGURES / design.figure
