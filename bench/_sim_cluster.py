@@ -14,6 +14,11 @@ Only two things are stand-ins, and both follow kappa's contracts:
   submit until ``now + sim_seconds``; when the clock passes its end it writes the files
   a finished trainer writes, and its GPUs are free again.
 
+The registry stamps a cell's start and end (what kappa learns lengths from,
+``orchestrator/scheduler/durations.py``) on the virtual clock too
+(:func:`virtual_registry_clock`), and the launch order reads "now" from it; the sweep's
+lease keeps the wall clock, whose seconds are real.
+
 Virtual time: the loop pauses through ``JobHandle.wait(timeout)``. Here ``wait`` moves
 the clock to the next job end in the whole cluster (or the timeout, if sooner) and
 returns: the loop wakes exactly when something it must react to happens. A real loop
@@ -29,9 +34,11 @@ import json
 import math
 import os
 import random
+import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -50,7 +57,9 @@ def plan_json(name: str = "sim") -> str:
     """The stored plan of a simulated sweep (what a submit of :data:`SPEC_TEXT` records)."""
     return SweepPlan(name=name, backend="simulated",
                      resources=Resources(gpus=1, hours=2.0)).to_json()
-Scenario = Literal["steps", "blind"]
+Scenario = Literal["steps", "blind", "siblings"]
+SEEDS_PER_CONFIG = 3  # the ``siblings`` scenario's seeds of each configuration
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)  # virtual time 0 on the registry's clock
 
 
 class SimSettings(BaseModel):
@@ -62,8 +71,8 @@ class SimSettings(BaseModel):
     max_steps: int = Field(ge=1)
     sim_seconds: float = Field(gt=0)
     seed: int = 0
-    # The rest of a real cell's settings (model, data, optimizer): only there to give
-    # registry rows a realistic size in bench/registry_scale.py.
+    # The rest of a real cell's settings (model, data, optimizer): a realistic row size in
+    # bench/registry_scale.py; which configuration a cell is in the ``siblings`` scenario.
     config: dict[str, str | int | float | bool] = Field(default_factory=dict)
 
 
@@ -72,6 +81,10 @@ class SimBackend(Backend):
 
     name: ClassVar[str] = "simulated"
     settings_model: ClassVar[type[BaseModel]] = SimSettings
+    # Cells equal but for these do the same work: the seed, as for any backend, and the
+    # fake job's true duration, which kappa must not see (a real cell's settings carry
+    # no such thing; counting it would make every cell a configuration of its own).
+    work_free_settings: ClassVar[frozenset[str]] = frozenset({"seed", "sim_seconds"})
 
     def launch(self, settings: Mapping[str, Any], run_dir: Path, demand: Demand) -> LaunchSpec:
         """An argv that describes the fake job: its duration and steps."""
@@ -228,18 +241,36 @@ def add_sim_cells(registry: Any, sweep: str, cells: list[SimCell]) -> list[Any]:
 
 
 def draw_cells(n: int, seed: int, scenario: Scenario = "steps",
-               median_hours: float = 2.0) -> list[SimCell]:
-    """``n`` cells of 1, 2, 4 or 8 GPUs (uniformly), in random registry order.
+               median_hours: float = 2.0, seed_noise: float = 0.0) -> list[SimCell]:
+    """``n`` cells of 1, 2, 4 or 8 GPUs (uniformly).
 
     ``steps``: each cell trains 100, 200, 400 or 800 steps and takes steps/200 ×
     ``median_hours`` × lognormal(0, 0.3) hours: its length is what its steps say, up to
     the noise of real runs. ``blind``: every cell trains 200 steps and takes
     ``median_hours`` × lognormal(0, 0.8): nothing kappa can see tells long cells from
-    short ones.
+    short ones. Both in random registry order, every cell a configuration of its own.
+
+    ``siblings``: as ``blind``, but in configurations of :data:`SEEDS_PER_CONFIG` seeds in
+    grid order (seeds adjacent); a configuration's GPUs and length are drawn once and
+    shared by its seeds (each seed's length × lognormal(0, ``seed_noise``)): nothing a
+    cell declares predicts its length, its siblings' runs do.
     """
     rng = random.Random(seed)
     cells = []
+    config: dict[str, int] = {}
+    gpus, hours = 1, median_hours
     for i in range(n):
+        if scenario == "siblings":
+            if i % SEEDS_PER_CONFIG == 0:
+                config = {"config": i // SEEDS_PER_CONFIG}
+                gpus = rng.choice((1, 2, 4, 8))
+                hours = median_hours * math.exp(rng.gauss(0.0, 0.8))
+            settings = {"gpus": gpus, "max_steps": 200, "seed": i % SEEDS_PER_CONFIG,
+                        "sim_seconds": round(hours * math.exp(rng.gauss(0.0, seed_noise))
+                                             * 3600, 3), "config": dict(config)}
+            cells.append(SimCell(f"{seed:04x}{i:08x}", i, {**config, "seed": settings["seed"]},
+                                 settings))
+            continue
         gpus = rng.choice((1, 2, 4, 8))
         if scenario == "steps":
             steps = rng.choice((100, 200, 400, 800))
@@ -273,6 +304,27 @@ def kappa_home(path: Path) -> Iterator[None]:
             os.environ["KAPPA_HOME"] = before
 
 
+@contextlib.contextmanager
+def virtual_registry_clock(cluster: SimCluster) -> Iterator[Callable[[], datetime]]:
+    """For the block, the registry stamps cells' times on ``cluster``'s virtual clock
+    (every registry module's ``utcnow`` but the lease's); yields that clock. The sweep's
+    lease keeps wall time: its heartbeats and expiry are real seconds."""
+    from unittest import mock
+
+    from orchestrator.registry import models
+
+    def now() -> datetime:
+        return EPOCH + timedelta(seconds=cluster.now)
+
+    wall = models.utcnow
+    with contextlib.ExitStack() as stack:
+        for name, module in list(sys.modules.items()):
+            if (name.startswith("orchestrator.registry.") and name != "orchestrator.registry."
+                    "leases" and getattr(module, "utcnow", None) is wall):
+                stack.enter_context(mock.patch.object(module, "utcnow", now))
+        yield now
+
+
 @dataclass(frozen=True)
 class SimResult:
     """One simulated sweep: its makespan against the bound, and the cluster's record."""
@@ -281,6 +333,12 @@ class SimResult:
     bound: float
     cluster: SimCluster
     counts: dict[str, int]
+    launches: list[Launch]
+
+    @property
+    def clock_virtual(self) -> bool:
+        """Whether the registry recorded every cell's duration on the virtual clock."""
+        return all(abs(x.recorded_seconds - (x.end - x.start)) < 1e-3 for x in self.launches)
 
     @property
     def ratio(self) -> float:
@@ -288,10 +346,13 @@ class SimResult:
         return self.makespan / self.bound
 
 
-def simulate(cells: list[SimCell], node_gpus: list[int], order: str = "kappa") -> SimResult:
+def simulate(cells: list[SimCell], node_gpus: list[int], order: str = "kappa",
+             sample_limit: int | None = None) -> SimResult:
     """Run ``cells`` through kappa's scheduler on a simulated cluster; ``order`` is
-    ``kappa`` (its launch order), ``backfill`` (registry order with backfill: kappa's
-    order before it knew lengths) or ``fifo`` (strict registry order)."""
+    ``kappa`` (its launch order: lengths learnt from siblings), ``steps`` (longest declared
+    steps first: kappa's order before it learnt from siblings), ``backfill`` (registry
+    order with backfill) or ``fifo`` (strict registry order). ``sample_limit``: kappa's
+    estimates use only the first N finished siblings of each configuration."""
     from orchestrator.registry import Registry
     from orchestrator.scheduler.options import SchedulerOptions
     from orchestrator.scheduler.order import LaunchOrder
@@ -299,12 +360,15 @@ def simulate(cells: list[SimCell], node_gpus: list[int], order: str = "kappa") -
     from orchestrator.sweeps.driver import build_scheduler
 
     backend = SimBackend()
-    orders = {"kappa": LaunchOrder(),
-              "backfill": LaunchOrder(longest_first=False),
-              "fifo": LaunchOrder(longest_first=False, backfill=False)}
     cluster = SimCluster(list(node_gpus))
     with tempfile.TemporaryDirectory(prefix="kappa-sim-", dir=_fast_tmp()) as tmp, \
-            kappa_home(Path(tmp)), Registry.open(f"sqlite:///{tmp}/registry.db") as registry:
+            kappa_home(Path(tmp)), virtual_registry_clock(cluster) as clock, \
+            Registry.open(f"sqlite:///{tmp}/registry.db") as registry:
+        kappa = LaunchOrder.for_backend(backend)
+        kappa.durations.clock, kappa.durations.sample_limit = clock, sample_limit
+        orders = {"kappa": kappa, "steps": LaunchOrder(siblings=False),
+                  "backfill": LaunchOrder(longest_first=False),
+                  "fifo": LaunchOrder(longest_first=False, backfill=False)}
         registry.upsert_sweep("sim", backend=SimBackend.name, spec_text=SPEC_TEXT,
                               plan=plan_json())
         add_sim_cells(registry, "sim", cells)
@@ -314,7 +378,23 @@ def simulate(cells: list[SimCell], node_gpus: list[int], order: str = "kappa") -
         scheduler = build_scheduler(registry, registry.get_sweep("sim"), backend, cluster,
                                     NullTracker(), options, order=orders[order])
         counts = {state.value: n for state, n in scheduler.run().items()}
-    return SimResult(cluster.makespan, lower_bound(cells, cluster.total_gpus), cluster, counts)
+        stamped = {c.cell_id: (c.finished_at - c.started_at).total_seconds()
+                   for c in registry.cells("sim") if c.started_at and c.finished_at}
+    jobs = {job.cwd.name: job for job in cluster.jobs.values()}
+    launches = [Launch(c, jobs[c.cell_id].start, jobs[c.cell_id].end,
+                       stamped.get(c.cell_id, math.nan)) for c in cells]
+    return SimResult(cluster.makespan, lower_bound(cells, cluster.total_gpus), cluster, counts,
+                     launches)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A cell's job: its start and end (virtual seconds), and its duration as recorded."""
+
+    cell: SimCell
+    start: float
+    end: float
+    recorded_seconds: float
 
 
 def _fast_tmp() -> str | None:

@@ -13,8 +13,17 @@ the full run's 95% CI: the baselines' means (Student t) and the +RB rows' paired
 (bootstrap; with 2 seeds that interval is just the two pairs' range). Both runs use the same
 validation cadence, and warm-start caches are built before timing, so both load them.
 
+Stop latency, per stopped cell, from the run folder: how long after the firing step's
+metrics were logged (their outbox timestamp) the scheduler wrote the stop request
+(``requested_at``) and the trainer logged its last step, and how many steps past the
+firing step it stopped (``at_step - step``). ``--rule threshold``
+(``at_least: 0`` from ``min_steps``: every cell fires at that step, while the sweep is
+still launching) and ``--only-stopped`` (no full run, no tables) make that a short run.
+
     .venv/bin/python bench/stopping_savings.py          # 6 baselines × ±RB × 3 seeds: 72 cells
     .venv/bin/python bench/stopping_savings.py --baselines grpo,dapo --seeds 2 --max-steps 60
+    .venv/bin/python bench/stopping_savings.py --baselines grpo --seeds 3 --max-steps 40 \
+        --rule threshold --min-steps 7 --parallel 6 --only-stopped     # latency, ~2 min
 """
 
 from __future__ import annotations
@@ -69,6 +78,49 @@ def prebuild_warm_starts(spec_text: str) -> float:
     return time.perf_counter() - start
 
 
+def stop_latency(run_dirs: list[Path]) -> list[dict[str, float]]:
+    """Per stopped cell: the firing step, where it stopped, steps past, and seconds from
+    the firing step's log to the request and to the last step it trained."""
+    from orchestrator.runs.folder import OUTBOX_FILE, STOP_REQUEST_FILE, read_summary
+    from orchestrator.runs.stop_request import read_stop_request
+
+    rows = []
+    for run_dir in run_dirs:
+        request = read_stop_request(run_dir)
+        stopped = (read_summary(run_dir) or {}).get("stopped") or {}
+        if request is None or not isinstance(stopped.get("at_step"), int):
+            continue
+        logged: dict[int, float] = {}  # step -> when its first record was queued (s)
+        outbox = run_dir / OUTBOX_FILE
+        for line in outbox.read_text().splitlines() if outbox.exists() else []:
+            record = json.loads(line)
+            logged.setdefault(int(record["step"]), record["ts"] / 1000)
+        at = int(stopped["at_step"])
+        if request.step not in logged or at not in logged:
+            continue
+        # An older kappa wrote the request once and kept no time in it: its mtime.
+        asked = getattr(request, "requested_at", None) or (
+            run_dir / STOP_REQUEST_FILE).stat().st_mtime
+        rows.append({"step": request.step, "at_step": at, "steps_past": at - request.step,
+                     "request_s": asked - logged[request.step],
+                     "stop_s": logged[at] - logged[request.step]})
+    return rows
+
+
+def latency_summary(rows: list[dict[str, float]]) -> str:
+    """One line: median and max of each latency over the stopped cells."""
+    if not rows:
+        return "stop latency: no stopped cell with a timed request"
+    import statistics
+
+    def both(key: str, unit: str) -> str:
+        values = [r[key] for r in rows]
+        return f"{key} median {statistics.median(values):.2f}{unit} max {max(values):.2f}{unit}"
+
+    return (f"stop latency over {len(rows)} stopped cells: " + ", ".join(
+        both(k, u) for k, u in (("steps_past", ""), ("request_s", " s"), ("stop_s", " s"))))
+
+
 def run_sweep(path: Path, parallel: int) -> dict[str, Any]:
     """Submit and wait; wall seconds, steps run, per-cell hours and kappa's accounting."""
     from orchestrator.grid.plan import stored_plan
@@ -95,6 +147,7 @@ def run_sweep(path: Path, parallel: int) -> dict[str, Any]:
         "cell_hours": cell_hours, "stopped": sum(1 for c in cells if c.stop_reason),
         "saved_hours": hours.saved,
         "stop_steps": sorted(c.progress_step or 0 for c in cells if c.stop_reason),
+        "latency": stop_latency([Path(c.run_dir) for c in cells if c.stop_reason and c.run_dir]),
     }
 
 
@@ -166,6 +219,10 @@ def main() -> int:
     parser.add_argument("--patience", type=int, default=None,
                         help="plateau patience in steps (default: 15%% of max-steps)")
     parser.add_argument("--parallel", type=int, default=2)
+    parser.add_argument("--rule", choices=("plateau", "threshold"), default="plateau",
+                        help="threshold: at_least 0 from min_steps (fires at min_steps)")
+    parser.add_argument("--only-stopped", action="store_true",
+                        help="run only the variant with the rule (latency; no tables)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--keep", action="store_true", help="keep the KAPPA_HOME it used")
     args = parser.parse_args()
@@ -173,7 +230,10 @@ def main() -> int:
     baselines = [b.strip() for b in args.baselines.split(",") if b.strip()]
     min_steps = args.min_steps if args.min_steps is not None else int(0.4 * args.max_steps)
     patience = args.patience if args.patience is not None else max(1, int(0.15 * args.max_steps))
-    stop = {"plateau": {"metric": VAL, "min_steps": min_steps, "patience": patience}}
+    stop: dict[str, Any] = {"plateau": {"metric": VAL, "min_steps": min_steps,
+                                        "patience": patience}}
+    if args.rule == "threshold":
+        stop = {"threshold": {"metric": VAL, "at_least": 0.0, "min_steps": min_steps}}
 
     home = Path(tempfile.mkdtemp(prefix="kappa-bench-stop-"))
     os.environ["KAPPA_HOME"] = str(home)
@@ -190,6 +250,21 @@ def main() -> int:
           f"min_steps {min_steps}, patience {patience}; KAPPA_HOME {home}", flush=True)
     warm = prebuild_warm_starts(specs["full"].read_text())
     print(f"warm starts built in {warm:.1f} s (not timed below)", flush=True)
+    if args.only_stopped:
+        stopped = run_sweep(specs["plateau"], args.parallel)
+        print(f"{args.rule}: {stopped['wall_s']:.1f} s wall, {stopped['steps']} steps, "
+              f"states {stopped['states']}, stop steps {stopped['stop_steps']}")
+        for row in stopped["latency"]:
+            print("  " + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}"
+                                   for k, v in row.items()))
+        print(latency_summary(stopped["latency"]))
+        if args.json:
+            args.json.write_text(json.dumps(stopped, indent=1, default=str))
+        if not args.keep:
+            import shutil
+
+            shutil.rmtree(home, ignore_errors=True)
+        return 0 if stopped["states"] == ["succeeded"] else 1
     runs = {}
     for variant in ("full", "plateau"):
         runs[variant] = run_sweep(specs[variant], args.parallel)
@@ -211,6 +286,7 @@ def main() -> int:
           f"{1 - ratio['cell_hours']:.0%} of cell-hours)")
     print(f"kappa status accounting: saved {plat['saved_hours']:.4f} cell-hours "
           f"(planned hours of stopped cells x unrun fraction); stop steps {plat['stop_steps']}")
+    print(latency_summary(plat["latency"]))
 
     full_text, full_numbers = table_numbers(full["sweep"])
     plat_text, plat_numbers = table_numbers(plat["sweep"])

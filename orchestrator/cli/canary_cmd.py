@@ -36,13 +36,21 @@ def print_plan(console: Console, plan: CanaryPlan, detailed: bool = False) -> No
     from rich.markup import escape
     from rich.table import Table
 
-    from orchestrator.sweeps.canary import cells_text, describe_changes
+    from orchestrator.sweeps.canary import canaried_cells, cells_text, describe_changes
 
     free = ", ".join(sorted(plan.free_settings)) or "nothing"
+    count, kinds = len(canaried_cells(plan.grid)), "studies" if plan.is_search else "cells"
+    if not plan.canaries:
+        console.print(f"[bold]{escape(plan.grid.name)}[/]: no canary to run: the spec has "
+                      f"no {kinds}, so nothing would run")
+        return
     console.print(f"[bold]{escape(plan.grid.name)}[/]: {len(plan.canaries)} canar"
-                  f"{'y' if len(plan.canaries) == 1 else 'ies'} for {len(plan.grid.cells)} "
-                  f"cells (cells differing only in {escape(free)} share one), as sweep "
+                  f"{'y' if len(plan.canaries) == 1 else 'ies'} for {count} {kinds} "
+                  f"({kinds} differing only in {escape(free)} share one), as sweep "
                   f"{escape(plan.name)}")
+    if plan.is_search:
+        console.print("  each canary runs its study's starting settings (searched settings "
+                      "as base and axes give them, else their defaults), no trials")
     if not detailed:
         return
     table = Table(show_lines=False)
@@ -75,7 +83,9 @@ def print_outcome(console: Console, outcome: CanaryOutcome) -> None:
     total = len(outcome.results)
     reused = f" ({outcome.reused} had passed before and did not run again)" \
         if outcome.reused else ""
-    if outcome.passed:
+    if not total:
+        console.print("canaries: none ran (nothing to vouch for)")
+    elif outcome.passed:
         console.print(f"canaries: all {total} passed{reused}")
     else:
         console.print(f"[bold red]canaries: {len(outcome.failed)} of {total} failed[/]"
@@ -115,7 +125,8 @@ def canary_cmd(
 
     Each canary is the backend's smallest run of a cell (embedded: 2 RL steps; verl: 2
     training steps at the smallest batch, validation off, a checkpoint at step 2) on the
-    executor the grid would use; cells that differ only in the seed share one. Canaries
+    executor the grid would use; cells that differ only in the seed share one. A spec with
+    a search: block gets one per study configuration (its trials are not run). Canaries
     are recorded as sweep <name>.canary (registry, MLflow runs tagged kappa.canary=true),
     never in the grid's results. Exit 0 when all passed; 2 with each failed canary's
     axes, id and log tail. `kappa submit SPEC --canary` runs them before the grid.

@@ -1,21 +1,33 @@
 """The stop request: ``<run_dir>/stop-request.json``, how a cell is asked to end early.
 
-The scheduler writes it (atomically) when a stopping rule fires or a pruner prunes;
-a process that honours it (the embedded trainer) ends its run cleanly at the next step
-boundary: a checkpoint, the final evaluation, ``summary.json`` with
-``"stopped": {...the request..., "at_step": N}``, exit 0. The file is also the record of
-the decision: a scheduler that restarts reads the cell's outcome from it, and it is
-removed before the cell is launched again (a rerun or a retry starts unasked).
+The scheduler writes it (atomically) when a stopping rule fires or a pruner prunes. It
+is a request, not an outcome: the cell has stopped only once its run reports so. A
+process that honours it (the embedded trainer, through :class:`StopPoint`) first records
+in it the step it will stop at (``at_step``: the requested step, or a later one it or an
+earlier attempt had already logged), then trains up to that step if it resumed from an
+earlier checkpoint, and ends there cleanly: a checkpoint, the final evaluation,
+``summary.json`` with ``"stopped": {...the request..., "at_step": N}``, exit 0
+(:func:`confirms` is the scheduler's test of that report). A job that dies on the way
+leaves the request standing: the next attempt resumes from its last checkpoint and stops
+at the recorded step, so it ends with the numbers (and the record sequence, which keeps
+MLflow equal to ``metrics.jsonl``) of a run that was never interrupted.
+
+The file is also the record of the decision: a scheduler that restarts reads the cell's
+outcome from it. It is kept across the attempts of a launch that has not ended; a
+``diverged`` one (a final failure) is removed only when the user queues the cell again.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from orchestrator.runs.folder import (
     METRICS_FILE,
+    OUTBOX_FILE,
     STOP_REQUEST_FILE,
     read_json,
     write_json,
@@ -24,6 +36,7 @@ from orchestrator.runs.folder import (
 from orchestrator.runs.metrics import last_values
 
 Outcome = Literal["succeeded", "failed"]
+_TAIL_BYTES = 1 << 16  # of metrics.jsonl and the outbox: many records' worth
 
 
 @dataclass(frozen=True)
@@ -34,17 +47,27 @@ class StopRequest:
     ``step`` is the training step whose metrics decided; ``reason`` is the sentence
     shown to people (``plateau at step 340 (val-core/...)``); ``outcome`` is the cell's
     final state: ``succeeded`` (a finished result: plateau, threshold, pruned) or
-    ``failed`` (diverged; never retried).
+    ``failed`` (diverged; never retried). ``at_step``: the step the run recorded it
+    stops at (``None`` until a run saw the request); ``requested_at``: when the
+    scheduler made it (Unix seconds; for measuring stop latency).
     """
 
     rule: str
     step: int
     reason: str
     outcome: Outcome = "succeeded"
+    at_step: int | None = None
+    requested_at: float | None = None
 
     def as_json(self) -> dict[str, Any]:
-        """The request as written to the file (and copied into ``summary.json``)."""
-        return asdict(self)
+        """The request as written to the file (the fields not yet known left out)."""
+        data: dict[str, Any] = {"rule": self.rule, "step": self.step, "reason": self.reason,
+                                "outcome": self.outcome}
+        if self.at_step is not None:
+            data["at_step"] = self.at_step
+        if self.requested_at is not None:
+            data["requested_at"] = self.requested_at
+        return data
 
     @classmethod
     def from_json(cls, data: Any) -> StopRequest | None:
@@ -55,9 +78,12 @@ class StopRequest:
             outcome = str(data.get("outcome", "succeeded"))
             if outcome not in ("succeeded", "failed"):
                 return None
+            at_step, when = data.get("at_step"), data.get("requested_at")
             return cls(rule=str(data["rule"]), step=int(data["step"]),
                        reason=str(data["reason"]),
-                       outcome="failed" if outcome == "failed" else "succeeded")
+                       outcome="failed" if outcome == "failed" else "succeeded",
+                       at_step=None if at_step is None else int(at_step),
+                       requested_at=None if when is None else float(when))
         except (KeyError, TypeError, ValueError):
             return None
 
@@ -73,13 +99,78 @@ def read_stop_request(run_dir: Path) -> StopRequest | None:
 
 
 def clear_stop_request(run_dir: Path) -> None:
-    """Forget a request (before a new launch of the cell)."""
+    """Forget a request (a cell the user queued again starts unasked)."""
     (run_dir / STOP_REQUEST_FILE).unlink(missing_ok=True)
 
 
 def stopped_block(request: StopRequest, at_step: int) -> dict[str, Any]:
     """``summary.json``'s ``"stopped"`` entry: the request and the step the run ended at."""
-    return {**request.as_json(), "at_step": at_step}
+    return {"rule": request.rule, "step": request.step, "reason": request.reason,
+            "outcome": request.outcome, "at_step": at_step}
+
+
+def confirms(summary: Mapping[str, Any] | None, request: StopRequest) -> bool:
+    """Whether ``summary`` reports that the run stopped on ``request`` at or after its
+    step (the backend's confirmation; written after the final evaluation)."""
+    stopped = summary.get("stopped") if isinstance(summary, Mapping) else None
+    if not isinstance(summary, Mapping) or not isinstance(stopped, Mapping):
+        return False
+    at = stopped.get("at_step")
+    return (stopped.get("rule") == request.rule and stopped.get("step") == request.step
+            and isinstance(at, int) and at >= request.step and summary.get("steps") == at
+            and summary.get("status") == request.outcome)
+
+
+def logged_through(run_dir: Path) -> int:
+    """The last step the run folder holds a logged record of (``-1``: none): in
+    ``metrics.jsonl`` or in the MLflow outbox, which a resume never shortens. Read it
+    before a resume cuts ``metrics.jsonl`` back. Both files only ever grow in step order,
+    so their tails are enough."""
+    last = -1
+    for path in (run_dir / METRICS_FILE, run_dir / OUTBOX_FILE):
+        try:
+            with open(path, "rb") as fh:
+                fh.seek(max(0, fh.seek(0, 2) - _TAIL_BYTES))
+                tail = fh.read().splitlines()
+        except OSError:
+            continue
+        for line in tail:
+            try:
+                last = max(last, int(json.loads(line)["step"]))
+            except (ValueError, KeyError, TypeError):
+                continue  # a line cut short by a kill, or by the tail's start
+    return last
+
+
+@dataclass
+class StopPoint:
+    """A training process's side of the stop request (see the module docstring).
+
+    ``reached`` is the last step an earlier attempt logged (:func:`logged_through`, read
+    before the resume). :meth:`due` is asked at every step boundary: the first time it
+    finds a request it records the stop step in it, then answers whether that step is
+    reached. The step is never below what was logged already, so a resumed attempt
+    logs the same records as the interrupted one and the outbox stays in step.
+    """
+
+    run_dir: Path
+    reached: int = -1
+    request: StopRequest | None = None
+
+    def due(self, done: int) -> bool:
+        """Whether the run, ``done`` steps in, must stop now."""
+        if self.request is None:
+            found = read_stop_request(self.run_dir)
+            if found is None:
+                return False
+            at = max(found.step, self.reached, done)
+            if found.at_step is not None:  # an earlier attempt's promise stands
+                at = max(found.at_step, found.step)
+            self.request = replace(found, at_step=at)
+            if found.at_step != at:
+                write_stop_request(self.run_dir, self.request)
+        assert self.request.at_step is not None
+        return done >= self.request.at_step
 
 
 def synthesize_summary(run_dir: Path, request: StopRequest, step: int | None,

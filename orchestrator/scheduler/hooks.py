@@ -15,7 +15,7 @@ run folder (a stop request, a study), and a new scheduler's hooks read it back.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -27,11 +27,13 @@ from orchestrator.runs.stop_request import StopRequest
 
 @dataclass(frozen=True)
 class Ending:
-    """How a cell ends when a hook decides it (what the loop writes to the registry)."""
+    """How a cell ends when a hook decides it (what the loop writes to the registry).
+    Without ``stop_reason``, a ``failed`` ending is an ordinary failed attempt (retried
+    while retries last); with one, it is final."""
 
     state: CellState
     final_metrics: dict[str, float]
-    stop_reason: str
+    stop_reason: str | None
     last_error: str | None
 
     @property
@@ -89,3 +91,13 @@ class SchedulerHook(Protocol):
         """Whether the loop must keep going for this hook even with no cell left (a
         search with trials left to ask)."""
         return False
+
+
+def decide_ending(hooks: Sequence[SchedulerHook], cell_id: str, run_dir: Path, code: int,
+                  summary: Mapping[str, Any] | None) -> Ending | None:
+    """Tell every hook that the cell's job ended; the first ending one decides wins."""
+    ending: Ending | None = None
+    for hook in hooks:
+        decided = hook.on_exit(cell_id, run_dir, code, summary)
+        ending = ending or decided
+    return ending

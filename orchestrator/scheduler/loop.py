@@ -25,6 +25,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from orchestrator.backends import Backend
@@ -35,12 +36,12 @@ from orchestrator.runs.stop_request import StopRequest
 from orchestrator.scheduler.cell_runs import OpenedRuns
 from orchestrator.scheduler.cells import cell_run_dir, close_sweep_runs, log_tail, retry_delay
 from orchestrator.scheduler.fit import job_resources
-from orchestrator.scheduler.hooks import Ending, SchedulerHook
+from orchestrator.scheduler.hooks import Ending, SchedulerHook, decide_ending
 from orchestrator.scheduler.lease import LeaseLost, SchedulerLease
 from orchestrator.scheduler.options import SchedulerOptions
 from orchestrator.scheduler.order import LaunchOrder, stored_demand
 from orchestrator.scheduler.ports import NullTracker, RunTracker
-from orchestrator.scheduler.recovery import recover_cells
+from orchestrator.scheduler.recovery import ended_while_away, recover_cells
 from orchestrator.spec.model import Resources
 from orchestrator.tracking.retry import is_unreachable
 
@@ -68,7 +69,7 @@ class SweepScheduler:
     executor: Executor
     tracker: RunTracker = field(default_factory=NullTracker)
     options: SchedulerOptions = field(default_factory=SchedulerOptions)
-    order: LaunchOrder | None = None  # None: kappa's (longest expected first, backfill)
+    order: LaunchOrder | None = None  # None: kappa's (LaunchOrder.for_backend)
     hooks: Sequence[SchedulerHook] = ()  # stopping, search (:mod:`.hooks`), called in order
     resources: Resources = field(default_factory=Resources)  # the spec's, per cell
     _running: dict[str, _Running] = field(default_factory=dict, init=False)
@@ -77,6 +78,7 @@ class SweepScheduler:
     _next_cancel_check: float = field(default=0.0, init=False)
     _store_waits: dict[str, int] = field(default_factory=dict, init=False)
     _lease: SchedulerLease | None = field(default=None, init=False)
+    _judged_at: float = field(default=0.0, init=False)  # when running cells were last judged
     runs: OpenedRuns = field(init=False)  # the cells' MLflow runs and cell.json files
 
     def __post_init__(self) -> None:
@@ -147,8 +149,9 @@ class SweepScheduler:
     # -- recovery ---------------------------------------------------------------------
     def recover(self) -> None:
         """Take over whatever an earlier scheduler of this sweep left behind."""
+        ended = partial(ended_while_away, self.registry, self.backend, self.hooks, self.runs)
         for cell, job in recover_cells(self.registry, self._sweep(), self.executor,
-                                       self.tracker):
+                                       self.tracker, ended):
             self._running[cell.cell_id] = _Running(cell, job, cell_run_dir(cell))
 
     def _sweep(self) -> SweepRecord:
@@ -174,13 +177,15 @@ class SweepScheduler:
     def _launch_pending(self) -> None:
         if self._slots(0) <= 0:
             return  # full: no need to ask the registry what waits
-        order = self.order = self.order or LaunchOrder()
+        order = self.order = self.order or LaunchOrder.for_backend(self.backend)
         # Ids and indexes only: a pass over 100,000 waiting cells decodes no settings; a
         # cell's stored demand is read once, when the order first meets it.
         keys = self.registry.cell_keys(self.sweep, [CellState.PENDING])
         unseen = [cell_id for cell_id, _ in keys if not order.knows(cell_id)]
         if unseen:
             order.learn(self.registry.cells_by_id(self.sweep, unseen))
+        if keys:
+            order.observe(self.registry, self.sweep)  # lengths learnt from siblings
         ranked = order.sort(keys)
         idle = not self._running and not self._retry_at
         for hook in self.hooks:  # e.g. a GPU-hours cap holds cells back
@@ -190,6 +195,7 @@ class SweepScheduler:
             cell = self.registry.get_cell(self.sweep, cell_id)
             if self.registry.transition(cell, CellState.PENDING, CellState.QUEUED):
                 self._launch(cell)
+                self._judge_between_launches()
 
     def _launch(self, cell: CellRecord) -> None:
         run_dir = cell_run_dir(cell)
@@ -284,10 +290,7 @@ class SweepScheduler:
                 continue
             del self._running[cell_id]
             summary = self.backend.read_summary(entry.run_dir)
-            ending: Ending | None = None
-            for hook in self.hooks:  # each hears of it; the first to decide the ending wins
-                decided = hook.on_exit(cell_id, entry.run_dir, code, summary)
-                ending = ending or decided
+            ending = decide_ending(self.hooks, cell_id, entry.run_dir, code, summary)
             if ending is not None:
                 self._end_stopped(entry, code, ending)
                 continue
@@ -313,16 +316,36 @@ class SweepScheduler:
                 self._finish_run(cell_id, "KILLED")  # its job died of the cancel
 
     def _report_progress(self, entry: _Running) -> None:
+        self._judge(entry)  # first: a registry busy with other writers does not delay a stop
         progress = self.backend.read_progress(entry.run_dir)
         if progress is not None and progress != entry.progress:
             entry.progress = progress
             self.registry.update_progress(entry.cell, progress[0], progress[1] or None)
+
+    def _judge(self, entry: _Running) -> None:
+        self._judged_at = time.monotonic()
         for hook in self.hooks:  # e.g. stopping rules judge new metrics, a pruner reports
             hook.on_poll(self, entry.cell, entry.run_dir, entry.job)
 
+    def _judge_between_launches(self) -> None:
+        """A burst of launches (a sweep starting) can outlast many poll intervals: the
+        running cells' new metrics are judged meanwhile, so a stop is asked within one
+        poll interval of its metric being logged, not after the burst."""
+        if time.monotonic() - self._judged_at >= self.options.poll_interval:
+            for entry in list(self._running.values()):  # an ended one is collected next pass
+                self._judge(entry)
+
     def _end_stopped(self, entry: _Running, code: int, ending: Ending) -> None:
         """A cell whose ending a hook decided (a stopping rule): succeeded with the
-        reason, or failed with it (never retried: ``CellRecord.retries_left`` is 0)."""
+        reason, or failed with it (never retried: ``CellRecord.retries_left`` is 0);
+        without a reason, a failed attempt like any other (retried)."""
+        if ending.stop_reason is None:
+            if self.registry.finish_attempt(entry.cell, CellState.FAILED, exit_code=code,
+                                            last_error=ending.last_error):
+                self.runs.write_cell_file(entry.cell, CellState.FAILED,
+                                          self.runs.run_id(entry.cell.cell_id))
+                self._after_failure(entry.cell.cell_id)
+            return
         if self.registry.finish_attempt(entry.cell, ending.state, exit_code=code,
                                         final_metrics=ending.final_metrics,
                                         last_error=ending.last_error,

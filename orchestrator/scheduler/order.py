@@ -6,17 +6,27 @@ cells first** (longest-processing-time-first), and when the next cell does not f
 the GPUs free now it **backfills**: smaller cells behind it that fit start instead, so
 no GPU idles while something could run on it.
 
-The order knows a cell only by its stored :class:`~orchestrator.backends.base.Demand`:
-its GPUs (what it must fit into) and its training steps, its expected length (cells of
-one sweep train the same kind of model, so steps set their relative length; wall time is
-not known per cell). Cells whose steps tie (or are unknown) keep registry order.
+A cell's expected length is learnt from its siblings, the cells that differ from it only
+in the seed (:mod:`.durations`): once some cell of the sweep has finished, estimates are
+in seconds, from finished and running siblings, else from the declared steps at the
+sweep's measured pace; before that, the declared steps (its stored
+:class:`~orchestrator.backends.base.Demand`; cells of one sweep train the same kind of
+model, so steps set their relative length).
+
+Before that order comes one cell of each configuration none of whose cells has started
+(a *probe*; the first in registry order): until one of its cells runs, nothing says how
+long a configuration takes, and a long one found late ends the sweep late (on the
+simulated cluster, ranking probes only among equal estimates left a 10.5 h configuration
+unprobed until hour 55 of 67). Ties keep registry order. :meth:`LaunchOrder.observe`
+remakes the estimates from the registry before a pass sorts, so a restarted scheduler
+orders as the one before it did.
 
 GPU demand is deliberately not a sort key: on simulated clusters (``bench/
 cluster_makespan.py``) largest-GPU-first did worse than registry order whenever lengths
 were not known, and no better when they were.
 
 :class:`LaunchOrder` with ``longest_first=False, backfill=False`` is strict FIFO, the
-baseline the benchmark compares against.
+baseline the benchmark compares against; ``siblings=False`` orders by declared steps only.
 """
 
 from __future__ import annotations
@@ -25,7 +35,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from orchestrator.backends.base import Demand
-from orchestrator.registry import CellRecord
+from orchestrator.registry import CellRecord, Registry
+from orchestrator.scheduler.durations import SiblingDurations, work_free_settings
 
 # A cell whose demand was never judged (its settings no longer validated when the
 # registry was upgraded): it needs nothing, so it is never held back for GPUs; its
@@ -50,7 +61,21 @@ class LaunchOrder:
 
     longest_first: bool = True
     backfill: bool = True
+    siblings: bool = True  # estimate lengths from siblings (else declared steps only)
+    durations: SiblingDurations = field(default_factory=SiblingDurations)
     _demands: dict[str, Demand] = field(default_factory=dict, init=False, repr=False)
+
+    @classmethod
+    def for_backend(cls, backend: object) -> LaunchOrder:
+        """kappa's order for a sweep of ``backend`` (whose settings that do not change the
+        work, :func:`~.durations.work_free_settings`, tell siblings apart)."""
+        return cls(durations=SiblingDurations(work_free_settings(backend)))
+
+    def observe(self, registry: Registry, sweep: str) -> None:
+        """Remake the length estimates from what the registry holds now (a pass calls it
+        before :meth:`sort`)."""
+        if self.longest_first and self.siblings:
+            self.durations.observe(registry, sweep)
 
     def knows(self, cell_id: str) -> bool:
         """Whether the cell's demand was judged already."""
@@ -69,10 +94,13 @@ class LaunchOrder:
         known = self._demands.get(cell.cell_id)
         if known is None:
             known = self._demands[cell.cell_id] = stored_demand(cell) or _INVALID
+            if self.siblings:
+                self.durations.learn(cell)
         return known
 
     def sort(self, cells: Iterable[CellKey | CellRecord]) -> list[str]:
-        """The ids of ``cells`` in launch order: longest expected first, then registry
+        """The ids of ``cells`` in launch order: one cell of each configuration not started
+        yet (a probe), then the rest; each part longest expected first, then in registry
         order. Whole cells given are learnt; keys count as :meth:`demand` says."""
         keys: list[tuple[int, str]] = []
         for cell in cells:
@@ -84,7 +112,12 @@ class LaunchOrder:
         ids = [cell_id for _, cell_id in sorted(keys)]
         if not self.longest_first:
             return ids
-        return sorted(ids, key=lambda i: -self.demand(i).steps)  # stable: ties by index
+        if not self.siblings:
+            return sorted(ids, key=lambda i: -self.demand(i).steps)  # stable: ties by index
+        durations = self.durations
+        probes = durations.probes(ids)
+        return sorted(ids, key=lambda i: (i not in probes,
+                                          -durations.expected(i, self.demand(i).steps)))
 
     def fitting(self, ordered: Sequence[str], slots: Callable[[int], int]) -> Iterator[str]:
         """The ids of ``ordered`` (already in launch order) that fit now, in order.

@@ -8,6 +8,14 @@ judged by the rules (:mod:`.rules`), and the first that fires becomes a stop req
 when the job exits, a requested stop decides how the cell ends; the cap
 (:mod:`.budget`) decides which pending cells may start.
 
+A request is not an outcome: the cell ends ``succeeded (stopped ...)`` only when its
+run confirms the stop (:func:`~orchestrator.runs.stop_request.confirms`: stopped at or
+after the requested step, final evaluation done). A job that dies before that is an
+ordinary failed attempt (or, if it vanished with its scheduler, a requeue), and the
+request stays for the next attempt, which stops where the first would have. ``diverged``
+is final the moment it is decided: whatever happens to the job after, the cell fails
+with that reason and is not retried.
+
 Nothing here is state that a restart would lose: a cell's history is re-read from its
 run folder and judged again, and a request already made is read back from
 ``stop-request.json``, which is the record of the decision.
@@ -16,8 +24,9 @@ run folder and judged again, and a request already made is read back from
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +38,7 @@ from orchestrator.runs.cell_file import write_cell_file
 from orchestrator.runs.stop_request import (
     StopRequest,
     clear_stop_request,
+    confirms,
     read_stop_request,
     synthesize_summary,
 )
@@ -80,9 +90,14 @@ class SweepStopping(SchedulerHook):
 
     # -- a cell's life ----------------------------------------------------------------
     def on_launch(self, cell_id: str, run_dir: Path) -> None:
-        """A new launch starts unasked: forget the last one's request and history."""
+        """A new launch: forget what was read of the last one. A request that stands
+        (its stop was never confirmed: the job died first) is the new launch's too; a
+        ``diverged`` one is final, so only the user's requeue relaunches its cell, which
+        then starts unasked."""
         self._watches.pop(cell_id, None)
-        clear_stop_request(run_dir)
+        request = read_stop_request(run_dir)
+        if request is not None and request.outcome == "failed":
+            clear_stop_request(run_dir)
 
     def _watch_of(self, cell_id: str, run_dir: Path) -> _Watch:
         watch = self._watches.get(cell_id)
@@ -120,6 +135,7 @@ class SweepStopping(SchedulerHook):
         watch = self._watch_of(cell_id, run_dir)
         if watch.request is not None:
             return False
+        request = replace(request, requested_at=round(time.time(), 3))
         self.backend.request_stop(run_dir, request)
         watch.request = request
         LOG.info("cell %s: stopping (%s)", cell_id, request.reason)
@@ -134,27 +150,35 @@ class SweepStopping(SchedulerHook):
 
     def on_exit(self, cell_id: str, run_dir: Path, code: int,
                 summary: Mapping[str, Any] | None) -> Ending | None:
-        """How the cell ends if a stop was requested for this launch (``succeeded`` with
-        the reason, or ``failed`` with it and no retry); ``None`` otherwise."""
+        """How the cell ends if a stop was requested: ``succeeded`` with the reason once
+        the run confirmed the stop, ``failed`` with it (no retry) for ``diverged``
+        whatever became of the job, a failed attempt (retried) for a run that reports
+        another stop; ``None`` otherwise (no request, or a job that died before its stop:
+        an ordinary failure, and the request stands for the next attempt)."""
         watch = self._watches.pop(cell_id, None)
         self._warn_unlogged(cell_id, watch)
         request = read_stop_request(run_dir)
         if request is None:
             return None
-        stopped_itself = isinstance(summary, Mapping) and isinstance(summary.get("stopped"),
-                                                                     Mapping)
-        completed = code == 0 and isinstance(summary, Mapping) and summary.get("status") in (
-            "succeeded", request.outcome)
-        if not stopped_itself:
+        if not confirms(summary, request):
+            reported = isinstance(summary, Mapping) and isinstance(summary.get("stopped"),
+                                                                   Mapping)
+            completed = not reported and code == 0 and isinstance(summary, Mapping) and (
+                summary.get("status") in ("succeeded", request.outcome))
             if completed and isinstance(summary, Mapping):
                 # It reached its last step before it saw the request: the rule's decision
                 # stands, recorded in its summary like any stop.
                 summary = synthesize_summary(run_dir, request, _int(summary.get("steps")),
                                              _numeric(summary.get("final")))
-            elif self.backend.stops_itself and request.outcome == "succeeded":
-                return None  # it failed while stopping: an ordinary failure (then a retry)
-            else:
+            elif request.outcome == "failed" or not self.backend.stops_itself:
+                # Diverged is final; a process that cannot be asked was ended by us.
                 summary = self.backend.stopped_summary(run_dir, request)
+            elif reported:
+                return Ending(CellState.FAILED, {}, None, (
+                    f"the run reported a stop other than the one requested ({request.reason}):"
+                    f" {summary.get('stopped') if isinstance(summary, Mapping) else None}"))
+            else:
+                return None
         final = _numeric(summary.get("final") if isinstance(summary, Mapping) else None)
         if request.outcome == "succeeded":
             return Ending(CellState.SUCCEEDED, final, request.reason, None)

@@ -9,7 +9,10 @@ still takes the whole path), run on the executor the grid will use.
 
 Cells that differ only in the backend's ``canary_free_settings`` (``seed``), or whose
 canaries come out equal (cells that differ only in ``max_steps``), share one canary: the
-first of them in grid order. The canaries are a sweep of their own, ``<name>.canary``
+first of them in grid order. A spec with a ``search:`` block has no cells of its own (its
+cells are the trials Optuna asks for); its canaries are those of its studies' starting
+cells (one per axis combination, the searched settings at the values the spec gives them),
+and the canary sweep runs no search. The canaries are a sweep of their own, ``<name>.canary``
 (:func:`orchestrator.paths.canary_sweep`), recorded and driven like any sweep but with no
 retries, its MLflow runs tagged ``kappa.canary=true``: the grid's sweep never sees them.
 Like cells, they are content-addressed: a canary that passed is not run again unless
@@ -75,10 +78,18 @@ class CanaryPlan:
         """Settings in which cells may differ and still share a canary."""
         return self.grid.backend.canary_free_settings
 
+    @property
+    def is_search(self) -> bool:
+        """Whether the canaries stand for a search's studies (module docstring)."""
+        return self.grid.spec.search is not None
+
     def sweep(self) -> PreparedSweep:
-        """The canaries as a sweep to record: the grid's spec renamed, no retries."""
-        spec = self.grid.spec.model_copy(update={"name": self.name, "retries": 0})
-        plan = self.grid.plan.model_copy(update={"name": self.name, "retries": 0})
+        """The canaries as a sweep to record: the grid's spec renamed, no retries, no
+        search (a canary runs its one cell, never trials)."""
+        spec = self.grid.spec.model_copy(update={"name": self.name, "retries": 0,
+                                                 "search": None})
+        plan = self.grid.plan.model_copy(update={"name": self.name, "retries": 0,
+                                                 "search": None, "studies": ()})
         cells = tuple(c.cell for c in self.canaries)
         return PreparedSweep(spec=spec, backend=self.grid.backend, cells=cells, plan=plan,
                              demands={c.cell_id: self.demands[c.cell_id] for c in cells})
@@ -88,16 +99,23 @@ def _without(settings: dict[str, Any], free: frozenset[str]) -> str:
     return canonical_json({k: v for k, v in settings.items() if k not in free})
 
 
+def canaried_cells(grid: PreparedSweep) -> tuple[Cell, ...]:
+    """The cells canaries stand for: the grid's, or a search's studies' starting cells."""
+    if grid.spec.search is not None:
+        return tuple(study.cell() for study in grid.plan.studies)
+    return tuple(grid.cells)
+
+
 def plan_canaries(grid: PreparedSweep) -> CanaryPlan:
-    """One canary per distinct configuration of ``grid``'s cells; writes nothing. ``grid``
-    is prepared with ``models=True``: a canary starts from its cell's validated settings
-    (that cell's one validation); only the canary's own settings are validated here. Raises
-    ``UserInputError`` (every problem, located at the cell a canary stands for) if the
-    backend rejects a canary's settings."""
+    """One canary per distinct configuration of ``grid``'s cells (of its studies, for a
+    search); writes nothing. ``grid`` is prepared with ``models=True``: a canary starts
+    from its cell's validated settings (that cell's one validation); only the canary's
+    own settings are validated here. Raises ``UserInputError`` (every problem, located at
+    the cell a canary stands for) if the backend rejects a canary's settings."""
     backend = grid.backend
     free = backend.canary_free_settings
     groups: dict[str, list[Cell]] = {}
-    for cell in grid.cells:
+    for cell in canaried_cells(grid):
         groups.setdefault(_without(cell.settings, free), []).append(cell)
     found: dict[str, tuple[Cell, list[Cell], dict[str, tuple[Any, Any]]]] = {}
     demands: dict[str, Demand] = {}
@@ -196,10 +214,17 @@ def run_canaries(plan: CanaryPlan, stores: Stores = Stores(), *, rerun: bool = F
     prepared = plan.sweep()
     check_fit(prepared.demands.items(), executor, plan.grid.spec.resources)
     ids = [c.cell.cell_id for c in plan.canaries]
+    if not ids:  # nothing to vouch for: nothing recorded, nothing run
+        return CanaryOutcome(plan, (), 0)
     with stores.open_registry() as registry:
         before = {c.cell_id for c in registry.cells(plan.name, [CellState.SUCCEEDED])} \
             if registry.find_sweep(plan.name) is not None else set()
         record(prepared, registry, Tracker(stores.mlflow_uri), rerun=rerun)
+        # Cells of the canary sweep that are not this plan's (canaries of a spec since
+        # changed, trials an older kappa ran there) would run again, unreported: not here.
+        for stale in registry.cells(plan.name, [CellState.PENDING]):
+            if stale.cell_id not in ids:
+                registry.transition(stale, CellState.PENDING, CellState.CANCELLED)
     if chosen is not None:
         remember_executor(plan.name, chosen, stores)
     resume(plan.name, stores, max_parallel=max_parallel, options=options, executor=executor)

@@ -31,3 +31,16 @@ def test_simulated_sweep_runs_every_cell_once_within_the_cluster(order: str) -> 
     # Every GPU-second a cell needs was run.
     need = sum(c.settings["gpus"] * c.settings["sim_seconds"] for c in cells)
     assert cluster.busy_seconds == pytest.approx(need)
+
+
+def test_lengths_learnt_from_siblings_on_the_virtual_clock() -> None:
+    """A sweep of configurations × seeds: every cell once, and the registry recorded each
+    duration on the simulated clock (what kappa's estimates read)."""
+    print(f"seed {SEED}")
+    cells = draw_cells(30, SEED, "siblings")
+    assert len({c.settings["config"]["config"] for c in cells}) == 10
+    result = simulate(cells, [8, 8], "kappa")
+    assert result.counts["succeeded"] == 30
+    assert set(result.cluster.submits.values()) == {1} and result.cluster.refused == 0
+    assert result.clock_virtual
+    assert result.makespan >= result.bound > 0

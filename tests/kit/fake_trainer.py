@@ -4,7 +4,9 @@
 :mod:`orchestrator.runs` (metrics, progress, summary; ``ckpt.json`` is its checkpoint),
 resumes from its checkpoint, and logs the metrics of its ``curve`` (see
 :class:`kit.fake_backend.FakeSettings`, whose fields are the CONFIG's keys). ``honour``:
-a stop request ends the run at the next step boundary (summary with ``stopped``, exit 0);
+a stop request ends the run at the next step boundary at or after the step it was
+promised at (:class:`~orchestrator.runs.stop_request.StopPoint`; summary with
+``stopped``, exit 0);
 ``ignore``: it runs on until the scheduler ends it. What every curve shares, for tests to
 steer and watch: ``launches.log`` (the step each launch started from), ``env.json``,
 ``fail_first``, ``fail_at_step``, ``hold_at`` (wait for ``RUN_DIR/go``), ``hold_while``,
@@ -27,7 +29,13 @@ import yaml
 
 from orchestrator.runs.folder import METRICS_FILE, write_json, write_progress, write_summary
 from orchestrator.runs.metrics import append_metrics
-from orchestrator.runs.stop_request import StopRequest, read_stop_request, stopped_block
+from orchestrator.runs.stop_request import (
+    StopPoint,
+    StopRequest,
+    logged_through,
+    read_stop_request,
+    stopped_block,
+)
 
 # What a config without them runs, by curve: (steps, step_seconds).
 DEFAULTS = {"sweep": (4, 0.02), "stop": (20, 0.01), "search": (6, 0.01), "fault": (8, 0.05)}
@@ -119,6 +127,9 @@ def main(argv: list[str]) -> int:
         print("fake trainer: failing on purpose", flush=True)
         return 3
     metrics_of, final_of = curve(config, steps)
+    # As the embedded trainer: a stop lands at the requested step or a later one already
+    # logged, read before a resume cuts the metrics back.
+    stopping = StopPoint(out, logged_through(out)) if honour else None
     files = None
     if config.get("curve") == "fault":  # the real trainer's files: metrics reach MLflow
         from orchestrator.backends.embedded.metrics import RunFiles
@@ -129,10 +140,10 @@ def main(argv: list[str]) -> int:
             files.log(0, step_metrics(int(config.get("seed", 0)), 0))
     log: Callable[[int, Mapping[str, float]], object] = (
         files.log if files is not None else partial(append_metrics, out / METRICS_FILE))
-    last, stop = start, None
+    last = start
     for step in range(start + 1, steps + 1):
         hold(config, out, step, honour)
-        if honour and (stop := read_stop_request(out)) is not None:
+        if stopping is not None and stopping.due(step - 1):
             break
         time.sleep(float(config.get("step_seconds", default_pause)))
         if step == int(config.get("fail_at_step", 0)):
@@ -144,6 +155,7 @@ def main(argv: list[str]) -> int:
         if step % every == 0 or step == steps:
             write_json(ckpt, {"step": step})
         last = step
+    stop = stopping.request if stopping is not None else None
     final = final_of(last)
     if files is not None:
         files.log(last, final)

@@ -66,7 +66,7 @@ from orchestrator.backends.embedded.tasks import TASKS, TOKENIZER, Problem, Task
 from orchestrator.backends.embedded.warmstart import load_or_build
 from orchestrator.runs.folder import SUMMARY_FILE
 from orchestrator.runs.metrics import last_values
-from orchestrator.runs.stop_request import StopRequest, read_stop_request
+from orchestrator.runs.stop_request import StopPoint, logged_through
 
 
 def train(settings: EmbeddedSettings, out_dir: Path,
@@ -98,6 +98,9 @@ def train(settings: EmbeddedSettings, out_dir: Path,
         optimizer.load_state_dict(state.optimizer)
         restore_rng(state)
         start = state.step
+    # Read before the resume cuts metrics.jsonl back: a stop never lands before a step an
+    # earlier attempt logged (MLflow has it), so the resumed records match the old ones.
+    stopping = StopPoint(out_dir, logged_through(out_dir))
     files.resume_from(start if ckpt is not None else -1)
     if start == 0:
         acc = greedy_accuracy(policy, task, val_problems, settings.max_response_length)
@@ -109,12 +112,11 @@ def train(settings: EmbeddedSettings, out_dir: Path,
     show = sys.stdout.isatty() if progress is None else progress
     last = start
     saved = start if ckpt is not None else -1  # the step of the newest checkpoint
-    stop: StopRequest | None = None
     with progress_bar(settings.max_steps, start, show) as advance:
         for step in range(start, settings.max_steps):
-            # A stop request (a stopping rule fired) ends the run at this step boundary.
-            stop = read_stop_request(out_dir)
-            if stop is not None:
+            # A stop request (a stopping rule fired) ends the run at this step boundary,
+            # or trains on to the step it was promised at (a resumed attempt).
+            if stopping.due(step):
                 break
             metrics = rl_step(settings, policy, ref, optimizer, step, held_out)
             done = last = step + 1
@@ -127,6 +129,7 @@ def train(settings: EmbeddedSettings, out_dir: Path,
                 save_checkpoint(out_dir, done, policy, optimizer)
                 saved = done
             advance(metrics)
+    stop = stopping.request
     if stop is not None:
         print(f"[kappa] stopped at step {last}: {stop.reason}", flush=True)
         if saved != last:

@@ -58,6 +58,22 @@ def test_canary_sweep_names_are_reserved(tmp_path: Path) -> None:
         _plan(tmp_path, SPEC.replace("name: plan-canaries", "name: mine.canary"))
 
 
+def test_a_search_gets_one_canary_per_study_configuration_and_no_search(
+        tmp_path: Path) -> None:
+    text = SPEC.replace("name: plan-canaries", "name: searched") + (
+        "search:\n  space: {kl_coef: {loguniform: [1.0e-4, 1.0e-1]}}\n"
+        "  objective: {metric: val-core/add-val/acc/mean@1}\n  trials: 4\n")
+    plan = _plan(tmp_path, text)
+    assert plan.is_search and plan.grid.cells == ()  # a search's cells are its trials
+    # 12 studies (baseline × length × seed): one canary per baseline, as for the grid.
+    assert [c.cell.axes["baseline"] for c in plan.canaries] == ["grpo", "dapo"]
+    assert [len(c.stands_for) for c in plan.canaries] == [6, 6]
+    assert plan.canaries[0].cell.settings["max_steps"] == 2
+    sweep = plan.sweep()
+    assert sweep.spec.search is None and sweep.plan.search is None and not sweep.plan.studies
+    assert len(sweep.cells) == 2
+
+
 def test_embedded_canary_keeps_the_warm_start_its_full_run_loads() -> None:
     from orchestrator.backends.embedded.warmstart import cache_key
 
