@@ -7,5 +7,6 @@
 * :mod:`kit.home`: a test's ``KAPPA_HOME`` (seeded MLflow store, short waits) and what
   the fake trainer leaves there (completions, launches).
 * :mod:`kit.cells`: cells as ``orchestrator.grid`` makes them, for registry-level tests.
+* :mod:`kit.idle_job`: a job handle whose job never ends (loop-level tests).
 * :mod:`kit.synthetic`: synthetic sweeps (cell results, run folders) for the analysis tests.
 """

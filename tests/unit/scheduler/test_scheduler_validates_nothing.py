@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kit.idle_job import IdleJob
 
 from orchestrator.backends import get_backend
 from orchestrator.backends.embedded.backend import EmbeddedBackend
@@ -30,20 +31,6 @@ resources: {cpus: 2, hours: 0.5}
 """
 
 
-class _Job(JobHandle):
-    def __init__(self, job_id: str) -> None:
-        self.job_id = job_id
-
-    def poll(self) -> int | None:
-        return None
-
-    def wait(self, timeout: float | None = None) -> int | None:
-        return None
-
-    def cancel(self) -> None:
-        return None
-
-
 class _Recorder(Executor):
     """Takes every job and runs none: what the loop asked for is all that matters here."""
 
@@ -56,7 +43,7 @@ class _Recorder(Executor):
     def submit(self, argv: tuple[str, ...], env: Mapping[str, str], cwd: Path, log_path: Path,
                resources: JobResources = JobResources()) -> JobHandle:
         self.jobs.append((argv, resources))
-        return _Job(f"rec:{len(self.jobs)}")
+        return IdleJob(f"rec:{len(self.jobs)}")
 
     def capacity(self, gpus: int = 0) -> int:
         return 8 - len(self.jobs)

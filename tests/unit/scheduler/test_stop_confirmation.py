@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from kit.cells import make_cell
 from kit.fake_backend import FakeBackend, FakeSettings
+from kit.idle_job import IdleJob
 
 from orchestrator.executors.base import Executor, JobHandle, JobResources
 from orchestrator.registry import CellRecord, CellState, Registry
@@ -134,18 +135,8 @@ def test_diverged_is_final_whatever_became_of_the_job(tmp_path: Path) -> None:
 
 
 def test_a_request_is_stamped_with_when_it_was_made(tmp_path: Path) -> None:
-    class _Idle(JobHandle):
-        def poll(self) -> int | None:
-            return None
-
-        def wait(self, timeout: float | None = None) -> int | None:
-            return None
-
-        def cancel(self) -> None:
-            return None
-
     before = time.time()
-    assert SweepStopping(FakeBackend()).request_stop("c", tmp_path, _Idle(), THRESHOLD)
+    assert SweepStopping(FakeBackend()).request_stop("c", tmp_path, IdleJob(), THRESHOLD)
     made = read_stop_request(tmp_path)
     assert made is not None and made.requested_at is not None
     assert before - 0.01 <= made.requested_at <= time.time() + 0.01
@@ -189,20 +180,6 @@ def test_a_scheduler_that_finds_the_job_gone_honours_the_request(
         assert read_stop_request(run_dir) == THRESHOLD
 
 
-class _Job(JobHandle):
-    def __init__(self, job_id: str) -> None:
-        self.job_id = job_id
-
-    def poll(self) -> int | None:
-        return None
-
-    def wait(self, timeout: float | None = None) -> int | None:
-        return None
-
-    def cancel(self) -> None:
-        return None
-
-
 class _SlowSubmits(Executor):
     """Each submit takes 0.1 s (a loaded cluster, a slow tracking store): a sweep's first
     pass launches for a while."""
@@ -217,7 +194,7 @@ class _SlowSubmits(Executor):
                resources: JobResources = JobResources()) -> JobHandle:
         time.sleep(0.1)
         self.jobs += 1
-        return _Job(f"slow:{self.jobs}")
+        return IdleJob(f"slow:{self.jobs}")
 
     def capacity(self, gpus: int = 0) -> int:
         return 8 - self.jobs
