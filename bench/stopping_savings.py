@@ -13,6 +13,21 @@ the full run's 95% CI: the baselines' means (Student t) and the +RB rows' paired
 (bootstrap; with 2 seeds that interval is just the two pairs' range). Both runs use the same
 validation cadence, and warm-start caches are built before timing, so both load them.
 
+``--together reward_budget`` gives the live rule a comparison group (docs/spec.md
+#comparison-groups): a baseline and its ``+ RB`` run of one seed stop as one, at one step.
+``--replay SWEEP`` runs nothing: it replays the plateau rule, on its own and with
+``together: [reward_budget]``, on a finished full-length sweep of the registry in
+``KAPPA_HOME`` (what ``kappa stop-check`` does), and prints both side by side.
+
+Prediction for the replay on the 300-step toy Table 2 (grpo, drgrpo, dapo × ±RB × 3 seeds,
+validation every 10 steps; plateau ``min_steps`` 120, ``patience`` 45: this script's
+defaults of 40% and 15% of ``max_steps``, fixed before that sweep ran), written on
+2026-12-02 before the replay was run: comparison groups save fewer RL steps than cells
+stopping on their own, since a group waits for its slower member and a 300-step
+calibration run had GRPO + RB not yet flat — about 10-25% of steps, short of the 30%
+target; no delta changes sign and every delta stays inside the full run's 95% interval.
+Cells on their own save more (30-40%) and move more deltas outside their interval.
+
 Stop latency, per stopped cell, from the run folder: how long after the firing step's
 metrics were logged (their outbox timestamp) the scheduler wrote the stop request
 (``requested_at``) and the trainer logged its last step, and how many steps past the
@@ -21,6 +36,8 @@ firing step it stopped (``at_step - step``). ``--rule threshold``
 still launching) and ``--only-stopped`` (no full run, no tables) make that a short run.
 
     .venv/bin/python bench/stopping_savings.py          # 6 baselines × ±RB × 3 seeds: 72 cells
+    KAPPA_HOME=~/k .venv/bin/python bench/stopping_savings.py --replay toy-t2-300 \
+        --min-steps 120 --patience 45          # replay on a finished 300-step sweep
     .venv/bin/python bench/stopping_savings.py --baselines grpo,dapo --seeds 2 --max-steps 60
     .venv/bin/python bench/stopping_savings.py --baselines grpo --seeds 3 --max-steps 40 \
         --rule threshold --min-steps 7 --parallel 6 --only-stopped     # latency, ~2 min
@@ -208,6 +225,34 @@ def compare(full: Numbers, plateau: Numbers) -> tuple[dict[str, int], dict[str, 
     return within, compared
 
 
+def replay_both(sweep: str, min_steps: int, patience: int,
+                json_path: Path | None) -> int:
+    """Replay the plateau rule alone and as comparison groups on a finished sweep."""
+    from orchestrator.spec.stop_block import StopRules
+    from orchestrator.stopping.stop_check import check_sweep, load, render
+
+    plan, cells = load(sweep)
+    plateau = {"metric": VAL, "min_steps": min_steps, "patience": patience}
+    figures = {}
+    for name, together in (("alone", ()), ("together", ("reward_budget",))):
+        rules = StopRules.model_validate({"plateau": plateau, "together": list(together)})
+        result = check_sweep(plan, cells, rules, VAL, "reward_budget", "false")
+        figures[name] = result
+        print(f"\n## plateau, {name}\n")
+        print(render(result, json.dumps({"plateau": plateau, "together": list(together)})))
+    print("| rule | RL steps saved | cell-hours saved | means in full CI | deltas in full CI "
+          "| deltas that change sign |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, r in figures.items():
+        means, deltas = r.count("mean"), r.count("delta")
+        print(f"| plateau, {name} | {1 - r.steps_stopped / r.steps_full:.1%} | "
+              f"{1 - r.hours_stopped / r.hours_full:.1%} | {means[0]} of {means[1]} | "
+              f"{deltas[0]} of {deltas[1]} | {deltas[2]} |")
+    if json_path is not None:
+        json_path.write_text(json.dumps({k: v.as_json() for k, v in figures.items()}, indent=1))
+    return 0
+
+
 def main() -> int:
     """Run both variants and print the comparison; exit 1 if a run failed."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -223,6 +268,10 @@ def main() -> int:
                         help="threshold: at_least 0 from min_steps (fires at min_steps)")
     parser.add_argument("--only-stopped", action="store_true",
                         help="run only the variant with the rule (latency; no tables)")
+    parser.add_argument("--together", default="",
+                        help="comparison-group axes of the live rule (e.g. reward_budget)")
+    parser.add_argument("--replay", metavar="SWEEP",
+                        help="replay on this finished sweep (KAPPA_HOME) instead of running")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--keep", action="store_true", help="keep the KAPPA_HOME it used")
     args = parser.parse_args()
@@ -234,6 +283,10 @@ def main() -> int:
                                         "patience": patience}}
     if args.rule == "threshold":
         stop = {"threshold": {"metric": VAL, "at_least": 0.0, "min_steps": min_steps}}
+    if args.together:
+        stop["together"] = [a.strip() for a in args.together.split(",") if a.strip()]
+    if args.replay:
+        return replay_both(args.replay, min_steps, patience, args.json)
 
     home = Path(tempfile.mkdtemp(prefix="kappa-bench-stop-"))
     os.environ["KAPPA_HOME"] = str(home)

@@ -49,7 +49,9 @@ class StopRequest:
     final state: ``succeeded`` (a finished result: plateau, threshold, pruned) or
     ``failed`` (diverged; never retried). ``at_step``: the step the run recorded it
     stops at (``None`` until a run saw the request); ``requested_at``: when the
-    scheduler made it (Unix seconds; for measuring stop latency).
+    scheduler made it (Unix seconds; for measuring stop latency). ``met_by``: for a
+    comparison group's stop (:mod:`orchestrator.stopping.groups`), the step by which every
+    member had met the rule; ``step`` is then the group's stop step, the same for all.
     """
 
     rule: str
@@ -58,6 +60,12 @@ class StopRequest:
     outcome: Outcome = "succeeded"
     at_step: int | None = None
     requested_at: float | None = None
+    met_by: int | None = None
+
+    @property
+    def grouped(self) -> bool:
+        """Whether a comparison group made this request (its members share it)."""
+        return self.met_by is not None
 
     def as_json(self) -> dict[str, Any]:
         """The request as written to the file (the fields not yet known left out)."""
@@ -67,6 +75,8 @@ class StopRequest:
             data["at_step"] = self.at_step
         if self.requested_at is not None:
             data["requested_at"] = self.requested_at
+        if self.met_by is not None:
+            data["met_by"] = self.met_by
         return data
 
     @classmethod
@@ -78,12 +88,14 @@ class StopRequest:
             outcome = str(data.get("outcome", "succeeded"))
             if outcome not in ("succeeded", "failed"):
                 return None
-            at_step, when = data.get("at_step"), data.get("requested_at")
+            at_step, when, met_by = (data.get("at_step"), data.get("requested_at"),
+                                     data.get("met_by"))
             return cls(rule=str(data["rule"]), step=int(data["step"]),
                        reason=str(data["reason"]),
                        outcome="failed" if outcome == "failed" else "succeeded",
                        at_step=None if at_step is None else int(at_step),
-                       requested_at=None if when is None else float(when))
+                       requested_at=None if when is None else float(when),
+                       met_by=None if met_by is None else int(met_by))
         except (KeyError, TypeError, ValueError):
             return None
 

@@ -15,6 +15,9 @@ from orchestrator.limits import MAX_HOURS
 MetricName = Annotated[str, Field(min_length=1, max_length=250, pattern=r"^\S+$", strict=True)]
 Bound = Annotated[float | None, Field(strict=True)]
 Steps = Annotated[int, Field(strict=True, le=10_000_000)]
+# An axis name (the spec model's pattern; repeated here because the model imports this module).
+AxisRef = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$",
+                               strict=True)]
 
 
 class _Rule(BaseModel):
@@ -93,6 +96,11 @@ class StopRules(_Rule):
     plateau: PlateauRule | None = None
     threshold: ThresholdRule | None = None
     diverged: tuple[DivergedRule, ...] = Field((), max_length=64)
+    together: tuple[AxisRef, ...] = Field(
+        (), max_length=64,
+        description="Axes the results compare (e.g. [reward_budget]): cells that differ only "
+                    "in them form a comparison group, which stops as one, at one step "
+                    "(docs/spec.md#comparison-groups). Empty: every cell stops on its own.")
     gpu_hours: Bound = Field(
         None, gt=0, le=MAX_HOURS * 1_000_000,
         description="The sweep's cap: a cell starts only while the GPU-hours used, the "
@@ -102,6 +110,15 @@ class StopRules(_Rule):
     def has_rules(self) -> bool:
         """Whether any rule watches metrics (the cap alone does not)."""
         return bool(self.plateau or self.threshold or self.diverged)
+
+    @property
+    def grouped(self) -> bool:
+        """Whether cells stop in comparison groups (``together`` names axes)."""
+        return bool(self.together)
+
+    def group_metrics(self) -> frozenset[str]:
+        """The metrics of the rules a group stops on together (plateau, threshold)."""
+        return frozenset(r.metric for r in (self.plateau, self.threshold) if r is not None)
 
     def metrics(self) -> frozenset[str]:
         """Every metric a rule reads."""

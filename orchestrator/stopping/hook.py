@@ -46,6 +46,7 @@ from orchestrator.scheduler.hooks import Ending, LoopControl, SchedulerHook
 from orchestrator.spec.model import Resources
 from orchestrator.spec.stop_block import StopRules
 from orchestrator.stopping import budget
+from orchestrator.stopping.group_watch import ComparisonGroups
 from orchestrator.stopping.rules import MetricHistory, PlateauCache, first_stop
 
 LOG = logging.getLogger(__name__)
@@ -61,6 +62,19 @@ class _Watch:
     rows_seen: int = 0
     request: StopRequest | None = None
     job_ended: bool = False
+    last_step: int = 0  # the last step the run logged (for a group's stop ahead of it)
+    first_seen: tuple[float, int] | None = None  # (when, step) of its first logged rows
+    last_seen: tuple[float, int] | None = None
+
+    @property
+    def steps_per_second(self) -> float:
+        """How fast the run has been logging steps while watched (0 until known)."""
+        if self.first_seen is None or self.last_seen is None:
+            return 0.0
+        elapsed = self.last_seen[0] - self.first_seen[0]
+        return (self.last_seen[1] - self.first_seen[1]) / elapsed if elapsed > 0 else 0.0
+    fired: int | None = None  # in a comparison group: where its own rule fired
+    job: JobHandle | None = None
 
 
 @dataclass
@@ -71,8 +85,15 @@ class SweepStopping(SchedulerHook):
     backend: Backend
     rules: StopRules | None = None
     resources: Resources = field(default_factory=Resources)
+    sweep: str = ""
     _watches: dict[str, _Watch] = field(default_factory=dict, init=False)
     _warned: set[str] = field(default_factory=set, init=False)
+    _groups: ComparisonGroups | None = field(default=None, init=False)
+    _last_pass: float | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        if self.rules is not None and self.rules.grouped:
+            self._groups = ComparisonGroups(self.sweep, self.rules, self.backend)
 
     @classmethod
     def of(cls, plan: SweepPlan, backend: Backend) -> SweepStopping:
@@ -81,7 +102,8 @@ class SweepStopping(SchedulerHook):
         grid's budget, planned at the grid's hours."""
         from orchestrator.paths import is_canary_sweep
 
-        return cls(backend, None if is_canary_sweep(plan.name) else plan.stop, plan.resources)
+        return cls(backend, None if is_canary_sweep(plan.name) else plan.stop, plan.resources,
+                   plan.name)
 
     @property
     def cap(self) -> float | None:
@@ -112,7 +134,10 @@ class SweepStopping(SchedulerHook):
         """Read the cell's metrics logged since the last poll and judge its history (the
         first rule that fires stops it)."""
         watch = self._watch_of(cell.cell_id, run_dir)
-        if watch.request is not None:
+        watch.job = job
+        ahead = watch.request is not None and watch.request.grouped and (
+            watch.last_step < watch.request.step)
+        if watch.request is not None and not ahead:
             self._end_job(watch, job)  # a restarted scheduler finishes what it began
             return
         if self.rules is None or not self.rules.has_rules:
@@ -122,11 +147,38 @@ class SweepStopping(SchedulerHook):
             watch.history = MetricHistory()
         watch.cursor = read.cursor
         watch.rows_seen += len(read.rows)
+        watch.last_step = max([watch.last_step, *(int(step) for step, _ in read.rows)])
+        if read.rows:
+            seen = (time.monotonic(), watch.last_step)
+            watch.first_seen, watch.last_seen = watch.first_seen or seen, seen
+        if ahead:  # a group's stop lies ahead: the job ends once it gets there
+            if watch.request is not None and watch.last_step >= watch.request.step:
+                self._end_job(watch, job)
+            return
         if not watch.history.add(read.rows, self.rules.metrics()) and not read.restarted:
             return
-        decision = first_stop(self.rules, watch.history, watch.cache)
+        if self._groups is not None:
+            decision = self._groups.judge(cell.cell_id, watch.history, watch.cache)
+            watch.fired = self._groups.fired.get(cell.cell_id)
+        else:
+            decision = first_stop(self.rules, watch.history, watch.cache)
         if decision is not None:
             self.request_stop(cell.cell_id, run_dir, job, decision)
+
+    def on_pass(self, registry: Registry) -> None:
+        """Comparison groups: a group whose members have all met the rule is stopped."""
+        if self._groups is None:
+            return
+        now = time.monotonic()
+        period, self._last_pass = now - (self._last_pass or now), now
+        for cell, request in self._groups.decisions(registry, self._watches, period):
+            watch = self._watches.get(cell.cell_id)
+            run_dir = Path(cell.run_dir) if cell.run_dir else None
+            if watch is not None and watch.job is not None and run_dir is not None:
+                self.request_stop(cell.cell_id, run_dir, watch.job, request)
+            elif run_dir is not None and read_stop_request(run_dir) is None:
+                # Waiting to retry: its next attempt trains to the group's step and stops.
+                self.backend.request_stop(run_dir, request)
 
     def request_stop(self, cell_id: str, run_dir: Path, job: JobHandle,
                      request: StopRequest) -> bool:
@@ -143,7 +195,11 @@ class SweepStopping(SchedulerHook):
         return True
 
     def _end_job(self, watch: _Watch, job: JobHandle) -> None:
-        """A backend whose process cannot be asked is ended through its executor."""
+        """A backend whose process cannot be asked is ended through its executor (once
+        it has reached a group's stop step)."""
+        request = watch.request
+        if request is not None and request.grouped and watch.last_step < request.step:
+            return
         if not self.backend.stops_itself and not watch.job_ended:
             watch.job_ended = True
             job.cancel()
@@ -157,6 +213,8 @@ class SweepStopping(SchedulerHook):
         an ordinary failure, and the request stands for the next attempt)."""
         watch = self._watches.pop(cell_id, None)
         self._warn_unlogged(cell_id, watch)
+        if self._groups is not None:
+            self._groups.changed = True  # a member leaving may let its group stop
         request = read_stop_request(run_dir)
         if request is None:
             return None

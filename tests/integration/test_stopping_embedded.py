@@ -93,3 +93,35 @@ def test_a_rule_stops_a_real_embedded_cell(
 
     out = CliRunner().invoke(app, ["status", f"emb-{rule}"]).output
     assert f"{state.value} (stopped: {reason.split(' (')[0]})" in out
+
+
+@pytest.mark.slow
+def test_a_comparison_group_of_real_embedded_cells_stops_at_one_step(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two cells that differ only in how often they validate: the threshold (validation
+    # accuracy >= 0, from step 3) fires at the first validation from step 3 on, so at
+    # step 4 for val_every 2 and at step 3 for val_every 3. As a group, both stop at one
+    # step past both firing steps, on both cadences (a multiple of 6), and are evaluated
+    # there.
+    monkeypatch.setenv("KAPPA_HOME", str(tmp_path / "home"))
+    seed_mlflow_store(tmp_path / "home")
+    monkeypatch.setenv("KAPPA_POLL_INTERVAL", "0.1")
+    stop = ("{threshold: {metric: val-core/arith-val/acc/mean@1, at_least: 0.0, "
+            "min_steps: 3}, together: [val_every]}")
+    text = TINY.format(name="emb-group", stop=stop).replace("  val_every: 1\n", "")
+    spec = tmp_path / "group.yaml"
+    spec.write_text(text + "axes: {val_every: [2, 3]}\n")
+    submit(spec, wait=True)
+    with Registry.open() as reg:
+        cells = reg.cells("emb-group")
+    steps = set()
+    for cell in cells:
+        assert cell.state is CellState.SUCCEEDED, cell.last_error
+        assert "together with 1 other cell" in (cell.stop_reason or ""), cell.stop_reason
+        summary = json.loads((Path(cell.run_dir or "") / "summary.json").read_text())
+        stopped = summary["stopped"]
+        assert stopped["at_step"] == stopped["step"] == summary["steps"] == cell.progress_step
+        assert "eval/arith-val/mean@2" in summary["final"]  # its final evaluation, there
+        steps.add(stopped["at_step"])
+    (step,) = steps
+    assert step % 6 == 0 and 6 <= step < 300

@@ -113,3 +113,19 @@ def test_a_stored_plan_gives_its_rules_and_resources_back() -> None:
     with pytest.raises(UserInputError, match="stored plan of sweep s cannot be read") as exc:
         stored_plan("s", stale)
     assert "stop.plateau.window" in (exc.value.problems[0].found or "")
+
+
+def test_together_names_axes_and_needs_a_rule_to_stop_on() -> None:
+    spec = parse_spec(HEAD + "stop:\n  threshold: {metric: acc, at_least: 0.9}\n"
+                             "  together: [seed]\n", "spec.yaml")
+    assert spec.stop is not None and spec.stop.grouped and spec.stop.together == ("seed",)
+    found = {p.location: p for p in problems(
+        HEAD + "stop:\n  diverged: [{metric: e, below: 0.01}]\n"
+               "  together: [reward_budget, seed, seed]\n")}
+    assert set(found) == {"stop.together[0]", "stop.together"}
+    assert found["stop.together[0]"].allowed == "seed"
+    assert "reward_budget" in (found["stop.together[0]"].found or "")
+    messages = [p.message for p in problems(
+        HEAD + "stop:\n  diverged: [{metric: e, below: 0.01}]\n  together: [seed]\n")]
+    assert any("needs a plateau or threshold rule" in m for m in messages)
+    assert problems(HEAD + "stop: {together: seed}\n")[0].location == "stop.together"

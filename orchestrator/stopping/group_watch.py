@@ -1,0 +1,184 @@
+"""The scheduler's side of comparison groups (:mod:`.groups`): which members have met the
+rule, and when a group is to stop.
+
+:class:`ComparisonGroups` is owned by :class:`~.hook.SweepStopping`. Each poll of a
+running member tells it the member's history (:meth:`ComparisonGroups.judge`); once per
+scheduler pass, if anything changed, it groups the sweep's cells (one registry read) and
+returns the stop requests of the groups that are now to stop
+(:meth:`ComparisonGroups.decisions`).
+
+Nothing here survives a restart, and nothing needs to: a member's firing step is judged
+again from its run folder, and a group's decision is read back from the stop request its
+members hold (all hold the same one, so one written before a crash is the decision; the
+members it had not reached yet get it then).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from orchestrator.backends import Backend
+from orchestrator.registry import CellRecord, CellState, Registry
+from orchestrator.runs.stop_request import StopRequest, read_stop_request
+from orchestrator.spec.stop_block import StopRules
+from orchestrator.stopping.groups import (
+    MARGIN,
+    GroupStop,
+    Member,
+    cadence,
+    decide,
+    group_key,
+    lcm,
+)
+from orchestrator.stopping.rules import MetricHistory, PlateauCache, first_stop
+
+_LIVE = (CellState.RUNNING, CellState.QUEUED, CellState.PENDING)
+
+
+class _Watched(Protocol):
+    """What the hook knows of a running cell (:class:`~.hook._Watch`)."""
+
+    history: MetricHistory
+    last_step: int
+
+    @property
+    def steps_per_second(self) -> float:
+        """How fast the run logs steps (0 when unknown)."""
+
+
+def fired_rule(rules: StopRules, history: MetricHistory,
+               cache: PlateauCache | None = None) -> StopRequest | None:
+    """The first of the group rules (plateau, threshold) to fire on ``history``."""
+    return first_stop(rules.model_copy(update={"diverged": ()}), history, cache)
+
+
+def every(rules: StopRules, history: MetricHistory) -> int:
+    """The cadence of the group rules' metrics in ``history``."""
+    return lcm(cadence([s for s, _ in history.points(m)]) for m in rules.group_metrics())
+
+
+def margin(steps_per_second: float, period: float) -> int:
+    """Steps between the furthest member and the group's stop step: :data:`MARGIN`, plus
+    what the fastest member can run in two scheduler passes (the request reaches it
+    within about one), so that no member is past the stop step when it reads it."""
+    return MARGIN + math.ceil(max(0.0, steps_per_second) * 2 * max(0.0, period))
+
+
+@dataclass
+class ComparisonGroups:
+    """Members' firing steps and the groups' decisions (see the module docstring)."""
+
+    sweep: str
+    rules: StopRules
+    backend: Backend
+    changed: bool = True  # the first pass judges every group (a restarted scheduler)
+    fired: dict[str, int] = field(default_factory=dict)
+    _rule_of: dict[str, str] = field(default_factory=dict)
+    _alone: StopRules = field(init=False)
+    _decided: set[str] = field(default_factory=set)
+    _read: dict[tuple[str, int], Member] = field(default_factory=dict)
+    _period: float = 0.0
+
+    def __post_init__(self) -> None:
+        self._alone = self.rules.model_copy(update={"plateau": None, "threshold": None})
+
+    def judge(self, cell_id: str, history: MetricHistory,
+              cache: PlateauCache) -> StopRequest | None:
+        """A running member's new history: a ``diverged`` request (it stops at once, on
+        its own), or ``None`` — its group rules only record where they fired."""
+        diverged = first_stop(self._alone, history, cache)
+        if diverged is not None:
+            return diverged
+        hit = fired_rule(self.rules, history, cache)
+        step = hit.step if hit is not None else None
+        if step != self.fired.get(cell_id):
+            self.changed = True
+            if step is None:
+                self.fired.pop(cell_id, None)
+            else:
+                self.fired[cell_id], self._rule_of[cell_id] = step, hit.rule  # type: ignore[union-attr]
+        return None
+
+    def decisions(self, registry: Registry, watches: Mapping[str, _Watched],
+                  period: float = 0.0) -> list[tuple[CellRecord, StopRequest]]:
+        """The live members of every group that is now to stop, each with its request.
+        ``period``: seconds between scheduler passes, which with the members' speed sets
+        the margin (:func:`margin`)."""
+        if not self.changed:
+            return []
+        self.changed = False
+        self._period = max(self._period * 0.5, period)
+        groups: dict[str, list[CellRecord]] = defaultdict(list)
+        for cell in registry.cells(self.sweep):
+            groups[group_key(cell.axes, self.rules.together)].append(cell)
+        out: list[tuple[CellRecord, StopRequest]] = []
+        for key, cells in groups.items():
+            if key in self._decided:
+                continue
+            live = [c for c in cells if _is_live(c)]
+            request = self._stored(cells)
+            if request is None:
+                speed = max((watches[c.cell_id].steps_per_second for c in cells
+                             if c.cell_id in watches), default=0.0)
+                stop = decide([self._member(c, watches) for c in cells],
+                              margin(speed, self._period))
+                if stop is None:
+                    continue
+                last = max((c for c in cells if c.cell_id in stop.members),
+                           key=lambda c: self.fired.get(c.cell_id, -1))
+                request = stop.request(self._rule_of.get(last.cell_id, "plateau"))
+            self._decided.add(key)
+            out += [(cell, request) for cell in live]
+        return out
+
+    def _stored(self, cells: Sequence[CellRecord]) -> StopRequest | None:
+        """A group decision one of the members already holds (made before a restart)."""
+        for cell in cells:
+            if cell.run_dir:
+                request = read_stop_request(Path(cell.run_dir))
+                if request is not None and GroupStop.of_request(request, ()) is not None:
+                    return request
+        return None
+
+    def _member(self, cell: CellRecord, watches: Mapping[str, _Watched]) -> Member:
+        total = cell.total_steps
+        if cell.state is CellState.SUCCEEDED:
+            return Member(cell.cell_id, "out" if cell.stop_reason else "full", total=total)
+        if not _is_live(cell):
+            return Member(cell.cell_id, "out")
+        watch = watches.get(cell.cell_id)
+        if watch is not None:
+            return Member(cell.cell_id, "live", self.fired.get(cell.cell_id), watch.last_step,
+                          every(self.rules, watch.history), total)
+        if cell.state is CellState.PENDING or cell.state is CellState.FAILED:
+            return self._from_folder(cell)
+        return Member(cell.cell_id, "live", total=total)  # launched, not yet polled
+
+    def _from_folder(self, cell: CellRecord) -> Member:
+        """A member waiting to (re)start: what its run folder logged so far."""
+        key = (cell.cell_id, cell.attempts_count)
+        if key not in self._read:
+            history = MetricHistory()
+            last = 0
+            if cell.run_dir and Path(cell.run_dir).is_dir():
+                rows = self.backend.read_metrics(Path(cell.run_dir), None).rows
+                history.add(rows, self.rules.group_metrics())
+                last = max([0, *(int(step) for step, _ in rows)])
+            hit = fired_rule(self.rules, history)
+            if hit is not None:
+                self.fired[cell.cell_id], self._rule_of[cell.cell_id] = hit.step, hit.rule
+            self._read[key] = Member(cell.cell_id, "live", hit.step if hit else None, last,
+                                     every(self.rules, history), cell.total_steps)
+        return self._read[key]
+
+
+def _is_live(cell: CellRecord) -> bool:
+    """Running, waiting to start, or failed with a retry left (not a final failure)."""
+    if cell.state in _LIVE:
+        return True
+    return cell.state is CellState.FAILED and not cell.stop_reason and cell.retries_left > 0

@@ -1,0 +1,134 @@
+"""Comparison groups: cells whose results a table compares stop as one, at one step.
+
+A sweep's ``stop.together`` names the axes its results compare (``[reward_budget]``);
+cells whose other axis values are all equal form a comparison group (with ``together:
+[reward_budget]``, the ``+RB`` cell and its baseline of the same seed). Without groups,
+each cell stops where its own rule fires, so the two runs of a delta are trained for
+different numbers of steps and evaluated at different steps, and the delta measures that
+difference as much as the treatment. A group instead stops by this rule:
+
+* each member's ``plateau`` / ``threshold`` rules are judged on its own history exactly as
+  without groups; the first step at which one fires is the step the member *met* the rule.
+  Meeting it does not stop the member;
+* a member that diverged, failed for good or was cancelled leaves the group: the others
+  follow the rule among themselves (the table shows the delta as missing or partial);
+* a member that ended at its full length without meeting the rule makes the whole group
+  run to full length;
+* once every remaining member has met the rule, every one of them stops at the same step
+  ``T``: the first step at which the rules' metric is logged that lies at least
+  :data:`MARGIN` steps past the last member's firing step and past the furthest member's
+  progress (so that no member is already past ``T`` when it reads the request). A member
+  behind ``T`` trains on to ``T``. If ``T`` would not come before the members' last step,
+  nothing is saved and the group runs to the end.
+
+So every pair compared in a table was trained for the same number of steps and evaluated
+at the same step ``T`` (``diverged`` still stops a member at once, on its own). The
+functions here are pure; the scheduler (:mod:`.hook`) feeds them what it has read, and
+the offline replay (:mod:`.replay`) what a finished sweep logged.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+from typing import Any, Literal
+
+from orchestrator.runs.stop_request import StopRequest
+
+MARGIN = 2
+"""Steps between the furthest member's progress and the group's stop step: a member reads
+the request at its next step boundary, which it reaches a step or two after it logged."""
+
+Standing = Literal["live", "full", "out"]
+
+
+def group_key(axes: Mapping[str, Any], together: Iterable[str]) -> str:
+    """The comparison group of a cell with these axis values: its values of every axis
+    not compared (``together``), as canonical JSON."""
+    compared = set(together)
+    return json.dumps({k: v for k, v in sorted(axes.items()) if k not in compared},
+                      sort_keys=True, default=str)
+
+
+def cadence(steps: Sequence[int]) -> int:
+    """Steps between logs of a metric: the most common gap between consecutive logs (the
+    smaller on a tie; a run's final log off the cadence does not change it); 1 without
+    two logs."""
+    gaps = Counter(b - a for a, b in pairwise(sorted(set(steps))))
+    if not gaps:
+        return 1
+    top = max(gaps.values())
+    return min(gap for gap, count in gaps.items() if count == top)
+
+
+@dataclass(frozen=True)
+class Member:
+    """What the group rule needs of one cell.
+
+    ``standing``: ``live`` (running, or waiting to start or retry), ``full`` (ended at its
+    full length without stopping) or ``out`` (diverged, failed for good, cancelled).
+    ``fired``: the step its own rule fired at (``None``: not yet). ``progress``: the last
+    step it logged. ``every``: the cadence of the rule's metric. ``total``: its last step.
+    """
+
+    cell_id: str
+    standing: Standing
+    fired: int | None = None
+    progress: int = 0
+    every: int = 1
+    total: int | None = None
+
+
+@dataclass(frozen=True)
+class GroupStop:
+    """A group's decision: every live member stops at ``step``; ``met_by`` is the step by
+    which all had met the rule."""
+
+    step: int
+    met_by: int
+    members: tuple[str, ...]
+
+    def request(self, rule: str) -> StopRequest:
+        """The stop request every member gets (the same for all)."""
+        others = len(self.members) - 1
+        reason = (f"{rule} at step {self.step}, together with {others} other cell"
+                  f"{'s' if others != 1 else ''} of its comparison group (all met it by step "
+                  f"{self.met_by})")
+        return StopRequest(rule, self.step, reason, "succeeded", met_by=self.met_by)
+
+    @classmethod
+    def of_request(cls, request: StopRequest, members: Sequence[str]) -> GroupStop | None:
+        """The decision a member's stored request records (``None``: not a group's)."""
+        if request.met_by is None:
+            return None
+        return cls(request.step, request.met_by, tuple(members))
+
+
+def lcm(values: Iterable[int]) -> int:
+    """The least common multiple of ``values`` (1 for none)."""
+    out = 1
+    for value in values:
+        out = out * value // math.gcd(out, value)
+    return out
+
+
+def decide(members: Sequence[Member], margin: int = MARGIN) -> GroupStop | None:
+    """The group's stop, or ``None`` while it must train on (see the module docstring)."""
+    live = [m for m in members if m.standing != "out"]
+    if not live or any(m.standing == "full" or m.fired is None for m in live):
+        return None
+    met_by = max(m.fired or 0 for m in live)
+    every = lcm(m.every for m in live)
+    totals = [m.total for m in live if m.total]
+    last = min(totals) if totals else None
+    if last is not None and every >= last:
+        every = 1
+    base = max(met_by, *(m.progress for m in live)) + margin
+    step = -(-base // every) * every
+    if last is not None and step >= last:
+        return None
+    return GroupStop(step, met_by, tuple(m.cell_id for m in live))

@@ -1,0 +1,214 @@
+"""``kappa stop-check``'s figures: stopping rules replayed on a finished full-length sweep
+(:mod:`.replay`), and what they would have changed in its comparisons.
+
+For one metric and one compared axis (``AXIS=BASE``), cells are paired by seed within
+each comparison row (the cells equal in every other axis). For every treatment value
+and row: the paired delta at full length with its 95% bootstrap interval over seeds, the
+delta where the rules would have stopped, the steps the pairs were compared at, and the
+steps saved; for every row and value, the mean over seeds (Student t interval) likewise.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.stopping.replay import FinishedCell, Replayed
+
+if TYPE_CHECKING:
+    from orchestrator.grid.plan import SweepPlan
+    from orchestrator.registry import CellRecord
+    from orchestrator.spec.stop_block import StopRules
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One number of the table at full length and where the rules stop: a ``mean`` of a
+    row and value, or a ``delta`` of a treatment against the base. Values in the
+    metric's units (:attr:`StopCheck.scale` turns them into points)."""
+
+    kind: str
+    row: str
+    value: str
+    full: float
+    low: float | None
+    high: float | None
+    stopped: float
+    steps: tuple[int, ...]
+    n: int
+
+    @property
+    def within(self) -> bool | None:
+        """Whether the stopped value lies in the full run's interval (``None``: no CI)."""
+        if self.low is None or self.high is None:
+            return None
+        return self.low - 1e-12 <= self.stopped <= self.high + 1e-12
+
+    @property
+    def sign_changed(self) -> bool:
+        """A delta whose sign differs between full length and the rules' stop."""
+        return self.kind == "delta" and self.full * self.stopped < 0
+
+
+@dataclass(frozen=True)
+class StopCheck:
+    """The replay's figures for one sweep (see the module docstring)."""
+
+    metric: str
+    axis: str
+    base: str
+    steps_full: int
+    steps_stopped: int
+    hours_full: float
+    hours_stopped: float
+    stopped_cells: int
+    cells: int
+    comparisons: tuple[Comparison, ...] = field(default=())
+    scale: float = 1.0
+
+    def count(self, kind: str) -> tuple[int, int, int]:
+        """``(within CI, with a CI, sign changes)`` among comparisons of ``kind``."""
+        rows = [c for c in self.comparisons if c.kind == kind]
+        return (sum(1 for c in rows if c.within), sum(1 for c in rows if c.within is not None),
+                sum(1 for c in rows if c.sign_changed))
+
+    def as_json(self) -> dict[str, Any]:
+        """For ``--json`` and the benchmark."""
+        return {
+            "metric": self.metric, "axis": self.axis, "base": self.base,
+            "steps_full": self.steps_full, "steps_stopped": self.steps_stopped,
+            "hours_full": self.hours_full, "hours_stopped": self.hours_stopped,
+            "stopped_cells": self.stopped_cells, "cells": self.cells,
+            "means_within": self.count("mean"), "deltas_within": self.count("delta"),
+            "comparisons": [{**c.__dict__, "within": c.within, "sign_changed": c.sign_changed}
+                            for c in self.comparisons]}
+
+
+def _text(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def check(cells: Sequence[FinishedCell], replayed: Sequence[Replayed],
+          wall_hours: Mapping[str, float], metric: str, axis: str, base: str,
+          seed_axis: str = "seed") -> StopCheck:
+    """The figures of one replay (see the module docstring). ``wall_hours``: each cell's
+    measured hours at full length (saved hours scale them by the steps not run)."""
+    from orchestrator.analysis.stats import paired_bootstrap_delta, t_interval
+
+    by_id = {r.cell_id: r for r in replayed}
+    full: dict[tuple[str, str], dict[Any, tuple[float, float, int]]] = defaultdict(dict)
+    for cell in cells:
+        done = by_id[cell.cell_id]
+        if not cell.succeeded or metric not in cell.history.series or done.failed:
+            continue
+        row = ", ".join(f"{k}={_text(v)}" for k, v in sorted(cell.axes.items())
+                        if k not in (axis, seed_axis))
+        final = cell.history.points(metric)[-1][1]
+        at = done.values.get(metric, float("nan"))
+        full[(row, _text(cell.axes.get(axis)))][cell.axes.get(seed_axis)] = (
+            final, at, done.step if done.step is not None else done.full_step)
+    out: list[Comparison] = []
+    for (row, value), seeds in sorted(full.items()):
+        finals = [v[0] for v in seeds.values()]
+        iv = t_interval(finals)
+        out.append(Comparison("mean", row, value, iv.estimate, iv.low, iv.high,
+                              sum(v[1] for v in seeds.values()) / len(seeds),
+                              tuple(sorted({v[2] for v in seeds.values()})), len(seeds)))
+        if value == base or (row, base) not in full:
+            continue
+        bases = full[(row, base)]
+        common = sorted((s for s in seeds if s in bases), key=str)
+        if not common:
+            continue
+        delta = paired_bootstrap_delta([bases[s][0] for s in common],
+                                       [seeds[s][0] for s in common])
+        stopped = sum(seeds[s][1] - bases[s][1] for s in common) / len(common)
+        steps = {seeds[s][2] for s in common} | {bases[s][2] for s in common}
+        out.append(Comparison("delta", row, value, delta.estimate, delta.low, delta.high,
+                              stopped, tuple(sorted(steps)), len(common)))
+    steps_full = sum(r.full_step for r in replayed)
+    steps_stopped = sum(r.step if r.step is not None else r.full_step for r in replayed)
+    hours_full = sum(wall_hours.get(r.cell_id, 0.0) for r in replayed)
+    hours_stopped = sum(wall_hours.get(r.cell_id, 0.0) * (
+        (r.step / r.full_step) if r.step is not None and r.full_step else 1.0) for r in replayed)
+    values = [c.full for c in out if c.kind == "mean"]
+    scale = 100.0 if values and all(0.0 <= v <= 1.0 for v in values) else 1.0
+    return StopCheck(metric, axis, base, steps_full, steps_stopped, hours_full, hours_stopped,
+                     sum(1 for r in replayed if r.step is not None), len(replayed),
+                     tuple(out), scale)
+
+
+def render(result: StopCheck, rules_text: str) -> str:
+    """The report ``kappa stop-check`` prints (markdown)."""
+    s = result.scale
+    unit = " (points)" if s == 100.0 else ""
+    saved = 1 - result.steps_stopped / result.steps_full if result.steps_full else 0.0
+    hours = 1 - result.hours_stopped / result.hours_full if result.hours_full else 0.0
+    lines = [f"Rules: {rules_text}",
+             f"Metric: {result.metric}{unit}; compared: {result.axis} vs {result.base}, "
+             "paired by seed",
+             f"RL steps: {result.steps_stopped:,} of {result.steps_full:,} ({saved:.0%} saved); "
+             f"cell-hours: {result.hours_stopped:.3f} of {result.hours_full:.3f} "
+             f"({hours:.0%} saved); {result.stopped_cells} of {result.cells} cells stop early",
+             "", "| kind | row | value | full length | full 95% CI | at the rules' stop | "
+             "compared at step | within CI | sign |", "|---|---|---|---:|---|---:|---|---|---|"]
+    for c in result.comparisons:
+        ci = (f"[{c.low * s:+.2f}, {c.high * s:+.2f}]" if c.low is not None
+              and c.high is not None else "—")
+        inside = {True: "yes", False: "NO", None: "—"}[c.within]
+        sign = "CHANGED" if c.sign_changed else ("same" if c.kind == "delta" else "")
+        fmt = "+.2f" if c.kind == "delta" else ".2f"
+        steps = ", ".join(str(x) for x in c.steps)
+        lines.append(f"| {c.kind} | {c.row or '—'} | {c.value} | {c.full * s:{fmt}} | {ci} | "
+                     f"{c.stopped * s:{fmt}} | {steps} | {inside} | {sign} |")
+    for kind, name in (("mean", "means"), ("delta", "deltas")):
+        within, known, flips = result.count(kind)
+        if known or flips:
+            lines.append(f"{name}: {within} of {known} inside the full run's 95% CI"
+                         + (f"; {flips} change sign" if kind == "delta" else ""))
+    return "\n".join(lines) + "\n"
+
+
+def load(sweep: str, registry_url: str | None = None) -> tuple[SweepPlan, list[CellRecord]]:
+    """The sweep's stored plan and its cells (``UserInputError`` for an unknown sweep)."""
+    from orchestrator import paths
+    from orchestrator.grid.plan import stored_plan
+    from orchestrator.registry import Registry
+
+    with Registry.open(paths.registry_url(registry_url), create=False) as reg:
+        record = reg.get_sweep(sweep)
+        cells = reg.cells(sweep)
+    return stored_plan(record.name, record.plan), cells
+
+
+def finished_cells(cells: Sequence[CellRecord], backend_name: str) -> list[FinishedCell]:
+    """Each cell with its whole logged history, read from its run folder."""
+    from orchestrator.backends import get_backend
+    from orchestrator.registry import CellState
+    from orchestrator.stopping.rules import MetricHistory
+
+    backend = get_backend(backend_name)
+    out = []
+    for cell in cells:
+        history = MetricHistory()
+        if cell.run_dir and Path(cell.run_dir).is_dir():
+            history.add(backend.read_metrics(Path(cell.run_dir), None).rows)
+        out.append(FinishedCell(cell.cell_id, dict(cell.axes),
+                                cell.state is CellState.SUCCEEDED, history, cell.total_steps))
+    return out
+
+
+def check_sweep(plan: SweepPlan, cells: Sequence[CellRecord], rules: StopRules,
+                metric: str | None, axis: str, base: str, seed_axis: str = "seed") -> StopCheck:
+    """:func:`check` of ``rules`` replayed on a finished sweep's cells (``metric``
+    default: the rules' plateau or threshold metric)."""
+    from orchestrator.stopping.replay import replay
+
+    name = metric or sorted(rules.group_metrics())[0]
+    finished = finished_cells(cells, plan.backend)
+    hours = {c.cell_id: (c.finished_at - c.started_at).total_seconds() / 3600
+             for c in cells if c.started_at and c.finished_at}
+    return check(finished, replay(finished, rules), hours, name, axis, base, seed_axis)
