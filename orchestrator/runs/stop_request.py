@@ -110,6 +110,26 @@ def read_stop_request(run_dir: Path) -> StopRequest | None:
     return StopRequest.from_json(read_json(run_dir / STOP_REQUEST_FILE))
 
 
+GROUP_POINTER = "stop-group"
+"""In a run folder of a comparison group's member: the path of the group's decision file,
+which the scheduler writes once for all members (one write delivers the stop to every
+member, so a crash cannot leave some of them without it)."""
+
+
+def point_to_group(run_dir: Path, decision_file: Path) -> None:
+    """Tell the launch in ``run_dir`` where its comparison group's decision will be."""
+    (run_dir / GROUP_POINTER).write_text(str(decision_file), encoding="utf-8")
+
+
+def read_group_request(run_dir: Path) -> StopRequest | None:
+    """The decision of the run's comparison group, if it has one and it was made."""
+    try:
+        target = Path((run_dir / GROUP_POINTER).read_text(encoding="utf-8").strip())
+    except (OSError, UnicodeDecodeError):
+        return None
+    return StopRequest.from_json(read_json(target)) if target.name else None
+
+
 def clear_stop_request(run_dir: Path) -> None:
     """Forget a request (a cell the user queued again starts unasked)."""
     (run_dir / STOP_REQUEST_FILE).unlink(missing_ok=True)
@@ -172,7 +192,7 @@ class StopPoint:
     def due(self, done: int) -> bool:
         """Whether the run, ``done`` steps in, must stop now."""
         if self.request is None:
-            found = read_stop_request(self.run_dir)
+            found = read_stop_request(self.run_dir) or read_group_request(self.run_dir)
             if found is None:
                 return False
             at = max(found.step, self.reached, done)

@@ -15,6 +15,7 @@ members it had not reached yet get it then).
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -24,6 +25,7 @@ from typing import Protocol
 
 from orchestrator.backends import Backend
 from orchestrator.registry import CellRecord, CellState, Registry
+from orchestrator.runs.folder import read_json, write_json
 from orchestrator.runs.stop_request import StopRequest, read_stop_request
 from orchestrator.spec.stop_block import StopRules
 from orchestrator.stopping.groups import (
@@ -62,6 +64,12 @@ def every(rules: StopRules, history: MetricHistory) -> int:
     return lcm(cadence([s for s, _ in history.points(m)]) for m in rules.group_metrics())
 
 
+def decision_file(runs_dir: Path, key: str) -> Path:
+    """Where a group's decision is written (once, for every member to read): in the
+    sweep's run folder, named by a hash of the group's key."""
+    return runs_dir / ".groups" / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
+
+
 def margin(steps_per_second: float, period: float) -> int:
     """Steps between the furthest member and the group's stop step: :data:`MARGIN`, plus
     what the fastest member can run in two scheduler passes (the request reaches it
@@ -83,6 +91,7 @@ class ComparisonGroups:
     _decided: set[str] = field(default_factory=set)
     _read: dict[tuple[str, int], Member] = field(default_factory=dict)
     _period: float = 0.0
+    keys: dict[str, str] = field(default_factory=dict)  # cell -> its group's key
 
     def __post_init__(self) -> None:
         self._alone = self.rules.model_copy(update={"plateau": None, "threshold": None})
@@ -115,13 +124,16 @@ class ComparisonGroups:
         self._period = max(self._period * 0.5, period)
         groups: dict[str, list[CellRecord]] = defaultdict(list)
         for cell in registry.cells(self.sweep):
-            groups[group_key(cell.axes, self.rules.together)].append(cell)
+            key = self.keys[cell.cell_id] = group_key(cell.axes, self.rules.together)
+            groups[key].append(cell)
         out: list[tuple[CellRecord, StopRequest]] = []
         for key, cells in groups.items():
             if key in self._decided:
                 continue
             live = [c for c in cells if _is_live(c)]
-            request = self._stored(cells)
+            folders = [Path(c.run_dir).parent for c in cells if c.run_dir]
+            shared = decision_file(folders[0], key) if folders else None
+            request = self._stored(cells, shared)
             if request is None:
                 speed = max((watches[c.cell_id].steps_per_second for c in cells
                              if c.cell_id in watches), default=0.0)
@@ -132,12 +144,18 @@ class ComparisonGroups:
                 last = max((c for c in cells if c.cell_id in stop.members),
                            key=lambda c: self.fired.get(c.cell_id, -1))
                 request = stop.request(self._rule_of.get(last.cell_id, "plateau"))
+                if shared is not None:  # first: one write reaches every member
+                    shared.parent.mkdir(parents=True, exist_ok=True)
+                    write_json(shared, request.as_json())
             self._decided.add(key)
             out += [(cell, request) for cell in live]
         return out
 
-    def _stored(self, cells: Sequence[CellRecord]) -> StopRequest | None:
-        """A group decision one of the members already holds (made before a restart)."""
+    def _stored(self, cells: Sequence[CellRecord], shared: Path | None) -> StopRequest | None:
+        """A group decision made before a restart: the group's file, or one a member holds."""
+        found = StopRequest.from_json(read_json(shared)) if shared is not None else None
+        if found is not None and found.grouped:
+            return found
         for cell in cells:
             if cell.run_dir:
                 request = read_stop_request(Path(cell.run_dir))

@@ -15,9 +15,13 @@ difference as much as the treatment. A group instead stops by this rule:
 * a member that ended at its full length without meeting the rule makes the whole group
   run to full length;
 * once every remaining member has met the rule, every one of them stops at the same step
-  ``T``: the first step at which the rules' metric is logged that lies at least
-  :data:`MARGIN` steps past the last member's firing step and past the furthest member's
-  progress (so that no member is already past ``T`` when it reads the request). A member
+  ``T``: the first step at which the rules' metric is logged that lies past the last
+  member's firing step and at least a margin past the furthest member's progress
+  (:data:`MARGIN`, which the scheduler widens by what the fastest member runs in two of
+  its passes: :func:`.group_watch.margin`), so that no member is already past ``T`` when
+  it reads the request. The decision is written once, to a file every member reads
+  (:func:`~orchestrator.runs.stop_request.read_group_request`), then to each member's
+  own request, so a crash between the two leaves no member without it. A member
   behind ``T`` trains on to ``T``. If ``T`` would not come before the members' last step,
   nothing is saved and the group runs to the end.
 

@@ -39,6 +39,7 @@ from orchestrator.runs.stop_request import (
     StopRequest,
     clear_stop_request,
     confirms,
+    point_to_group,
     read_stop_request,
     synthesize_summary,
 )
@@ -46,7 +47,7 @@ from orchestrator.scheduler.hooks import Ending, LoopControl, SchedulerHook
 from orchestrator.spec.model import Resources
 from orchestrator.spec.stop_block import StopRules
 from orchestrator.stopping import budget
-from orchestrator.stopping.group_watch import ComparisonGroups
+from orchestrator.stopping.group_watch import ComparisonGroups, decision_file
 from orchestrator.stopping.rules import MetricHistory, PlateauCache, first_stop
 
 LOG = logging.getLogger(__name__)
@@ -120,6 +121,9 @@ class SweepStopping(SchedulerHook):
         request = read_stop_request(run_dir)
         if request is not None and request.outcome == "failed":
             clear_stop_request(run_dir)
+        key = self._groups.keys.get(cell_id) if self._groups is not None else None
+        if key is not None:  # where the launch reads its group's decision
+            point_to_group(run_dir, decision_file(run_dir.parent, key))
 
     def _watch_of(self, cell_id: str, run_dir: Path) -> _Watch:
         watch = self._watches.get(cell_id)
@@ -174,9 +178,14 @@ class SweepStopping(SchedulerHook):
         for cell, request in self._groups.decisions(registry, self._watches, period):
             watch = self._watches.get(cell.cell_id)
             run_dir = Path(cell.run_dir) if cell.run_dir else None
-            if watch is not None and watch.job is not None and run_dir is not None:
+            held = read_stop_request(run_dir) if run_dir is not None else None
+            if watch is not None and held is not None and held.step == request.step:
+                watch.request = held  # the run took it from the group's file already
+                if watch.job is not None:
+                    self._end_job(watch, watch.job)
+            elif watch is not None and watch.job is not None and run_dir is not None:
                 self.request_stop(cell.cell_id, run_dir, watch.job, request)
-            elif run_dir is not None and read_stop_request(run_dir) is None:
+            elif run_dir is not None and held is None:
                 # Waiting to retry: its next attempt trains to the group's step and stops.
                 self.backend.request_stop(run_dir, request)
 

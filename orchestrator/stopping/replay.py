@@ -6,9 +6,11 @@ A rule is judged on a history exactly as the scheduler judges it live
 latency: live, a cell on its own stops a step or two after its rule fires (it reads the
 request at its next step boundary), and the replay takes the firing step itself; a
 comparison group's step ``T`` is computed as if every member were at the last member's
-firing step when it fired (live, members run side by side, a few steps apart; with the
-metric logged every ``c`` steps and ``c`` larger than :data:`~.groups.MARGIN` plus that
-gap, ``T`` is the same).
+firing step when it fired, with the fixed margin :data:`~.groups.MARGIN` (live, members
+run side by side a few steps apart, and the scheduler widens the margin by what the
+fastest member runs in two passes; ``T`` is the first logging step past it, so with the
+metric logged every ``c`` steps and ``c`` larger than that margin plus the gap, the live
+``T`` is the replay's; otherwise it can be one logging step later).
 
 A cell's numbers at its stop step are the last value of each metric logged at or before
 it. For a metric the run logs at that step (validation at ``T``, which a group's stop

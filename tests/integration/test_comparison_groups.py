@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from kit.cli import run_kappa
 from kit.home import use_home
 
 from orchestrator.backends import get_backend
@@ -122,7 +123,7 @@ def _ended_together(name: str, arms: list[str]) -> int:
 
 
 def test_a_group_stops_at_its_later_member_and_every_member_there(
-        home: Path, tmp_path: Path) -> None:
+        home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     first, dirs = _start(tmp_path, "grp", ["early", "late"])
     first.step()  # reads steps 1..11 of both: early met the rule at 2, late at 8
     requests = {a: read_stop_request(dirs[a]) for a in ("early", "late")}
@@ -133,7 +134,12 @@ def test_a_group_stops_at_its_later_member_and_every_member_there(
         (run_dir / "go").touch()
     _wait_for(lambda: all((d / "summary.json").exists() for d in dirs.values()), "the stops")
     _collect(first, "grp", ["early", "late"])
-    assert _ended_together("grp", ["early", "late"]) == requests["early"].step
+    step = _ended_together("grp", ["early", "late"])
+    assert step == requests["early"].step
+    ran = run_kappa(capsys, "status", "grp")
+    assert ran.code == 0, ran.output
+    assert "cell-hours saved per comparison group: seed=0: " in ran.out
+    assert f"at step {step}" in ran.out
 
 
 def test_without_groups_each_cell_stops_where_its_own_rule_fires(

@@ -89,3 +89,24 @@ def test_status_says_why_a_cell_stopped_or_waits() -> None:
     waiting = cell(2, CellState.PENDING)
     assert state_text(waiting, {"c2"}) == "pending (waits: gpu_hours cap)"
     assert state_text(waiting) == "pending"
+
+
+def test_hours_saved_are_told_per_comparison_group() -> None:
+    from orchestrator.stopping.budget import group_hours_text, saved_by_group
+
+    def member(n: int, rb: bool, seed: int, step: int, stopped: bool) -> CellRecord:
+        base = cell(n, CellState.SUCCEEDED, step=step, ran_h=step / 10,
+                    stop_reason="plateau at step 60, together with 1 other cell" if stopped
+                    else None)
+        return replace(base, axes={"baseline": "grpo", "reward_budget": rb, "seed": seed})
+
+    cells = [member(0, False, 0, 60, True), member(1, True, 0, 60, True),
+             member(2, False, 1, 100, False), member(3, True, 1, 100, False)]
+    groups = saved_by_group(cells, EIGHT_GPUS, ["reward_budget"])
+    assert [(g.label, g.cells, g.steps) for g in groups] == [
+        ("baseline=grpo, seed=0", 2, (60,)), ("baseline=grpo, seed=1", 2, ())]
+    # Planned: the median measured full run, 8 GPUs x 10 h; each stopped cell saves 40%.
+    assert groups[0].saved == pytest.approx(2 * 80 * 0.4) and groups[1].saved == 0
+    text = group_hours_text(groups, "GPU-hours", limit=1)
+    assert text == ("GPU-hours saved per comparison group: baseline=grpo, seed=0: 64 at step "
+                    "60; … 1 more")
