@@ -229,7 +229,7 @@ def replay_both(sweep: str, min_steps: int, patience: int,
                 json_path: Path | None) -> int:
     """Replay the plateau rule alone and as comparison groups on a finished sweep."""
     from orchestrator.spec.stop_block import StopRules
-    from orchestrator.stopping.stop_check import check_sweep, load, render
+    from orchestrator.analysis.stop_check import check_sweep, load, render
 
     plan, cells = load(sweep)
     plateau = {"metric": VAL, "min_steps": min_steps, "patience": patience}

@@ -78,7 +78,7 @@ def stop_check(
     Example: kappa stop-check toy-table2 --rules plateau.yaml --together reward_budget
     """
     from orchestrator import paths
-    from orchestrator.stopping import stop_check as report
+    from orchestrator.analysis import stop_check as report
 
     paths.check_name(sweep)
     plan, cells = report.load(sweep, registry)
