@@ -228,8 +228,8 @@ def compare(full: Numbers, plateau: Numbers) -> tuple[dict[str, int], dict[str, 
 def replay_both(sweep: str, min_steps: int, patience: int,
                 json_path: Path | None) -> int:
     """Replay the plateau rule alone and as comparison groups on a finished sweep."""
-    from orchestrator.spec.stop_block import StopRules
     from orchestrator.analysis.stop_check import check_sweep, load, render
+    from orchestrator.spec.stop_block import StopRules
 
     plan, cells = load(sweep)
     plateau = {"metric": VAL, "min_steps": min_steps, "patience": patience}

@@ -2,7 +2,8 @@
 
 The long form has one row per (cell, step, metric): columns ``cell_id``, ``step``,
 ``metric``, ``value`` plus every ``axis.<name>`` column of the results frame, so plots
-can group and colour by any axis.
+can group and colour by any axis. In a frame of several sweeps (where one cell id can be in
+two sweeps) ``cell_id`` is ``<sweep>/<cell id>`` (:func:`curve_key`).
 """
 
 from __future__ import annotations
@@ -60,18 +61,24 @@ def cell_curves(run_dir: str | None, mlflow_run_id: str | None, patterns: Sequen
     return wanted
 
 
+def curve_key(record: dict[str, Any], combined: bool) -> str:
+    """A frame record's ``cell_id`` in the curves (``<sweep>/<cell id>`` when ``combined``)."""
+    return f"{record['sweep']}/{record['cell_id']}" if combined else str(record["cell_id"])
+
+
 def load_curves(frame: pd.DataFrame, patterns: Sequence[str],
                 mlflow_uri: str | None = None) -> pd.DataFrame:
     """Long-form curves of the metrics matching ``patterns`` for every cell in ``frame``."""
     import pandas as pd
 
     axis_cols = [c for c in frame.columns if c.startswith(AXIS_PREFIX)]
+    combined = "sweep" in frame.columns and frame["sweep"].nunique() > 1
     rows: list[dict[str, Any]] = []
     for record in frame.to_dict("records"):
         histories = cell_curves(record.get("run_dir"), record.get("mlflow_run_id"), patterns,
                                 mlflow_uri)
         axes = {c: record[c] for c in axis_cols}
         for metric, points in histories.items():
-            rows += [{"cell_id": record["cell_id"], "step": step, "metric": metric,
+            rows += [{"cell_id": curve_key(record, combined), "step": step, "metric": metric,
                       "value": points[step], **axes} for step in sorted(points)]
     return pd.DataFrame(rows, columns=[*CURVE_COLUMNS, *axis_cols])

@@ -6,7 +6,12 @@ the order the axes first appear; ``metric.<name>``, final metrics
 (``metric.eval/arith-val/mean@8``), ``NaN`` where a cell has none; ``run_dir``,
 ``mlflow_run_id`` (``None`` when unknown); ``stop_reason``, why a stopping rule ended the cell
 early (``plateau at step 340 (...)``), else ``None``: a stopped cell that ``succeeded`` is
-finished, its numbers count.
+finished, its numbers count; ``step``, the last step the cell reported (where it ended, for a
+finished cell), and ``total_steps``, the length it was set to run (``None`` when unknown).
+
+A frame of several sweeps (:func:`orchestrator.analysis.sweeps.results_of`) has one more
+column, ``settings_diff``: for a cell whose axes also ran in another of the sweeps, what
+differs in its settings (``max_steps=3``, or ``same settings``), else ``None``.
 
 Everything else in analysis (tables, plots, the report) consumes this frame, so it can be
 built from any source: the registry, bare run folders, or a synthetic list in a test.
@@ -27,6 +32,8 @@ METRIC_PREFIX = "metric."
 ID_COLUMNS: tuple[str, ...] = ("sweep", "cell_id", "state")
 LOCATION_COLUMNS: tuple[str, ...] = ("run_dir", "mlflow_run_id")
 STOP_COLUMN = "stop_reason"
+STEP_COLUMNS: tuple[str, ...] = ("step", "total_steps")
+DIFF_COLUMN = "settings_diff"
 SUCCEEDED = "succeeded"
 
 
@@ -42,6 +49,10 @@ class CellResult:
     run_dir: str | None = None
     mlflow_run_id: str | None = None
     stop_reason: str | None = None
+    step: int | None = None
+    total_steps: int | None = None
+    #: The cell's settings (not a frame column: what tells two sweeps' cells apart).
+    settings: Mapping[str, Any] | None = field(default=None, compare=False)
 
 
 def axis_column(name: str) -> str:
@@ -86,10 +97,11 @@ def frame_from_results(cells: Iterable[CellResult]) -> pd.DataFrame:
     rows = [{"sweep": c.sweep, "cell_id": c.cell_id, "state": c.state,
              **{axis_column(a): c.axes.get(a) for a in axes},
              **{metric_column(m): _as_float(c.final_metrics.get(m, math.nan)) for m in metrics},
-             "run_dir": c.run_dir, "mlflow_run_id": c.mlflow_run_id, STOP_COLUMN: c.stop_reason}
+             "run_dir": c.run_dir, "mlflow_run_id": c.mlflow_run_id, STOP_COLUMN: c.stop_reason,
+             "step": c.step, "total_steps": c.total_steps}
             for c in cells]
     columns = [*ID_COLUMNS, *map(axis_column, axes), *map(metric_column, metrics),
-               *LOCATION_COLUMNS, STOP_COLUMN]
+               *LOCATION_COLUMNS, STOP_COLUMN, *STEP_COLUMNS]
     # Object dtype first, so axis values keep their Python types (bool, int, str, None)
     # rather than being coerced to floats and NaN.
     frame = pd.DataFrame(rows, columns=columns, dtype=object)

@@ -8,11 +8,13 @@ from __future__ import annotations
 import base64
 import html
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.analysis.curves import curve_key
 from orchestrator.analysis.frame import axis_column, axis_names, metric_names, varying_axes
 from orchestrator.analysis.status_matrix import KNOWN_STATES, matrix_cell, status_matrix
 from orchestrator.analysis.tables import DeltaSpec, TableSpec, build_table, render
@@ -76,6 +78,18 @@ def default_tables(frame: pd.DataFrame, seed_axis: str = "seed") -> list[tuple[s
     return specs
 
 
+def auto_layout(frame: pd.DataFrame, spec: TableSpec) -> TableSpec:
+    """``spec`` laid out as the report lays out its main table (rows, delta, crossing and
+    blocks from the sweep's axes; ``spec``'s filters kept)."""
+    suggested = default_tables(frame, spec.seed_axis)
+    if not suggested:
+        return spec
+    main = suggested[0][1]
+    return spec.model_copy(update={
+        "rows": main.rows, "delta": main.delta, "cross": main.cross, "blocks": main.blocks,
+        "where": {**main.where, **spec.where}})
+
+
 def _tables_html(frame: pd.DataFrame,
                  tables: tuple[tuple[str, TableSpec], ...]) -> list[dict[str, str]]:
     out = []
@@ -88,8 +102,25 @@ def _tables_html(frame: pd.DataFrame,
     return out
 
 
-def _plots(curves: pd.DataFrame | None, seed_axis: str, sweep: str) -> tuple[str, str, str]:
-    """(plotly div, base64 PNG, convergence table HTML) — empty strings without curves."""
+def cell_names(frame: pd.DataFrame) -> dict[str, str]:
+    """Curve key -> the cell named by its axes (``baseline=grpo, seed=1``: the ones that
+    vary, and its sweep in a report of several); none when no axis varies."""
+    combined = frame["sweep"].nunique() > 1
+    axes = varying_axes(frame)
+    out = {}
+    for record in frame.to_dict("records"):
+        parts = [f"{a}={record[axis_column(a)]}" for a in axes]
+        if combined:
+            parts.insert(0, str(record["sweep"]))
+        if parts:
+            out[curve_key(record, combined)] = ", ".join(parts)
+    return out
+
+
+def _plots(curves: pd.DataFrame | None, seed_axis: str, sweep: str,
+           names: dict[str, str] | None = None) -> tuple[str, str, str]:
+    """(plotly div, base64 PNG, convergence table HTML) — empty strings without curves;
+    the convergence table names cells by ``names`` (their axes), the id in a tooltip."""
     if curves is None or curves.empty:
         return "", "", ""
     from orchestrator.analysis import plots
@@ -103,10 +134,24 @@ def _plots(curves: pd.DataFrame | None, seed_axis: str, sweep: str) -> tuple[str
         png = plots.save_png(panels, Path(tmp) / "dynamics.png")
         png_b64 = base64.b64encode(png.read_bytes()).decode("ascii")
     # Cell ids from bare run folders are folder names: escape them like any text.
-    rows = "".join(f"<tr><td><code>{html.escape(label)}</code></td><td>{step:.0f}</td></tr>"
+    names = names or {}
+    rows = "".join(f'<tr><td title="{html.escape(label)}">'
+                   + (html.escape(names[label]) if label in names
+                      else f"<code>{html.escape(label)}</code>")
+                   + f"</td><td>{step:.0f}</td></tr>"
                    for p in panels for label, step in p.convergence.items())
     conv_html = f'<table class="convergence"><tr><th>cell</th><th>step</th></tr>{rows}</table>'
     return div, png_b64, conv_html if rows else ""
+
+
+def _grid_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame the grid and the plan show: of several sweeps, the sweep as a first axis
+    (the same axes can be in two sweeps)."""
+    if frame["sweep"].nunique() < 2:
+        return frame
+    column = axis_column("sweep")
+    rest = [c for c in frame.columns if c not in ("sweep", "cell_id", "state")]
+    return frame.assign(**{column: frame["sweep"]})[["sweep", "cell_id", "state", column, *rest]]
 
 
 def render_report(inputs: ReportInputs) -> str:
@@ -117,10 +162,12 @@ def render_report(inputs: ReportInputs) -> str:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE_DIR), autoescape=True,
                              undefined=jinja2.StrictUndefined)
     tables = inputs.tables or tuple(default_tables(frame, inputs.seed_axis))
-    plot_html, plot_png, conv_html = _plots(inputs.curves, inputs.seed_axis, inputs.sweep)
-    axes = axis_names(frame)
+    plot_html, plot_png, conv_html = _plots(inputs.curves, inputs.seed_axis, inputs.sweep,
+                                            cell_names(frame))
+    grid = _grid_frame(frame)
+    axes = axis_names(grid)
     plan_cells = []
-    for r in frame.to_dict("records"):
+    for r in grid.to_dict("records"):
         cell = matrix_cell(r, axes, inputs.mlflow_ui, inputs.mlflow_experiment_id)
         plan_cells.append({"cell_id": r["cell_id"], "axes": [r[axis_column(a)] for a in axes],
                            "state": cell.state, "state_class": cell.state_class,
@@ -133,29 +180,39 @@ def render_report(inputs: ReportInputs) -> str:
         sweep=inputs.sweep, backend=inputs.backend, n_cells=len(frame),
         generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), mlflow_ui=inputs.mlflow_ui,
         counts=[(str(s), int(n)) for s, n in counts.items()], states=KNOWN_STATES,
-        matrix=status_matrix(frame, inputs.seed_axis, inputs.mlflow_ui,
+        matrix=status_matrix(grid, inputs.seed_axis, inputs.mlflow_ui,
                              inputs.mlflow_experiment_id),
         tables=_tables_html(frame, tables), plot_html=plot_html, plot_png=plot_png,
         convergence_html=conv_html, plan=plan, axes=axes, plan_cells=plan_cells,
         spec_text=inputs.spec_text, search_html=inputs.search_html)
 
 
-def build_report(sweep: str, *, registry_url: str | None = None, mlflow_uri: str | None = None,
-                 mlflow_ui: str | None = None,
+def build_report(sweeps: str | Sequence[str], *, registry_url: str | None = None,
+                 mlflow_uri: str | None = None, mlflow_ui: str | None = None,
                  tables: tuple[tuple[str, TableSpec], ...] = ()) -> str:
-    """The report of a stored sweep (registry, else run folders; curves from both stores)."""
+    """The report of one stored sweep, or of several read as one (registry, else run
+    folders; curves from both stores). Several: no plan, every spec, no search plots."""
     from orchestrator import paths
+    from orchestrator.analysis.combined import results_of
     from orchestrator.analysis.curves import load_curves
     from orchestrator.analysis.dynamics import patterns
-    from orchestrator.analysis.sources import registry_sweep, results
+    from orchestrator.analysis.sources import registry_sweep
     from orchestrator.grid.plan import stored_plan
 
-    frame = results(sweep, registry_url, mlflow_uri)
-    found = registry_sweep(sweep, paths.registry_url(registry_url))
-    info = found[0] if found else None
+    names = [sweeps] if isinstance(sweeps, str) else list(sweeps)
+    frame = results_of(names, registry_url, mlflow_uri)
+    found = [registry_sweep(s, paths.registry_url(registry_url)) for s in names]
+    infos = [f[0] for f in found if f is not None]
     curves = load_curves(frame, patterns(), paths.readable_mlflow_uri(mlflow_uri))
+    if len(names) > 1:
+        specs = "\n".join(f"# --- {i.name} ---\n{i.spec_text}" for i in infos)
+        return render_report(ReportInputs(
+            sweep=" + ".join(names), frame=frame, curves=curves,
+            backend=", ".join(dict.fromkeys(i.backend for i in infos)) or None,
+            spec_text=specs or None, mlflow_ui=mlflow_ui, tables=tables))
     from orchestrator.analysis.search_results import search_section, sweep_studies
 
+    sweep, info = names[0], (infos[0] if infos else None)
     search_html = search_section(sweep_studies(sweep, registry_url),
                                  with_plotlyjs=curves is None or curves.empty)
     return render_report(ReportInputs(

@@ -13,7 +13,13 @@ from typing import TYPE_CHECKING
 from orchestrator.analysis.frame import CellResult, frame_from_results
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.runs.cell_file import read_cell_file
-from orchestrator.runs.folder import PROGRESS_FILE, read_summary, summary_final, summary_stop_reason
+from orchestrator.runs.folder import (
+    PROGRESS_FILE,
+    read_progress,
+    read_summary,
+    summary_final,
+    summary_stop_reason,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -42,6 +48,7 @@ def registry_sweep(sweep: str, registry_url: str) -> tuple[SweepRecord, list[Cel
         final_metrics={k: float(v) for k, v in (c.final_metrics or {}).items()
                        if isinstance(v, int | float)},
         run_dir=c.run_dir, mlflow_run_id=c.mlflow_run_id, stop_reason=c.stop_reason,
+        step=c.progress_step, total_steps=c.total_steps, settings=dict(c.settings or {}),
     ) for c in cells]
     return record, results
 
@@ -58,10 +65,14 @@ def cell_from_run_folder(sweep: str, run_dir: Path) -> CellResult:
         state = "running"
     else:
         state = "pending"
+    progress = read_progress(run_dir)
+    steps = (summary or {}).get("steps")
     return CellResult(sweep=sweep, cell_id=run_dir.name, state=state,
                       axes=dict(meta.get("axes") or {}), final_metrics=summary_final(summary),
                       run_dir=str(run_dir), mlflow_run_id=meta.get("mlflow_run_id"),
-                      stop_reason=summary_stop_reason(summary))
+                      stop_reason=summary_stop_reason(summary),
+                      step=steps if isinstance(steps, int) else (progress or (None, None))[0],
+                      total_steps=progress[1] if progress and progress[1] else None)
 
 
 def cells_from_run_folders(sweep: str, root: Path | None = None) -> list[CellResult]:
@@ -107,6 +118,13 @@ def results(
 ) -> pd.DataFrame:
     """The results frame of ``sweep`` (:mod:`orchestrator.analysis.frame`) from its sources
     (module docstring); ``UserInputError`` when none knows the sweep."""
+    return frame_from_results(sweep_cells(sweep, registry_url, mlflow_uri))
+
+
+def sweep_cells(
+    sweep: str, registry_url: str | None = None, mlflow_uri: str | None = None
+) -> list[CellResult]:
+    """The cells of ``sweep`` (what :func:`results` puts in its frame, settings included)."""
     from orchestrator import paths
     from orchestrator.registry.engine import display_url
 
@@ -119,4 +137,4 @@ def results(
             "sweep", "not in the registry and no run folders", found=repr(sweep),
             allowed=f"a sweep in {display_url(url)} or a folder under {paths.runs_root()}",
             fix="check the name with `kappa status`, or set KAPPA_HOME / --registry")])
-    return frame_from_results(_fill_missing_metrics(cells, paths.readable_mlflow_uri(mlflow_uri)))
+    return _fill_missing_metrics(cells, paths.readable_mlflow_uri(mlflow_uri))

@@ -6,7 +6,9 @@ functions so that ``kappa --help`` stays instant.
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
+import re
 import sys
 
 import typer
@@ -17,7 +19,7 @@ from orchestrator.redact import install_log_redaction, redact, redacted_output
 # In the order ``kappa --help`` lists their commands.
 COMMAND_MODULES: tuple[str, ...] = tuple(f"orchestrator.cli.{name}_cmd" for name in (
     "algorithms", "train", "db", "spec", "sweep", "canary", "search", "executors", "ui",
-    "results", "data", "doctor", "smoke"))
+    "results", "stopcheck", "data", "doctor", "smoke", "completion"))
 
 app = typer.Typer(
     name="kappa", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -31,6 +33,43 @@ app = typer.Typer(
 for _module in COMMAND_MODULES:
     importlib.import_module(_module).register(app)
 
+# A line that starts an example, a list item or a comment keeps its own line in --help.
+_OWN_LINE = re.compile(r"\s|[-*#$>]|\d+[.)]\s")
+
+
+def unwrap_help(doc: str) -> str:
+    """``doc`` with each paragraph's single line breaks joined into spaces, as click
+    does, so that the terminal wraps the text: typer keeps them in every paragraph but
+    the first, which breaks sentences mid-line at any other width than the source's.
+    A paragraph marked ``\\b`` (click's no-rewrap mark) and lines of :data:`_OWN_LINE`
+    keep their breaks."""
+    paragraphs = inspect.cleandoc(doc).split("\n\n")
+    for i, paragraph in enumerate(paragraphs):
+        if paragraph.startswith("\b"):
+            continue
+        lines = paragraph.split("\n")
+        paragraphs[i] = lines[0] + "".join(
+            ("\n" if _OWN_LINE.match(line) else " ") + line for line in lines[1:])
+    return "\n\n".join(paragraphs)
+
+
+def _unwrap_helps(group: typer.Typer) -> None:
+    """Give every command of ``group`` (and of its sub-groups) its unwrapped help."""
+    for command in group.registered_commands:
+        doc = command.help if isinstance(command.help, str) else inspect.getdoc(
+            command.callback)
+        if doc:
+            command.help = unwrap_help(doc)
+    for sub in group.registered_groups:
+        if sub.typer_instance is not None:
+            info = sub.typer_instance.info
+            if isinstance(info.help, str):
+                info.help = unwrap_help(info.help)
+            _unwrap_helps(sub.typer_instance)
+
+
+_unwrap_helps(app)
+
 
 def main() -> None:
     """Console-script entry point: compact errors, exit code 2 for bad input. Output,
@@ -40,6 +79,10 @@ def main() -> None:
     from orchestrator.paths import absolute_home
 
     install_log_redaction()
+    if os.environ.get("_KAPPA_COMPLETE"):  # a shell asks for completions (kappa completion)
+        from orchestrator.cli.completion_cmd import enable_completion_classes
+
+        enable_completion_classes()
     with redacted_output(), absolute_home():
         _run()
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -13,6 +14,7 @@ from orchestrator.cli.sweep_options import (
     ExecutorOptionsOption,
     MaxParallelOption,
     MlflowOption,
+    OverridesArgument,
     RayAddressOption,
     RegistryOption,
     executor_choice,
@@ -93,13 +95,14 @@ def print_outcome(console: Console, outcome: CanaryOutcome) -> None:
 
 
 def run_and_report(console: Console, spec: Path, stores: Stores, choice: ExecutorChoice,
-                   max_parallel: int | None, rerun: bool) -> CanaryOutcome:
-    """Plan SPEC's canaries (bad input: exit 2, nothing written), run them here with
-    progress, and print the outcome."""
+                   max_parallel: int | None, rerun: bool,
+                   overrides: Sequence[str] = ()) -> CanaryOutcome:
+    """Plan SPEC's canaries (``overrides`` applied; bad input: exit 2, nothing written),
+    run them here with progress, and print the outcome."""
     from orchestrator.sweeps.canary import plan_canaries, run_canaries
     from orchestrator.sweeps.submission import prepare
 
-    plan = plan_canaries(prepare(spec, models=True))
+    plan = plan_canaries(prepare(spec, models=True, overrides=overrides))
     print_plan(console, plan)
     with interruptible(plan.name), sweep_progress(console) as options:
         outcome = run_canaries(plan, stores, rerun=rerun, max_parallel=max_parallel,
@@ -110,6 +113,7 @@ def run_and_report(console: Console, spec: Path, stores: Stores, choice: Executo
 
 def canary_cmd(
     spec: Annotated[Path, typer.Argument(help="The experiment spec (YAML).")],
+    overrides: OverridesArgument = None,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="List the canaries and what each changes; run nothing.")] = False,
     rerun: Annotated[bool, typer.Option(
@@ -138,11 +142,12 @@ def canary_cmd(
         from orchestrator.sweeps.canary import plan_canaries
         from orchestrator.sweeps.submission import prepare
 
-        print_plan(console, plan_canaries(prepare(spec, models=True)), detailed=True)
+        print_plan(console, plan_canaries(prepare(spec, models=True, overrides=overrides or ())),
+                   detailed=True)
         return
     outcome = run_and_report(console, spec, stores_of(registry, mlflow),
                              executor_choice(executor, ray_address, executor_option),
-                             max_parallel, rerun)
+                             max_parallel, rerun, overrides or ())
     if not outcome.passed:
         raise typer.Exit(EXIT_CANARY_FAILED)
 

@@ -1,4 +1,5 @@
-"""``kappa export``, ``kappa table``, ``kappa report``, ``kappa convergence``: a sweep's results."""
+"""``kappa export``, ``kappa table``, ``kappa report``, ``kappa convergence``: a sweep's results
+(the first three also of several sweeps read as one, :mod:`orchestrator.analysis.combined`)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,10 @@ from orchestrator.cli.sweep_options import MlflowOption, RegistryOption
 from orchestrator.errors import Problem, UserInputError, unknown_name
 
 OutputOption = Annotated[Path | None, typer.Option(
-    "--output", "-o", help="Write here instead of standard output.")]
+    "--out", "--output", "-o", help="Write here instead of standard output.")]
+SweepsArgument = Annotated[list[str], typer.Argument(
+    help="Sweep name; several are read as one: cells matched by their axes, the sweep of "
+    "each number shown.", show_default=False)]
 EXPORT_FORMATS = ("csv", "parquet", "json")
 TABLE_FORMATS = ("markdown", "latex", "csv", "html")
 BETTER = ("higher", "lower")
@@ -30,23 +34,24 @@ def _emit(text: str, output: Path | None) -> None:
 
 
 def export(
-    sweep: Annotated[str, typer.Argument(help="Sweep name.")],
+    sweeps: SweepsArgument,
     fmt: Annotated[str, typer.Option("--format", "-f", help="csv | parquet | json")] = "csv",
     output: OutputOption = None,
     registry: RegistryOption = None,
     mlflow: MlflowOption = None,
 ) -> None:
-    """Export the results frame: one row per cell (axis.*, metric.*, state, run)."""
+    """Export the results frame: one row per cell (axis.*, metric.*, state, run, steps)."""
     if fmt not in EXPORT_FORMATS:
         raise unknown_name("export format", fmt, EXPORT_FORMATS, "--format")
     if fmt == "parquet" and output is None:
         raise UserInputError("parquet is binary", [Problem(
-            "--output", "parquet needs a file", fix="add -o results.parquet")])
+            "--out", "parquet needs a file", fix="add --out results.parquet")])
+    from orchestrator.analysis.combined import results_of
     from orchestrator.analysis.search_results import sweep_studies, with_trials
-    from orchestrator.analysis.sources import results
 
-    frame = results(sweep, registry, mlflow)
-    frame = with_trials(frame, sweep_studies(sweep, registry), sweep, registry)
+    frame = results_of(sweeps, registry, mlflow)
+    if len(sweeps) == 1:  # a search's trials (one sweep's studies)
+        frame = with_trials(frame, sweep_studies(sweeps[0], registry), sweeps[0], registry)
     if fmt == "parquet":
         assert output is not None
         output.parent.mkdir(parents=True, exist_ok=True)
@@ -120,7 +125,7 @@ def _parse_where(items: list[str]) -> dict[str, str]:
 
 
 def table(
-    sweep: Annotated[str, typer.Argument(help="Sweep name.")],
+    sweeps: SweepsArgument,
     rows: Annotated[str | None, typer.Option(
         help="Axes labelling the rows (comma-separated; '' for none, e.g. when the "
         "--delta axis is the only one that varies). With none of --rows, --delta, "
@@ -153,10 +158,10 @@ def table(
     mlflow: MlflowOption = None,
 ) -> None:
     """Print an ablation table: rows of baselines, '+ RB' delta rows, blocks per model."""
-    from orchestrator.analysis.sources import results
+    from orchestrator.analysis.combined import check_sweep_names, results_of
     from orchestrator.analysis.tables import DeltaSpec, build_table, render
 
-    paths.check_name(sweep)
+    check_sweep_names(sweeps)
     # Options that need no data fail before the (slower) results are read.
     if fmt not in TABLE_FORMATS:
         raise unknown_name("table format", fmt, TABLE_FORMATS, "--format")
@@ -172,46 +177,39 @@ def table(
         metrics=metrics, where=_parse_where(where or []), seed_axis=seed_axis, scale=scale,
         higher_is_better=better == "higher", show_ci=ci, confidence=confidence,
         n_resamples=resamples, bootstrap_seed=bootstrap_seed)
-    if rows is None and not (delta or cross or blocks or metrics):
+    if rows is None and not (delta or cross or blocks or metrics) and len(sweeps) == 1:
         from orchestrator.analysis.search_results import best_table, render_best, sweep_studies
 
-        studies = sweep_studies(sweep, registry)
+        studies = sweep_studies(sweeps[0], registry)
         if studies:  # a search: the best trial of each study, with its settings
             _emit(render_best(best_table(studies), fmt), output)
             return
-    frame = results(sweep, registry, mlflow)
+    frame = results_of(sweeps, registry, mlflow)
     if rows is None and not (delta or cross or blocks):
-        spec = _auto_layout(frame, spec)
+        from orchestrator.analysis.report import auto_layout
+
+        spec = auto_layout(frame, spec)
     _emit(render(build_table(frame, spec), fmt), output)
 
 
-def _auto_layout(frame: Any, spec: Any) -> Any:
-    """``spec`` laid out as the sweep's report lays out its main table."""
-    from orchestrator.analysis.report import default_tables
-
-    suggested = default_tables(frame, spec.seed_axis)
-    if not suggested:
-        return spec
-    main = suggested[0][1]
-    return spec.model_copy(update={
-        "rows": main.rows, "delta": main.delta, "cross": main.cross, "blocks": main.blocks,
-        "where": {**main.where, **spec.where}})
-
-
 def report(
-    sweep: Annotated[str, typer.Argument(help="Sweep name.")],
-    output: OutputOption = None,
+    sweeps: SweepsArgument,
+    output: Annotated[Path | None, typer.Option(
+        "--out", "--output", "-o",
+        help="The HTML file (default: SWEEP-report.html, A+B-report.html for several).")] = None,
     mlflow_ui: Annotated[str, typer.Option(
         help="MLflow UI base URL the cells link to.")] = "http://127.0.0.1:5000",
     registry: RegistryOption = None,
     mlflow: MlflowOption = None,
 ) -> None:
     """Write one self-contained HTML report (grid, tables, plots, plan, spec); works offline."""
+    from orchestrator.analysis.combined import check_sweep_names
     from orchestrator.analysis.report import build_report
 
-    paths.check_name(sweep)  # before anything is read, and the default file name stays here
-    html = build_report(sweep, registry_url=registry, mlflow_uri=mlflow, mlflow_ui=mlflow_ui)
-    target = output or Path(f"{sweep}-report.html")
+    # Before anything is read, and the default file name stays here.
+    names = check_sweep_names(sweeps)
+    html = build_report(names, registry_url=registry, mlflow_uri=mlflow, mlflow_ui=mlflow_ui)
+    target = output or Path(f"{'+'.join(names)}-report.html")
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(html, encoding="utf-8")
     typer.echo(f"wrote {target}")

@@ -12,6 +12,7 @@ from orchestrator.cli.sweep_options import (
     ExecutorOptionsOption,
     MaxParallelOption,
     MlflowOption,
+    OverridesArgument,
     RayAddressOption,
     RegistryOption,
     executor_choice,
@@ -35,6 +36,7 @@ def _require_search(prepared: PreparedSweep) -> None:
 
 def search_cmd(
     spec: Annotated[Path, typer.Argument(help="The experiment spec (YAML) with search:.")],
+    overrides: OverridesArgument = None,
     wait: Annotated[bool, typer.Option(
         "--wait", help="Run the search here and return when every study has ended.")] = False,
     max_parallel: MaxParallelOption = None,
@@ -58,7 +60,8 @@ def search_cmd(
     choice = executor_choice(executor, ray_address, executor_option)
     stores = stores_of(registry, mlflow)
     result = submit_spec(console, spec, stores, quiet=not wait, vet=_require_search,
-                         wait=wait, max_parallel=max_parallel, choice=choice)
+                         wait=wait, max_parallel=max_parallel, choice=choice,
+                         overrides=overrides or ())
     if not wait:
         console.print(f"search [bold]{result.sweep}[/] running in the background (log: "
                       f"{scheduler_log(result.sweep)}); `kappa status {result.sweep}` "

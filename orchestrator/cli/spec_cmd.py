@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from orchestrator.cli.sweep_options import OverridesArgument
 from orchestrator.errors import UserInputError
 
 if TYPE_CHECKING:
@@ -18,14 +19,14 @@ _SPEC_ARG = typer.Argument(
     ..., help="The experiment spec (YAML), e.g. experiments/toy/table2.yaml.", show_default=False)
 
 
-def validate_command(spec_file: Path = _SPEC_ARG) -> None:
+def validate_command(spec_file: Path = _SPEC_ARG, overrides: OverridesArgument = None) -> None:
     """Check a spec and every cell's settings; print "ok: N cells" or every problem (exit 2).
 
-    Example: kappa validate experiments/toy/table2.yaml
+    Example: kappa validate experiments/toy/table2.yaml base.max_steps=20
     """
-    from orchestrator.grid.plan import load_plan
+    from orchestrator.sweeps.spec_plan import load_plan_with
 
-    typer.echo(f"ok: {load_plan(spec_file).count} cells")
+    typer.echo(f"ok: {load_plan_with(spec_file, overrides or ()).count} cells")
 
 
 def _hours(value: float) -> str:
@@ -48,6 +49,7 @@ def _cost(plan: Plan) -> str:
 
 def plan_command(
     spec_file: Path = _SPEC_ARG,
+    overrides: OverridesArgument = None,
     as_json: bool = typer.Option(
         False, "--json", help="Print the plan as JSON (every cell, with its settings)."),
     max_gpu_hours: float | None = typer.Option(
@@ -59,15 +61,15 @@ def plan_command(
 
     GPU-hours = cells × resources.gpus × resources.nodes × resources.hours.
 
-    Example: kappa plan experiments/toy/table2.yaml --max-gpu-hours 500
+    Example: kappa plan experiments/toy/table2.yaml --max-gpu-hours 500 'axes.seed=[0]'
     """
-    from orchestrator.grid.plan import load_plan
     from orchestrator.limits import check_number
+    from orchestrator.sweeps.spec_plan import load_plan_with
 
     if max_gpu_hours is not None:  # before the spec is read; nan or inf would be no limit
         check_number(max_gpu_hours, "--max-gpu-hours", 0,
                      fix="give GPU-hours, e.g. --max-gpu-hours 500, or leave it out for no limit")
-    the_plan = load_plan(spec_file)
+    the_plan = load_plan_with(spec_file, overrides or ())
     spec = the_plan.spec
     if max_gpu_hours is not None and the_plan.gpu_hours > max_gpu_hours:
         over = the_plan.gpu_hours - max_gpu_hours

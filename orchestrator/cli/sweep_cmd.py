@@ -17,6 +17,7 @@ from orchestrator.cli.sweep_options import (
     ExecutorOptionsOption,
     MaxParallelOption,
     MlflowOption,
+    OverridesArgument,
     RayAddressOption,
     RegistryOption,
     executor_choice,
@@ -36,7 +37,9 @@ DEFAULT_DEMO_SPEC = Path("experiments/toy/table2.yaml")
 
 
 def submit_cmd(
+    ctx: typer.Context,
     spec: Annotated[Path, typer.Argument(help="The experiment spec (YAML).")],
+    overrides: OverridesArgument = None,
     wait: Annotated[bool, typer.Option(
         "--wait", help="Run the sweep here and return when it has ended.")] = False,
     rerun: Annotated[bool, typer.Option(
@@ -45,6 +48,11 @@ def submit_cmd(
         "--canary", help="First run every distinct cell configuration for a few steps "
                          "(`kappa canary`), here; submit only if all passed (else exit 2)."
                          )] = False,
+    notify: Annotated[str | None, typer.Option(
+        "--notify", metavar="URL",
+        help="Post a chat message (Slack webhook JSON) to URL when the sweep ends, a cell "
+             "fails for good, a canary fails or a diverged rule fires; instead of the "
+             "spec's notify: URL (its events kept).")] = None,
     max_parallel: MaxParallelOption = None,
     executor: ExecutorOption = None,
     executor_option: ExecutorOptionsOption = None,
@@ -59,9 +67,12 @@ def submit_cmd(
     (log: .kappa/scheduler/<sweep>.log) and this returns at once; follow it with
     `kappa status SWEEP`. With --canary the canaries run first, in the foreground.
     Cells run on --executor (`kappa executors` lists those installed and their -E options).
+    OVERRIDEs change the spec as an edit of its file would (Hydra grammar, docs/cli.md); the
+    sweep stores the resolved spec and the overrides (`kappa status SWEEP` shows them).
     """
     from orchestrator.sweeps.detached import scheduler_log
 
+    _notify_url(ctx, notify)  # a bad URL: exit 2 here, nothing written
     console = make_console()
     choice = executor_choice(executor, ray_address, executor_option)
     source: Path | PreparedSweep = spec
@@ -69,13 +80,14 @@ def submit_cmd(
         from orchestrator.cli.canary_cmd import EXIT_CANARY_FAILED, run_and_report
 
         outcome = run_and_report(console, spec, stores_of(registry, mlflow), choice,
-                                 max_parallel, rerun)
+                                 max_parallel, rerun, overrides or ())
         if not outcome.passed:
             console.print(f"the grid of {outcome.plan.grid.name} was not submitted")
             raise typer.Exit(EXIT_CANARY_FAILED)
         source = outcome.plan.grid  # the spec was read and planned once, for both
     result = submit_spec(console, source, stores_of(registry, mlflow), quiet=not wait,
-                         rerun=rerun, wait=wait, max_parallel=max_parallel, choice=choice)
+                         rerun=rerun, wait=wait, max_parallel=max_parallel, choice=choice,
+                         overrides=overrides or ())
     console.print(f"sweep [bold]{result.sweep}[/]: {result.total_cells} cells, "
                   f"{result.new_cells} new, {result.requeued_cells} requeued")
     if wait:
@@ -83,6 +95,16 @@ def submit_cmd(
     else:
         console.print(f"running in the background (log: {scheduler_log(result.sweep)}); "
                       f"`kappa status {result.sweep}` shows progress")
+
+
+def _notify_url(ctx: typer.Context, url: str | None) -> None:
+    """``--notify URL`` (checked) for the sweeps this command records, until it ends."""
+    from orchestrator.notify.store import command_line_url
+
+    if url is not None:
+        scope = command_line_url(url)
+        scope.__enter__()
+        ctx.call_on_close(lambda: scope.__exit__(None, None, None))
 
 
 def _print_final(console: Console, stores: Stores, sweep: str) -> None:
@@ -100,6 +122,12 @@ def status_cmd(
     sweep: Annotated[str | None, typer.Argument(help="A sweep name (default: list sweeps).")
                      ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    watch: Annotated[bool, typer.Option(
+        "--watch", "-w", help="Follow SWEEP live until it ends: progress bars and each "
+                              "failure (exit 0 if every cell succeeded, else 1).")] = False,
+    interval: Annotated[float, typer.Option(
+        "--interval", metavar="SECONDS", min=0.2, max=600.0,
+        help="With --watch: seconds between refreshes (one registry query each).")] = 2.0,
     registry: RegistryOption = None,
 ) -> None:
     """Show sweeps, or one sweep's state counts and cells (progress, attempts, val acc)."""
@@ -107,6 +135,9 @@ def status_cmd(
 
     if sweep is not None:
         paths.check_name(sweep)
+    if watch:
+        _watch(sweep, as_json, interval, registry)
+        return
     with stores_of(registry, None).open_registry(create=False) as reg:
         if as_json:
             shown = ([sweep_json(reg, s, reg.lease(s.name)) for s in reg.list_sweeps()]
@@ -116,6 +147,30 @@ def status_cmd(
             make_console().print(sweeps_table(reg))
         else:
             print_sweep(make_console(), reg, reg.get_sweep(sweep), reg.lease(sweep))
+
+
+def _watch(sweep: str | None, as_json: bool, interval: float, registry: str | None) -> None:
+    """``kappa status SWEEP --watch``: exit 0 once every cell succeeded, else 1; Ctrl-C
+    stops watching only (130)."""
+    from orchestrator.cli.sweep_watch import watch
+    from orchestrator.errors import Problem, UserInputError
+    from orchestrator.registry import CellState
+
+    if sweep is None or as_json:
+        raise UserInputError("--watch follows one sweep on screen", [Problem(
+            "--watch", "needs a sweep's name, and draws no JSON",
+            found="no SWEEP" if sweep is None else "--json",
+            fix="kappa status SWEEP --watch (or kappa status SWEEP --json, once)")])
+    console = make_console()
+    with stores_of(registry, None).open_registry(create=False) as reg:
+        reg.get_sweep(sweep)  # an unknown sweep: exit 2 with the known ones
+        try:
+            last = watch(console, reg, sweep, interval)
+        except KeyboardInterrupt:
+            typer.echo(f"\nstopped watching; {sweep} goes on", err=True)
+            raise typer.Exit(130) from None
+    if last.counts[CellState.FAILED] or last.counts[CellState.CANCELLED]:
+        raise typer.Exit(1)
 
 
 def logs_cmd(

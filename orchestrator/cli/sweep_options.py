@@ -3,7 +3,7 @@ search, smoke, doctor): where the stores are, which executor, progress, Ctrl-C."
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -22,6 +22,11 @@ if TYPE_CHECKING:
     from orchestrator.sweeps.stores import Stores
     from orchestrator.sweeps.submission import PreparedSweep, SubmitResult
 
+OverridesArgument = Annotated[list[str] | None, typer.Argument(
+    metavar="OVERRIDE", show_default=False,
+    help="Changes to the spec in Hydra's override grammar, applied before it is checked: "
+         "key=value, +key=value (add), ++key=value (set or add), ~key (delete); e.g. "
+         "base.max_steps=20 'axes.seed=[0,1,2]' ~exclude name=quick-check (docs/cli.md).")]
 RegistryOption = Annotated[str | None, typer.Option(
     "--registry", metavar="URL",
     help="Registry database URL (default: KAPPA_REGISTRY, else .kappa/registry.db).")]
@@ -94,16 +99,19 @@ def sweep_progress(console: Console, quiet: bool = False) -> Iterator[SchedulerO
 def submit_spec(console: Console, spec: Path | PreparedSweep, stores: Stores,
                 quiet: bool = False, vet: Callable[[PreparedSweep], None] | None = None,
                 rerun: bool = False, wait: bool = False, max_parallel: int | None = None,
-                choice: ExecutorChoice | None = None) -> SubmitResult:
-    """Submit ``spec`` (a path, or the sweep prepared from it) with progress and Ctrl-C
-    handled; ``vet`` may refuse the prepared sweep. A bad spec is exit 2, nothing written."""
+                choice: ExecutorChoice | None = None,
+                overrides: Sequence[str] = ()) -> SubmitResult:
+    """Submit ``spec`` (a path, with command-line ``overrides``, or the sweep prepared from
+    it) with progress and Ctrl-C handled; ``vet`` may refuse the prepared sweep. A bad spec
+    or override is exit 2, nothing written."""
     from orchestrator.sweeps.driver import submit
     from orchestrator.sweeps.submission import PreparedSweep, prepare
 
     prepared: PreparedSweep | None = None
     with (interruptible(lambda: prepared.name if prepared else "SWEEP"),
           sweep_progress(console, quiet) as options):
-        prepared = spec if isinstance(spec, PreparedSweep) else prepare(spec)
+        prepared = spec if isinstance(spec, PreparedSweep) else prepare(
+            spec, overrides=overrides)
         if vet is not None:
             vet(prepared)
         return submit(prepared, stores, rerun=rerun, wait=wait, max_parallel=max_parallel,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
@@ -17,6 +17,8 @@ from orchestrator.analysis.studies import study_summaries
 from orchestrator.redact import redact
 from orchestrator.registry import TERMINAL_STATES, CellRecord, CellState, Registry, SweepRecord
 from orchestrator.scheduler.lease import holder_alive
+from orchestrator.spec.overrides import command_line
+from orchestrator.sweeps.submission import overrides_of
 
 if TYPE_CHECKING:
     from orchestrator.registry.leases import Lease
@@ -43,7 +45,23 @@ def val_accuracy(final: Mapping[str, Any] | None) -> float | None:
                  if key.startswith("val-core/") and key.endswith("/acc/mean@1")), None)
 
 
-def describe_axes(cell: CellRecord) -> str:
+class RunningCell(Protocol):
+    """What the progress views read of a running cell (a :class:`CellRecord`, or the
+    lighter row ``kappa status --watch`` reads, :mod:`orchestrator.cli.sweep_watch`)."""
+
+    @property
+    def cell_id(self) -> str: ...
+    @property
+    def axes(self) -> Mapping[str, Any]: ...
+    @property
+    def progress_step(self) -> int | None: ...
+    @property
+    def total_steps(self) -> int | None: ...
+    @property
+    def demand(self) -> Mapping[str, Any] | None: ...
+
+
+def describe_axes(cell: RunningCell) -> str:
     """``baseline=grpo, rb=on`` for a cell."""
     return ", ".join(f"{k}={v}" for k, v in cell.axes.items())
 
@@ -77,6 +95,18 @@ def sweep_hours(sweep: SweepRecord, cells: list[CellRecord]) -> tuple[SweepHours
         others = [c for c in cells if c.state is not CellState.PENDING]
         waiting = {c.cell_id for c in admit(pending, others, resources, cap)[1]}
     return hours_of(cells, resources, cap), waiting
+
+
+def group_hours(sweep: SweepRecord, cells: list[CellRecord]) -> str | None:
+    """Hours saved per comparison group (``stop.together``), or ``None`` without groups."""
+    from orchestrator.grid.plan import stored_plan
+    from orchestrator.stopping.budget import group_hours_text, multiplier, saved_by_group
+
+    plan = stored_plan(sweep.name, sweep.plan)
+    if plan.stop is None or not plan.stop.together:
+        return None
+    groups = saved_by_group(cells, plan.resources, plan.stop.together)
+    return group_hours_text(groups, multiplier(plan.resources)[1])
 
 
 def hours_text(hours: SweepHours) -> str:
@@ -138,12 +168,22 @@ def sweep_json(registry: Registry, sweep: SweepRecord, lease: Lease | None) -> d
                           and holder_alive(lease) is not False else None),
         "scheduler": None if lease is None else lease.as_json(),
         "executor": executor_json(registry, sweep),
+        "overrides": list(overrides_of(sweep)),
         "mlflow_experiment_id": sweep.mlflow_experiment_id,
         "mlflow_parent_run_id": sweep.mlflow_parent_run_id,
         "hours": hours.as_json(),
         "cells": [cell_row(c, CAP_REASON if c.cell_id in waiting else None) for c in cells],
         "studies": studies_json(registry, sweep),
+        "notify": notify_json(sweep.name),
     }
+
+
+def notify_json(sweep: str) -> dict[str, Any] | None:
+    """Where the sweep's notifications go (the URL masked) and on which events."""
+    from orchestrator.notify.store import load_config
+
+    config = load_config(sweep)
+    return None if config is None else {"url": config.masked(), "events": list(config.events)}
 
 
 def studies_json(registry: Registry, sweep: SweepRecord) -> list[dict[str, Any]]:
@@ -224,7 +264,16 @@ def print_sweep(console: Console, registry: Registry, sweep: SweepRecord,
         opts = " ".join(f"{k}={v}" for k, v in executor["options"].items())
         console.print(f"executor: {executor['name']} {opts}".rstrip(), highlight=False,
                       markup=False)
+    if overrides := overrides_of(sweep):  # what the spec file was submitted with
+        console.print(f"overrides: {command_line(overrides)}", highlight=False, markup=False)
     console.print(hours_text(hours), highlight=False)
+    groups = group_hours(sweep, cells)
+    if groups:
+        console.print(groups, highlight=False, markup=False)
+    notify = notify_json(sweep.name)
+    if notify is not None:
+        console.print(f"notifications: {notify['url']} on {', '.join(notify['events'])}",
+                      highlight=False, markup=False)
     for study in study_summaries(registry, sweep):
         console.print(study.line(), highlight=False, markup=False)
     shown = table_cells(cells)
@@ -250,12 +299,24 @@ def should_print_progress(counts: Mapping[CellState, int],
     return now - last_printed >= every
 
 
-def progress_line(counts: Mapping[CellState, int], running: Sequence[CellRecord]) -> str:
+def planned_steps(cell: RunningCell) -> int | None:
+    """The cell's length in steps: as its job reports it, else as the plan judged it
+    (its demand), else ``None`` (unknown)."""
+    return cell.total_steps or int((cell.demand or {}).get("steps") or 0) or None
+
+
+def step_text(cell: RunningCell) -> str:
+    """``12/150``, or ``starting`` for a cell whose job has not reported a step yet."""
+    if cell.progress_step is None:
+        return "starting"
+    return f"{cell.progress_step}/{planned_steps(cell) or '?'}"
+
+
+def progress_line(counts: Mapping[CellState, int], running: Sequence[RunningCell]) -> str:
     """``3/8 done · 3 succeeded · 2 running · 3 pending · steps 1a2b3c:4/10 ...``."""
     done = sum(n for s, n in counts.items() if s in TERMINAL_STATES)
     line = f"{done}/{sum(counts.values())} done · {counts_text(counts)}"
-    steps = " ".join(f"{c.cell_id[:6]}:{c.progress_step or 0}/{c.total_steps or '?'}"
-                     for c in running)
+    steps = " ".join(f"{c.cell_id[:6]}:{step_text(c)}" for c in running)
     return line + (f" · steps {steps}" if steps else "")
 
 
@@ -270,7 +331,7 @@ class LineProgress:
         self._last_counts: dict[CellState, int] | None = None
         self._last_printed: float | None = None
 
-    def update(self, counts: Mapping[CellState, int], running: Sequence[CellRecord]) -> None:
+    def update(self, counts: Mapping[CellState, int], running: Sequence[RunningCell]) -> None:
         """Print a line if the counts changed or the heartbeat is due."""
         now = self.clock()
         if not should_print_progress(counts, self._last_counts, now, self._last_printed,
@@ -295,7 +356,7 @@ class LiveProgress:
         self.cell_tasks: dict[str, TaskID] = {}
         self.progress.start()
 
-    def update(self, counts: Mapping[CellState, int], running: Sequence[CellRecord]) -> None:
+    def update(self, counts: Mapping[CellState, int], running: Sequence[RunningCell]) -> None:
         """Move the bars to the registry's current state."""
         done = sum(n for s, n in counts.items() if s in TERMINAL_STATES)
         self.progress.update(self.sweep_task, completed=done, total=sum(counts.values()),
@@ -308,7 +369,7 @@ class LiveProgress:
                 label = f"  {cell_id[:8]} {describe_axes(cell)}"[:60]
                 self.cell_tasks[cell_id] = self.progress.add_task(label, total=None)
             self.progress.update(self.cell_tasks[cell_id], completed=cell.progress_step or 0,
-                                 total=cell.total_steps)
+                                 total=planned_steps(cell))
 
     def close(self) -> None:
         """Drop the per-cell bars and stop redrawing (the sweep bar stays on screen)."""

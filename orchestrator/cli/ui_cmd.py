@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from orchestrator.cli.sweep_options import MlflowOption, RegistryOption
 from orchestrator.errors import Problem, UserInputError
-
-OPEN_WAIT_S = 120  # how long --open waits for the server before giving up
 
 
 def _sweep_experiment(sweep: str | None, registry: str | None) -> tuple[str, str] | None:
@@ -36,27 +35,6 @@ def _sweep_experiment(sweep: str | None, registry: str | None) -> tuple[str, str
             "sweep", "it was recorded without its MLflow experiment", found=sweep,
             fix=f"`kappa resume {sweep}` creates it")])
     return record.name, record.mlflow_experiment_id
-
-
-def _open_when_up(url: str, health: str) -> None:
-    """Open ``url`` once ``health`` answers, from a child (this process becomes the server)."""
-    if os.fork() != 0:
-        return
-    try:
-        import time
-        import urllib.request
-        import webbrowser
-
-        deadline = time.monotonic() + OPEN_WAIT_S
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(health, timeout=2):
-                    webbrowser.open(url)
-                    break
-            except OSError:
-                time.sleep(0.5)
-    finally:
-        os._exit(0)
 
 
 def check_address(host: str, port: int) -> None:
@@ -98,7 +76,8 @@ def ui_cmd(
     """Start the MLflow UI on the store the sweeps log to; print the URL of SWEEP's runs.
 
     The URL opens the sweep's training runs (filtered to the sweep, in the UI's Model
-    training mode). With an MLflow server as the store (--mlflow http://...), no server
+    training mode); it is printed last, once the server answers, without MLflow's
+    start-up messages. With an MLflow server as the store (--mlflow http://...), no server
     is started: the URL is that server's.
     """
     from orchestrator import paths
@@ -126,28 +105,52 @@ def ui_cmd(
     remote = is_server(uri)
     base = without_credentials(uri) if remote else f"http://{browser_host(host)}:{port}"
     url = runs_url(base, found[1], found[0]) if found else experiments_url(base)
-    typer.echo(f"MLflow UI: {url}")
-    if found:
-        typer.echo(f"  the runs of sweep {found[0]}; see docs/mlflow-ui.md to compare them")
+    notes = [f"the runs of sweep {found[0]}; see docs/mlflow-ui.md to compare them"] if found \
+        else []
     if remote:
+        _announce(url, notes)
         if open_browser:
             import webbrowser
 
             webbrowser.open(url)
         return
-    typer.echo(f"  store: {redact(uri)}; Ctrl-C stops the server")
+    notes.append(f"store: {redact(uri)}; Ctrl-C stops the server")
+    _serve(uri, store, host, port, url, notes, f"{base}/health", open_browser)
+
+
+def _announce(url: str, notes: list[str]) -> None:
+    """The URL, on a line of its own, with what it shows underneath."""
+    typer.echo(f"MLflow UI: {url}")
+    for note in notes:
+        typer.echo(f"  {note}")
     sys.stdout.flush()
-    env = {**os.environ, "MLFLOW_BACKEND_STORE_URI": uri}  # not argv: `ps` would show it
-    # Server-side jobs run GenAI judges and evaluations, never needed for training runs;
-    # without them the server is one process instead of eight (the user's setting wins).
-    env.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
-    if store is not None:
-        env["MLFLOW_DEFAULT_ARTIFACT_ROOT"] = paths.mlflow_artifact_root().resolve().as_uri()
-    if open_browser:
-        _open_when_up(url, f"{base}/health")
-    # Become the server, so that signals (Ctrl-C, kill) reach it directly.
-    os.execve(sys.executable, [sys.executable, "-m", "mlflow", "server", "--host", host,
-                               "--port", str(port)], env)
+
+
+def _serve(uri: str, store: Path | None, host: str, port: int, url: str, notes: list[str],
+           health: str, open_browser: bool) -> None:
+    """Start the local MLflow server on ``uri``; print the URL once it answers; stay
+    until it stops (Ctrl-C), then exit with its code."""
+    from orchestrator import paths
+    from orchestrator.cli.ui_server import check_port_free, serve, server_env
+
+    check_port_free(host, port)
+    typer.echo(f"starting the MLflow UI on {host}:{port} ...", err=True)
+    root = paths.mlflow_artifact_root().resolve().as_uri() if store is not None else None
+
+    def announce(up: bool) -> None:
+        _announce(url, notes if up else [*notes, f"(the server has not answered at {health} "
+                                                  "yet: the page may take a moment)"])
+        if open_browser:
+            import webbrowser
+
+            webbrowser.open(url)
+
+    code = serve([sys.executable, "-m", "mlflow", "server", "--host", host, "--port",
+                  str(port)], server_env(os.environ, uri, root), health, announce)
+    if code not in (0, 130, 143):  # 130, 143: stopped by Ctrl-C or kill
+        typer.echo(f"error: the MLflow server exited with code {code}; its output is above",
+                   err=True)
+    raise typer.Exit(code)
 
 
 def register(app: typer.Typer) -> None:

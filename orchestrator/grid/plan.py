@@ -65,6 +65,9 @@ class SweepPlan(_Frozen):
     stop: StopRules | None = None
     search: SearchSpec | None = None
     studies: tuple[StudyCell, ...] = ()
+    #: The command-line overrides the spec was submitted with (Hydra grammar), in order;
+    #: the stored spec text is the spec as resolved after them.
+    overrides: tuple[str, ...] = ()
 
     @property
     def gpu_hours(self) -> float:

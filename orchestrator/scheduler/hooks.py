@@ -87,6 +87,15 @@ class SchedulerHook(Protocol):
         first hook that answers wins; ``None``: the ordinary success/failure path)."""
         return None
 
+    def on_cell_end(self, registry: Registry, cell_id: str, status: str) -> None:
+        """The cell's run ended for good (``status``: its MLflow status, ``FINISHED``,
+        ``FAILED`` or ``KILLED``): succeeded, failed with no retry left, or cancelled."""
+        return None
+
+    def on_sweep_end(self, registry: Registry) -> None:
+        """The sweep has nothing left to run (the loop is about to return)."""
+        return None
+
     def busy(self) -> bool:
         """Whether the loop must keep going for this hook even with no cell left (a
         search with trials left to ask)."""

@@ -119,6 +119,8 @@ class SweepScheduler:
                 self._pause()
         finally:
             self.tracker.flush()  # runs ended in the background reach the store
+        for hook in self.hooks:  # e.g. the end-of-sweep notification
+            hook.on_sweep_end(self.registry)
         # Still under the lease: a scheduler for cells submitted meanwhile starts
         # after this and reopens the parent run.
         close_sweep_runs(self.registry, self._sweep(), self.tracker)
@@ -386,3 +388,5 @@ class SweepScheduler:
 
     def _finish_run(self, cell_id: str, status: str) -> None:
         self.runs.finish(self.registry, cell_id, status)
+        for hook in self.hooks:  # e.g. a notification of a cell that failed for good
+            hook.on_cell_end(self.registry, cell_id, status)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -115,11 +116,14 @@ class SpecReading:
     selections_sound: bool
 
 
-def read_spec(text: str, filename: str = "<spec>", path: Path | None = None) -> SpecReading:
+def read_spec(text: str, filename: str = "<spec>", path: Path | None = None,
+              overrides: Sequence[str] = ()) -> SpecReading:
     """Parse a spec from YAML text and check it against itself and its backend's settings
     model. Raises ``UserInputError`` only when no spec can be made at all; otherwise the
     problems come with the spec (stand-ins for wrong leaf keys), so the cells' problems
-    can be reported in the same run (:func:`orchestrator.grid.plan.parse_plan`)."""
+    can be reported in the same run (:func:`orchestrator.grid.plan.parse_plan`).
+    ``overrides`` (Hydra grammar, :mod:`orchestrator.spec.overrides`) edit the document
+    first; the spec's ``source_text`` is then the resolved YAML."""
     from orchestrator.backends import BACKENDS, get_backend
     from orchestrator.spec.blocks import search_problems, stop_problems
     from orchestrator.spec.references import check_references
@@ -132,6 +136,11 @@ def read_spec(text: str, filename: str = "<spec>", path: Path | None = None) -> 
                         found=type(data).__name__) if data is not None
             else Problem(location="", message="the spec file is empty", file=filename,
                          line=1, column=1, fix="start with name: my-sweep")])
+    if overrides:
+        from orchestrator.spec.overrides import resolve
+
+        doc, text = resolve(doc, overrides)
+        data = doc.data
     deferred: list[Problem] = []
     try:
         spec = Spec.model_validate(data)
@@ -161,11 +170,13 @@ def read_spec(text: str, filename: str = "<spec>", path: Path | None = None) -> 
         selections_sound=not references)
 
 
-def parse_spec(text: str, filename: str = "<spec>", path: Path | None = None) -> Spec:
-    """Parse and check a spec from YAML text (:func:`read_spec`); raise ``UserInputError``
-    with every problem the spec alone shows (settings values are validated when the grid
-    is expanded; :func:`orchestrator.grid.plan.parse_plan` does both at once)."""
-    reading = read_spec(text, filename, path)
+def parse_spec(text: str, filename: str = "<spec>", path: Path | None = None,
+               overrides: Sequence[str] = ()) -> Spec:
+    """Parse and check a spec from YAML text (:func:`read_spec`, ``overrides`` applied);
+    raise ``UserInputError`` with every problem the spec alone shows (settings values are
+    validated when the grid is expanded; :func:`orchestrator.grid.plan.parse_plan` does
+    both at once)."""
+    reading = read_spec(text, filename, path, overrides)
     if reading.problems:
         raise UserInputError(f"{filename}: invalid spec", list(reading.problems))
     return reading.spec
@@ -180,7 +191,8 @@ def _with_leaf_stand_ins(data: dict[str, Any], exc: ValidationError) -> dict[str
     return {**{k: v for k, v in data.items() if k not in wrong}, **stand_ins}
 
 
-def load_spec(path: str | Path) -> Spec:
-    """Read (at most ``MAX_FILE_BYTES``) and parse the spec file at ``path``."""
+def load_spec(path: str | Path, overrides: Sequence[str] = ()) -> Spec:
+    """Read (at most ``MAX_FILE_BYTES``) and parse the spec file at ``path``, with
+    command-line ``overrides`` (Hydra grammar) applied."""
     file = Path(path)
-    return parse_spec(read_yaml_file(file, "spec"), str(file), file)
+    return parse_spec(read_yaml_file(file, "spec"), str(file), file, overrides)

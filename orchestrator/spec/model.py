@@ -35,6 +35,7 @@ from orchestrator.limits import (
     MAX_NODES,
     MAX_RETRIES,
 )
+from orchestrator.spec.notify_block import NotifySpec
 from orchestrator.spec.search_block import SearchSpec
 from orchestrator.spec.stop_block import StopRules
 from orchestrator.spec.yaml_source import SourceDocument, dotted
@@ -141,6 +142,10 @@ class Spec(_Strict):
     search: SearchSpec | None = Field(
         None, description="An adaptive search (Optuna) over some settings: one study per "
                           "axis combination (docs/spec.md#search).")
+    notify: NotifySpec | None = Field(
+        None, description="Chat messages (a webhook) when the sweep ends, a cell fails for "
+                          "good, a canary fails or a diverged rule fires "
+                          "(docs/spec.md#notifications).")
     # Extension point: multi-phase cells (warm start -> RL -> eval with different
     # settings) will be described here. Reserved now so that specs fail loudly
     # instead of silently ignoring it.

@@ -99,8 +99,9 @@ class GroupStop:
     def request(self, rule: str) -> StopRequest:
         """The stop request every member gets (the same for all)."""
         others = len(self.members) - 1
-        reason = (f"{rule} at step {self.step}, together with {others} other cell"
-                  f"{'s' if others != 1 else ''} of its comparison group (all met it by step "
+        # "<rule> at step N (...)": status shortens a reason at its first " (".
+        reason = (f"{rule} at step {self.step} (together with {others} other cell"
+                  f"{'s' if others != 1 else ''} of its comparison group; all met it by step "
                   f"{self.met_by})")
         return StopRequest(rule, self.step, reason, "succeeded", met_by=self.met_by)
 

@@ -205,6 +205,7 @@ def run_canaries(plan: CanaryPlan, stores: Stores = Stores(), *, rerun: bool = F
     executor is ``executor``, else ``choice`` completed from what the grid's sweep used last
     (else local): canaries run where the grid will. It is checked (and a cluster reached,
     and every canary's GPUs checked against it) before anything is written."""
+    from orchestrator.notify.store import effective, save_config
     from orchestrator.tracking import Tracker
 
     chosen = None
@@ -216,6 +217,7 @@ def run_canaries(plan: CanaryPlan, stores: Stores = Stores(), *, rerun: bool = F
     ids = [c.cell.cell_id for c in plan.canaries]
     if not ids:  # nothing to vouch for: nothing recorded, nothing run
         return CanaryOutcome(plan, (), 0)
+    notify = effective(plan.grid.spec.notify)  # a failed canary is posted (canary_failed)
     with stores.open_registry() as registry:
         before = {c.cell_id for c in registry.cells(plan.name, [CellState.SUCCEEDED])} \
             if registry.find_sweep(plan.name) is not None else set()
@@ -225,6 +227,7 @@ def run_canaries(plan: CanaryPlan, stores: Stores = Stores(), *, rerun: bool = F
         for stale in registry.cells(plan.name, [CellState.PENDING]):
             if stale.cell_id not in ids:
                 registry.transition(stale, CellState.PENDING, CellState.CANCELLED)
+    save_config(plan.name, notify)
     if chosen is not None:
         remember_executor(plan.name, chosen, stores)
     resume(plan.name, stores, max_parallel=max_parallel, options=options, executor=executor)

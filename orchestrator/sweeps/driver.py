@@ -67,6 +67,7 @@ def submit(
     executor, else local) is checked, and a ray_jobs cluster reached, before anything is
     written; ``executor`` overrides it.
     """
+    from orchestrator.notify.store import effective, save_config
     from orchestrator.tracking import Tracker
 
     prepared = spec_path if isinstance(spec_path, PreparedSweep) else prepare(spec_path)
@@ -76,10 +77,12 @@ def submit(
     check_fit(prepared.demands.items(),
               executor if executor is not None else ExecutorChoice().make(max_parallel),
               prepared.spec.resources)
+    notify = effective(prepared.spec.notify)  # an unset ${NAME}: refused, nothing written
     with stores.open_registry() as registry:
         result = record(prepared, registry, Tracker(stores.mlflow_uri), rerun=rerun)
         if chosen is not None:
             remember_executor(result.sweep, chosen, registry)
+    save_config(result.sweep, notify)  # the latest submit decides what is notified
     if wait:
         resume(result.sweep, stores, max_parallel=max_parallel, options=options,
                executor=executor)
@@ -152,8 +155,10 @@ def build_scheduler(registry: Registry, sweep: SweepRecord, backend: Backend,
     """The loop for ``sweep`` with the hooks its plan asks for: its stopping rules
     and GPU-hours cap (always: a stop a pruner requested is ended through them too), and
     its search if it has one; the spec's ``resources`` size each cell's job. All of it is
-    read from the sweep's stored plan (an unreadable one is a ``UserInputError``)."""
+    read from the sweep's stored plan (an unreadable one is a ``UserInputError``); its
+    notifications, if any, from what its latest submit recorded (:mod:`orchestrator.notify`)."""
     from orchestrator.grid.plan import stored_plan
+    from orchestrator.notify.hook import NotifyHook
     from orchestrator.search.hook import SearchHook
     from orchestrator.stopping.hook import SweepStopping
 
@@ -162,6 +167,9 @@ def build_scheduler(registry: Registry, sweep: SweepRecord, backend: Backend,
     hooks: list[SchedulerHook] = [stopping]
     if plan.search is not None:
         hooks.append(SearchHook(sweep.name, plan, backend))
+    notify = NotifyHook.of(sweep.name, stopping.resources)  # what its latest submit asked
+    if notify is not None:
+        hooks.append(notify)
     return SweepScheduler(registry, sweep.name, backend, executor, tracker,
                           options or SchedulerOptions(), order=order, hooks=hooks,
                           resources=stopping.resources)

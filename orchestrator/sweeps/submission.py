@@ -13,7 +13,7 @@ run folder kept beside the new one as ``<cell id>.prev-<n>``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,13 +23,20 @@ from pydantic import BaseModel
 from orchestrator.backends import Backend, get_backend
 from orchestrator.backends.base import Demand
 from orchestrator.errors import UserInputError
-from orchestrator.grid.plan import SweepPlan, load_plan
+from orchestrator.grid.plan import SweepPlan, stored_plan
 from orchestrator.paths import CANARY_SUFFIX, is_canary_sweep, runs_root
-from orchestrator.registry import CellState, Registry
+from orchestrator.redact import redact
+from orchestrator.registry import CellState, Registry, SweepRecord
 from orchestrator.registry.locks import sweep_record_lock
 from orchestrator.runs.cell_file import write_cell_file
 from orchestrator.runs.folder import start_over, write_config
 from orchestrator.spec.model import Spec
+from orchestrator.spec.overrides import command_line
+from orchestrator.sweeps.spec_plan import load_plan_with
+
+#: The MLflow parent run's tag holding the overrides (shell-quoted, as typed).
+OVERRIDES_TAG = "kappa.overrides"
+MAX_TAG_CHARS = 5000  # MLflow's limit on a tag value
 
 
 @dataclass(frozen=True)
@@ -64,12 +71,15 @@ class SubmitResult:
     parent_run_id: str
 
 
-def prepare(spec_path: str | Path, models: bool = False) -> PreparedSweep:
-    """Read ``spec_path`` once, validate it and every one of its cells (preflighted as
-    one batch) and make its plan; write nothing. ``models``: keep each cell's validated
-    settings too (``PreparedSweep.models``, what its canary starts from)."""
+def prepare(spec_path: str | Path, models: bool = False,
+            overrides: Sequence[str] = ()) -> PreparedSweep:
+    """Read ``spec_path`` once, apply the command-line ``overrides`` (Hydra grammar), validate
+    it and every one of its cells (preflighted as one batch) and make its plan; write
+    nothing. ``models``: keep each cell's validated settings too (``PreparedSweep.models``,
+    what its canary starts from). The spec's text is then the resolved spec, and the plan
+    keeps the overrides: what the sweep stores, so everything later shows what ran."""
     # Each cell validated once, its demand judged (and its model kept if asked).
-    planned = load_plan(spec_path, judge=True, models=models)
+    planned = load_plan_with(spec_path, overrides, judge=True, models=models)
     spec = planned.spec
     if is_canary_sweep(spec.name):
         raise UserInputError(f"{spec.filename}: reserved sweep name", [spec.problem(
@@ -80,8 +90,20 @@ def prepare(spec_path: str | Path, models: bool = False) -> PreparedSweep:
     # added by the scheduler as Optuna asks for them (orchestrator.search.hook).
     cells = () if spec.search is not None else tuple(planned.cells)
     demands = {c.cell_id: planned.grid.demands[c.cell_id] for c in cells}
-    return PreparedSweep(spec=spec, backend=backend, cells=cells, plan=planned.sweep_plan(),
+    sweep_plan = planned.sweep_plan()
+    if overrides:
+        sweep_plan = sweep_plan.model_copy(update={"overrides": tuple(overrides)})
+    return PreparedSweep(spec=spec, backend=backend, cells=cells, plan=sweep_plan,
                          demands=demands, models=planned.grid.models)
+
+
+def overrides_of(sweep: SweepRecord) -> tuple[str, ...]:
+    """The command-line overrides ``sweep`` was last submitted with (none for a sweep
+    without a readable plan: its status still shows)."""
+    try:
+        return tuple(stored_plan(sweep.name, sweep.plan).overrides)
+    except UserInputError:
+        return ()
 
 
 def record(
@@ -105,8 +127,12 @@ def _record(prepared: PreparedSweep, registry: Registry, tracker: Any,
     spec = prepared.spec
     is_new = registry.find_sweep(spec.name) is None
     experiment_id = tracker.ensure_experiment(spec.name)
+    # Always set: a resubmit without overrides must not show the last one's. A password
+    # in a URL is masked, as everywhere kappa shows text.
+    overrides = redact(command_line(prepared.plan.overrides))
     parent_run_id, run_is_new = tracker.sweep_run(
-        experiment_id, spec.name, spec.source_text, tags={"kappa.backend": spec.backend})
+        experiment_id, spec.name, spec.source_text,
+        tags={"kappa.backend": spec.backend, OVERRIDES_TAG: overrides[:MAX_TAG_CHARS]})
     try:
         registry.upsert_sweep(spec.name, backend=spec.backend, spec_text=spec.source_text,
                               mlflow_experiment_id=experiment_id,

@@ -4,7 +4,8 @@ A training process appends each record (one step's metrics) to the outbox with i
 position and the timestamp it will carry; a sender (a thread of the trainer; at the end,
 whoever finishes the run) delivers it in order, recording how many records the run has::
 
-    mlflow-outbox.jsonl  {"seq": int, "step": int, "ts": int (ms), "metrics": {name: float}}
+    mlflow-outbox.jsonl  {"seq": int, "step": int, "ts": int (ms), "metrics": {name: float},
+                          "origin"?: str}   # origin: the queuer's own note, not sent
     mlflow-sent.json     {"run_id": str, "sent": int}   # records 0 .. sent-1 are in MLflow
 
 A redone step's record is not queued again, and a sender killed mid-call resends with
@@ -81,16 +82,21 @@ class Outbox:
             if data and not data.endswith(b"\n"):
                 fh.truncate(data.rfind(b"\n") + 1)
 
-    def put(self, seq: int, step: int, metrics: Mapping[str, float]) -> bool:
+    def put(self, seq: int, step: int, metrics: Mapping[str, float],
+            origin: str | None = None) -> bool:
         """Queue record ``seq`` unless the outbox has it already (a redone step); whether
-        it was queued. Records must come in order: ``seq`` is at most :meth:`length`."""
+        it was queued. Records must come in order: ``seq`` is at most :meth:`length`.
+        ``origin`` (kept in the record, not sent) says where a queuer took it from."""
         have = self.length()
         if seq < have:
             return False
         if seq > have:
             raise ValueError(f"outbox of {self.run_dir} has {have} records; cannot queue #{seq}")
-        line = json.dumps({"seq": seq, "step": step, "ts": int(time.time() * 1000),
-                           "metrics": dict(metrics)})
+        record: dict[str, object] = {"seq": seq, "step": step, "ts": int(time.time() * 1000),
+                                     "metrics": dict(metrics)}
+        if origin is not None:
+            record["origin"] = origin
+        line = json.dumps(record)
         with open(self.path, "a") as fh:
             fh.write(line + "\n")
             fh.flush()

@@ -122,11 +122,17 @@ class Tracker:
             env["MLFLOW_ALLOW_FILE_STORE"] = "true"
         return env
 
-    def _search(self, experiment_ids: list[str], filter_string: str) -> Iterator[Run]:
+    def _search(self, experiment_ids: list[str], filter_string: str,
+                deleted: bool = False) -> Iterator[Run]:
+        """The runs ``filter_string`` finds (``deleted``: among the deleted ones only)."""
+        from mlflow.entities import ViewType
+
+        view = ViewType.DELETED_ONLY if deleted else ViewType.ACTIVE_ONLY
         token: str | None = None
         while True:
             page = self.client.search_runs(experiment_ids, filter_string=filter_string,
-                                           max_results=500, page_token=token)
+                                           run_view_type=view, max_results=500,
+                                           page_token=token)
             yield from page
             token = page.token
             if not token:
@@ -192,11 +198,31 @@ class Tracker:
     def delete_sweep_runs(self, parent_run_id: str) -> int:
         """Delete a sweep's parent run and all its child runs; how many were deleted."""
         parent = self.client.get_run(parent_run_id)
-        children = [run.info.run_id for run in self._search(
-            [parent.info.experiment_id], f"tags.`{PARENT_TAG}` = '{quote_free(parent_run_id)}'")]
-        for run_id in [*children, parent_run_id]:
-            self.client.delete_run(run_id)
+        children = list(self._search(
+            [parent.info.experiment_id], f"tags.`{PARENT_TAG}` = '{quote_free(parent_run_id)}'"))
+        for run in [*children, parent]:
+            self.discard_run(run.info.run_id, run.info.status)
         return len(children) + 1
+
+    def discard_run(self, run_id: str, status: str = "RUNNING") -> None:
+        """Delete a run no attempt will log into, ended first (``KILLED``) if it is
+        ``status`` RUNNING: MLflow cannot end a deleted run, which would stay RUNNING."""
+        if status == "RUNNING":
+            self.client.set_terminated(run_id, "KILLED")
+        self.client.delete_run(run_id)
+
+    def end_deleted_cell_runs(self, parent_run_id: str, cell_id: str) -> int:
+        """End (``KILLED``) the cell's child runs that were deleted while RUNNING (by a
+        kappa before :meth:`discard_run`); how many. MLflow ends only active runs, so
+        each is restored, ended and deleted again."""
+        found = list(self._search([self.experiment_of(parent_run_id)],
+                                  f"tags.`{PARENT_TAG}` = '{quote_free(parent_run_id)}' "
+                                  f"and tags.`kappa.cell_id` = '{quote_free(cell_id)}' "
+                                  "and attributes.status = 'RUNNING'", deleted=True))
+        for run in found:
+            self.client.restore_run(run.info.run_id)
+            self.discard_run(run.info.run_id)
+        return len(found)
 
     # -- a cell's child run -------------------------------------------------------------
     def experiment_of(self, parent_run_id: str) -> str:
@@ -223,7 +249,8 @@ class Tracker:
         (the scheduler's, off its critical path)."""
         if experiment_id is not None:
             self._experiments.setdefault(parent_run_id, experiment_id)
-        if may_exist:
+        if may_exist:  # after a crash: what an abandoned attempt may have left
+            self.end_deleted_cell_runs(parent_run_id, cell.cell_id)
             existing = self.find_cell_run(parent_run_id, cell.cell_id)
             if existing is not None:
                 run = self.client.get_run(existing)
@@ -232,7 +259,7 @@ class Tracker:
                         self.client.update_run(existing, status="RUNNING")
                     return existing
                 # Left half-made by a process that died while creating it.
-                self.client.delete_run(existing)
+                self.discard_run(existing, run.info.status)
         tags = cell_tags(cell.axes, cell.labels, cell_id=cell.cell_id, sweep_name=sweep_name,
                          git_commit=git_commit)
         tags.update({PARENT_TAG: parent_run_id, ROLE_TAG: "cell",
@@ -245,7 +272,7 @@ class Tracker:
                 self.log_cell_params(run_id, cell)
             except BaseException:
                 # A run without its params would mislead every comparison: remove it.
-                self.client.delete_run(run_id)
+                self.discard_run(run_id)
                 raise
         return run_id
 

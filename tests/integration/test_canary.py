@@ -161,10 +161,25 @@ axes:
 {extra}
   seed: [0, 1]
 """
-# Validates (a positive float), but the optimizer's float32 step cannot hold it: the first
-# update raises. A canary catches it in seconds instead of after a cluster's queue.
-# (Rewards and coefficients past float32 are refused at validation already.)
-OVERFLOW = "    huge: {learning_rate: 1.0e+39}"
+# Validates, but its job fails before its first step: a folder stands where its own warm
+# start (seed 7) is cached (:func:`_block_warm_start`; in life, a cache on a broken disk).
+# A canary catches it in seconds instead of after a cluster's queue. (This was a learning
+# rate of 1e39, which float32 cannot hold: validation refuses it now, as it refuses
+# rewards and coefficients past float32.)
+BROKEN = "    broken: {warm_start: {seed: 7}}"
+
+
+def _block_warm_start(spec_text: str, variant: str) -> None:
+    """Put a folder where ``variant``'s warm start is cached: it cannot be written."""
+    from orchestrator.backends.embedded.settings import EmbeddedSettings
+    from orchestrator.backends.embedded.warmstart import cache_path
+    from orchestrator.grid.expand import expand
+    from orchestrator.spec.loader import parse_spec
+
+    cell = next(c for c in expand(parse_spec(spec_text, "spec.yaml")).cells
+                if c.axes["kappa"] == variant)
+    (cache_path(EmbeddedSettings.model_validate(cell.settings)) / "in-the-way").mkdir(
+        parents=True)
 
 
 def _kappa_cli() -> list[str]:
@@ -174,26 +189,28 @@ def _kappa_cli() -> list[str]:
 def test_embedded_canary_catches_a_cell_that_crashes_at_step_one(
         home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec = tmp_path / "tiny.yaml"
-    spec.write_text(TINY_EMBEDDED.format(extra=OVERFLOW))
+    spec.write_text(TINY_EMBEDDED.format(extra=BROKEN))
+    _block_warm_start(spec.read_text(), "broken")
     # In this process (the cells are processes of their own): one interpreter start less.
     ran = run_kappa(capsys, "submit", str(spec), "--canary", "--max-parallel", "2")
     out = ran.output
     assert ran.code == 2, out
     assert "2 canaries for 4 cells" in out and "1 of 2 failed" in out
-    assert "kappa=huge, seed=0" in out and "overflow" in out  # the crash, from the log
+    assert "kappa=broken, seed=0" in out and "Is a directory" in out  # the crash, from the log
     with Registry.open() as reg:
         assert reg.find_sweep("tiny-canary") is None
         canaries = {c.axes["kappa"]: c for c in reg.cells("tiny-canary.canary")}
-    ok, huge = canaries["k1"], canaries["huge"]
-    assert (ok.state, huge.state) == (CellState.SUCCEEDED, CellState.FAILED)
-    assert huge.progress_step in (None, 0)  # it died in its first step
+    ok, broken = canaries["k1"], canaries["broken"]
+    assert (ok.state, broken.state) == (CellState.SUCCEEDED, CellState.FAILED)
+    assert broken.progress_step in (None, 0)  # it died before its first step
     # The passing canary took the whole path: 2 steps, a checkpoint, the final evaluation.
     assert ok.progress_step == 2 and ok.settings["max_steps"] == 2
     assert "eval/add-val/mean@1" in (ok.final_metrics or {})
     run_dir = Path(ok.run_dir or "")
     assert (run_dir / "checkpoints" / "step_2.pt").exists()
-    # Both canaries are seed 0: one warm start, the one seed 0's full runs will load.
-    assert len(list((home / "cache" / "embedded").glob("warmstart-*.pt"))) == 1
+    # The passing canary built its warm start, the one seed 0's full runs will load.
+    assert len([p for p in (home / "cache" / "embedded").glob("warmstart-*.pt")
+                if p.is_file()]) == 1
     tags = mlflow_runs(home, "tiny-canary.canary")
     assert len(tags) == 3 and all(t.get("kappa.canary") == "true" for t in tags)
 
@@ -211,7 +228,7 @@ def test_embedded_canaries_pass_then_the_grid_runs(home: Path, tmp_path: Path) -
         grid = reg.cells("tiny-canary")
     assert [c.state for c in grid] == [CellState.SUCCEEDED] * 2
     assert {c.progress_step for c in grid} == {3}
-    # The canary's warm start (seed 0) was the grid's: two seeds, two cache entries.
-    assert len(list((home / "cache" / "embedded").glob("warmstart-*.pt"))) == 2
+    # The canary's warm start was the grid's: every RL seed starts from the same one.
+    assert len(list((home / "cache" / "embedded").glob("warmstart-*.pt"))) == 1
     table = kappa("table", "tiny-canary", "--rows", "kappa", cli=_kappa_cli())
     assert table.returncode == 0, table.stderr

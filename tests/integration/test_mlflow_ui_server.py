@@ -110,14 +110,16 @@ printf '%s' "$1" > "$(dirname "$0")/opened.txt"
 
 @dataclass(frozen=True)
 class Served:
-    """A sweep served by ``kappa ui``: the server's base URL, KAPPA_HOME, what ``kappa ui``
-    printed, the file its browser wrote the opened URL to, and the server's pid."""
+    """A sweep served by ``kappa ui``: the server's base URL, KAPPA_HOME, the URL ``kappa
+    ui`` printed, the file its browser wrote the opened URL to, ``kappa ui``'s pid and
+    the file its output went to."""
 
     base: str
     home: Path
     printed: str
     opened: Path
     pid: int
+    log: Path
 
 
 def kappa_ui(home: Path, port: int, log: Path, *args: str) -> subprocess.Popen[bytes]:
@@ -151,9 +153,12 @@ def served_sweep(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     base = f"http://127.0.0.1:{port}"
     try:
         wait_until_up(base, proc, log)
-        printed = re.search(r"^MLflow UI: (\S+)$", log.read_text(), re.MULTILINE)
-        assert printed is not None, log.read_text()
-        yield Served(base, home, printed.group(1), home.parent / "opened.txt", proc.pid)
+        deadline = time.monotonic() + STARTUP_LIMIT  # printed once the server answers
+        while (printed := re.search(r"^MLflow UI: (\S+)$", log.read_text(), re.MULTILINE)) \
+                is None:
+            assert time.monotonic() < deadline and proc.poll() is None, log.read_text()
+            time.sleep(0.2)
+        yield Served(base, home, printed.group(1), home.parent / "opened.txt", proc.pid, log)
     finally:
         stop(proc)
 
@@ -231,8 +236,22 @@ def test_kappa_ui_lands_on_the_sweeps_runs(served_sweep: Served) -> None:
         time.sleep(0.2)
     assert served_sweep.opened.read_text() == served_sweep.printed
     # The store reached the server through its environment, not its command line.
-    cmdline = Path(f"/proc/{served_sweep.pid}/cmdline").read_bytes().split(b"\0")
-    assert b"--backend-store-uri" not in cmdline and b"server" in cmdline
+    import psutil
+
+    [server] = [p.cmdline() for p in psutil.Process(served_sweep.pid).children()]
+    assert "--backend-store-uri" not in server and "server" in server, server
+
+
+@pytest.mark.slow
+def test_kappa_ui_prints_the_url_last_without_the_servers_noise(served_sweep: Served) -> None:
+    """Before, four Starlette deprecation warnings, "Registry store URI not provided" and
+    uvicorn's start-up lines came after the URL and scrolled it away (issue 18, 7)."""
+    lines = served_sweep.log.read_text().splitlines()
+    assert lines[0].startswith("starting the MLflow UI on 127.0.0.1:"), lines
+    assert lines[1] == f"MLflow UI: {served_sweep.printed}", lines
+    assert lines[2].startswith("  the runs of sweep ui-mini") and "Ctrl-C" in lines[3], lines
+    for noise in ("Warning", "Registry store URI", "INFO:", "Security middleware"):
+        assert not any(noise in line for line in lines), (noise, lines)
 
 
 @pytest.mark.slow

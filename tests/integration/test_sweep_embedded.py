@@ -6,28 +6,13 @@ from pathlib import Path
 
 import pytest
 from kit.home import seed_mlflow_store
+from kit.tiny_spec import tiny_embedded
 
 from orchestrator.registry import CellState, Registry
 from orchestrator.sweeps.driver import submit
 
-TINY = """\
-name: tiny-embedded
-backend: embedded
-base:
-  task: arithmetic
-  group_size: 4
-  prompts_per_step: 4
-  ppo_mini_batches: 1
-  max_steps: 3
-  val_every: 2
-  val_size: 16
-  eval_samples: 2
-  checkpoint_every: 1
-  model: {d_model: 16, n_layers: 1, n_heads: 2}
-  warm_start: {steps: 5, batch_size: 8}
-axes:
-  baseline: [grpo, drgrpo]
-"""
+TINY = tiny_embedded("tiny-embedded", {"baseline": ["grpo", "drgrpo"]}, val_every=2,
+                     checkpoint_every=1)
 
 
 @pytest.mark.slow

@@ -165,8 +165,11 @@ def test_delete_sweep_runs_undoes_a_submit(tracker: Tracker) -> None:
     for i in range(2):
         cell = make_cell(f"cell{i:08d}", i, {"seed": i}, {"seed": i})
         tracker.create_cell_run(parent, cell, "toy")
+    children = [r.info.run_id for r in tracker.client.search_runs([experiment_id])
+                if r.info.run_id != parent]
     assert tracker.delete_sweep_runs(parent) == 3
     assert tracker.client.search_runs([experiment_id]) == []
+    assert all(_deleted_and_ended(tracker, run_id) for run_id in [*children, parent])
     assert tracker.sweep_run(experiment_id, "toy", "")[0] != parent
 
 
@@ -179,8 +182,14 @@ def test_half_made_child_run_is_replaced(tracker: Tracker) -> None:
     ).info.run_id
     fresh = tracker.create_cell_run(parent, CELL, "toy")
     assert fresh != stale
-    assert tracker.client.get_run(stale).info.lifecycle_stage == "deleted"
+    assert _deleted_and_ended(tracker, stale)
     assert len(tracker.client.get_run(fresh).data.params) > 100
+
+
+def _deleted_and_ended(tracker: Tracker, run_id: str) -> bool:
+    """Deleted, and not left RUNNING (issue 19, 9: one in each of two kill runs was)."""
+    info = tracker.client.get_run(run_id).info
+    return (info.lifecycle_stage, info.status) == ("deleted", "KILLED")
 
 
 def test_bad_status_is_refused(tracker: Tracker) -> None:
@@ -228,6 +237,21 @@ def test_run_whose_params_never_came_is_replaced(tracker: Tracker) -> None:
     assert tracker.client.get_run(stale).data.params == {}
     fresh = tracker.create_cell_run(parent, CELL, "toy")
     assert fresh != stale
-    assert tracker.client.get_run(stale).info.lifecycle_stage == "deleted"
+    assert _deleted_and_ended(tracker, stale)
     # Completing a run's params logs only the missing ones.
     assert tracker.log_cell_params(fresh, CELL, only_missing=True) == 0
+
+
+def test_a_run_deleted_while_running_is_ended_when_its_cell_launches_again(
+        tracker: Tracker) -> None:
+    """What an earlier kappa left after a kill: a half-made child run deleted while
+    RUNNING. The next launch that looks for the cell's run (after a crash) ends it."""
+    experiment_id = tracker.ensure_experiment("toy")
+    parent = tracker.sweep_run(experiment_id, "toy", "")[0]
+    stale = tracker.create_cell_run(parent, CELL, "toy", may_exist=False, log_params=False)
+    tracker.client.delete_run(stale)
+    assert tracker.client.get_run(stale).info.status == "RUNNING"
+    fresh = tracker.create_cell_run(parent, CELL, "toy")
+    assert _deleted_and_ended(tracker, stale)
+    assert tracker.client.get_run(fresh).info.status == "RUNNING"
+    assert tracker.end_deleted_cell_runs(parent, CELL.cell_id) == 0  # nothing left to end

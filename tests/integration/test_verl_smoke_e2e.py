@@ -5,9 +5,10 @@ does, for real: the command builds the tiny model, prompts and spec, submits the
 to the real scheduler and local executor (``CUDA_VISIBLE_DEVICES`` names two pretend
 devices; no CUDA is used), the phase driver launches ``settings.python``, which here is
 :data:`FAKE_VERL` instead of verl's interpreter. The fake checks what a real verl would
-need on the node (model folder, parquet files, reward file, plug-in variable) and, as
-verl's MLflow logger does, logs to the run named by the MLflow variables kappa forwards
-*in its command line* (``+ray_kwargs.ray_init.runtime_env.env_vars.*``). Then the
+need on the node (model folder, parquet files, reward file, plug-in variable), refuses
+verl's own MLflow logger, and writes verl's file log at the path kappa forwards *in its
+command line* (``+ray_kwargs.ray_init.runtime_env.env_vars.*``); kappa's phase driver
+sends that log to the cell's MLflow run through the run folder's outbox. Then the
 command's verdicts and exit code are checked.
 """
 
@@ -26,7 +27,7 @@ from orchestrator.backends.verl import smoke
 pytestmark = pytest.mark.slow
 
 FAKE_VERL = r'''
-import json, os, sys, time
+import json, os, sys
 from pathlib import Path
 
 PREFIX = "+ray_kwargs.ray_init.runtime_env.env_vars."
@@ -39,9 +40,7 @@ for key in ("data.train_files", "data.val_files"):
         assert Path(name).is_file(), name
 assert Path(args["reward.custom_reward_function.path"]).is_file()
 assert ray_env["VERL_USE_EXTERNAL_MODULES"] == "kappa_verl"
-from mlflow import MlflowClient
-from mlflow.entities import Metric
-client = MlflowClient(ray_env["MLFLOW_TRACKING_URI"])
+assert "mlflow" not in args["trainer.logger"]  # kappa, not verl, logs to MLflow
 bad = os.environ.get("FAKE_ZERO_GRAD", "").split(",") == [
     args["actor_rollout_ref.actor.policy_loss.loss_mode"], args["algorithm.adv_estimator"]]
 total = int(args["trainer.total_training_steps"])
@@ -49,8 +48,6 @@ log = open(ray_env["VERL_FILE_LOGGER_PATH"], "w")
 for step in range(1, total + 1):
     data = {"actor/pg_loss": 0.01 * step, "timing_s/gen": 0.2,
             "actor/grad_norm": 0.0 if bad and step == 2 else 0.5}
-    client.log_batch(ray_env["MLFLOW_RUN_ID"], metrics=[
-        Metric(k, v, int(time.time() * 1000), step) for k, v in data.items()])
     log.write(json.dumps({"step": step, "data": data}) + "\n")
     log.flush()
 ckpt = Path(args["trainer.default_local_dir"])

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from orchestrator.analysis.frame import (
+    STEP_COLUMNS,
     STOP_COLUMN,
     SUCCEEDED,
     axis_column,
@@ -23,6 +24,13 @@ from orchestrator.analysis.frame import (
     varying_axes,
 )
 from orchestrator.analysis.stats import paired_bootstrap_columns, t_interval
+from orchestrator.analysis.tables.compared import (
+    MARK,
+    RunLength,
+    compare_note,
+    run_length,
+)
+from orchestrator.analysis.tables.compared import explanation as compared_explanation
 from orchestrator.analysis.tables.labels import (
     delta_label,
     display_axis,
@@ -37,6 +45,14 @@ from orchestrator.analysis.tables.model import (
     TableCell,
     TableRow,
 )
+from orchestrator.analysis.tables.provenance import (
+    POOLED,
+    SWEEP_HEADER,
+    settings_texts,
+    source_keys,
+    sweep_label,
+)
+from orchestrator.analysis.tables.provenance import notes as provenance_notes
 from orchestrator.analysis.tables.spec import TableSpec
 from orchestrator.analysis.tables.validate import placements, validate
 from orchestrator.errors import Problem, UserInputError
@@ -57,6 +73,9 @@ class _Group:
     values: np.ndarray  # (succeeded runs, columns)
     other_states: Counter[str]
     all_seeds: frozenset[Hashable] = frozenset()  # every cell's seed, failed ones included
+    lengths: tuple[RunLength, ...] = ()  # per succeeded run, as ``seeds``
+    sweeps: tuple[str, ...] = ()  # of every cell, in order of appearance
+    settings: tuple[str, ...] = ()  # what differs from another sweep's same cells
 
     def state_text(self) -> str:
         if self.n_total == 0:
@@ -110,16 +129,26 @@ def _scale_factor(values: np.ndarray, scale: str) -> float:
     return 100.0 if is_accuracy else 1.0
 
 
+def _lengths(frame: pd.DataFrame) -> list[RunLength]:
+    """Each run's last step and whether it ended before its full length."""
+    if not set(STEP_COLUMNS) <= set(frame.columns):
+        return [RunLength(None, False)] * len(frame)
+    reasons = frame[STOP_COLUMN] if STOP_COLUMN in frame.columns else [None] * len(frame)
+    return [run_length(r, s, t) for r, s, t in
+            zip(reasons, frame["step"], frame["total_steps"], strict=True)]
+
+
 def _groups(
-    frame: pd.DataFrame, spec: TableSpec, key_axes: list[str], values: np.ndarray
+    frame: pd.DataFrame, spec: TableSpec, key_cols: list[list[Any]], values: np.ndarray
 ) -> dict[tuple[Any, ...], _Group]:
-    """Runs grouped by the key axes, each with per-seed values and non-success states."""
+    """Runs grouped by the key columns, each with per-seed values and non-success states."""
     has_seed = spec.seed_axis in axis_names(frame)
     # Without a seed axis every group holds one run; they pair with each other.
     seeds_all = ([hashable_value(v) for v in frame[axis_column(spec.seed_axis)]]
                  if has_seed else [None] * len(frame))
     states = list(frame["state"])
-    key_cols = [[hashable_value(v) for v in frame[axis_column(a)]] for a in key_axes]
+    sweeps = [str(s) for s in frame["sweep"]]
+    lengths = _lengths(frame)
     members: dict[tuple[Any, ...], list[int]] = {}
     for i in range(len(frame)):
         members.setdefault(tuple(col[i] for col in key_cols), []).append(i)
@@ -128,7 +157,9 @@ def _groups(
         ok = [i for i in idx if states[i] == SUCCEEDED and np.isfinite(values[i]).any()]
         other = Counter(str(states[i]) for i in idx if states[i] != SUCCEEDED)
         out[key] = _Group(len(idx), tuple(seeds_all[i] for i in ok), values[ok], other,
-                          frozenset(seeds_all[i] for i in idx))
+                          frozenset(seeds_all[i] for i in idx), tuple(lengths[i] for i in ok),
+                          tuple(dict.fromkeys(sweeps[i] for i in idx)),
+                          settings_texts(frame, idx))
     return out
 
 
@@ -145,15 +176,16 @@ def _absolute_cells(group: _Group, spec: TableSpec, n_cols: int) -> tuple[TableC
 
 
 def _delta_cells(
-    base: _Group, treat: _Group, spec: TableSpec, n_cols: int
-) -> tuple[tuple[TableCell, ...], str]:
-    """Delta cells and the row's ``n``: seeds paired, out of the seeds either side has."""
+    base: _Group, treat: _Group, spec: TableSpec, n_cols: int, treatment: str = "treatment"
+) -> tuple[tuple[TableCell, ...], str, str | None]:
+    """Delta cells, the row's ``n`` (seeds paired, out of the seeds either side has) and the
+    step its pairs were compared at when some stopped early (:mod:`.compared`)."""
     base_seeds = set(base.seeds)
     common = [s for s in treat.seeds if s in base_seeds]
     if not common:
         reason = treat.state_text() if not treat.seeds else "no base run"
         cells = tuple(TableCell(None, "delta", missing=reason) for _ in range(n_cols))
-        return cells, _fraction(0, len(base.all_seeds | treat.all_seeds))
+        return cells, _fraction(0, len(base.all_seeds | treat.all_seeds)), None
     b_rows = [base.seeds.index(s) for s in common]
     t_rows = [treat.seeds.index(s) for s in common]
     intervals = paired_bootstrap_columns(
@@ -161,8 +193,12 @@ def _delta_cells(
         n_resamples=spec.n_resamples, seed=spec.bootstrap_seed)
     paired = tuple(TableCell(None, "delta", missing="no metric") if iv is None
                    else TableCell(iv, "delta", partial=iv.n < len(common)) for iv in intervals)
+    note = None
+    if base.lengths and treat.lengths:
+        note = compare_note([(s, base.lengths[b], treat.lengths[t]) for s, b, t in
+                             zip(common, b_rows, t_rows, strict=True)], treatment)
     # Seeds on either side, failed ones included: a pair lost to a failure shows as 2/3.
-    return paired, _fraction(len(common), len(base.all_seeds | treat.all_seeds))
+    return paired, _fraction(len(common), len(base.all_seeds | treat.all_seeds)), note
 
 
 def _embolden(rows: list[TableRow], spec: TableSpec, digits: int) -> list[TableRow]:
@@ -258,47 +294,81 @@ def build_table(frame: pd.DataFrame, spec: TableSpec) -> Table:
     delta_axis = spec.delta.axis if spec.delta is not None else None
     # Without row axes, the delta axis labels the rows itself (its base value, then + ...).
     header_axes = label_axes or ([delta_axis] if delta_axis else [])
-    key_axes = [*([spec.blocks] if spec.blocks else []), *label_axes,
-                *([delta_axis] if delta_axis else [])]
-    groups = _groups(frame, spec, key_axes, values)
-    # Layout in order of first appearance: block -> row label -> delta-axis values.
+    row_axes = [*([spec.blocks] if spec.blocks else []), *label_axes]
+    combined = frame["sweep"].nunique() > 1
+    # Several sweeps: a source component splits the rows whose points ran in two sweeps.
+    point_axes = [*([delta_axis] if delta_axis else []), spec.seed_axis]
+    sources = (source_keys(frame, row_axes, point_axes) if combined
+               else [POOLED] * len(frame))
+    key_cols = [[hashable_value(v) for v in frame[axis_column(a)]] for a in row_axes]
+    key_cols.append(sources)
+    if delta_axis:
+        key_cols.append([hashable_value(v) for v in frame[axis_column(delta_axis)]])
+    groups = _groups(frame, spec, key_cols, values)
+    # Layout in order of first appearance: block -> row label (+ source) -> delta values.
     layout: dict[Any, dict[tuple[Any, ...], list[Any]]] = {}
     for key in groups:
         block = key[0] if spec.blocks else None
         rest = key[1:] if spec.blocks else key
-        split = len(label_axes)
+        split = len(label_axes) + 1
         layout.setdefault(block, {}).setdefault(rest[:split], []).extend(rest[split:])
     blocks = []
+    footnotes: list[str] = []
     for block, by_label in layout.items():
         prefix: tuple[Any, ...] = () if block is None else (block,)
         rows: list[TableRow] = []
         for label_key, delta_values in by_label.items():
-            labels: tuple[Label, ...] = tuple(_label(v) for v in label_key)
+            source = label_key[-1]
+            labels: tuple[Label, ...] = tuple(_label(v) for v in label_key[:-1])
             if delta_axis is None or spec.delta is None:
                 group = groups[(*prefix, *label_key)]
-                rows.append(TableRow(labels, "absolute", group.n_text(),
-                                     _absolute_cells(group, spec, n_cols)))
+                rows.append(TableRow(labels + _sweep(combined, group, source), "absolute",
+                                     group.n_text(), _absolute_cells(group, spec, n_cols)))
                 continue
             base_values = [v for v in delta_values if value_matches(v, spec.delta.base)]
             treatments = [v for v in delta_values if not value_matches(v, spec.delta.base)]
             base = groups[(*prefix, *label_key, base_values[0])] if base_values else _EMPTY
             if not label_axes:
                 labels = (_label(base_values[0]) if base_values else spec.delta.base,)
-            rows.append(TableRow(labels, "absolute", base.n_text(),
-                                 _absolute_cells(base, spec, n_cols)))
+            rows.append(TableRow(labels + _sweep(combined, base, source), "absolute",
+                                 base.n_text(), _absolute_cells(base, spec, n_cols)))
             for value in treatments:
-                cells, n_text = _delta_cells(base, groups[(*prefix, *label_key, value)], spec,
-                                             n_cols)
+                treat = groups[(*prefix, *label_key, value)]
                 label = delta_label(delta_axis, value, only_treatment=len(treatments) == 1)
+                cells, n_text, note = _delta_cells(base, treat, spec, n_cols, label)
                 blank: tuple[Label, ...] = ("",) * (len(header_axes) - 1)
-                rows.append(TableRow((label, *blank), "delta", n_text, cells))
+                row = TableRow((label, *blank, *_sweep(combined, treat, source, base)), "delta",
+                               n_text, cells)
+                if note is not None:
+                    marker = f"{MARK}{len(footnotes) + 1}"
+                    where = " · ".join(str(x) for x in (*prefix, *labels) if x != "")
+                    footnotes.append(f"{marker} {where}, {label}: {note}.")
+                    row = replace(row, marker=marker, note=note)
+                rows.append(row)
         title = None if block is None else display_value(block)
         blocks.append(TableBlock(title, tuple(_embolden(rows, spec, spec.digits))))
     partial = any(c.partial for b in blocks for r in b.rows for c in r.cells)
-    return Table(label_headers=tuple(display_axis(a) for a in header_axes),
-                 columns=tuple(headers), blocks=tuple(blocks),
-                 notes=_notes(spec, factor, delta_axis is not None, partial, _stopped_note(frame)),
-                 digits=spec.digits, show_ci=spec.show_ci)
+    split_rows = any(s != POOLED for s in sources)
+    notes = _notes(spec, factor, delta_axis is not None, partial, _stopped_note(frame))
+    if footnotes:
+        notes += (compared_explanation(), *footnotes)
+    if combined:
+        notes += provenance_notes(split_rows)
+    headers_out = tuple(display_axis(a) for a in header_axes)
+    if combined:
+        headers_out += (SWEEP_HEADER,)
+    return Table(label_headers=headers_out, columns=tuple(headers), blocks=tuple(blocks),
+                 notes=notes, digits=spec.digits, show_ci=spec.show_ci)
+
+
+def _sweep(combined: bool, group: _Group, source: str,
+           base: _Group | None = None) -> tuple[Label, ...]:
+    """The row's ``Sweep`` label (none for a table of one sweep)."""
+    if not combined:
+        return ()
+    # A delta row of a point run twice: its base's settings name the difference too.
+    settings = group.settings or (base.settings if base is not None else ())
+    return (sweep_label(group.sweeps, source, settings, base.sweeps if base is not None else ()),)
 
 
 def _label(value: Any) -> Label:

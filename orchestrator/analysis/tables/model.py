@@ -42,6 +42,8 @@ class TableRow:
     kind: RowKind
     n: str
     cells: tuple[TableCell, ...]
+    marker: str = ""  # "§1": a footnote on the step its pairs were compared at
+    note: str | None = None  # that footnote's text (without the marker)
 
 
 @dataclass(frozen=True)

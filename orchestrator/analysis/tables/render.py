@@ -53,6 +53,14 @@ def _label_text(label: Label, yes: str, no: str) -> str:
     return (yes if label else no) if isinstance(label, bool) else label
 
 
+def _row_labels(row: TableRow, yes: str, no: str) -> list[str]:
+    """The row's labels as text, the first followed by the row's footnote marker."""
+    labels = [_label_text(x, yes, no) for x in row.labels]
+    if row.marker and labels:
+        labels[0] = f"{labels[0]} {row.marker}"
+    return labels
+
+
 def _cell_texts(row: TableRow, table: Table, escape: Callable[[str], str],
                 bold: str) -> list[str]:
     """The row's cells as text, escaped, the bold ones in ``bold`` (a format string)."""
@@ -82,7 +90,7 @@ def to_markdown(table: Table) -> str:
         if block.title is not None:
             lines.append(md_row([f"**{_md_escape(block.title)}**"] + [""] * (len(header) - 1)))
         for row in block.rows:
-            labels = [_md_escape(_label_text(x, "✓", "✗")) for x in row.labels]
+            labels = [_md_escape(x) for x in _row_labels(row, "✓", "✗")]
             lines.append(md_row([*labels, row.n, *_cell_texts(row, table, _md_escape, "**{}**")]))
     lines.append("")
     lines += [f"{note}  " for note in table.notes]
@@ -102,7 +110,8 @@ _LATEX_SPECIAL = {
 def _tex(text: str) -> str:
     text = "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text)
     return (text.replace("±", r"$\pm$").replace(DAGGER, r"$^\dagger$")
-            .replace(MISSING, "---").replace("×", r"$\times$").replace("≥", r"$\geq$"))
+            .replace(MISSING, "---").replace("×", r"$\times$").replace("≥", r"$\geq$")
+            .replace("§", r"\S{}"))
 
 
 def to_latex(table: Table) -> str:
@@ -125,8 +134,8 @@ def to_latex(table: Table) -> str:
 
 
 def _latex_row(row: TableRow, table: Table) -> str:
-    labels = [_tex(_label_text(x, "\0yes", "\0no")).replace("\0yes", r"$\checkmark$")
-              .replace("\0no", r"$\times$") for x in row.labels]
+    labels = [_tex(x).replace("\0yes", r"$\checkmark$").replace("\0no", r"$\times$")
+              for x in _row_labels(row, "\0yes", "\0no")]
     line = " & ".join([*labels, row.n, *_cell_texts(row, table, _tex, r"\textbf{{{}}}")])
     # After "\\" LaTeX reads a leading "[" as a length ("\\[2pt]"): shield it.
     return "{}" + line if line.startswith("[") else line
@@ -142,10 +151,12 @@ def to_csv(table: Table) -> str:
     head = ["block", *table.label_headers, "kind", "n"]
     for c in table.columns:
         head += [c, f"{c} low", f"{c} high", f"{c} significant", f"{c} n"]
-    writer.writerow(head)
+    # Where a stopping rule ended pairs early: the step they were compared at (.compared).
+    compared = any(row.note for block in table.blocks for row in block.rows)
+    writer.writerow([*head, "compared"] if compared else head)
     for block in table.blocks:
         for row in block.rows:
-            labels = [_label_text(x, "true", "false") for x in row.labels]
+            labels = _row_labels(row, "true", "false")
             line: list[object] = [block.title or "", *labels, row.kind, row.n]
             for cell in row.cells:
                 iv = cell.interval
@@ -155,7 +166,7 @@ def to_csv(table: Table) -> str:
                     line += [repr(iv.estimate), "" if iv.low is None else repr(iv.low),
                              "" if iv.high is None else repr(iv.high),
                              str(cell.significant).lower() if cell.kind == "delta" else "", iv.n]
-            writer.writerow(line)
+            writer.writerow([*line, row.note or ""] if compared else line)
     return buf.getvalue()
 
 
@@ -172,7 +183,7 @@ def to_html(table: Table) -> str:
         if block.title is not None:
             body.append(f'<tr class="block"><th colspan="{ncols}">{e(block.title)}</th></tr>')
         for row in block.rows:
-            tds = [f'<td class="label">{e(_label_text(x, "✓", "✗"))}</td>' for x in row.labels]
+            tds = [f'<td class="label">{e(x)}</td>' for x in _row_labels(row, "✓", "✗")]
             tds.append(f'<td class="n">{e(row.n)}</td>')
             texts = _cell_texts(row, table, e, "<strong>{}</strong>")
             for cell, text in zip(row.cells, texts, strict=True):

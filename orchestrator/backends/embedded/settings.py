@@ -20,10 +20,30 @@ from orchestrator.limits import (
     MAX_BATCH,
     MAX_EVAL_PROMPTS,
     MAX_GROUP_SIZE,
+    MAX_SCALE,
     MAX_SEED,
     MAX_STEPS,
     MAX_TOKENS,
 )
+
+# Adam(W) normalises each update to about 1 (at most ~3 with the default betas), so a
+# step moves every weight by about the learning rate: a rate is a scale like the others
+# (limits.MAX_SCALE). Past it, float32 weights lose what training adds to them in
+# rounding; at 1e39 (no float32) the first update overflowed.
+MAX_LEARNING_RATE = MAX_SCALE
+
+
+def check_learning_rate(value: object) -> object:
+    """Refuse a learning rate past :data:`MAX_LEARNING_RATE`, saying why and what to use
+    (pydantic's own "less than or equal to" says neither); the problem's location names
+    the field."""
+    if isinstance(value, int | float) and not isinstance(value, bool) \
+            and value > MAX_LEARNING_RATE:
+        raise ValueError(
+            f"more than float32 training can take (an optimizer step moves each weight by "
+            f"about the learning rate): use at most {MAX_LEARNING_RATE:g}; usual rates are "
+            f"1e-6 .. 1e-2")
+    return value
 
 
 class ModelSettings(StrictModel):
@@ -51,11 +71,16 @@ class WarmStartSettings(StrictModel):
                     "RL seed, as one pretrained checkpoint is; put it on an axis to vary it.")
     steps: int = Field(600, ge=0, le=MAX_STEPS)
     batch_size: int = Field(64, ge=1, le=MAX_BATCH)
-    learning_rate: float = Field(3e-3, gt=0)
+    learning_rate: float = Field(3e-3, gt=0, le=MAX_LEARNING_RATE)
     target_accuracy: float | None = Field(
         0.4, gt=0, le=1,
         description="Stop early once greedy accuracy on a training-distribution probe set "
                     "reaches this (checked every 25 steps); None = run all steps.")
+
+    @field_validator("learning_rate", mode="before")
+    @classmethod
+    def _bounded_rate(cls, value: object) -> object:
+        return check_learning_rate(value)
 
 
 class EmbeddedSettings(RLSettings):
@@ -81,7 +106,7 @@ class EmbeddedSettings(RLSettings):
 
     # --- optimisation --------------------------------------------------------------------
     max_steps: int = Field(100, ge=1, le=MAX_STEPS)
-    learning_rate: float = Field(1e-4, gt=0)
+    learning_rate: float = Field(1e-4, gt=0, le=MAX_LEARNING_RATE)
     ppo_mini_batches: int = Field(2, ge=1, le=MAX_BATCH, description="Optimizer steps per RL step.")
     grad_clip: float = Field(1.0, gt=0)
     max_response_length: int = Field(24, ge=1, le=MAX_TOKENS)
@@ -91,9 +116,15 @@ class EmbeddedSettings(RLSettings):
     val_size: int = Field(128, ge=1, le=MAX_EVAL_PROMPTS)
     eval_samples: int = Field(
         8, ge=1, le=MAX_GROUP_SIZE, description="k of mean@k / pass@k at the end.")
-    eval_temperature: float = Field(0.7, gt=0)
+    # Divides the logits, as temperature does (RLSettings): the same float32 bounds.
+    eval_temperature: float = Field(0.7, ge=1 / MAX_SCALE, le=MAX_SCALE)
     checkpoint_every: int = Field(20, ge=1, le=MAX_STEPS)
     device: Literal["auto", "cpu", "cuda"] = "auto"
+
+    @field_validator("learning_rate", mode="before")
+    @classmethod
+    def _bounded_rate(cls, value: object) -> object:
+        return check_learning_rate(value)
 
     @field_validator("task")
     @classmethod

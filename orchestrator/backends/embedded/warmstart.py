@@ -9,7 +9,8 @@ determines it (task, model shape, warm-start settings), so later cells reuse it.
 lock makes a second process wait for the first instead of building it twice, and the file
 is written to a temporary name then renamed, so a reader never sees half a file. The cache
 holds plain data and is read with ``weights_only=True``: a file that is not (a pickle that
-would run code when loaded) is never executed, and is rebuilt over.
+would run code when loaded) is never executed, and is rebuilt over, as is any file that
+cannot be read back (truncated, garbage, another model's weights).
 """
 
 from __future__ import annotations
@@ -121,19 +122,29 @@ def load_or_build(settings: EmbeddedSettings, device: torch.device) -> WarmStart
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        if path.exists():
-            try:
-                blob = torch.load(path, map_location=device, weights_only=True)
-            except pickle.UnpicklingError:
-                print(f"[kappa] {path}: not a plain-data warm start, ignored and rebuilt",
-                      file=sys.stderr, flush=True)
-            else:
-                model = TinyGPT(model_shape(settings)).to(device)
-                model.load_state_dict(blob["model"])
-                return WarmStart(model, int(blob["steps"]), float(blob["probe_accuracy"]),
-                                 path, True)
+        cached = _read_cached(path, settings, device) if path.exists() else None
+        if cached is not None:
+            return cached
         model, steps, accuracy = _train(settings, TASKS[settings.task], device)
         with replacing(path) as tmp:
             torch.save({"model": model.state_dict(), "steps": steps,
                         "probe_accuracy": accuracy}, tmp)
         return WarmStart(model, steps, accuracy, path, False)
+
+
+def _read_cached(path: Path, settings: EmbeddedSettings, device: torch.device) -> WarmStart | None:
+    """The warm start cached at ``path``, or ``None`` when the file cannot be one: not
+    plain data (a pickle that would run code), truncated, garbage, or weights of another
+    shape. Such a file is ignored and rebuilt over (the build is deterministic, so
+    nothing is lost); failing the cell instead would fail every retry the same way."""
+    try:
+        blob = torch.load(path, map_location=device, weights_only=True)
+        model = TinyGPT(model_shape(settings)).to(device)
+        model.load_state_dict(blob["model"])
+        return WarmStart(model, int(blob["steps"]), float(blob["probe_accuracy"]), path, True)
+    except pickle.UnpicklingError:
+        why = "not a plain-data warm start"
+    except Exception as exc:  # whatever a damaged file makes torch raise: a cache miss
+        why = f"unreadable ({type(exc).__name__}: {str(exc)[:200]})"
+    print(f"[kappa] {path}: {why}, ignored and rebuilt", file=sys.stderr, flush=True)
+    return None

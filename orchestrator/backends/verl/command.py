@@ -190,10 +190,9 @@ def _trainer(s: VerlSettings, run_dir: Path, phase: Phase) -> dict[str, HydraSca
     return {
         "trainer.project_name": project,
         "trainer.experiment_name": experiment,
-        # The first phase logs through verl's MLflow logger; later phases cannot (MLflow
-        # refuses to change the params the first phase logged) and are bridged by the
-        # phase driver from verl's file log.
-        "trainer.logger": "[console,mlflow,file]" if phase.index == 0 else "[console,file]",
+        # Not verl's MLflow logger: the phase driver sends verl's file log to MLflow
+        # through the run folder's outbox, exactly once across outages and resumes.
+        "trainer.logger": "[console,file]",
         "trainer.nnodes": s.nnodes,
         "trainer.n_gpus_per_node": s.n_gpus_per_node,
         "trainer.total_epochs": _EPOCHS,

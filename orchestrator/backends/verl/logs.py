@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -93,35 +92,3 @@ def write_final_summary(run_dir: Path, steps: int) -> None:
     """The success summary of the base contract."""
     final = final_metrics(merged_metrics(run_dir))
     write_summary(run_dir, {"status": "succeeded", "steps": steps, "final": final})
-
-
-def mlflow_key(key: str) -> str:
-    """verl's MLflow key sanitising (``@`` → ``_at_``), so bridged metrics line up."""
-    return re.sub(r"/+", "/", key.replace("@", "_at_"))
-
-
-class MlflowBridge:
-    """Logs new verl log lines into an existing MLflow run, one ``log_batch`` per step."""
-
-    def __init__(self, run_id: str, paths: Iterable[Path] = ()) -> None:
-        from mlflow.tracking import MlflowClient
-
-        self._client = MlflowClient()
-        self._run_id = run_id
-        self._offsets: dict[Path, int] = {p: 0 for p in paths}
-
-    def pump(self) -> int:
-        """Forward every complete new line; the number of steps logged."""
-        import time
-
-        from mlflow.entities import Metric
-
-        count = 0
-        for path, offset in self._offsets.items():
-            rows, self._offsets[path] = read_lines(path, offset)
-            for step, metrics in rows:
-                now = int(time.time() * 1000)
-                self._client.log_batch(self._run_id, metrics=[
-                    Metric(mlflow_key(k), v, now, step) for k, v in metrics.items()])
-                count += 1
-        return count

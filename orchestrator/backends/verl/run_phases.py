@@ -1,6 +1,7 @@
 """The process a verl cell's launch starts: run its pending phases one after another
 (docs/verl.md#launch-and-phases), keeping the run-folder files up to date from verl's
-file log and forwarding later phases' metrics into ``MLFLOW_RUN_ID``.
+file log and feeding its metrics through the run folder's outbox into ``MLFLOW_RUN_ID``
+(:mod:`.metrics_feed`; verl itself does not log to MLflow).
 
 ``python -m orchestrator.backends.verl.run_phases <run_dir> --settings-json <json>``
 """
@@ -19,20 +20,17 @@ from pathlib import Path
 from types import FrameType
 
 from orchestrator.backends.verl.command import phase_env, verl_command
-from orchestrator.backends.verl.logs import (
-    LOG_DIR,
-    MlflowBridge,
-    write_final_summary,
-    write_run_files,
-)
+from orchestrator.backends.verl.logs import LOG_DIR, write_final_summary, write_run_files
+from orchestrator.backends.verl.metrics_feed import MetricsFeed, feed_from_env
 from orchestrator.backends.verl.phases import Phase, checkpointed_step, eval_marker, pending_phases
 from orchestrator.backends.verl.settings import VerlSettings
 
-# Passed on to verl's Ray workers, which do not inherit them on a remote cluster. They
+# Passed on to verl's Ray workers, which do not inherit them on a remote cluster (verl
+# does not log to MLflow itself: they are for plug-ins and user code in its workers). They
 # travel on verl's command line (``ray_init.runtime_env``), so a value with a password is
 # left out (see :func:`forwarded_env`).
 FORWARDED_ENV = ("MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID", "MLFLOW_EXPERIMENT_ID")
-# How often the driver refreshes progress.json / forwards metrics while verl runs.
+# How often the driver refreshes progress.json / queues metrics while verl runs.
 POLL_SECONDS = float(os.environ.get("KAPPA_VERL_POLL_SECONDS", "5"))
 
 
@@ -54,8 +52,10 @@ def forwarded_env(environ: Mapping[str, str]) -> dict[str, str]:
             if environ.get(k) and not has_credentials(environ[k])}
 
 
-def run_phase(settings: VerlSettings, run_dir: Path, phase: Phase) -> int:
-    """Run one phase's verl command in the foreground; its exit code."""
+def run_phase(settings: VerlSettings, run_dir: Path, phase: Phase,
+              feed: MetricsFeed | None = None) -> int:
+    """Run one phase's verl command in the foreground, queueing its metrics into ``feed``
+    as they are logged; its exit code."""
     log_path = _log_path(run_dir, phase)
     forward = forwarded_env(os.environ)
     forward["VERL_FILE_LOGGER_PATH"] = str(log_path)
@@ -63,9 +63,6 @@ def run_phase(settings: VerlSettings, run_dir: Path, phase: Phase) -> int:
     env = dict(os.environ) | phase_env(settings, phase) | {"VERL_FILE_LOGGER_PATH": str(log_path)}
     print(f"[kappa] phase {phase.index} ({phase.name}): steps {phase.start_step}.."
           f"{phase.end_step}", flush=True)
-    bridge = None
-    if phase.index > 0 and os.environ.get("MLFLOW_RUN_ID"):
-        bridge = MlflowBridge(os.environ["MLFLOW_RUN_ID"], [log_path])
     proc = subprocess.Popen(argv, env=env, cwd=run_dir)
 
     def _forward(signum: int, _frame: FrameType | None) -> None:
@@ -73,8 +70,8 @@ def run_phase(settings: VerlSettings, run_dir: Path, phase: Phase) -> int:
 
     def refresh() -> None:
         write_run_files(run_dir, settings.max_steps, checkpointed_step(run_dir))
-        if bridge is not None:
-            bridge.pump()
+        if feed is not None:
+            feed.pump()
 
     previous = signal.signal(signal.SIGTERM, _forward)
     try:
@@ -88,12 +85,25 @@ def run_phase(settings: VerlSettings, run_dir: Path, phase: Phase) -> int:
 
 
 def run(settings: VerlSettings, run_dir: Path) -> int:
-    """Run every pending phase; 0 when the cell has reached ``max_steps``."""
+    """Run every pending phase; 0 when the cell has reached ``max_steps``. Metrics go to
+    MLflow (when ``MLFLOW_RUN_ID`` and ``MLFLOW_TRACKING_URI`` are set) through the run
+    folder's outbox; at the end the driver waits a bounded time for MLflow to take them."""
     run_dir = run_dir.resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
+    feed = feed_from_env(run_dir)
+    try:
+        return _run_phases(settings, run_dir, feed)
+    finally:
+        if feed is not None:
+            feed.close()
+
+
+def _run_phases(settings: VerlSettings, run_dir: Path, feed: MetricsFeed | None) -> int:
     write_run_files(run_dir, settings.max_steps, checkpointed_step(run_dir))
+    if feed is not None:
+        feed.pump()  # lines an earlier driver was killed before queueing
     for phase in pending_phases(settings, run_dir):
-        code = run_phase(settings, run_dir, phase)
+        code = run_phase(settings, run_dir, phase, feed)
         if code != 0:
             print(f"[kappa] phase {phase.index} failed with exit code {code}", flush=True)
             return code

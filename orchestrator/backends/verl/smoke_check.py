@@ -1,8 +1,9 @@
 """Pass criteria of the verl smoke sweep (docs/verl.md#gpu-smoke-test), read from the
 registry and MLflow: a cell passes when it ended ``succeeded`` and its MLflow run holds,
-for every step 1..:data:`SMOKE_STEPS`, the :data:`REQUIRED_METRICS`, which verl logs
-itself. Only values logged since the cell's last attempt started count (less
-:data:`CLOCK_SLACK_S` for other nodes' clocks): a rerun logs into the same run.
+for every step 1..:data:`SMOKE_STEPS`, the :data:`REQUIRED_METRICS`, which verl logs to
+its file log and kappa's phase driver sends on (:mod:`.metrics_feed`). Only values logged
+since the cell's last attempt started count (less :data:`CLOCK_SLACK_S` for other nodes'
+clocks): a rerun logs into the same run.
 """
 
 from __future__ import annotations
@@ -92,11 +93,11 @@ def check_cell(cell: CellRecord, client: MlflowClient) -> CellVerdict:
             problems += metric_problems(history)
             if all(set(values) == {SMOKE_STEPS} for values in history.values()):
                 # Only kappa's end-of-run summary (last values, at the last step) arrived:
-                # verl's own MLflow logger never wrote to this run.
-                problems.append(f"only step {SMOKE_STEPS}'s summary reached MLflow: verl did "
-                                "not log to this run (MLFLOW_* not forwarded to its Ray "
-                                "workers, or the log says 'All MLflow initialization "
-                                "attempts failed')")
+                # no step of verl's file log was sent to this run.
+                problems.append(f"only step {SMOKE_STEPS}'s summary reached MLflow: verl's "
+                                "file log never reached this run (VERL_FILE_LOGGER_PATH not "
+                                "forwarded to its Ray workers, or the cell's log says "
+                                "'MLflow has not taken all of this cell's metrics')")
         except Exception as exc:  # a missing or unreadable run is a verdict, not a crash
             problems.append(f"MLflow run {cell.mlflow_run_id} unreadable: "
                             f"{type(exc).__name__}: {str(exc)[:200]}")

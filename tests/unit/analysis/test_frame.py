@@ -50,6 +50,8 @@ def test_schema_columns_in_order() -> None:
         "run_dir",
         "mlflow_run_id",
         "stop_reason",
+        "step",
+        "total_steps",
     ]
     assert axis_names(frame) == ["baseline", "seed", "lr"]
     assert metric_names(frame) == ["eval/b2/mean@8", "eval/b1/mean@8"]

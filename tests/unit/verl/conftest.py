@@ -11,7 +11,7 @@ from verl_test_cells import write_fake_verl
 
 @pytest.fixture
 def fake_verl(tmp_path: Path) -> Path:
-    """An executable standing in for verl's ``python3`` (see verl_test_cells.FAKE_VERL)."""
+    """An executable standing in for verl's ``python3`` (see kit.fake_verl)."""
     return write_fake_verl(tmp_path)
 
 

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from verl_test_cells import cell
@@ -73,18 +74,31 @@ def test_relaunch_skips_completed_phases(two_phase: VerlSettings, tmp_path: Path
     assert len(_calls(run_dir)) == 4  # nothing left to run
 
 
-def test_later_phases_are_bridged_into_the_mlflow_run(two_phase: VerlSettings,
-                                                      tmp_path: Path) -> None:
+def _history(client: Any, run_id: str, key: str) -> list[tuple[int, float]]:
+    return sorted((m.step, m.value) for m in client.get_metric_history(run_id, key))
+
+
+def test_every_phase_reaches_mlflow_through_the_outbox(two_phase: VerlSettings,
+                                                       tmp_path: Path) -> None:
     mlflow = pytest.importorskip("mlflow")
     uri = (tmp_path / "mlruns").as_uri()  # file store: quick to create
     client = mlflow.tracking.MlflowClient(uri)
-    run = client.create_run(client.create_experiment("x"))
+    run_id = client.create_run(client.create_experiment("x")).info.run_id
     run_dir = tmp_path / "sweep" / "cell"
-    code = _launch(two_phase, run_dir, MLFLOW_TRACKING_URI=uri, MLFLOW_RUN_ID=run.info.run_id)
-    assert code == 0
-    history = client.get_metric_history(run.info.run_id, "critic/score/mean")
-    # The fake does not log phase 1 itself (verl's own logger would); the driver forwards
-    # phases 2 and 3 and never ends the run.
-    assert sorted(m.step for m in history) == [5, 6, 7, 8]
-    assert client.get_metric_history(run.info.run_id, "val-core/math500/acc/mean_at_8")
-    assert client.get_run(run.info.run_id).info.status == "RUNNING"
+    assert _launch(two_phase, run_dir, MLFLOW_TRACKING_URI=uri, MLFLOW_RUN_ID=run_id) == 0
+    assert "trainer.logger=[console,file]" in _calls(run_dir)[0]["argv"]  # not verl's own
+    # Every step of every phase once (the fake's score is step / the phase's last step).
+    assert _history(client, run_id, "critic/score/mean") == [
+        (s, s / 4 if s <= 4 else s / 8) for s in range(1, 9)]
+    assert _history(client, run_id, "val-core/math500/acc/mean_at_8") == [(8, 0.5)]
+    assert not client.get_metric_history(run_id, "note")  # not a number: not a metric
+    assert client.get_run(run_id).info.status == "RUNNING"  # the scheduler ends runs
+    sent = json.loads((run_dir / "mlflow-sent.json").read_text())
+    assert sent == {"run_id": run_id, "sent": 9}  # steps 1-8, then the evaluation's line
+
+
+def test_without_mlflow_variables_nothing_is_queued(two_phase: VerlSettings,
+                                                     tmp_path: Path) -> None:
+    run_dir = tmp_path / "sweep" / "cell"
+    assert _launch(two_phase, run_dir) == 0
+    assert not (run_dir / "mlflow-outbox.jsonl").exists()

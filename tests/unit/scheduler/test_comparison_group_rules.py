@@ -8,12 +8,12 @@ import random
 
 import pytest
 
+from orchestrator.analysis.stop_check import check
 from orchestrator.runs.stop_request import StopRequest
 from orchestrator.spec.stop_block import StopRules
 from orchestrator.stopping.groups import MARGIN, GroupStop, Member, cadence, decide, group_key
 from orchestrator.stopping.replay import FinishedCell, replay, values_at
 from orchestrator.stopping.rules import MetricHistory
-from orchestrator.analysis.stop_check import check
 
 
 def test_cells_differing_only_in_the_compared_axes_share_a_group() -> None:

@@ -1,0 +1,117 @@
+"""Several sweeps read as one results frame (``kappa table A B``, ``report``, ``export``).
+
+Cells are matched by their axes: a follow-up sweep with more seeds, or a new variant run
+against last week's baselines, lands in the same rows as the first sweep's cells. An axis
+one sweep lacks takes the value the cell's settings give it (a sweep that never varied
+``reward_budget`` still ran with one), else ``None``.
+
+A cell whose axes also ran in another of the sweeps is a different run of the same point:
+it is never pooled with it silently. The frame's ``settings_diff`` column names what differs
+in its settings (``max_steps=3``, or ``same settings``), and tables show such rows once per
+sweep (:mod:`orchestrator.analysis.tables.sources`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.analysis.frame import DIFF_COLUMN, CellResult, frame_from_results, hashable_value
+from orchestrator.errors import Problem, UserInputError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+SAME_SETTINGS = "same settings"
+UNKNOWN_SETTINGS = "settings unknown"
+MAX_NAMED = 3  # differing settings named per cell; the rest are counted
+
+
+def flatten(settings: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested settings as ``{"a.b": value}``."""
+    out: dict[str, Any] = {}
+    for key, value in settings.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            out.update(flatten(value, f"{name}."))
+        else:
+            out[name] = value
+    return out
+
+
+def _with_all_axes(cells: list[CellResult]) -> list[CellResult]:
+    """Every cell with every sweep's axes: a missing one from its settings, else ``None``."""
+    names = list(dict.fromkeys(a for c in cells for a in c.axes))
+    out = []
+    for cell in cells:
+        missing = [a for a in names if a not in cell.axes]
+        if missing:
+            flat = flatten(cell.settings or {})
+            cell = replace(cell, axes={**cell.axes, **{a: flat.get(a) for a in missing}})
+        out.append(cell)
+    return out
+
+
+def _value_text(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def settings_differences(cells: Sequence[CellResult]) -> dict[tuple[str, str], str]:
+    """``(sweep, cell_id) -> text`` for cells whose axes also ran in another sweep: what
+    differs in their settings (their own values), or ``same settings``."""
+    by_point: dict[tuple[Any, ...], list[CellResult]] = {}
+    for cell in cells:
+        key = tuple(sorted((a, repr(hashable_value(v))) for a, v in cell.axes.items()))
+        by_point.setdefault(key, []).append(cell)
+    out: dict[tuple[str, str], str] = {}
+    for group in by_point.values():
+        if len({c.sweep for c in group}) < 2:
+            continue
+        if any(c.settings is None for c in group):
+            out.update({(c.sweep, c.cell_id): UNKNOWN_SETTINGS for c in group})
+            continue
+        flats = [flatten(c.settings or {}) for c in group]
+        keys = sorted({k for f in flats for k in f})
+        differ = [k for k in keys if len({repr(f.get(k)) for f in flats}) > 1]
+        for cell, flat in zip(group, flats, strict=True):
+            named = [f"{k}={_value_text(flat.get(k))}" for k in differ[:MAX_NAMED]]
+            more = len(differ) - MAX_NAMED
+            text = ", ".join(named) + (f" and {more} more" if more > 0 else "")
+            out[(cell.sweep, cell.cell_id)] = text or SAME_SETTINGS
+    return out
+
+
+def check_sweep_names(sweeps: Sequence[str]) -> list[str]:
+    """The names, each once, in the order given; ``UserInputError`` for none or a repeat."""
+    from orchestrator import paths
+
+    if not sweeps:
+        raise UserInputError("no sweep named", [Problem("SWEEP", "name at least one sweep")])
+    repeated = sorted({s for s in sweeps if list(sweeps).count(s) > 1})
+    if repeated:
+        raise UserInputError("a sweep is named twice", [Problem(
+            "SWEEP", "each sweep can be read once", found=", ".join(repeated),
+            fix="name each sweep once")])
+    return [paths.check_name(s) for s in sweeps]
+
+
+def results_of(sweeps: Sequence[str], registry_url: str | None = None,
+               mlflow_uri: str | None = None) -> pd.DataFrame:
+    """One results frame of ``sweeps`` (module docstring); one sweep: exactly
+    :func:`orchestrator.analysis.sources.results`."""
+    from orchestrator.analysis.sources import results, sweep_cells
+
+    names = check_sweep_names(sweeps)
+    if len(names) == 1:
+        return results(names[0], registry_url, mlflow_uri)
+    cells = _with_all_axes([c for s in names for c in sweep_cells(s, registry_url, mlflow_uri)])
+    diffs = settings_differences(cells)
+    frame = frame_from_results(cells)
+    frame[DIFF_COLUMN] = [diffs.get((c.sweep, c.cell_id)) for c in cells]
+    return frame
+
+
+def is_combined(frame: pd.DataFrame) -> bool:
+    """Whether ``frame`` holds cells of more than one sweep."""
+    return frame["sweep"].nunique() > 1

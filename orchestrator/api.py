@@ -1,0 +1,171 @@
+"""kappa's results as pandas objects, for notebooks and scripts (docs/python-api.md).
+
+Every function reads what ``kappa table``, ``report`` and ``export`` read: the registry when
+it knows the sweep, else the sweep's run folders, with final metrics or curves the run
+folder lacks taken from MLflow. ``registry`` and ``mlflow`` default to the stores under
+``KAPPA_HOME`` (as the CLI's ``--registry`` and ``--mlflow``). Nothing here writes.
+
+Several sweeps are read as one (:mod:`orchestrator.analysis.combined`): cells are matched
+by their axes, the ``sweep`` column says where each row comes from, and a point that ran in
+two sweeps keeps one row per sweep with ``settings_diff`` naming what differs.
+
+>>> from orchestrator import api
+>>> api.sweeps()[["name", "cells", "succeeded"]]
+>>> api.final_metrics("toy-demo", "eval/*/mean@8")
+>>> print(api.table_text("toy-demo"))
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import io
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from orchestrator.analysis.tables import TableSpec
+
+Sweeps = str | Sequence[str]
+
+
+def _names(sweeps: Sweeps) -> list[str]:
+    return [sweeps] if isinstance(sweeps, str) else list(sweeps)
+
+
+def sweeps(registry: str | None = None) -> pd.DataFrame:
+    """One row per sweep in the registry: ``name``, ``backend``, ``created_at``,
+    ``updated_at``, ``cells`` and a count per cell state (``succeeded``, ``failed``, ...).
+
+    >>> api.sweeps().set_index("name")["succeeded"]
+    """
+    import pandas as pd
+
+    from orchestrator import paths
+    from orchestrator.registry import CellState, Registry, RegistryMissing
+
+    states = [s.value for s in CellState]
+    columns = ["name", "backend", "created_at", "updated_at", "cells", *states]
+    try:
+        registry_ = Registry.open(paths.registry_url(registry), create=False)
+    except RegistryMissing:
+        return pd.DataFrame(columns=columns)
+    rows = []
+    with registry_ as reg:
+        for sweep in reg.list_sweeps():
+            counts = {state.value: n for state, n in reg.counts(sweep.name).items()}
+            rows.append({"name": sweep.name, "backend": sweep.backend,
+                         "created_at": sweep.created_at, "updated_at": sweep.updated_at,
+                         "cells": sum(counts.values()),
+                         **{s: counts.get(s, 0) for s in states}})
+    return pd.DataFrame(rows, columns=columns)
+
+
+def cells(sweeps: Sweeps, registry: str | None = None,
+          mlflow: str | None = None) -> pd.DataFrame:
+    """The results frame: one row per cell (seeds are an axis), as ``kappa export`` writes it.
+
+    Columns: ``sweep``, ``cell_id``, ``state``, ``axis.<name>`` per axis, ``metric.<name>``
+    per final metric, ``run_dir``, ``mlflow_run_id``, ``stop_reason``, ``step`` (where the
+    cell ended), ``total_steps``; of several sweeps, also ``settings_diff``.
+
+    >>> frame = api.cells(["toy-demo", "toy-demo-more-seeds"])
+    >>> frame.groupby("axis.baseline")["state"].value_counts()
+    """
+    from orchestrator.analysis.combined import results_of
+
+    return results_of(_names(sweeps), registry, mlflow)
+
+
+def final_metrics(sweeps: Sweeps, metrics: str | Sequence[str] = "*",
+                  registry: str | None = None, mlflow: str | None = None) -> pd.DataFrame:
+    """Final metrics of every cell: ``sweep``, ``cell_id``, ``state``, the ``axis.*``
+    columns and the ``metric.*`` columns whose names match the ``metrics`` glob(s).
+
+    >>> m = api.final_metrics("toy-demo", "eval/*/mean@8")
+    >>> m.groupby(["axis.baseline", "axis.reward_budget"]).mean(numeric_only=True)
+    """
+    from orchestrator.analysis.frame import METRIC_PREFIX, metric_names
+
+    frame = cells(sweeps, registry, mlflow)
+    globs = [metrics] if isinstance(metrics, str) else list(metrics)
+    wanted = [METRIC_PREFIX + m for m in metric_names(frame)
+              if any(fnmatch.fnmatchcase(m, g) for g in globs)]
+    axes = [c for c in frame.columns if c.startswith("axis.")]
+    return frame[["sweep", "cell_id", "state", *axes, *wanted]].reset_index(drop=True)
+
+
+def histories(sweeps: Sweeps, metrics: str | Sequence[str] = "*",
+              registry: str | None = None, mlflow: str | None = None) -> pd.DataFrame:
+    """Per-step metric histories, long form: one row per (cell, step, metric) with
+    ``sweep``, ``cell_id``, ``step``, ``metric``, ``value`` and the cell's ``axis.*``
+    columns; from each run folder's ``metrics.jsonl``, else from its MLflow run.
+
+    >>> h = api.histories("toy-demo", "val-core/*/acc/mean@1")
+    >>> h.pivot_table(index="step", columns="axis.reward_budget", values="value")
+    """
+    from orchestrator import paths
+    from orchestrator.analysis.curves import curve_key, load_curves
+
+    frame = cells(sweeps, registry, mlflow)
+    patterns = [metrics] if isinstance(metrics, str) else list(metrics)
+    curves = load_curves(frame, patterns, paths.readable_mlflow_uri(mlflow))
+    combined = frame["sweep"].nunique() > 1
+    records = frame.to_dict("records")
+    # The curves name a cell of several sweeps "<sweep>/<id>": give it its sweep and own id.
+    sweep_of = {curve_key(r, combined): r["sweep"] for r in records}
+    id_of = {curve_key(r, combined): r["cell_id"] for r in records}
+    keys = curves["cell_id"]
+    curves["cell_id"] = keys.map(id_of)
+    curves.insert(0, "sweep", keys.map(sweep_of))
+    return curves
+
+
+def _table_spec(frame: pd.DataFrame, layout: Mapping[str, Any]) -> TableSpec:
+    from orchestrator.analysis.report import auto_layout
+    from orchestrator.analysis.tables import DeltaSpec, TableSpec
+
+    fields = dict(layout)
+    if isinstance(fields.get("delta"), str):
+        fields["delta"] = DeltaSpec.parse(fields["delta"])
+    for key in ("rows", "cross"):
+        if isinstance(fields.get(key), str):
+            fields[key] = tuple(a.strip() for a in fields[key].split(",") if a.strip())
+    spec = TableSpec(**fields)
+    if not {"rows", "delta", "cross", "blocks"} & set(layout):
+        spec = auto_layout(frame, spec)
+    return spec
+
+
+def table_text(sweeps: Sweeps, fmt: str = "markdown", registry: str | None = None,
+               mlflow: str | None = None, **layout: Any) -> str:
+    """The ablation table as ``kappa table`` prints it (``fmt``: markdown, latex, csv,
+    html), notes included. ``layout`` takes :class:`~orchestrator.analysis.tables.TableSpec`'s
+    fields, as Python values or as the CLI writes them: ``rows="baseline"``,
+    ``delta="reward_budget=false"``, ``cross="use_kl_loss,reward_budget"``, ``blocks``,
+    ``metrics``, ``where={"model": "tiny"}``, ``seed_axis``, ``show_ci``, ... Without
+    ``rows``, ``delta``, ``cross`` or ``blocks`` the layout follows the axes, as in the CLI.
+
+    >>> print(api.table_text("toy-demo", delta="reward_budget=false"))
+    """
+    from orchestrator.analysis.tables import build_table, render
+
+    frame = cells(sweeps, registry, mlflow)
+    return render(build_table(frame, _table_spec(frame, layout)), fmt)
+
+
+def table(sweeps: Sweeps, registry: str | None = None, mlflow: str | None = None,
+          **layout: Any) -> pd.DataFrame:
+    """The ablation table as numbers: one row per table row (``block``, its labels,
+    ``kind`` absolute or delta, ``n``) and per column the estimate, ``low``, ``high``,
+    ``significant`` and ``n``; ``compared`` where a stopping rule ended a delta's pairs early.
+    ``layout`` as in :func:`table_text`.
+
+    >>> t = api.table("toy-demo", metrics="eval/*/mean@8")
+    >>> t[t["kind"] == "delta"][["Method", "Average", "Average low", "Average high"]]
+    """
+    import pandas as pd
+
+    text = table_text(sweeps, "csv", registry, mlflow, **layout)
+    return pd.read_csv(io.StringIO(text), keep_default_na=False, na_values=[""])

@@ -1,0 +1,133 @@
+"""verl's file logs → the run folder's MLflow outbox (:mod:`orchestrator.tracking.outbox`):
+verl cells reach MLflow exactly once, through the same outbox as the embedded trainer.
+
+verl itself logs to files only (``trainer.logger=[console,file]``); the phase driver
+(:mod:`.run_phases`) runs a :class:`MetricsFeed` for the cell's whole launch. Each poll
+queues the new lines of every launch's file log (``verl_logs/``) as outbox records and
+wakes the outbox's sender, which retries with backoff while MLflow is away; what is still
+queued when the driver ends is delivered by the scheduler before it ends the cell's run.
+
+A point is queued once per (phase, step, metric): a launch that redoes steps of its phase
+after a resume from its checkpoint logs keys the outbox holds already, and those are not
+queued again (MLflow keeps the first attempt's value, as it cannot edit a run's history).
+The phase is part of the identity because the final evaluation (its own phase) validates
+at the last training step, which the training phase's own validation logged too. Each
+record notes its phase (the outbox's ``origin``), so the queued points are read back from
+the outbox itself: a driver that was killed and relaunched reads every file log from the
+start again and queues only what no earlier driver did.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from orchestrator.backends.embedded.metrics import flush_seconds
+from orchestrator.backends.verl.logs import log_files, read_lines
+from orchestrator.runs.folder import OUTBOX_FILE
+from orchestrator.tracking.naming import metric_key
+from orchestrator.tracking.outbox import Outbox, OutboxSender
+
+LOG = logging.getLogger(__name__)
+
+
+def verl_metric_key(name: str) -> str:
+    """A verl metric name as MLflow stores it: ``@`` → ``_at_`` and odd characters → ``_``
+    (:func:`~orchestrator.tracking.naming.metric_key`), and no empty, ``.`` or ``..`` path
+    parts, which MLflow refuses (``a//b``): a refused name would hold up every later
+    point behind it in the outbox."""
+    parts = [p if p not in (".", "..") else p.replace(".", "_")
+             for p in metric_key(name).split("/") if p]
+    return "/".join(parts) or "_"
+
+
+Point = tuple[str, int, str]
+"""A point's identity: (phase, step, MLflow key)."""
+
+
+def phase_of(log: Path) -> str:
+    """The phase a launch's file log belongs to (its name is ``<index>-<phase>-<attempt>``)."""
+    return log.name.split("-", 1)[0]
+
+
+def queued_points(run_dir: Path) -> set[Point]:
+    """The points the run folder's outbox holds (complete lines only)."""
+    try:
+        text = (run_dir / OUTBOX_FILE).read_text()
+    except FileNotFoundError:
+        return set()
+    points: set[Point] = set()
+    for line in text.split("\n")[:-1]:  # a last line without its newline was cut by a kill
+        try:
+            row = json.loads(line)
+            origin, step = str(row.get("origin", "")), int(row["step"])
+            points.update((origin, step, str(key)) for key in row["metrics"])
+        except (ValueError, KeyError, TypeError, AttributeError):
+            continue
+    return points
+
+
+class MetricsFeed:
+    """Queues one run folder's verl file-log lines into its outbox and sends them to the
+    MLflow run ``run_id`` on ``uri`` (see the module docstring)."""
+
+    def __init__(self, run_dir: Path, run_id: str, uri: str | None,
+                 client: Any | None = None) -> None:
+        self.run_dir = Path(run_dir)
+        self.outbox = Outbox(self.run_dir)
+        self._queued = queued_points(self.run_dir)
+        self._offsets: dict[str, int] = {}
+        if client is None:
+            # Imported here, not first on the sender's thread: two threads importing
+            # MLflow's modules (import cycles) for the first time at once can deadlock.
+            import mlflow.entities  # noqa: F401
+            from mlflow.tracking import MlflowClient
+
+            client = MlflowClient(tracking_uri=uri)
+        self._sender = OutboxSender(self.outbox, run_id, client=client)
+
+    def pump(self) -> int:
+        """Queue every complete line logged since the last pump; how many records."""
+        count = 0
+        for path in log_files(self.run_dir):
+            rows, self._offsets[path.name] = read_lines(path, self._offsets.get(path.name, 0))
+            for step, metrics in rows:
+                count += self._queue(phase_of(path), step, metrics)
+        if count:
+            self._sender.wake()
+        return count
+
+    def _queue(self, phase: str, step: int, metrics: Mapping[str, float]) -> int:
+        new = {key: value for name, value in metrics.items()
+               if (phase, step, key := verl_metric_key(name)) not in self._queued}
+        if not new:
+            return 0
+        self.outbox.put(self.outbox.length(), step, new, origin=phase)
+        self._queued.update((phase, step, key) for key in new)
+        return 1
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Queue what is left, then give MLflow up to ``timeout`` s (default
+        ``KAPPA_METRICS_FLUSH_SECONDS``, 60) to take it; whether everything was sent.
+        What was not waits in the outbox for the scheduler."""
+        self.pump()
+        drained = self._sender.close(flush_seconds() if timeout is None else timeout)
+        if not drained:
+            LOG.warning("MLflow has not taken all of this cell's metrics yet; they wait in "
+                        "%s and are sent when the cell's run is ended", self.outbox.path)
+        return drained
+
+
+def feed_from_env(run_dir: Path, environ: Mapping[str, str] | None = None) -> MetricsFeed | None:
+    """A feed into the run named by ``MLFLOW_RUN_ID`` on ``MLFLOW_TRACKING_URI``, when both
+    are set (else ``None``: a launch without MLflow keeps its metrics in files only)."""
+    env = os.environ if environ is None else environ
+    run_id, uri = env.get("MLFLOW_RUN_ID"), env.get("MLFLOW_TRACKING_URI")
+    if not run_id or not uri:
+        return None
+    return MetricsFeed(run_dir, run_id, uri)
+

@@ -1,0 +1,119 @@
+"""The messages kappa posts, in Slack's incoming-webhook shape: ``text`` (what every chat
+tool that takes this JSON shows) and ``blocks`` (a section with the same text, and one
+with fields), built from registry snapshots. Every text is passed through
+:func:`orchestrator.redact.redact` (a cell's last error may quote a URL with a password).
+
+Each message has a ``key`` naming what it reports, so that it is sent at most once
+(:class:`orchestrator.notify.store.SentLog`): a cell's failure is keyed by its attempts,
+a sweep's end by every cell's state and attempts (a resubmit that adds or reruns cells
+ends the sweep anew; resuming an ended sweep does not).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.redact import redact
+from orchestrator.registry import CellRecord, CellState
+from orchestrator.spec.notify_block import Event
+
+MAX_ERROR = 300  # characters of a cell's last error quoted in a message
+
+
+@dataclass(frozen=True)
+class Message:
+    """One message: its kind (a ``notify.events`` event), its key, its text and fields."""
+
+    kind: Event
+    key: str
+    text: str
+    fields: tuple[tuple[str, str], ...] = field(default=())
+
+    def payload(self) -> dict[str, Any]:
+        """The JSON body to POST (Slack's incoming-webhook shape)."""
+        blocks: list[dict[str, Any]] = [
+            {"type": "section", "text": {"type": "mrkdwn", "text": self.text}}]
+        if self.fields:
+            blocks.append({"type": "section", "fields": [
+                {"type": "mrkdwn", "text": f"*{title}*\n{value}"}
+                for title, value in self.fields[:10]]})
+        return {"text": self.text, "blocks": blocks}
+
+
+def axes_text(cell: CellRecord) -> str:
+    """``baseline=grpo, seed=1``."""
+    return ", ".join(f"{k}={v}" for k, v in cell.axes.items()) or "(no axes)"
+
+
+def main_metric(final: Mapping[str, Any] | None) -> tuple[str, float] | None:
+    """The cell's final validation accuracy (``val-core/<benchmark>/acc/mean@1``), else
+    its first final evaluation metric (``eval/...``); ``None`` without either."""
+    final = final or {}
+    keys = sorted(final)
+    for key in [k for k in keys if k.startswith("val-core/") and k.endswith("/acc/mean@1")
+                ] + [k for k in keys if k.startswith("eval/")]:
+        try:
+            value = float(final[key])
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(value):
+            return key, value
+    return None
+
+
+def _first_line(text: str | None) -> str:
+    line = next((x for x in (text or "").splitlines() if x.strip()), "")
+    return redact(line.strip())[:MAX_ERROR]
+
+
+def cell_failed(sweep: str, cell: CellRecord, kind: Event) -> Message:
+    """A cell failed for good (``cell_failed``), a canary failed (``canary_failed``) or
+    a ``diverged`` rule failed the cell (``diverged``)."""
+    attempts = f"{cell.attempts_count} attempt{'s' if cell.attempts_count != 1 else ''}"
+    if kind == "diverged":
+        head = f"kappa: cell `{cell.cell_id}` of *{sweep}* diverged"
+        why = redact(cell.stop_reason or "")[:MAX_ERROR]
+    elif kind == "canary_failed":
+        grid = sweep.removesuffix(".canary")
+        head = (f"kappa: a canary of *{grid}* failed (cell `{cell.cell_id}`); "
+                f"the grid is not submitted")
+        why = _first_line(cell.last_error)
+    else:
+        head = f"kappa: cell `{cell.cell_id}` of *{sweep}* failed for good after {attempts}"
+        why = _first_line(cell.last_error)
+    text = f"{head} ({axes_text(cell)})" + (f": {why}" if why else "")
+    fields = (("sweep", sweep), ("cell", cell.cell_id), ("axes", axes_text(cell)),
+              ("attempts", str(cell.attempts_count)), ("log", f"kappa logs {cell.cell_id}"))
+    return Message(kind, f"{kind}:{cell.cell_id}:{cell.attempts_count}", text, fields)
+
+
+def sweep_end(sweep: str, cells: Sequence[CellRecord], used_hours: tuple[str, float]
+              ) -> Message:
+    """The sweep has nothing left to run: counts, hours used, the best cell by its final
+    validation accuracy. ``used_hours``: (unit, hours), e.g. ("GPU-hours", 12.5)."""
+    counts = {state: sum(1 for c in cells if c.state is state) for state in CellState}
+    shown = " · ".join(f"{n} {state.value}" for state, n in counts.items() if n) or "no cells"
+    unit, hours = used_hours
+    text = f"kappa: sweep *{sweep}* ended: {shown} ({len(cells)} cells)"
+    fields: list[tuple[str, str]] = [("sweep", sweep), ("cells", shown),
+                                     (unit, f"{hours:,.2f} used")]
+    scored = [(found, c) for c in cells if c.state is CellState.SUCCEEDED
+              and (found := main_metric(c.final_metrics)) is not None]
+    if scored:  # cells compared on one metric: the validation accuracy where there is one
+        metric = min({m[0] for m, _ in scored}, key=lambda k: (not k.startswith("val-core/"), k))
+        (name, value), best = max((x for x in scored if x[0][0] == metric),
+                                  key=lambda x: (x[0][1], -x[1].index))
+        fields.append(("best cell", f"`{best.cell_id}` ({axes_text(best)}): "
+                                    f"{name} = {value:.4f}"))
+        text += f"; best {name} = {value:.4f} ({axes_text(best)})"
+    failed = counts[CellState.FAILED]
+    if failed:
+        fields.append(("failed", f"kappa status {sweep}"))
+    digest = hashlib.sha256("\n".join(
+        f"{c.cell_id}:{c.state.value}:{c.attempts_count}" for c in
+        sorted(cells, key=lambda c: c.cell_id)).encode()).hexdigest()[:16]
+    return Message("sweep_end", f"sweep_end:{digest}", text, tuple(fields))

@@ -1,0 +1,139 @@
+"""What a sweep's notifications keep in its run folder (``runs/<sweep>/``):
+
+* ``notify.json``: where and when to post (the spec's ``notify:`` block with ``${NAME}``
+  resolved, or ``kappa submit --notify URL``), written by the latest submit (owner-only
+  permissions: the URL is a secret) and read by every scheduler of the sweep, a restarted
+  one included, so a background scheduler needs neither the spec nor the variable;
+* ``notify-sent.jsonl``: the key of every message a scheduler began to send, so that no
+  message goes out twice, across restarts too (at most once: a message whose scheduler
+  died while sending it is not sent again).
+
+A submit that carries neither removes ``notify.json``: the latest submit decides.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from orchestrator.errors import Problem, UserInputError
+from orchestrator.paths import runs_root
+from orchestrator.runs.atomic import write_atomic
+from orchestrator.spec.notify_block import NotifySpec, mask_url, url_problem
+
+LOG = logging.getLogger(__name__)
+CONFIG_FILE = "notify.json"
+SENT_FILE = "notify-sent.jsonl"
+
+# ``kappa submit --notify URL``: the URL for every sweep this command records (the grid's
+# and its canaries'), in place of the spec's block's.
+_COMMAND_LINE_URL: ContextVar[str | None] = ContextVar("kappa_notify_url", default=None)
+
+
+def sweep_folder(sweep: str) -> Path:
+    """``runs/<sweep>/``, where the sweep's cells' run folders are too."""
+    return runs_root() / sweep
+
+
+def check_url(url: str, where: str = "--notify") -> str:
+    """``url`` if it can take a JSON POST, else a ``UserInputError`` (exit 2) quoting it
+    masked."""
+    why = url_problem(url)
+    if why is not None:
+        raise UserInputError(f"{where}: not a webhook URL", [Problem(
+            where, f"the URL {why}", found=mask_url(url),
+            fix="give the webhook's full URL, e.g. https://hooks.slack.com/services/...")])
+    return url
+
+
+@contextmanager
+def command_line_url(url: str | None) -> Iterator[None]:
+    """Within the block, sweeps recorded notify ``url`` (checked here) rather than what
+    their spec says (``None``: the spec decides)."""
+    token = _COMMAND_LINE_URL.set(None if url is None else check_url(url))
+    try:
+        yield
+    finally:
+        _COMMAND_LINE_URL.reset(token)
+
+
+def effective(block: NotifySpec | None) -> NotifySpec | None:
+    """What a submit of a spec with ``block`` notifies: ``--notify``'s URL (with the
+    block's events, else all) or the block, ``${NAME}`` resolved; a variable that is unset
+    is a ``UserInputError`` (before anything is written)."""
+    url = _COMMAND_LINE_URL.get()
+    if url is not None:
+        return NotifySpec(url=url) if block is None else NotifySpec(url=url, events=block.events)
+    if block is None:
+        return None
+    try:
+        return block.resolved()
+    except ValueError as exc:
+        raise UserInputError("notify: no URL to post to", [Problem(
+            "notify.url", str(exc), found=block.url,
+            fix=f"export {block.env_name}=https://... before submitting, or give "
+                "--notify URL")]) from None
+
+
+def save_config(sweep: str, block: NotifySpec | None) -> None:
+    """Record (or, for ``None``, remove) what ``sweep``'s schedulers notify."""
+    path = sweep_folder(sweep) / CONFIG_FILE
+    if block is None:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, block.model_dump_json(), mode=0o600)
+
+
+def load_config(sweep: str) -> NotifySpec | None:
+    """What ``sweep``'s schedulers notify (``None``: nothing, or an unreadable file,
+    logged: a notification is never a reason to stop a sweep)."""
+    path = sweep_folder(sweep) / CONFIG_FILE
+    try:
+        return NotifySpec.model_validate_json(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValidationError) as exc:
+        LOG.warning("notifications of %s are off: %s cannot be read (%s)", sweep, path,
+                    type(exc).__name__)
+        return None
+
+
+class SentLog:
+    """The keys of the messages begun for one sweep (``notify-sent.jsonl``)."""
+
+    def __init__(self, sweep: str) -> None:
+        self.path = sweep_folder(sweep) / SENT_FILE
+        self._keys: set[str] | None = None
+
+    def keys(self) -> set[str]:
+        """Every key recorded so far (read once, then kept up to date here)."""
+        if self._keys is None:
+            self._keys = set()
+            with contextlib.suppress(OSError):
+                for line in self.path.read_text().splitlines():
+                    with contextlib.suppress(ValueError, TypeError, KeyError):
+                        self._keys.add(str(json.loads(line)["key"]))
+        return self._keys
+
+    def claim(self, key: str) -> bool:
+        """Record ``key`` before its message is sent; ``False`` if it was already (the
+        message went out, or began to, before)."""
+        if key in self.keys():
+            return False
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"key": key}) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        self.keys().add(key)
+        return True

@@ -1,0 +1,299 @@
+"""Command-line overrides of a spec, in Hydra's override grammar (what verl's users type
+every day): ``key=value`` changes a key the spec has, ``+key=value`` adds one it does not,
+``++key=value`` sets it either way, ``~key`` (or ``~key=value``, only if it holds that
+value) deletes it. Values are Hydra's: ``[0,1,2]`` lists, ``{a: 1}`` mappings, quotes for
+text with spaces or commas. Hydra's own parser reads them (imported only when a command
+has overrides: it costs about half a second).
+
+Overrides edit the YAML document before anything validates it, so the spec they make is
+exactly the spec edited by hand: :func:`resolve` re-reads the edited document from the
+YAML it dumps (the text the sweep stores), and problems the resulting spec has at a key an
+override wrote point at that override (``override 2: axes.seed: ...``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import yaml
+
+from orchestrator.errors import Problem, UserInputError
+from orchestrator.spec.settings_paths import did_you_mean
+from orchestrator.spec.yaml_source import _FLOAT_12, SourceDocument, dotted, load_yaml
+
+Op = Literal["set", "add", "force", "delete"]
+_OPS: dict[str, Op] = {"CHANGE": "set", "ADD": "add", "FORCE_ADD": "force", "DEL": "delete"}
+_GRAMMAR = ("key=value (change), +key=value (add), ++key=value (set either way), ~key or "
+            "~key=value (delete); lists [a,b], mappings {k: v}, 'quoted text'")
+_TOP_KEYS = ("name", "description", "backend", "base", "axes", "labels", "order", "zip",
+             "exclude", "include", "resources", "retries", "stop", "search")
+
+
+@dataclass(frozen=True)
+class Override:
+    """One override as given (``text``, the ``number``-th on the command line) and read."""
+
+    number: int
+    text: str
+    op: Op
+    key: str
+    value: Any = None
+    has_value: bool = True
+
+    @property
+    def where(self) -> str:
+        """How problems name it: ``override 2``."""
+        return f"override {self.number}"
+
+    def problem(self, message: str, *, key: str | None = None, found: str | None = None,
+                allowed: str | None = None, fix: str | None = None) -> Problem:
+        """A problem located at this override (and at ``key`` in it, default its own)."""
+        at = self.key if key is None else key
+        return Problem(location=f"{self.where}: {at}" if at else self.where, message=message,
+                       found=found, allowed=allowed, fix=fix)
+
+
+def _shell_word(text: str) -> str:
+    """``text`` quoted for a POSIX shell, readably: ``"b='x y'"`` rather than shlex's
+    ``'b='"'"'x y'"'"''`` where double quotes can do it."""
+    quoted = shlex.quote(text)
+    if quoted.startswith("'") and "'" in text and not any(c in text for c in '"$`\\!'):
+        return f'"{text}"'
+    return quoted
+
+
+def command_line(texts: Sequence[str]) -> str:
+    """The overrides as one shell-quoted line (``base.max_steps=20 'axes.seed=[0,1]'``)."""
+    line = " ".join(_shell_word(t) for t in texts)
+    return line.replace("\r", "\\r").replace("\n", "\\n")
+
+
+def _plain(value: Any) -> Any:
+    """Hydra's value as the spec's YAML reads it: infinities and NaN as the words
+    ``inf``/``-inf``/``nan`` (as :mod:`orchestrator.spec.yaml_source` reads ``.inf``)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _read_one(parser: Any, number: int, text: str) -> Override | Problem:
+    from hydra.errors import HydraException
+
+    where = f"override {number}"
+    try:
+        parsed = parser.parse_override(text)
+    except HydraException as exc:
+        bare = "=" not in text and not text.startswith("~")
+        return Problem(location=where, message=f"not an override: {str(exc).strip()}",
+                       found=repr(text), allowed=_GRAMMAR,
+                       fix="an override is key=value (one spec per command)" if bare else
+                       "quote a value with spaces, commas or brackets: key='a b' (and the "
+                       "whole override for the shell: 'key=[0, 1]')")
+    key = parsed.key_or_group
+    if parsed.package is not None or "/" in key:
+        return Problem(location=where, message="config groups and @packages are Hydra's; "
+                       "a spec has neither", found=repr(text),
+                       fix="address the key by its dotted path: base.max_steps=20")
+    if not key:
+        return Problem(location=where, message="no key", found=repr(text), allowed=_GRAMMAR)
+    if parsed.is_sweep_override():
+        return Problem(location=f"{where}: {key}", message="a, b (or range, glob, interval) "
+                       "is a Hydra multirun sweep; a spec's axes do that", found=repr(text),
+                       fix=f"give a list: '{key}=[...]' (an axis), or quote a value with a "
+                       "comma: key='a,b'")
+    has_value = parsed.value_type is not None
+    return Override(number=number, text=text, op=_OPS[parsed.type.name], key=key,
+                    value=_plain(parsed.value()) if has_value else None,
+                    has_value=has_value)
+
+
+def read_overrides(texts: Sequence[str]) -> list[Override | Problem]:
+    """Each of ``texts`` read with Hydra's override parser: the override, or what is wrong
+    with it (named by its position, ``override 2``)."""
+    if not texts:
+        return []
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    return [_read_one(parser, n, text) for n, text in enumerate(texts, 1)]
+
+
+def parse_overrides(texts: Sequence[str]) -> tuple[Override, ...]:
+    """:func:`read_overrides`, every bad one in one ``UserInputError`` (exit 2)."""
+    read = read_overrides(texts)
+    problems = [r for r in read if isinstance(r, Problem)]
+    if problems:
+        raise UserInputError("invalid overrides", problems)
+    return tuple(r for r in read if isinstance(r, Override))
+
+
+def _copy(value: Any) -> Any:
+    """A deep copy sharing nothing: YAML aliases become separate values, so an override
+    of one place does not change the other (as editing the expanded text would not)."""
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal as YAML values (``true`` is not ``1``)."""
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+def _short(value: Any) -> str:
+    return json.dumps(value)[:200]
+
+
+def _step(container: Any, parts: list[str], i: int) -> tuple[Any, int] | None:
+    """The key (or list index) at ``parts[i:]`` in ``container``, and the parts it takes:
+    the longest dotted join that is a key (a key may hold dots: ``model.d_model``)."""
+    if isinstance(container, dict):
+        for j in range(len(parts), i, -1):
+            if ".".join(parts[i:j]) in container:
+                return ".".join(parts[i:j]), j
+        return None
+    index = parts[i]
+    if (isinstance(container, list) and index.isascii() and index.isdigit()
+            and int(index) < len(container)):
+        return int(index), i + 1
+    return None
+
+
+def _apply(data: dict[str, Any], ov: Override) -> tuple[str | int, ...] | Problem:
+    """Apply ``ov`` to ``data`` in place; the path it wrote, or the problem."""
+    parts = ov.key.split(".")
+    container: Any = data
+    path: list[str | int] = []
+    i = 0
+    while True:
+        step = _step(container, parts, i)
+        if step is None:
+            break
+        key, j = step
+        if j == len(parts):
+            return _at_existing(container, key, (*path, key), ov)
+        if not isinstance(container[key], dict | list):
+            return ov.problem(f"{dotted([*path, key])} is a value, not a mapping",
+                              found=_short(container[key]),
+                              fix=f"set {dotted([*path, key])} itself")
+        container, path, i = container[key], [*path, key], j
+    here = dotted(path)
+    rest = parts[i:]
+    if isinstance(container, list):
+        if ov.op in ("add", "force") and rest == [str(len(container))]:
+            container.append(ov.value)  # +exclude.1=...: one more item
+            return (*path, len(container) - 1)
+        return ov.problem(f"{here} is a list of {len(container)}: address an item by its "
+                          f"index from 0 ({here}.0; +{here}.{len(container)}=... appends "
+                          "one), or set the whole list", found=repr(rest[0]))
+    if ov.op in ("set", "delete"):
+        # Adding is allowed, so a key the spec could have is a candidate; deleting is not.
+        known = {str(k) for k in container} | (
+            set(_TOP_KEYS) if not path and ov.op == "set" else set())
+        known -= {rest[0], ".".join(rest)}
+        spelled_right = not path and rest[0] in _TOP_KEYS  # absent, not misspelled
+        hint = None if spelled_right else (
+            did_you_mean(".".join(rest), known) or did_you_mean(rest[0], known))
+        if ov.op == "set":
+            fix = f"to add it, write +{ov.text}" + (f" ({hint})" if hint else "")
+        else:
+            fix = hint or "leave this override out: there is nothing to delete"
+        return ov.problem(
+            f"the spec has no {'.'.join(rest)}" + (f" under {here}" if here else ""),
+            allowed=None if ov.op == "set" else ", ".join(str(k) for k in container) or None,
+            fix=fix)
+    if path == ["axes"]:
+        rest = [".".join(rest)]  # an axis name is one key, dots and all (model.d_model)
+    for part in rest[:-1]:
+        container[part] = {}
+        container, path = container[part], [*path, part]
+    container[rest[-1]] = ov.value
+    return (*path, rest[-1])
+
+
+def _at_existing(container: Any, key: str | int, path: tuple[str | int, ...],
+                 ov: Override) -> tuple[str | int, ...] | Problem:
+    current = container[key]
+    if ov.op == "add":
+        return ov.problem("already in the spec", found=_short(current),
+                          fix=f"to change it, write {ov.text[1:]} (or ++{ov.text[1:]})")
+    if ov.op == "delete":
+        if ov.has_value and not _same(current, ov.value):
+            return ov.problem(f"holds {_short(current)}, not {_short(ov.value)}, so it is "
+                              "not deleted", found=_short(current),
+                              fix=f"~{ov.key} deletes it whatever it holds")
+        del container[key]
+        return path
+    container[key] = ov.value
+    return path
+
+
+class _Dumper(yaml.SafeDumper):
+    """Dumps what :mod:`orchestrator.spec.yaml_source` reads back equal: text that its
+    YAML 1.2 floats would read as a number (``'1e-3'``) is quoted; no anchors."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+_Dumper.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_12, list("-+0123456789."))
+
+
+def _flat(path: Sequence[str | int]) -> tuple[str, ...]:
+    return tuple(piece for part in path for piece in str(part).split("."))
+
+
+@dataclass(frozen=True)
+class OverriddenDocument(SourceDocument):
+    """The spec's document after overrides: keys an override wrote are located at that
+    override, every other key in the file as before."""
+
+    written: tuple[tuple[tuple[str, ...], Override], ...] = ()
+
+    def problem(self, path: Sequence[str | int], location: str, message: str,
+                found: str | None = None, allowed: str | None = None,
+                fix: str | None = None) -> Problem:
+        flat = _flat(path)
+        for at, ov in reversed(self.written):
+            if flat[: len(at)] == at:
+                return ov.problem(message, key=location, found=found, allowed=allowed,
+                                  fix=fix)
+        return super().problem(path, location, message, found, allowed, fix)
+
+
+def resolve(doc: SourceDocument, texts: Sequence[str]) -> tuple[OverriddenDocument, str]:
+    """``doc`` (whose data is a mapping) with the overrides ``texts`` applied in order, and
+    the resolved spec's YAML text (what the sweep stores; it reads back to the same data).
+    Every override that cannot apply is reported at once (``UserInputError``, exit 2)."""
+    data = _copy(doc.data)
+    written: list[tuple[tuple[str, ...], Override]] = []
+    problems: list[Problem] = []
+    for ov in read_overrides(texts):  # the good ones applied, to report all at once
+        if isinstance(ov, Problem):
+            problems.append(ov)
+            continue
+        done = _apply(data, ov)
+        if isinstance(done, Problem):
+            problems.append(done)
+        else:
+            written.append((_flat(done), ov))
+    if problems:
+        raise UserInputError(f"{doc.filename}: invalid overrides", problems)
+    header = (f"# {doc.filename.replace(chr(10), ' ')} as resolved with command-line "
+              f"overrides:\n#   {command_line(texts)}\n")
+    text = header + yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True,
+                              default_flow_style=None, width=100)
+    reread = load_yaml(text, f"{doc.filename} (with overrides)").data
+    return OverriddenDocument(data=reread, root=doc.root, filename=doc.filename,
+                              written=tuple(written)), text

@@ -1,0 +1,57 @@
+"""``--out`` (and the older ``--output``/``-o``) on table, export and report; several
+sweeps named at once (run folders in a tmp KAPPA_HOME)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+import typer
+from kit.synthetic import synthetic_cells
+from typer.testing import CliRunner
+
+from orchestrator.analysis.frame import CellResult
+from orchestrator.errors import UserInputError
+
+
+@pytest.fixture
+def app(results_app: Callable[[Sequence[CellResult], int], typer.Typer]) -> typer.Typer:
+    cells = synthetic_cells("toy", baselines=("grpo",), seeds=(0, 1), benchmarks=("arith",))
+    cells += synthetic_cells("more", baselines=("grpo",), seeds=(2,), benchmarks=("arith",))
+    return results_app(cells, 20)
+
+
+def _run(app: typer.Typer, *args: str) -> str:
+    result = CliRunner().invoke(app, list(args), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+@pytest.mark.parametrize("flag", ["--out", "--output", "-o"])
+def test_every_output_flag_writes_the_file(app: typer.Typer, tmp_path: Path, flag: str) -> None:
+    table = tmp_path / flag.strip("-") / "t.md"
+    _run(app, "table", "toy", "--delta", "reward_budget=false", flag, str(table))
+    assert table.read_text().startswith("| Method | n |")
+    export = tmp_path / flag.strip("-") / "e.json"
+    _run(app, "export", "toy", "--format", "json", flag, str(export))
+    assert len(json.loads(export.read_text())) == 4
+
+
+def test_several_sweeps_in_table_export_and_report(app: typer.Typer, tmp_path: Path) -> None:
+    text = _run(app, "table", "toy", "more", "--delta", "reward_budget=false")
+    assert text.splitlines()[0] == "| Method | Sweep | n | arith | Average |"
+    assert "| GRPO | toy, more | 3 |" in text
+    rows = json.loads(_run(app, "export", "toy", "more", "--format", "json"))
+    assert [r["sweep"] for r in rows] == ["toy"] * 4 + ["more"] * 2
+    assert {r["step"] for r in rows} == {20} and "settings_diff" in rows[0]
+    report = tmp_path / "both.html"
+    _run(app, "report", "toy", "more", "--out", str(report))
+    assert "toy + more" in report.read_text()
+
+
+def test_a_sweep_named_twice_is_refused(app: typer.Typer) -> None:
+    result = CliRunner().invoke(app, ["table", "toy", "toy"])
+    assert isinstance(result.exception, UserInputError)
+    assert "named twice" in str(result.exception)
