@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -39,8 +40,14 @@ ARMS = {"early": [0.1, 0.6], "late": [0.1] * 7 + [0.6],
 
 
 @pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    return use_home(tmp_path / "home", monkeypatch)
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    home = use_home(tmp_path / "home", monkeypatch)
+    yield home
+    # Jobs still waiting at their hold (a test that failed, or never said go) go on to
+    # their stop or their end and exit, rather than outlive the test.
+    for run_dir in (home / "runs").glob("*/*"):
+        if run_dir.is_dir():
+            (run_dir / "go").touch()
 
 
 def _spec(path: Path, name: str, arms: list[str], retries: int = 0) -> Path:
