@@ -208,11 +208,13 @@ class StopPoint:
 def synthesize_summary(run_dir: Path, request: StopRequest, step: int | None,
                        final: dict[str, float] | None = None) -> dict[str, Any]:
     """Write ``summary.json`` for a run ended from outside on ``request``: ``final``
-    (default: the last finite value of every metric in ``metrics.jsonl``) at ``step``
-    (default: the last step logged). Status is the request's outcome."""
+    (default: the last finite value of every metric in ``metrics.jsonl``, at the last
+    step logged there, whatever ``step`` says: a progress file read a moment apart from
+    the metrics may lag or lead them by a step, and the final values must be those of
+    the step reported) at ``step``. Status is the request's outcome."""
     if final is None:
         final, last = last_values(run_dir / METRICS_FILE)
-        step = last if step is None else step
+        step = last if last >= 0 else step
     at = max(step or 0, 0)
     summary = {"status": request.outcome, "steps": at, "final": final,
                "stopped": stopped_block(request, at)}

@@ -134,6 +134,22 @@ def test_diverged_is_final_whatever_became_of_the_job(tmp_path: Path) -> None:
     assert read_stop_request(tmp_path) is None
 
 
+def test_a_synthesized_summary_reports_the_step_its_final_values_come_from(
+        tmp_path: Path) -> None:
+    from orchestrator.runs.stop_request import synthesize_summary
+
+    # A progress file read a moment before the metrics' last line (a CI flake): the
+    # summary's step follows the metrics its final values are taken from.
+    (tmp_path / "metrics.jsonl").write_text("".join(
+        json.dumps({"step": s, "metrics": {"x": s / 10}}) + "\n" for s in (1, 2, 3, 4)))
+    summary = synthesize_summary(tmp_path, THRESHOLD, 3)
+    assert summary["steps"] == summary["stopped"]["at_step"] == 4
+    assert summary["final"] == {"x": 0.4}
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert synthesize_summary(empty, THRESHOLD, 3)["steps"] == 3  # nothing logged yet
+
+
 def test_a_request_is_stamped_with_when_it_was_made(tmp_path: Path) -> None:
     before = time.time()
     assert SweepStopping(FakeBackend()).request_stop("c", tmp_path, IdleJob(), THRESHOLD)
