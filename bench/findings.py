@@ -1,4 +1,4 @@
-"""Regenerate docs/findings.md: run the six miniature studies, read them back, judge them.
+"""Regenerate docs/findings.md: run the miniature studies, read them back, judge them.
 
     .venv/bin/python bench/findings.py                 # every study, from scratch
     .venv/bin/python bench/findings.py --only kappa    # one study (others keep their text)
@@ -34,6 +34,7 @@ from findings_studies import (  # noqa: E402
     write_entropy,
     write_spurious,
     write_table2,
+    write_table2_300,
     write_table3,
 )
 
@@ -44,6 +45,8 @@ BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 
 STUDIES: tuple[Study, ...] = (
     Study("table2", ROOT / "experiments/toy/table2.yaml", "toy-table2", write_table2),
+    Study("table2_300", ROOT / "experiments/toy/table2_300.yaml", "toy-table2-300",
+          write_table2_300),
     Study("table3", ROOT / "experiments/toy/table3.yaml", "toy-table3", write_table3),
     Study("kappa", ROOT / "experiments/toy/kappa_study.yaml", "toy-kappa", write_kappa),
     Study("kappa_scaled", ROOT / "experiments/toy/kappa_scaled.yaml", "toy-kappa-scaled",

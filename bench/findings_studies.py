@@ -1,4 +1,4 @@
-"""The five miniature studies of docs/findings.md: each a spec and a writer for its section.
+"""The miniature studies of docs/findings.md: each a spec and a writer for its section.
 
 A writer takes the finished sweep (see ``bench/findings.py``), applies the verdict rules of
 ``bench/findings_rules.py`` and returns the section's markdown; figures go to
@@ -88,27 +88,38 @@ def summary(finding: str, claim: str, source: str, result: str, verdict: str, wh
 # --- 1. Table 2 ---------------------------------------------------------------------------
 
 
-def write_table2(sweep: Sweep) -> str:
-    frame = _ok(sweep.cells)
-    avg = _average_mean_at_k(frame)
-    diffs: dict[str, list[float]] = {}
-    for baseline in sorted(frame["axis.baseline"].unique()):
-        rb = _by(frame, avg, {"baseline": baseline, "reward_budget": True}, ["seed"])
-        base = _by(frame, avg, {"baseline": baseline, "reward_budget": False}, ["seed"])
-        diffs[baseline] = paired(rb, base)
-    verdict = directional(fixed_groups_interval({k: v for k, v in diffs.items() if v}),
-                          "six-baseline mean of RB − baseline, Average column")
-    per = ", ".join(f"{b} {100 * np.mean(d):+.2f}" for b, d in diffs.items() if d)
-    return "\n".join([
-        "### 1. Reward budgeting on six baselines (`toy-table2`)", "",
-        f"`kappa table {sweep.name}` (mean@8 at temperature 0.7, points, 95% intervals over "
-        "seeds; '+ RB' rows are paired deltas):", "", sweep.table().strip(), "",
-        _line("RB − baseline, six-baseline average", verdict),
-        f"- Per baseline (mean over seeds): {per}.",
-        _verdict_row(verdict.verdict),
-        summary("1", "Reward budgeting improves the six baselines on average",
-                "paper 1, Table 2, §5.2", verdict.cell(100, " pts"), verdict.verdict,
-                verdict.why, "table2")])
+def table2_writer(key: str, finding: str, title: str) -> Callable[[Sweep], str]:
+    """The writer of a toy Table 2 study: finding ``finding``'s rule on sweep's cells."""
+
+    def write(sweep: Sweep) -> str:
+        frame = _ok(sweep.cells)
+        avg = _average_mean_at_k(frame)
+        diffs: dict[str, list[float]] = {}
+        for baseline in sorted(frame["axis.baseline"].unique()):
+            rb = _by(frame, avg, {"baseline": baseline, "reward_budget": True}, ["seed"])
+            base = _by(frame, avg, {"baseline": baseline, "reward_budget": False}, ["seed"])
+            diffs[baseline] = paired(rb, base)
+        verdict = directional(fixed_groups_interval({k: v for k, v in diffs.items() if v}),
+                              "six-baseline mean of RB − baseline, Average column")
+        per = ", ".join(f"{b} {100 * np.mean(d):+.2f}" for b, d in diffs.items() if d)
+        return "\n".join([
+            f"### {finding}. {title} (`{sweep.name}`)", "",
+            f"`kappa table {sweep.name}` (mean@8 at temperature 0.7, points, 95% intervals "
+            "over seeds; '+ RB' rows are paired deltas):", "", sweep.table().strip(), "",
+            _line("RB − baseline, six-baseline average", verdict),
+            f"- Per baseline (mean over seeds): {per}.",
+            _verdict_row(verdict.verdict),
+            summary(finding, "Reward budgeting improves the six baselines on average",
+                    "paper 1, Table 2, §5.2", verdict.cell(100, " pts"), verdict.verdict,
+                    verdict.why, key)])
+
+    return write
+
+
+write_table2 = table2_writer("table2", "1", "Reward budgeting on six baselines")
+write_table2_300 = table2_writer("table2_300", "1b",
+                                 "Reward budgeting on six baselines at 300 steps, "
+                                 "pre-registered")
 
 
 # --- 2. Table 3 ---------------------------------------------------------------------------

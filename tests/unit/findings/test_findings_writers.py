@@ -81,6 +81,17 @@ def test_table2_rb_gain_reproduces() -> None:
     assert "**Verdict: reproduces.**" in text and "| table of toy-table2  |" in text
 
 
+def test_the_300_step_table2_is_its_own_finding_with_the_same_rule() -> None:
+    rng = np.random.default_rng(SEED)
+    cells = _cells({"baseline": ["grpo", "kl_cov"], "reward_budget": [False, True],
+                    "seed": [3, 4, 5]},
+                   lambda c: {"eval/x/mean@8": 0.5 - 0.03 * c["reward_budget"]
+                              + 0.003 * rng.standard_normal()})
+    text = fs.write_table2_300(FakeSweep("toy-table2-300", cells))  # type: ignore[arg-type]
+    assert text.startswith("### 1b. ") and "**Verdict: contradicts.**" in text
+    assert "`bench/findings.py --only table2_300`" in text and "<!-- summary | 1b |" in text
+
+
 def test_table3_needs_rb_to_help_with_and_without_kl() -> None:
     rng = np.random.default_rng(SEED)
     cells = _cells({"use_kl_loss": [True, False], "reward_budget": [False, True],
