@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -141,3 +142,40 @@ class NotifySpec(BaseModel):
     def masked(self) -> str:
         """For display: the URL masked."""
         return mask_url(self.url)
+
+
+def _override_key(text: str) -> str:
+    return text.lstrip("+~").split("=", 1)[0].strip()
+
+
+def shareable(text: str, overrides: Sequence[str],
+              block: NotifySpec | None) -> tuple[str, tuple[str, ...]]:
+    """The spec's YAML ``text`` and its command-line ``overrides`` as kappa stores and
+    shows them (registry, MLflow's ``spec.yaml`` and tag, the report): a literal webhook
+    URL of ``block`` replaced by its mask. The schedulers read the URL from the sweep's
+    owner-only ``notify.json``, never from these.
+
+    Where the URL is not spelt literally (YAML escapes), the text is the parsed document
+    dumped again with the URL masked, comments lost; an override of ``notify`` in another
+    spelling shows its value as ``***``.
+    """
+    if block is None or block.env_name is not None or mask_url(block.url) == block.url:
+        return text, tuple(overrides)
+    url, masked = block.url, mask_url(block.url)
+    if url in text:
+        text = text.replace(url, masked)
+    else:
+        import yaml
+
+        data = yaml.safe_load(text)
+        if isinstance(data, dict) and isinstance(data.get("notify"), dict):
+            data["notify"]["url"] = masked
+        text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+    shown = []
+    for override in overrides:
+        if url in override:
+            override = override.replace(url, masked)
+        elif _override_key(override).split(".")[0] == "notify" and "=" in override:
+            override = override.split("=", 1)[0] + "=***"
+        shown.append(override)
+    return text, tuple(shown)

@@ -31,6 +31,7 @@ from orchestrator.registry.locks import sweep_record_lock
 from orchestrator.runs.cell_file import write_cell_file
 from orchestrator.runs.folder import start_over, write_config
 from orchestrator.spec.model import Spec
+from orchestrator.spec.notify_block import shareable
 from orchestrator.spec.overrides import command_line
 from orchestrator.sweeps.spec_plan import load_plan_with
 
@@ -129,15 +130,17 @@ def _record(prepared: PreparedSweep, registry: Registry, tracker: Any,
     experiment_id = tracker.ensure_experiment(spec.name)
     # Always set: a resubmit without overrides must not show the last one's. A password
     # in a URL is masked, as everywhere kappa shows text.
-    overrides = redact(command_line(prepared.plan.overrides))
+    # A literal webhook URL is a secret: stored and shown masked (notify.json has it).
+    spec_text, shown = shareable(spec.source_text, prepared.plan.overrides, spec.notify)
+    overrides = redact(command_line(shown))
     parent_run_id, run_is_new = tracker.sweep_run(
-        experiment_id, spec.name, spec.source_text,
+        experiment_id, spec.name, spec_text,
         tags={"kappa.backend": spec.backend, OVERRIDES_TAG: overrides[:MAX_TAG_CHARS]})
     try:
-        registry.upsert_sweep(spec.name, backend=spec.backend, spec_text=spec.source_text,
+        plan = prepared.plan.model_copy(update={"overrides": shown})
+        registry.upsert_sweep(spec.name, backend=spec.backend, spec_text=spec_text,
                               mlflow_experiment_id=experiment_id,
-                              mlflow_parent_run_id=parent_run_id,
-                              plan=prepared.plan.to_json())
+                              mlflow_parent_run_id=parent_run_id, plan=plan.to_json())
         new = registry.add_cells(spec.name, prepared.cells, max_retries=spec.retries,
                                  demands={k: d.to_json() for k, d in prepared.demands.items()})
         root = runs_root() / spec.name

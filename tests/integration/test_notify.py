@@ -112,6 +112,44 @@ def test_the_spec_block_with_an_environment_variable_and_chosen_events(
         assert reg.find_sweep("blk2") is None
 
 
+def _stored_text(sweep: str) -> str:
+    """Everything kappa keeps about ``sweep`` as text: the registry's spec and plan, the
+    MLflow parent run's tags and its ``spec.yaml``."""
+    from mlflow import MlflowClient
+
+    from orchestrator.tracking import Tracker
+
+    with Registry.open() as reg:
+        record = reg.find_sweep(sweep)
+        assert record is not None and record.mlflow_parent_run_id
+    client = MlflowClient(Tracker().uri)
+    run = client.get_run(record.mlflow_parent_run_id)
+    folder = client.download_artifacts(run.info.run_id, "spec.yaml")
+    return "\n".join([record.spec_text, record.plan or "", str(run.data.tags),
+                      Path(folder).read_text()])
+
+
+@pytest.mark.parametrize("how", ["block", "override", "escaped"])
+def test_a_literal_url_is_never_stored_unmasked(
+        how: str, home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with recording_endpoint() as (base, received):
+        url = f"{base}/services/{SECRET}"
+        block = {"block": f"notify: {{url: '{url}', events: [sweep_end]}}\n",
+                 # YAML escapes: the text never holds the URL as written.
+                 "escaped": 'notify: {url: "' + url.replace("/", "\\x2f") + '", '
+                            "events: [sweep_end]}\n",
+                 "override": ""}[how]
+        extra = ([f"+notify.url={url}", "+notify.events=[sweep_end]"]
+                 if how == "override" else [])
+        ran = run_kappa(capsys, "submit", str(spec(tmp_path, how, block)), *extra, "--wait")
+        assert ran.code == 1, ran.output
+        assert received.kinds() == ["sweep_end"]  # posted to the real URL
+        assert set(received.paths) == {f"/services/{SECRET}"}
+    stored = _stored_text(how)
+    assert SECRET not in stored and f"{base}/***" in stored
+    assert SECRET not in ran.output + run_kappa(capsys, "status", how, "--json").output
+
+
 def test_bad_urls_exit_2_masked(home: Path, tmp_path: Path,
                                 capsys: pytest.CaptureFixture[str]) -> None:
     path = spec(tmp_path, "badurl", f"notify: {{url: 'ftp://hooks.example/{SECRET}'}}\n")

@@ -22,7 +22,7 @@ from orchestrator.notify.store import (
     save_config,
 )
 from orchestrator.registry import CellRecord, CellState
-from orchestrator.spec.notify_block import NotifySpec, mask_url
+from orchestrator.spec.notify_block import NotifySpec, mask_url, shareable
 
 SECRET = "T00/B00/xyzSECRET"
 
@@ -143,3 +143,19 @@ def test_a_silent_endpoint_costs_the_caller_nothing_but_the_bounded_close(
         notifier.close()
     assert notifier.delivered == []
     assert SECRET not in caplog.text
+
+
+def test_what_is_stored_of_a_spec_never_holds_a_literal_webhook_secret() -> None:
+    url = "https://hooks.example/services/T0/B0/tok"
+    text = f"name: s\nnotify: {{url: '{url}'}}  # the team's channel\n"
+    stored, shown = shareable(text, [f"notify.url={url}", "base.max_steps=5"],
+                              NotifySpec(url=url))
+    assert stored == "name: s\nnotify: {url: 'https://hooks.example/***'}  # the team's channel\n"
+    assert shown == ("notify.url=https://hooks.example/***", "base.max_steps=5")
+    # Another spelling of the URL in an override: its whole value is hidden.
+    _, shown = shareable(text, ["++notify.url='https://hooks.example/services/T0/B0/t\\ok'"],
+                         NotifySpec(url=url))
+    assert shown == ("++notify.url=***",)
+    # Nothing secret to hide: a ${NAME} reference, a bare host, or no block.
+    for block in (NotifySpec(url="${HOOK}"), NotifySpec(url="https://hooks.example"), None):
+        assert shareable(text, ["x=1"], block) == (text, ("x=1",))
