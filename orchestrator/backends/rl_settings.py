@@ -35,6 +35,26 @@ def _inf_as_word(value: Any) -> Any:
 
 ClipRatio = Annotated[float | Literal["inf"], BeforeValidator(_inf_as_word)]
 
+# Adam(W) normalises each update to about 1 (at most ~3 with the default betas), so a
+# step moves every weight by about the learning rate: a rate is a scale like the others
+# (limits.MAX_SCALE). Past it, float32 weights lose what training adds to them in
+# rounding; at 1e39 (no float32) the first update overflowed.
+MAX_LEARNING_RATE = MAX_SCALE
+
+
+def check_learning_rate(value: object) -> object:
+    """Refuse a learning rate past :data:`MAX_LEARNING_RATE`, saying why and what to use
+    (pydantic's own "less than or equal to" says neither); the problem's location names
+    the field."""
+    if isinstance(value, int | float) and not isinstance(value, bool) \
+            and value > MAX_LEARNING_RATE:
+        raise ValueError(
+            f"more than float32 training can take (an optimizer step moves each weight by "
+            f"about the learning rate): use at most {MAX_LEARNING_RATE:g}; usual rates are "
+            f"1e-6 .. 1e-2")
+    return value
+
+
 def _admits(annotation: Any, kinds: tuple[type, ...]) -> bool:
     """Whether a field's type admits a value of one of ``kinds`` (through unions)."""
     origin = typing.get_origin(annotation)

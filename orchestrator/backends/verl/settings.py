@@ -12,13 +12,18 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from orchestrator.algorithms.bundles import ResolvedAlgorithm
-from orchestrator.backends.rl_settings import RLSettings
+from orchestrator.backends.rl_settings import (
+    MAX_LEARNING_RATE,
+    RLSettings,
+    check_learning_rate,
+)
 from orchestrator.limits import (
     MAX_BATCH,
     MAX_GPUS_PER_CELL,
     MAX_GPUS_PER_NODE,
     MAX_GROUP_SIZE,
     MAX_NODES,
+    MAX_SCALE,
     MAX_STEPS,
     MAX_TOKENS,
 )
@@ -49,8 +54,8 @@ class VerlSettings(RLSettings):
 
     # --- optimisation --------------------------------------------------------------------------
     max_steps: int = Field(1000, ge=1, le=MAX_STEPS)
-    learning_rate: float = Field(1e-6, gt=0)
-    weight_decay: float = Field(0.1, ge=0)
+    learning_rate: float = Field(1e-6, gt=0, le=MAX_LEARNING_RATE)
+    weight_decay: float = Field(0.1, ge=0, le=MAX_SCALE)
     ppo_mini_batch_size: int | None = Field(
         None, ge=1, le=MAX_BATCH,
         description="Prompts per optimizer step; None = prompts_per_step.")
@@ -62,12 +67,12 @@ class VerlSettings(RLSettings):
         5, ge=1, le=MAX_STEPS, description="Validate on val_files every N steps.")
     val_samples: int = Field(
         1, ge=1, le=MAX_GROUP_SIZE, description="Samples per validation prompt.")
-    val_temperature: float = Field(0.0, ge=0, description="0 = greedy validation.")
+    val_temperature: float = Field(0.0, ge=0, le=MAX_SCALE, description="0 = greedy validation.")
     eval_files: tuple[str, ...] = Field(
         (), description="Benchmarks for a final evaluation phase (none if empty).")
     eval_samples: int = Field(
         8, ge=1, le=MAX_GROUP_SIZE, description="k of the final mean@k / pass@k.")
-    eval_temperature: float = Field(0.7, ge=0)
+    eval_temperature: float = Field(0.7, ge=0, le=MAX_SCALE)
     checkpoint_every: int = Field(50, ge=1, le=MAX_STEPS)
 
     # --- verl resources ------------------------------------------------------------------------
@@ -85,6 +90,11 @@ class VerlSettings(RLSettings):
         None, description="kappa_verl/rewards.py; None = found from the installed plug-in.")
     extra_overrides: tuple[str, ...] = Field(
         (), description="Raw Hydra overrides appended last (escape hatch).")
+
+    @field_validator("learning_rate", mode="before")
+    @classmethod
+    def _learning_rate(cls, value: object) -> object:
+        return check_learning_rate(value)
 
     @field_validator("train_files", "val_files", "eval_files", "extra_overrides", mode="before")
     @classmethod

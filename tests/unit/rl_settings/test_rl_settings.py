@@ -156,3 +156,15 @@ def test_intervention_window_is_shared() -> None:
                      _verl(entropy_intervention="entropy_reward", intervention_steps=2)):
         assert [settings.intervention_active(i) for i in range(4)] == [True, True, False, False]
     assert not EmbeddedSettings(intervention_steps=2).intervention_active(0)
+
+
+@pytest.mark.parametrize("model", [EmbeddedSettings, VerlSettings])
+def test_both_backends_bound_the_learning_rate_alike(model: type[RLSettings]) -> None:
+    from pydantic import ValidationError
+
+    from orchestrator.backends.rl_settings import MAX_LEARNING_RATE
+
+    base = VERL_MINIMAL if model is VerlSettings else {}
+    model.model_validate(base | {"learning_rate": MAX_LEARNING_RATE})  # the edge passes
+    with pytest.raises(ValidationError, match="use at most 1e\\+06"):
+        model.model_validate(base | {"learning_rate": 1e39})
