@@ -242,8 +242,7 @@ def cells_table(cells: list[CellRecord],
                           ("val acc", "right")):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for cell in cells:
-        progress = ("" if cell.progress_step is None
-                    else f"{cell.progress_step}/{cell.total_steps or '?'}")
+        progress = "" if cell.progress_step is None else step_text(cell)
         acc = val_accuracy(cell.final_metrics)
         table.add_row(str(cell.index), cell.cell_id, describe_axes(cell),
                       f"[{STATE_STYLE[cell.state]}]{state_text(cell, waiting)}[/]", progress,

@@ -56,3 +56,19 @@ def test_terminal_bar_of_a_starting_cell_has_the_planned_total() -> None:
     assert {cid: (tasks[t].completed, tasks[t].total) for cid, t in display.cell_tasks.items()
             } == {"dddddd01": (0, 150), "eeeeee02": (7, 150)}
     display.close()
+
+
+def test_the_status_table_takes_the_planned_total_when_the_job_reported_none() -> None:
+    from orchestrator.cli.sweep_views import cells_table
+
+    with Registry.open() as reg:
+        reg.upsert_sweep("q", backend="embedded", spec_text="name: q")
+        (cell,) = reg.add_cells("q", [make_cell("ffffff01", 0, {"seed": 0})],
+                                demands={"ffffff01": DEMAND})
+        reg.transition(cell, S.PENDING, S.QUEUED)
+        reg.start_attempt(cell)
+        reg.update_progress(cell, 9, None)
+        running = reg.cells("q", [S.RUNNING])
+    out = io.StringIO()
+    Console(file=out, width=160).print(cells_table(running))
+    assert "9/150" in out.getvalue() and "?" not in out.getvalue()
