@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.algorithms.convergence import convergence_step
+from orchestrator.analysis.curves import curve_key
 from orchestrator.analysis.frame import AXIS_PREFIX
 
 if TYPE_CHECKING:
@@ -114,19 +115,24 @@ def build_panels(curves: pd.DataFrame, color_by: str | None = None,
 def convergence_frame(
     curves: pd.DataFrame, frame: pd.DataFrame, glob: str = PANELS[ACCURACY_PANEL]
 ) -> pd.DataFrame:
-    """Per cell: its axes, convergence step of the ``glob`` curve, and the curve's last value."""
+    """Per cell: its axes, convergence step of the ``glob`` curve, and the curve's last
+    value; cells of several sweeps (:mod:`orchestrator.analysis.combined`) lead with their
+    sweep's name."""
     import pandas as pd
 
     panel = build_panels(curves, None, {ACCURACY_PANEL: glob})
     by_cell: dict[str, Curve] = {c.label: c for c in panel[0].runs} if panel else {}
     steps = panel[0].convergence if panel else {}
     axis_cols = [c for c in frame.columns if c.startswith(AXIS_PREFIX)]
+    combined = "sweep" in frame.columns and frame["sweep"].nunique() > 1
     rows: list[dict[str, Any]] = []
     for record in frame.to_dict("records"):
-        curve = by_cell.get(record["cell_id"])
-        rows.append({"cell_id": record["cell_id"], "state": record["state"],
+        key = curve_key(record, combined)
+        curve = by_cell.get(key)
+        rows.append({**({"sweep": record["sweep"]} if combined else {}),
+                     "cell_id": record["cell_id"], "state": record["state"],
                      **{c: record[c] for c in axis_cols},
                      "points": 0 if curve is None else len(curve.steps),
-                     "convergence_step": steps.get(record["cell_id"]),
+                     "convergence_step": steps.get(key),
                      "last_value": None if curve is None else curve.values[-1]})
     return pd.DataFrame(rows)

@@ -1,5 +1,5 @@
-"""``kappa export``, ``kappa table``, ``kappa report``, ``kappa convergence``: a sweep's results
-(the first three also of several sweeps read as one, :mod:`orchestrator.analysis.combined`)."""
+"""``kappa export``, ``kappa table``, ``kappa report``, ``kappa convergence``: a sweep's results,
+or several sweeps' read as one (:mod:`orchestrator.analysis.combined`)."""
 
 from __future__ import annotations
 
@@ -216,7 +216,7 @@ def report(
 
 
 def convergence(
-    sweep: Annotated[str, typer.Argument(help="Sweep name.")],
+    sweeps: SweepsArgument,
     metric: Annotated[str, typer.Option(
         help="Glob of the validation-accuracy curves.")] = "val-core/*/acc/mean@1",
     fmt: Annotated[str, typer.Option("--format", "-f", help="markdown | csv")] = "markdown",
@@ -224,13 +224,13 @@ def convergence(
     mlflow: MlflowOption = None,
 ) -> None:
     """Convergence step of every cell (docs/algorithms.md#convergence-step)."""
+    from orchestrator.analysis.combined import results_of
     from orchestrator.analysis.curves import load_curves
     from orchestrator.analysis.dynamics import convergence_frame
-    from orchestrator.analysis.sources import results
 
     if fmt not in ("markdown", "csv"):
         raise unknown_name("format", fmt, ("markdown", "csv"), "--format")
-    frame = results(sweep, registry, mlflow)
+    frame = results_of(sweeps, registry, mlflow)
     curves = load_curves(frame, [metric], paths.readable_mlflow_uri(mlflow))
     if curves.empty:
         _check_curve_glob(frame, metric, paths.readable_mlflow_uri(mlflow))

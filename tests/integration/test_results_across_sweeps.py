@@ -1,4 +1,4 @@
-"""``kappa table/export/report A B``: real embedded sweeps read as one (slow: trains).
+"""``kappa table/export/report/convergence A B``: real embedded sweeps read as one (slow: trains).
 
 Sweeps a and b run the same grid on different seeds: their cells pool (two seeds per row,
 both sweeps named). Sweep c runs a's seed-0 baseline again, shorter: read with a, that
@@ -70,3 +70,11 @@ def test_two_embedded_sweeps_read_as_one(tmp_path: Path, monkeypatch: pytest.Mon
     assert ran.code == 0, ran.output
     html = report.read_text()
     assert "hb-a + hb-c" in html and "hb-c (max_steps=2)" in html
+
+    ran = run_kappa(capsys, "convergence", "hb-a", "hb-c", "--format", "csv")
+    assert ran.code == 0, ran.output
+    lines = ran.out.splitlines()
+    assert lines[0].startswith("sweep,cell_id,state,")
+    # Each sweep's run of seed 0's baseline keeps its own row and its own curve.
+    assert sorted(line.split(",")[0] for line in lines[1:]) == ["hb-a", "hb-a", "hb-c"]
+    assert all(int(line.split(",")[-3]) > 0 for line in lines[1:])  # points found
