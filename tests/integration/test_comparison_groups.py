@@ -11,26 +11,23 @@ the rule, is a step past 11; both train on to it and stop there.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from kit.cli import run_kappa
 from kit.home import use_home
+from kit.run_files import progress_step
+from kit.scheduler import in_process_scheduler
+from kit.wait import wait_until
 
-from orchestrator.backends import get_backend
-from orchestrator.executors.local import LocalExecutor
 from orchestrator.registry import CellRecord, CellState, Registry
 from orchestrator.runs.stop_request import read_stop_request
 from orchestrator.scheduler.loop import SweepScheduler
-from orchestrator.scheduler.mlflow_runs import MlflowRunTracker
-from orchestrator.scheduler.options import SchedulerOptions
-from orchestrator.sweeps.driver import build_scheduler, resume
+from orchestrator.sweeps.driver import resume
 from orchestrator.sweeps.submission import prepare, record
 from orchestrator.tracking import Tracker
 
-SAFETY = 120  # seconds; a guard against hangs, not a speed assertion
 HOLD = 12
 # Room past the hold: the group's margin grows with the members' speed (100 steps/s here)
 # times the time between scheduler passes, so a loaded machine can put the stop far on.
@@ -61,28 +58,6 @@ def _spec(path: Path, name: str, arms: list[str], retries: int = 0) -> Path:
     return path
 
 
-def _scheduler(sweep: str) -> SweepScheduler:
-    with Registry.open() as reg:
-        record_ = reg.get_sweep(sweep)
-    return build_scheduler(Registry.open(), record_, get_backend(record_.backend),
-                           LocalExecutor(max_parallel=3), MlflowRunTracker(background=False),
-                           SchedulerOptions(poll_interval=0.05, max_parallel=3))
-
-
-def _wait_for(done: object, what: str) -> None:
-    deadline = time.monotonic() + SAFETY
-    while not done():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"gave up waiting for {what}"
-        time.sleep(0.05)
-
-
-def _progress(run_dir: Path) -> int:
-    try:
-        return int(json.loads((run_dir / "progress.json").read_text())["step"])
-    except (OSError, ValueError):
-        return 0
-
-
 def _cells(sweep: str) -> dict[str, CellRecord]:
     with Registry.open() as reg:
         return {str(c.axes["arm"]): c for c in reg.cells(sweep)}
@@ -92,18 +67,18 @@ def _start(tmp_path: Path, name: str, arms: list[str]) -> tuple[SweepScheduler, 
     spec = _spec(tmp_path / f"{name}.yaml", name, arms)
     with Registry.open() as reg:
         record(prepare(spec), reg, Tracker())
-    first = _scheduler(name)
+    first = in_process_scheduler(name, max_parallel=3)
     first.recover()
     first.step()  # launches every arm
     dirs = {arm: Path(c.run_dir or "") for arm, c in _cells(name).items()}
-    _wait_for(lambda: all(_progress(dirs[a]) == HOLD - 1 for a in arms if a != "broken"),
+    wait_until(lambda: all(progress_step(dirs[a]) == HOLD - 1 for a in arms if a != "broken"),
               "the arms to reach their hold")
     return first, dirs
 
 
 def _collect(scheduler: SweepScheduler, sweep: str, arms: list[str]) -> None:
     """Step ``scheduler`` until the arms' cells have ended."""
-    _wait_for(lambda: (scheduler.step(), all(
+    wait_until(lambda: (scheduler.step(), all(
         _cells(sweep)[a].is_terminal for a in arms))[1], "the scheduler to collect them")
 
 
@@ -142,7 +117,7 @@ def test_a_group_stops_at_its_later_member_and_every_member_there(
     assert requests["early"].met_by == 8 and requests["early"].step >= HOLD + 1
     for run_dir in dirs.values():
         (run_dir / "go").touch()
-    _wait_for(lambda: all((d / "summary.json").exists() for d in dirs.values()), "the stops")
+    wait_until(lambda: all((d / "summary.json").exists() for d in dirs.values()), "the stops")
     _collect(first, "grp", ["early", "late"])
     step = _ended_together("grp", ["early", "late"])
     assert step == requests["early"].step
@@ -158,11 +133,11 @@ def test_without_groups_each_cell_stops_where_its_own_rule_fires(
     spec.write_text(spec.read_text().replace(", together: [arm]", ""))
     with Registry.open() as reg:
         record(prepare(spec), reg, Tracker())
-    first = _scheduler("alone")
+    first = in_process_scheduler("alone", max_parallel=3)
     first.recover()
     first.step()
     dirs = {arm: Path(c.run_dir or "") for arm, c in _cells("alone").items()}
-    _wait_for(lambda: all(_progress(d) == HOLD - 1 for d in dirs.values()), "the holds")
+    wait_until(lambda: all(progress_step(d) == HOLD - 1 for d in dirs.values()), "the holds")
     first.step()
     steps = {a: read_stop_request(d).step for a, d in dirs.items()}  # type: ignore[union-attr]
     assert steps == {"early": 2, "late": 8}
@@ -172,10 +147,10 @@ def test_a_member_that_fails_for_good_does_not_hold_the_others(
         home: Path, tmp_path: Path) -> None:
     arms = ["early", "late", "broken"]
     first, dirs = _start(tmp_path, "grp-fail", arms)
-    _wait_for(lambda: (dirs["broken"] / "launches.log").exists()
+    wait_until(lambda: (dirs["broken"] / "launches.log").exists()
               and _cells("grp-fail")["broken"].state is CellState.RUNNING, "broken's launch")
     # The broken arm crashes at step 5; once collected it has left the group.
-    _wait_for(lambda: (first.step(), _cells("grp-fail")["broken"].state)[1]
+    wait_until(lambda: (first.step(), _cells("grp-fail")["broken"].state)[1]
               is CellState.FAILED, "the broken arm to fail")
     first.step()
     request = read_stop_request(dirs["early"])
@@ -183,7 +158,7 @@ def test_a_member_that_fails_for_good_does_not_hold_the_others(
     assert "together with 1 other cell" in request.reason  # early and late only
     for arm in ("early", "late"):
         (dirs[arm] / "go").touch()
-    _wait_for(lambda: all((dirs[a] / "summary.json").exists() for a in ("early", "late")),
+    wait_until(lambda: all((dirs[a] / "summary.json").exists() for a in ("early", "late")),
               "the stops")
     _collect(first, "grp-fail", ["early", "late"])
     _ended_together("grp-fail", ["early", "late"])
@@ -201,7 +176,7 @@ def test_a_restarted_scheduler_finishes_the_group_decision(
         # ... and a crash between the two writes is this state: the second never landed.
         (dirs["late"] / "stop-request.json").unlink()
     del first  # the scheduler dies; its jobs wait at their hold, nothing in memory survives
-    second = _scheduler("grp-crash")
+    second = in_process_scheduler("grp-crash", max_parallel=3)
     second.recover()  # reattaches to both jobs
     second.step()  # reads the decision back, or makes it from the logged histories
     request = read_stop_request(dirs["early"])
@@ -210,7 +185,7 @@ def test_a_restarted_scheduler_finishes_the_group_decision(
         assert _decision(dirs["early"]) == decided
     for run_dir in dirs.values():
         (run_dir / "go").touch()
-    _wait_for(lambda: all((d / "summary.json").exists() for d in dirs.values()), "the stops")
+    wait_until(lambda: all((d / "summary.json").exists() for d in dirs.values()), "the stops")
     counts = resume("grp-crash")  # a third scheduler collects them
     assert counts[CellState.SUCCEEDED] == 2
     assert _ended_together("grp-crash", ["early", "late"]) == request.step

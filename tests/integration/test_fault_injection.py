@@ -39,6 +39,7 @@ import pytest
 from kit.fake_trainer import final_metrics, step_metrics
 from kit.home import use_home
 from kit.kappa_main import KAPPA_SCRIPT
+from kit.run_files import progress_step
 
 from orchestrator.registry import CellState, Registry
 from orchestrator.tracking.outbox import mlflow_key
@@ -115,11 +116,6 @@ def _children(pid: int) -> list[int]:
         return []
 
 
-def _progress(run_dir: Path) -> int:
-    try:
-        return int(json.loads((run_dir / "progress.json").read_text())["step"])
-    except (OSError, ValueError, KeyError):
-        return -1
 
 
 def _kill_a_job(home: Path, rng: random.Random, target: str,
@@ -128,7 +124,7 @@ def _kill_a_job(home: Path, rng: random.Random, target: str,
     at_step = rng.randrange(0, STEPS)
     deadline = time.monotonic() + SAFETY
     while driver.poll() is None and time.monotonic() < deadline:
-        jobs = [(pid, d) for pid, d in _live_jobs(home) if _progress(d) >= at_step]
+        jobs = [(pid, d) for pid, d in _live_jobs(home) if progress_step(d) >= at_step]
         if jobs:
             wrapper, run_dir = rng.choice(jobs)
             victims = [wrapper] if target == "wrapper" else _children(wrapper)
@@ -279,13 +275,13 @@ def test_an_mlflow_server_outage_longer_than_the_client_retries_loses_no_point(
         procs = Processes(tmp_path)
         driver = procs.start("submit", str(spec), "--wait")
         deadline = time.monotonic() + SAFETY
-        while not any(_progress(d) >= 5 for _, d in _live_jobs(home)):
+        while not any(progress_step(d) >= 5 for _, d in _live_jobs(home)):
             assert driver.poll() is None and time.monotonic() < deadline, procs.output()
             time.sleep(0.05)
         os.killpg(server.pid, signal.SIGKILL)
         server.wait()
         time.sleep(8)  # cells train on (some finish) while the server is away
-        trained = [_progress(d) for d in (home / "runs" / "faults").iterdir() if d.is_dir()]
+        trained = [progress_step(d) for d in (home / "runs" / "faults").iterdir() if d.is_dir()]
         server = mlflow_server(store, tmp_path / "artifacts", port, tmp_path / "server-2.log")
         wait_until_up(base, server, tmp_path / "server-2.log")
         assert driver.wait(SAFETY) == 0, procs.output()

@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 from kit.home import use_home
 from kit.kappa_main import KAPPA_SCRIPT
+from kit.run_files import job_groups, progress_step
 
 from orchestrator.registry import CellState, Registry
 from orchestrator.runs.stop_request import read_stop_request
@@ -48,19 +49,8 @@ def _run_dirs(home: Path) -> list[Path]:
     return [d for d in (home / "runs" / SWEEP).glob("*") if (d / "config.yaml").exists()]
 
 
-def _progress(run_dir: Path) -> int:
-    try:
-        return int(json.loads((run_dir / "progress.json").read_text())["step"])
-    except (OSError, ValueError, KeyError):
-        return -1
 
 
-def _job_groups(home: Path) -> list[int]:
-    pids = []
-    for record in (home / "runs" / SWEEP).glob("*/.jobs/*/pid.json"):
-        with contextlib.suppress(OSError, ValueError, KeyError):
-            pids.append(int(json.loads(record.read_text())["pid"]))
-    return pids
 
 
 def _kill(home: Path, rng: random.Random, driver: subprocess.Popen[bytes]) -> str:
@@ -73,8 +63,8 @@ def _kill(home: Path, rng: random.Random, driver: subprocess.Popen[bytes]) -> st
         if driver.poll() is not None or time.monotonic() > deadline:
             return "nothing (the sweep ended first)"
         dirs = _run_dirs(home)
-        if before and dirs and max(_progress(d) for d in dirs) >= at_progress:
-            what = f"at progress {max(_progress(d) for d in dirs)}"
+        if before and dirs and max(progress_step(d) for d in dirs) >= at_progress:
+            what = f"at progress {max(progress_step(d) for d in dirs)}"
             break
         decided = list((home / "runs" / SWEEP / ".groups").glob("*.json"))
         if not before and (decided or any((d / "stop-request.json").exists() for d in dirs)):
@@ -85,7 +75,7 @@ def _kill(home: Path, rng: random.Random, driver: subprocess.Popen[bytes]) -> st
     driver.send_signal(signal.SIGKILL)
     driver.wait()
     if jobs_too:
-        for group in _job_groups(home):
+        for group in job_groups(home / "runs" / SWEEP):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(group, signal.SIGKILL)
     return ("the scheduler and the jobs" if jobs_too else "the scheduler") + f" {what}"

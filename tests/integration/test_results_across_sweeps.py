@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from kit.cli import run_kappa
-from kit.home import seed_mlflow_store
+from kit.home import use_home
 from kit.tiny_spec import tiny_embedded
 
 from orchestrator.sweeps.driver import submit
@@ -34,10 +34,7 @@ def _rows(text: str) -> list[list[str]]:
 @pytest.mark.slow
 def test_two_embedded_sweeps_read_as_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                          capsys: pytest.CaptureFixture[str]) -> None:
-    home = tmp_path / "home"
-    seed_mlflow_store(home)
-    monkeypatch.setenv("KAPPA_HOME", str(home))
-    monkeypatch.setenv("KAPPA_POLL_INTERVAL", "0.1")
+    use_home(tmp_path / "home", monkeypatch)
     _submit(tmp_path, "hb-a", 3, "[false, true]", "[0]")
     _submit(tmp_path, "hb-b", 3, "[false, true]", "[1]")
     _submit(tmp_path, "hb-c", 2, "[false]", "[0]")

@@ -40,6 +40,7 @@ import yaml
 from kit.fake_trainer import final_metrics, step_metrics
 from kit.home import use_home
 from kit.kappa_main import KAPPA_SCRIPT
+from kit.run_files import job_groups, progress_step
 
 from orchestrator.registry import CellRecord, CellState, Registry
 from orchestrator.sweeps.driver import resume
@@ -125,13 +126,6 @@ def reference(shared: dict[str, Any], kind: str, steps: int) -> tuple[list[Any],
     return rows, final
 
 
-def _job_groups(home: Path) -> list[int]:
-    """Process groups of the sweep's jobs (each led by its wrapper)."""
-    pids = []
-    for record in (home / "runs" / SWEEP).glob("*/.jobs/*/pid.json"):
-        with contextlib.suppress(OSError, ValueError, KeyError):
-            pids.append(int(json.loads(record.read_text())["pid"]))
-    return pids
 
 
 def _run_dir(home: Path) -> Path | None:
@@ -139,13 +133,6 @@ def _run_dir(home: Path) -> Path | None:
     return found[0] if found else None
 
 
-def _progress(run_dir: Path | None) -> int:
-    if run_dir is None:
-        return -1
-    try:
-        return int(json.loads((run_dir / "progress.json").read_text())["step"])
-    except (OSError, ValueError, KeyError):
-        return -1
 
 
 def kill_around_the_request(home: Path, rng: random.Random, driver: subprocess.Popen[bytes],
@@ -162,8 +149,8 @@ def kill_around_the_request(home: Path, rng: random.Random, driver: subprocess.P
         if driver.poll() is not None or time.monotonic() > deadline:
             return "nothing (the sweep ended first)"
         run_dir = _run_dir(home)
-        if before and _progress(run_dir) >= at_step:
-            what = f"at progress {_progress(run_dir)}"
+        if before and progress_step(run_dir) >= at_step:
+            what = f"at progress {progress_step(run_dir)}"
             break
         if not before and run_dir is not None and (run_dir / "stop-request.json").exists():
             time.sleep(delay)
@@ -173,7 +160,7 @@ def kill_around_the_request(home: Path, rng: random.Random, driver: subprocess.P
     if not only_job:
         driver.send_signal(signal.SIGKILL)
         driver.wait()
-    for group in _job_groups(home):
+    for group in job_groups(home / "runs" / SWEEP):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(group, signal.SIGKILL)
     return ("the job" if only_job else "the scheduler and the job") + f" {what}"
@@ -295,7 +282,7 @@ def test_a_diverged_cell_killed_after_the_request_is_never_run_again(
         time.sleep(0.01)
     driver.send_signal(signal.SIGKILL)
     driver.wait()
-    for group in _job_groups(home):
+    for group in job_groups(home / "runs" / SWEEP):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(group, signal.SIGKILL)
     (run_dir / "go").touch()  # a relaunch would run on, and diverge again

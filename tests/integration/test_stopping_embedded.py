@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from kit.home import seed_mlflow_store
+from kit.home import use_home
 from typer.testing import CliRunner
 
 from orchestrator.registry import CellState, Registry
@@ -51,10 +51,7 @@ RULES = {
 @pytest.mark.parametrize("rule", sorted(RULES))
 def test_a_rule_stops_a_real_embedded_cell(
         rule: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("KAPPA_HOME", str(tmp_path / "home"))
-    seed_mlflow_store(tmp_path / "home")
-    monkeypatch.setenv("KAPPA_POLL_INTERVAL", "0.1")
-    monkeypatch.setenv("KAPPA_RETRY_BACKOFF", "0.05")
+    use_home(tmp_path / "home", monkeypatch)
     stop, state, reason = RULES[rule]
     spec = tmp_path / "tiny.yaml"
     spec.write_text(TINY.format(name=f"emb-{rule}", stop=stop))
@@ -103,9 +100,7 @@ def test_a_comparison_group_of_real_embedded_cells_stops_at_one_step(
     # step 4 for val_every 2 and at step 3 for val_every 3. As a group, both stop at one
     # step past both firing steps, on both cadences (a multiple of 6), and are evaluated
     # there.
-    monkeypatch.setenv("KAPPA_HOME", str(tmp_path / "home"))
-    seed_mlflow_store(tmp_path / "home")
-    monkeypatch.setenv("KAPPA_POLL_INTERVAL", "0.1")
+    use_home(tmp_path / "home", monkeypatch)
     stop = ("{threshold: {metric: val-core/arith-val/acc/mean@1, at_least: 0.0, "
             "min_steps: 3}, together: [val_every]}")
     text = TINY.format(name="emb-group", stop=stop).replace("  val_every: 1\n", "")

@@ -7,26 +7,23 @@ test_stopping_embedded.py.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
 from kit.cli import run_kappa
 from kit.fake_backend import stop_spec
 from kit.home import use_home
+from kit.run_files import progress_step
+from kit.scheduler import in_process_scheduler
+from kit.wait import wait_until
 
-from orchestrator.backends import get_backend
-from orchestrator.executors.local import LocalExecutor
 from orchestrator.registry import CellRecord, CellState, Registry
-from orchestrator.scheduler.loop import SweepScheduler
-from orchestrator.scheduler.mlflow_runs import MlflowRunTracker
 from orchestrator.scheduler.options import SchedulerOptions
 from orchestrator.stopping.rules import pruned
-from orchestrator.sweeps.driver import build_scheduler, resume, submit
+from orchestrator.sweeps.driver import resume, submit
 from orchestrator.sweeps.submission import prepare, record
 from orchestrator.tracking import Tracker
 
-SAFETY = 120  # seconds; a guard against hangs, not a speed assertion
 RISING = [round(0.1 * i, 2) for i in range(1, 11)]  # 0.1 .. 1.0, then 1.0 repeats
 
 
@@ -137,28 +134,6 @@ def test_a_process_that_cannot_be_asked_is_ended_and_summarised(
     assert _run(cell)[1]["kappa.stopped"] == cell.stop_reason
 
 
-def _scheduler(sweep: str) -> SweepScheduler:
-    with Registry.open() as reg:
-        record_ = reg.get_sweep(sweep)
-    return build_scheduler(Registry.open(), record_, get_backend(record_.backend),
-                           LocalExecutor(), MlflowRunTracker(background=False),
-                           SchedulerOptions(poll_interval=0.05))
-
-
-def _wait_for(done: object) -> None:
-    deadline = time.monotonic() + SAFETY
-    while not done():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "gave up waiting"
-        time.sleep(0.05)
-
-
-def _progress(run_dir: Path) -> int:
-    try:
-        return int(json.loads((run_dir / "progress.json").read_text())["step"])
-    except (OSError, ValueError):
-        return 0
-
-
 @pytest.mark.parametrize("killed", ["before the rule fired", "after the rule fired"])
 def test_a_restarted_scheduler_recomputes_the_rules_from_the_logged_metrics(
         home: Path, tmp_path: Path, killed: str) -> None:
@@ -170,10 +145,10 @@ def test_a_restarted_scheduler_recomputes_the_rules_from_the_logged_metrics(
     with Registry.open() as reg:
         record(prepare(spec), reg, Tracker())
         run_dir = Path(reg.cells("stop-crash")[0].run_dir or "")
-    first = _scheduler("stop-crash")
+    first = in_process_scheduler("stop-crash")
     first.recover()
     first.step()  # launches the cell
-    _wait_for(lambda: _progress(run_dir) == hold - 1)  # the job now waits at its hold
+    wait_until(lambda: progress_step(run_dir) == hold - 1, "the hold")  # the job waits there
     first.step()  # reads steps 1 .. hold-1: the rule fires iff step 6 is among them
     assert _only_cell("stop-crash").progress_step == hold - 1
     assert (run_dir / "stop-request.json").exists() == killed.startswith("after")
@@ -239,15 +214,15 @@ def test_a_pruner_stops_a_cell_as_a_rule_would(home: Path, tmp_path: Path) -> No
         record(prepare(spec), reg, Tracker())
         cell = reg.cells("stop-prune")[0]
     run_dir = Path(cell.run_dir or "")
-    scheduler = _scheduler("stop-prune")
+    scheduler = in_process_scheduler("stop-prune")
     scheduler.recover()
     scheduler.step()
-    _wait_for(lambda: _progress(run_dir) == 3)
+    wait_until(lambda: progress_step(run_dir) == 3, "step 3")
     assert scheduler.stop_cell(cell.cell_id, pruned(3, "median pruner"))
     assert not scheduler.stop_cell(cell.cell_id, pruned(3))  # the first request stands
     assert not scheduler.stop_cell("no-such-cell", pruned(3))
     (run_dir / "go").touch()
-    _wait_for(lambda: (scheduler.step(), _only_cell("stop-prune").is_terminal)[1])
+    wait_until(lambda: (scheduler.step(), _only_cell("stop-prune").is_terminal)[1], "the end")
     done = _only_cell("stop-prune")
     assert (done.state, done.stop_reason) == (CellState.SUCCEEDED,
                                                "pruned at step 3 (median pruner)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from kit.home import seed_mlflow_store
+from kit.home import use_home
 from kit.tiny_spec import tiny_embedded
 
 from orchestrator.registry import CellState, Registry
@@ -18,9 +18,7 @@ TINY = tiny_embedded("tiny-embedded", {"baseline": ["grpo", "drgrpo"]}, val_ever
 @pytest.mark.slow
 def test_tiny_embedded_sweep_logs_into_the_cells_child_runs(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("KAPPA_HOME", str(tmp_path / "home"))
-    seed_mlflow_store(tmp_path / "home")
-    monkeypatch.setenv("KAPPA_POLL_INTERVAL", "0.1")
+    use_home(tmp_path / "home", monkeypatch)
     spec = tmp_path / "tiny.yaml"
     spec.write_text(TINY)
     submit(spec, wait=True, max_parallel=2)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from kit.fake_backend import write_spec
-from kit.home import register_backends, seed_mlflow_store
+from kit.home import use_home
 
 from orchestrator.registry import CellState, Registry
 from orchestrator.runs.folder import RUN_PENDING_MARKER
@@ -21,11 +21,7 @@ from orchestrator.tracking import Tracker
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    seed_mlflow_store(tmp_path / "home")
-    monkeypatch.setenv("KAPPA_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("KAPPA_POLL_INTERVAL", "0.05")
-    register_backends(monkeypatch)
-    return tmp_path / "home"
+    return use_home(tmp_path / "home", monkeypatch)
 
 
 def _children(tracker: Tracker, parent: str) -> list[str]:
