@@ -28,6 +28,14 @@ calibration run had GRPO + RB not yet flat — about 10-25% of steps, short of t
 target; no delta changes sign and every delta stays inside the full run's 95% interval.
 Cells on their own save more (30-40%) and move more deltas outside their interval.
 
+Prediction for the replay on the pre-registered 300-step toy Table 2 (``toy-table2-300``:
+all six baselines × ±RB × seeds 3–5, validation every 10 steps; the same rule, ``min_steps``
+120, ``patience`` 45), written on 2026-12-02 at 11:29 UTC before that replay was run, after
+its final accuracies had been read (its finding 1b) but not its curves: comparison groups
+save 5–20% of RL steps (the earlier 3.5-baseline replay saved 9.7%); no +RB delta changes
+sign; at least 4 of the 6 +RB deltas stay inside the full run's 95% interval, and at least
+4 of the 6 baseline means. Cells on their own save more steps and keep fewer deltas inside.
+
 Stop latency, per stopped cell, from the run folder: how long after the firing step's
 metrics were logged (their outbox timestamp) the scheduler wrote the stop request
 (``requested_at``) and the trainer logged its last step, and how many steps past the
