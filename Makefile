@@ -36,8 +36,8 @@ sysdeps:
 demo: $(CORE)
 	$(VENV)/bin/kappa demo experiments/toy/demo.yaml
 
-## The papers' findings at laptop scale: run the six miniature studies from scratch and
-## rewrite docs/findings.md with their verdicts (about 1.5 hours on two cores).
+## The papers' findings at laptop scale: run the miniature studies from scratch and
+## rewrite docs/findings.md with their verdicts (about 2 hours on two cores).
 findings: $(CORE)
 	$(PY) bench/findings.py
 
