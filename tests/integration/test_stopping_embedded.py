@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 
 import pytest
+from kit.cli import run_kappa
 from kit.home import use_home
-from typer.testing import CliRunner
 
 from orchestrator.registry import CellState, Registry
 from orchestrator.sweeps.driver import resume, submit
@@ -50,7 +50,8 @@ RULES = {
 @pytest.mark.slow
 @pytest.mark.parametrize("rule", sorted(RULES))
 def test_a_rule_stops_a_real_embedded_cell(
-        rule: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        rule: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     use_home(tmp_path / "home", monkeypatch)
     stop, state, reason = RULES[rule]
     spec = tmp_path / "tiny.yaml"
@@ -86,9 +87,8 @@ def test_a_rule_stops_a_real_embedded_cell(
         with Registry.open() as reg:
             assert reg.cells(f"emb-{rule}")[0].attempts_count == 1
 
-    from orchestrator.cli.app import app
-
-    out = CliRunner().invoke(app, ["status", f"emb-{rule}"]).output
+    # Wide: under xdist the terminal is 80 columns and the table would wrap the state.
+    out = run_kappa(capsys, "status", f"emb-{rule}").output
     assert f"{state.value} (stopped: {reason.split(' (')[0]})" in out
 
 
