@@ -78,7 +78,10 @@ class _Nodes:
 
     def start(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
         ray_bin = Path(sys.executable).with_name("ray")
-        env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "PYTHONWARNINGS": "ignore"}
+        # ``ray start`` waits 30 s by default for its raylet to register, which a loaded
+        # machine exceeds (seen with the slow suite on two workers): wait up to 2 minutes.
+        env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "PYTHONWARNINGS": "ignore",
+               "RAY_raylet_start_wait_time_s": "120"}
         log_path = Path(self.root) / f"{name}.log"
         self.logs.append(log_path)
         with open(log_path, "w") as log:
@@ -145,8 +148,8 @@ def local_ray_cluster(head_cpus: int = 2, workers: Sequence[WorkerNode] = (),
     CPUs, then ``workers``, no GPUs anywhere) once every node is alive; tear it down
     afterwards.
 
-    A start that fails is retried from scratch (``attempts`` in all): ``ray start`` waits
-    a fixed 30 s for its raylet to register, which a loaded machine can exceed.
+    A start that fails is retried from scratch (``attempts`` in all): a loaded machine can
+    exceed even the longer raylet registration wait set in :meth:`_Nodes.start`.
     """
     # Ray >= 2.5x enables token auth by default; a throw-away loopback cluster opts out, and
     # so must this process's Jobs API client.

@@ -22,7 +22,8 @@ import pytest
 import yaml
 from kit.fake_verl import write_fake_verl
 from kit.home import use_home
-from test_fault_injection import SAFETY, Processes, _progress
+from kit.run_files import progress_step
+from test_fault_injection import SAFETY, Processes
 
 from orchestrator.backends.verl.logs import log_files, read_lines
 from orchestrator.backends.verl.metrics_feed import phase_of, verl_metric_key
@@ -117,17 +118,17 @@ def test_verl_metrics_survive_an_mlflow_outage_exactly_once(
         wait_until_up(base, server, tmp_path / "server-1.log")
         driver = procs.start("submit", str(spec), "--wait")
         _wait_for("a cell at step 3",
-                  lambda: any(_progress(d) >= 3 for d in _run_dirs(home)), driver, procs)
+                  lambda: any(progress_step(d) >= 3 for d in _run_dirs(home)), driver, procs)
         os.killpg(server.pid, signal.SIGKILL)
         server.wait()
-        at_kill = max(_progress(d) for d in _run_dirs(home))
+        at_kill = max(progress_step(d) for d in _run_dirs(home))
         # While MLflow is away, one cell's launch dies with queued, unsent points.
-        _wait_for("a cell at step 6", lambda: any(_progress(d) >= 6 for d in _run_dirs(home)),
+        _wait_for("a cell at step 6", lambda: any(progress_step(d) >= 6 for d in _run_dirs(home)),
                   driver, procs)
-        killed = next(d for d in _run_dirs(home) if _progress(d) >= 6)
+        killed = next(d for d in _run_dirs(home) if progress_step(d) >= 6)
         assert _kill_launch(killed), procs.output()
         time.sleep(6)
-        trained = max(_progress(d) for d in _run_dirs(home))
+        trained = max(progress_step(d) for d in _run_dirs(home))
         server = mlflow_server(store, tmp_path / "artifacts", port, tmp_path / "server-2.log")
         wait_until_up(base, server, tmp_path / "server-2.log")
         assert driver.wait(SAFETY) == 0, procs.output()
