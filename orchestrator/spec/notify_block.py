@@ -144,10 +144,6 @@ class NotifySpec(BaseModel):
         return mask_url(self.url)
 
 
-def _override_key(text: str) -> str:
-    return text.lstrip("+~").split("=", 1)[0].strip()
-
-
 def shareable(text: str, overrides: Sequence[str],
               block: NotifySpec | None) -> tuple[str, tuple[str, ...]]:
     """The spec's YAML ``text`` and its command-line ``overrides`` as kappa stores and
@@ -155,27 +151,32 @@ def shareable(text: str, overrides: Sequence[str],
     URL of ``block`` replaced by its mask. The schedulers read the URL from the sweep's
     owner-only ``notify.json``, never from these.
 
-    Where the URL is not spelt literally (YAML escapes), the text is the parsed document
-    dumped again with the URL masked, comments lost; an override of ``notify`` in another
-    spelling shows its value as ``***``.
+    An override of ``notify`` that spells the URL otherwise (quoted, escaped) shows its
+    value as ``***``, also in the header line of the resolved text that quotes the
+    overrides; where the text's body does not hold the URL literally (YAML escapes), the
+    document is dumped again with the URL masked, comments lost.
     """
-    if block is None or block.env_name is not None or mask_url(block.url) == block.url:
+    masked = None if block is None or block.env_name is not None else mask_url(block.url)
+    if block is None or masked is None or masked == block.url:
         return text, tuple(overrides)
-    url, masked = block.url, mask_url(block.url)
-    if url in text:
-        text = text.replace(url, masked)
-    else:
-        import yaml
+    from orchestrator.spec.overrides import command_line, dump_yaml
+    from orchestrator.spec.yaml_source import load_yaml
 
-        data = yaml.safe_load(text)
-        if isinstance(data, dict) and isinstance(data.get("notify"), dict):
-            data["notify"]["url"] = masked
-        text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
-    shown = []
-    for override in overrides:
-        if url in override:
-            override = override.replace(url, masked)
-        elif _override_key(override).split(".")[0] == "notify" and "=" in override:
-            override = override.split("=", 1)[0] + "=***"
-        shown.append(override)
-    return text, tuple(shown)
+    url = block.url
+    shown = tuple(o.replace(url, masked) if url in o
+                  else o.split("=", 1)[0] + "=***" if _sets_notify(o) else o
+                  for o in overrides)
+    if shown != tuple(overrides):  # the resolved text's header quotes the overrides
+        text = text.replace(command_line(overrides), command_line(shown))
+    if url in text:
+        return text.replace(url, masked), shown
+    data = load_yaml(text, "<stored spec>").data
+    if isinstance(data, dict) and isinstance(data.get("notify"), dict):
+        data["notify"]["url"] = masked
+    return dump_yaml(data), shown
+
+
+def _sets_notify(override: str) -> bool:
+    """Whether ``override`` (Hydra grammar) sets ``notify`` or a key under it."""
+    key = override.lstrip("+~").split("=", 1)[0].strip()
+    return "=" in override and key.split(".")[0] == "notify"

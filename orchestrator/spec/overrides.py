@@ -272,6 +272,12 @@ class OverriddenDocument(SourceDocument):
         return super().problem(path, location, message, found, allowed, fix)
 
 
+def dump_yaml(data: Any) -> str:
+    """``data`` as YAML text that :mod:`orchestrator.spec.yaml_source` reads back equal."""
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True,
+                     default_flow_style=None, width=100)
+
+
 def resolve(doc: SourceDocument, texts: Sequence[str]) -> tuple[OverriddenDocument, str]:
     """``doc`` (whose data is a mapping) with the overrides ``texts`` applied in order, and
     the resolved spec's YAML text (what the sweep stores; it reads back to the same data).
@@ -292,8 +298,7 @@ def resolve(doc: SourceDocument, texts: Sequence[str]) -> tuple[OverriddenDocume
         raise UserInputError(f"{doc.filename}: invalid overrides", problems)
     header = (f"# {doc.filename.replace(chr(10), ' ')} as resolved with command-line "
               f"overrides:\n#   {command_line(texts)}\n")
-    text = header + yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True,
-                              default_flow_style=None, width=100)
+    text = header + dump_yaml(data)
     reread = load_yaml(text, f"{doc.filename} (with overrides)").data
     return OverriddenDocument(data=reread, root=doc.root, filename=doc.filename,
                               written=tuple(written)), text

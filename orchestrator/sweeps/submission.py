@@ -128,10 +128,10 @@ def _record(prepared: PreparedSweep, registry: Registry, tracker: Any,
     spec = prepared.spec
     is_new = registry.find_sweep(spec.name) is None
     experiment_id = tracker.ensure_experiment(spec.name)
-    # Always set: a resubmit without overrides must not show the last one's. A password
-    # in a URL is masked, as everywhere kappa shows text.
     # A literal webhook URL is a secret: stored and shown masked (notify.json has it).
     spec_text, shown = shareable(spec.source_text, prepared.plan.overrides, spec.notify)
+    # Always set: a resubmit without overrides must not show the last one's. A password
+    # in a URL is masked, as everywhere kappa shows text.
     overrides = redact(command_line(shown))
     parent_run_id, run_is_new = tracker.sweep_run(
         experiment_id, spec.name, spec_text,
