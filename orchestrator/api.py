@@ -11,6 +11,7 @@ two sweeps keeps one row per sweep with ``settings_diff`` naming what differs.
 
 >>> from orchestrator import api
 >>> api.sweeps()[["name", "cells", "succeeded"]]
+>>> api.status("toy-demo").counts
 >>> api.final_metrics("toy-demo", "eval/*/mean@8")
 >>> print(api.table_text("toy-demo"))
 """
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from orchestrator.analysis.tables import TableSpec
+    from orchestrator.sweeps.status import SweepStatus
 
 Sweeps = str | Sequence[str]
 
@@ -42,24 +44,41 @@ def sweeps(registry: str | None = None) -> pd.DataFrame:
     """
     import pandas as pd
 
-    from orchestrator import paths
-    from orchestrator.registry import CellState, Registry, RegistryMissing
+    from orchestrator.sweeps.status import STATES
+    from orchestrator.sweeps.stores import RegistryMissing, Stores
+    from orchestrator.sweeps.sweep import Sweep
 
-    states = [s.value for s in CellState]
-    columns = ["name", "backend", "created_at", "updated_at", "cells", *states]
+    columns = ["name", "backend", "created_at", "updated_at", "cells", *STATES]
     try:
-        registry_ = Registry.open(paths.registry_url(registry), create=False)
+        opened = Stores(registry).open_registry(create=False)
     except RegistryMissing:
         return pd.DataFrame(columns=columns)
     rows = []
-    with registry_ as reg:
-        for sweep in reg.list_sweeps():
-            counts = {state.value: n for state, n in reg.counts(sweep.name).items()}
-            rows.append({"name": sweep.name, "backend": sweep.backend,
-                         "created_at": sweep.created_at, "updated_at": sweep.updated_at,
-                         "cells": sum(counts.values()),
-                         **{s: counts.get(s, 0) for s in states}})
+    with opened as reg:
+        for handle in Sweep.every(reg):
+            status = handle.active_status()
+            handle.close()
+            rows.append({"name": status.sweep, "backend": status.backend,
+                         "created_at": handle.record.created_at,
+                         "updated_at": status.updated_at, "cells": status.total,
+                         **status.counts})
     return pd.DataFrame(rows, columns=columns)
+
+
+def status(sweep: str, registry: str | None = None) -> SweepStatus:
+    """The sweep's status, as ``kappa status SWEEP`` shows it (``.as_json()`` is what
+    ``--json`` prints): counts, per-cell progress and stop reasons, hours used, projected
+    and saved (per comparison group too), who drives it, overrides, studies and where its
+    notifications go (masked). A frozen value: call again to refresh.
+
+    >>> s = api.status("toy-demo")
+    >>> s.counts, s.hours.used, [c.state_text for c in s.cells]
+    """
+    from orchestrator.sweeps.stores import Stores
+    from orchestrator.sweeps.sweep import Sweep
+
+    with Stores(registry).open_registry(create=False) as reg:
+        return Sweep.open(reg, sweep).status()
 
 
 def cells(sweeps: Sweeps, registry: str | None = None,

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.registry import Registry, SweepRecord
+
+if TYPE_CHECKING:
+    from orchestrator.grid.plan import SweepPlan
 
 
 @dataclass(frozen=True)
@@ -73,18 +76,19 @@ def storage_exists(registry: Registry) -> bool:
     return Path(sibling).exists()
 
 
-def study_summaries(registry: Registry, sweep: SweepRecord) -> list[StudySummary]:
-    """The sweep's studies (empty for a sweep that is not a search)."""
+def study_summaries(registry: Registry, sweep: SweepRecord,
+                    plan: SweepPlan | None = None) -> list[StudySummary]:
+    """The sweep's studies (empty for a sweep that is not a search); ``plan``: its stored
+    plan, if read already."""
     from orchestrator.grid.plan import stored_plan
 
-    search = stored_plan(sweep.name, sweep.plan).search
+    search = (plan or stored_plan(sweep.name, sweep.plan)).search
     if search is None or not storage_exists(registry):
         return []
     import optuna
 
-    from orchestrator.search.hook import ERROR_ATTR
     from orchestrator.search.samplers import trial_budget
-    from orchestrator.search.storage import open_storage
+    from orchestrator.search.storage import ERROR_ATTR, open_storage
 
     storage = open_storage(registry.engine)
     names = set(optuna.study.get_all_study_names(storage))

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from orchestrator import paths
-from orchestrator.cli.sweep_views import STATE_STYLE, describe_axes, val_accuracy
+from orchestrator.cli.sweep_views import STATE_STYLE
 from orchestrator.errors import UserInputError
 from orchestrator.redact import redact
 from orchestrator.registry import Registry
@@ -46,13 +46,15 @@ def demo_table_spec(axes: Sequence[str], metrics: str) -> TableSpec:
 
 
 def _cells_table(registry: Registry, sweep: str) -> Table:
+    from orchestrator.sweeps.status import CellStatus
+
     table = Table(title=f"{sweep}: final validation accuracy", title_justify="left")
     for column in ("cell", "axes", "state", "val acc"):
         table.add_column(column, justify="right" if column == "val acc" else "left")
-    for cell in registry.cells(sweep):
-        acc = val_accuracy(cell.final_metrics)
-        table.add_row(cell.cell_id, describe_axes(cell),
-                      f"[{STATE_STYLE[cell.state]}]{cell.state.value}[/]",
+    for cell in map(CellStatus.of, registry.cells(sweep)):
+        acc = cell.val_accuracy
+        table.add_row(cell.cell_id, cell.axes_text,
+                      f"[{STATE_STYLE[cell.state]}]{cell.state}[/]",
                       "" if acc is None else f"{acc:.3f}")
     return table
 

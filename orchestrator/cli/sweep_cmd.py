@@ -108,13 +108,13 @@ def _notify_url(ctx: typer.Context, url: str | None) -> None:
 
 
 def _print_final(console: Console, stores: Stores, sweep: str) -> None:
-    from orchestrator.cli.sweep_views import print_sweep
-    from orchestrator.registry import CellState
+    from orchestrator.cli.sweep_views import print_status
+    from orchestrator.sweeps.sweep import Sweep
 
     with stores.open_registry() as reg:
-        print_sweep(console, reg, reg.get_sweep(sweep), None)
-        counts = reg.counts(sweep)
-    if counts[CellState.FAILED] or counts[CellState.CANCELLED]:
+        status = Sweep.open(reg, sweep).status()
+    print_status(console, status)
+    if not status.all_succeeded:
         raise typer.Exit(1)
 
 
@@ -131,7 +131,8 @@ def status_cmd(
     registry: RegistryOption = None,
 ) -> None:
     """Show sweeps, or one sweep's state counts and cells (progress, attempts, val acc)."""
-    from orchestrator.cli.sweep_views import print_sweep, sweep_json, sweeps_table
+    from orchestrator.cli.sweep_views import print_status, sweeps_table
+    from orchestrator.sweeps.sweep import Sweep
 
     if sweep is not None:
         paths.check_name(sweep)
@@ -139,14 +140,19 @@ def status_cmd(
         _watch(sweep, as_json, interval, registry)
         return
     with stores_of(registry, None).open_registry(create=False) as reg:
+        handles = Sweep.every(reg) if sweep is None else [Sweep.open(reg, sweep)]
         if as_json:
-            shown = ([sweep_json(reg, s, reg.lease(s.name)) for s in reg.list_sweeps()]
-                     if sweep is None else sweep_json(reg, reg.get_sweep(sweep), reg.lease(sweep)))
-            typer.echo(json.dumps(shown, indent=2, default=str))
+            shown = [h.status().as_json() for h in handles]
+            typer.echo(json.dumps(shown if sweep is None else shown[0], indent=2,
+                                  default=str))
         elif sweep is None:
-            make_console().print(sweeps_table(reg))
+            statuses = []
+            for handle in handles:
+                statuses.append(handle.active_status())
+                handle.close()
+            make_console().print(sweeps_table(statuses))
         else:
-            print_sweep(make_console(), reg, reg.get_sweep(sweep), reg.lease(sweep))
+            print_status(make_console(), handles[0].status())
 
 
 def _watch(sweep: str | None, as_json: bool, interval: float, registry: str | None) -> None:
@@ -154,7 +160,7 @@ def _watch(sweep: str | None, as_json: bool, interval: float, registry: str | No
     stops watching only (130)."""
     from orchestrator.cli.sweep_watch import watch
     from orchestrator.errors import Problem, UserInputError
-    from orchestrator.registry import CellState
+    from orchestrator.sweeps.sweep import Sweep
 
     if sweep is None or as_json:
         raise UserInputError("--watch follows one sweep on screen", [Problem(
@@ -163,13 +169,13 @@ def _watch(sweep: str | None, as_json: bool, interval: float, registry: str | No
             fix="kappa status SWEEP --watch (or kappa status SWEEP --json, once)")])
     console = make_console()
     with stores_of(registry, None).open_registry(create=False) as reg:
-        reg.get_sweep(sweep)  # an unknown sweep: exit 2 with the known ones
+        handle = Sweep.open(reg, sweep)  # an unknown sweep: exit 2 with the known ones
         try:
-            last = watch(console, reg, sweep, interval)
+            last = watch(console, handle, interval)
         except KeyboardInterrupt:
             typer.echo(f"\nstopped watching; {sweep} goes on", err=True)
             raise typer.Exit(130) from None
-    if last.counts[CellState.FAILED] or last.counts[CellState.CANCELLED]:
+    if not last.all_succeeded:
         raise typer.Exit(1)
 
 
@@ -180,14 +186,13 @@ def logs_cmd(
     registry: RegistryOption = None,
 ) -> None:
     """Print a cell's training log (all its attempts, appended)."""
-    from orchestrator.registry import TERMINAL_STATES
-    from orchestrator.runs.folder import LOG_FILE
-    from orchestrator.scheduler.cells import cell_run_dir
     from orchestrator.sweeps.cancelling import find_cell
+    from orchestrator.sweeps.sweep import Sweep
 
     with stores_of(registry, None).open_registry(create=False) as reg:
         record = find_cell(reg, cell)
-        path = cell_run_dir(record) / LOG_FILE
+        sweep = Sweep(reg, record.sweep_name)
+        path = sweep.log_file(record)
         offset = 0
         while True:
             if path.exists():
@@ -201,7 +206,7 @@ def logs_cmd(
                 if not path.exists():
                     typer.echo(f"(no log yet at {path}; cell is {record.state.value})", err=True)
                 return
-            if reg.get_cell(record.sweep_name, record.cell_id).state in TERMINAL_STATES:
+            if sweep.cell_ended(record.cell_id):
                 return
             time.sleep(0.5)
 

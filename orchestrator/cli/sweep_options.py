@@ -16,11 +16,11 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from orchestrator.cli.sweep_views import LineProgress, LiveProgress
-    from orchestrator.registry import Registry
-    from orchestrator.scheduler.options import SchedulerOptions
     from orchestrator.sweeps.executor_choice import ExecutorChoice
+    from orchestrator.sweeps.status import SweepStatus
     from orchestrator.sweeps.stores import Stores
     from orchestrator.sweeps.submission import PreparedSweep, SubmitResult
+    from orchestrator.sweeps.sweep import SchedulerOptions
 
 OverridesArgument = Annotated[list[str] | None, typer.Argument(
     metavar="OVERRIDE", show_default=False,
@@ -78,19 +78,20 @@ def sweep_progress(console: Console, quiet: bool = False) -> Iterator[SchedulerO
         yield None
         return
     from orchestrator.cli.sweep_views import progress_display
-    from orchestrator.registry import CellState
-    from orchestrator.scheduler.options import SchedulerOptions
+    from orchestrator.sweeps.sweep import progress_ticks
 
-    shown: list[LiveProgress | LineProgress] = []  # made on the first tick: errors before
-    # it (a bad spec, an unreachable cluster) leave no empty bar behind
+    # Made on the first tick: errors before it (a bad spec, an unreachable cluster) leave
+    # no empty bar behind.
+    shown: list[LiveProgress | LineProgress] = []
 
-    def tick(registry: Registry, sweep: str) -> None:
+    def show(status: SweepStatus) -> None:
         if not shown:
             shown.append(progress_display(console))
-        shown[0].update(registry.counts(sweep), registry.cells(sweep, [CellState.RUNNING]))
+        shown[0].update(status)
 
     try:
-        yield SchedulerOptions(on_tick=tick)
+        with progress_ticks(show) as options:
+            yield options
     finally:
         for display in shown:
             display.close()

@@ -19,7 +19,6 @@ from orchestrator.notify.store import SentLog, load_config
 from orchestrator.paths import is_canary_sweep
 from orchestrator.registry import CellState, Registry
 from orchestrator.scheduler.hooks import SchedulerHook
-from orchestrator.spec.model import Resources
 from orchestrator.spec.notify_block import Event, NotifySpec
 
 LOG = logging.getLogger(__name__)
@@ -28,18 +27,17 @@ LOG = logging.getLogger(__name__)
 class NotifyHook(SchedulerHook):
     """Posts one sweep's messages (module docstring)."""
 
-    def __init__(self, sweep: str, config: NotifySpec, resources: Resources,
-                 notifier: Notifier | None = None) -> None:
+    def __init__(self, sweep: str, config: NotifySpec, notifier: Notifier | None = None
+                 ) -> None:
         self.sweep = sweep
         self.config = config
-        self.resources = resources
         self.notifier = notifier or Notifier(config.url, SentLog(sweep))
 
     @classmethod
-    def of(cls, sweep: str, resources: Resources) -> NotifyHook | None:
+    def of(cls, sweep: str) -> NotifyHook | None:
         """The hook for ``sweep`` if it has notifications (``None`` otherwise)."""
         config = load_config(sweep)
-        return None if config is None else cls(sweep, config, resources)
+        return None if config is None else cls(sweep, config)
 
     def wants(self, kind: Event) -> bool:
         """Whether the sweep's ``notify.events`` lists ``kind``."""
@@ -66,11 +64,9 @@ class NotifyHook(SchedulerHook):
         queued messages to go out."""
         try:
             if self.wants("sweep_end") and not is_canary_sweep(self.sweep):
-                from orchestrator.stopping.budget import sweep_hours
+                from orchestrator.sweeps.sweep import Sweep
 
-                cells = registry.cells(self.sweep)
-                hours = sweep_hours(cells, self.resources)
-                self.notifier.send(sweep_end(self.sweep, cells, (hours.unit, hours.used)))
+                self.notifier.send(sweep_end(Sweep(registry, self.sweep).status()))
         except Exception as exc:
             LOG.warning("no end-of-sweep notification for %s: %s", self.sweep, exc)
         finally:

@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.redact import redact
-from orchestrator.registry import CellRecord, CellState
+from orchestrator.registry import CellRecord
 from orchestrator.spec.notify_block import Event
+
+if TYPE_CHECKING:
+    from orchestrator.sweeps.status import CellStatus, SweepStatus
 
 MAX_ERROR = 300  # characters of a cell's last error quoted in a message
 
@@ -44,7 +47,7 @@ class Message:
         return {"text": self.text, "blocks": blocks}
 
 
-def axes_text(cell: CellRecord) -> str:
+def axes_text(cell: CellRecord | CellStatus) -> str:
     """``baseline=grpo, seed=1``."""
     return ", ".join(f"{k}={v}" for k, v in cell.axes.items()) or "(no axes)"
 
@@ -91,17 +94,16 @@ def cell_failed(sweep: str, cell: CellRecord, kind: Event) -> Message:
     return Message(kind, f"{kind}:{cell.cell_id}:{cell.attempts_count}", text, fields)
 
 
-def sweep_end(sweep: str, cells: Sequence[CellRecord], used_hours: tuple[str, float]
-              ) -> Message:
-    """The sweep has nothing left to run: counts, hours used, the best cell by its final
-    validation accuracy. ``used_hours``: (unit, hours), e.g. ("GPU-hours", 12.5)."""
-    counts = {state: sum(1 for c in cells if c.state is state) for state in CellState}
-    shown = " · ".join(f"{n} {state.value}" for state, n in counts.items() if n) or "no cells"
-    unit, hours = used_hours
-    text = f"kappa: sweep *{sweep}* ended: {shown} ({len(cells)} cells)"
-    fields: list[tuple[str, str]] = [("sweep", sweep), ("cells", shown),
-                                     (unit, f"{hours:,.2f} used")]
-    scored = [(found, c) for c in cells if c.state is CellState.SUCCEEDED
+def sweep_end(status: SweepStatus) -> Message:
+    """The sweep has nothing left to run (``status``: its complete status): counts, hours
+    used, the best cell by its final validation accuracy."""
+    cells = status.cells
+    shown = " · ".join(f"{n} {state}" for state, n in status.counts.items() if n) or "no cells"
+    text = f"kappa: sweep *{status.sweep}* ended: {shown} ({len(cells)} cells)"
+    fields: list[tuple[str, str]] = [("sweep", status.sweep), ("cells", shown)]
+    if status.hours is not None:
+        fields.append((status.hours.unit, f"{status.hours.used:,.2f} used"))
+    scored = [(found, c) for c in cells if c.state == "succeeded"
               and (found := main_metric(c.final_metrics)) is not None]
     if scored:  # cells compared on one metric: the validation accuracy where there is one
         metric = min({m[0] for m, _ in scored}, key=lambda k: (not k.startswith("val-core/"), k))
@@ -110,10 +112,9 @@ def sweep_end(sweep: str, cells: Sequence[CellRecord], used_hours: tuple[str, fl
         fields.append(("best cell", f"`{best.cell_id}` ({axes_text(best)}): "
                                     f"{name} = {value:.4f}"))
         text += f"; best {name} = {value:.4f} ({axes_text(best)})"
-    failed = counts[CellState.FAILED]
-    if failed:
-        fields.append(("failed", f"kappa status {sweep}"))
+    if status.counts.get("failed"):
+        fields.append(("failed", f"kappa status {status.sweep}"))
     digest = hashlib.sha256("\n".join(
-        f"{c.cell_id}:{c.state.value}:{c.attempts_count}" for c in
+        f"{c.cell_id}:{c.state}:{c.attempts}" for c in
         sorted(cells, key=lambda c: c.cell_id)).encode()).hexdigest()[:16]
     return Message("sweep_end", f"sweep_end:{digest}", text, tuple(fields))

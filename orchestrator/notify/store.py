@@ -20,27 +20,19 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from pathlib import Path
 
 from pydantic import ValidationError
 
 from orchestrator.errors import Problem, UserInputError
-from orchestrator.paths import runs_root
 from orchestrator.runs.atomic import write_atomic
+from orchestrator.runs.layout import NOTIFY_FILE, NOTIFY_SENT_FILE, sweep_folder
 from orchestrator.spec.notify_block import NotifySpec, mask_url, url_problem
 
 LOG = logging.getLogger(__name__)
-CONFIG_FILE = "notify.json"
-SENT_FILE = "notify-sent.jsonl"
 
 # ``kappa submit --notify URL``: the URL for every sweep this command records (the grid's
 # and its canaries'), in place of the spec's block's.
 _COMMAND_LINE_URL: ContextVar[str | None] = ContextVar("kappa_notify_url", default=None)
-
-
-def sweep_folder(sweep: str) -> Path:
-    """``runs/<sweep>/``, where the sweep's cells' run folders are too."""
-    return runs_root() / sweep
 
 
 def check_url(url: str, where: str = "--notify") -> str:
@@ -85,7 +77,7 @@ def effective(block: NotifySpec | None) -> NotifySpec | None:
 
 def save_config(sweep: str, block: NotifySpec | None) -> None:
     """Record (or, for ``None``, remove) what ``sweep``'s schedulers notify."""
-    path = sweep_folder(sweep) / CONFIG_FILE
+    path = sweep_folder(sweep) / NOTIFY_FILE
     if block is None:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
@@ -97,7 +89,7 @@ def save_config(sweep: str, block: NotifySpec | None) -> None:
 def load_config(sweep: str) -> NotifySpec | None:
     """What ``sweep``'s schedulers notify (``None``: nothing, or an unreadable file,
     logged: a notification is never a reason to stop a sweep)."""
-    path = sweep_folder(sweep) / CONFIG_FILE
+    path = sweep_folder(sweep) / NOTIFY_FILE
     try:
         return NotifySpec.model_validate_json(path.read_text())
     except FileNotFoundError:
@@ -112,7 +104,7 @@ class SentLog:
     """The keys of the messages begun for one sweep (``notify-sent.jsonl``)."""
 
     def __init__(self, sweep: str) -> None:
-        self.path = sweep_folder(sweep) / SENT_FILE
+        self.path = sweep_folder(sweep) / NOTIFY_SENT_FILE
         self._keys: set[str] | None = None
 
     def keys(self) -> set[str]:

@@ -17,7 +17,7 @@ from pathlib import Path
 from orchestrator.registry import CellRecord, CellState, Registry, SweepRecord
 from orchestrator.runs.cell_file import write_cell_file
 from orchestrator.runs.folder import RUN_PENDING_MARKER, write_config
-from orchestrator.scheduler.cells import cell_run_dir
+from orchestrator.runs.layout import run_folder
 from orchestrator.scheduler.ports import RunTracker
 
 
@@ -65,7 +65,7 @@ class OpenedRuns:
             run_id, run_dir = known
         else:  # e.g. a reattached job: the registry knows its run
             cell = registry.get_cell(self.sweep, cell_id)
-            run_id, run_dir = cell.mlflow_run_id, cell_run_dir(cell)
+            run_id, run_dir = cell.mlflow_run_id, run_folder(cell)
         if run_id:
             self.tracker.finish(run_id, status, run_dir)
 
@@ -73,5 +73,5 @@ class OpenedRuns:
         """``cell.json`` follows the registry; a folder that cannot take it is no reason
         to stop the sweep."""
         with contextlib.suppress(OSError):
-            write_cell_file(cell_run_dir(cell), self.sweep, cell, state.value,
+            write_cell_file(run_folder(cell), self.sweep, cell, state.value,
                             run_id or cell.mlflow_run_id)

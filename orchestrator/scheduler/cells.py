@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.paths import runs_root
-from orchestrator.registry import TERMINAL_STATES, CellRecord, CellState, Registry, SweepRecord
+from orchestrator.registry import TERMINAL_STATES, CellState, Registry, SweepRecord
+from orchestrator.runs.layout import run_folder
 from orchestrator.scheduler.ports import RunTracker
 
 UNFINISHED = (CellState.PENDING, CellState.QUEUED, CellState.RUNNING)
@@ -33,11 +33,6 @@ def log_tail(path: Path, lines: int = 20) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def cell_run_dir(cell: CellRecord) -> Path:
-    """Where the cell runs: recorded at submit, else ``runs_root()/<sweep>/<cell id>``."""
-    return Path(cell.run_dir) if cell.run_dir else runs_root() / cell.sweep_name / cell.cell_id
-
-
 def end_stale_runs(registry: Registry, sweep: SweepRecord, tracker: RunTracker) -> int:
     """End the MLflow runs of ``sweep``'s ended cells that are still RUNNING; how many."""
     ended: dict[str, str] = {}
@@ -45,7 +40,7 @@ def end_stale_runs(registry: Registry, sweep: SweepRecord, tracker: RunTracker) 
     for cell in registry.cells(sweep.name, list(TERMINAL_STATES)):
         if cell.mlflow_run_id and cell.state in RUN_STATUS:
             ended[cell.mlflow_run_id] = RUN_STATUS[cell.state]
-            run_dirs[cell.mlflow_run_id] = cell_run_dir(cell)
+            run_dirs[cell.mlflow_run_id] = run_folder(cell)
     return tracker.reconcile(sweep, ended, run_dirs) if ended else 0
 
 

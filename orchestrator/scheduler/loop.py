@@ -32,9 +32,10 @@ from orchestrator.backends import Backend
 from orchestrator.executors import Executor, JobHandle
 from orchestrator.registry import CellRecord, CellState, Registry, SweepRecord
 from orchestrator.runs.folder import LOG_FILE
+from orchestrator.runs.layout import run_folder
 from orchestrator.runs.stop_request import StopRequest
 from orchestrator.scheduler.cell_runs import OpenedRuns
-from orchestrator.scheduler.cells import cell_run_dir, close_sweep_runs, log_tail, retry_delay
+from orchestrator.scheduler.cells import close_sweep_runs, log_tail, retry_delay
 from orchestrator.scheduler.fit import job_resources
 from orchestrator.scheduler.hooks import Ending, SchedulerHook, decide_ending
 from orchestrator.scheduler.lease import LeaseLost, SchedulerLease
@@ -154,7 +155,7 @@ class SweepScheduler:
         ended = partial(ended_while_away, self.registry, self.backend, self.hooks, self.runs)
         for cell, job in recover_cells(self.registry, self._sweep(), self.executor,
                                        self.tracker, ended):
-            self._running[cell.cell_id] = _Running(cell, job, cell_run_dir(cell))
+            self._running[cell.cell_id] = _Running(cell, job, run_folder(cell))
 
     def _sweep(self) -> SweepRecord:
         if self._sweep_record is None:
@@ -200,7 +201,7 @@ class SweepScheduler:
                 self._judge_between_launches()
 
     def _launch(self, cell: CellRecord) -> None:
-        run_dir = cell_run_dir(cell)
+        run_dir = run_folder(cell)
         log_path = run_dir / LOG_FILE
         demand = stored_demand(cell)
         try:

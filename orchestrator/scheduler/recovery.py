@@ -16,8 +16,9 @@ from orchestrator.backends import Backend
 from orchestrator.executors import Executor, JobHandle
 from orchestrator.registry import CellRecord, CellState, Registry, SweepRecord
 from orchestrator.runs.folder import LOG_FILE
+from orchestrator.runs.layout import run_folder
 from orchestrator.scheduler.cell_runs import OpenedRuns
-from orchestrator.scheduler.cells import cell_run_dir, end_stale_runs
+from orchestrator.scheduler.cells import end_stale_runs
 from orchestrator.scheduler.hooks import SchedulerHook, decide_ending
 from orchestrator.scheduler.ports import JobFinder, RunTracker
 
@@ -65,7 +66,7 @@ def find_job(registry: Registry, executor: Executor, cell: CellRecord) -> JobHan
     # attempt opened. An older job there is an earlier attempt's (its exit code is
     # not this one's); none means this attempt's launch died before submitting.
     if isinstance(executor, JobFinder) and cell.started_at is not None:
-        log = cell_run_dir(cell) / LOG_FILE
+        log = run_folder(cell) / LOG_FILE
         for job_id in executor.jobs_for_log(log, since=cell.started_at)[:1]:
             job = executor.reattach(job_id)
             if job is not None:
@@ -80,7 +81,7 @@ def ended_while_away(registry: Registry, backend: Backend, hooks: Sequence[Sched
     decide how it ended (a stop its run confirmed, or ``diverged``, final whatever
     became of the job), recorded here (its MLflow run is ended with the other ended
     cells'); otherwise it is to be requeued."""
-    run_dir = cell_run_dir(cell)
+    run_dir = run_folder(cell)
     ending = decide_ending(hooks, cell.cell_id, run_dir, VANISHED_CODE,
                            backend.read_summary(run_dir))
     if ending is None or ending.stop_reason is None:

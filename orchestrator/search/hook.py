@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.grid.cell import Cell, content_id
 from orchestrator.grid.plan import SweepPlan
 from orchestrator.registry import CellRecord, CellState, Registry
-from orchestrator.runs.cell_file import write_cell_file
-from orchestrator.runs.folder import write_config
-from orchestrator.scheduler.cells import cell_run_dir
+from orchestrator.runs.layout import run_folder
 from orchestrator.scheduler.hooks import Ending, LoopControl, SchedulerHook
 from orchestrator.search.samplers import distributions, make_pruner, make_sampler, trial_budget
+from orchestrator.search.storage import ERROR_ATTR
 from orchestrator.spec.search_block import MAX_TRIALS, SearchSpec, with_values
 from orchestrator.stopping.rules import pruned
+from orchestrator.sweeps.sweep import Sweep
 
 if TYPE_CHECKING:
     from orchestrator.backends import Backend
@@ -37,7 +37,6 @@ LOG = logging.getLogger(__name__)
 
 STUDY_LABEL = "kappa.study"
 TRIAL_LABEL = "kappa.trial"
-ERROR_ATTR = "kappa.error"
 
 
 def study_name(sweep: str, axes: dict[str, Any]) -> str:
@@ -164,7 +163,7 @@ class SearchHook(SchedulerHook):
     def _objective(self, cell: CellRecord) -> float | None:
         """The trial's objective from its cell: the final value, or the best logged."""
         obj = self.search.objective
-        rows = self.backend.read_metrics(cell_run_dir(cell), None).rows
+        rows = self.backend.read_metrics(run_folder(cell), None).rows
         history = [v[obj.metric] for _, v in rows
                    if obj.metric in v and math.isfinite(v[obj.metric])]
         if obj.at == "best" and history:
@@ -190,7 +189,6 @@ class SearchHook(SchedulerHook):
     def _add_cell(self, registry: Registry, st: _Study, trial: Any) -> None:
         """Record the trial's cell (pending) with its folder, as a submit records cells."""
         from orchestrator.errors import UserInputError
-        from orchestrator.paths import runs_root
 
         settings = with_values(st.base.settings, trial.params)
         try:  # a trial's settings are new: validated and preflighted once, here
@@ -211,12 +209,8 @@ class SearchHook(SchedulerHook):
         # What the scheduler needs of the trial, judged now from its validated settings
         # and stored with its cell: the loop validates nothing.
         demand = self.backend.demand(validated).to_json()
-        for record in registry.add_cells(self.sweep, [cell], max_retries=self.plan.retries,
-                                         demands={cell.cell_id: demand}):
-            run_dir = runs_root() / self.sweep / record.cell_id
-            write_config(run_dir, record.settings)
-            write_cell_file(run_dir, self.sweep, record, CellState.PENDING.value, None)
-            registry.update_cell(record, run_dir=str(run_dir))
+        Sweep(registry, self.sweep).record_cells([cell], {cell.cell_id: demand},
+                                                 max_retries=self.plan.retries)
 
     # -- intermediate values ----------------------------------------------------------
     def on_poll(self, loop: LoopControl, cell: CellRecord, run_dir: Path,

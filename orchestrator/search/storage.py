@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 OPTUNA_SCHEMA = "kappa_optuna"
+#: A study's user attribute holding the error that stopped it (shown by status and tables).
+ERROR_ATTR = "kappa.error"
 
 
 def optuna_storage_url(registry_engine: Any) -> tuple[str, dict[str, Any]]:

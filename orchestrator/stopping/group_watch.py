@@ -15,7 +15,6 @@ members it had not reached yet get it then).
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -26,6 +25,7 @@ from typing import Protocol
 from orchestrator.backends import Backend
 from orchestrator.registry import CellRecord, CellState, Registry
 from orchestrator.runs.folder import read_json, write_json
+from orchestrator.runs.layout import group_decision_file
 from orchestrator.runs.stop_request import StopRequest, read_stop_request
 from orchestrator.spec.stop_block import StopRules
 from orchestrator.stopping.groups import (
@@ -62,12 +62,6 @@ def fired_rule(rules: StopRules, history: MetricHistory,
 def every(rules: StopRules, history: MetricHistory) -> int:
     """The cadence of the group rules' metrics in ``history``."""
     return lcm(cadence([s for s, _ in history.points(m)]) for m in rules.group_metrics())
-
-
-def decision_file(runs_dir: Path, key: str) -> Path:
-    """Where a group's decision is written (once, for every member to read): in the
-    sweep's run folder, named by a hash of the group's key."""
-    return runs_dir / ".groups" / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
 
 
 def margin(steps_per_second: float, period: float) -> int:
@@ -132,7 +126,7 @@ class ComparisonGroups:
                 continue
             live = [c for c in cells if _is_live(c)]
             folders = [Path(c.run_dir).parent for c in cells if c.run_dir]
-            shared = decision_file(folders[0], key) if folders else None
+            shared = group_decision_file(folders[0], key) if folders else None
             request = self._stored(cells, shared)
             if request is None:
                 speed = max((watches[c.cell_id].steps_per_second for c in cells

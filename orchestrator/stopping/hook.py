@@ -35,6 +35,7 @@ from orchestrator.executors import JobHandle
 from orchestrator.grid.plan import SweepPlan
 from orchestrator.registry import CellRecord, CellState, Registry
 from orchestrator.runs.cell_file import write_cell_file
+from orchestrator.runs.layout import group_decision_file
 from orchestrator.runs.stop_request import (
     StopRequest,
     clear_stop_request,
@@ -47,7 +48,7 @@ from orchestrator.scheduler.hooks import Ending, LoopControl, SchedulerHook
 from orchestrator.spec.model import Resources
 from orchestrator.spec.stop_block import StopRules
 from orchestrator.stopping import budget
-from orchestrator.stopping.group_watch import ComparisonGroups, decision_file
+from orchestrator.stopping.group_watch import ComparisonGroups
 from orchestrator.stopping.rules import MetricHistory, PlateauCache, first_stop
 
 LOG = logging.getLogger(__name__)
@@ -123,7 +124,7 @@ class SweepStopping(SchedulerHook):
             clear_stop_request(run_dir)
         key = self._groups.keys.get(cell_id) if self._groups is not None else None
         if key is not None:  # where the launch reads its group's decision
-            point_to_group(run_dir, decision_file(run_dir.parent, key))
+            point_to_group(run_dir, group_decision_file(run_dir.parent, key))
 
     def _watch_of(self, cell_id: str, run_dir: Path) -> _Watch:
         watch = self._watches.get(cell_id)

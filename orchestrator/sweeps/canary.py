@@ -33,7 +33,8 @@ from orchestrator.grid import Cell, canonical_json, content_id
 from orchestrator.paths import canary_sweep
 from orchestrator.registry import CellRecord, CellState
 from orchestrator.runs.folder import LOG_FILE
-from orchestrator.scheduler.cells import cell_run_dir, log_tail
+from orchestrator.runs.layout import run_folder
+from orchestrator.scheduler.cells import log_tail
 from orchestrator.scheduler.fit import check_fit
 from orchestrator.scheduler.options import SchedulerOptions
 from orchestrator.sweeps.driver import resume
@@ -171,7 +172,7 @@ class CanaryResult:
     @property
     def log_path(self) -> Path:
         """The canary's training log."""
-        return cell_run_dir(self.record) / LOG_FILE
+        return run_folder(self.record) / LOG_FILE
 
     def tail(self, lines: int = TAIL_LINES) -> str:
         """The end of its log (else the registry's last error)."""

@@ -120,9 +120,9 @@ class _Offered:
 def _note_cancelled(cell: CellRecord) -> None:
     """Let the cell's ``cell.json`` say so (a missing folder is no reason to fail)."""
     from orchestrator.runs.cell_file import write_cell_file
-    from orchestrator.scheduler.cells import cell_run_dir
+    from orchestrator.runs.layout import run_folder
 
-    run_dir = cell_run_dir(cell)
+    run_dir = run_folder(cell)
     if run_dir.is_dir():
         write_cell_file(run_dir, cell.sweep_name, cell, CellState.CANCELLED.value,
                         cell.mlflow_run_id)

@@ -6,17 +6,12 @@ import os
 import shlex
 import subprocess
 import sys
-from pathlib import Path
 
 from orchestrator import paths
 from orchestrator.executors import OPTIONS_ENV
+from orchestrator.runs.layout import scheduler_log
 from orchestrator.sweeps.executor_choice import ExecutorChoice
 from orchestrator.sweeps.stores import Stores
-
-
-def scheduler_log(sweep: str) -> Path:
-    """Where a background scheduler of ``sweep`` writes its output."""
-    return paths.kappa_home() / "scheduler" / f"{sweep}.log"
 
 
 def kappa_command() -> list[str]:

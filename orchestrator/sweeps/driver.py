@@ -167,7 +167,7 @@ def build_scheduler(registry: Registry, sweep: SweepRecord, backend: Backend,
     hooks: list[SchedulerHook] = [stopping]
     if plan.search is not None:
         hooks.append(SearchHook(sweep.name, plan, backend))
-    notify = NotifyHook.of(sweep.name, stopping.resources)  # what its latest submit asked
+    notify = NotifyHook.of(sweep.name)  # what its latest submit asked
     if notify is not None:
         hooks.append(notify)
     return SweepScheduler(registry, sweep.name, backend, executor, tracker,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from orchestrator import paths
-from orchestrator.registry import Registry
+from orchestrator.registry import Registry, RegistryMissing
 
 
 @dataclass(frozen=True)
@@ -31,4 +31,4 @@ class Stores:
                 "KAPPA_MLFLOW_URI": absolute_uri(paths.mlflow_uri(self.mlflow_uri))}
 
 
-__all__ = ["Stores"]
+__all__ = ["RegistryMissing", "Stores"]

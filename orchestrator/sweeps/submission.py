@@ -23,17 +23,18 @@ from pydantic import BaseModel
 from orchestrator.backends import Backend, get_backend
 from orchestrator.backends.base import Demand
 from orchestrator.errors import UserInputError
-from orchestrator.grid.plan import SweepPlan, stored_plan
-from orchestrator.paths import CANARY_SUFFIX, is_canary_sweep, runs_root
+from orchestrator.grid.plan import SweepPlan
+from orchestrator.paths import CANARY_SUFFIX, is_canary_sweep
 from orchestrator.redact import redact
-from orchestrator.registry import CellState, Registry, SweepRecord
+from orchestrator.registry import CellState, Registry
 from orchestrator.registry.locks import sweep_record_lock
 from orchestrator.runs.cell_file import write_cell_file
-from orchestrator.runs.folder import start_over, write_config
+from orchestrator.runs.folder import start_over
 from orchestrator.spec.model import Spec
 from orchestrator.spec.notify_block import shareable
 from orchestrator.spec.overrides import command_line
 from orchestrator.sweeps.spec_plan import load_plan_with
+from orchestrator.sweeps.sweep import Sweep
 
 #: The MLflow parent run's tag holding the overrides (shell-quoted, as typed).
 OVERRIDES_TAG = "kappa.overrides"
@@ -98,15 +99,6 @@ def prepare(spec_path: str | Path, models: bool = False,
                          demands=demands, models=planned.grid.models)
 
 
-def overrides_of(sweep: SweepRecord) -> tuple[str, ...]:
-    """The command-line overrides ``sweep`` was last submitted with (none for a sweep
-    without a readable plan: its status still shows)."""
-    try:
-        return tuple(stored_plan(sweep.name, sweep.plan).overrides)
-    except UserInputError:
-        return ()
-
-
 def record(
     prepared: PreparedSweep,
     registry: Registry,
@@ -141,16 +133,9 @@ def _record(prepared: PreparedSweep, registry: Registry, tracker: Any,
         registry.upsert_sweep(spec.name, backend=spec.backend, spec_text=spec_text,
                               mlflow_experiment_id=experiment_id,
                               mlflow_parent_run_id=parent_run_id, plan=plan.to_json())
-        new = registry.add_cells(spec.name, prepared.cells, max_retries=spec.retries,
-                                 demands={k: d.to_json() for k, d in prepared.demands.items()})
-        root = runs_root() / spec.name
-        for cell in new:
-            run_dir = root / cell.cell_id
-            write_config(run_dir, cell.settings)
-            write_cell_file(run_dir, spec.name, cell, CellState.PENDING.value, None)
-        # One transaction for all (one per cell took minutes at 100,000 cells); a submit
-        # killed before it leaves run_dir unset, which means this same folder.
-        registry.set_run_dirs(spec.name, {c.cell_id: str(root / c.cell_id) for c in new})
+        new = Sweep(registry, spec.name).record_cells(
+            prepared.cells, {k: d.to_json() for k, d in prepared.demands.items()},
+            max_retries=spec.retries)
     except BaseException:
         if is_new:
             registry.delete_sweep(spec.name)

@@ -3,7 +3,7 @@ without expanding a spec (the registry, the tracker, the results frame)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from orchestrator.grid.cell import Cell
@@ -23,3 +23,15 @@ def make_cells(n: int, prefix: str = "c") -> list[Cell]:
                       settings={"algorithm": {"name": "grpo", "clip": 0.2}, "seed": i},
                       labels={"algorithm": "grpo"})
             for i in range(n)]
+
+
+def status_of(counts: Mapping[Any, int], cells: Sequence[Any] = (), **fields: Any) -> Any:
+    """A :class:`~orchestrator.sweeps.status.SweepStatus` of ``cells`` (registry snapshots)
+    with these ``counts`` (by ``CellState`` or its value), as the views receive it."""
+    from orchestrator.sweeps.status import STATES, CellStatus, Driver, SweepStatus
+
+    by_name = {getattr(s, "value", s): n for s, n in counts.items()}
+    return SweepStatus(fields.pop("sweep", "s"), fields.pop("backend", "fake"),
+                       fields.pop("complete", True), {s: by_name.get(s, 0) for s in STATES},
+                       fields.pop("retrying", 0), fields.pop("driver", Driver(None, None)),
+                       tuple(CellStatus.of(c) for c in cells), **fields)

@@ -23,6 +23,8 @@ from orchestrator.notify.store import (
 )
 from orchestrator.registry import CellRecord, CellState
 from orchestrator.spec.notify_block import NotifySpec, mask_url, shareable
+from orchestrator.stopping.budget import SweepHours
+from orchestrator.sweeps.status import CellStatus, Driver, SweepStatus
 
 SECRET = "T00/B00/xyzSECRET"
 
@@ -97,6 +99,14 @@ def test_config_is_owner_only_and_the_latest_submit_decides(home: Path) -> None:
     assert load_config("s") is None  # logged; the sweep runs without notifications
 
 
+def _status(cells: list[CellRecord], used: float = 12.5) -> SweepStatus:
+    """A complete status of ``cells``, as ``Sweep.status`` makes it."""
+    return SweepStatus("s", "fake", True, {s.value: sum(c.state is s for c in cells)
+                                           for s in CellState}, 0, Driver(None, None),
+                       tuple(CellStatus.of(c) for c in cells),
+                       hours=SweepHours("GPU-hours", used, 0.0, 0.0, 0.0, None, 0))
+
+
 def test_messages_in_slack_shape() -> None:
     broken = cell("c1", CellState.FAILED, 1, attempts_count=3,
                   last_error=f"exit code 1\npostgresql://u:{SECRET}@db/x")
@@ -109,12 +119,13 @@ def test_messages_in_slack_shape() -> None:
                                                               "eval/x/mean@4": 0.9}),
              cell("c", CellState.SUCCEEDED, 2, final_metrics={"eval/x/mean@4": 0.99}),
              broken]
-    end = sweep_end("s", cells, ("GPU-hours", 12.5))
+    end = sweep_end(_status(cells))
     assert "3 succeeded · 1 failed (4 cells)" in end.text
     assert "best val-core/x/acc/mean@1 = 0.7000 (seed=1)" in end.text
-    assert end.key == sweep_end("s", list(reversed(cells)), ("GPU-hours", 1.0)).key
+    assert "12.50 used" in str(end.fields)
+    assert end.key == sweep_end(_status(list(reversed(cells)), used=1.0)).key
     again = [*cells[:3], cell("c1", CellState.FAILED, 1, attempts_count=4)]
-    assert end.key != sweep_end("s", again, ("GPU-hours", 12.5)).key  # a rerun ends anew
+    assert end.key != sweep_end(_status(again)).key  # a rerun ends anew
     json.dumps(end.payload())
 
 

@@ -161,16 +161,19 @@ def test_status_views_show_the_holder_from_the_registry(registry: Registry) -> N
 
     from rich.console import Console
 
-    from orchestrator.cli.sweep_views import driver_text, sweep_json, sweeps_table
+    from orchestrator.cli.sweep_views import sweeps_table
+    from orchestrator.sweeps.sweep import Sweep
 
     assert registry.take_lease("toy", A, 60)[0]
     registry.set_executor("toy", "ray_jobs", {"address": "http://u:***@head:8265"})
-    lease = registry.lease("toy")
+    sweep = Sweep.open(registry, "toy")
     out = io.StringIO()
-    Console(file=out, width=200).print(sweeps_table(registry))
+    Console(file=out, width=200).print(sweeps_table([sweep.active_status()]))
+    sweep.close()
     assert "machine-a pid 111" in out.getvalue()
-    assert driver_text(lease).startswith("scheduler on host machine-a pid 111 since")
-    data = sweep_json(registry, registry.get_sweep("toy"), lease)
+    status = sweep.status()
+    assert status.driver.text.startswith("scheduler on host machine-a pid 111 since")
+    data = status.as_json()
     assert data["scheduler"]["host"] == "machine-a" and not data["scheduler"]["expired"]
     assert data["executor"] == {"name": "ray_jobs",
                                 "options": {"address": "http://u:***@head:8265"}}

@@ -1,5 +1,5 @@
 """``kappa status --watch`` reads a sweep in ONE statement per refresh, on SQLite and
-PostgreSQL (:func:`orchestrator.cli.sweep_watch.read_snapshot`)."""
+PostgreSQL (:func:`orchestrator.registry.active.read_active`), and the status it makes."""
 
 from __future__ import annotations
 
@@ -8,9 +8,15 @@ from typing import Any
 from kit.cells import make_cells
 from sqlalchemy import event
 
-from orchestrator.cli.sweep_watch import read_engine, read_snapshot
-from orchestrator.registry import CellState, Registry
+from orchestrator.registry import CellState, Registry, SweepRecord
+from orchestrator.registry.active import read_active, read_engine
 from orchestrator.registry.leases import Claimant
+from orchestrator.sweeps.status import SweepStatus, active_status
+
+
+def read_snapshot(engine: Any, record: SweepRecord) -> SweepStatus:
+    """What ``--watch`` shows after one read."""
+    return active_status(record, read_active(engine, record.name))
 
 
 def _run(reg: Registry, cell_id: str) -> None:
@@ -37,30 +43,30 @@ def test_one_statement_per_refresh_with_counts_running_failures_and_lease(
     _run(registry, ids[4])
     registry.finish_attempt(("toy", ids[4]), CellState.SUCCEEDED, exit_code=0)
     _fail(registry, ids[6], "exit code 3")  # one retry left
-    engine = read_engine(registry)
+    engine = read_engine(registry.engine)
     statements: list[str] = []
 
     def count(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
         statements.append(statement)
 
-    read_snapshot(engine, "toy")  # a new connection may set itself up first (pragmas)
+    record = registry.get_sweep("toy")
+    read_snapshot(engine, record)  # a new connection may set itself up first (pragmas)
     event.listen(engine, "before_cursor_execute", count)
     try:
-        snap = read_snapshot(engine, "toy")
+        snap = read_snapshot(engine, record)
     finally:
         event.remove(engine, "before_cursor_execute", count)
         if engine is not registry.engine:
             engine.dispose()
     assert len(statements) == 1 and statements[0].lstrip().upper().startswith("SELECT")
-    assert snap.counts == {CellState.PENDING: 1, CellState.QUEUED: 0, CellState.RUNNING: 2,
-                           CellState.SUCCEEDED: 1, CellState.FAILED: 3,
-                           CellState.CANCELLED: 0}
+    assert snap.counts == {"pending": 1, "queued": 0, "running": 2, "succeeded": 1,
+                           "failed": 3, "cancelled": 0}
     assert snap.retrying == 1
     assert [c.cell_id for c in snap.running] == ids[:2]
     assert (snap.running[0].progress_step, snap.running[0].total_steps) == (3, 10)
-    assert sorted(c.cell_id for c in snap.failures) == sorted([ids[2], ids[3], ids[6]])
-    assert "exit code" in snap.failures[0].failure_text()
-    assert not snap.scheduler_live and not snap.ended
+    assert sorted(c.cell_id for c in snap.failures()) == sorted([ids[2], ids[3], ids[6]])
+    assert "exit code" in snap.failures()[0].failure_text()
+    assert not snap.driver.live and not snap.ended
 
 
 def test_a_live_lease_keeps_an_ended_looking_sweep_watched(registry: Registry) -> None:
@@ -68,15 +74,15 @@ def test_a_live_lease_keeps_an_ended_looking_sweep_watched(registry: Registry) -
     registry.add_cells("toy", cells)
     _run(registry, cells[0].cell_id)
     registry.finish_attempt(("toy", cells[0].cell_id), CellState.SUCCEEDED, exit_code=0)
-    engine = read_engine(registry)
+    engine = read_engine(registry.engine)
     try:
-        assert read_snapshot(engine, "toy").ended
+        assert read_snapshot(engine, registry.get_sweep("toy")).ended
         me = Claimant("a" * 32, "machine-a", "host-a", 111)
         registry.take_lease("toy", me, 60.0)
-        snap = read_snapshot(engine, "toy")
-        assert snap.scheduler_live and not snap.ended
+        snap = read_snapshot(engine, registry.get_sweep("toy"))
+        assert snap.driver.live and not snap.ended
         registry.release_lease("toy", me.owner)
-        assert read_snapshot(engine, "toy").ended
+        assert read_snapshot(engine, registry.get_sweep("toy")).ended
     finally:
         if engine is not registry.engine:
             engine.dispose()

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.sweeps.detached import scheduler_log, start_background
+from orchestrator.runs.layout import scheduler_log
+from orchestrator.sweeps.detached import start_background
 from orchestrator.sweeps.executor_choice import ExecutorChoice
 from orchestrator.sweeps.stores import Stores
 

@@ -6,11 +6,13 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from kit.cells import status_of
 
-from orchestrator.cli.sweep_views import hours_text, state_text
+from orchestrator.cli.sweep_views import groups_text, hours_text
 from orchestrator.registry import CellRecord, CellState
 from orchestrator.spec.model import Resources
 from orchestrator.stopping.budget import admit, planned_hours, sweep_hours
+from orchestrator.sweeps.status import CellStatus
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 EIGHT_GPUS = Resources(gpus=8, hours=10)
@@ -58,7 +60,7 @@ def test_stopped_cells_save_the_unrun_part_of_their_plan() -> None:
     assert hours.planned == pytest.approx(80)
     assert hours.stopped_cells == 2
     assert hours.saved == pytest.approx(80 * 0.6 + 80 * 0.9)
-    text = hours_text(hours)
+    text = hours_text(status_of({}, hours=hours))
     assert text.startswith("GPU-hours: used 120.0") and "saved by stopping rules 120.0" in text
     assert "(2 cells stopped)" in text
 
@@ -83,16 +85,16 @@ def test_the_cap_admits_cells_while_their_plan_fits() -> None:
 def test_status_says_why_a_cell_stopped_or_waits() -> None:
     stopped = cell(0, CellState.SUCCEEDED, step=40, ran_h=1,
                    stop_reason="plateau at step 340 (val-core/arith-val/acc/mean@1)")
-    assert state_text(stopped) == "succeeded (stopped: plateau at step 340)"
+    assert CellStatus.of(stopped).state_text == "succeeded (stopped: plateau at step 340)"
     capped = cell(1, CellState.CANCELLED, stop_reason="gpu_hours cap")
-    assert state_text(capped) == "cancelled (gpu_hours cap)"
+    assert CellStatus.of(capped).state_text == "cancelled (gpu_hours cap)"
     waiting = cell(2, CellState.PENDING)
-    assert state_text(waiting, {"c2"}) == "pending (waits: gpu_hours cap)"
-    assert state_text(waiting) == "pending"
+    assert CellStatus.of(waiting, "gpu_hours cap").state_text == "pending (waits: gpu_hours cap)"
+    assert CellStatus.of(waiting).state_text == "pending"
 
 
 def test_hours_saved_are_told_per_comparison_group() -> None:
-    from orchestrator.stopping.budget import group_hours_text, saved_by_group
+    from orchestrator.stopping.budget import saved_by_group, sweep_hours
 
     def member(n: int, rb: bool, seed: int, step: int, stopped: bool) -> CellRecord:
         base = cell(n, CellState.SUCCEEDED, step=step, ran_h=step / 10,
@@ -107,6 +109,7 @@ def test_hours_saved_are_told_per_comparison_group() -> None:
         ("baseline=grpo, seed=0", 2, (60,)), ("baseline=grpo, seed=1", 2, ())]
     # Planned: the median measured full run, 8 GPUs x 10 h; each stopped cell saves 40%.
     assert groups[0].saved == pytest.approx(2 * 80 * 0.4) and groups[1].saved == 0
-    text = group_hours_text(groups, "GPU-hours", limit=1)
+    text = groups_text(status_of({}, groups=tuple(groups),
+                                 hours=sweep_hours(cells, EIGHT_GPUS, now=NOW)), limit=1)
     assert text == ("GPU-hours saved per comparison group: baseline=grpo, seed=0: 64 at step "
                     "60; … 1 more")

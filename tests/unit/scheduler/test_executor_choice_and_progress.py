@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from kit.cells import make_cell
+from kit.cells import make_cell, status_of
 from rich.console import Console
 
 from orchestrator.cli.sweep_views import (
@@ -154,18 +154,18 @@ def test_log_progress_prints_only_changes_and_heartbeats() -> None:
     display = LineProgress(Console(file=out, width=200), clock=lambda: clock[0])
     running = _cells({"aaaaaa01": 3, "bbbbbb02": None})
     counts = {S.PENDING: 1, S.RUNNING: 2}
-    display.update(counts, running)
+    display.update(status_of(counts, running))
     for second in range(1, 30):  # every poll of a long cell: nothing new to say
         clock[0] = float(second)
-        display.update(counts, running)
+        display.update(status_of(counts, running))
     clock[0] = 30.0
-    display.update(counts, running)  # the heartbeat
-    display.update({S.RUNNING: 2, S.SUCCEEDED: 1}, running)  # a change
+    display.update(status_of(counts, running))  # the heartbeat
+    display.update(status_of({S.RUNNING: 2, S.SUCCEEDED: 1}, running))  # a change
     lines = out.getvalue().splitlines()
     assert len(lines) == 3, lines
     assert "0/3 done" in lines[0] and "aaaaaa:3/10" in lines[0] and "bbbbbb:starting" in lines[0]
     assert "1/3 done" in lines[2] and "1 succeeded" in lines[2]
-    assert progress_line({S.PENDING: 1}, []) == "0/1 done · [dim]1 pending[/]"
+    assert progress_line(status_of({S.PENDING: 1})) == "0/1 done · [dim]1 pending[/]"
 
 
 def test_terminal_progress_has_a_sweep_bar_and_one_bar_per_running_cell() -> None:
@@ -173,13 +173,13 @@ def test_terminal_progress_has_a_sweep_bar_and_one_bar_per_running_cell() -> Non
     display = progress_display(console)
     assert isinstance(display, LiveProgress)
     running = _cells({"aaaaaa01": 3, "bbbbbb02": 7})
-    display.update({S.RUNNING: 2, S.SUCCEEDED: 1, S.PENDING: 1}, running)
+    display.update(status_of({S.RUNNING: 2, S.SUCCEEDED: 1, S.PENDING: 1}, running))
     tasks = {t.id: t for t in display.progress.tasks}
     sweep = tasks[display.sweep_task]
     assert (sweep.completed, sweep.total) == (1, 4)
     assert {cid: (tasks[t].completed, tasks[t].total) for cid, t in display.cell_tasks.items()
             } == {"aaaaaa01": (3, 10), "bbbbbb02": (7, 10)}
-    display.update({S.RUNNING: 1, S.SUCCEEDED: 3}, running[1:])  # aaaaaa01 ended
+    display.update(status_of({S.RUNNING: 1, S.SUCCEEDED: 3}, running[1:]))  # aaaaaa01 ended
     assert list(display.cell_tasks) == ["bbbbbb02"]
     assert len(display.progress.tasks) == 2
     display.close()

@@ -7,10 +7,10 @@ import io
 from pathlib import Path
 
 import pytest
-from kit.cells import make_cell
+from kit.cells import make_cell, status_of
 from rich.console import Console
 
-from orchestrator.cli.sweep_views import LiveProgress, planned_steps, progress_line
+from orchestrator.cli.sweep_views import LiveProgress, progress_line
 from orchestrator.registry import CellRecord, CellState, Registry
 
 S = CellState
@@ -42,16 +42,16 @@ def _running(progress: dict[str, int | None], demands: dict[str, dict[str, objec
 def test_log_line_says_starting_or_the_step_of_the_planned_total() -> None:
     running = _running({"aaaaaa01": 12, "bbbbbb02": None, "cccccc03": None},
                        {"aaaaaa01": DEMAND, "bbbbbb02": DEMAND})
-    line = progress_line({S.RUNNING: 3}, running)
+    line = progress_line(status_of({S.RUNNING: 3}, running))
     assert "aaaaaa:12/150" in line and "bbbbbb:starting" in line and "cccccc:starting" in line
     assert "?" not in line
-    assert [planned_steps(c) for c in running] == [150, 150, None]
+    assert [c.planned_steps for c in status_of({}, running).cells] == [150, 150, None]
 
 
 def test_terminal_bar_of_a_starting_cell_has_the_planned_total() -> None:
     running = _running({"dddddd01": None, "eeeeee02": 7}, {"dddddd01": DEMAND})
     display = LiveProgress(Console(file=io.StringIO(), force_terminal=True, width=120))
-    display.update({S.RUNNING: 2}, running)
+    display.update(status_of({S.RUNNING: 2}, running))
     tasks = {t.id: t for t in display.progress.tasks}
     assert {cid: (tasks[t].completed, tasks[t].total) for cid, t in display.cell_tasks.items()
             } == {"dddddd01": (0, 150), "eeeeee02": (7, 150)}
@@ -70,5 +70,5 @@ def test_the_status_table_takes_the_planned_total_when_the_job_reported_none() -
         reg.update_progress(cell, 9, None)
         running = reg.cells("q", [S.RUNNING])
     out = io.StringIO()
-    Console(file=out, width=160).print(cells_table(running))
+    Console(file=out, width=160).print(cells_table(status_of({}, running).cells))
     assert "9/150" in out.getvalue() and "?" not in out.getvalue()

@@ -9,11 +9,11 @@ import pytest
 from kit.cells import make_cell
 from kit.fake_backend import FakeBackend
 
-from orchestrator.cli.sweep_views import cell_row, val_accuracy
 from orchestrator.executors.local import LocalExecutor
 from orchestrator.registry import CellState, Registry
 from orchestrator.scheduler.cells import log_tail, retry_delay
 from orchestrator.scheduler.loop import SweepScheduler
+from orchestrator.sweeps.status import CellStatus, val_accuracy
 
 
 @pytest.fixture(autouse=True)
@@ -136,7 +136,7 @@ def test_cell_row_is_json_ready(home: Path) -> None:
     with Registry.open() as reg:
         reg.upsert_sweep("v", backend="fake", spec_text="name: v")
         (cell,) = reg.add_cells("v", [make_cell("c0", 0, {"seed": 1})])
-        row = cell_row(cell)
+        row = CellStatus.of(cell).as_json()
     assert json.loads(json.dumps(row))["axes"] == {"seed": 1}
     assert row["state"] == "pending" and row["val_accuracy"] is None
 

@@ -10,16 +10,17 @@ from rich.console import Console
 
 from orchestrator.cli.sweep_views import cells_table, table_cells
 from orchestrator.registry import CellRecord, CellState
+from orchestrator.sweeps.status import CellStatus
 
 
-def _cell(index: int, state: CellState) -> CellRecord:
-    return CellRecord(
+def _cell(index: int, state: CellState) -> CellStatus:
+    return CellStatus.of(CellRecord(
         sweep_name="s", cell_id=f"c{index:05d}", index=index, axes={"seed": index},
         labels={}, settings={}, state=state, attempts_count=0, max_retries=0, run_dir=None,
         mlflow_run_id=None, job_id=None, exit_code=None, last_error=None,
         progress_step=None, total_steps=None, progress_updated_at=None, final_metrics=None,
         stop_reason=None, created_at=datetime.now(UTC), queued_at=None, started_at=None,
-        finished_at=None)
+        finished_at=None))
 
 
 def test_a_small_sweep_shows_every_cell() -> None:

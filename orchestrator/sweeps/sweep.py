@@ -1,0 +1,191 @@
+"""The :class:`Sweep` handle: the one object a command or a notebook holds after submit.
+
+It owns what belongs to one recorded sweep: its stored plan (parsed once per handle), its
+folder and each cell's run folder (:mod:`orchestrator.runs.layout`, the one path rule),
+recording new cells (a submit's and a search's trials alike: :meth:`Sweep.record_cells`
+is the only code that does), and its status (:class:`~.status.SweepStatus`, what every
+view renders). A handle reads through the registry it is given and never outlives it.
+
+>>> with Registry.open() as reg:
+...     status = Sweep(reg, "toy-demo").status()
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine
+
+from orchestrator.errors import UserInputError
+from orchestrator.grid.plan import SweepPlan, stored_plan
+from orchestrator.registry import CellLike, CellRecord, CellState, Registry, SweepRecord
+from orchestrator.runs import layout
+from orchestrator.runs.cell_file import write_cell_file
+from orchestrator.runs.folder import LOG_FILE, write_config
+from orchestrator.scheduler.options import SchedulerOptions
+from orchestrator.sweeps.status import CellStatus, Driver, SweepStatus, active_status
+
+
+class Sweep:
+    """One recorded sweep, read through ``registry`` (module docstring)."""
+
+    def __init__(self, registry: Registry, name: str) -> None:
+        self.registry = registry
+        self.name = name
+        self._reader: Engine | None = None
+
+    @classmethod
+    def open(cls, registry: Registry, name: str) -> Sweep:
+        """The handle of the recorded sweep ``name``; an unknown name is a
+        ``UserInputError`` (exit 2) listing the known ones."""
+        handle = cls(registry, name)
+        handle.__dict__["record"] = registry.get_sweep(name)
+        return handle
+
+    @classmethod
+    def every(cls, registry: Registry) -> list[Sweep]:
+        """Every sweep of the registry, newest first."""
+        out = []
+        for record in registry.list_sweeps():
+            handle = cls(registry, record.name)
+            handle.__dict__["record"] = record
+            out.append(handle)
+        return out
+
+    @cached_property
+    def record(self) -> SweepRecord:
+        """The sweep's row; an unknown name is a ``UserInputError`` listing the known ones."""
+        return self.registry.get_sweep(self.name)
+
+    @cached_property
+    def plan(self) -> SweepPlan:
+        """The plan stored at submit (a missing or unreadable one: ``UserInputError``)."""
+        return stored_plan(self.name, self.record.plan)
+
+    @property
+    def overrides(self) -> tuple[str, ...]:
+        """The command-line overrides of the sweep's last submit (none for a sweep without
+        a readable plan)."""
+        try:
+            return tuple(self.plan.overrides)
+        except UserInputError:
+            return ()
+
+    # -- files ----------------------------------------------------------------------
+    @property
+    def folder(self) -> Path:
+        """The sweep's folder (its cells' run folders inside)."""
+        return layout.sweep_folder(self.name)
+
+    @staticmethod
+    def run_folder(cell: layout.RecordedCell) -> Path:
+        """Where ``cell`` runs."""
+        return layout.run_folder(cell)
+
+    @property
+    def scheduler_log(self) -> Path:
+        """Where a background scheduler of the sweep writes its output."""
+        return layout.scheduler_log(self.name)
+
+    def log_file(self, cell: layout.RecordedCell) -> Path:
+        """The training log of ``cell`` (every attempt's output, appended)."""
+        return layout.run_folder(cell) / LOG_FILE
+
+    def cell_ended(self, cell_id: str) -> bool:
+        """Whether the cell ``cell_id`` has ended (succeeded, failed or cancelled)."""
+        return self.registry.get_cell(self.name, cell_id).is_terminal
+
+    # -- recording ------------------------------------------------------------------
+    def record_cells(self, cells: Sequence[CellLike], demands: Mapping[str, Any],
+                     max_retries: int) -> list[CellRecord]:
+        """Add the cells not yet recorded (pending), each with its run folder made
+        (``config.yaml``, ``cell.json``); the new ones. ``demands``: each cell's
+        ``Demand.to_json()`` by id. The run folders are recorded in one transaction (one
+        per cell took minutes at 100,000 cells); a process killed before it leaves
+        ``run_dir`` unset, which means the same folder."""
+        new = self.registry.add_cells(self.name, cells, max_retries=max_retries,
+                                      demands=demands)
+        for cell in new:
+            folder = layout.cell_folder(self.name, cell.cell_id)
+            write_config(folder, cell.settings)
+            write_cell_file(folder, self.name, cell, CellState.PENDING.value, None)
+        self.registry.set_run_dirs(self.name, {
+            c.cell_id: str(layout.cell_folder(self.name, c.cell_id)) for c in new})
+        return new
+
+    # -- status ---------------------------------------------------------------------
+    def status(self) -> SweepStatus:
+        """The whole status: every cell, hours, comparison groups, studies, notify target
+        (``complete``)."""
+        from orchestrator.analysis.studies import study_summaries
+        from orchestrator.notify.store import load_config
+        from orchestrator.spec.overrides import command_line
+        from orchestrator.stopping.budget import CAP_REASON, admit, saved_by_group, sweep_hours
+        from orchestrator.sweeps.status import masked_executor
+
+        record, plan, registry = self.record, self.plan, self.registry
+        cells = registry.cells(self.name)
+        counts = {s.value: n for s, n in registry.counts(self.name).items()}
+        cap = plan.stop.gpu_hours if plan.stop is not None else None
+        waiting: set[str] = set()
+        if cap is not None:
+            pending = [c for c in cells if c.state is CellState.PENDING]
+            others = [c for c in cells if c.state is not CellState.PENDING]
+            waiting = {c.cell_id for c in admit(pending, others, plan.resources, cap)[1]}
+        together = plan.stop.together if plan.stop is not None else ()
+        notify = load_config(self.name)
+        overrides = self.overrides
+        return SweepStatus(
+            sweep=self.name, backend=record.backend, complete=True, counts=counts,
+            retrying=sum(1 for c in cells if c.state is CellState.FAILED and c.retries_left),
+            driver=Driver.of(registry.lease(self.name)),
+            cells=tuple(CellStatus.of(c, CAP_REASON if c.cell_id in waiting else None)
+                        for c in cells),
+            executor=masked_executor(registry.executor(self.name)),
+            overrides=overrides, overrides_text=command_line(overrides) if overrides else "",
+            mlflow_experiment_id=record.mlflow_experiment_id,
+            mlflow_parent_run_id=record.mlflow_parent_run_id,
+            updated_at=record.updated_at,
+            hours=sweep_hours(cells, plan.resources, cap),
+            groups=tuple(saved_by_group(cells, plan.resources, together)) if together else (),
+            studies=tuple(study_summaries(registry, record, plan)),
+            notify=None if notify is None else {"url": notify.masked(),
+                                                "events": list(notify.events)})
+
+    def active_status(self) -> SweepStatus:
+        """Counts, the lease, running cells and the newest failures, in one SELECT (not
+        ``complete``), through a read-only connection kept until :meth:`close`."""
+        from orchestrator.registry.active import read_active, read_engine
+
+        if self._reader is None:
+            self._reader = read_engine(self.registry.engine)
+        return active_status(self.record, read_active(self._reader, self.name))
+
+    def close(self) -> None:
+        """Let go of the read-only connection :meth:`active_status` opened (the registry
+        stays open: its opener closes it)."""
+        if self._reader is not None and self._reader is not self.registry.engine:
+            self._reader.dispose()
+        self._reader = None
+
+
+@contextmanager
+def progress_ticks(show: Callable[[SweepStatus], None]) -> Iterator[SchedulerOptions]:
+    """Scheduler options whose every tick hands ``show`` the sweep's active status (one
+    SELECT, through a handle kept for the whole run)."""
+    handles: list[Sweep] = []
+
+    def tick(registry: Registry, sweep: str) -> None:
+        if not handles:
+            handles.append(Sweep(registry, sweep))
+        show(handles[0].active_status())
+
+    try:
+        yield SchedulerOptions(on_tick=tick)
+    finally:
+        for handle in handles:
+            handle.close()
