@@ -1,31 +1,30 @@
-"""How long a waiting cell will take, learned from its siblings.
+"""How long a cell takes: the sweep's one duration model, for its launch order
+(:mod:`.order`) and its GPU-hours cap (:mod:`orchestrator.stopping.budget`).
 
-A cell's *siblings* are the cells of its sweep that do the same work: their settings are
-equal but for those that do not change the work (:func:`work_free_settings`: a backend's
-``work_free_settings``, else ``seed``). In an ablation most cells have siblings, the same
-configuration under other seeds, and the first of them to finish says how long the rest
-will take; one still running says at least how long (its elapsed time) and, once it is a
-tenth of the way through, about how long (elapsed time over the fraction done).
+* A finished cell's **sample** (:func:`finished_sample`): a succeeded cell of one attempt
+  (a retried cell's last one may have resumed halfway), its wall time scaled to its
+  declared steps (:func:`declared_steps`) when a rule stopped it early.
+* The sweep's **pace** (:class:`Pace`): the median seconds per declared step of its
+  samples; a cell takes its declared steps at that pace. No sample, no pace.
+* A running cell's **projection** (:func:`running_view`): its elapsed time (a lower
+  bound) and, once a tenth of its only attempt is done, the time to its last progress
+  report over the fraction done.
 
-The estimate of a cell (:meth:`SiblingDurations.expected`, in seconds) starts from the
-sweep's *pace*: its declared steps at the median seconds per step of the finished cells
-(the median finished cell's time when its steps are unknown). Its siblings' times (finished
-ones' durations, running ones' projections) move it by the mean of log(time / pace),
-weighted by how much siblings agree: τ² / (τ² + σ²/n) for n siblings, σ² the variance of
-log times between siblings and τ² that of configurations around the pace (empirical-Bayes
-shrinkage, measured on the sweep's finished cells). Where seeds take the same time the
-weight is 1 and the estimate is the siblings' (geometric mean) time; where they vary as
-much as configurations do, it is 0 and the estimate is the pace: siblings that say nothing
-are not believed. The longest a running sibling has run raises the estimate, weighted as
-one sibling. Until some cell of the sweep has finished there is no time to go by and the
-estimate is the declared steps, as the order had before.
+The cap prices a cell at the pace. The launch order (:class:`SiblingDurations`) moves the
+pace by a cell's *siblings*, the cells doing the same work: settings equal but for those
+that do not change it (:func:`work_free_settings`: a backend's, else ``seed``), in an
+ablation the same configuration under other seeds. Their times (samples, projections)
+move it by the mean of log(time / pace), weighted τ² / (τ² + σ²/n) for n siblings, σ² the
+variance of log times between siblings and τ² that of configurations around the pace
+(empirical-Bayes shrinkage, measured on the finished cells): where seeds take the same
+time the estimate is the siblings' (geometric mean) time; where they vary as much as
+configurations do, the pace (siblings that say nothing are not believed). The longest a
+running sibling has run raises it, weighted as one sibling. Before any cell finished the
+estimate is the declared steps.
 
-Everything comes from what the registry holds, read again by each :meth:`observe`: a
-finished cell's duration (``finished_at - started_at`` of its only attempt; a retried
-cell's last attempt may have resumed halfway, so it is not a sample) and steps, a running
-cell's start and progress. A restarted scheduler therefore makes the same estimates; what
-is cached is only what never changes for a cell id (its work key, which is a hash of its
-settings, and a finished cell's sample while it stays finished).
+Each :meth:`SiblingDurations.observe` reads it all again from the registry, so a
+restarted scheduler makes the same estimates; only what never changes for a cell id is
+cached (its work key, a hash of its settings; a finished cell's sample).
 """
 
 from __future__ import annotations
@@ -45,6 +44,9 @@ DEFAULT_WORK_FREE = frozenset({"seed"})
 # A running sibling's progress projects its length only once start-up (model load, warm
 # start, compilation) weighs little against the steps done.
 MIN_PROGRESS = 0.1
+# What a configuration's siblings say: how many say how long, the mean of their
+# log(time / pace), and the longest a running one has run so far (seconds).
+Evidence = tuple[int, float, float]
 
 
 def work_free_settings(backend: Any) -> frozenset[str]:
@@ -66,11 +68,16 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def declared_steps(cell: CellRecord) -> int:
+    """The cell's length in steps: as its backend declared it (its stored demand), else
+    as its run reported it (0: unknown)."""
+    return int((cell.demand or {}).get("steps") or 0) or (cell.total_steps or 0)
+
+
 @dataclass(frozen=True)
 class Finished:
-    """A finished cell as a sample: its work, when it ended, its time scaled to its
-    declared steps (a cell a rule stopped early took less than its siblings may), and
-    its declared steps (0: unknown)."""
+    """A finished cell as a sample (module docstring): its work, when it ended, its
+    seconds and declared steps (0: unknown)."""
 
     key: bytes
     ended: datetime
@@ -78,20 +85,40 @@ class Finished:
     steps: int
 
 
-def finished_sample(cell: CellRecord, key: bytes) -> Finished | None:
-    """``cell`` as a duration sample, or ``None``: not succeeded, retried (its last
-    attempt may have resumed from a checkpoint) or without both timestamps."""
+def finished_sample(cell: CellRecord, key: bytes = b"") -> Finished | None:
+    """``cell`` as a duration sample (module docstring), or ``None``: not succeeded,
+    retried or without both timestamps. ``key``: its work key, where siblings matter."""
     if (cell.state is not CellState.SUCCEEDED or cell.attempts_count != 1
             or cell.started_at is None or cell.finished_at is None):
         return None
     seconds = (cell.finished_at - cell.started_at).total_seconds()
     if seconds <= 0:
         return None
-    steps = int((cell.demand or {}).get("steps") or 0) or (cell.total_steps or 0)
-    done = cell.progress_step or 0
+    steps, done = declared_steps(cell), cell.progress_step or 0
     if 0 < done < steps:  # stopped early: how long the declared steps take at its pace
         seconds *= steps / done
     return Finished(key, cell.finished_at, seconds, steps)
+
+
+@dataclass(frozen=True)
+class Pace:
+    """The sweep's pace (module docstring): median seconds per declared step of its
+    samples (``None``: no sample's steps are known) and the median sample's seconds."""
+
+    per_step: float | None
+    median: float
+
+    @classmethod
+    def of(cls, samples: Iterable[Finished | None]) -> Pace | None:
+        """The pace of ``samples`` (``None`` entries skipped); ``None`` without any."""
+        found = [s for s in samples if s is not None]
+        rates = [s.seconds / s.steps for s in found if s.steps > 0]
+        return cls(statistics.median(rates) if rates else None,
+                   statistics.median(s.seconds for s in found)) if found else None
+
+    def seconds(self, steps: int) -> float:
+        """How long a cell of ``steps`` declared steps takes (0: unknown)."""
+        return steps * self.per_step if steps > 0 and self.per_step is not None else self.median
 
 
 def running_view(cell: CellRecord, now: datetime) -> tuple[float, float | None]:
@@ -100,8 +127,7 @@ def running_view(cell: CellRecord, now: datetime) -> tuple[float, float | None]:
     if cell.started_at is None:
         return 0.0, None
     elapsed = max(0.0, (now - cell.started_at).total_seconds())
-    total = cell.total_steps or int((cell.demand or {}).get("steps") or 0)
-    done, when = cell.progress_step or 0, cell.progress_updated_at
+    total, done, when = declared_steps(cell), cell.progress_step or 0, cell.progress_updated_at
     if cell.attempts_count != 1 or not total or when is None or done < MIN_PROGRESS * total:
         return elapsed, None
     ran = (when - cell.started_at).total_seconds()
@@ -121,20 +147,16 @@ class SiblingDurations:
     # finished cell id -> its sample (None: not one, e.g. retried)
     _finished: dict[str, Finished | None] = field(default_factory=dict, init=False, repr=False)
     _succeeded_seen: int = field(default=-1, init=False, repr=False)
-    _rate: float | None = field(default=None, init=False, repr=False)  # s per declared step
-    _median: float | None = field(default=None, init=False, repr=False)
+    _pace: Pace | None = field(default=None, init=False, repr=False)
     # work key -> log(time / pace) of each finished sibling
     _done: dict[bytes, list[float]] = field(default_factory=dict, init=False, repr=False)
     # Variance of log(time / pace) between siblings, and of configurations' means around
     # the pace (``None``: not measurable yet).
     _within: float | None = field(default=None, init=False, repr=False)
     _between: float | None = field(default=None, init=False, repr=False)
-    # work key -> (siblings that say how long, the mean of their log(time / pace), the
-    # longest a running one has run so far): of finished siblings only, and with running
-    _settled: dict[bytes, tuple[int, float, float]] = field(default_factory=dict, init=False,
-                                                            repr=False)
-    _known: dict[bytes, tuple[int, float, float]] = field(default_factory=dict, init=False,
-                                                          repr=False)
+    # work key -> what its siblings say: of finished siblings only, and with running ones
+    _settled: dict[bytes, Evidence] = field(default_factory=dict, init=False, repr=False)
+    _known: dict[bytes, Evidence] = field(default_factory=dict, init=False, repr=False)
 
     def learn(self, cell: CellRecord) -> bytes:
         """The cell's work key (computed once per cell id: its settings never change)."""
@@ -142,11 +164,6 @@ class SiblingDurations:
         if key is None:
             key = self._keys[cell.cell_id] = work_key(cell.settings, self.free)
         return key
-
-    @property
-    def timed(self) -> bool:
-        """Whether some cell of the sweep has finished: estimates are then in seconds."""
-        return self._median is not None
 
     def observe(self, registry: Registry, sweep: str) -> None:
         """Remake the estimates from what the registry holds now (module docstring)."""
@@ -160,12 +177,6 @@ class SiblingDurations:
             self.finished([s for s in self._finished.values() if s is not None])
         self.running(registry.cells(sweep, [CellState.RUNNING]))
 
-    def pace(self, steps: int) -> float:
-        """What a cell of ``steps`` declared steps takes at the sweep's median pace (the
-        median finished cell when its steps are unknown); once :attr:`timed`."""
-        assert self._median is not None
-        return steps * self._rate if steps > 0 and self._rate is not None else self._median
-
     def finished(self, samples: Iterable[Finished]) -> None:
         """Take these as the sweep's finished cells (what :meth:`observe` read; a test
         gives them directly); :meth:`running` then remakes the estimates."""
@@ -175,11 +186,9 @@ class SiblingDurations:
             if self.sample_limit is None or len(mine) < self.sample_limit:
                 mine.append(sample)
         used = [s for mine in per_key.values() for s in mine]
-        self._median = statistics.median(s.seconds for s in used) if used else None
-        rates = [s.seconds / s.steps for s in used if s.steps > 0]
-        self._rate = statistics.median(rates) if rates else None
-        self._done = {k: [math.log(s.seconds / self.pace(s.steps)) for s in mine]
-                      for k, mine in per_key.items()}
+        pace = self._pace = Pace.of(used)
+        self._done = {k: [math.log(s.seconds / pace.seconds(s.steps)) for s in mine]
+                      for k, mine in per_key.items() if pace is not None}
         self._within, self._between = spread(list(self._done.values()))
         self._settled = {k: (len(logs), statistics.fmean(logs), 0.0)
                          for k, logs in self._done.items()}
@@ -196,12 +205,13 @@ class SiblingDurations:
             floors[key] = max(floors.get(key, 0.0), elapsed)
             if length is not None:
                 projected.setdefault(key, []).append(length)
-                steps[key] = int((cell.demand or {}).get("steps") or 0)
+                steps[key] = declared_steps(cell)
         known = dict(self._settled)  # only configurations with a running cell change
         for key, floor in floors.items():
             logs = list(self._done.get(key, []))
-            if self._median is not None:  # projections in the same terms, once there is a pace
-                logs += [math.log(x / self.pace(steps[key])) for x in projected.get(key, [])]
+            if self._pace is not None:  # projections in the same terms, once there is a pace
+                logs += [math.log(x / self._pace.seconds(steps[key]))
+                         for x in projected.get(key, [])]
             known[key] = (len(logs), statistics.fmean(logs) if logs else 0.0, floor)
         self._known = known
 
@@ -217,11 +227,11 @@ class SiblingDurations:
         return self._between / (self._between + self._within / siblings)
 
     def expected(self, cell_id: str, steps: int) -> float:
-        """How long the cell is expected to take: seconds once the sweep is :attr:`timed`,
-        else its declared ``steps`` (module docstring)."""
-        if self._median is None:
+        """How long the cell is expected to take: seconds once some cell of the sweep
+        has finished, else its declared ``steps`` (module docstring)."""
+        if self._pace is None:
             return float(steps)
-        pace = self.pace(steps)
+        pace = self._pace.seconds(steps)
         key = self._keys.get(cell_id)
         count, mean, floor = self._known.get(key, (0, 0.0, 0.0)) if key else (0, 0.0, 0.0)
         estimate = pace * math.exp(self.weight(count) * mean)
@@ -243,11 +253,6 @@ class SiblingDurations:
                 seen.add(key)
                 found.add(cell_id)
         return found
-
-    def siblings_finished(self, cell_id: str) -> int:
-        """How many of the cell's finished siblings the estimate uses."""
-        key = self._keys.get(cell_id)
-        return 0 if key is None else len(self._done.get(key, []))
 
 
 def spread(groups: list[list[float]]) -> tuple[float | None, float | None]:

@@ -6,10 +6,9 @@ cells first** (longest-processing-time-first), and when the next cell does not f
 the GPUs free now it **backfills**: smaller cells behind it that fit start instead, so
 no GPU idles while something could run on it.
 
-A cell's expected length is learnt from its siblings, the cells that differ from it only
-in the seed (:mod:`.durations`): once some cell of the sweep has finished, estimates are
-in seconds, from finished and running siblings, else from the declared steps at the
-sweep's measured pace; before that, the declared steps (its stored
+A cell's expected length is the sweep's duration model's (:mod:`.durations`): once some
+cell has finished, seconds (its declared steps at the sweep's pace, moved by its
+siblings' times); before that, its declared steps (its stored
 :class:`~orchestrator.backends.base.Demand`; cells of one sweep train the same kind of
 model, so steps set their relative length).
 

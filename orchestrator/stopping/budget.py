@@ -4,15 +4,13 @@ Pure arithmetic over registry snapshots and the spec's ``resources`` (what one c
 needs: ``gpus × nodes`` for ``hours``):
 
 * **used** — ended cells: the wall time of their last attempt × their GPUs;
-* **running** — each running cell projected to its end from its measured rate
-  (elapsed time / steps done × total steps), or its planned hours before its first step;
-* **planned** — pending and queued cells: their planned hours;
+* **planned** — pending and queued cells: their declared steps at the sweep's pace (the
+  duration model of :mod:`orchestrator.scheduler.durations`, the launch order's too) ×
+  their GPUs; ``resources.hours`` × their GPUs until some cell of the sweep has finished;
+* **running** — each running cell as that model projects it, else (under a tenth of its
+  steps, or retried) the larger of its planned hours and the hours it has run;
 * **saved** — cells a stopping rule ended: planned hours × the fraction of their steps
   they did not run.
-
-A cell's planned hours are ``resources.hours`` until cells of the sweep have ended;
-then the measured rate: the median over ended cells of their wall time scaled to all
-their steps (what a full run of this sweep's cells takes here).
 
 The cap (``stop.gpu_hours``) is a budget: a cell starts only if the hours used, the
 running cells' projection and its own planned hours stay within it. Cells that cannot
@@ -28,6 +26,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from orchestrator.registry import CellRecord, CellState
+from orchestrator.scheduler.durations import Pace, declared_steps, finished_sample, running_view
 from orchestrator.spec.model import Resources
 
 CAP_REASON = "gpu_hours cap"
@@ -79,33 +78,16 @@ def is_stopped(cell: CellRecord) -> bool:
 
 def unrun_fraction(cell: CellRecord) -> float:
     """The fraction of its steps a stopped cell did not run (0 when unknown)."""
-    if not cell.total_steps or cell.progress_step is None:
+    steps = declared_steps(cell)
+    if not steps or cell.progress_step is None:
         return 0.0
-    return min(1.0, max(0.0, 1.0 - cell.progress_step / cell.total_steps))
+    return min(1.0, max(0.0, 1.0 - cell.progress_step / steps))
 
 
-def running_projection(cell: CellRecord, planned: float, gpus: float,
-                       now: datetime) -> float:
-    """A running cell's projected hours at its end, from its measured per-step rate."""
-    step, total = cell.progress_step or 0, cell.total_steps or 0
-    if step <= 0 or total <= 0 or cell.started_at is None:
-        return planned
-    return gpus * _hours(cell.started_at, now) * max(total, step) / step
-
-
-def planned_hours(cells: Iterable[CellRecord], resources: Resources) -> float:
-    """The hours one full run of a cell is planned at (see the module docstring)."""
-    gpus, _ = multiplier(resources)
-    rates = sorted(
-        _hours(c.started_at, c.finished_at) * c.total_steps / c.progress_step
-        for c in cells
-        if c.state in (CellState.SUCCEEDED, CellState.FAILED) and c.progress_step
-        and c.total_steps and c.started_at is not None and c.finished_at is not None)
-    if not rates:
-        return gpus * resources.hours
-    mid = len(rates) // 2
-    median = rates[mid] if len(rates) % 2 else (rates[mid - 1] + rates[mid]) / 2
-    return gpus * median
+def planned_hours(cell: CellRecord, pace: Pace | None, resources: Resources) -> float:
+    """The hours one full run of ``cell`` is planned at (see the module docstring)."""
+    hours = resources.hours if pace is None else pace.seconds(declared_steps(cell)) / 3600.0
+    return multiplier(resources)[0] * hours
 
 
 def sweep_hours(cells: Iterable[CellRecord], resources: Resources, cap: float | None = None,
@@ -114,19 +96,21 @@ def sweep_hours(cells: Iterable[CellRecord], resources: Resources, cap: float | 
     now = now or datetime.now(UTC)
     cells = list(cells)
     gpus, unit = multiplier(resources)
-    planned_one = planned_hours(cells, resources)
+    pace = Pace.of(map(finished_sample, cells))
     used = running = planned = saved = 0.0
     stopped = 0
     for cell in cells:
         if cell.state is CellState.RUNNING:
-            running += running_projection(cell, planned_one, gpus, now)
+            elapsed, length = running_view(cell, now)
+            running += (gpus * length / 3600.0 if length is not None else
+                        max(planned_hours(cell, pace, resources), gpus * elapsed / 3600.0))
         elif cell.state in (CellState.PENDING, CellState.QUEUED):
-            planned += planned_one
+            planned += planned_hours(cell, pace, resources)
         else:
             used += gpus * _hours(cell.started_at, cell.finished_at)
             if is_stopped(cell):
                 stopped += 1
-                saved += planned_one * unrun_fraction(cell)
+                saved += planned_hours(cell, pace, resources) * unrun_fraction(cell)
     return SweepHours(unit, used, running, planned, saved, cap, stopped)
 
 
@@ -138,12 +122,13 @@ def admit(pending: Sequence[CellRecord], others: Iterable[CellRecord], resources
     others = list(others)
     hours = sweep_hours(others, resources, now=now)
     committed = hours.used + hours.running
-    planned_one = planned_hours(others, resources)
+    pace = Pace.of(map(finished_sample, others))
     admitted: list[CellRecord] = []
     for n, cell in enumerate(pending):
-        if committed + planned_one > cap + 1e-9:
+        planned = planned_hours(cell, pace, resources)
+        if committed + planned > cap + 1e-9:
             return admitted, list(pending[n:])
-        committed += planned_one
+        committed += planned
         admitted.append(cell)
     return admitted, []
 
@@ -172,7 +157,7 @@ def saved_by_group(cells: Sequence[CellRecord], resources: Resources,
     """Hours saved per comparison group, the groups that saved most first."""
     from orchestrator.stopping.groups import group_key
 
-    planned_one = planned_hours(cells, resources)
+    pace = Pace.of(map(finished_sample, cells))
     groups: dict[str, list[CellRecord]] = {}
     for cell in cells:
         groups.setdefault(group_key(cell.axes, together), []).append(cell)
@@ -184,7 +169,8 @@ def saved_by_group(cells: Sequence[CellRecord], resources: Resources,
         stopped = [c for c in members if is_stopped(c)]
         steps = tuple(sorted({c.progress_step for c in stopped if c.progress_step is not None}))
         out.append(GroupHours(label, len(members), steps,
-                              sum(planned_one * unrun_fraction(c) for c in stopped)))
+                              sum(planned_hours(c, pace, resources) * unrun_fraction(c)
+                                  for c in stopped)))
     return sorted(out, key=lambda g: (-g.saved, g.label))
 
 

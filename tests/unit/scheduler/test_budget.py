@@ -10,6 +10,7 @@ from kit.cells import status_of
 
 from orchestrator.cli.sweep_views import groups_text, hours_text
 from orchestrator.registry import CellRecord, CellState
+from orchestrator.scheduler.durations import Pace, finished_sample
 from orchestrator.spec.model import Resources
 from orchestrator.stopping.budget import admit, planned_hours, sweep_hours
 from orchestrator.sweeps.status import CellStatus
@@ -26,7 +27,8 @@ def cell(n: int, state: CellState, *, step: int | None = None, total: int | None
         sweep_name="s", cell_id=f"c{n}", index=n, axes={}, settings={}, labels={},
         state=state, attempts_count=1, max_retries=0, run_dir=None, mlflow_run_id=None,
         job_id=None, exit_code=None, last_error=None, progress_step=step, total_steps=total,
-        progress_updated_at=None, final_metrics=None, created_at=NOW, queued_at=None,
+        progress_updated_at=None if step is None else NOW, final_metrics=None, created_at=NOW,
+        queued_at=None,
         started_at=started, finished_at=NOW if ended and started else None,
         stop_reason=stop_reason)
 
@@ -55,8 +57,9 @@ def test_stopped_cells_save_the_unrun_part_of_their_plan() -> None:
     ]
     hours = sweep_hours(cells, EIGHT_GPUS, now=NOW)
     assert hours.used == pytest.approx(8 * 15)
-    # Measured: every ended cell ran at 10 h per 100 steps, so a full run is 80 GPU-h.
-    assert planned_hours(cells, EIGHT_GPUS) == pytest.approx(80)
+    # Measured: the succeeded cells ran at 10 h per 100 steps, so a full run is 80 GPU-h.
+    pace = Pace.of(map(finished_sample, cells))
+    assert planned_hours(cells[4], pace, EIGHT_GPUS) == pytest.approx(80)
     assert hours.planned == pytest.approx(80)
     assert hours.stopped_cells == 2
     assert hours.saved == pytest.approx(80 * 0.6 + 80 * 0.9)
@@ -76,7 +79,8 @@ def test_the_cap_admits_cells_while_their_plan_fits() -> None:
     admitted, blocked = admit(pending, running, EIGHT_GPUS, cap=250, now=NOW)
     assert [c.cell_id for c in admitted] == ["c1", "c2"] and len(blocked) == 2
     # Measured progress lowers the running cell's projection: one cell more fits.
-    fast = [replace(running[0], progress_step=50)]  # 0.1 h for half: 1.6 GPU-h in all
+    # 0.1 h for half: 1.6 GPU-h in all
+    fast = [replace(running[0], progress_step=50, progress_updated_at=NOW)]
     admitted, _ = admit(pending, fast, EIGHT_GPUS, cap=250, now=NOW)
     assert len(admitted) == 3
     assert admit(pending, [], EIGHT_GPUS, cap=79, now=NOW) == ([], pending)

@@ -80,11 +80,9 @@ def test_estimate_is_the_finished_siblings_time_else_steps_at_the_sweeps_pace() 
     waiting = [_cell(2, "x", 2), _cell(5, "y", 2, steps=400), _cell(6, "z", 0, steps=0)]
     finished = [_done(0, "x", 0, 3600.0), _done(1, "x", 1, 5400.0)]
     est = _estimates(6000.0, finished, [], waiting)
-    assert est.timed
     # Two siblings of x: their geometric mean (one configuration: how much siblings vary
     # against configurations is not measurable yet, so they are taken at their word).
     assert est.expected("c002", 200) == pytest.approx((3600.0 * 5400.0) ** 0.5)
-    assert est.siblings_finished("c002") == 2
     # No sibling of y: its 400 steps at the sweep's median pace (18 and 27 s per step).
     assert est.expected("c005", 400) == pytest.approx(400 * 22.5)
     # Unknown steps: the median finished cell.
@@ -92,7 +90,6 @@ def test_estimate_is_the_finished_siblings_time_else_steps_at_the_sweeps_pace() 
     # Only the first finished sibling (by end): 3600 s.
     first = _estimates(6000.0, finished, [], waiting, limit=1)
     assert first.expected("c002", 200) == pytest.approx(3600.0)
-    assert first.siblings_finished("c002") == 1
 
 
 @pytest.mark.parametrize(("a", "b", "expected_a"), [
@@ -150,7 +147,6 @@ def test_probes_first_then_declared_steps_before_anything_finished() -> None:
     order.durations.clock = lambda: T0 + timedelta(seconds=100.0)
     order.durations.finished([])
     order.durations.running(running)
-    assert not order.durations.timed
     assert order.durations.expected("c000", 800) == 800.0
     # One cell of each configuration not started (z, y: most steps first), then the rest.
     assert order.durations.probes(["c000", "c001", "c002", "c003"]) == {"c001", "c003"}
