@@ -99,10 +99,10 @@ def submit_cmd(
 
 def _notify_url(ctx: typer.Context, url: str | None) -> None:
     """``--notify URL`` (checked) for the sweeps this command records, until it ends."""
-    from orchestrator.notify.store import command_line_url
+    from orchestrator.sweeps.driver import notify_instead
 
     if url is not None:
-        scope = command_line_url(url)
+        scope = notify_instead(url)
         scope.__enter__()
         ctx.call_on_close(lambda: scope.__exit__(None, None, None))
 

@@ -172,16 +172,3 @@ def saved_by_group(cells: Sequence[CellRecord], resources: Resources,
                               sum(planned_hours(c, pace, resources) * unrun_fraction(c)
                                   for c in stopped)))
     return sorted(out, key=lambda g: (-g.saved, g.label))
-
-
-def group_hours_text(groups: Sequence[GroupHours], unit: str, limit: int = 5) -> str:
-    """``saved per comparison group: baseline=grpo, seed=0: 0.12 cell-hours at step 130;
-    ...`` (the ``limit`` that saved most, then how many more)."""
-    parts = []
-    for group in groups[:limit]:
-        where = (f" at step {group.steps[0]}" if len(group.steps) == 1 else
-                 f" at steps {', '.join(map(str, group.steps))}" if group.steps else
-                 " (ran to full length)")
-        parts.append(f"{group.label}: {group.saved:.3g}{where}")
-    more = f"; … {len(groups) - limit} more" if len(groups) > limit else ""
-    return f"{unit} saved per comparison group: " + "; ".join(parts) + more

@@ -166,3 +166,60 @@ def test_no_spec_parsing_where_the_plan_is_read() -> None:
         f"{name}: {parser}" for name, text in _sources() for parser in SPEC_PARSERS
         if name.startswith(PLAN_READERS) and parser in text)
     assert not parsing, f"read the sweep's stored plan instead of its spec: {parsing}"
+
+
+# -- the read side: the command line and the API render what sweeps/ hands them --------
+#: What a face (``cli/``, ``api.py``) may import: the Sweep handle's package, the results,
+#: the spec, and the base modules; the registry, scheduler, stopping, tracking, notify,
+#: runs and grid are reached through the handle.
+FACE_IMPORTS = ("orchestrator.sweeps", "orchestrator.analysis", "orchestrator.spec",
+                "orchestrator.cli", "orchestrator.errors", "orchestrator.paths",
+                "orchestrator.limits", "orchestrator.redact")
+#: The package a command exists to front, which it may import besides.
+FRONTED = {"orchestrator.cli.doctor_cmd": "orchestrator.doctor",
+           "orchestrator.cli.data_cmd": "orchestrator.data",
+           "orchestrator.cli.algorithms_cmd": "orchestrator.algorithms",
+           "orchestrator.cli.executors_cmd": "orchestrator.executors",
+           "orchestrator.cli.train_cmd": "orchestrator.backends",
+           "orchestrator.cli.smoke_cmd": "orchestrator.backends",
+           "orchestrator.cli.db_cmd": "orchestrator.registry",
+           "orchestrator.cli.ui_cmd": "orchestrator.tracking"}
+
+
+def _faces() -> dict[str, set[str]]:
+    return {name: targets for name, targets in _graph().items()
+            if name.startswith("orchestrator.cli") or name == "orchestrator.api"}
+
+
+def test_faces_import_only_what_fronts_the_sweep() -> None:
+    def allowed(face: str, target: str) -> bool:
+        ok = (*FACE_IMPORTS, FRONTED[face]) if face in FRONTED else FACE_IMPORTS
+        return target == "orchestrator" or target.startswith(ok)
+
+    wrong = {face: sorted(t for t in targets if not allowed(face, t))
+             for face, targets in _faces().items()}
+    assert not {k: v for k, v in wrong.items() if v}, (
+        "the command line and the API reach the registry, scheduler, stopping, tracking, "
+        f"notify, runs and grid through orchestrator.sweeps (the Sweep handle): {wrong}")
+
+
+def test_the_face_rule_sees_a_wrong_import() -> None:
+    graph = _faces()
+    assert "orchestrator.cli.sweep_cmd" in graph and "orchestrator.api" in graph
+    assert any(t.startswith("orchestrator.sweeps") for t in graph["orchestrator.cli.sweep_cmd"])
+
+
+YAML_READERS = ("yaml.safe_load(", "yaml.load(", "yaml.compose(", "yaml.safe_load_all(")
+
+
+def test_yaml_is_read_only_under_spec() -> None:
+    readers = sorted(name for name, text in _sources() for call in YAML_READERS
+                     if call in text and not name.startswith("orchestrator.spec"))
+    assert not readers, f"read YAML through orchestrator.spec (limits, positions): {readers}"
+
+
+def test_the_run_folder_path_rule_exists_once() -> None:
+    spelt = sorted(name for name, text in _sources() if "runs_root()" in text
+                   and name not in ("orchestrator.paths", "orchestrator.runs.layout",
+                                    "orchestrator.doctor.environment"))
+    assert not spelt, f"a sweep's or a cell's folder comes from orchestrator.runs.layout: {spelt}"
