@@ -33,33 +33,30 @@ from orchestrator.sweeps.status import CellStatus, Driver, SweepStatus, active_s
 class Sweep:
     """One recorded sweep, read through ``registry`` (module docstring)."""
 
-    def __init__(self, registry: Registry, name: str) -> None:
+    def __init__(self, registry: Registry, name: str, record: SweepRecord | None = None
+                 ) -> None:
         self.registry = registry
         self.name = name
+        self._record = record
         self._reader: Engine | None = None
 
     @classmethod
     def open(cls, registry: Registry, name: str) -> Sweep:
         """The handle of the recorded sweep ``name``; an unknown name is a
         ``UserInputError`` (exit 2) listing the known ones."""
-        handle = cls(registry, name)
-        handle.__dict__["record"] = registry.get_sweep(name)
-        return handle
+        return cls(registry, name, registry.get_sweep(name))
 
     @classmethod
     def every(cls, registry: Registry) -> list[Sweep]:
         """Every sweep of the registry, newest first."""
-        out = []
-        for record in registry.list_sweeps():
-            handle = cls(registry, record.name)
-            handle.__dict__["record"] = record
-            out.append(handle)
-        return out
+        return [cls(registry, record.name, record) for record in registry.list_sweeps()]
 
-    @cached_property
+    @property
     def record(self) -> SweepRecord:
-        """The sweep's row; an unknown name is a ``UserInputError`` listing the known ones."""
-        return self.registry.get_sweep(self.name)
+        """The sweep's row (read once); an unknown name is a ``UserInputError``."""
+        if self._record is None:
+            self._record = self.registry.get_sweep(self.name)
+        return self._record
 
     @cached_property
     def plan(self) -> SweepPlan:
