@@ -56,8 +56,7 @@ def _read_lines(path: Path) -> list[str]:
         text = path.read_text()
     except FileNotFoundError:
         return []
-    lines = text.split("\n")
-    return [line for line in lines[:-1] if line]  # the part after the last newline is cut
+    return [line for line in text.split("\n")[:-1] if line]  # after the last newline: cut
 
 
 class Outbox:
@@ -96,19 +95,15 @@ class Outbox:
                                      "metrics": dict(metrics)}
         if origin is not None:
             record["origin"] = origin
-        line = json.dumps(record)
         with open(self.path, "a") as fh:
-            fh.write(line + "\n")
-            fh.flush()
+            fh.write(json.dumps(record) + "\n")
         self._length = have + 1
         return True
 
     def sent(self, run_id: str) -> int:
         """How many records ``run_id`` has (0 for a run the ledger does not name)."""
-        data = read_json(self.run_dir / OUTBOX_SENT_FILE)
-        if data is None or data.get("run_id") != run_id:
-            return 0
-        sent = data.get("sent")
+        data = read_json(self.run_dir / OUTBOX_SENT_FILE) or {}
+        sent = data.get("sent") if data.get("run_id") == run_id else None
         return sent if isinstance(sent, int) and sent >= 0 else 0
 
     def _record_sent(self, run_id: str, sent: int) -> None:
