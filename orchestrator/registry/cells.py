@@ -149,15 +149,17 @@ class CellStore(LeaseStore):
         ``False`` (nothing changed) when another process got there first. An edge missing
         from ``states.TRANSITIONS`` raises ``IllegalTransition``. ``fields`` (see
         ``TRANSITION_FIELDS``) are written in the same transaction (``transitions.py``)."""
-        return self._change(cell, expected, new, fields)[0]
+        with self._fenced_row(cell) as (session, row):
+            return apply_transition(session, row, expected, new, fields)[0]
 
     def start_attempt(self, cell: CellRef, *, job_id: str | None = None,
                       log_path: str | None = None,
                       expected: Iterable[CellState | str] = (CellState.QUEUED,),
                       ) -> AttemptRecord | None:
         """``queued -> running`` with a new attempt (numbered from 1); ``None`` if lost."""
-        return self._change(cell, expected, CellState.RUNNING,
-                            {"job_id": job_id, "log_path": log_path})[1]
+        with self._fenced_row(cell) as (session, row):
+            return apply_transition(session, row, expected, CellState.RUNNING,
+                                    {"job_id": job_id, "log_path": log_path})[1]
 
     def finish_attempt(self, cell: CellRef, state: CellState | str, *,
                        exit_code: int | None = None, last_error: str | None = None,
@@ -166,8 +168,8 @@ class CellStore(LeaseStore):
         """``running -> state`` (terminal), closing the open attempt (``stop_reason``: why)."""
         given = {"last_error": last_error, "final_metrics": final_metrics,
                  "stop_reason": stop_reason}
-        fields = {"exit_code": exit_code, **{k: v for k, v in given.items() if v is not None}}
-        return self._change(cell, (CellState.RUNNING,), state, fields)[0]
+        return self.transition(cell, (CellState.RUNNING,), state, exit_code=exit_code,
+                               **{k: v for k, v in given.items() if v is not None})
 
     @contextmanager
     def _fenced_row(self, cell: CellRef) -> Iterator[tuple[Session, CellRow]]:
@@ -177,12 +179,6 @@ class CellStore(LeaseStore):
             if self.fence is not None:
                 check_fence(session, row.sweep_id, self.fence)
             yield session, row
-
-    def _change(self, cell: CellRef, expected: CellState | str | Iterable[CellState | str],
-                new: CellState | str,
-                fields: Mapping[str, Any]) -> tuple[bool, AttemptRecord | None]:
-        with self._fenced_row(cell) as (session, row):
-            return apply_transition(session, row, expected, new, fields)
 
     def update_cell(self, cell: CellRef, **fields: Any) -> None:
         """Set fields that are not state (``UPDATE_FIELDS``), e.g. the MLflow run id."""

@@ -68,18 +68,15 @@ class Outbox:
         self._length: int | None = None
 
     def length(self) -> int:
-        """How many records the outbox holds (read once, then counted)."""
+        """How many records the outbox holds (read once, then counted); a last line that a
+        kill left without its newline is cut first."""
         if self._length is None:
-            self._repair()
+            with contextlib.suppress(FileNotFoundError), open(self.path, "rb+") as fh:
+                data = fh.read()
+                if data and not data.endswith(b"\n"):
+                    fh.truncate(data.rfind(b"\n") + 1)
             self._length = len(_read_lines(self.path))
         return self._length
-
-    def _repair(self) -> None:
-        """Cut a last line that a kill left without its newline."""
-        with contextlib.suppress(FileNotFoundError), open(self.path, "rb+") as fh:
-            data = fh.read()
-            if data and not data.endswith(b"\n"):
-                fh.truncate(data.rfind(b"\n") + 1)
 
     def put(self, seq: int, step: int, metrics: Mapping[str, float],
             origin: str | None = None) -> bool:
