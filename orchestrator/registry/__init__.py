@@ -1,21 +1,19 @@
 """The SQL run registry: sweeps, their cells, and each cell's attempts.
 
 ``with Registry.open(url) as reg:`` (``None``: --registry / KAPPA_REGISTRY /
-.kappa/registry.db) initialises an empty database to the newest schema and refuses one at
-an older revision (exit 2, with ``kappa db upgrade --registry URL``); ``create=False``
-creates nothing and raises ``RegistryMissing``. SQLite and PostgreSQL (a plain
-``postgresql://`` URL gets the psycopg 3 driver) behave the same.
+.kappa/registry.db) initialises an empty database to the newest schema and refuses an
+older one (exit 2, with ``kappa db upgrade --registry URL``); ``create=False`` creates
+nothing and raises ``RegistryMissing``. SQLite and PostgreSQL behave the same.
 
 Every method is ONE transaction returning frozen snapshots (:class:`SweepRecord`,
-:class:`CellRecord`, :class:`AttemptRecord`), never live rows. A cell is named by its
-``CellRecord`` or ``(sweep name, cell id)``. State changes are compare-and-set over
-``states.TRANSITIONS``: ``transition(cell, expected, new, **fields)`` is ``False`` when
-another process won (nothing written), a forbidden edge raises ``IllegalTransition``, and
-the derived fields (timestamps, attempts) are set in ``transitions.py``, never by callers.
-
-A typical life: ``add_cells`` -> ``transition(c, PENDING, QUEUED)`` -> executor submit ->
-``start_attempt(c, job_id=...)`` -> ``update_progress`` ... -> ``finish_attempt(c,
-SUCCEEDED, exit_code=0, final_metrics=...)``; retry: ``transition(c, FAILED, PENDING)``.
+:class:`CellRecord`, :class:`AttemptRecord`). A cell is named by its ``CellRecord`` or
+``(sweep name, cell id)``. ``transition(cell, expected, new, **fields)`` is a
+compare-and-set over ``states.TRANSITIONS``: ``False`` when another process won (nothing
+written), ``IllegalTransition`` for a forbidden edge; derived fields (timestamps,
+attempts) are set in ``transitions.py`` only. A typical life: ``add_cells`` ->
+``transition(c, PENDING, QUEUED)`` -> ``start_attempt(c, job_id=...)`` ->
+``update_progress`` ... -> ``finish_attempt(c, SUCCEEDED, exit_code=0, ...)``; retry:
+``transition(c, FAILED, PENDING)``.
 """
 
 from orchestrator.registry.cells import CellRef, CellStore
@@ -42,5 +40,4 @@ __all__ = ["TERMINAL_STATES", "TRANSITIONS", "AttemptRecord", "AttemptState", "C
 
 
 class Registry(SweepStore, CellStore):
-    """The SQL run registry (the contract above), its methods mixed in by concept:
-    ``connection.py``, ``sweeps.py``, ``cells.py``, ``leases.py``. Open with :meth:`open`."""
+    """The SQL run registry (the contract above); open with :meth:`open`."""

@@ -21,7 +21,7 @@ from orchestrator.registry.connection import (
     sweep_row,
     updated_one,
 )
-from orchestrator.registry.leases import LeaseStore
+from orchestrator.registry.leases import LeaseStore, check_fence
 from orchestrator.registry.models import CellRow, utcnow
 from orchestrator.registry.snapshots import AttemptRecord, CellLike, CellRecord
 from orchestrator.registry.states import AttemptState, CellState
@@ -38,10 +38,7 @@ UPDATE_FIELDS = frozenset({"run_dir", "mlflow_run_id", "job_id", "max_retries", 
 
 def cell_key(cell: CellRef) -> tuple[str, str]:
     """``(sweep name, cell id)`` of a cell named either way."""
-    if isinstance(cell, CellRecord):
-        return cell.key
-    sweep, cell_id = cell
-    return str(sweep), str(cell_id)
+    return cell.key if isinstance(cell, CellRecord) else (str(cell[0]), str(cell[1]))
 
 
 class CellStore(LeaseStore):
@@ -78,21 +75,15 @@ class CellStore(LeaseStore):
             if new:
                 session.execute(insert(CellRow), [{**row, "sweep_id": parent.id} for row in new])
             if demands:
-                self._fill_missing_demands(session, parent.id, demands)
-        return [CellRecord.pending(sweep, row) for row in new]
-
-    @staticmethod
-    def _fill_missing_demands(session: Session, sweep_id: int,
-                              demands: Mapping[str, Mapping[str, Any]]) -> None:
-        """Give a demand to the cells that have none and are given one: one whose settings
-        did not validate at the registry's upgrade gets it when its spec is resubmitted."""
-        # None is stored as SQL NULL by the migration and as JSON null by an insert.
-        missing = session.scalars(select(CellRow).where(
-            CellRow.sweep_id == sweep_id,
-            or_(CellRow.demand.is_(None), sql_cast(CellRow.demand, Text) == "null")))
-        for row in missing:
-            if row.cell_id in demands:
-                row.demand = dict(demands[row.cell_id])
+                # A cell without a demand (its settings did not validate at the registry's
+                # upgrade) gets the one given; none is SQL NULL from the migration, JSON
+                # null from an insert.
+                for row in session.scalars(select(CellRow).where(
+                        CellRow.sweep_id == parent.id,
+                        or_(CellRow.demand.is_(None), sql_cast(CellRow.demand, Text) == "null"))):
+                    if row.cell_id in demands:
+                        row.demand = dict(demands[row.cell_id])
+        return [CellRecord.of(row, sweep) for row in new]
 
     def cells(self, sweep: str,
               states: Iterable[CellState | str] | None = None) -> list[CellRecord]:
@@ -158,15 +149,17 @@ class CellStore(LeaseStore):
         ``False`` (nothing changed) when another process got there first. An edge missing
         from ``states.TRANSITIONS`` raises ``IllegalTransition``. ``fields`` (see
         ``TRANSITION_FIELDS``) are written in the same transaction (``transitions.py``)."""
-        return self._change(cell, expected, new, fields)[0]
+        with self._fenced_row(cell) as (session, row):
+            return apply_transition(session, row, expected, new, fields)[0]
 
     def start_attempt(self, cell: CellRef, *, job_id: str | None = None,
                       log_path: str | None = None,
                       expected: Iterable[CellState | str] = (CellState.QUEUED,),
                       ) -> AttemptRecord | None:
         """``queued -> running`` with a new attempt (numbered from 1); ``None`` if lost."""
-        return self._change(cell, expected, CellState.RUNNING,
-                            {"job_id": job_id, "log_path": log_path})[1]
+        with self._fenced_row(cell) as (session, row):
+            return apply_transition(session, row, expected, CellState.RUNNING,
+                                    {"job_id": job_id, "log_path": log_path})[1]
 
     def finish_attempt(self, cell: CellRef, state: CellState | str, *,
                        exit_code: int | None = None, last_error: str | None = None,
@@ -175,22 +168,17 @@ class CellStore(LeaseStore):
         """``running -> state`` (terminal), closing the open attempt (``stop_reason``: why)."""
         given = {"last_error": last_error, "final_metrics": final_metrics,
                  "stop_reason": stop_reason}
-        fields = {"exit_code": exit_code, **{k: v for k, v in given.items() if v is not None}}
-        return self._change(cell, (CellState.RUNNING,), state, fields)[0]
+        return self.transition(cell, (CellState.RUNNING,), state, exit_code=exit_code,
+                               **{k: v for k, v in given.items() if v is not None})
 
     @contextmanager
     def _fenced_row(self, cell: CellRef) -> Iterator[tuple[Session, CellRow]]:
         sweep, cell_id = cell_key(cell)
         with self._tx() as session:
             row = cell_row(session, sweep, cell_id)
-            self._check_fence(session, row.sweep_id)
+            if self.fence is not None:
+                check_fence(session, row.sweep_id, self.fence)
             yield session, row
-
-    def _change(self, cell: CellRef, expected: CellState | str | Iterable[CellState | str],
-                new: CellState | str,
-                fields: Mapping[str, Any]) -> tuple[bool, AttemptRecord | None]:
-        with self._fenced_row(cell) as (session, row):
-            return apply_transition(session, row, expected, new, fields)
 
     def update_cell(self, cell: CellRef, **fields: Any) -> None:
         """Set fields that are not state (``UPDATE_FIELDS``), e.g. the MLflow run id."""

@@ -1,9 +1,6 @@
-"""The connection under :class:`~orchestrator.registry.Registry`: engine, sessions, and the
-row lookups and value checks its methods share inside a session.
-
-:meth:`RegistryConnection.open` is the one way in; the sweep, cell and lease methods
-(``sweeps.py``, ``cells.py``, ``leases.py``) run their transactions through ``_tx``
-(writes) and ``_read`` (reads).
+"""The connection under :class:`~orchestrator.registry.Registry` (opened by
+:meth:`RegistryConnection.open`): engine, sessions (``_tx`` for writes, ``_read`` for
+reads), and the row lookups and value checks the sweep, cell and lease methods share.
 """
 
 from __future__ import annotations
@@ -57,13 +54,10 @@ class RegistryConnection:
         engine = make_engine(parsed)
         try:
             ensure_schema(engine, create=create)
-        except OperationalError as exc:
+        except BaseException as exc:
             engine.dispose()
-            if parsed.get_backend_name() == "sqlite":
-                raise
-            raise unreachable(parsed, exc) from None
-        except BaseException:
-            engine.dispose()
+            if isinstance(exc, OperationalError) and parsed.get_backend_name() != "sqlite":
+                raise unreachable(parsed, exc) from None
             raise
         return cls(engine)
 

@@ -43,13 +43,11 @@ def normalize_url(url: str) -> URL:
 
 def display_url(url: URL | str) -> str:
     """The URL as a user would type it, with any password masked."""
-    if isinstance(url, str):
-        try:
-            parsed = make_url(url)
-        except (ArgumentError, ValueError):
-            return redact(url)
-        return parsed.render_as_string(hide_password=True)
-    return url.render_as_string(hide_password=True)
+    try:
+        parsed = make_url(url)  # a URL is returned as it is
+    except (ArgumentError, ValueError):
+        return redact(str(url))
+    return parsed.render_as_string(hide_password=True)
 
 
 def missing_sqlite_file(url: URL) -> bool:

@@ -1,16 +1,12 @@
-"""Who drives a sweep: a scheduler's lease in the registry (table ``sweep_leases``).
-
-One scheduler at a time drives a sweep, wherever it runs, holding its lease: a row naming
-its owner (a uuid per scheduler), host and pid, renewed by a heartbeat until
-``expires_at``. The rules (:class:`LeaseStore`), each one transaction: ``take_lease``
-locks the row and takes it if it is free, ours, expired, or held by a process the caller
-proves dead (``holder_dead``: on its host, pid gone); only the owner renews
-(``UPDATE ... WHERE owner = me``: no row changed means taken over) or releases it; every
-write of a fenced registry (``Registry.fenced``) first locks the row and checks the owner
-is still the writer, so a scheduler that lost its lease changes nothing (the takeover
-waits for that lock, and the new owner's recovery sees every write the old one made).
-Times are the registry's clock (PostgreSQL's ``now()``; SQLite's single machine's), so
-machines whose clocks disagree still agree on expiry.
+"""Who drives a sweep: a scheduler's lease in the registry (table ``sweep_leases``), a row
+naming its owner (a uuid per scheduler), host and pid, renewed by a heartbeat until
+``expires_at``. Each rule is one transaction: ``take_lease`` locks the row and takes it if
+it is free, ours, expired, or held by a process the caller proves dead (``holder_dead``);
+only the owner renews or releases it (``UPDATE ... WHERE owner = me``); every write of a
+fenced registry (``Registry.fenced``) first locks the row and checks its owner, so a
+scheduler that lost its lease changes nothing (the takeover waits for that lock, and the
+new owner sees every write the old one made). Times are the registry's clock
+(PostgreSQL's ``now()``), so machines whose clocks disagree still agree on expiry.
 """
 
 from __future__ import annotations
@@ -19,9 +15,9 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import Engine, func, select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from orchestrator.errors import KappaError, Problem, UserInputError
@@ -142,8 +138,7 @@ def _insert_free_row(session: Session, sweep_id: int) -> None:
     settled by the primary key: the loser's insert does nothing)."""
     from sqlalchemy.dialects import postgresql, sqlite
 
-    engine = cast(Engine, session.get_bind())
-    dialect = postgresql if engine.dialect.name == "postgresql" else sqlite
+    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
     session.execute(dialect.insert(LeaseRow).values(sweep_id=sweep_id)
                     .on_conflict_do_nothing(index_elements=["sweep_id"]))
 
@@ -156,7 +151,7 @@ def _update_owned(session: Session, sweep: str, holder: str, /, **values: Any) -
 
 
 class LeaseStore(RegistryConnection):
-    """The registry's lease methods and the fence on its cell writes."""
+    """The registry's lease methods."""
 
     def take_lease(self, sweep: str, me: Claimant, seconds: float,
                    holder_dead: Callable[[Lease], bool] | None = None
@@ -202,10 +197,6 @@ class LeaseStore(RegistryConnection):
             row = session.scalar(select(LeaseRow).join(SweepRow, SweepRow.id == LeaseRow.sweep_id)
                                  .where(SweepRow.name == sweep))
             return None if row is None else _lease(sweep, row, registry_now(session))
-
-    def _check_fence(self, session: Session, sweep_id: int) -> None:
-        if self.fence is not None:
-            check_fence(session, sweep_id, self.fence)
 
 
 def check_fence(session: Session, sweep_id: int, owner: str) -> None:

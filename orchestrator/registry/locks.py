@@ -5,7 +5,7 @@ writes the registry rows: two stores no one transaction covers. Two ``kappa subm
 spec interleaving there would each make a parent run, and a failing one would undo the
 sweep the other just recorded. :func:`sweep_record_lock` makes it exclusive: on
 PostgreSQL a session advisory lock keyed by the sweep's name, on its own connection
-(across machines; it ends with a dead holder's session); on SQLite ``fcntl.flock`` on
+(across machines; it ends with a dead holder's session); on SQLite a ``flock`` on
 ``<registry.db>.lock`` (one for all sweeps: recording is short and rare); an in-memory
 database is one process's own.
 """
@@ -13,15 +13,13 @@ database is one process's own.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 from sqlalchemy import Engine, text
 
-LOCK_SUFFIX = ".lock"
+from orchestrator.tracking.sqlite_store import file_lock, lock_path
 
 
 def advisory_key(name: str) -> int:
@@ -35,8 +33,7 @@ def sqlite_lock_path(engine: Engine) -> Path | None:
     database = engine.url.database
     if not database or database == ":memory:" or database.startswith("file::memory:"):
         return None
-    db = Path(database).expanduser().resolve()
-    return db.with_name(db.name + LOCK_SUFFIX)
+    return lock_path(Path(database).expanduser().resolve())
 
 
 @contextlib.contextmanager
@@ -53,14 +50,6 @@ def sweep_record_lock(engine: Engine, sweep: str) -> Iterator[None]:
                 conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": key})
         return
     path = sqlite_lock_path(engine)
-    if path is None:
+    with contextlib.nullcontext() if path is None else file_lock(path):
         yield
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
 

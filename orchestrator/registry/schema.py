@@ -1,10 +1,9 @@
-"""The registry schema's version: Alembic migrations shipped in the package, configured
-in code. An empty database is initialised to the newest revision; one at an OLDER
-revision is refused with the exact ``kappa db upgrade --registry URL`` (kappa never
-migrates a user's data behind their back); one at an unknown (newer) revision, or with
-tables but no stamp, is refused. The check and the initialisation run in one transaction
-under a lock (SQLite's ``BEGIN IMMEDIATE``; a PostgreSQL advisory lock), so concurrent
-first opens are safe.
+"""The registry schema's version (Alembic migrations shipped in the package). An empty
+database is initialised to the newest revision; an OLDER one is refused with the exact
+``kappa db upgrade --registry URL`` (kappa never migrates data behind a user's back), as
+is a newer one or tables without a stamp. Check and initialisation are one transaction
+under a lock (SQLite's ``BEGIN IMMEDIATE``, a PostgreSQL advisory lock): concurrent first
+opens are safe.
 """
 
 from __future__ import annotations
@@ -24,9 +23,8 @@ if TYPE_CHECKING:
     from alembic.config import Config
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
-# The newest revision, spelled out so that opening an up-to-date registry (every kappa
-# command does) needs one SELECT and no Alembic import (~1 s); a test checks it equals
-# the newest migration's id. Alembic itself is only loaded when something must change.
+# Spelled out so that opening an up-to-date registry (every command does) is one SELECT
+# without importing Alembic (~1 s); a test checks it is the newest migration's id.
 HEAD_REVISION = "0005_sweep_plan"
 # Any constant works; it only has to be the same for every kappa process.
 _PG_LOCK_KEY = 0x6B61707061  # "kappa"
@@ -62,40 +60,39 @@ def alembic_config(connection: Connection | None = None) -> Config:
     return config
 
 
-def head_revision() -> str:
-    """The newest migration revision this code ships (read from the migration files)."""
-    from alembic.script import ScriptDirectory
-
-    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
-    assert head is not None, "the registry ships at least one migration"
-    return head
-
-
 def known_revisions() -> list[str]:
-    """Every shipped revision, oldest first."""
+    """Every shipped revision, oldest first (read from the migration files)."""
     from alembic.script import ScriptDirectory
 
     script = ScriptDirectory.from_config(alembic_config())
     return [rev.revision for rev in reversed(list(script.walk_revisions()))]
 
 
+def head_revision() -> str:
+    """The newest migration revision this code ships."""
+    return known_revisions()[-1]
+
+
 def _status(connection: Connection) -> SchemaStatus:
     from alembic.runtime.migration import MigrationContext
 
-    head = head_revision()
+    known = known_revisions()
+    head = known[-1]
     current = MigrationContext.configure(connection).get_current_revision()
     if current is None:
         tables = set(inspect(connection).get_table_names()) - {"alembic_version"}
         return SchemaStatus(None, head, SchemaState.FOREIGN if tables else SchemaState.EMPTY)
     if current == head:
         return SchemaStatus(current, head, SchemaState.CURRENT)
-    state = SchemaState.OUTDATED if current in known_revisions() else SchemaState.NEWER
-    return SchemaStatus(current, head, state)
+    return SchemaStatus(current, head,
+                        SchemaState.OUTDATED if current in known else SchemaState.NEWER)
 
 
-def _lock(connection: Connection) -> None:
+def _lock(connection: Connection) -> SchemaStatus:
+    """Take the schema lock (PostgreSQL; SQLite's transaction is one) and read the status."""
     if connection.dialect.name == "postgresql":
         connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_LOCK_KEY})
+    return _status(connection)
 
 
 def schema_status(engine: Engine) -> SchemaStatus:
@@ -110,8 +107,7 @@ def upgrade_schema(engine: Engine, revision: str = "head") -> tuple[SchemaStatus
     from alembic.util.exc import CommandError
 
     with engine.begin() as connection:
-        _lock(connection)
-        before = _status(connection)
+        before = _lock(connection)
         if before.state in (SchemaState.NEWER, SchemaState.FOREIGN):
             raise _refusal(before, display_url(engine.url))
         try:
@@ -142,8 +138,7 @@ def ensure_schema(engine: Engine, create: bool = True) -> SchemaStatus:
     from alembic import command
 
     with engine.begin() as connection:
-        _lock(connection)
-        status = _status(connection)
+        status = _lock(connection)
         if status.state is SchemaState.EMPTY:
             if not create:
                 raise RegistryMissing(display_url(engine.url))
@@ -165,13 +160,13 @@ def _quick_revision(engine: Engine) -> str | None:
 
 
 def _refusal(status: SchemaStatus, url: str) -> UserInputError:
-    fix_upgrade = f"kappa db upgrade --registry '{url}'"
     if status.state is SchemaState.OUTDATED:
         return UserInputError(
             "the registry database was created by an older kappa and must be migrated first",
             [Problem("registry", "schema revision is older than this kappa's",
                      found=f"revision {status.current} at {url}",
-                     allowed=f"revision {status.head}", fix=fix_upgrade)])
+                     allowed=f"revision {status.head}",
+                     fix=f"kappa db upgrade --registry '{url}'")])
     if status.state is SchemaState.NEWER:
         return UserInputError("the registry database was created by a newer kappa", [Problem(
             "registry", "schema revision unknown to this kappa (newer?)",

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from datetime import datetime
+from functools import partial
 from typing import Any, Protocol
 
 from orchestrator.registry.models import AttemptRow, CellRow, SweepRow
@@ -98,17 +99,10 @@ class CellRecord:
         return max(0, 1 + self.max_retries - self.attempts_count)
 
     @classmethod
-    def pending(cls, sweep_name: str, row: Mapping[str, Any]) -> CellRecord:
-        """Snapshot a cell just inserted, from the values it was inserted with."""
-        return cls._made(sweep_name, {name: row.get(name) for name in _CELL_COLUMNS})
-
-    @classmethod
-    def of(cls, row: CellRow, sweep_name: str) -> CellRecord:
-        """Snapshot a row (inside its session)."""
-        return cls._made(sweep_name, {name: getattr(row, name) for name in _CELL_COLUMNS})
-
-    @classmethod
-    def _made(cls, sweep_name: str, values: dict[str, Any]) -> CellRecord:
+    def of(cls, row: CellRow | Mapping[str, Any], sweep_name: str) -> CellRecord:
+        """Snapshot a row (inside its session), or a cell from the values it was inserted with."""
+        get = row.get if isinstance(row, Mapping) else partial(getattr, row)
+        values: dict[str, Any] = {name: get(name) for name in _CELL_COLUMNS}
         final, demand = values["final_metrics"], values["demand"]
         return cls(**{**values, "sweep_name": sweep_name, "axes": dict(values["axes"]),
                       "settings": dict(values["settings"]), "labels": dict(values["labels"]),

@@ -1,15 +1,5 @@
-"""The life of a cell: its states and the only transitions allowed between them.
-
-``TRANSITIONS`` is the single source of truth; :class:`~orchestrator.registry.Registry`
-refuses anything it does not list.
-
-::
-
-    pending ──► queued ──► running ──► succeeded | failed | cancelled
-       ▲          │  │                      │         │         │
-       │          │  └──► failed | cancelled (launch error / cancel before start)
-       └──────────┴───────────────────────────────────┴─────────┘  (requeue, retry, rerun)
-"""
+"""The life of a cell: its states and the only transitions allowed between them
+(``TRANSITIONS``, the single source of truth: the registry refuses any other)."""
 
 from __future__ import annotations
 
@@ -41,21 +31,15 @@ class AttemptState(StrEnum):
 
 TERMINAL_STATES = frozenset({CellState.SUCCEEDED, CellState.FAILED, CellState.CANCELLED})
 
-# Why each edge exists:
-#   pending->queued      the scheduler claims the cell
-#   pending->cancelled   cancelled before it was ever claimed
-#   queued->running      the launch started (an attempt begins)
-#   queued->pending      a scheduler restarting hands back claims it never launched
-#   queued->failed       the launch itself failed (bad executor, no such binary)
-#   queued->cancelled    cancelled after the claim, before the launch
-#   running->terminal    the attempt ended
-#   failed|cancelled->pending   resume / retry
-#   succeeded->pending   an explicit rerun
 TRANSITIONS: dict[CellState, frozenset[CellState]] = {
+    # the scheduler claims the cell; or it is cancelled before it ever was
     CellState.PENDING: frozenset({CellState.QUEUED, CellState.CANCELLED}),
+    # the launch starts an attempt; a restarting scheduler hands back a claim it never
+    # launched; the launch itself failed (bad executor, no such binary); cancelled before it
     CellState.QUEUED: frozenset({CellState.RUNNING, CellState.PENDING, CellState.FAILED,
                                  CellState.CANCELLED}),
-    CellState.RUNNING: frozenset(TERMINAL_STATES),
+    CellState.RUNNING: frozenset(TERMINAL_STATES),  # the attempt ended
+    # an explicit rerun; resume or retry
     CellState.SUCCEEDED: frozenset({CellState.PENDING}),
     CellState.FAILED: frozenset({CellState.PENDING}),
     CellState.CANCELLED: frozenset({CellState.PENDING}),

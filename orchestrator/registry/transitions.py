@@ -1,9 +1,5 @@
 """The compare-and-set at the heart of every cell state change, and the only place that
-sets derived fields: ``queued_at`` on queued; on running ``started_at``,
-``attempts_count + 1`` and a new attempt; on a terminal state ``finished_at`` and the
-open attempt closed; on pending the previous run's job, exit code, times, final metrics
-and stop reason cleared.
-"""
+sets derived fields (times, attempts; a cell back to pending forgets its last run)."""
 
 from __future__ import annotations
 
@@ -38,16 +34,15 @@ def apply_transition(session: Session, row: CellRow,
     check_fields(fields, TRANSITION_FIELDS, "transition")
     sources, target = check_transition([expected] if isinstance(expected, str) else expected, new)
     values = {k: v for k, v in fields.items() if k != "log_path"}
-    if "final_metrics" in values and values["final_metrics"] is not None:
+    if values.get("final_metrics") is not None:
         values["final_metrics"] = jsonable(dict(values["final_metrics"]), "final_metrics")
     now = utcnow()
     values["state"] = target.value
     if target is CellState.QUEUED:
         values["queued_at"] = now
     elif target is CellState.RUNNING:
-        values["started_at"] = now
-        values["finished_at"] = None
-        values["attempts_count"] = CellRow.attempts_count + 1
+        values.update(started_at=now, finished_at=None,
+                      attempts_count=CellRow.attempts_count + 1)
     elif target in TERMINAL_STATES:
         values["finished_at"] = now
     elif target is CellState.PENDING:

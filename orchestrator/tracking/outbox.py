@@ -56,8 +56,7 @@ def _read_lines(path: Path) -> list[str]:
         text = path.read_text()
     except FileNotFoundError:
         return []
-    lines = text.split("\n")
-    return [line for line in lines[:-1] if line]  # the part after the last newline is cut
+    return [line for line in text.split("\n")[:-1] if line]  # after the last newline: cut
 
 
 class Outbox:
@@ -69,18 +68,15 @@ class Outbox:
         self._length: int | None = None
 
     def length(self) -> int:
-        """How many records the outbox holds (read once, then counted)."""
+        """How many records the outbox holds (read once, then counted); a last line that a
+        kill left without its newline is cut first."""
         if self._length is None:
-            self._repair()
+            with contextlib.suppress(FileNotFoundError), open(self.path, "rb+") as fh:
+                data = fh.read()
+                if data and not data.endswith(b"\n"):
+                    fh.truncate(data.rfind(b"\n") + 1)
             self._length = len(_read_lines(self.path))
         return self._length
-
-    def _repair(self) -> None:
-        """Cut a last line that a kill left without its newline."""
-        with contextlib.suppress(FileNotFoundError), open(self.path, "rb+") as fh:
-            data = fh.read()
-            if data and not data.endswith(b"\n"):
-                fh.truncate(data.rfind(b"\n") + 1)
 
     def put(self, seq: int, step: int, metrics: Mapping[str, float],
             origin: str | None = None) -> bool:
@@ -96,19 +92,15 @@ class Outbox:
                                      "metrics": dict(metrics)}
         if origin is not None:
             record["origin"] = origin
-        line = json.dumps(record)
         with open(self.path, "a") as fh:
-            fh.write(line + "\n")
-            fh.flush()
+            fh.write(json.dumps(record) + "\n")
         self._length = have + 1
         return True
 
     def sent(self, run_id: str) -> int:
         """How many records ``run_id`` has (0 for a run the ledger does not name)."""
-        data = read_json(self.run_dir / OUTBOX_SENT_FILE)
-        if data is None or data.get("run_id") != run_id:
-            return 0
-        sent = data.get("sent")
+        data = read_json(self.run_dir / OUTBOX_SENT_FILE) or {}
+        sent = data.get("sent") if data.get("run_id") == run_id else None
         return sent if isinstance(sent, int) and sent >= 0 else 0
 
     def _record_sent(self, run_id: str, sent: int) -> None:

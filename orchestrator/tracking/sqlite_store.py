@@ -20,8 +20,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 LOG = logging.getLogger(__name__)
-
-LOCK_SUFFIX = ".lock"
 # Alembic's batch mode (SQLite's ALTER TABLE) copies a table into this, drops the
 # original and renames the copy.
 _ALEMBIC_TMP = "_alembic_tmp_"
@@ -29,7 +27,7 @@ _ALEMBIC_TMP = "_alembic_tmp_"
 
 def lock_path(db: Path) -> Path:
     """The lock file that serialises creating and migrating the store ``db``."""
-    return db.with_name(db.name + LOCK_SUFFIX)
+    return db.with_name(db.name + ".lock")
 
 
 @contextlib.contextmanager
@@ -78,9 +76,7 @@ def _noted_head(db: Path) -> str | None:
         words = lock_path(db).read_text().split()
     except OSError:
         return None
-    if len(words) == 3 and words[0] == "mlflow" and words[1] == _mlflow_version():
-        return words[2]
-    return None
+    return words[2] if len(words) == 3 and words[:2] == ["mlflow", _mlflow_version()] else None
 
 
 def mlflow_head_revision() -> str | None:
@@ -93,35 +89,26 @@ def mlflow_head_revision() -> str | None:
         return None
 
 
+def _query(db: Path, sql: str, timeout: float = 30) -> str | None:
+    """The first value ``sql`` reads from ``db``, as text (``None``: none, or an error)."""
+    try:
+        with contextlib.closing(sqlite3.connect(db, timeout=timeout)) as conn:
+            row = conn.execute(sql).fetchone()
+    except sqlite3.Error:  # not a database, or no such table: nothing made yet
+        return None
+    return None if row is None else str(row[0])
+
+
 def store_is_current(db: Path, head: str | None) -> bool:
     """Whether ``db`` is a finished store: at revision ``head`` and in WAL mode."""
-    if head is None or not db.is_file():
-        return False
-    try:
-        with contextlib.closing(sqlite3.connect(db, timeout=30)) as conn:
-            mode = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
-            return mode == "wal" and _revision(conn) == head
-    except sqlite3.Error:
-        return False
+    return (head is not None and db.is_file()
+            and str(_query(db, "PRAGMA journal_mode")).lower() == "wal"
+            and schema_revision(db) == head)
 
 
 def schema_revision(db: Path) -> str | None:
     """The store's Alembic revision, or ``None`` (no store, or no stamp yet)."""
-    if not db.is_file():
-        return None
-    try:
-        with contextlib.closing(sqlite3.connect(db, timeout=30)) as conn:
-            return _revision(conn)
-    except sqlite3.Error:
-        return None
-
-
-def _revision(conn: sqlite3.Connection) -> str | None:
-    try:
-        row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
-    except sqlite3.OperationalError:  # no such table: nothing made yet
-        return None
-    return None if row is None else str(row[0])
+    return _query(db, "SELECT version_num FROM alembic_version") if db.is_file() else None
 
 
 def repair_interrupted_migration(db: Path) -> list[str]:
@@ -152,11 +139,7 @@ def use_wal(db: Path) -> bool:
     """Switch a SQLite store to write-ahead logging (best effort; whether it is on): a
     commit is one append (twice as fast as a rollback journal), and readers (the UI)
     never block the scheduler."""
-    try:
-        with contextlib.closing(sqlite3.connect(db, timeout=5)) as conn:
-            mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
-            if str(mode).lower() != "wal":
-                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            return str(mode).lower() == "wal"
-    except sqlite3.Error:
-        return False
+    mode = _query(db, "PRAGMA journal_mode", timeout=5)
+    if mode is not None and mode.lower() != "wal":
+        mode = _query(db, "PRAGMA journal_mode = WAL", timeout=5)
+    return str(mode).lower() == "wal"

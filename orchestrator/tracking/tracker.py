@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import re
 import subprocess
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -86,8 +87,7 @@ class Tracker:
     def __init__(self, uri: str | None = None, artifact_root: Path | None = None) -> None:
         """``uri``: ``--mlflow``/``KAPPA_MLFLOW_URI``/local SQLite by default."""
         self.uri = absolute_uri(paths.mlflow_uri(uri))
-        scheme = urlparse(self.uri).scheme
-        self.is_local = scheme in ("sqlite", "file")
+        self.is_local = urlparse(self.uri).scheme in ("sqlite", "file")
         self.artifact_root = ((artifact_root or paths.mlflow_artifact_root()).resolve()
                               if self.is_local else None)
         self._client: MlflowClient | None = None
@@ -138,6 +138,16 @@ class Tracker:
             if not token:
                 return
 
+    def _children(self, parent_run_id: str, cell_id: str | None = None, *,
+                  running: bool = False, deleted: bool = False) -> Iterator[Run]:
+        """The parent's child runs (only ``cell_id``'s, RUNNING ones, deleted ones if asked)."""
+        where = [f"tags.`{PARENT_TAG}` = '{quote_free(parent_run_id)}'"]
+        if cell_id is not None:
+            where.append(f"tags.`kappa.cell_id` = '{quote_free(cell_id)}'")
+        if running:
+            where.append("attributes.status = 'RUNNING'")
+        return self._search([self.experiment_of(parent_run_id)], " and ".join(where), deleted)
+
     # -- the sweep's experiment and parent run -------------------------------------------
     def ensure_experiment(self, name: str) -> str:
         """The id of experiment ``name``, created (or restored from deleted) if needed."""
@@ -175,12 +185,10 @@ class Tracker:
         atomic: callers serialise it (``orchestrator.registry.locks.sweep_record_lock``)."""
         all_tags = {**(tags or {}), **sweep_kind_tags(sweep_name), "kappa.sweep": sweep_name,
                     ROLE_TAG: "sweep", SWEEP_KEY_TAG: sweep_key(sweep_name)}
-        found = self._search(
+        run = next(self._search(
             [experiment_id],
             f"tags.`{SWEEP_KEY_TAG}` = '{sweep_key(sweep_name)}' and tags.`{ROLE_TAG}` = 'sweep'",
-        )
-        run = next(found, None)
-        created = run is None
+        ), None)
         if run is None:
             run_id: str = self.client.create_run(experiment_id, run_name=sweep_name,
                                                  tags=all_tags).info.run_id
@@ -189,7 +197,7 @@ class Tracker:
             for key, value in all_tags.items():
                 self.client.set_tag(run_id, key, value)
         self.client.log_text(run_id, spec_text, "spec.yaml")
-        return run_id, created
+        return run_id, run is None
 
     def finish_sweep_run(self, parent_run_id: str, status: str = "FINISHED") -> None:
         """End the sweep's parent run."""
@@ -197,10 +205,8 @@ class Tracker:
 
     def delete_sweep_runs(self, parent_run_id: str) -> int:
         """Delete a sweep's parent run and all its child runs; how many were deleted."""
-        parent = self.client.get_run(parent_run_id)
-        children = list(self._search(
-            [parent.info.experiment_id], f"tags.`{PARENT_TAG}` = '{quote_free(parent_run_id)}'"))
-        for run in [*children, parent]:
+        children = list(self._children(parent_run_id))
+        for run in [*children, self.client.get_run(parent_run_id)]:
             self.discard_run(run.info.run_id, run.info.status)
         return len(children) + 1
 
@@ -215,10 +221,7 @@ class Tracker:
         """End (``KILLED``) the cell's child runs that were deleted while RUNNING (by a
         kappa before :meth:`discard_run`); how many. MLflow ends only active runs, so
         each is restored, ended and deleted again."""
-        found = list(self._search([self.experiment_of(parent_run_id)],
-                                  f"tags.`{PARENT_TAG}` = '{quote_free(parent_run_id)}' "
-                                  f"and tags.`kappa.cell_id` = '{quote_free(cell_id)}' "
-                                  "and attributes.status = 'RUNNING'", deleted=True))
+        found = list(self._children(parent_run_id, cell_id, running=True, deleted=True))
         for run in found:
             self.client.restore_run(run.info.run_id)
             self.discard_run(run.info.run_id)
@@ -232,14 +235,6 @@ class Tracker:
             self._experiments[parent_run_id] = str(run.info.experiment_id)
         return self._experiments[parent_run_id]
 
-    def find_cell_run(self, parent_run_id: str, cell_id: str) -> str | None:
-        """The id of the cell's child run under this parent, if one exists."""
-        found = self._search([self.experiment_of(parent_run_id)],
-                             f"tags.`{PARENT_TAG}` = '{quote_free(parent_run_id)}' "
-                             f"and tags.`kappa.cell_id` = '{quote_free(cell_id)}'")
-        run = next(found, None)
-        return None if run is None else str(run.info.run_id)
-
     def create_cell_run(self, parent_run_id: str, cell: CellLike, sweep_name: str,
                         git_commit: str | None = None, *, may_exist: bool = True,
                         experiment_id: str | None = None, log_params: bool = True) -> str:
@@ -251,15 +246,15 @@ class Tracker:
             self._experiments.setdefault(parent_run_id, experiment_id)
         if may_exist:  # after a crash: what an abandoned attempt may have left
             self.end_deleted_cell_runs(parent_run_id, cell.cell_id)
-            existing = self.find_cell_run(parent_run_id, cell.cell_id)
-            if existing is not None:
-                run = self.client.get_run(existing)
+            found = next(self._children(parent_run_id, cell.cell_id), None)
+            if found is not None:
+                run = self.client.get_run(found.info.run_id)
                 if _is_complete(run):
                     if run.info.status != "RUNNING":
-                        self.client.update_run(existing, status="RUNNING")
-                    return existing
+                        self.client.update_run(run.info.run_id, status="RUNNING")
+                    return str(run.info.run_id)
                 # Left half-made by a process that died while creating it.
-                self.discard_run(existing, run.info.status)
+                self.discard_run(run.info.run_id, run.info.status)
         tags = cell_tags(cell.axes, cell.labels, cell_id=cell.cell_id, sweep_name=sweep_name,
                          git_commit=git_commit)
         tags.update({PARENT_TAG: parent_run_id, ROLE_TAG: "cell",
@@ -301,10 +296,7 @@ class Tracker:
 
     def running_cell_runs(self, parent_run_id: str) -> list[str]:
         """Ids of the parent's child runs that are still RUNNING (for crash recovery)."""
-        return [str(run.info.run_id) for run in self._search(
-            [self.experiment_of(parent_run_id)],
-            f"tags.`{PARENT_TAG}` = '{quote_free(parent_run_id)}' "
-            "and attributes.status = 'RUNNING'")]
+        return [str(run.info.run_id) for run in self._children(parent_run_id, running=True)]
 
     def finish_cell_run(self, run_id: str, status: str, artifacts: Iterable[Path] = (),
                         final_metrics: Mapping[str, float] | None = None,
@@ -321,20 +313,15 @@ class Tracker:
             else:
                 skipped.append(path)
         if final_metrics:
-            self._log_missing_metrics(run_id, final_metrics, step)
+            from mlflow.entities import Metric
+
+            have = self.client.get_run(run_id).data.metrics
+            stamp = int(time.time() * 1000)
+            log_metrics(self.client, run_id, [
+                Metric(metric_key(name), float(value), stamp, step)
+                for name, value in final_metrics.items() if metric_key(name) not in have])
         self.client.set_terminated(run_id, status)
         return skipped
-
-    def _log_missing_metrics(self, run_id: str, final: Mapping[str, float], step: int) -> None:
-        import time
-
-        from mlflow.entities import Metric
-
-        have = self.client.get_run(run_id).data.metrics
-        stamp = int(time.time() * 1000)
-        log_metrics(self.client, run_id, [Metric(metric_key(name), float(value), stamp, step)
-                                          for name, value in final.items()
-                                          if metric_key(name) not in have])
 
 
 def check_status(status: str) -> str:

@@ -334,8 +334,9 @@ class RacingTracker(Tracker):
         super().__init__()
         self.barrier = barrier
 
-    def _search(self, experiment_ids: list[str], filter_string: str) -> Iterator[Any]:
-        found = list(super()._search(experiment_ids, filter_string))
+    def _search(self, experiment_ids: list[str], filter_string: str,
+                deleted: bool = False) -> Iterator[Any]:
+        found = list(super()._search(experiment_ids, filter_string, deleted))
         if "'sweep'" in filter_string:
             # Broken: the other one was kept out until this one went on (as it should).
             with contextlib.suppress(threading.BrokenBarrierError):
