@@ -19,6 +19,7 @@ import time
 from typing import Any
 
 from orchestrator.doctor import CheckResult, DoctorOptions, Status
+from orchestrator.doctor.environment import installed_version
 from orchestrator.redact import redact
 
 MARK = "KAPPA_DOCTOR "
@@ -99,9 +100,8 @@ def verdict(found: dict[str, Any], where: str) -> tuple[Status, str, str | None]
 def check_plugin(options: DoctorOptions) -> CheckResult:
     """``import verl`` loads the plug-in by its entry point (here, or with ``--python``)."""
     if options.python is None:  # this environment: its metadata answers without a process
-        try:
-            verl = importlib.metadata.version("verl")
-        except importlib.metadata.PackageNotFoundError:
+        verl = installed_version("verl")
+        if verl is None:
             return CheckResult("plugin", Status.SKIPPED, "verl is not installed here; the "
                                "plug-in is needed only where verl cells run")
         points = [ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)

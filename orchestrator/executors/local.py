@@ -224,8 +224,7 @@ class LocalExecutor(Executor):
         if devices or self.devices:
             full["CUDA_VISIBLE_DEVICES"] = ",".join(devices)
         if not devices:
-            for var in THREAD_VARS:
-                full[var] = str(self.threads_per_job)
+            full.update(dict.fromkeys(THREAD_VARS, str(self.threads_per_job)))
         full.update(env)  # the launch's own settings win
         return full
 
@@ -267,11 +266,9 @@ class LocalExecutor(Executor):
             return None
         job = LocalJob(job_dir, int(record["pid"]), record.get("start_ticks"),
                        tuple(str(d) for d in record.get("gpus", ())), self.grace_period)
-        code = job.poll()
-        if code is None:
+        if job.poll() is None:
             self._active[job.job_id] = job  # it holds a slot (and its GPUs) until it ends
-            return job
-        if read_exit(job_dir) is None:
+        elif read_exit(job_dir) is None:
             return None  # no exit code recorded and not running: vanished
         return job
 

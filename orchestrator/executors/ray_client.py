@@ -165,10 +165,6 @@ class RayJob(JobHandle):
         with contextlib.suppress(RuntimeError):  # already finished or unknown to Ray
             self._ask("stop_job", self.submission_id)
 
-    def logs(self) -> str:
-        """The job's whole log as Ray holds it."""
-        return str(self._ask("get_job_logs", self.submission_id))
-
     def sync_logs(self) -> None:
         """Append the part of the job's log not yet written to ``log_path``."""
         if self.log_path is None:
@@ -178,7 +174,7 @@ class RayJob(JobHandle):
             offset = int(offset_file.read_text())
         except (OSError, ValueError):
             offset = 0
-        text = self.logs()
+        text = str(self._ask("get_job_logs", self.submission_id))  # all of it, as Ray holds it
         if len(text) <= offset:
             return
         self.log_path.parent.mkdir(parents=True, exist_ok=True)

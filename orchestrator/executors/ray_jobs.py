@@ -289,11 +289,6 @@ class RayJobsExecutor(Executor):
         return RayJob(self._client, submission_id, log_path, self.address,
                       self.request_timeout_s)
 
-    def _active_kappa_jobs(self) -> list[Any]:
-        return [job for job in self._ask("list_jobs", self._client.list_jobs)
-                if (job.metadata or {}).get(METADATA_KEY) == "1"
-                and status_name(job.status) in ("PENDING", "RUNNING")]
-
     def nodes(self) -> list[RayNode]:
         """The cluster's alive nodes, re-read every ``NODES_TTL_S`` (empty: unknown)."""
         now = time.monotonic()
@@ -311,7 +306,9 @@ class RayJobsExecutor(Executor):
         ``max_pending`` waiting (none past the cluster's GPUs, unless it autoscales; none
         while it does not answer)."""
         try:
-            active = self._active_kappa_jobs()
+            active = [job for job in self._ask("list_jobs", self._client.list_jobs)
+                      if (job.metadata or {}).get(METADATA_KEY) == "1"
+                      and status_name(job.status) in ("PENDING", "RUNNING")]
         except RayUnreachableError as exc:
             LOG.warning("%s; no job is submitted until it answers", exc)
             return 0
@@ -327,9 +324,8 @@ class RayJobsExecutor(Executor):
 
     def fits(self, resources: JobResources) -> str | None:
         """Why the cluster could never run a job asking for ``resources`` (or ``None``)."""
-        if self.autoscaling:
-            return None
-        return why_not(resources, self.nodes(), self.entrypoint_resources)
+        return None if self.autoscaling else why_not(resources, self.nodes(),
+                                                     self.entrypoint_resources)
 
     def most_gpus(self) -> int | None:
         """Every GPU of the cluster (``None``: it autoscales, or its nodes are unknown)."""

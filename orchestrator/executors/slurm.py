@@ -30,7 +30,7 @@ from pathlib import Path
 
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.executors.base import Executor, JobHandle, JobResources, poll_until
-from orchestrator.executors.local import THREAD_VARS
+from orchestrator.executors.local import THREAD_VARS, WRAPPER
 from orchestrator.executors.slurm_options import SlurmOptions, _split_args
 from orchestrator.executors.slurm_queue import (
     ACTIVE_STATES,
@@ -45,7 +45,6 @@ from orchestrator.runs import jobs
 from orchestrator.runs.folder import read_json, write_json
 
 JOB_ID_PREFIX = "slurm:"
-WRAPPER = Path(__file__).with_name("job_wrapper.py")
 # Not passed on from the submitting shell: SLURM sets CUDA_VISIBLE_DEVICES (the batch
 # script empties it for CPU jobs), and a Ray cluster the shell pointed at is not the job's
 # (a multi-node job sets RAY_ADDRESS to its own; a single-node verl cell starts one).
@@ -76,19 +75,13 @@ class SlurmJob(JobHandle):
         self.job_id = f"{JOB_ID_PREFIX}{slurm_id}:{job_dir}"
         self._code: int | None = None
 
-    def state(self, fresh: bool = False) -> tuple[str, int | None] | None:
-        """SLURM's ``(state, exit code)`` for the job (``None``: SLURM forgot it)."""
-        return self.executor.queue.job_state(self.slurm_id, fresh)
-
     def poll(self, fresh: bool = False) -> int | None:
         """``None`` while the job is queued or runs, else its exit code (``fresh``: ask now)."""
+        if self._code is None:  # another process may have recorded the end
+            self._code = _recorded(self.job_dir / "end.json", "code")
         if self._code is not None:
             return self._code
-        ended = self._recorded_end()
-        if ended is not None:
-            self._code = ended
-            return ended
-        known = self.state(fresh)
+        known = self.executor.queue.job_state(self.slurm_id, fresh)
         if known is not None and known[0] in ACTIVE_STATES:
             return None
         state, slurm_code = known if known is not None else ("VANISHED", None)
@@ -100,19 +93,13 @@ class SlurmJob(JobHandle):
         self._code = self._record_end(state, code)
         return self._code
 
-    def _recorded_end(self) -> int | None:
-        try:
-            return int((read_json(self.job_dir / "end.json") or {})["code"])
-        except (ValueError, KeyError, TypeError):
-            return None
-
     def _record_end(self, state: str, code: int) -> int:
         """Keep the final state beside the job (SLURM may forget it) and note it in the
         log; the first process here does both."""
         try:
             fd = os.open(self.job_dir / "end.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
-            recorded = self._recorded_end()
+            recorded = _recorded(self.job_dir / "end.json", "code")
             return recorded if recorded is not None else code
         except OSError:
             return code
@@ -207,11 +194,9 @@ class SlurmExecutor(Executor):
             constraint=self.constraint, sbatch_args=self.sbatch_args)
 
     def _job_env(self, env: Mapping[str, str], resources: JobResources) -> dict[str, str]:
-        full = {k: v for k, v in os.environ.items() if k not in _NOT_INHERITED}
-        for var in THREAD_VARS:
-            full[var] = str(resources.cpus)
-        full.update(env)  # the launch's own settings win
-        return full
+        inherited = {k: v for k, v in os.environ.items() if k not in _NOT_INHERITED}
+        # The launch's own settings win.
+        return {**inherited, **dict.fromkeys(THREAD_VARS, str(resources.cpus)), **env}
 
     def submit(self, argv: tuple[str, ...], env: Mapping[str, str], cwd: Path, log_path: Path,
                resources: JobResources = JobResources()) -> SlurmJob:
@@ -284,7 +269,8 @@ class SlurmExecutor(Executor):
         record = read_json(job_dir / jobs.SLURM_RECORD) or {}
         log_path = Path(record["log"]) if "log" in record else None
         job = SlurmJob(self, slurm_id, job_dir, log_path)
-        if job._recorded_end() is None and self.queue.job_state(slurm_id, fresh=True) is None \
+        if _recorded(job_dir / "end.json", "code") is None \
+                and self.queue.job_state(slurm_id, fresh=True) is None \
                 and jobs.read_exit(job_dir) is None:
             return None
         if job.poll() is None:
@@ -320,11 +306,17 @@ class SlurmExecutor(Executor):
         return {p[1].strip(): p[0].strip() for p in pairs if len(p) >= 2 and p[1].strip()}
 
 
+def _recorded(path: Path, key: str) -> int | None:
+    """The whole number under ``key`` in the JSON file ``path`` (``None``: none there)."""
+    try:
+        return int((read_json(path) or {})[key])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
 def _recorded_id(job_dir: Path) -> str | None:
     """The SLURM id a job folder records (job.json, else the job's own slurm_id file)."""
-    try:
-        return str(int((read_json(job_dir / jobs.SLURM_RECORD) or {})["slurm_id"]))
-    except (ValueError, KeyError, TypeError):
-        pass
-    found = jobs.read_exit(job_dir, "slurm_id")
+    found = _recorded(job_dir / jobs.SLURM_RECORD, "slurm_id")
+    if found is None:
+        found = jobs.read_exit(job_dir, "slurm_id")
     return None if found is None else str(found)

@@ -159,8 +159,8 @@ def shareable(text: str, overrides: Sequence[str],
     masked = None if block is None or block.env_name is not None else mask_url(block.url)
     if block is None or masked is None or masked == block.url:
         return text, tuple(overrides)
-    from orchestrator.spec.overrides import command_line, dump_yaml
-    from orchestrator.spec.yaml_source import load_yaml
+    from orchestrator.spec.overrides import command_line
+    from orchestrator.spec.yaml_source import dump_yaml, load_yaml
 
     url = block.url
     shown = tuple(o.replace(url, masked) if url in o

@@ -70,12 +70,6 @@ class Distribution(_Strict):
         return self
 
     @property
-    def kind(self) -> str:
-        """``uniform``, ``loguniform``, ``int`` or ``categorical``."""
-        kind = next(k for k in _KINDS if getattr(self, k) is not None)
-        return "int" if kind == "integer" else kind
-
-    @property
     def bounds(self) -> tuple[float, float]:
         """``(low, high)`` of a numeric range."""
         pair = self.uniform or self.loguniform or self.integer

@@ -35,14 +35,17 @@ class _Loader(_BaseLoader):  # type: ignore[misc,valid-type]
 _Loader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_12, list("-+0123456789."))
 
 
-def _finite_float_or_word(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> float | str:
-    """``.inf``, ``-.inf`` and ``.nan`` as the words ``inf``, ``-inf``, ``nan``: JSON has no
-    such numbers, NaN equals nothing (no exclusion could match it), and the settings that
-    take an infinity take the word (``clip_ratio: inf``)."""
-    value = loader.construct_yaml_float(node)
+def float_or_word(value: float) -> float | str:
+    """Infinities and NaN as the words ``inf``, ``-inf``, ``nan`` (how ``.inf`` is read):
+    JSON has no such numbers, NaN equals nothing (no exclusion could match it), and the
+    settings that take an infinity take the word (``clip_ratio: inf``)."""
     if math.isfinite(value):
         return value
     return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+
+
+def _finite_float_or_word(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> float | str:
+    return float_or_word(loader.construct_yaml_float(node))
 
 
 # Dates are text: `2024-02-30` is a string, not a crash in the date constructor (no
@@ -75,6 +78,23 @@ _Loader.add_constructor("tag:yaml.org,2002:int", _number(_Loader.construct_yaml_
 _Loader.add_constructor("tag:yaml.org,2002:float", _number(_finite_float_or_word))
 for _tag in ("binary", "timestamp", "set", "omap", "pairs"):
     _Loader.add_constructor(f"tag:yaml.org,2002:{_tag}", _unsupported)
+
+
+class _Dumper(yaml.SafeDumper):
+    """Dumps what :func:`load_yaml` reads back equal: text that its YAML 1.2 floats would
+    read as a number (``'1e-3'``) is quoted; no anchors."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+_Dumper.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_12, list("-+0123456789."))
+
+
+def dump_yaml(data: Any) -> str:
+    """``data`` as YAML text that :func:`load_yaml` reads back equal."""
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True,
+                     default_flow_style=None, width=100)
 
 
 @dataclass(frozen=True)
