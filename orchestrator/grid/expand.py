@@ -72,8 +72,7 @@ def expand(spec: Spec, preflight: bool = True, judge: bool = False,
         validated[index] = model
 
     validate_cells(spec, backend, table, order, builder.settings, on_valid, preflight)
-    cells: list[Cell] = []
-    by_id: dict[str, Cell] = {}
+    by_id: dict[str, Cell] = {}  # the grid's cells, in order
     demands: dict[str, Demand] = {}
     kept: dict[str, BaseModel] = {}
     unsound: list[Problem] = []
@@ -99,7 +98,6 @@ def expand(spec: Spec, preflight: bool = True, judge: bool = False,
                     "them apart"))
             continue
         by_id[cell.cell_id] = cell
-        cells.append(cell)
         if judge:
             model = validated[index]
             if model is None:  # not a covering cell: validated here, its only time
@@ -117,7 +115,8 @@ def expand(spec: Spec, preflight: bool = True, judge: bool = False,
         raise UserInputError(f"{spec.filename}: invalid settings", unsound[:MAX_PROBLEMS])
     if duplicates:
         raise UserInputError(f"{spec.filename}: duplicate cells", duplicates)
-    return Grid(spec=spec, cells=tuple(cells), by_id=by_id, demands=demands, models=kept)
+    return Grid(spec=spec, cells=tuple(by_id.values()), by_id=by_id, demands=demands,
+                models=kept)
 
 
 def _check_size(spec: Spec, table: dict[str, list[AxisValue]]) -> None:

@@ -10,6 +10,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import yaml
@@ -44,10 +45,6 @@ def float_or_word(value: float) -> float | str:
     return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
 
 
-def _finite_float_or_word(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> float | str:
-    return float_or_word(loader.construct_yaml_float(node))
-
-
 # Dates are text: `2024-02-30` is a string, not a crash in the date constructor (no
 # setting takes a date, and JSON has none).
 for _first, _resolvers in _Loader.yaml_implicit_resolvers.items():
@@ -75,7 +72,8 @@ def _unsupported(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
 
 
 _Loader.add_constructor("tag:yaml.org,2002:int", _number(_Loader.construct_yaml_int))
-_Loader.add_constructor("tag:yaml.org,2002:float", _number(_finite_float_or_word))
+_Loader.add_constructor("tag:yaml.org,2002:float", _number(
+    lambda loader, node: float_or_word(loader.construct_yaml_float(node))))
 for _tag in ("binary", "timestamp", "set", "omap", "pairs"):
     _Loader.add_constructor(f"tag:yaml.org,2002:{_tag}", _unsupported)
 
@@ -108,6 +106,11 @@ class Position:
     def of(cls, node: yaml.Node) -> Position:
         """Where ``node`` starts."""
         return cls(node.start_mark.line + 1, node.start_mark.column + 1)
+
+    @classmethod
+    def in_text(cls, text: str, index: int) -> Position:
+        """Where ``text[index]`` is."""
+        return cls(text.count("\n", 0, index) + 1, index - text.rfind("\n", 0, index))
 
 
 def dotted(path: Sequence[str | int]) -> str:
@@ -149,28 +152,22 @@ class SourceDocument:
         best = Position.of(node)
         parts = [str(p) for p in path]
         i = 0
-        while i < len(parts) and node is not None:
+        while i < len(parts):
             if isinstance(node, yaml.MappingNode):
-                found = None
                 entries = self._entries(node)
                 # Longest dotted join first: a key may itself contain dots.
-                for j in range(len(parts), i, -1):
-                    entry = entries.get(".".join(parts[i:j]))
-                    if entry is not None:
-                        found = (*entry, j)
-                        break
-                if found is None:
+                j = next((j for j in range(len(parts), i, -1)
+                          if ".".join(parts[i:j]) in entries), None)
+                if j is None:
                     return best
-                key_node, node, i = found
-                best = Position.of(key_node)
+                key_node, node = entries[".".join(parts[i:j])]
+                best, i = Position.of(key_node), j
             elif isinstance(node, yaml.SequenceNode):
                 try:
-                    index = int(parts[i])
-                    node = node.value[index]
+                    node = node.value[int(parts[i])]
                 except (ValueError, IndexError):
                     return best
-                best = Position.of(node)
-                i += 1
+                best, i = Position.of(node), i + 1
             else:
                 return best
         return best
@@ -198,20 +195,16 @@ def _key_problems(node: yaml.Node | None, path: tuple[str | int, ...], doc: Sour
                 continue
             key = key_node.value
             at = Position.of(key_node)
+            here = partial(Problem, location=dotted((*path, key)), file=doc.filename,
+                           line=at.line, column=at.column)
             if key_node.tag not in _NAME_TAGS:
                 # `1:`, `null:`, `yes:` (YAML 1.1 reads a boolean): no name a spec uses.
-                out.append(Problem(
-                    location=dotted((*path, key)),
-                    message="a key must be a name (text), not a number, boolean or null",
-                    found=key, fix=f"quote it: '{key}':", file=doc.filename,
-                    line=at.line, column=at.column))
+                out.append(here(message="a key must be a name (text), not a number, boolean "
+                                "or null", found=key, fix=f"quote it: '{key}':"))
             if key in seen:
                 first = seen[key].start_mark.line + 1
-                out.append(Problem(
-                    location=dotted((*path, key)),
-                    message=f"duplicate key (first given on line {first})", found=repr(key),
-                    fix="remove one of the two entries", file=doc.filename,
-                    line=at.line, column=at.column))
+                out.append(here(message=f"duplicate key (first given on line {first})",
+                                found=repr(key), fix="remove one of the two entries"))
             seen[key] = key_node
             _key_problems(value_node, (*path, key), doc, out)
     elif isinstance(node, yaml.SequenceNode):
@@ -224,12 +217,11 @@ def _reader_problem(exc: yaml.reader.ReaderError, text: str, filename: str) -> P
     char = exc.character if isinstance(exc.character, int) else None
     # libyaml counts UTF-8 bytes; locate the first such character ourselves instead.
     index = next((i for i, c in enumerate(text) if ord(c) == char), None)
-    before = text[:index] if index is not None else ""
+    at = Position.in_text(text, index) if index is not None else None
     return Problem(
         location="", message=f"{exc.reason}", file=filename,
         found=f"U+{char:04X}" if char is not None else None,
-        line=before.count("\n") + 1 if index is not None else None,
-        column=index - (before.rfind("\n") + 1) + 1 if index is not None else None,
+        line=at.line if at else None, column=at.column if at else None,
         fix="remove it, or write it escaped in a double-quoted string (\"\\t\")")
 
 
@@ -242,12 +234,11 @@ def load_yaml(text: str, filename: str) -> SourceDocument:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:  # lone surrogates: text no file can hold
-        before = text[: exc.start]
+        at = Position.in_text(text, exc.start)
         raise UserInputError(f"{filename}: not valid text", [Problem(
             location="", message="not Unicode text (a lone surrogate)",
-            found=repr(text[exc.start : exc.end]), file=filename,
-            line=before.count("\n") + 1, column=exc.start - (before.rfind("\n") + 1) + 1,
-            fix="remove the character")]) from None
+            found=repr(text[exc.start : exc.end]), file=filename, line=at.line,
+            column=at.column, fix="remove the character")]) from None
     try:
         loader = _Loader(text)
         try:
