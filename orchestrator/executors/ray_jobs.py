@@ -1,20 +1,15 @@
 """The Ray Jobs executor: each launch becomes a Ray *job* on an existing cluster.
 
-A verl run is itself a Ray application (``main_ppo`` calls ``ray.init``), so it must be a
-job's *driver*: ``argv`` is the entrypoint, submitted through the Jobs API (the
-dashboard). Placement and capacity: :mod:`.ray_placement` and docs/ray.md.
-
-* ``env``, the caller's ``MLFLOW_*`` and ``VERL_USE_EXTERNAL_MODULES=kappa_verl`` go into
-  the runtime_env, reaching every process of the job; secrets do not (:mod:`.job_secrets`).
-* ``RAY_OVERRIDE_JOB_RUNTIME_ENV=1``: ``main_ppo``'s ``ray.init(runtime_env=...)`` repeats
-  keys of the job's runtime_env, which Ray otherwise refuses ("Failed to merge the Job's
-  runtime env"); with it the driver's value wins, key by key.
-* A submission refused because the head's job agent has not registered yet (a fresh
-  cluster) is retried for up to ``SUBMIT_RETRY_S``.
-* A cluster that does not answer when the executor is made is a :class:`RayAddressError`
-  (exit 2, nothing written); later a :class:`RayUnreachableError`, which the scheduler
-  reads as "unknown": a poll says "still running", ``capacity`` "launch nothing now", and
-  an unanswered submit costs the cell no retry.
+A verl run is itself a Ray application (``main_ppo`` calls ``ray.init``), so ``argv`` is a
+job's *driver*, submitted through the Jobs API (placement and capacity:
+:mod:`.ray_placement`, docs/ray.md). ``env``, the caller's ``MLFLOW_*`` and
+``VERL_USE_EXTERNAL_MODULES=kappa_verl`` go into the runtime_env (secrets do not:
+:mod:`.job_secrets`); ``RAY_OVERRIDE_JOB_RUNTIME_ENV=1`` lets ``main_ppo``'s own
+``ray.init(runtime_env=...)`` repeat its keys, which Ray otherwise refuses. A cluster that
+does not answer when the executor is made is a :class:`RayAddressError` (exit 2, nothing
+written); later a :class:`RayUnreachableError`, which the scheduler reads as "unknown": a
+poll says "still running", ``capacity`` "launch nothing now", and an unanswered submit
+costs the cell no retry.
 """
 
 from __future__ import annotations

@@ -2,17 +2,14 @@
 
 kappa writes a batch script (:mod:`.slurm_script`), ``sbatch``es it, follows it with
 ``squeue``/``sacct`` (:mod:`.slurm_queue`) and the exit code the job leaves on the shared
-file system, and ``scancel``s it: SLURM's own stable interface, which every site has.
+file system, and ``scancel``s it: SLURM's own stable interface, which every site has. Not
+submitit, which runs pickled callables, reads states only from ``sacct`` (none without
+accounting) and wraps a job in one ``srun`` (no room for verl's Ray head and workers).
 
-Not submitit: it runs pickled callables (an argv's exit code becomes an exception), reads
-states only from ``sacct`` (none without accounting, as on the test cluster), wraps a job
-in one ``srun`` (no room for verl's Ray head and workers), and adds only what kappa has:
-a job folder, an exit-code wrapper, reattachment.
-
-A job's folder is the local executor's (``<log dir>/.jobs/<log name>.<token>/``, so the
-wrapper's run-folder lock works the same), holding ``job.sbatch``, ``job.json``, ``exit``
-and ``end.json`` (the final state, which SLURM without accounting forgets after
-``MinJobAge``). The job id ``slurm:<SLURM id>:<job folder>`` lets any process reattach.
+A job's folder is the local executor's (so the wrapper's run-folder lock works the same),
+holding ``job.sbatch``, ``job.json``, ``exit`` and ``end.json`` (the final state, which
+SLURM without accounting forgets after ``MinJobAge``). The job id
+``slurm:<SLURM id>:<job folder>`` lets any process reattach.
 """
 
 from __future__ import annotations

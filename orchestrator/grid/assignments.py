@@ -43,10 +43,7 @@ class AxisValue:
 
     def describe(self, loc: LeafPath) -> str:
         """The dotted location of setting ``loc`` as this value sets it."""
-        if self.is_variant and loc:
-            return f"{dotted(self.origin)}.{'.'.join(loc)}"
-        axis_len = len(self.axis.split("."))
-        rest = loc[axis_len:]
+        rest = loc if self.is_variant else loc[len(self.axis.split(".")):]
         return dotted(self.origin) + ("." + ".".join(rest) if rest else "")
 
     def yaml_path(self, loc: LeafPath) -> tuple[str | int, ...]:
@@ -73,15 +70,8 @@ def _dimensions(spec: Spec) -> list[list[int]]:
     """Axis positions varying together, ordered by each group's first axis."""
     names = list(spec.axes)
     grouped = {axis: group for group in spec.zip for axis in group}
-    dims: list[list[int]] = []
-    placed: set[str] = set()
-    for axis in names:
-        if axis in placed:
-            continue
-        group = grouped.get(axis, (axis,))
-        dims.append([names.index(a) for a in group])
-        placed.update(group)
-    return dims
+    groups = dict.fromkeys(grouped.get(axis, (axis,)) for axis in names)  # each group once
+    return [[names.index(a) for a in group] for group in groups]
 
 
 def cell_bound(spec: Spec, table: dict[str, list[AxisValue]]) -> tuple[int, str]:
@@ -187,18 +177,14 @@ def assignments(spec: Spec,
     for e, entry in enumerate(spec.include):
         picks = []
         for axis in names:
-            values = table[axis]
-            found = where[axis].get(scalar_key(entry[axis]), [])
-            if found:
-                picks.append(found[0])
-            else:  # a new value of a list axis (variants were checked to exist)
-                first = values[0]
-                path = tuple(axis.split("."))
+            values, key = table[axis], scalar_key(entry[axis])
+            if key not in where[axis]:  # a new value of a list axis (variants were checked)
+                label = values[0].is_label
                 values.append(AxisValue(axis, entry[axis],
-                                        {} if first.is_label else {path: entry[axis]},
-                                        ("include", e, axis), is_label=first.is_label))
-                picks.append(len(values) - 1)
-                where[axis].setdefault(scalar_key(entry[axis]), []).append(len(values) - 1)
+                                        {} if label else {tuple(axis.split(".")): entry[axis]},
+                                        ("include", e, axis), is_label=label))
+                where[axis][key] = [len(values) - 1]
+            picks.append(where[axis][key][0])
         assignment = tuple(picks)
         if assignment not in seen:
             seen.add(assignment)

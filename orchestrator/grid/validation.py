@@ -45,8 +45,6 @@ def cells_to_validate(cells: Sequence[Assignment], coupled_pos: Sequence[int],
                       n_axes: int) -> list[int]:
     """Indices of the cells that cover every combination that matters: the first cell of
     each combination of coupled values, and the first holding each free axis value."""
-    if not cells:
-        return []
     backwards = range(len(cells) - 1, -1, -1)
 
     def first_of(keys: Iterable[Any]) -> Iterable[int]:
@@ -86,18 +84,11 @@ class _Collector:
 
     def add(self, problem: Problem, records: Sequence[AxisValue], cell: Assignment) -> None:
         parts: LeafPath = tuple(problem.location.split(".")) if problem.location else ()
-        # Who sets each setting that overlaps the problem's: a cell's axis value, else base.
-        owner: dict[LeafPath, AxisValue] = {}
-        for record in records:
-            for leaf_path in record.overrides:
-                owner[leaf_path] = record
-        origins: dict[int, AxisValue | None] = {}
-        if parts:
-            overlapping = set(self.base_leaves.overlapping(parts))
-            overlapping.update(leaf for leaf in owner if overlaps(leaf, parts))
-            for leaf in overlapping:
-                holder = owner.get(leaf)
-                origins[id(holder)] = holder
+        owner = {leaf: record for record in records for leaf in record.overrides}
+        overlapping = {*self.base_leaves.overlapping(parts),
+                       *(leaf for leaf in owner if overlaps(leaf, parts))}
+        # Who sets the settings that overlap the problem's: a cell's axis value, else base.
+        origins = {id(owner.get(leaf)): owner.get(leaf) for leaf in overlapping}
         if len(origins) > 1 or not parts:
             self.cross.setdefault(problem.message, []).append(cell)
             return
@@ -163,17 +154,15 @@ class _Collector:
 
 def validate_cells(spec: Spec, backend: Backend, table: Mapping[str, Sequence[AxisValue]],
                    cells: Sequence[Assignment], settings_of: Callable[[Assignment], dict[str, Any]],
-                   on_valid: Callable[[int, BaseModel], None], preflight: bool = True) -> int:
+                   on_valid: Callable[[int, BaseModel], None], preflight: bool = True) -> None:
     """Validate the cells that cover every combination, then preflight them as one batch
     (:meth:`Backend.preflight`, unless ``preflight=False``); raise with all problems at
     once. ``settings_of`` gives a cell's settings (what its config.yaml gets); ``on_valid``
-    sees each validated model with its cell's index in ``cells``. Returns how many cells
-    were validated."""
+    sees each validated model with its cell's index in ``cells``."""
     names = list(spec.axes)
     coupled_pos = coupled_axes(spec, table, getattr(backend, "coupled_settings", None))
     chosen = cells_to_validate(cells, coupled_pos, len(names))
     collector = _Collector(spec, backend.settings_model)
-    cut = False
     checked = 0
     valid: list[tuple[Assignment, BaseModel]] = []
 
@@ -184,8 +173,7 @@ def validate_cells(spec: Spec, backend: Backend, table: Mapping[str, Sequence[Ax
 
     for index in chosen:
         if len(collector.problems) + len(collector.cross) >= MAX_PROBLEMS:
-            cut = True  # enough to act on; validating 10^5 broken cells would take minutes
-            break
+            break  # enough to act on; validating 10^5 broken cells would take minutes
         checked += 1
         cell = cells[index]
         try:
@@ -207,11 +195,10 @@ def validate_cells(spec: Spec, backend: Backend, table: Mapping[str, Sequence[Ax
                 add(exc, cell)
     problems = list(collector.problems.values())[:MAX_PROBLEMS]
     problems += collector.cross_problems(table, coupled_pos, checked)
-    if cut or len(collector.problems) > MAX_PROBLEMS:
+    if checked < len(chosen) or len(collector.problems) > MAX_PROBLEMS:
         problems.append(more_problems())
     if problems:
         raise UserInputError(f"{spec.filename}: invalid settings", problems)
-    return len(chosen)
 
 
 def base_problems(spec: Spec, backend: Backend) -> list[Problem]:
@@ -228,9 +215,7 @@ def base_problems(spec: Spec, backend: Backend) -> list[Problem]:
     except UserInputError as exc:
         for problem in exc.problems:
             parts = tuple(problem.location.split(".")) if problem.location else ()
-            if not parts or problem.message == "Field required":
-                continue
-            if any(overlaps(parts, leaf) for leaf in axis_leaves):
-                continue
-            collector.add(problem, (), ())
+            if parts and problem.message != "Field required" \
+                    and not any(overlaps(parts, leaf) for leaf in axis_leaves):
+                collector.add(problem, (), ())
     return list(collector.problems.values())

@@ -118,12 +118,11 @@ class SpecReading:
 
 def read_spec(text: str, filename: str = "<spec>", path: Path | None = None,
               overrides: Sequence[str] = ()) -> SpecReading:
-    """Parse a spec from YAML text and check it against itself and its backend's settings
-    model. Raises ``UserInputError`` only when no spec can be made at all; otherwise the
-    problems come with the spec (stand-ins for wrong leaf keys), so the cells' problems
-    can be reported in the same run (:func:`orchestrator.grid.plan.parse_plan`).
-    ``overrides`` (Hydra grammar, :mod:`orchestrator.spec.overrides`) edit the document
-    first; the spec's ``source_text`` is then the resolved YAML."""
+    """Parse a spec from YAML text (edited first by ``overrides``: its ``source_text`` is
+    then the resolved YAML) and check it against itself and its backend's settings model.
+    Raises ``UserInputError`` only when no spec can be made at all; otherwise the problems
+    come with the spec (stand-ins for wrong leaf keys), so that the cells' problems can be
+    reported in the same run (:func:`orchestrator.grid.plan.parse_plan`)."""
     from orchestrator.backends import BACKENDS, get_backend
     from orchestrator.spec.blocks import search_problems, stop_problems
     from orchestrator.spec.references import check_references
@@ -146,11 +145,8 @@ def read_spec(text: str, filename: str = "<spec>", path: Path | None = None,
         spec = Spec.model_validate(data)
     except ValidationError as exc:
         deferred = _problems(exc, doc)
-        stand_in = _with_leaf_stand_ins(data, exc)
-        if stand_in is None:
-            raise UserInputError(f"{filename}: invalid spec", deferred) from None
         try:
-            spec = Spec.model_validate(stand_in)
+            spec = Spec.model_validate(_with_leaf_stand_ins(data, exc))
         except ValidationError:
             raise UserInputError(f"{filename}: invalid spec", deferred) from None
     spec._source_text = text
@@ -172,21 +168,19 @@ def read_spec(text: str, filename: str = "<spec>", path: Path | None = None,
 
 def parse_spec(text: str, filename: str = "<spec>", path: Path | None = None,
                overrides: Sequence[str] = ()) -> Spec:
-    """Parse and check a spec from YAML text (:func:`read_spec`, ``overrides`` applied);
-    raise ``UserInputError`` with every problem the spec alone shows (settings values are
-    validated when the grid is expanded; :func:`orchestrator.grid.plan.parse_plan` does
-    both at once)."""
+    """:func:`read_spec`, raising ``UserInputError`` with every problem the spec alone shows
+    (:func:`orchestrator.grid.plan.parse_plan` adds the cells' settings problems)."""
     reading = read_spec(text, filename, path, overrides)
     if reading.problems:
         raise UserInputError(f"{filename}: invalid spec", list(reading.problems))
     return reading.spec
 
 
-def _with_leaf_stand_ins(data: dict[str, Any], exc: ValidationError) -> dict[str, Any] | None:
-    """``data`` with stand-ins for wrong leaf keys, or ``None`` if other keys are wrong too."""
+def _with_leaf_stand_ins(data: dict[str, Any], exc: ValidationError) -> dict[str, Any]:
+    """``data`` with stand-ins for wrong leaf keys (as is if other keys are wrong too)."""
     wrong = {str(err["loc"][0]) if err["loc"] else "" for err in exc.errors()}
     if not wrong <= _LEAF_STAND_INS.keys():
-        return None
+        return data
     stand_ins = {key: _LEAF_STAND_INS[key] for key in wrong if _LEAF_STAND_INS[key] is not None}
     return {**{k: v for k, v in data.items() if k not in wrong}, **stand_ins}
 
