@@ -83,9 +83,8 @@ def _numeric_only(annotation: Any) -> bool:
             return leaves(args[0])  # Annotated[T, ...]: T
         return [leaf for arg in args for leaf in leaves(arg)] if args else [tp]
 
-    found = leaves(annotation)
-    return any(t in (int, float) for t in found) and all(
-        t in (int, float, type(None)) for t in found)
+    found = set(leaves(annotation))
+    return bool(found & {int, float}) and found <= {int, float, type(None)}
 
 
 class ExecutorOptions(BaseModel):
@@ -98,12 +97,10 @@ class ExecutorOptions(BaseModel):
     def _no_booleans_for_numbers(cls, data: Any) -> Any:
         if isinstance(data, dict):
             for key, value in data.items():
-                field = cls.model_fields.get(key) if isinstance(key, str) else None
-                if isinstance(value, bool) and field is not None \
-                        and _numeric_only(field.annotation):
-                    raise PydanticCustomError(
-                        "bool_for_number", "{option}: a boolean is not a number",
-                        {"option": key})
+                field = cls.model_fields.get(key)
+                if isinstance(value, bool) and field and _numeric_only(field.annotation):
+                    raise PydanticCustomError("bool_for_number", "{option}: a boolean is "
+                                              "not a number", {"option": key})
         return data
 
 
@@ -141,8 +138,7 @@ class Executor(ABC):
     @classmethod
     def from_options(cls, options: ExecutorOptions) -> Executor:
         """The executor made from validated ``options`` (default: as constructor keywords)."""
-        kwargs: dict[str, Any] = dict(options)
-        return cls(**kwargs)
+        return cls(**dict(options))
 
     @abstractmethod
     def submit(self, argv: tuple[str, ...], env: Mapping[str, str], cwd: Path, log_path: Path,

@@ -101,9 +101,7 @@ class NotifySpec(BaseModel):
     @classmethod
     def _valid_url(cls, url: str) -> str:
         url = str(url)
-        if ENV_REFERENCE.match(url):
-            return url
-        why = url_problem(url)
+        why = None if ENV_REFERENCE.match(url) else url_problem(url)
         if why is not None:
             raise ValueError(f"the URL {why}")
         return url

@@ -51,10 +51,9 @@ def read_yaml_file(path: Path, what: str = "spec") -> str:
     try:
         return raw.decode("utf-8-sig")  # a BOM some editors write is not part of the text
     except UnicodeDecodeError as exc:
-        before = raw[: exc.start]
         raise refuse("not UTF-8 text", found=repr(raw[exc.start : exc.end]),
-                     fix="save the file as UTF-8", line=before.count(b"\n") + 1,
-                     column=len(before) - (before.rfind(b"\n") + 1) + 1) from None
+                     fix="save the file as UTF-8", line=raw.count(b"\n", 0, exc.start) + 1,
+                     column=exc.start - raw.rfind(b"\n", 0, exc.start)) from None
 
 
 def _not_regular(refuse: Callable[..., UserInputError], mode: int,
