@@ -70,14 +70,12 @@ def _install_fix() -> str:
 
 def parse_probe(output: str) -> dict[str, Any] | None:
     """The JSON a probe printed after :data:`MARK`, if any."""
-    for line in reversed(output.splitlines()):
-        if line.startswith(MARK):
-            try:
-                parsed = json.loads(line[len(MARK):])
-            except ValueError:  # cut short or not ours: no result
-                return None
-            return parsed if isinstance(parsed, dict) else None
-    return None
+    line = next((x for x in reversed(output.splitlines()) if x.startswith(MARK)), MARK)
+    try:
+        parsed = json.loads(line[len(MARK):])
+    except ValueError:  # none, cut short or not ours: no result
+        return None
+    return parsed if isinstance(parsed, dict) else None
 
 
 def verdict(found: dict[str, Any], where: str) -> tuple[Status, str, str | None]:
@@ -104,9 +102,8 @@ def check_plugin(options: DoctorOptions) -> CheckResult:
         if verl is None:
             return CheckResult("plugin", Status.SKIPPED, "verl is not installed here; the "
                                "plug-in is needed only where verl cells run")
-        points = [ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
-                  if ep.value.split(":")[0] == PLUGIN_MODULE]
-        if not points:
+        if not any(ep.value.split(":")[0] == PLUGIN_MODULE
+                   for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)):
             return CheckResult("plugin", Status.PROBLEM, f"verl {verl} is installed but no "
                                f"'{ENTRY_POINT_GROUP}' entry point names {PLUGIN_MODULE} in "
                                "this environment", fix=_install_fix())

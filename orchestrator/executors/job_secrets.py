@@ -24,17 +24,13 @@ FILE_NAME = ".kappa-secret-env.json"
 _SECRET_NAME = re.compile(r"PASSWORD|PASSWD|TOKEN|SECRET|CREDENTIAL", re.IGNORECASE)
 
 
-def is_secret(name: str, value: str) -> bool:
-    """Whether a variable must stay out of what a cluster shows: a secret-looking name, or
-    a value with a password in it (a URL ``scheme://user:password@host``)."""
+def split_secrets(env: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """``env`` as (variables that may be shown, secret ones): those with a secret-looking
+    name, or a value with a password in it (a URL ``scheme://user:password@host``)."""
     from orchestrator.redact import has_credentials
 
-    return bool(_SECRET_NAME.search(name)) or has_credentials(value)
-
-
-def split_secrets(env: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
-    """``env`` as (variables that may be shown, secret ones)."""
-    secret = {name: value for name, value in env.items() if is_secret(name, value)}
+    secret = {name: value for name, value in env.items()
+              if _SECRET_NAME.search(name) or has_credentials(value)}
     return {k: v for k, v in env.items() if k not in secret}, secret
 
 

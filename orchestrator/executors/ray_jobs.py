@@ -15,7 +15,6 @@ costs the cell no retry.
 from __future__ import annotations
 
 import logging
-import math
 import os
 import secrets
 import shlex
@@ -137,8 +136,7 @@ def check_resources(resources: dict[str, float]) -> dict[str, float]:
             raise _refuse("{name} is one of Ray's own resources, not a custom one: a cell's "
                           "CPUs and GPUs come from the spec's resources (cpus, gpus)",
                           name=name)
-        if not math.isfinite(amount) or not (
-                MIN_RESOURCE_GRANULARITY <= amount <= MAX_RESOURCE_QUANTITY):
+        if not MIN_RESOURCE_GRANULARITY <= amount <= MAX_RESOURCE_QUANTITY:  # NaN is not
             raise _refuse("{name}: {amount} is no amount Ray can reserve (from 0.0001 to "
                           "1e14)", name=name, amount=amount)
         steps = amount / MIN_RESOURCE_GRANULARITY
