@@ -105,22 +105,16 @@ class LocalJob(JobHandle):
         elif read_exit(self.job_dir) is None and is_running(self.pid, self.start_ticks):
             return None
         # Read again: the wrapper may have written its exit file just before it ended.
-        code = read_exit(self.job_dir)
-        if code is None:
-            self._kill_leftovers()
-            code = self._popen.returncode if self._popen is not None else VANISHED_EXIT_CODE
-        self._code = code
-        return code
-
-    def _kill_leftovers(self) -> None:
-        """The wrapper died without recording an end: kill what is left of the job's group
-        so it cannot run beside a relaunch. (Linux reuses the group id, the dead wrapper's
-        pid, only once the group is empty: a stranger with that pid means nothing is left.)
-        """
-        if is_stranger(self.pid, self.start_ticks):
-            return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, signal.SIGKILL)
+        self._code = read_exit(self.job_dir)
+        if self._code is None:
+            # The wrapper died without recording an end: kill what is left of the job's
+            # group so it cannot run beside a relaunch. (Linux reuses the group id, the dead
+            # wrapper's pid, only once the group is empty: a stranger has nothing left.)
+            if not is_stranger(self.pid, self.start_ticks):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.pid, signal.SIGKILL)
+            self._code = VANISHED_EXIT_CODE if self._popen is None else self._popen.returncode
+        return self._code
 
     def wait(self, timeout: float | None = None) -> int | None:
         """The exit code once the job ends, ``None`` if ``timeout`` passes first."""

@@ -46,10 +46,6 @@ class AxisValue:
         rest = loc if self.is_variant else loc[len(self.axis.split(".")):]
         return dotted(self.origin) + ("." + ".".join(rest) if rest else "")
 
-    def yaml_path(self, loc: LeafPath) -> tuple[str | int, ...]:
-        """Where setting ``loc`` is written in the spec (for line/column)."""
-        return (*self.origin, *loc) if self.is_variant else self.origin
-
 
 def axis_values(spec: Spec) -> dict[str, list[AxisValue]]:
     """Every axis's values in spec order (includes may add more later)."""

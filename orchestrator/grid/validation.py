@@ -106,8 +106,9 @@ class _Collector:
                 fix = f"set {'.'.join(parts)} in this variant too (other variants set it)"
         else:
             origin = next(iter(origins.values()))
-            if origin is not None:
-                location, path = origin.describe(parts), origin.yaml_path(parts)
+            if origin is not None:  # located where the value is written in the spec
+                location = origin.describe(parts)
+                path = (*origin.origin, *parts) if origin.is_variant else origin.origin
         key = (location, message, problem.found)
         if key not in self.problems:
             self.problems[key] = self.spec.problem(path, message, location=location,

@@ -82,6 +82,8 @@ def _plain(value: Any) -> Any:
 
 
 def _read_one(parser: Any, number: int, text: str) -> Override | Problem:
+    """``text`` read with Hydra's override parser: the override, or what is wrong with it
+    (named by its position, ``override 2``)."""
     from hydra.errors import HydraException
 
     where = f"override {number}"
@@ -110,22 +112,6 @@ def _read_one(parser: Any, number: int, text: str) -> Override | Problem:
     return Override(number=number, text=text, op=_OPS[parsed.type.name], key=key,
                     value=_plain(parsed.value()) if has_value else None,
                     has_value=has_value)
-
-
-def read_overrides(texts: Sequence[str]) -> list[Override | Problem]:
-    """Each of ``texts`` read with Hydra's override parser: the override, or what is wrong
-    with it (named by its position, ``override 2``)."""
-    if not texts:
-        return []
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    parser = OverridesParser.create()
-    return [_read_one(parser, n, text) for n, text in enumerate(texts, 1)]
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Equal as YAML values (``true`` is not ``1``)."""
-    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
 
 def _short(value: Any) -> str:
@@ -206,7 +192,9 @@ def _at_existing(container: Any, key: str | int, path: tuple[str | int, ...],
         return ov.problem("already in the spec", found=_short(current),
                           fix=f"to change it, write {ov.text[1:]} (or ++{ov.text[1:]})")
     if ov.op == "delete":
-        if ov.has_value and not _same(current, ov.value):
+        # Compared as YAML values: true is not 1.
+        if ov.has_value and json.dumps(current, sort_keys=True) != json.dumps(
+                ov.value, sort_keys=True):
             return ov.problem(f"holds {_short(current)}, not {_short(ov.value)}, so it is "
                               "not deleted", found=_short(current),
                               fix=f"~{ov.key} deletes it whatever it holds")
@@ -242,10 +230,14 @@ def resolve(doc: SourceDocument, texts: Sequence[str]) -> tuple[OverriddenDocume
     """``doc`` (whose data is a mapping) with the overrides ``texts`` applied in order, and
     the resolved spec's YAML text (what the sweep stores; it reads back to the same data).
     Every override that cannot apply is reported at once (``UserInputError``, exit 2)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
     data = _plain(doc.data)
     written: list[tuple[tuple[str, ...], Override]] = []
     problems: list[Problem] = []
-    for ov in read_overrides(texts):  # the good ones applied, to report all at once
+    for n, text in enumerate(texts, 1):  # the good ones applied, to report all at once
+        ov = _read_one(parser, n, text)
         if isinstance(ov, Problem):
             problems.append(ov)
             continue
