@@ -105,10 +105,9 @@ def _known_keys(path: tuple[Any, ...]) -> list[str]:
 
 @dataclass(frozen=True)
 class SpecReading:
-    """A spec read from YAML, and what is wrong with it as far as the spec alone tells.
-    ``axes_sound``: the axes can be expanded (cross-reference problems are in
-    ``exclude``/``include`` only; ``selections_sound``: there are none), so
-    :mod:`orchestrator.grid` can add the cells' own problems to the same report."""
+    """A spec read from YAML, and its problems as far as the spec alone tells. ``axes_sound``:
+    the axes can be expanded (cross-reference problems are in ``exclude``/``include`` only;
+    ``selections_sound``: none), so the cells' problems can join the same report."""
 
     spec: Spec
     problems: tuple[Problem, ...]
@@ -118,11 +117,10 @@ class SpecReading:
 
 def read_spec(text: str, filename: str = "<spec>", path: Path | None = None,
               overrides: Sequence[str] = ()) -> SpecReading:
-    """Parse a spec from YAML text (edited first by ``overrides``: its ``source_text`` is
-    then the resolved YAML) and check it against itself and its backend's settings model.
-    Raises ``UserInputError`` only when no spec can be made at all; otherwise the problems
-    come with the spec (stand-ins for wrong leaf keys), so that the cells' problems can be
-    reported in the same run (:func:`orchestrator.grid.plan.parse_plan`)."""
+    """Parse a spec from YAML text (edited first by ``overrides``: ``source_text`` is then the
+    resolved YAML) and check it against itself and its backend. ``UserInputError`` only if
+    no spec can be made at all; else the problems come with it (stand-ins for wrong leaf
+    keys), so the cells' problems join the same report (``grid.plan.parse_plan``)."""
     from orchestrator.backends import BACKENDS, get_backend
     from orchestrator.spec.blocks import search_problems, stop_problems
     from orchestrator.spec.references import check_references
@@ -186,7 +184,7 @@ def _with_leaf_stand_ins(data: dict[str, Any], exc: ValidationError) -> dict[str
 
 
 def load_spec(path: str | Path, overrides: Sequence[str] = ()) -> Spec:
-    """Read (at most ``MAX_FILE_BYTES``) and parse the spec file at ``path``, with
-    command-line ``overrides`` (Hydra grammar) applied."""
+    """Read (at most ``MAX_FILE_BYTES``) and parse the spec file at ``path``, ``overrides``
+    applied."""
     file = Path(path)
     return parse_spec(read_yaml_file(file, "spec"), str(file), file, overrides)

@@ -69,9 +69,8 @@ def command_line(texts: Sequence[str]) -> str:
 
 
 def _plain(value: Any) -> Any:
-    """A copy sharing nothing (YAML aliases become separate values, so an override of one
-    place does not change the other), infinities and NaN as the words ``inf``/``-inf``/
-    ``nan`` (as :mod:`orchestrator.spec.yaml_source` reads ``.inf``)."""
+    """A copy sharing nothing (an override of one alias does not change the other), non-finite
+    floats as the words ``inf``/``-inf``/``nan`` (as :func:`~.yaml_source.load_yaml` reads)."""
     if isinstance(value, float):
         return float_or_word(value)
     if isinstance(value, dict):
@@ -227,9 +226,8 @@ class OverriddenDocument(SourceDocument):
 
 
 def resolve(doc: SourceDocument, texts: Sequence[str]) -> tuple[OverriddenDocument, str]:
-    """``doc`` (whose data is a mapping) with the overrides ``texts`` applied in order, and
-    the resolved spec's YAML text (what the sweep stores; it reads back to the same data).
-    Every override that cannot apply is reported at once (``UserInputError``, exit 2)."""
+    """``doc`` (a mapping) with the overrides ``texts`` applied in order, and its YAML text
+    (what the sweep stores); every override that cannot apply in one ``UserInputError``."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     parser = OverridesParser.create()

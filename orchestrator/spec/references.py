@@ -1,6 +1,5 @@
-"""Cross-reference checks: do axes, labels, zips, exclusions and includes fit together?
-They need the backend's settings model, so they run after the spec's own structure has
-validated; every problem is collected."""
+"""Cross-reference checks, given the backend's settings model: do axes, labels, zips,
+exclusions and includes fit together? Every problem is collected."""
 
 from __future__ import annotations
 

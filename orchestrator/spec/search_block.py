@@ -1,8 +1,6 @@
-"""The spec's ``search:`` block: an adaptive search (Optuna) over some settings
-(docs/search.md; reference: docs/spec.md#search), one study of ``trials`` trials per axis
-combination (:mod:`orchestrator.search.hook`). The space is checked against the backend
-by :func:`orchestrator.spec.blocks.search_problems`; whether the objective's metric is
-logged is known once a trial ends (a study whose first finished trial lacks it fails).
+"""The spec's ``search:`` block (docs/spec.md#search): an Optuna study of ``trials`` trials
+per axis combination (:mod:`orchestrator.search.hook`). The space is checked against the
+backend by :func:`~.blocks.search_problems`; the objective's metric only once a trial ends.
 """
 
 from __future__ import annotations

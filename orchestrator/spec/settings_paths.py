@@ -1,7 +1,5 @@
-"""Dotted setting paths: which names a backend's settings model accepts, and flattening.
-
-Axes and variants may name nested settings with dots (``model.d_model``) or with nested
-mappings (``model: {d_model: 64}``); both flatten to the same leaf path.
+"""Dotted setting paths: which names a settings model accepts, and flattening (a nested
+setting named with dots, ``model.d_model``, or nested, ``model: {d_model: 64}``: one path).
 """
 
 from __future__ import annotations
@@ -106,9 +104,8 @@ def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str
 
 
 class LeafIndex(Generic[T]):
-    """Values filed under setting leaf paths, found by any path overlapping theirs (one a
-    prefix of the other) in a few lookups: linear in the leaves, where comparing every
-    pair took minutes on 10^4 settings."""
+    """Values filed under leaf paths, found by any path overlapping theirs (one a prefix of
+    the other) in a few lookups (comparing every pair took minutes on 10^4 settings)."""
 
     def __init__(self) -> None:
         self._whole: dict[LeafPath, list[T]] = {}  # leaf -> its values
@@ -129,8 +126,7 @@ class LeafIndex(Generic[T]):
             self._under.setdefault(leaf[:n], []).append(value)
 
     def overlapping(self, path: LeafPath) -> list[T]:
-        """The values of the leaves equal to, above or below ``path``, in filing order per
-        leaf."""
+        """The values of the leaves equal to, above or below ``path`` (filing order per leaf)."""
         found = [v for n in range(1, len(path) + 1) for v in self._whole.get(path[:n], ())]
         return found + self._under.get(path, [])
 
@@ -142,9 +138,8 @@ def overlaps(a: LeafPath, b: LeafPath) -> bool:
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str | None:
-    """``"did you mean 'x'?"`` for the closest known name, if any is close (among at most
-    ``MAX_SUGGESTION_CANDIDATES`` names, for a name of at most 200 characters: fuzzy
-    matching costs their product)."""
+    """``"did you mean 'x'?"`` for the closest known name, if any (fuzzy matching costs the
+    product: only among ``MAX_SUGGESTION_CANDIDATES`` names, for names of <= 200 chars)."""
     candidates = sorted(known)
     if len(candidates) > MAX_SUGGESTION_CANDIDATES or len(name) > 200:
         return None

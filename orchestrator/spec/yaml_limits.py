@@ -1,8 +1,7 @@
 """Bounded YAML input (docs/spec.md#limits): a file is read only up to a size, a document
-is measured before use. Aliases share one composed node between many places, so a 1 kB
-"billion laughs" document composes instantly and explodes only when walked as a tree;
-:func:`check_graph` measures the composed graph first: its size with every alias
-expanded (memoised per shared node), its depth, and any alias to a node containing it.
+measured before use. A 1 kB "billion laughs" document composes instantly (aliases share
+nodes) and explodes only when walked as a tree, so :func:`check_graph` measures the
+composed graph first: size with aliases expanded, depth, aliases to a node containing them.
 """
 
 from __future__ import annotations
@@ -19,9 +18,8 @@ from orchestrator.limits import MAX_FILE_BYTES, MAX_YAML_DEPTH, MAX_YAML_NODES
 
 
 def read_yaml_file(path: Path, what: str = "spec") -> str:
-    """The text of a YAML file, read at most :data:`MAX_FILE_BYTES` into memory (a UTF-8
-    byte order mark dropped). Every way a file can be unreadable raises
-    ``UserInputError`` naming the file; bad UTF-8 is located at its line and column."""
+    """The text of a YAML file (at most :data:`MAX_FILE_BYTES`, a UTF-8 BOM dropped); an
+    unreadable file is a ``UserInputError`` naming it (bad UTF-8 at its line and column)."""
     def refuse(message: str, found: str | None = None, fix: str | None = None,
                line: int | None = None, column: int | None = None) -> UserInputError:
         problem = Problem(location="", message=message, found=found, fix=fix, file=str(path),

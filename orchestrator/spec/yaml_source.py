@@ -1,7 +1,6 @@
-"""YAML text -> plain Python data, keeping the composed node tree so that any dotted
-location (``axes.kappa.k200.kl_coef``) can be turned back into ``file:line:col``. Two YAML
-1.1 surprises are fixed on the way in: duplicate keys are errors (PyYAML keeps the last
-silently) and ``1e-3`` is a float (YAML 1.1 reads a string).
+"""YAML text -> plain Python data, keeping the node tree so that a dotted location
+(``axes.kappa.k200.kl_coef``) becomes ``file:line:col``. Two YAML 1.1 surprises are fixed:
+duplicate keys are errors (PyYAML keeps the last) and ``1e-3`` is a float (not a string).
 """
 
 from __future__ import annotations
@@ -37,9 +36,8 @@ _Loader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_12, list("-+0123
 
 
 def float_or_word(value: float) -> float | str:
-    """Infinities and NaN as the words ``inf``, ``-inf``, ``nan`` (how ``.inf`` is read):
-    JSON has no such numbers, NaN equals nothing (no exclusion could match it), and the
-    settings that take an infinity take the word (``clip_ratio: inf``)."""
+    """Infinities and NaN as the words ``inf``, ``-inf``, ``nan`` (how ``.inf`` is read): JSON
+    has no such numbers, NaN equals nothing, and settings take the word (``clip_ratio: inf``)."""
     if math.isfinite(value):
         return value
     return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
