@@ -1,15 +1,10 @@
-"""The Ray Jobs executor: each launch becomes a Ray *job* on an existing cluster.
-
-A verl run is itself a Ray application (``main_ppo`` calls ``ray.init``), so ``argv`` is a
-job's *driver*, submitted through the Jobs API (placement and capacity:
-:mod:`.ray_placement`, docs/ray.md). ``env``, the caller's ``MLFLOW_*`` and
-``VERL_USE_EXTERNAL_MODULES=kappa_verl`` go into the runtime_env (secrets do not:
-:mod:`.job_secrets`); ``RAY_OVERRIDE_JOB_RUNTIME_ENV=1`` lets ``main_ppo``'s own
-``ray.init(runtime_env=...)`` repeat its keys, which Ray otherwise refuses. A cluster that
-does not answer when the executor is made is a :class:`RayAddressError` (exit 2, nothing
-written); later a :class:`RayUnreachableError`, which the scheduler reads as "unknown": a
-poll says "still running", ``capacity`` "launch nothing now", and an unanswered submit
-costs the cell no retry.
+"""The Ray Jobs executor: each launch is a Ray job's *driver* (verl's ``main_ppo`` calls
+``ray.init`` itself) on an existing cluster (placement: :mod:`.ray_placement`, docs/ray.md).
+``env``, ``MLFLOW_*`` and ``VERL_USE_EXTERNAL_MODULES=kappa_verl`` go into the runtime_env
+(secrets do not: :mod:`.job_secrets`); ``RAY_OVERRIDE_JOB_RUNTIME_ENV=1`` lets the driver's
+``ray.init(runtime_env=...)`` repeat its keys. A cluster that does not answer when the
+executor is made is a :class:`RayAddressError` (exit 2); later a :class:`RayUnreachableError`,
+"unknown" to the scheduler: a job still runs, ``capacity`` is 0, a submit costs no retry.
 """
 
 from __future__ import annotations
@@ -88,10 +83,9 @@ def _has_control(text: str) -> bool:
 
 
 def check_address(address: str) -> str:
-    """``address`` if it names a Ray dashboard: ``http(s)://host[:port][/path]``, a bare
-    ``host:port`` or ``auto``. Ray's client reads any other ``scheme://`` as a Python
-    module to *import* (``file:///x`` imports ``file``), ``ray://`` opens a Ray Client
-    session inside kappa, and a control character would reach request lines."""
+    """``address`` if it names a Ray dashboard: ``http(s)://host[:port][/path]``, ``host:port``
+    or ``auto``. Ray's client *imports* any other ``scheme://`` as a module (``file:///x``),
+    ``ray://`` opens a Ray Client session, and a control character reaches request lines."""
     if _has_control(address):
         raise _refuse("a Ray dashboard address has no spaces, line breaks or control "
                       "characters")
@@ -294,10 +288,9 @@ class RayJobsExecutor(Executor):
         return self._nodes[1]
 
     def capacity(self, gpus: int = 0) -> int:
-        """How many more jobs needing ``gpus`` GPUs to submit now: within ``max_parallel``
-        active kappa jobs, what the cluster holds beyond kappa's active jobs plus up to
-        ``max_pending`` waiting (none past the cluster's GPUs, unless it autoscales; none
-        while it does not answer)."""
+        """How many more jobs needing ``gpus`` GPUs to submit now: within ``max_parallel``, what
+        the cluster holds beyond kappa's active jobs plus ``max_pending`` waiting (none past
+        its GPUs unless it autoscales, none while it does not answer)."""
         try:
             active = [job for job in self._ask("list_jobs", self._client.list_jobs)
                       if (job.metadata or {}).get(METADATA_KEY) == "1"

@@ -217,10 +217,9 @@ class SlurmExecutor(Executor):
         return job
 
     def _sbatch(self, job_dir: Path, script: Path, env: Mapping[str, str]) -> str:
-        """``sbatch`` the job of ``job_dir``; its SLURM id. A controller out of reach is
-        asked again for up to ``SUBMIT_RETRY_S``. After another failure the job may exist
-        all the same (sbatch timed out mid-request), so SLURM is asked for a job with this
-        folder's comment before giving up: a second job would run the cell twice."""
+        """``sbatch`` the job of ``job_dir``; its SLURM id. A controller out of reach is asked
+        again for ``SUBMIT_RETRY_S``. After a failure mid-request the job may exist all the
+        same, so SLURM is asked for one with this folder's comment (not a second job)."""
         argv = ["sbatch", "--parsable", f"--comment=kappa:{job_dir}", str(script)]
         deadline = time.monotonic() + SUBMIT_RETRY_S
         while True:
@@ -275,12 +274,10 @@ class SlurmExecutor(Executor):
         return job
 
     def jobs_for_log(self, log_path: Path, since: datetime | None = None) -> list[str]:
-        """Ids of the jobs submitted with ``log_path`` (any process, newest first; with
-        ``since``, only those submitted since). A SLURM id comes from the job folder, else
-        from the ``kappa:<job folder>`` comment SLURM keeps (a submitter killed before its
-        record). A folder whose job never reached SLURM ends the list: older ones are an
-        earlier submit's. :class:`SlurmUnreachable` if SLURM must be asked and does not
-        answer: guessing "no job" would run the cell twice."""
+        """Ids of the jobs submitted with ``log_path`` (since ``since``; newest first). The SLURM
+        id is in the job folder, else in the ``kappa:<job folder>`` comment SLURM keeps; a
+        folder whose job never reached SLURM ends the list (older ones are an earlier
+        submit's). :class:`SlurmUnreachable` rather than a guess if SLURM does not answer."""
         ids: list[str] = []
         comments: dict[str, str] | None = None
         for job_dir in jobs.job_dirs(log_path, since):

@@ -1,9 +1,6 @@
-"""SLURM's own commands, as the SLURM executor uses them: what state a job is in.
-
-:class:`SlurmQueue` asks ``squeue`` about all this user's jobs at once (at most once a
-second), and ``sacct`` (if the cluster keeps accounting) about a job the controller
-forgot. A failing ``squeue`` ends no job: until it answers, a job it does not know is
-:data:`UNREACHABLE`, which counts as still running.
+"""What state a SLURM job is in: :class:`SlurmQueue` asks ``squeue`` about all this user's
+jobs at once (at most once a second), ``sacct`` (with accounting) about one the controller
+forgot. A failing ``squeue`` ends no job: one it does not know is :data:`UNREACHABLE`.
 """
 
 from __future__ import annotations
@@ -43,8 +40,7 @@ class SlurmError(KappaError):
 
 
 class SlurmUnreachable(SlurmError, ConnectionError):
-    """The SLURM controller did not answer: not the job's fault. A
-    :class:`ConnectionError`, so callers waiting out unreachable services wait it out too."""
+    """The SLURM controller did not answer (not the job's fault): a ``ConnectionError``."""
 
 
 def run_slurm(argv: list[str],
