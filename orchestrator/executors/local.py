@@ -1,12 +1,10 @@
 """The local executor: jobs as processes on this machine, with GPU and CPU slots.
 
-Each job (argv, never a shell) starts through :mod:`job_wrapper` as the leader of a new
-session, so a cancel signals the whole tree: SIGTERM, then SIGKILL after ``grace_period``.
-Its id is ``local:<job folder>`` (``<log dir>/.jobs/<log name>.<token>/``), so any process
-can reattach: a job is *running* (pid alive with the recorded start time), *finished*
-(``exit`` exists) or *vanished* (neither). A job needing ``n`` GPUs gets ``n`` free
-devices in ``CUDA_VISIBLE_DEVICES``; a CPU-only job gets none (when there are GPUs to
-protect) and cores / ``max_parallel`` threads.
+Each job (argv, never a shell) leads a new session under :mod:`job_wrapper`, so a cancel
+signals the whole tree (SIGTERM, SIGKILL after ``grace_period``). Its id ``local:<job
+folder>`` lets any process reattach: *running* (pid alive, same start time), *finished*
+(``exit`` exists) or *vanished*. A job needing ``n`` GPUs gets ``n`` free devices in
+``CUDA_VISIBLE_DEVICES``; a CPU-only job none, and cores / ``max_parallel`` threads.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""The Ray Jobs API as kappa uses it: a client whose every request gives up after a bounded
-time, and one job tracked through it (:class:`RayJob`).
-
-Ray's ``JobSubmissionClient`` sends requests without a timeout, so a dashboard that
-accepts a connection and never answers would hold ``kappa submit``, ``cancel``...
-forever. :func:`no_answer` tells "no answer" (worth waiting out, never a verdict on a
-job) from "the cluster said no".
+"""The Ray Jobs API as kappa uses it: a client whose every request gives up in time (Ray's
+has no timeout: a dashboard that never answers would hold ``kappa submit`` forever), and
+one job tracked through it (:class:`RayJob`). :func:`no_answer` tells "no answer" (waited
+out, never a verdict on a job) from "the cluster said no".
 """
 
 from __future__ import annotations
@@ -111,9 +108,8 @@ def status_name(status: Any) -> str:
 
 
 class RayJob(JobHandle):
-    """One Ray job, id ``ray-jobs:<submission id>``. Ray keeps the logs on the cluster;
-    ``poll`` appends what is new to ``log_path``, the offset kept beside it, so a
-    reattached handle continues where the last one stopped."""
+    """One Ray job, id ``ray-jobs:<submission id>``. ``poll`` appends what is new of its log
+    (on the cluster) to ``log_path``, the offset kept beside it for a reattached handle."""
 
     def __init__(self, client: Any, submission_id: str, log_path: Path | None,
                  address: str = "", timeout_s: float = REQUEST_TIMEOUT_S) -> None:
