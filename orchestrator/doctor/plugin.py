@@ -1,9 +1,7 @@
-"""Doctor checks of kappa's verl plug-in: here, and in the workers of a Ray cluster.
-
-``import verl`` loads plug-ins through the ``verl.plugins`` entry point and swallows their
-errors, so a broken plug-in shows only at a cell's first step. The checks import verl as
-a run does — in a fresh process here (without the ``VERL_USE_EXTERNAL_MODULES`` fallback,
-so the entry point itself is tested) and in a Ray task per alive node — and ask verl.
+"""Doctor checks of kappa's verl plug-in, here and in the workers of a Ray cluster.
+``import verl`` loads plug-ins by entry point and swallows their errors (a broken one shows
+only at a cell's first step), so the checks import verl as a run does, in a fresh process
+here (without the ``VERL_USE_EXTERNAL_MODULES`` fallback) and in a Ray task per node.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""Which cells a spec has: the product of its axes, zips, exclusions and includes.
-
-A cell is first an *assignment*: for every axis (in spec order) the index of the value
-it takes in that axis's list of :class:`AxisValue`. Includes may append values that a
-list axis does not list (``seed: 7``).
+"""Which cells a spec has: the product of its axes, zips, exclusions and includes. A cell is
+first an *assignment*: per axis (in spec order) the index of its value in that axis's list
+of :class:`AxisValue`, to which includes may append values (``seed: 7``).
 """
 
 from __future__ import annotations
@@ -71,10 +69,9 @@ def _dimensions(spec: Spec) -> list[list[int]]:
 
 
 def cell_bound(spec: Spec, table: dict[str, list[AxisValue]]) -> tuple[int, str]:
-    """At most how many cells the grid has, from the axes alone, and how that is reckoned.
-    The product of the dimensions' lengths (a zip group counts once, at its longest axis)
-    plus the includes; exclusions are not subtracted, since the product is enumerated before
-    they apply. Computed without enumerating anything."""
+    """At most how many cells the grid has, and how that is reckoned, without enumerating:
+    the product of the dimensions' lengths (a zip group at its longest axis) plus the
+    includes (exclusions apply after the product is enumerated)."""
     names = list(spec.axes)
     factors = []
     for dim in _dimensions(spec):
@@ -111,11 +108,10 @@ _Positions = dict[str, dict[tuple[str, JsonScalarValue], list[int]]]
 
 def _exclusion_masks(spec: Spec, table: dict[str, list[AxisValue]],
                      where: _Positions) -> list[list[int]]:
-    """Per axis position and value, the bit set of exclusions that value does not
-    contradict. A cell matches exclusion ``e`` when bit ``e`` survives the AND of its
-    values' masks: one AND per axis per cell, however many exclusions there are (a loop over
-    every exclusion for every cell took minutes on 10^5 cells and 10^4 exclusions). Values
-    no exclusion names share one mask object."""
+    """Per axis position and value, the bit set of exclusions that value does not contradict:
+    a cell matches exclusion ``e`` when bit ``e`` survives the AND of its values' masks, one
+    AND per axis per cell (a loop over every exclusion took minutes on 10^5 cells and 10^4
+    exclusions). Values no exclusion names share one mask object."""
     names = list(spec.axes)
     position = {axis: p for p, axis in enumerate(names)}
     free = [0] * len(names)  # exclusions that leave the axis free

@@ -1,14 +1,13 @@
-"""Fast cell settings and ids: assemble each cell from pieces computed once per value.
+"""Fast cell settings and ids: each cell assembled from pieces computed once per value.
 
-A cell's canonical JSON is its labels plus its sorted ``"key":value`` settings fragments.
-Settings no axis touches serialize the same in every cell; a setting one axis owns
-depends only on that axis's value; a setting several axes touch (``model`` when one sets
-``model.d_model`` and another ``model.n_heads``) depends on their combination. Each
-fragment is serialized once, from the first validated cell that has it, into a text
-template; cells that differ only in the last axis (consecutive in grid order) share all
-but that axis's fragments, so a cell costs a concatenation, one SHA-256 and its dicts.
-The result equals :func:`orchestrator.grid.cell.content_id` (tests check this on random
-specs). It assumes a backend's validators never rewrite one setting based on another.
+A cell's canonical JSON is its labels plus its sorted ``"key":value`` settings fragments:
+the same in every cell for settings no axis touches, depending on one axis's value for a
+setting it owns, on a combination for one several axes touch (``model.d_model`` and
+``model.n_heads``). Each fragment is serialized once, from the first validated cell having
+it, into a text template; consecutive cells share all but the last axis's fragments, so a
+cell costs a concatenation, one SHA-256 and its dicts. The result equals
+:func:`orchestrator.grid.cell.content_id` (tested on random specs), assuming a backend's
+validators never rewrite one setting based on another.
 """
 
 from __future__ import annotations
@@ -44,9 +43,8 @@ def _frag(key: str, value: Any) -> str:
 
 
 class CellBuilder:
-    """Builds the settings, ids and :class:`Cell` objects of one grid's assignments. Call
-    :meth:`settings` for any cell, :meth:`learn` with every validated cell, then
-    :meth:`build`."""
+    """Builds one grid's settings, ids and :class:`Cell` objects: :meth:`settings` for any
+    cell, :meth:`learn` with every validated cell, then :meth:`build`."""
 
     def __init__(self, spec: Spec, table: Mapping[str, Sequence[AxisValue]]) -> None:
         self.names = list(spec.axes)

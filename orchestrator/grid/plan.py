@@ -47,10 +47,9 @@ class StudyCell(_Frozen):
 
 
 class SweepPlan(_Frozen):
-    """What a sweep runs and how, resolved and validated at submit (module docstring).
-    ``axes`` and ``labels`` are the results' layout (the columns a cell's row has);
-    ``cell_count`` the grid's cells (a search's studies); ``studies`` a search's starting
-    cells, in grid order (empty without ``search``)."""
+    """What a sweep runs and how, resolved at submit. ``axes`` and ``labels`` are the results'
+    columns; ``cell_count`` the grid's cells (a search's studies); ``studies`` a search's
+    starting cells in grid order (empty without ``search``)."""
 
     format: Literal[1] = 1
     name: str
@@ -79,8 +78,7 @@ class SweepPlan(_Frozen):
 
 def stored_plan(sweep: str, text: str | None) -> SweepPlan:
     """The plan stored for ``sweep``; a missing or unreadable one is a ``UserInputError``
-    (exit 2) naming the sweep and the fix, never a default (a cap that silently vanished
-    would let a sweep spend past it)."""
+    naming the sweep and the fix, never a default (a lost cap would let a sweep overspend)."""
     fix = (f"submit the sweep's spec again (`kappa submit SPEC`, spec name {sweep}): it "
            "records the plan and keeps the cells that ran")
     if text is None:

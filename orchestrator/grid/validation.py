@@ -1,11 +1,8 @@
-"""Validate every cell's settings with the backend, each distinct combination once.
-
-An axis whose settings no cross-field rule reads (a *free* axis, e.g. ``seed``) is valid
-or not on its own; the others, and axes that set parts of one top-level setting, are
-coupled (the backend's ``coupled_settings``; docs/spec.md#fast-validation-for-backend-authors).
-The first cell of each combination of coupled values and the first holding each free
-value are validated. Every problem is attributed to where its setting is written
-(``base.kl_coef``, ``axes.kappa.k200.kl_coef``, ``axes.seed[2]``) and reported once.
+"""Validate every cell's settings with the backend, each distinct combination once: a *free*
+axis (no cross-field rule reads it, e.g. ``seed``) is valid or not on its own; the others
+are coupled (``coupled_settings``, docs/spec.md#fast-validation-for-backend-authors). The
+first cell of each coupled combination and of each free value is validated. A problem is
+reported once, where its setting is written (``axes.kappa.k200.kl_coef``, ``axes.seed[2]``).
 """
 
 from __future__ import annotations
@@ -203,9 +200,8 @@ def validate_cells(spec: Spec, backend: Backend, table: Mapping[str, Sequence[Ax
 
 
 def base_problems(spec: Spec, backend: Backend) -> list[Problem]:
-    """Problems of ``base``'s own values, found without expanding axes too broken to
-    expand. Only what ``base`` alone decides is reported: not a setting some axis sets,
-    not a missing setting (an axis may give it), not a cross-field rule."""
+    """Problems of ``base``'s own values when the axes are too broken to expand: not of a
+    setting an axis sets, a missing setting (an axis may give it) or a cross-field rule."""
     from orchestrator.backends.validation import validate_model
     from orchestrator.spec.references import axis_leaf_paths
 
