@@ -88,8 +88,7 @@ class RayAddressError(UserInputError, RayJobsError):
     """The cluster named by the executor's address cannot be used (exit 2)."""
 
 
-def ask(address: str, timeout_s: float, what: str, request: Any, *args: Any,
-         **kwargs: Any) -> Any:
+def ask(address: str, timeout_s: float, what: str, request: Any, *args: Any, **kwargs: Any) -> Any:
     """``request(*args, **kwargs)``; no answer becomes a :class:`RayUnreachableError`."""
     try:
         return request(*args, **kwargs)

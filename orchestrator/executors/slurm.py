@@ -132,11 +132,10 @@ class SlurmExecutor(Executor):
     Options = SlurmOptions
 
     def __init__(self, partition: str | None = None, account: str | None = None,
-                 qos: str | None = None, constraint: str | None = None,
-                 time_factor: float = 1.5, time_extra_minutes: int = 10,
-                 default_time_minutes: int | None = None, max_parallel: int = 64,
-                 sbatch_args: tuple[str, ...] = (), cancel_wait: float = 60.0,
-                 python: str | None = None) -> None:
+                 qos: str | None = None, constraint: str | None = None, time_factor: float = 1.5,
+                 time_extra_minutes: int = 10, default_time_minutes: int | None = None,
+                 max_parallel: int = 64, sbatch_args: tuple[str, ...] = (),
+                 cancel_wait: float = 60.0, python: str | None = None) -> None:
         self.partition, self.account, self.qos = partition, account, qos
         self.constraint = constraint
         self.time_factor, self.time_extra_minutes = time_factor, time_extra_minutes

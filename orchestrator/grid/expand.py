@@ -43,8 +43,7 @@ class Grid:
         return iter(self.cells)
 
 
-def expand(spec: Spec, preflight: bool = True, judge: bool = False,
-           models: bool = False) -> Grid:
+def expand(spec: Spec, preflight: bool = True, judge: bool = False, models: bool = False) -> Grid:
     """The grid of ``spec`` in its order (docs/spec.md#order-zip-exclude-include), cells named
     by content hash, validated by the backend and preflighted as one batch (unless
     ``preflight=False``); more than ``max_cells()`` is refused; ``UserInputError`` with every

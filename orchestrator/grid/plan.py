@@ -172,8 +172,7 @@ def _study(spec: Spec, cell: Cell, demand: Demand | None) -> StudyCell:
                      labels=cell.labels, settings=cell.settings, max_steps=steps)
 
 
-def plan(spec: Spec, preflight: bool = True, judge: bool = False,
-         models: bool = False) -> Plan:
+def plan(spec: Spec, preflight: bool = True, judge: bool = False, models: bool = False) -> Plan:
     """Expand ``spec`` (:func:`orchestrator.grid.expand`) and price it."""
     return Plan(grid=expand(spec, preflight, judge, models))
 

@@ -111,8 +111,7 @@ class _Collector:
             self.problems[key] = self.spec.problem(path, message, location=location,
                                                    found=problem.found, allowed=allowed, fix=fix)
 
-    def _variant_lacking(self, parts: LeafPath,
-                         records: Sequence[AxisValue]) -> AxisValue | None:
+    def _variant_lacking(self, parts: LeafPath, records: Sequence[AxisValue]) -> AxisValue | None:
         """The cell's variant whose axis sets ``parts`` in other variants, if any."""
         for record in records:
             variants = self.spec.axes.get(record.axis)

@@ -13,14 +13,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    StrictStr,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator, model_validator
 
 Event = Literal["sweep_end", "cell_failed", "canary_failed", "diverged"]
 EVENTS: tuple[Event, ...] = ("sweep_end", "cell_failed", "canary_failed", "diverged")

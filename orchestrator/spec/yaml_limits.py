@@ -54,8 +54,7 @@ def read_yaml_file(path: Path, what: str = "spec") -> str:
                      column=exc.start - raw.rfind(b"\n", 0, exc.start)) from None
 
 
-def _not_regular(refuse: Callable[..., UserInputError], mode: int,
-                 what: str) -> UserInputError:
+def _not_regular(refuse: Callable[..., UserInputError], mode: int, what: str) -> UserInputError:
     """The refusal of a FIFO, socket or device: reading one can wait forever (a FIFO
     with no writer) or never end (``/dev/zero``), so nothing reads it."""
     kinds = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"),
