@@ -21,18 +21,13 @@ STATUS_CACHE_S = 1.0
 UNREACHABLE = "UNREACHABLE"
 # States in which a job may still run (or run again).
 ACTIVE_STATES = frozenset({
-    UNREACHABLE,
-    "PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "STOPPED",
+    UNREACHABLE, "PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "STOPPED",
     "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESIZING", "SIGNALING", "STAGE_OUT",
-    "RESV_DEL_HOLD", "POWER_UP_NODE",
-})
+    "RESV_DEL_HOLD", "POWER_UP_NODE"})
 # What a job that SLURM ended reports when it left no nonzero code of its own.
 ENDED_BY_SLURM = {
-    "CANCELLED": -int(signal.SIGTERM), "TIMEOUT": -int(signal.SIGTERM),
-    "PREEMPTED": -int(signal.SIGTERM), "DEADLINE": -int(signal.SIGTERM),
-    "NODE_FAIL": -int(signal.SIGKILL), "OUT_OF_MEMORY": -int(signal.SIGKILL),
-    "BOOT_FAIL": -int(signal.SIGKILL),
-}
+    **dict.fromkeys(("CANCELLED", "TIMEOUT", "PREEMPTED", "DEADLINE"), -int(signal.SIGTERM)),
+    **dict.fromkeys(("NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL"), -int(signal.SIGKILL))}
 
 
 class SlurmError(KappaError):

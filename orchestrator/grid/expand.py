@@ -123,15 +123,12 @@ def _check_size(spec: Spec, table: dict[str, list[AxisValue]]) -> None:
     if bound <= limit:
         return
     raise UserInputError(f"{spec.filename}: grid too large", [spec.problem(
-        ("axes",),
-        f"the grid has up to {_count(bound)} cells, more than the limit of {limit:,}",
-        found=how,
-        allowed=f"<= {limit:,} cells" + (f" (default {DEFAULT_MAX_CELLS:,})"
-                                          if limit != DEFAULT_MAX_CELLS else ""),
+        ("axes",), f"the grid has up to {_count(bound)} cells, more than the limit of {limit:,}",
+        found=how, allowed=f"<= {limit:,} cells" + (
+            f" (default {DEFAULT_MAX_CELLS:,})" if limit != DEFAULT_MAX_CELLS else ""),
         fix="shorten axes or zip them" + (
             f"; if you mean it, raise the limit: {MAX_CELLS_ENV}={bound} kappa ..."
-            if bound <= INT32_MAX else ""),
-    )])
+            if bound <= INT32_MAX else ""))])
 
 
 def _count(n: int) -> str:

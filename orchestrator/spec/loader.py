@@ -11,8 +11,9 @@ from pydantic import BaseModel, ValidationError
 
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.limits import MAX_PROBLEMS, more_problems
-from orchestrator.spec.model import AXIS_TAGS, Spec
+from orchestrator.spec.model import AXIS_TAGS, Resources, Spec
 from orchestrator.spec.settings_paths import did_you_mean
+from orchestrator.spec.stop_block import DivergedRule, PlateauRule, StopRules, ThresholdRule
 from orchestrator.spec.yaml_limits import read_yaml_file
 from orchestrator.spec.yaml_source import SourceDocument, dotted, load_yaml
 
@@ -48,11 +49,9 @@ def _problems(exc: ValidationError, doc: SourceDocument) -> list[Problem]:
             continue  # "too short after validation" only because an item is invalid
         # Pydantic locates a bad mapping key as "<path>.<key>.[key]": the key is the path.
         is_key = bool(loc) and loc[-1] == "[key]"
-        if is_key:
-            loc = loc[:-1]
-        in_scalar_union = bool(loc) and loc[-1] in _SCALAR_TAGS and len(loc) > 1
-        if in_scalar_union:
-            loc = loc[:-1]
+        loc = loc[:-1] if is_key else loc
+        in_scalar_union = len(loc) > 1 and loc[-1] in _SCALAR_TAGS
+        loc = loc[:-1] if in_scalar_union else loc
         # Tags of the axis union are pydantic's, not the user's: drop them.
         path = tuple(p for i, p in enumerate(loc)
                      if not (i == 2 and loc[0] == "axes" and p in AXIS_TAGS))
@@ -90,9 +89,6 @@ def _problems(exc: ValidationError, doc: SourceDocument) -> list[Problem]:
 
 
 def _known_keys(path: tuple[Any, ...]) -> list[str]:
-    from orchestrator.spec.model import Resources
-    from orchestrator.spec.stop_block import DivergedRule, PlateauRule, StopRules, ThresholdRule
-
     models: dict[tuple[Any, ...], type[BaseModel]] = {
         (): Spec, ("resources",): Resources, ("stop",): StopRules,
         ("stop", "plateau"): PlateauRule, ("stop", "threshold"): ThresholdRule}

@@ -184,7 +184,5 @@ def check_graph(root: yaml.Node, filename: str) -> None:
 
 
 def _too_deep(filename: str, node: yaml.Node, path: list[str | int]) -> UserInputError:
-    return _problem(
-        filename, node, path,
-        f"nested more than {MAX_YAML_DEPTH} levels deep (a dot in a key counts as a level)",
-        fix="flatten it: a spec needs a few levels")
+    return _problem(filename, node, path, f"nested more than {MAX_YAML_DEPTH} levels deep (a dot"
+                    " in a key counts as a level)", fix="flatten it: a spec needs a few levels")
