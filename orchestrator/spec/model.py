@@ -15,10 +15,7 @@ from pydantic import (
     Discriminator,
     Field,
     PrivateAttr,
-    StrictBool,
-    StrictFloat,
     StrictInt,
-    StrictStr,
     Tag,
     model_validator,
 )
@@ -34,13 +31,13 @@ from orchestrator.limits import (
     MAX_RETRIES,
 )
 from orchestrator.spec.notify_block import NotifySpec
-from orchestrator.spec.search_block import SearchSpec
+from orchestrator.spec.search_block import JsonScalar, SearchSpec
 from orchestrator.spec.stop_block import StopRules
 from orchestrator.spec.yaml_source import SourceDocument, dotted
 
-# A value an axis takes and a cell records: what JSON can hold without nesting.
+# A value an axis takes and a cell records: what JSON can hold without nesting (validated
+# strictly as JsonScalar).
 JsonScalarValue = bool | int | float | str | None
-JsonScalar = StrictBool | StrictInt | StrictFloat | StrictStr | None
 
 
 def scalar_key(value: JsonScalarValue) -> tuple[str, JsonScalarValue]:

@@ -26,8 +26,7 @@ from orchestrator.spec.stop_block import MetricName
 MAX_TRIALS = 10_000
 MAX_PARALLEL = 1024
 Number = StrictInt | StrictFloat
-# What a categorical value may be (as orchestrator.spec.model.JsonScalar; not imported
-# from there: the spec model imports this module).
+# What a categorical value (and an axis value of the spec model, which imports this) may be.
 JsonScalar = StrictBool | StrictInt | StrictFloat | StrictStr | None
 _KINDS = ("uniform", "loguniform", "integer", "categorical")  # "integer" is written int:
 
