@@ -101,12 +101,9 @@ class SlurmQueue:
             self._squeue_failed(done.stderr.strip() or done.stdout.strip())
             return
         self._unreachable = None
-        states: dict[str, tuple[str, int | None]] = {}
-        for line in done.stdout.splitlines():
-            fields = [f.strip() for f in line.split("|")]
-            if len(fields) >= 3 and fields[0]:
-                states[fields[0]] = (fields[1], _decode_status(fields[2]))
-        self._states, self._states_at = states, time.monotonic()
+        rows = ([f.strip() for f in line.split("|")] for line in done.stdout.splitlines())
+        self._states = {r[0]: (r[1], _decode_status(r[2])) for r in rows if len(r) >= 3 and r[0]}
+        self._states_at = time.monotonic()
 
     def _squeue_failed(self, why: str) -> None:
         """Keep what squeue said last; ask again after :data:`STATUS_CACHE_S`."""

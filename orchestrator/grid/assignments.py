@@ -73,10 +73,8 @@ def cell_bound(spec: Spec, table: dict[str, list[AxisValue]]) -> tuple[int, str]
     the product of the dimensions' lengths (a zip group at its longest axis) plus the
     includes (exclusions apply after the product is enumerated)."""
     names = list(spec.axes)
-    factors = []
-    for dim in _dimensions(spec):
-        length = max(len(table[names[p]]) for p in dim)
-        factors.append((" & ".join(names[p] for p in dim), length))
+    factors = [(" & ".join(names[p] for p in dim), max(len(table[names[p]]) for p in dim))
+               for dim in _dimensions(spec)]
     bound = math.prod(length for _, length in factors) + len(spec.include)
     shown = [f"{length:,} ({name})" for name, length in factors[:8]]
     if len(factors) > 8:

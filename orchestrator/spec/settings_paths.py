@@ -30,12 +30,9 @@ def _submodels(annotation: Any) -> list[type[BaseModel]]:
 def settings_paths(model: type[BaseModel]) -> frozenset[str]:
     """Every dotted setting name ``model`` accepts, nested models included (a field
     ``inner`` of a model with a field ``d``: ``inner`` and ``inner.d``)."""
-    paths: set[str] = set()
-    for name, field in model.model_fields.items():
-        paths.add(name)
-        for sub in _submodels(field.annotation):
-            paths.update(f"{name}.{inner}" for inner in settings_paths(sub))
-    return frozenset(paths)
+    return frozenset(model.model_fields) | {
+        f"{name}.{inner}" for name, field in model.model_fields.items()
+        for sub in _submodels(field.annotation) for inner in settings_paths(sub)}
 
 
 def flatten(mapping: Mapping[str, Any], prefix: LeafPath = ()) -> dict[LeafPath, Any]:
