@@ -138,10 +138,7 @@ def _apply(data: dict[str, Any], ov: Override) -> tuple[str | int, ...] | Proble
     container: Any = data
     path: list[str | int] = []
     i = 0
-    while True:
-        step = _step(container, parts, i)
-        if step is None:
-            break
+    while (step := _step(container, parts, i)) is not None:
         key, j = step
         if j == len(parts):
             return _at_existing(container, key, (*path, key), ov)

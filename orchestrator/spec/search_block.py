@@ -86,8 +86,7 @@ class Distribution(_Strict):
             return list(self.categorical)
         low, high = self.bounds
         if self.integer is not None:
-            count = int(high - low) + 1
-            if count <= points:
+            if high - low + 1 <= points:
                 return list(range(int(low), int(high) + 1))
             return sorted({round(low + (high - low) * i / (points - 1)) for i in range(points)})
         if points == 1 or low == high:
