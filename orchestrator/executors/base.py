@@ -81,8 +81,9 @@ def _numeric_only(annotation: Any) -> bool:
             return leaves(args[0])  # Annotated[T, ...]: T
         return [leaf for arg in args for leaf in leaves(arg)] if args else [tp]
 
-    found = set(leaves(annotation))
-    return bool(found & {int, float}) and found <= {int, float, type(None)}
+    found = leaves(annotation)  # not a set: a leaf may be unhashable (Callable's [args])
+    return any(t in (int, float) for t in found) and all(
+        t in (int, float, type(None)) for t in found)
 
 
 class ExecutorOptions(BaseModel):
