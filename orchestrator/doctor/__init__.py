@@ -1,9 +1,7 @@
-"""``kappa doctor``: is this machine (or cluster) ready to run sweeps?
-
-Each check looks at one thing a sweep needs: ``ok``, ``warning`` (works, with a limit
-worth knowing), ``problem`` (a sweep would fail; with the fix) or ``skipped`` (and why).
-:mod:`.run` runs those of :mod:`.environment`, :mod:`.stores` and :mod:`.plugin`. They
-only look: none creates a store, and the MLflow write probe deletes the run it made.
+"""``kappa doctor``: is this machine (or cluster) ready to run sweeps? Each check of
+:mod:`.environment`, :mod:`.stores` and :mod:`.plugin` (run by :mod:`.run`) is ``ok``,
+``warning`` (works, with a limit), ``problem`` (a sweep would fail; with the fix) or
+``skipped``. They only look: none creates a store; the MLflow probe deletes its run.
 """
 
 from __future__ import annotations

@@ -30,22 +30,19 @@ def check_python(options: DoctorOptions) -> CheckResult:
                        details=details)
 
 
-def installed_versions() -> dict[str, str | None]:
-    """Installed version of each of :data:`PACKAGES` (``None``: not installed)."""
-    versions: dict[str, str | None] = {}
-    for name in PACKAGES:
-        try:
-            versions[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            versions[name] = None
-    return versions
+def installed_version(name: str) -> str | None:
+    """The installed version of distribution ``name`` (``None``: not installed)."""
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def check_packages(options: DoctorOptions) -> CheckResult:
     """Versions of verl, its rollout engines, torch (and CUDA), Ray and MLflow. Missing verl
     or rollout engines is a warning (the embedded backend needs neither; they belong on GPU
     nodes); a verl other than the plug-in's is a problem."""
-    versions = installed_versions()
+    versions = {name: installed_version(name) for name in PACKAGES}
     skinny = versions.pop("mlflow-skinny")  # MLflow's client-only distribution counts too
     versions["mlflow"] = versions["mlflow"] or skinny
     details: dict[str, str | None] = dict(versions)

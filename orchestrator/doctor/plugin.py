@@ -1,9 +1,7 @@
-"""Doctor checks of kappa's verl plug-in: here, and in the workers of a Ray cluster.
-
-``import verl`` loads plug-ins through the ``verl.plugins`` entry point and swallows their
-errors, so a broken plug-in shows only at a cell's first step. The checks import verl as
-a run does — in a fresh process here (without the ``VERL_USE_EXTERNAL_MODULES`` fallback,
-so the entry point itself is tested) and in a Ray task per alive node — and ask verl.
+"""Doctor checks of kappa's verl plug-in, here and in the workers of a Ray cluster.
+``import verl`` loads plug-ins by entry point and swallows their errors (a broken one shows
+only at a cell's first step), so the checks import verl as a run does, in a fresh process
+here (without the ``VERL_USE_EXTERNAL_MODULES`` fallback) and in a Ray task per node.
 """
 
 from __future__ import annotations
@@ -19,6 +17,7 @@ import time
 from typing import Any
 
 from orchestrator.doctor import CheckResult, DoctorOptions, Status
+from orchestrator.doctor.environment import installed_version
 from orchestrator.redact import redact
 
 MARK = "KAPPA_DOCTOR "
@@ -69,14 +68,12 @@ def _install_fix() -> str:
 
 def parse_probe(output: str) -> dict[str, Any] | None:
     """The JSON a probe printed after :data:`MARK`, if any."""
-    for line in reversed(output.splitlines()):
-        if line.startswith(MARK):
-            try:
-                parsed = json.loads(line[len(MARK):])
-            except ValueError:  # cut short or not ours: no result
-                return None
-            return parsed if isinstance(parsed, dict) else None
-    return None
+    line = next((x for x in reversed(output.splitlines()) if x.startswith(MARK)), MARK)
+    try:
+        parsed = json.loads(line[len(MARK):])
+    except ValueError:  # none, cut short or not ours: no result
+        return None
+    return parsed if isinstance(parsed, dict) else None
 
 
 def verdict(found: dict[str, Any], where: str) -> tuple[Status, str, str | None]:
@@ -99,14 +96,12 @@ def verdict(found: dict[str, Any], where: str) -> tuple[Status, str, str | None]
 def check_plugin(options: DoctorOptions) -> CheckResult:
     """``import verl`` loads the plug-in by its entry point (here, or with ``--python``)."""
     if options.python is None:  # this environment: its metadata answers without a process
-        try:
-            verl = importlib.metadata.version("verl")
-        except importlib.metadata.PackageNotFoundError:
+        verl = installed_version("verl")
+        if verl is None:
             return CheckResult("plugin", Status.SKIPPED, "verl is not installed here; the "
                                "plug-in is needed only where verl cells run")
-        points = [ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
-                  if ep.value.split(":")[0] == PLUGIN_MODULE]
-        if not points:
+        if not any(ep.value.split(":")[0] == PLUGIN_MODULE
+                   for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)):
             return CheckResult("plugin", Status.PROBLEM, f"verl {verl} is installed but no "
                                f"'{ENTRY_POINT_GROUP}' entry point names {PLUGIN_MODULE} in "
                                "this environment", fix=_install_fix())

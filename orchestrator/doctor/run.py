@@ -14,20 +14,17 @@ CHECK_GRACE_S = 30.0  # past options.timeout_s, a check still running is abandon
 Check = Callable[[DoctorOptions], CheckResult]
 
 
-def all_checks() -> dict[str, Check]:
-    """Every check by name, in the order they are shown."""
-    from orchestrator.doctor import environment, plugin, stores
-
-    return {"python": environment.check_python, "packages": environment.check_packages,
-            "gpus": environment.check_gpus, "plugin": plugin.check_plugin,
-            "ray": plugin.check_ray, "mlflow": stores.check_mlflow,
-            "registry": stores.check_registry, "disk": environment.check_disk}
-
-
 def run_checks(options: DoctorOptions, only: Iterable[str] = ()) -> list[CheckResult]:
     """Run the checks named in ``only`` (all by default) concurrently; results in order.
     A check that raises is a ``problem``, never hiding what the others found."""
-    checks = all_checks()
+    from orchestrator.doctor import environment, plugin, stores
+
+    # Every check by name, in the order they are shown.
+    checks: dict[str, Check] = {
+        "python": environment.check_python, "packages": environment.check_packages,
+        "gpus": environment.check_gpus, "plugin": plugin.check_plugin, "ray": plugin.check_ray,
+        "mlflow": stores.check_mlflow, "registry": stores.check_registry,
+        "disk": environment.check_disk}
     names = list(dict.fromkeys(only)) or list(checks)
     unknown = [n for n in names if n not in checks]
     if unknown:

@@ -1,13 +1,11 @@
 """The executor contract: *where* a launch runs (a local process, a Ray or SLURM job).
 
-An executor starts an argv and hands back a :class:`JobHandle`; it knows nothing of cells,
-sweeps or MLflow. ``submit`` returns at once (output appended to ``log_path``), reserving
-what it can express of :class:`JobResources` and raising for what it can never give. A
-job id outlives the process (:meth:`Executor.reattach`), and :meth:`Executor.fits` lets
-the scheduler refuse cells that could never run rather than wait for a slot forever.
-Plug-ins (entry point group ``kappa.executors``) declare ``name``, ``job_id_prefix`` and
-``Options`` (a frozen pydantic model set with ``-E KEY=VALUE``), and must pass
-tests/integration/test_executor_conformance.py.
+An executor starts an argv and hands back a :class:`JobHandle`, knowing nothing of cells or
+MLflow. ``submit`` returns at once (output appended to ``log_path``), reserving what it can
+of :class:`JobResources`; a job id outlives the process (:meth:`Executor.reattach`), and
+:meth:`Executor.fits` refuses cells that could never run. Plug-ins (entry point group
+``kappa.executors``) declare ``name``, ``job_id_prefix`` and ``Options`` (set with ``-E
+KEY=VALUE``), and must pass tests/integration/test_executor_conformance.py.
 """
 
 from __future__ import annotations
@@ -83,7 +81,7 @@ def _numeric_only(annotation: Any) -> bool:
             return leaves(args[0])  # Annotated[T, ...]: T
         return [leaf for arg in args for leaf in leaves(arg)] if args else [tp]
 
-    found = leaves(annotation)
+    found = leaves(annotation)  # not a set: a leaf may be unhashable (Callable's [args])
     return any(t in (int, float) for t in found) and all(
         t in (int, float, type(None)) for t in found)
 
@@ -98,12 +96,10 @@ class ExecutorOptions(BaseModel):
     def _no_booleans_for_numbers(cls, data: Any) -> Any:
         if isinstance(data, dict):
             for key, value in data.items():
-                field = cls.model_fields.get(key) if isinstance(key, str) else None
-                if isinstance(value, bool) and field is not None \
-                        and _numeric_only(field.annotation):
-                    raise PydanticCustomError(
-                        "bool_for_number", "{option}: a boolean is not a number",
-                        {"option": key})
+                field = cls.model_fields.get(key)
+                if isinstance(value, bool) and field and _numeric_only(field.annotation):
+                    raise PydanticCustomError("bool_for_number", "{option}: a boolean is "
+                                              "not a number", {"option": key})
         return data
 
 
@@ -115,9 +111,8 @@ class Executor(ABC):
     Options: ClassVar[type[ExecutorOptions]] = ExecutorOptions
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        """Hold every ``submit`` to the prefix rule: a job id lacking ``job_id_prefix``
-        would be reattached by another executor, which finds nothing and runs the cell a
-        second time beside it. Such a job is cancelled and the submit fails."""
+        """Hold every ``submit`` to the prefix rule (another executor would reattach a job id
+        lacking it, find nothing, and run the cell twice): such a job is cancelled."""
         super().__init_subclass__(**kwargs)
         submit = cls.__dict__.get("submit")
         if submit is None or getattr(submit, "_checks_prefix", False):
@@ -141,8 +136,7 @@ class Executor(ABC):
     @classmethod
     def from_options(cls, options: ExecutorOptions) -> Executor:
         """The executor made from validated ``options`` (default: as constructor keywords)."""
-        kwargs: dict[str, Any] = dict(options)
-        return cls(**kwargs)
+        return cls(**dict(options))
 
     @abstractmethod
     def submit(self, argv: tuple[str, ...], env: Mapping[str, str], cwd: Path, log_path: Path,

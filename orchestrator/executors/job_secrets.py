@@ -1,10 +1,8 @@
-"""A job's secrets, kept out of what a cluster shows everyone.
-
-The Ray dashboard shows a job's ``runtime_env`` to anyone who reaches it, so a tracking
-URI with a password or an ``MLFLOW_TRACKING_TOKEN`` goes instead to a user-only file in
-the run folder, whose path the runtime_env carries (:data:`SECRET_ENV_FILE_VAR`). The
-entrypoint is :func:`wrapped` to load it before the command; the verl plug-in loads it in
-each Ray worker (:func:`load_secret_env`). Light imports only: it starts before every job.
+"""A job's secrets, kept out of what a cluster shows everyone: the Ray dashboard shows a
+job's ``runtime_env``, so a tracking URI with a password or a token goes to a user-only file
+in the run folder instead, its path in :data:`SECRET_ENV_FILE_VAR`. The entrypoint is
+:func:`wrapped` to load it first; the verl plug-in loads it in each Ray worker
+(:func:`load_secret_env`). Light imports only: it starts before every job.
 """
 
 from __future__ import annotations
@@ -24,17 +22,13 @@ FILE_NAME = ".kappa-secret-env.json"
 _SECRET_NAME = re.compile(r"PASSWORD|PASSWD|TOKEN|SECRET|CREDENTIAL", re.IGNORECASE)
 
 
-def is_secret(name: str, value: str) -> bool:
-    """Whether a variable must stay out of what a cluster shows: a secret-looking name, or
-    a value with a password in it (a URL ``scheme://user:password@host``)."""
+def split_secrets(env: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """``env`` as (variables that may be shown, secret ones): those with a secret-looking
+    name, or a value with a password in it (a URL ``scheme://user:password@host``)."""
     from orchestrator.redact import has_credentials
 
-    return bool(_SECRET_NAME.search(name)) or has_credentials(value)
-
-
-def split_secrets(env: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
-    """``env`` as (variables that may be shown, secret ones)."""
-    secret = {name: value for name, value in env.items() if is_secret(name, value)}
+    secret = {name: value for name, value in env.items()
+              if _SECRET_NAME.search(name) or has_credentials(value)}
     return {k: v for k, v in env.items() if k not in secret}, secret
 
 

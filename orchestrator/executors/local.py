@@ -1,12 +1,10 @@
 """The local executor: jobs as processes on this machine, with GPU and CPU slots.
 
-Each job (argv, never a shell) starts through :mod:`job_wrapper` as the leader of a new
-session, so a cancel signals the whole tree: SIGTERM, then SIGKILL after ``grace_period``.
-Its id is ``local:<job folder>`` (``<log dir>/.jobs/<log name>.<token>/``), so any process
-can reattach: a job is *running* (pid alive with the recorded start time), *finished*
-(``exit`` exists) or *vanished* (neither). A job needing ``n`` GPUs gets ``n`` free
-devices in ``CUDA_VISIBLE_DEVICES``; a CPU-only job gets none (when there are GPUs to
-protect) and cores / ``max_parallel`` threads.
+Each job (argv, never a shell) leads a new session under :mod:`job_wrapper`, so a cancel
+signals the whole tree (SIGTERM, SIGKILL after ``grace_period``). Its id ``local:<job
+folder>`` lets any process reattach: *running* (pid alive, same start time), *finished*
+(``exit`` exists) or *vanished*. A job needing ``n`` GPUs gets ``n`` free devices in
+``CUDA_VISIBLE_DEVICES``; a CPU-only job none, and cores / ``max_parallel`` threads.
 """
 
 from __future__ import annotations
@@ -105,22 +103,16 @@ class LocalJob(JobHandle):
         elif read_exit(self.job_dir) is None and is_running(self.pid, self.start_ticks):
             return None
         # Read again: the wrapper may have written its exit file just before it ended.
-        code = read_exit(self.job_dir)
-        if code is None:
-            self._kill_leftovers()
-            code = self._popen.returncode if self._popen is not None else VANISHED_EXIT_CODE
-        self._code = code
-        return code
-
-    def _kill_leftovers(self) -> None:
-        """The wrapper died without recording an end: kill what is left of the job's group
-        so it cannot run beside a relaunch. (Linux reuses the group id, the dead wrapper's
-        pid, only once the group is empty: a stranger with that pid means nothing is left.)
-        """
-        if is_stranger(self.pid, self.start_ticks):
-            return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, signal.SIGKILL)
+        self._code = read_exit(self.job_dir)
+        if self._code is None:
+            # The wrapper died without recording an end: kill what is left of the job's
+            # group so it cannot run beside a relaunch. (Linux reuses the group id, the dead
+            # wrapper's pid, only once the group is empty: a stranger has nothing left.)
+            if not is_stranger(self.pid, self.start_ticks):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.pid, signal.SIGKILL)
+            self._code = VANISHED_EXIT_CODE if self._popen is None else self._popen.returncode
+        return self._code
 
     def wait(self, timeout: float | None = None) -> int | None:
         """The exit code once the job ends, ``None`` if ``timeout`` passes first."""
@@ -224,8 +216,7 @@ class LocalExecutor(Executor):
         if devices or self.devices:
             full["CUDA_VISIBLE_DEVICES"] = ",".join(devices)
         if not devices:
-            for var in THREAD_VARS:
-                full[var] = str(self.threads_per_job)
+            full.update(dict.fromkeys(THREAD_VARS, str(self.threads_per_job)))
         full.update(env)  # the launch's own settings win
         return full
 
@@ -267,11 +258,9 @@ class LocalExecutor(Executor):
             return None
         job = LocalJob(job_dir, int(record["pid"]), record.get("start_ticks"),
                        tuple(str(d) for d in record.get("gpus", ())), self.grace_period)
-        code = job.poll()
-        if code is None:
+        if job.poll() is None:
             self._active[job.job_id] = job  # it holds a slot (and its GPUs) until it ends
-            return job
-        if read_exit(job_dir) is None:
+        elif read_exit(job_dir) is None:
             return None  # no exit code recorded and not running: vanished
         return job
 

@@ -1,10 +1,7 @@
-"""The Ray Jobs API as kappa uses it: a client whose every request gives up after a bounded
-time, and one job tracked through it (:class:`RayJob`).
-
-Ray's ``JobSubmissionClient`` sends requests without a timeout, so a dashboard that
-accepts a connection and never answers would hold ``kappa submit``, ``cancel``...
-forever. :func:`no_answer` tells "no answer" (worth waiting out, never a verdict on a
-job) from "the cluster said no".
+"""The Ray Jobs API as kappa uses it: a client whose every request gives up in time (Ray's
+has no timeout: a dashboard that never answers would hold ``kappa submit`` forever), and
+one job tracked through it (:class:`RayJob`). :func:`no_answer` tells "no answer" (waited
+out, never a verdict on a job) from "the cluster said no".
 """
 
 from __future__ import annotations
@@ -91,8 +88,7 @@ class RayAddressError(UserInputError, RayJobsError):
     """The cluster named by the executor's address cannot be used (exit 2)."""
 
 
-def ask(address: str, timeout_s: float, what: str, request: Any, *args: Any,
-         **kwargs: Any) -> Any:
+def ask(address: str, timeout_s: float, what: str, request: Any, *args: Any, **kwargs: Any) -> Any:
     """``request(*args, **kwargs)``; no answer becomes a :class:`RayUnreachableError`."""
     try:
         return request(*args, **kwargs)
@@ -111,9 +107,8 @@ def status_name(status: Any) -> str:
 
 
 class RayJob(JobHandle):
-    """One Ray job, id ``ray-jobs:<submission id>``. Ray keeps the logs on the cluster;
-    ``poll`` appends what is new to ``log_path``, the offset kept beside it, so a
-    reattached handle continues where the last one stopped."""
+    """One Ray job, id ``ray-jobs:<submission id>``. ``poll`` appends what is new of its log
+    (on the cluster) to ``log_path``, the offset kept beside it for a reattached handle."""
 
     def __init__(self, client: Any, submission_id: str, log_path: Path | None,
                  address: str = "", timeout_s: float = REQUEST_TIMEOUT_S) -> None:
@@ -165,10 +160,6 @@ class RayJob(JobHandle):
         with contextlib.suppress(RuntimeError):  # already finished or unknown to Ray
             self._ask("stop_job", self.submission_id)
 
-    def logs(self) -> str:
-        """The job's whole log as Ray holds it."""
-        return str(self._ask("get_job_logs", self.submission_id))
-
     def sync_logs(self) -> None:
         """Append the part of the job's log not yet written to ``log_path``."""
         if self.log_path is None:
@@ -178,7 +169,7 @@ class RayJob(JobHandle):
             offset = int(offset_file.read_text())
         except (OSError, ValueError):
             offset = 0
-        text = self.logs()
+        text = str(self._ask("get_job_logs", self.submission_id))  # all of it, as Ray holds it
         if len(text) <= offset:
             return
         self.log_path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,26 +1,15 @@
-"""The Ray Jobs executor: each launch becomes a Ray *job* on an existing cluster.
-
-A verl run is itself a Ray application (``main_ppo`` calls ``ray.init``), so it must be a
-job's *driver*: ``argv`` is the entrypoint, submitted through the Jobs API (the
-dashboard). Placement and capacity: :mod:`.ray_placement` and docs/ray.md.
-
-* ``env``, the caller's ``MLFLOW_*`` and ``VERL_USE_EXTERNAL_MODULES=kappa_verl`` go into
-  the runtime_env, reaching every process of the job; secrets do not (:mod:`.job_secrets`).
-* ``RAY_OVERRIDE_JOB_RUNTIME_ENV=1``: ``main_ppo``'s ``ray.init(runtime_env=...)`` repeats
-  keys of the job's runtime_env, which Ray otherwise refuses ("Failed to merge the Job's
-  runtime env"); with it the driver's value wins, key by key.
-* A submission refused because the head's job agent has not registered yet (a fresh
-  cluster) is retried for up to ``SUBMIT_RETRY_S``.
-* A cluster that does not answer when the executor is made is a :class:`RayAddressError`
-  (exit 2, nothing written); later a :class:`RayUnreachableError`, which the scheduler
-  reads as "unknown": a poll says "still running", ``capacity`` "launch nothing now", and
-  an unanswered submit costs the cell no retry.
+"""The Ray Jobs executor: each launch is a Ray job's *driver* (verl's ``main_ppo`` calls
+``ray.init`` itself) on an existing cluster (placement: :mod:`.ray_placement`, docs/ray.md).
+``env``, ``MLFLOW_*`` and ``VERL_USE_EXTERNAL_MODULES=kappa_verl`` go into the runtime_env
+(secrets do not: :mod:`.job_secrets`); ``RAY_OVERRIDE_JOB_RUNTIME_ENV=1`` lets the driver's
+``ray.init(runtime_env=...)`` repeat its keys. A cluster that does not answer when the
+executor is made is a :class:`RayAddressError` (exit 2); later a :class:`RayUnreachableError`,
+"unknown" to the scheduler: a job still runs, ``capacity`` is 0, a submit costs no retry.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import os
 import secrets
 import shlex
@@ -94,10 +83,9 @@ def _has_control(text: str) -> bool:
 
 
 def check_address(address: str) -> str:
-    """``address`` if it names a Ray dashboard: ``http(s)://host[:port][/path]``, a bare
-    ``host:port`` or ``auto``. Ray's client reads any other ``scheme://`` as a Python
-    module to *import* (``file:///x`` imports ``file``), ``ray://`` opens a Ray Client
-    session inside kappa, and a control character would reach request lines."""
+    """``address`` if it names a Ray dashboard: ``http(s)://host[:port][/path]``, ``host:port``
+    or ``auto``. Ray's client *imports* any other ``scheme://`` as a module (``file:///x``),
+    ``ray://`` opens a Ray Client session, and a control character reaches request lines."""
     if _has_control(address):
         raise _refuse("a Ray dashboard address has no spaces, line breaks or control "
                       "characters")
@@ -142,8 +130,7 @@ def check_resources(resources: dict[str, float]) -> dict[str, float]:
             raise _refuse("{name} is one of Ray's own resources, not a custom one: a cell's "
                           "CPUs and GPUs come from the spec's resources (cpus, gpus)",
                           name=name)
-        if not math.isfinite(amount) or not (
-                MIN_RESOURCE_GRANULARITY <= amount <= MAX_RESOURCE_QUANTITY):
+        if not MIN_RESOURCE_GRANULARITY <= amount <= MAX_RESOURCE_QUANTITY:  # NaN is not
             raise _refuse("{name}: {amount} is no amount Ray can reserve (from 0.0001 to "
                           "1e14)", name=name, amount=amount)
         steps = amount / MIN_RESOURCE_GRANULARITY
@@ -289,11 +276,6 @@ class RayJobsExecutor(Executor):
         return RayJob(self._client, submission_id, log_path, self.address,
                       self.request_timeout_s)
 
-    def _active_kappa_jobs(self) -> list[Any]:
-        return [job for job in self._ask("list_jobs", self._client.list_jobs)
-                if (job.metadata or {}).get(METADATA_KEY) == "1"
-                and status_name(job.status) in ("PENDING", "RUNNING")]
-
     def nodes(self) -> list[RayNode]:
         """The cluster's alive nodes, re-read every ``NODES_TTL_S`` (empty: unknown)."""
         now = time.monotonic()
@@ -306,12 +288,13 @@ class RayJobsExecutor(Executor):
         return self._nodes[1]
 
     def capacity(self, gpus: int = 0) -> int:
-        """How many more jobs needing ``gpus`` GPUs to submit now: within ``max_parallel``
-        active kappa jobs, what the cluster holds beyond kappa's active jobs plus up to
-        ``max_pending`` waiting (none past the cluster's GPUs, unless it autoscales; none
-        while it does not answer)."""
+        """How many more jobs needing ``gpus`` GPUs to submit now: within ``max_parallel``, what
+        the cluster holds beyond kappa's active jobs plus ``max_pending`` waiting (none past
+        its GPUs unless it autoscales, none while it does not answer)."""
         try:
-            active = self._active_kappa_jobs()
+            active = [job for job in self._ask("list_jobs", self._client.list_jobs)
+                      if (job.metadata or {}).get(METADATA_KEY) == "1"
+                      and status_name(job.status) in ("PENDING", "RUNNING")]
         except RayUnreachableError as exc:
             LOG.warning("%s; no job is submitted until it answers", exc)
             return 0
@@ -327,9 +310,8 @@ class RayJobsExecutor(Executor):
 
     def fits(self, resources: JobResources) -> str | None:
         """Why the cluster could never run a job asking for ``resources`` (or ``None``)."""
-        if self.autoscaling:
-            return None
-        return why_not(resources, self.nodes(), self.entrypoint_resources)
+        return None if self.autoscaling else why_not(resources, self.nodes(),
+                                                     self.entrypoint_resources)
 
     def most_gpus(self) -> int | None:
         """Every GPU of the cluster (``None``: it autoscales, or its nodes are unknown)."""

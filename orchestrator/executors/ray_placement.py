@@ -1,9 +1,7 @@
-"""Where a Ray job runs: what its entrypoint reserves, and what the cluster can give.
-
-Ray runs a job's entrypoint on the head node unless it asks for entrypoint resources,
-which then any node having them provides for the job's life. So a cell that *is* its
-workload (the embedded trainer) reserves its CPUs, GPUs and custom resources there, and a
-sweep spreads over the workers; a self-placing (verl) cell reserves nothing. docs/ray.md.
+"""Where a Ray job runs (docs/ray.md): Ray runs an entrypoint on the head node unless it
+asks for entrypoint resources, which any node having them then provides. So a cell that *is*
+its workload (embedded) reserves its CPUs, GPUs and custom resources, and a sweep spreads
+over the workers; a self-placing (verl) cell reserves nothing.
 """
 
 from __future__ import annotations

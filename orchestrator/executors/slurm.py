@@ -2,17 +2,14 @@
 
 kappa writes a batch script (:mod:`.slurm_script`), ``sbatch``es it, follows it with
 ``squeue``/``sacct`` (:mod:`.slurm_queue`) and the exit code the job leaves on the shared
-file system, and ``scancel``s it: SLURM's own stable interface, which every site has.
+file system, and ``scancel``s it: SLURM's own stable interface, which every site has. Not
+submitit, which runs pickled callables, reads states only from ``sacct`` (none without
+accounting) and wraps a job in one ``srun`` (no room for verl's Ray head and workers).
 
-Not submitit: it runs pickled callables (an argv's exit code becomes an exception), reads
-states only from ``sacct`` (none without accounting, as on the test cluster), wraps a job
-in one ``srun`` (no room for verl's Ray head and workers), and adds only what kappa has:
-a job folder, an exit-code wrapper, reattachment.
-
-A job's folder is the local executor's (``<log dir>/.jobs/<log name>.<token>/``, so the
-wrapper's run-folder lock works the same), holding ``job.sbatch``, ``job.json``, ``exit``
-and ``end.json`` (the final state, which SLURM without accounting forgets after
-``MinJobAge``). The job id ``slurm:<SLURM id>:<job folder>`` lets any process reattach.
+A job's folder is the local executor's (so the wrapper's run-folder lock works the same),
+holding ``job.sbatch``, ``job.json``, ``exit`` and ``end.json`` (the final state, which
+SLURM without accounting forgets after ``MinJobAge``). The job id
+``slurm:<SLURM id>:<job folder>`` lets any process reattach.
 """
 
 from __future__ import annotations
@@ -30,7 +27,7 @@ from pathlib import Path
 
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.executors.base import Executor, JobHandle, JobResources, poll_until
-from orchestrator.executors.local import THREAD_VARS
+from orchestrator.executors.local import THREAD_VARS, WRAPPER
 from orchestrator.executors.slurm_options import SlurmOptions, _split_args
 from orchestrator.executors.slurm_queue import (
     ACTIVE_STATES,
@@ -45,7 +42,6 @@ from orchestrator.runs import jobs
 from orchestrator.runs.folder import read_json, write_json
 
 JOB_ID_PREFIX = "slurm:"
-WRAPPER = Path(__file__).with_name("job_wrapper.py")
 # Not passed on from the submitting shell: SLURM sets CUDA_VISIBLE_DEVICES (the batch
 # script empties it for CPU jobs), and a Ray cluster the shell pointed at is not the job's
 # (a multi-node job sets RAY_ADDRESS to its own; a single-node verl cell starts one).
@@ -76,19 +72,13 @@ class SlurmJob(JobHandle):
         self.job_id = f"{JOB_ID_PREFIX}{slurm_id}:{job_dir}"
         self._code: int | None = None
 
-    def state(self, fresh: bool = False) -> tuple[str, int | None] | None:
-        """SLURM's ``(state, exit code)`` for the job (``None``: SLURM forgot it)."""
-        return self.executor.queue.job_state(self.slurm_id, fresh)
-
     def poll(self, fresh: bool = False) -> int | None:
         """``None`` while the job is queued or runs, else its exit code (``fresh``: ask now)."""
+        if self._code is None:  # another process may have recorded the end
+            self._code = _recorded(self.job_dir / "end.json", "code")
         if self._code is not None:
             return self._code
-        ended = self._recorded_end()
-        if ended is not None:
-            self._code = ended
-            return ended
-        known = self.state(fresh)
+        known = self.executor.queue.job_state(self.slurm_id, fresh)
         if known is not None and known[0] in ACTIVE_STATES:
             return None
         state, slurm_code = known if known is not None else ("VANISHED", None)
@@ -100,19 +90,13 @@ class SlurmJob(JobHandle):
         self._code = self._record_end(state, code)
         return self._code
 
-    def _recorded_end(self) -> int | None:
-        try:
-            return int((read_json(self.job_dir / "end.json") or {})["code"])
-        except (ValueError, KeyError, TypeError):
-            return None
-
     def _record_end(self, state: str, code: int) -> int:
         """Keep the final state beside the job (SLURM may forget it) and note it in the
         log; the first process here does both."""
         try:
             fd = os.open(self.job_dir / "end.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
-            recorded = self._recorded_end()
+            recorded = _recorded(self.job_dir / "end.json", "code")
             return recorded if recorded is not None else code
         except OSError:
             return code
@@ -148,11 +132,10 @@ class SlurmExecutor(Executor):
     Options = SlurmOptions
 
     def __init__(self, partition: str | None = None, account: str | None = None,
-                 qos: str | None = None, constraint: str | None = None,
-                 time_factor: float = 1.5, time_extra_minutes: int = 10,
-                 default_time_minutes: int | None = None, max_parallel: int = 64,
-                 sbatch_args: tuple[str, ...] = (), cancel_wait: float = 60.0,
-                 python: str | None = None) -> None:
+                 qos: str | None = None, constraint: str | None = None, time_factor: float = 1.5,
+                 time_extra_minutes: int = 10, default_time_minutes: int | None = None,
+                 max_parallel: int = 64, sbatch_args: tuple[str, ...] = (),
+                 cancel_wait: float = 60.0, python: str | None = None) -> None:
         self.partition, self.account, self.qos = partition, account, qos
         self.constraint = constraint
         self.time_factor, self.time_extra_minutes = time_factor, time_extra_minutes
@@ -207,11 +190,9 @@ class SlurmExecutor(Executor):
             constraint=self.constraint, sbatch_args=self.sbatch_args)
 
     def _job_env(self, env: Mapping[str, str], resources: JobResources) -> dict[str, str]:
-        full = {k: v for k, v in os.environ.items() if k not in _NOT_INHERITED}
-        for var in THREAD_VARS:
-            full[var] = str(resources.cpus)
-        full.update(env)  # the launch's own settings win
-        return full
+        inherited = {k: v for k, v in os.environ.items() if k not in _NOT_INHERITED}
+        # The launch's own settings win.
+        return {**inherited, **dict.fromkeys(THREAD_VARS, str(resources.cpus)), **env}
 
     def submit(self, argv: tuple[str, ...], env: Mapping[str, str], cwd: Path, log_path: Path,
                resources: JobResources = JobResources()) -> SlurmJob:
@@ -235,10 +216,9 @@ class SlurmExecutor(Executor):
         return job
 
     def _sbatch(self, job_dir: Path, script: Path, env: Mapping[str, str]) -> str:
-        """``sbatch`` the job of ``job_dir``; its SLURM id. A controller out of reach is
-        asked again for up to ``SUBMIT_RETRY_S``. After another failure the job may exist
-        all the same (sbatch timed out mid-request), so SLURM is asked for a job with this
-        folder's comment before giving up: a second job would run the cell twice."""
+        """``sbatch`` the job of ``job_dir``; its SLURM id. A controller out of reach is asked
+        again for ``SUBMIT_RETRY_S``. After a failure mid-request the job may exist all the
+        same, so SLURM is asked for one with this folder's comment (not a second job)."""
         argv = ["sbatch", "--parsable", f"--comment=kappa:{job_dir}", str(script)]
         deadline = time.monotonic() + SUBMIT_RETRY_S
         while True:
@@ -284,7 +264,8 @@ class SlurmExecutor(Executor):
         record = read_json(job_dir / jobs.SLURM_RECORD) or {}
         log_path = Path(record["log"]) if "log" in record else None
         job = SlurmJob(self, slurm_id, job_dir, log_path)
-        if job._recorded_end() is None and self.queue.job_state(slurm_id, fresh=True) is None \
+        if _recorded(job_dir / "end.json", "code") is None \
+                and self.queue.job_state(slurm_id, fresh=True) is None \
                 and jobs.read_exit(job_dir) is None:
             return None
         if job.poll() is None:
@@ -292,12 +273,10 @@ class SlurmExecutor(Executor):
         return job
 
     def jobs_for_log(self, log_path: Path, since: datetime | None = None) -> list[str]:
-        """Ids of the jobs submitted with ``log_path`` (any process, newest first; with
-        ``since``, only those submitted since). A SLURM id comes from the job folder, else
-        from the ``kappa:<job folder>`` comment SLURM keeps (a submitter killed before its
-        record). A folder whose job never reached SLURM ends the list: older ones are an
-        earlier submit's. :class:`SlurmUnreachable` if SLURM must be asked and does not
-        answer: guessing "no job" would run the cell twice."""
+        """Ids of the jobs submitted with ``log_path`` (since ``since``; newest first). The SLURM
+        id is in the job folder, else in the ``kappa:<job folder>`` comment SLURM keeps; a
+        folder whose job never reached SLURM ends the list (older ones are an earlier
+        submit's). :class:`SlurmUnreachable` rather than a guess if SLURM does not answer."""
         ids: list[str] = []
         comments: dict[str, str] | None = None
         for job_dir in jobs.job_dirs(log_path, since):
@@ -320,11 +299,17 @@ class SlurmExecutor(Executor):
         return {p[1].strip(): p[0].strip() for p in pairs if len(p) >= 2 and p[1].strip()}
 
 
+def _recorded(path: Path, key: str) -> int | None:
+    """The whole number under ``key`` in the JSON file ``path`` (``None``: none there)."""
+    try:
+        return int((read_json(path) or {})[key])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
 def _recorded_id(job_dir: Path) -> str | None:
     """The SLURM id a job folder records (job.json, else the job's own slurm_id file)."""
-    try:
-        return str(int((read_json(job_dir / jobs.SLURM_RECORD) or {})["slurm_id"]))
-    except (ValueError, KeyError, TypeError):
-        pass
-    found = jobs.read_exit(job_dir, "slurm_id")
+    found = _recorded(job_dir / jobs.SLURM_RECORD, "slurm_id")
+    if found is None:
+        found = jobs.read_exit(job_dir, "slurm_id")
     return None if found is None else str(found)

@@ -1,9 +1,6 @@
-"""SLURM's own commands, as the SLURM executor uses them: what state a job is in.
-
-:class:`SlurmQueue` asks ``squeue`` about all this user's jobs at once (at most once a
-second), and ``sacct`` (if the cluster keeps accounting) about a job the controller
-forgot. A failing ``squeue`` ends no job: until it answers, a job it does not know is
-:data:`UNREACHABLE`, which counts as still running.
+"""What state a SLURM job is in: :class:`SlurmQueue` asks ``squeue`` about all this user's
+jobs at once (at most once a second), ``sacct`` (with accounting) about one the controller
+forgot. A failing ``squeue`` ends no job: one it does not know is :data:`UNREACHABLE`.
 """
 
 from __future__ import annotations
@@ -24,18 +21,13 @@ STATUS_CACHE_S = 1.0
 UNREACHABLE = "UNREACHABLE"
 # States in which a job may still run (or run again).
 ACTIVE_STATES = frozenset({
-    UNREACHABLE,
-    "PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "STOPPED",
+    UNREACHABLE, "PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "STOPPED",
     "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESIZING", "SIGNALING", "STAGE_OUT",
-    "RESV_DEL_HOLD", "POWER_UP_NODE",
-})
+    "RESV_DEL_HOLD", "POWER_UP_NODE"})
 # What a job that SLURM ended reports when it left no nonzero code of its own.
 ENDED_BY_SLURM = {
-    "CANCELLED": -int(signal.SIGTERM), "TIMEOUT": -int(signal.SIGTERM),
-    "PREEMPTED": -int(signal.SIGTERM), "DEADLINE": -int(signal.SIGTERM),
-    "NODE_FAIL": -int(signal.SIGKILL), "OUT_OF_MEMORY": -int(signal.SIGKILL),
-    "BOOT_FAIL": -int(signal.SIGKILL),
-}
+    **dict.fromkeys(("CANCELLED", "TIMEOUT", "PREEMPTED", "DEADLINE"), -int(signal.SIGTERM)),
+    **dict.fromkeys(("NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL"), -int(signal.SIGKILL))}
 
 
 class SlurmError(KappaError):
@@ -43,8 +35,7 @@ class SlurmError(KappaError):
 
 
 class SlurmUnreachable(SlurmError, ConnectionError):
-    """The SLURM controller did not answer: not the job's fault. A
-    :class:`ConnectionError`, so callers waiting out unreachable services wait it out too."""
+    """The SLURM controller did not answer (not the job's fault): a ``ConnectionError``."""
 
 
 def run_slurm(argv: list[str],
@@ -110,12 +101,9 @@ class SlurmQueue:
             self._squeue_failed(done.stderr.strip() or done.stdout.strip())
             return
         self._unreachable = None
-        states: dict[str, tuple[str, int | None]] = {}
-        for line in done.stdout.splitlines():
-            fields = [f.strip() for f in line.split("|")]
-            if len(fields) >= 3 and fields[0]:
-                states[fields[0]] = (fields[1], _decode_status(fields[2]))
-        self._states, self._states_at = states, time.monotonic()
+        rows = ([f.strip() for f in line.split("|")] for line in done.stdout.splitlines())
+        self._states = {r[0]: (r[1], _decode_status(r[2])) for r in rows if len(r) >= 3 and r[0]}
+        self._states_at = time.monotonic()
 
     def _squeue_failed(self, why: str) -> None:
         """Keep what squeue said last; ask again after :data:`STATUS_CACHE_S`."""

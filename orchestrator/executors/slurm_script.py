@@ -1,13 +1,8 @@
-"""The batch script a SLURM executor's job runs: a pure function of its inputs, pinned by
-golden files (tests/golden/slurm/). Two shapes:
-
-* **Single node**: the cell's command runs under :mod:`.job_wrapper`.
-* **Several nodes, self-placing** (multi-node verl): verl's SLURM pattern, a Ray head on
-  the first node and a worker on each other, then the command on the head with
-  ``RAY_ADDRESS`` set; the port comes from the job id (jobs sharing a node do not meet on
-  6379), no dashboard, and a Ray token of the job's own (docs/slurm.md).
-
-The executor refuses a multi-node cell that does not place its own work.
+"""The batch script a SLURM job runs, a pure function of its inputs (golden files:
+tests/golden/slurm/). On one node the cell's command runs under :mod:`.job_wrapper`; on
+several (self-placing: multi-node verl) a Ray head starts on the first node and a worker on
+each other, then the command on the head with ``RAY_ADDRESS`` set: a port from the job id,
+no dashboard, a Ray token of the job's own (docs/slurm.md).
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""Which cells a spec has: the product of its axes, zips, exclusions and includes.
-
-A cell is first an *assignment*: for every axis (in spec order) the index of the value
-it takes in that axis's list of :class:`AxisValue`. Includes may append values that a
-list axis does not list (``seed: 7``).
+"""Which cells a spec has: the product of its axes, zips, exclusions and includes. A cell is
+first an *assignment*: per axis (in spec order) the index of its value in that axis's list
+of :class:`AxisValue`, to which includes may append values (``seed: 7``).
 """
 
 from __future__ import annotations
@@ -43,15 +41,8 @@ class AxisValue:
 
     def describe(self, loc: LeafPath) -> str:
         """The dotted location of setting ``loc`` as this value sets it."""
-        if self.is_variant and loc:
-            return f"{dotted(self.origin)}.{'.'.join(loc)}"
-        axis_len = len(self.axis.split("."))
-        rest = loc[axis_len:]
+        rest = loc if self.is_variant else loc[len(self.axis.split(".")):]
         return dotted(self.origin) + ("." + ".".join(rest) if rest else "")
-
-    def yaml_path(self, loc: LeafPath) -> tuple[str | int, ...]:
-        """Where setting ``loc`` is written in the spec (for line/column)."""
-        return (*self.origin, *loc) if self.is_variant else self.origin
 
 
 def axis_values(spec: Spec) -> dict[str, list[AxisValue]]:
@@ -73,27 +64,17 @@ def _dimensions(spec: Spec) -> list[list[int]]:
     """Axis positions varying together, ordered by each group's first axis."""
     names = list(spec.axes)
     grouped = {axis: group for group in spec.zip for axis in group}
-    dims: list[list[int]] = []
-    placed: set[str] = set()
-    for axis in names:
-        if axis in placed:
-            continue
-        group = grouped.get(axis, (axis,))
-        dims.append([names.index(a) for a in group])
-        placed.update(group)
-    return dims
+    groups = dict.fromkeys(grouped.get(axis, (axis,)) for axis in names)  # each group once
+    return [[names.index(a) for a in group] for group in groups]
 
 
 def cell_bound(spec: Spec, table: dict[str, list[AxisValue]]) -> tuple[int, str]:
-    """At most how many cells the grid has, from the axes alone, and how that is reckoned.
-    The product of the dimensions' lengths (a zip group counts once, at its longest axis)
-    plus the includes; exclusions are not subtracted, since the product is enumerated before
-    they apply. Computed without enumerating anything."""
+    """At most how many cells the grid has, and how that is reckoned, without enumerating:
+    the product of the dimensions' lengths (a zip group at its longest axis) plus the
+    includes (exclusions apply after the product is enumerated)."""
     names = list(spec.axes)
-    factors = []
-    for dim in _dimensions(spec):
-        length = max(len(table[names[p]]) for p in dim)
-        factors.append((" & ".join(names[p] for p in dim), length))
+    factors = [(" & ".join(names[p] for p in dim), max(len(table[names[p]]) for p in dim))
+               for dim in _dimensions(spec)]
     bound = math.prod(length for _, length in factors) + len(spec.include)
     shown = [f"{length:,} ({name})" for name, length in factors[:8]]
     if len(factors) > 8:
@@ -125,11 +106,10 @@ _Positions = dict[str, dict[tuple[str, JsonScalarValue], list[int]]]
 
 def _exclusion_masks(spec: Spec, table: dict[str, list[AxisValue]],
                      where: _Positions) -> list[list[int]]:
-    """Per axis position and value, the bit set of exclusions that value does not
-    contradict. A cell matches exclusion ``e`` when bit ``e`` survives the AND of its
-    values' masks: one AND per axis per cell, however many exclusions there are (a loop over
-    every exclusion for every cell took minutes on 10^5 cells and 10^4 exclusions). Values
-    no exclusion names share one mask object."""
+    """Per axis position and value, the bit set of exclusions that value does not contradict:
+    a cell matches exclusion ``e`` when bit ``e`` survives the AND of its values' masks, one
+    AND per axis per cell (a loop over every exclusion took minutes on 10^5 cells and 10^4
+    exclusions). Values no exclusion names share one mask object."""
     names = list(spec.axes)
     position = {axis: p for p, axis in enumerate(names)}
     free = [0] * len(names)  # exclusions that leave the axis free
@@ -187,18 +167,14 @@ def assignments(spec: Spec,
     for e, entry in enumerate(spec.include):
         picks = []
         for axis in names:
-            values = table[axis]
-            found = where[axis].get(scalar_key(entry[axis]), [])
-            if found:
-                picks.append(found[0])
-            else:  # a new value of a list axis (variants were checked to exist)
-                first = values[0]
-                path = tuple(axis.split("."))
+            values, key = table[axis], scalar_key(entry[axis])
+            if key not in where[axis]:  # a new value of a list axis (variants were checked)
+                label = values[0].is_label
                 values.append(AxisValue(axis, entry[axis],
-                                        {} if first.is_label else {path: entry[axis]},
-                                        ("include", e, axis), is_label=first.is_label))
-                picks.append(len(values) - 1)
-                where[axis].setdefault(scalar_key(entry[axis]), []).append(len(values) - 1)
+                                        {} if label else {tuple(axis.split(".")): entry[axis]},
+                                        ("include", e, axis), is_label=label))
+                where[axis][key] = [len(values) - 1]
+            picks.append(where[axis][key][0])
         assignment = tuple(picks)
         if assignment not in seen:
             seen.add(assignment)

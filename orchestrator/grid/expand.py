@@ -43,17 +43,13 @@ class Grid:
         return iter(self.cells)
 
 
-def expand(spec: Spec, preflight: bool = True, judge: bool = False,
-           models: bool = False) -> Grid:
-    """The grid of ``spec`` in its order (docs/spec.md#order-zip-exclude-include): every cell
-    validated by the backend, named by content hash, the validated cells preflighted as one
-    batch (unless ``preflight=False``); a grid of more than ``max_cells()`` is refused.
-    Raises ``UserInputError`` with every problem.
-
-    Without ``judge``, each distinct combination is validated once (what a problem report
-    needs). With it (a submit), every cell is validated exactly once and its demand judged
-    from that model (``Grid.demands``: a demand reads settings no cross-field rule does);
-    ``models`` (implies ``judge``) also keeps each cell's model (``Grid.models``).
+def expand(spec: Spec, preflight: bool = True, judge: bool = False, models: bool = False) -> Grid:
+    """The grid of ``spec`` in its order (docs/spec.md#order-zip-exclude-include), cells named
+    by content hash, validated by the backend and preflighted as one batch (unless
+    ``preflight=False``); more than ``max_cells()`` is refused; ``UserInputError`` with every
+    problem. Without ``judge`` each distinct combination is validated once; with it (a
+    submit) every cell once, its demand judged from that model (``Grid.demands``);
+    ``models`` (implies ``judge``) keeps each cell's model too (``Grid.models``).
     """
     from orchestrator.backends import get_backend
 
@@ -72,8 +68,7 @@ def expand(spec: Spec, preflight: bool = True, judge: bool = False,
         validated[index] = model
 
     validate_cells(spec, backend, table, order, builder.settings, on_valid, preflight)
-    cells: list[Cell] = []
-    by_id: dict[str, Cell] = {}
+    by_id: dict[str, Cell] = {}  # the grid's cells, in order
     demands: dict[str, Demand] = {}
     kept: dict[str, BaseModel] = {}
     unsound: list[Problem] = []
@@ -99,7 +94,6 @@ def expand(spec: Spec, preflight: bool = True, judge: bool = False,
                     "them apart"))
             continue
         by_id[cell.cell_id] = cell
-        cells.append(cell)
         if judge:
             model = validated[index]
             if model is None:  # not a covering cell: validated here, its only time
@@ -117,7 +111,8 @@ def expand(spec: Spec, preflight: bool = True, judge: bool = False,
         raise UserInputError(f"{spec.filename}: invalid settings", unsound[:MAX_PROBLEMS])
     if duplicates:
         raise UserInputError(f"{spec.filename}: duplicate cells", duplicates)
-    return Grid(spec=spec, cells=tuple(cells), by_id=by_id, demands=demands, models=kept)
+    return Grid(spec=spec, cells=tuple(by_id.values()), by_id=by_id, demands=demands,
+                models=kept)
 
 
 def _check_size(spec: Spec, table: dict[str, list[AxisValue]]) -> None:
@@ -128,15 +123,12 @@ def _check_size(spec: Spec, table: dict[str, list[AxisValue]]) -> None:
     if bound <= limit:
         return
     raise UserInputError(f"{spec.filename}: grid too large", [spec.problem(
-        ("axes",),
-        f"the grid has up to {_count(bound)} cells, more than the limit of {limit:,}",
-        found=how,
-        allowed=f"<= {limit:,} cells" + (f" (default {DEFAULT_MAX_CELLS:,})"
-                                          if limit != DEFAULT_MAX_CELLS else ""),
+        ("axes",), f"the grid has up to {_count(bound)} cells, more than the limit of {limit:,}",
+        found=how, allowed=f"<= {limit:,} cells" + (
+            f" (default {DEFAULT_MAX_CELLS:,})" if limit != DEFAULT_MAX_CELLS else ""),
         fix="shorten axes or zip them" + (
             f"; if you mean it, raise the limit: {MAX_CELLS_ENV}={bound} kappa ..."
-            if bound <= INT32_MAX else ""),
-    )])
+            if bound <= INT32_MAX else ""))])
 
 
 def _count(n: int) -> str:

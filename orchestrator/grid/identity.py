@@ -1,14 +1,13 @@
-"""Fast cell settings and ids: assemble each cell from pieces computed once per value.
+"""Fast cell settings and ids: each cell assembled from pieces computed once per value.
 
-A cell's canonical JSON is its labels plus its sorted ``"key":value`` settings fragments.
-Settings no axis touches serialize the same in every cell; a setting one axis owns
-depends only on that axis's value; a setting several axes touch (``model`` when one sets
-``model.d_model`` and another ``model.n_heads``) depends on their combination. Each
-fragment is serialized once, from the first validated cell that has it, into a text
-template; cells that differ only in the last axis (consecutive in grid order) share all
-but that axis's fragments, so a cell costs a concatenation, one SHA-256 and its dicts.
-The result equals :func:`orchestrator.grid.cell.content_id` (tests check this on random
-specs). It assumes a backend's validators never rewrite one setting based on another.
+A cell's canonical JSON is its labels plus its sorted ``"key":value`` settings fragments:
+the same in every cell for settings no axis touches, depending on one axis's value for a
+setting it owns, on a combination for one several axes touch (``model.d_model`` and
+``model.n_heads``). Each fragment is serialized once, from the first validated cell having
+it, into a text template; consecutive cells share all but the last axis's fragments, so a
+cell costs a concatenation, one SHA-256 and its dicts. The result equals
+:func:`orchestrator.grid.cell.content_id` (tested on random specs), assuming a backend's
+validators never rewrite one setting based on another.
 """
 
 from __future__ import annotations
@@ -44,9 +43,8 @@ def _frag(key: str, value: Any) -> str:
 
 
 class CellBuilder:
-    """Builds the settings, ids and :class:`Cell` objects of one grid's assignments. Call
-    :meth:`settings` for any cell, :meth:`learn` with every validated cell, then
-    :meth:`build`."""
+    """Builds one grid's settings, ids and :class:`Cell` objects: :meth:`settings` for any
+    cell, :meth:`learn` with every validated cell, then :meth:`build`."""
 
     def __init__(self, spec: Spec, table: Mapping[str, Sequence[AxisValue]]) -> None:
         self.names = list(spec.axes)
@@ -88,31 +86,28 @@ class CellBuilder:
 
     def _merge_shared(self, given: dict[str, Any], key: str, a: Assignment) -> None:
         """Set ``given[key]`` to the shared setting's value for ``a``'s axes, if any."""
-        value = self._shared_value(key, tuple(a[j] for j in self.shared_axes[key]))
-        if value is not _MISSING:
-            given[key] = value
-
-    def _shared_value(self, key: str, combo: tuple[int, ...]) -> Any:
-        cached = self.shared_given.get((key, combo), _MISSING)
-        if cached is _MISSING:
+        combo = tuple(a[j] for j in self.shared_axes[key])
+        if (key, combo) not in self.shared_given:
             merged: dict[str, Any] = {key: self.base[key]} if key in self.base else {}
             for i, r in zip(self.shared_axes[key], combo, strict=True):
                 nested = self.records[i][r].nested
                 if key in nested:
                     merged = deep_merge(merged, {key: nested[key]})
-            cached = merged.get(key, _MISSING)
-            self.shared_given[(key, combo)] = cached
-        return cached
+            self.shared_given[(key, combo)] = merged.get(key, _MISSING)
+        value = self.shared_given[(key, combo)]
+        if value is not _MISSING:
+            given[key] = value
 
-    def settings(self, a: Assignment) -> dict[str, Any]:
-        """The cell's settings as given: base with its axis values merged in."""
+    def settings(self, a: Assignment, skip: int | None = None) -> dict[str, Any]:
+        """The cell's settings as given: base with its axis values (but axis ``skip``'s)
+        merged in."""
         given = self.base.copy()
         for i, per_value in self.given_axes:
-            own = per_value[a[i]]
-            if own:
-                given.update(own)
+            if i != skip and per_value[a[i]]:
+                given.update(per_value[a[i]])
         for key in self.shared:
-            self._merge_shared(given, key, a)
+            if skip not in self.shared_axes[key]:
+                self._merge_shared(given, key, a)
         return given
 
     def learn(self, a: Assignment, model: BaseModel) -> None:
@@ -137,10 +132,8 @@ class CellBuilder:
     def _make_template(self) -> list[str | _Slot]:
         """The canonical JSON as fixed text and slots, in order (fixed text unescaped)."""
         assert self.dump0 is not None, "learn() a validated cell first"
-        labels: list[str | _Slot] = [
-            ((i,), itemgetter(i), [f"{json.dumps(a)}:{canonical_json(v)}" for v in self.values[i]])
-            for a, i in self.labels
-        ]
+        labels: list[str | _Slot] = [((i,), itemgetter(i), [_frag(a, v) for v in self.values[i]])
+                                     for a, i in self.labels]
         settings: list[str | _Slot] = []
         for key in sorted(self.dump0):
             if key in self.shared_frags:
@@ -154,12 +147,7 @@ class CellBuilder:
                 settings.append(_frag(key, self.dump0[key]))
 
         def joined(items: list[str | _Slot]) -> list[str | _Slot]:
-            out: list[str | _Slot] = []
-            for n, item in enumerate(items):
-                if n:
-                    out.append(",")
-                out.append(item)
-            return out
+            return [part for item in items for part in (",", item)][1:]  # comma-separated
 
         head = '{"backend":' + json.dumps(self.backend) + ',"labels":{'
         return [head, *joined(labels), '},"settings":{', *joined(settings), "}}"]
@@ -180,16 +168,9 @@ class CellBuilder:
                 chunks.append("")
             else:
                 chunks[-1] += part[2][part[1](a)]
-        given = self.base.copy()
-        for i, per_value in self.given_axes:
-            if i != last and per_value[a[i]]:
-                given.update(per_value[a[i]])
         shared_last = [key for key in self.shared if last in self.shared_axes[key]]
-        for key in self.shared:
-            if key not in shared_last:
-                self._merge_shared(given, key, a)
         axes = {self.names[i]: self.values[i][a[i]] for i in range(last)}
-        return a[:-1], chunks, dynamic, given, axes, shared_last
+        return a[:-1], chunks, dynamic, self.settings(a, skip=last), axes, shared_last
 
     def _prepared_for(self, a: Assignment) -> _Prepared:
         prepared = self._prepared

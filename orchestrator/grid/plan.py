@@ -1,11 +1,9 @@
 """A sweep's plan: its spec read, its cells validated and preflighted, once per submit.
 
-:func:`load_plan` reads a spec file once, checks it (every problem of the spec and of its
-cells in one report), expands the grid and prices it: a :class:`Plan`. What every later
-step of the sweep needs is its :class:`SweepPlan`, which a submit stores in the registry
-as JSON beside the spec's text (the cells are the sweep's cell rows). The scheduler, the
-stopping rules, the search, the status views and the report read that
-(:func:`stored_plan`), never the YAML again; a stored plan that cannot be read is an error
+:func:`load_plan` reads a spec file once, checks it (the spec's and its cells' problems in
+one report), expands the grid and prices it: a :class:`Plan`. A submit stores its
+:class:`SweepPlan` in the registry as JSON beside the spec's text; every later step reads
+that (:func:`stored_plan`), never the YAML again, and one that cannot be read is an error
 naming the sweep and the fix, never a default.
 """
 
@@ -49,10 +47,9 @@ class StudyCell(_Frozen):
 
 
 class SweepPlan(_Frozen):
-    """What a sweep runs and how, resolved and validated at submit (module docstring).
-    ``axes`` and ``labels`` are the results' layout (the columns a cell's row has);
-    ``cell_count`` the grid's cells (a search's studies); ``studies`` a search's starting
-    cells, in grid order (empty without ``search``)."""
+    """What a sweep runs and how, resolved at submit. ``axes`` and ``labels`` are the results'
+    columns; ``cell_count`` the grid's cells (a search's studies); ``studies`` a search's
+    starting cells in grid order (empty without ``search``)."""
 
     format: Literal[1] = 1
     name: str
@@ -81,8 +78,7 @@ class SweepPlan(_Frozen):
 
 def stored_plan(sweep: str, text: str | None) -> SweepPlan:
     """The plan stored for ``sweep``; a missing or unreadable one is a ``UserInputError``
-    (exit 2) naming the sweep and the fix, never a default (a cap that silently vanished
-    would let a sweep spend past it)."""
+    naming the sweep and the fix, never a default (a lost cap would let a sweep overspend)."""
     fix = (f"submit the sweep's spec again (`kappa submit SPEC`, spec name {sweep}): it "
            "records the plan and keeps the cells that ran")
     if text is None:
@@ -134,26 +130,21 @@ class Plan:
     def sweep_plan(self) -> SweepPlan:
         """What the registry stores for the sweep (see :class:`SweepPlan`)."""
         spec = self.spec
-        studies: tuple[StudyCell, ...] = ()
-        if spec.search is not None:
-            demands = self.grid.demands
-            studies = tuple(_study(spec, c, demands.get(c.cell_id)) for c in self.cells)
+        studies = () if spec.search is None else tuple(
+            _study(spec, c, self.grid.demands.get(c.cell_id)) for c in self.cells)
         return SweepPlan(
             name=spec.name, backend=spec.backend, axes=spec.axis_names,
             labels=self.grid.label_names, cell_count=self.count, resources=spec.resources,
             retries=spec.retries, stop=spec.stop, search=spec.search, studies=studies)
 
-    def to_dict(self, with_settings: bool = True) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         """A JSON-able description (what ``kappa plan --json`` prints)."""
         spec = self.spec
         return {
             "name": spec.name, "backend": spec.backend, "axes": list(spec.axis_names),
             "labels": list(self.grid.label_names), "count": self.count,
             "resources": self.resources.model_dump(mode="json"), "retries": spec.retries,
-            "gpu_hours": self.gpu_hours,
-            "cells": [{"index": c.index, "cell_id": c.cell_id, "axes": c.axes, "labels": c.labels,
-                       **({"settings": c.settings} if with_settings else {})}
-                      for c in self.cells],
+            "gpu_hours": self.gpu_hours, "cells": [c._asdict() for c in self.cells],
         }
 
 
@@ -181,8 +172,7 @@ def _study(spec: Spec, cell: Cell, demand: Demand | None) -> StudyCell:
                      labels=cell.labels, settings=cell.settings, max_steps=steps)
 
 
-def plan(spec: Spec, preflight: bool = True, judge: bool = False,
-         models: bool = False) -> Plan:
+def plan(spec: Spec, preflight: bool = True, judge: bool = False, models: bool = False) -> Plan:
     """Expand ``spec`` (:func:`orchestrator.grid.expand`) and price it."""
     return Plan(grid=expand(spec, preflight, judge, models))
 

@@ -1,11 +1,8 @@
-"""Validate every cell's settings with the backend, each distinct combination once.
-
-An axis whose settings no cross-field rule reads (a *free* axis, e.g. ``seed``) is valid
-or not on its own; the others, and axes that set parts of one top-level setting, are
-coupled (the backend's ``coupled_settings``; docs/spec.md#fast-validation-for-backend-authors).
-The first cell of each combination of coupled values and the first holding each free
-value are validated. Every problem is attributed to where its setting is written
-(``base.kl_coef``, ``axes.kappa.k200.kl_coef``, ``axes.seed[2]``) and reported once.
+"""Validate every cell's settings with the backend, each distinct combination once: a *free*
+axis (no cross-field rule reads it, e.g. ``seed``) is valid or not on its own; the others
+are coupled (``coupled_settings``, docs/spec.md#fast-validation-for-backend-authors). The
+first cell of each coupled combination and of each free value is validated. A problem is
+reported once, where its setting is written (``axes.kappa.k200.kl_coef``, ``axes.seed[2]``).
 """
 
 from __future__ import annotations
@@ -45,8 +42,6 @@ def cells_to_validate(cells: Sequence[Assignment], coupled_pos: Sequence[int],
                       n_axes: int) -> list[int]:
     """Indices of the cells that cover every combination that matters: the first cell of
     each combination of coupled values, and the first holding each free axis value."""
-    if not cells:
-        return []
     backwards = range(len(cells) - 1, -1, -1)
 
     def first_of(keys: Iterable[Any]) -> Iterable[int]:
@@ -86,18 +81,11 @@ class _Collector:
 
     def add(self, problem: Problem, records: Sequence[AxisValue], cell: Assignment) -> None:
         parts: LeafPath = tuple(problem.location.split(".")) if problem.location else ()
-        # Who sets each setting that overlaps the problem's: a cell's axis value, else base.
-        owner: dict[LeafPath, AxisValue] = {}
-        for record in records:
-            for leaf_path in record.overrides:
-                owner[leaf_path] = record
-        origins: dict[int, AxisValue | None] = {}
-        if parts:
-            overlapping = set(self.base_leaves.overlapping(parts))
-            overlapping.update(leaf for leaf in owner if overlaps(leaf, parts))
-            for leaf in overlapping:
-                holder = owner.get(leaf)
-                origins[id(holder)] = holder
+        owner = {leaf: record for record in records for leaf in record.overrides}
+        overlapping = {*self.base_leaves.overlapping(parts),
+                       *(leaf for leaf in owner if overlaps(leaf, parts))}
+        # Who sets the settings that overlap the problem's: a cell's axis value, else base.
+        origins = {id(owner.get(leaf)): owner.get(leaf) for leaf in overlapping}
         if len(origins) > 1 or not parts:
             self.cross.setdefault(problem.message, []).append(cell)
             return
@@ -115,15 +103,15 @@ class _Collector:
                 fix = f"set {'.'.join(parts)} in this variant too (other variants set it)"
         else:
             origin = next(iter(origins.values()))
-            if origin is not None:
-                location, path = origin.describe(parts), origin.yaml_path(parts)
+            if origin is not None:  # located where the value is written in the spec
+                location = origin.describe(parts)
+                path = (*origin.origin, *parts) if origin.is_variant else origin.origin
         key = (location, message, problem.found)
         if key not in self.problems:
             self.problems[key] = self.spec.problem(path, message, location=location,
                                                    found=problem.found, allowed=allowed, fix=fix)
 
-    def _variant_lacking(self, parts: LeafPath,
-                         records: Sequence[AxisValue]) -> AxisValue | None:
+    def _variant_lacking(self, parts: LeafPath, records: Sequence[AxisValue]) -> AxisValue | None:
         """The cell's variant whose axis sets ``parts`` in other variants, if any."""
         for record in records:
             variants = self.spec.axes.get(record.axis)
@@ -163,17 +151,15 @@ class _Collector:
 
 def validate_cells(spec: Spec, backend: Backend, table: Mapping[str, Sequence[AxisValue]],
                    cells: Sequence[Assignment], settings_of: Callable[[Assignment], dict[str, Any]],
-                   on_valid: Callable[[int, BaseModel], None], preflight: bool = True) -> int:
+                   on_valid: Callable[[int, BaseModel], None], preflight: bool = True) -> None:
     """Validate the cells that cover every combination, then preflight them as one batch
     (:meth:`Backend.preflight`, unless ``preflight=False``); raise with all problems at
     once. ``settings_of`` gives a cell's settings (what its config.yaml gets); ``on_valid``
-    sees each validated model with its cell's index in ``cells``. Returns how many cells
-    were validated."""
+    sees each validated model with its cell's index in ``cells``."""
     names = list(spec.axes)
     coupled_pos = coupled_axes(spec, table, getattr(backend, "coupled_settings", None))
     chosen = cells_to_validate(cells, coupled_pos, len(names))
     collector = _Collector(spec, backend.settings_model)
-    cut = False
     checked = 0
     valid: list[tuple[Assignment, BaseModel]] = []
 
@@ -184,8 +170,7 @@ def validate_cells(spec: Spec, backend: Backend, table: Mapping[str, Sequence[Ax
 
     for index in chosen:
         if len(collector.problems) + len(collector.cross) >= MAX_PROBLEMS:
-            cut = True  # enough to act on; validating 10^5 broken cells would take minutes
-            break
+            break  # enough to act on; validating 10^5 broken cells would take minutes
         checked += 1
         cell = cells[index]
         try:
@@ -207,17 +192,15 @@ def validate_cells(spec: Spec, backend: Backend, table: Mapping[str, Sequence[Ax
                 add(exc, cell)
     problems = list(collector.problems.values())[:MAX_PROBLEMS]
     problems += collector.cross_problems(table, coupled_pos, checked)
-    if cut or len(collector.problems) > MAX_PROBLEMS:
+    if checked < len(chosen) or len(collector.problems) > MAX_PROBLEMS:
         problems.append(more_problems())
     if problems:
         raise UserInputError(f"{spec.filename}: invalid settings", problems)
-    return len(chosen)
 
 
 def base_problems(spec: Spec, backend: Backend) -> list[Problem]:
-    """Problems of ``base``'s own values, found without expanding axes too broken to
-    expand. Only what ``base`` alone decides is reported: not a setting some axis sets,
-    not a missing setting (an axis may give it), not a cross-field rule."""
+    """Problems of ``base``'s own values when the axes are too broken to expand: not of a
+    setting an axis sets, a missing setting (an axis may give it) or a cross-field rule."""
     from orchestrator.backends.validation import validate_model
     from orchestrator.spec.references import axis_leaf_paths
 
@@ -228,9 +211,7 @@ def base_problems(spec: Spec, backend: Backend) -> list[Problem]:
     except UserInputError as exc:
         for problem in exc.problems:
             parts = tuple(problem.location.split(".")) if problem.location else ()
-            if not parts or problem.message == "Field required":
-                continue
-            if any(overlaps(parts, leaf) for leaf in axis_leaves):
-                continue
-            collector.add(problem, (), ())
+            if parts and problem.message != "Field required" \
+                    and not any(overlaps(parts, leaf) for leaf in axis_leaves):
+                collector.add(problem, (), ())
     return list(collector.problems.values())

@@ -1,7 +1,6 @@
-"""Experiment specs: YAML -> a strict, frozen :class:`Spec` (docs/spec.md#python-api);
-every problem the spec itself shows raised at once as a located ``UserInputError``
-(:func:`orchestrator.grid.plan.load_plan` adds the cells' problems: what a submit uses).
-"""
+"""Experiment specs: YAML -> a strict, frozen :class:`Spec` (docs/spec.md#python-api), every
+problem raised at once as a located ``UserInputError`` (the cells' problems are added by
+:func:`orchestrator.grid.plan.load_plan`: what a submit uses)."""
 
 from orchestrator.spec.loader import load_spec, parse_spec
 from orchestrator.spec.model import JsonScalarValue, Resources, Spec, scalar_key

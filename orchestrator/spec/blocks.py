@@ -17,23 +17,10 @@ if TYPE_CHECKING:
 
 
 def stop_problems(spec: Spec) -> list[Problem]:
-    """What the ``stop:`` block gets wrong with the rest of the spec (located problems)."""
+    """What the ``stop:`` block gets wrong with the rest of the spec (located problems):
+    ``together`` names axes of this spec and has a rule to stop on; a cap has GPUs to count."""
     stop = spec.stop
     if stop is None:
-        return []
-    problems = _together_problems(spec)
-    if stop.gpu_hours is not None and spec.resources.gpu_hours <= 0:
-        problems.append(spec.problem(
-            ["stop", "gpu_hours"], "a GPU-hours cap needs cells that use GPUs",
-            found=f"gpu_hours: {stop.gpu_hours:g} with resources.gpus: {spec.resources.gpus}",
-            fix="set resources: {gpus: N, hours: H} (what one cell needs), or remove gpu_hours"))
-    return problems
-
-
-def _together_problems(spec: Spec) -> list[Problem]:
-    """``stop.together`` names axes of this spec, and there is a rule to stop on together."""
-    stop = spec.stop
-    if stop is None or not stop.together:
         return []
     known = [*spec.axes, *spec.labels]
     problems = [spec.problem(
@@ -45,15 +32,20 @@ def _together_problems(spec: Spec) -> list[Problem]:
         problems.append(spec.problem(["stop", "together"], "an axis is named twice",
                                      found=", ".join(stop.together),
                                      fix="name each axis once"))
-    if not stop.group_metrics():
+    if stop.together and not stop.group_metrics():
         problems.append(spec.problem(
             ["stop", "together"], "together: needs a plateau or threshold rule to stop on",
             found="no plateau: or threshold: in stop:",
             fix="add a plateau: or threshold: rule, or remove together:"))
-    if spec.search is not None:
+    if stop.together and spec.search is not None:
         problems.append(spec.problem(
             ["stop", "together"], "comparison groups cannot be used with search:",
             found="search: and stop.together", fix="remove together: (trials stop alone)"))
+    if stop.gpu_hours is not None and spec.resources.gpu_hours <= 0:
+        problems.append(spec.problem(
+            ["stop", "gpu_hours"], "a GPU-hours cap needs cells that use GPUs",
+            found=f"gpu_hours: {stop.gpu_hours:g} with resources.gpus: {spec.resources.gpus}",
+            fix="set resources: {gpus: N, hours: H} (what one cell needs), or remove gpu_hours"))
     return problems
 
 

@@ -11,8 +11,9 @@ from pydantic import BaseModel, ValidationError
 
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.limits import MAX_PROBLEMS, more_problems
-from orchestrator.spec.model import AXIS_TAGS, Spec
+from orchestrator.spec.model import AXIS_TAGS, Resources, Spec
 from orchestrator.spec.settings_paths import did_you_mean
+from orchestrator.spec.stop_block import DivergedRule, PlateauRule, StopRules, ThresholdRule
 from orchestrator.spec.yaml_limits import read_yaml_file
 from orchestrator.spec.yaml_source import SourceDocument, dotted, load_yaml
 
@@ -48,11 +49,9 @@ def _problems(exc: ValidationError, doc: SourceDocument) -> list[Problem]:
             continue  # "too short after validation" only because an item is invalid
         # Pydantic locates a bad mapping key as "<path>.<key>.[key]": the key is the path.
         is_key = bool(loc) and loc[-1] == "[key]"
-        if is_key:
-            loc = loc[:-1]
-        in_scalar_union = bool(loc) and loc[-1] in _SCALAR_TAGS and len(loc) > 1
-        if in_scalar_union:
-            loc = loc[:-1]
+        loc = loc[:-1] if is_key else loc
+        in_scalar_union = len(loc) > 1 and loc[-1] in _SCALAR_TAGS
+        loc = loc[:-1] if in_scalar_union else loc
         # Tags of the axis union are pydantic's, not the user's: drop them.
         path = tuple(p for i, p in enumerate(loc)
                      if not (i == 2 and loc[0] == "axes" and p in AXIS_TAGS))
@@ -90,9 +89,6 @@ def _problems(exc: ValidationError, doc: SourceDocument) -> list[Problem]:
 
 
 def _known_keys(path: tuple[Any, ...]) -> list[str]:
-    from orchestrator.spec.model import Resources
-    from orchestrator.spec.stop_block import DivergedRule, PlateauRule, StopRules, ThresholdRule
-
     models: dict[tuple[Any, ...], type[BaseModel]] = {
         (): Spec, ("resources",): Resources, ("stop",): StopRules,
         ("stop", "plateau"): PlateauRule, ("stop", "threshold"): ThresholdRule}
@@ -105,10 +101,9 @@ def _known_keys(path: tuple[Any, ...]) -> list[str]:
 
 @dataclass(frozen=True)
 class SpecReading:
-    """A spec read from YAML, and what is wrong with it as far as the spec alone tells.
-    ``axes_sound``: the axes can be expanded (cross-reference problems are in
-    ``exclude``/``include`` only; ``selections_sound``: there are none), so
-    :mod:`orchestrator.grid` can add the cells' own problems to the same report."""
+    """A spec read from YAML, and its problems as far as the spec alone tells. ``axes_sound``:
+    the axes can be expanded (cross-reference problems are in ``exclude``/``include`` only;
+    ``selections_sound``: none), so the cells' problems can join the same report."""
 
     spec: Spec
     problems: tuple[Problem, ...]
@@ -118,12 +113,10 @@ class SpecReading:
 
 def read_spec(text: str, filename: str = "<spec>", path: Path | None = None,
               overrides: Sequence[str] = ()) -> SpecReading:
-    """Parse a spec from YAML text and check it against itself and its backend's settings
-    model. Raises ``UserInputError`` only when no spec can be made at all; otherwise the
-    problems come with the spec (stand-ins for wrong leaf keys), so the cells' problems
-    can be reported in the same run (:func:`orchestrator.grid.plan.parse_plan`).
-    ``overrides`` (Hydra grammar, :mod:`orchestrator.spec.overrides`) edit the document
-    first; the spec's ``source_text`` is then the resolved YAML."""
+    """Parse a spec from YAML text (edited first by ``overrides``: ``source_text`` is then the
+    resolved YAML) and check it against itself and its backend. ``UserInputError`` only if
+    no spec can be made at all; else the problems come with it (stand-ins for wrong leaf
+    keys), so the cells' problems join the same report (``grid.plan.parse_plan``)."""
     from orchestrator.backends import BACKENDS, get_backend
     from orchestrator.spec.blocks import search_problems, stop_problems
     from orchestrator.spec.references import check_references
@@ -146,11 +139,8 @@ def read_spec(text: str, filename: str = "<spec>", path: Path | None = None,
         spec = Spec.model_validate(data)
     except ValidationError as exc:
         deferred = _problems(exc, doc)
-        stand_in = _with_leaf_stand_ins(data, exc)
-        if stand_in is None:
-            raise UserInputError(f"{filename}: invalid spec", deferred) from None
         try:
-            spec = Spec.model_validate(stand_in)
+            spec = Spec.model_validate(_with_leaf_stand_ins(data, exc))
         except ValidationError:
             raise UserInputError(f"{filename}: invalid spec", deferred) from None
     spec._source_text = text
@@ -172,27 +162,25 @@ def read_spec(text: str, filename: str = "<spec>", path: Path | None = None,
 
 def parse_spec(text: str, filename: str = "<spec>", path: Path | None = None,
                overrides: Sequence[str] = ()) -> Spec:
-    """Parse and check a spec from YAML text (:func:`read_spec`, ``overrides`` applied);
-    raise ``UserInputError`` with every problem the spec alone shows (settings values are
-    validated when the grid is expanded; :func:`orchestrator.grid.plan.parse_plan` does
-    both at once)."""
+    """:func:`read_spec`, raising ``UserInputError`` with every problem the spec alone shows
+    (:func:`orchestrator.grid.plan.parse_plan` adds the cells' settings problems)."""
     reading = read_spec(text, filename, path, overrides)
     if reading.problems:
         raise UserInputError(f"{filename}: invalid spec", list(reading.problems))
     return reading.spec
 
 
-def _with_leaf_stand_ins(data: dict[str, Any], exc: ValidationError) -> dict[str, Any] | None:
-    """``data`` with stand-ins for wrong leaf keys, or ``None`` if other keys are wrong too."""
+def _with_leaf_stand_ins(data: dict[str, Any], exc: ValidationError) -> dict[str, Any]:
+    """``data`` with stand-ins for wrong leaf keys (as is if other keys are wrong too)."""
     wrong = {str(err["loc"][0]) if err["loc"] else "" for err in exc.errors()}
     if not wrong <= _LEAF_STAND_INS.keys():
-        return None
+        return data
     stand_ins = {key: _LEAF_STAND_INS[key] for key in wrong if _LEAF_STAND_INS[key] is not None}
     return {**{k: v for k, v in data.items() if k not in wrong}, **stand_ins}
 
 
 def load_spec(path: str | Path, overrides: Sequence[str] = ()) -> Spec:
-    """Read (at most ``MAX_FILE_BYTES``) and parse the spec file at ``path``, with
-    command-line ``overrides`` (Hydra grammar) applied."""
+    """Read (at most ``MAX_FILE_BYTES``) and parse the spec file at ``path``, ``overrides``
+    applied."""
     file = Path(path)
     return parse_spec(read_yaml_file(file, "spec"), str(file), file, overrides)

@@ -1,8 +1,6 @@
-"""The experiment spec as pydantic models (strict: unknown keys are errors; frozen).
-
-A spec names a backend, the settings every cell shares (``base``), and the axes whose
-product is the grid (reference: docs/spec.md). Cross-references need the backend's
-settings and are checked in :mod:`orchestrator.spec.references`.
+"""The experiment spec as strict, frozen pydantic models (reference: docs/spec.md): a
+backend, the settings every cell shares (``base``), and the axes whose product is the grid.
+Cross-references need the backend's settings: :mod:`orchestrator.spec.references`.
 """
 
 from __future__ import annotations
@@ -17,10 +15,7 @@ from pydantic import (
     Discriminator,
     Field,
     PrivateAttr,
-    StrictBool,
-    StrictFloat,
     StrictInt,
-    StrictStr,
     Tag,
     model_validator,
 )
@@ -36,13 +31,13 @@ from orchestrator.limits import (
     MAX_RETRIES,
 )
 from orchestrator.spec.notify_block import NotifySpec
-from orchestrator.spec.search_block import SearchSpec
+from orchestrator.spec.search_block import JsonScalar, SearchSpec
 from orchestrator.spec.stop_block import StopRules
 from orchestrator.spec.yaml_source import SourceDocument, dotted
 
-# A value an axis takes and a cell records: what JSON can hold without nesting.
+# A value an axis takes and a cell records: what JSON can hold without nesting (validated
+# strictly as JsonScalar).
 JsonScalarValue = bool | int | float | str | None
-JsonScalar = StrictBool | StrictInt | StrictFloat | StrictStr | None
 
 
 def scalar_key(value: JsonScalarValue) -> tuple[str, JsonScalarValue]:
@@ -84,11 +79,8 @@ class _Strict(BaseModel):
 
 
 class Resources(_Strict):
-    """What one cell needs, for planning and scheduling.
-
-    Whole numbers only (``gpus: true`` or ``gpus: "2"`` is an error, not 1 or 2), each
-    bounded by what a cluster can give one cell (:mod:`orchestrator.limits`).
-    """
+    """What one cell needs, for planning and scheduling: whole numbers (``gpus: "2"`` is an
+    error), each bounded by what a cluster can give one cell (:mod:`orchestrator.limits`)."""
 
     model_config = ConfigDict(strict=True, allow_inf_nan=False)
 
@@ -175,11 +167,9 @@ class Spec(_Strict):
                 found: str | None = None, allowed: str | None = None,
                 fix: str | None = None) -> Problem:
         """A :class:`Problem` at ``path`` in the spec, with file:line:column when known."""
-        where = location if location is not None else dotted(path)
-        if self._document is not None:
-            return self._document.problem(path, where, message, found, allowed, fix)
-        return Problem(location=where, message=message, found=found, allowed=allowed, fix=fix,
-                       file=self._filename)
+        doc = self._document or SourceDocument(data=None, root=None, filename=self._filename)
+        return doc.problem(path, location if location is not None else dotted(path), message,
+                           found, allowed, fix)
 
     @property
     def axis_names(self) -> tuple[str, ...]:

@@ -1,12 +1,8 @@
-"""The spec's ``notify:`` block: where kappa posts a chat message (Slack's incoming-webhook
-JSON, which many chat tools accept) when a sweep ends, a cell fails for good, a canary
-fails or a ``diverged`` rule fires (docs/spec.md#notifications). ``kappa submit --notify
-URL`` sets the same from the command line.
-
-A webhook URL is a secret (whoever has it can post to the channel): it is shown masked
-everywhere (:func:`mask_url`; a validation error quotes it masked too), and ``url:
-${NAME}`` reads it from the environment variable ``NAME`` at submit, so that the spec
-(stored in the registry and in MLflow) need not hold it.
+"""The spec's ``notify:`` block (or ``kappa submit --notify URL``): where kappa posts a chat
+message (Slack's incoming-webhook JSON) when a sweep ends, a cell fails for good, a canary
+fails or a ``diverged`` rule fires (docs/spec.md#notifications). A webhook URL is a secret:
+it is shown masked everywhere (:func:`mask_url`, validation errors included), and ``url:
+${NAME}`` reads it from the environment at submit, so the stored spec need not hold it.
 """
 
 from __future__ import annotations
@@ -17,14 +13,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    StrictStr,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator, model_validator
 
 Event = Literal["sweep_end", "cell_failed", "canary_failed", "diverged"]
 EVENTS: tuple[Event, ...] = ("sweep_end", "cell_failed", "canary_failed", "diverged")
@@ -33,9 +22,8 @@ ENV_REFERENCE = re.compile(r"^\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]{0,199})\}$")
 
 
 def mask_url(url: str) -> str:
-    """``https://hooks.slack.com/***``: scheme, host and port kept; user, password, path,
-    query and fragment (where webhook tokens live) replaced by ``***``. ``${NAME}`` is
-    shown as it is (it holds no secret)."""
+    """``https://hooks.slack.com/***``: scheme, host and port kept, the rest (where webhook
+    tokens live) replaced by ``***``; ``${NAME}`` shown as it is (it holds no secret)."""
     if ENV_REFERENCE.match(url.strip()):
         return url.strip()
     try:
@@ -101,9 +89,7 @@ class NotifySpec(BaseModel):
     @classmethod
     def _valid_url(cls, url: str) -> str:
         url = str(url)
-        if ENV_REFERENCE.match(url):
-            return url
-        why = url_problem(url)
+        why = None if ENV_REFERENCE.match(url) else url_problem(url)
         if why is not None:
             raise ValueError(f"the URL {why}")
         return url
@@ -125,9 +111,8 @@ class NotifySpec(BaseModel):
         return found["name"] if found else None
 
     def resolved(self) -> NotifySpec:
-        """This block with ``${NAME}`` replaced by the variable's value now; a
-        ``ValueError`` (naming the variable, never quoting its value) if it is unset or
-        not a URL."""
+        """This block with ``${NAME}`` replaced by the variable's value now; a ``ValueError``
+        (naming the variable, never quoting its value) if it is unset or not a URL."""
         name = self.env_name
         if name is None:
             return self
@@ -146,21 +131,16 @@ class NotifySpec(BaseModel):
 
 def shareable(text: str, overrides: Sequence[str],
               block: NotifySpec | None) -> tuple[str, tuple[str, ...]]:
-    """The spec's YAML ``text`` and its command-line ``overrides`` as kappa stores and
-    shows them (registry, MLflow's ``spec.yaml`` and tag, the report): a literal webhook
-    URL of ``block`` replaced by its mask. The schedulers read the URL from the sweep's
-    owner-only ``notify.json``, never from these.
-
-    An override of ``notify`` that spells the URL otherwise (quoted, escaped) shows its
-    value as ``***``, also in the header line of the resolved text that quotes the
-    overrides; where the text's body does not hold the URL literally (YAML escapes), the
-    document is dumped again with the URL masked, comments lost.
-    """
+    """The spec's YAML ``text`` and command-line ``overrides`` as kappa stores and shows them
+    (registry, MLflow, the report), a literal webhook URL of ``block`` masked (schedulers
+    read it from the sweep's owner-only ``notify.json``). An override of ``notify`` that
+    spells the URL otherwise shows ``***``, in the text's header line too; a body that does
+    not hold the URL literally (YAML escapes) is dumped again masked, comments lost."""
     masked = None if block is None or block.env_name is not None else mask_url(block.url)
     if block is None or masked is None or masked == block.url:
         return text, tuple(overrides)
-    from orchestrator.spec.overrides import command_line, dump_yaml
-    from orchestrator.spec.yaml_source import load_yaml
+    from orchestrator.spec.overrides import command_line
+    from orchestrator.spec.yaml_source import dump_yaml, load_yaml
 
     url = block.url
     shown = tuple(o.replace(url, masked) if url in o

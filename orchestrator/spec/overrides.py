@@ -1,30 +1,29 @@
-"""Command-line overrides of a spec, in Hydra's override grammar (what verl's users type
-every day): ``key=value`` changes a key the spec has, ``+key=value`` adds one it does not,
-``++key=value`` sets it either way, ``~key`` (or ``~key=value``, only if it holds that
-value) deletes it. Values are Hydra's: ``[0,1,2]`` lists, ``{a: 1}`` mappings, quotes for
-text with spaces or commas. Hydra's own parser reads them (imported only when a command
-has overrides: it costs about half a second).
+"""Command-line overrides of a spec in Hydra's grammar (:data:`_GRAMMAR`), read by Hydra's
+own parser (imported only when a command has overrides: it costs about half a second).
 
 Overrides edit the YAML document before anything validates it, so the spec they make is
-exactly the spec edited by hand: :func:`resolve` re-reads the edited document from the
-YAML it dumps (the text the sweep stores), and problems the resulting spec has at a key an
-override wrote point at that override (``override 2: axes.seed: ...``).
+exactly the spec edited by hand: :func:`resolve` re-reads the YAML it dumps (the text the
+sweep stores), and a problem at a key an override wrote points at that override
+(``override 2: axes.seed: ...``).
 """
 
 from __future__ import annotations
 
 import json
-import math
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import yaml
-
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.spec.settings_paths import did_you_mean
-from orchestrator.spec.yaml_source import _FLOAT_12, SourceDocument, dotted, load_yaml
+from orchestrator.spec.yaml_source import (
+    SourceDocument,
+    dotted,
+    dump_yaml,
+    float_or_word,
+    load_yaml,
+)
 
 Op = Literal["set", "add", "force", "delete"]
 _OPS: dict[str, Op] = {"CHANGE": "set", "ADD": "add", "FORCE_ADD": "force", "DEL": "delete"}
@@ -45,16 +44,12 @@ class Override:
     value: Any = None
     has_value: bool = True
 
-    @property
-    def where(self) -> str:
-        """How problems name it: ``override 2``."""
-        return f"override {self.number}"
-
     def problem(self, message: str, *, key: str | None = None, found: str | None = None,
                 allowed: str | None = None, fix: str | None = None) -> Problem:
         """A problem located at this override (and at ``key`` in it, default its own)."""
         at = self.key if key is None else key
-        return Problem(location=f"{self.where}: {at}" if at else self.where, message=message,
+        where = f"override {self.number}"
+        return Problem(location=f"{where}: {at}" if at else where, message=message,
                        found=found, allowed=allowed, fix=fix)
 
 
@@ -74,10 +69,10 @@ def command_line(texts: Sequence[str]) -> str:
 
 
 def _plain(value: Any) -> Any:
-    """Hydra's value as the spec's YAML reads it: infinities and NaN as the words
-    ``inf``/``-inf``/``nan`` (as :mod:`orchestrator.spec.yaml_source` reads ``.inf``)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    """A copy sharing nothing (an override of one alias does not change the other), non-finite
+    floats as the words ``inf``/``-inf``/``nan`` (as :func:`~.yaml_source.load_yaml` reads)."""
+    if isinstance(value, float):
+        return float_or_word(value)
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -86,6 +81,8 @@ def _plain(value: Any) -> Any:
 
 
 def _read_one(parser: Any, number: int, text: str) -> Override | Problem:
+    """``text`` read with Hydra's override parser: the override, or what is wrong with it
+    (named by its position, ``override 2``)."""
     from hydra.errors import HydraException
 
     where = f"override {number}"
@@ -116,41 +113,6 @@ def _read_one(parser: Any, number: int, text: str) -> Override | Problem:
                     has_value=has_value)
 
 
-def read_overrides(texts: Sequence[str]) -> list[Override | Problem]:
-    """Each of ``texts`` read with Hydra's override parser: the override, or what is wrong
-    with it (named by its position, ``override 2``)."""
-    if not texts:
-        return []
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    parser = OverridesParser.create()
-    return [_read_one(parser, n, text) for n, text in enumerate(texts, 1)]
-
-
-def parse_overrides(texts: Sequence[str]) -> tuple[Override, ...]:
-    """:func:`read_overrides`, every bad one in one ``UserInputError`` (exit 2)."""
-    read = read_overrides(texts)
-    problems = [r for r in read if isinstance(r, Problem)]
-    if problems:
-        raise UserInputError("invalid overrides", problems)
-    return tuple(r for r in read if isinstance(r, Override))
-
-
-def _copy(value: Any) -> Any:
-    """A deep copy sharing nothing: YAML aliases become separate values, so an override
-    of one place does not change the other (as editing the expanded text would not)."""
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    return value
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Equal as YAML values (``true`` is not ``1``)."""
-    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
-
-
 def _short(value: Any) -> str:
     return json.dumps(value)[:200]
 
@@ -176,10 +138,7 @@ def _apply(data: dict[str, Any], ov: Override) -> tuple[str | int, ...] | Proble
     container: Any = data
     path: list[str | int] = []
     i = 0
-    while True:
-        step = _step(container, parts, i)
-        if step is None:
-            break
+    while (step := _step(container, parts, i)) is not None:
         key, j = step
         if j == len(parts):
             return _at_existing(container, key, (*path, key), ov)
@@ -229,7 +188,9 @@ def _at_existing(container: Any, key: str | int, path: tuple[str | int, ...],
         return ov.problem("already in the spec", found=_short(current),
                           fix=f"to change it, write {ov.text[1:]} (or ++{ov.text[1:]})")
     if ov.op == "delete":
-        if ov.has_value and not _same(current, ov.value):
+        # Compared as YAML values: true is not 1.
+        if ov.has_value and json.dumps(current, sort_keys=True) != json.dumps(
+                ov.value, sort_keys=True):
             return ov.problem(f"holds {_short(current)}, not {_short(ov.value)}, so it is "
                               "not deleted", found=_short(current),
                               fix=f"~{ov.key} deletes it whatever it holds")
@@ -237,17 +198,6 @@ def _at_existing(container: Any, key: str | int, path: tuple[str | int, ...],
         return path
     container[key] = ov.value
     return path
-
-
-class _Dumper(yaml.SafeDumper):
-    """Dumps what :mod:`orchestrator.spec.yaml_source` reads back equal: text that its
-    YAML 1.2 floats would read as a number (``'1e-3'``) is quoted; no anchors."""
-
-    def ignore_aliases(self, data: Any) -> bool:
-        return True
-
-
-_Dumper.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_12, list("-+0123456789."))
 
 
 def _flat(path: Sequence[str | int]) -> tuple[str, ...]:
@@ -272,20 +222,17 @@ class OverriddenDocument(SourceDocument):
         return super().problem(path, location, message, found, allowed, fix)
 
 
-def dump_yaml(data: Any) -> str:
-    """``data`` as YAML text that :mod:`orchestrator.spec.yaml_source` reads back equal."""
-    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True,
-                     default_flow_style=None, width=100)
-
-
 def resolve(doc: SourceDocument, texts: Sequence[str]) -> tuple[OverriddenDocument, str]:
-    """``doc`` (whose data is a mapping) with the overrides ``texts`` applied in order, and
-    the resolved spec's YAML text (what the sweep stores; it reads back to the same data).
-    Every override that cannot apply is reported at once (``UserInputError``, exit 2)."""
-    data = _copy(doc.data)
+    """``doc`` (a mapping) with the overrides ``texts`` applied in order, and its YAML text
+    (what the sweep stores); every override that cannot apply in one ``UserInputError``."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    data = _plain(doc.data)
     written: list[tuple[tuple[str, ...], Override]] = []
     problems: list[Problem] = []
-    for ov in read_overrides(texts):  # the good ones applied, to report all at once
+    for n, text in enumerate(texts, 1):  # the good ones applied, to report all at once
+        ov = _read_one(parser, n, text)
         if isinstance(ov, Problem):
             problems.append(ov)
             continue

@@ -1,6 +1,5 @@
-"""Cross-reference checks: do axes, labels, zips, exclusions and includes fit together?
-They need the backend's settings model, so they run after the spec's own structure has
-validated; every problem is collected."""
+"""Cross-reference checks, given the backend's settings model: do axes, labels, zips,
+exclusions and includes fit together? Every problem is collected."""
 
 from __future__ import annotations
 
@@ -30,19 +29,15 @@ def axis_leaf_paths(spec: Spec, axis: str) -> set[LeafPath]:
     """The setting leaf paths an axis sets (empty for labels)."""
     values = spec.axes[axis]
     if isinstance(values, dict):
-        paths: set[LeafPath] = set()
-        for settings in values.values():
-            paths.update(flatten(settings))
-        return paths
+        return {leaf for settings in values.values() for leaf in flatten(settings)}
     if axis in spec.labels:
         return set()
     return {tuple(axis.split("."))}
 
 
 def _check_axes(spec: Spec, known: frozenset[str], problems: list[Problem]) -> None:
-    label_at: dict[str, int] = {}
-    for index, label in enumerate(spec.labels):
-        label_at.setdefault(label, index)
+    # Each label's first position (later ones are repetitions).
+    label_at = {label: index for index, label in reversed(list(enumerate(spec.labels)))}
     for axis, values in spec.axes.items():
         if isinstance(values, dict):
             if axis in label_at:

@@ -1,8 +1,5 @@
-"""JSON Schema of the spec, with each backend's settings schema for ``base``.
-
-Editors (VS Code's YAML extension, JetBrains) validate a spec against it with a
-``# yaml-language-server: $schema=...`` comment or a schema mapping.
-"""
+"""JSON Schema of the spec, with each backend's settings schema for ``base``: what editors
+validate a spec with (``# yaml-language-server: $schema=...`` or a schema mapping)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""The spec's ``search:`` block: an adaptive search (Optuna) over some settings
-(docs/search.md; reference: docs/spec.md#search), one study of ``trials`` trials per axis
-combination (:mod:`orchestrator.search.hook`). The space is checked against the backend
-by :func:`orchestrator.spec.blocks.search_problems`; whether the objective's metric is
-logged is known once a trial ends (a study whose first finished trial lacks it fails).
+"""The spec's ``search:`` block (docs/spec.md#search): an Optuna study of ``trials`` trials
+per axis combination (:mod:`orchestrator.search.hook`). The space is checked against the
+backend by :func:`~.blocks.search_problems`; the objective's metric only once a trial ends.
 """
 
 from __future__ import annotations
@@ -28,8 +26,7 @@ from orchestrator.spec.stop_block import MetricName
 MAX_TRIALS = 10_000
 MAX_PARALLEL = 1024
 Number = StrictInt | StrictFloat
-# What a categorical value may be (as orchestrator.spec.model.JsonScalar; not imported
-# from there: the spec model imports this module).
+# What a categorical value (and an axis value of the spec model, which imports this) may be.
 JsonScalar = StrictBool | StrictInt | StrictFloat | StrictStr | None
 _KINDS = ("uniform", "loguniform", "integer", "categorical")  # "integer" is written int:
 
@@ -70,12 +67,6 @@ class Distribution(_Strict):
         return self
 
     @property
-    def kind(self) -> str:
-        """``uniform``, ``loguniform``, ``int`` or ``categorical``."""
-        kind = next(k for k in _KINDS if getattr(self, k) is not None)
-        return "int" if kind == "integer" else kind
-
-    @property
     def bounds(self) -> tuple[float, float]:
         """``(low, high)`` of a numeric range."""
         pair = self.uniform or self.loguniform or self.integer
@@ -95,8 +86,7 @@ class Distribution(_Strict):
             return list(self.categorical)
         low, high = self.bounds
         if self.integer is not None:
-            count = int(high - low) + 1
-            if count <= points:
+            if high - low + 1 <= points:
                 return list(range(int(low), int(high) + 1))
             return sorted({round(low + (high - low) * i / (points - 1)) for i in range(points)})
         if points == 1 or low == high:

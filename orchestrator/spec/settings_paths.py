@@ -1,7 +1,5 @@
-"""Dotted setting paths: which names a backend's settings model accepts, and flattening.
-
-Axes and variants may name nested settings with dots (``model.d_model``) or with nested
-mappings (``model: {d_model: 64}``); both flatten to the same leaf path.
+"""Dotted setting paths: which names a settings model accepts, and flattening (a nested
+setting named with dots, ``model.d_model``, or nested, ``model: {d_model: 64}``: one path).
 """
 
 from __future__ import annotations
@@ -32,12 +30,9 @@ def _submodels(annotation: Any) -> list[type[BaseModel]]:
 def settings_paths(model: type[BaseModel]) -> frozenset[str]:
     """Every dotted setting name ``model`` accepts, nested models included (a field
     ``inner`` of a model with a field ``d``: ``inner`` and ``inner.d``)."""
-    paths: set[str] = set()
-    for name, field in model.model_fields.items():
-        paths.add(name)
-        for sub in _submodels(field.annotation):
-            paths.update(f"{name}.{inner}" for inner in settings_paths(sub))
-    return frozenset(paths)
+    return frozenset(model.model_fields) | {
+        f"{name}.{inner}" for name, field in model.model_fields.items()
+        for sub in _submodels(field.annotation) for inner in settings_paths(sub)}
 
 
 def flatten(mapping: Mapping[str, Any], prefix: LeafPath = ()) -> dict[LeafPath, Any]:
@@ -106,9 +101,8 @@ def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str
 
 
 class LeafIndex(Generic[T]):
-    """Values filed under setting leaf paths, found by any path overlapping theirs (one a
-    prefix of the other) in a few lookups: linear in the leaves, where comparing every
-    pair took minutes on 10^4 settings."""
+    """Values filed under leaf paths, found by any path overlapping theirs (one a prefix of
+    the other) in a few lookups (comparing every pair took minutes on 10^4 settings)."""
 
     def __init__(self) -> None:
         self._whole: dict[LeafPath, list[T]] = {}  # leaf -> its values
@@ -129,8 +123,7 @@ class LeafIndex(Generic[T]):
             self._under.setdefault(leaf[:n], []).append(value)
 
     def overlapping(self, path: LeafPath) -> list[T]:
-        """The values of the leaves equal to, above or below ``path``, in filing order per
-        leaf."""
+        """The values of the leaves equal to, above or below ``path`` (filing order per leaf)."""
         found = [v for n in range(1, len(path) + 1) for v in self._whole.get(path[:n], ())]
         return found + self._under.get(path, [])
 
@@ -142,9 +135,8 @@ def overlaps(a: LeafPath, b: LeafPath) -> bool:
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str | None:
-    """``"did you mean 'x'?"`` for the closest known name, if any is close (among at most
-    ``MAX_SUGGESTION_CANDIDATES`` names, for a name of at most 200 characters: fuzzy
-    matching costs their product)."""
+    """``"did you mean 'x'?"`` for the closest known name, if any (fuzzy matching costs the
+    product: only among ``MAX_SUGGESTION_CANDIDATES`` names, for names of <= 200 chars)."""
     candidates = sorted(known)
     if len(candidates) > MAX_SUGGESTION_CANDIDATES or len(name) > 200:
         return None

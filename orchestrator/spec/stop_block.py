@@ -1,7 +1,6 @@
-"""The spec's ``stop:`` block: rules that end a cell early, and the sweep's GPU-hours cap
-(docs/spec.md#stopping-rules), judged on the metrics as a run logs them
-(:mod:`orchestrator.stopping.rules`). A metric name cannot be checked before a run logs,
-so a misspelt one never fires; the scheduler warns when a cell ended without logging it.
+"""The spec's ``stop:`` block (docs/spec.md#stopping-rules): rules judged on the metrics a
+run logs (:mod:`orchestrator.stopping.rules`), and the sweep's GPU-hours cap. A misspelt
+metric never fires; the scheduler warns when a cell ended without logging it.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Bounded YAML input (docs/spec.md#limits): a file is read only up to a size, a document
-is measured before use. Aliases share one composed node between many places, so a 1 kB
-"billion laughs" document composes instantly and explodes only when walked as a tree;
-:func:`check_graph` measures the composed graph first: its size with every alias
-expanded (memoised per shared node), its depth, and any alias to a node containing it.
+measured before use. A 1 kB "billion laughs" document composes instantly (aliases share
+nodes) and explodes only when walked as a tree, so :func:`check_graph` measures the
+composed graph first: size with aliases expanded, depth, aliases to a node containing them.
 """
 
 from __future__ import annotations
@@ -19,9 +18,8 @@ from orchestrator.limits import MAX_FILE_BYTES, MAX_YAML_DEPTH, MAX_YAML_NODES
 
 
 def read_yaml_file(path: Path, what: str = "spec") -> str:
-    """The text of a YAML file, read at most :data:`MAX_FILE_BYTES` into memory (a UTF-8
-    byte order mark dropped). Every way a file can be unreadable raises
-    ``UserInputError`` naming the file; bad UTF-8 is located at its line and column."""
+    """The text of a YAML file (at most :data:`MAX_FILE_BYTES`, a UTF-8 BOM dropped); an
+    unreadable file is a ``UserInputError`` naming it (bad UTF-8 at its line and column)."""
     def refuse(message: str, found: str | None = None, fix: str | None = None,
                line: int | None = None, column: int | None = None) -> UserInputError:
         problem = Problem(location="", message=message, found=found, fix=fix, file=str(path),
@@ -51,14 +49,12 @@ def read_yaml_file(path: Path, what: str = "spec") -> str:
     try:
         return raw.decode("utf-8-sig")  # a BOM some editors write is not part of the text
     except UnicodeDecodeError as exc:
-        before = raw[: exc.start]
         raise refuse("not UTF-8 text", found=repr(raw[exc.start : exc.end]),
-                     fix="save the file as UTF-8", line=before.count(b"\n") + 1,
-                     column=len(before) - (before.rfind(b"\n") + 1) + 1) from None
+                     fix="save the file as UTF-8", line=raw.count(b"\n", 0, exc.start) + 1,
+                     column=exc.start - raw.rfind(b"\n", 0, exc.start)) from None
 
 
-def _not_regular(refuse: Callable[..., UserInputError], mode: int,
-                 what: str) -> UserInputError:
+def _not_regular(refuse: Callable[..., UserInputError], mode: int, what: str) -> UserInputError:
     """The refusal of a FIFO, socket or device: reading one can wait forever (a FIFO
     with no writer) or never end (``/dev/zero``), so nothing reads it."""
     kinds = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"),
@@ -188,7 +184,5 @@ def check_graph(root: yaml.Node, filename: str) -> None:
 
 
 def _too_deep(filename: str, node: yaml.Node, path: list[str | int]) -> UserInputError:
-    return _problem(
-        filename, node, path,
-        f"nested more than {MAX_YAML_DEPTH} levels deep (a dot in a key counts as a level)",
-        fix="flatten it: a spec needs a few levels")
+    return _problem(filename, node, path, f"nested more than {MAX_YAML_DEPTH} levels deep (a dot"
+                    " in a key counts as a level)", fix="flatten it: a spec needs a few levels")

@@ -1,7 +1,6 @@
-"""YAML text -> plain Python data, keeping the composed node tree so that any dotted
-location (``axes.kappa.k200.kl_coef``) can be turned back into ``file:line:col``. Two YAML
-1.1 surprises are fixed on the way in: duplicate keys are errors (PyYAML keeps the last
-silently) and ``1e-3`` is a float (YAML 1.1 reads a string).
+"""YAML text -> plain Python data, keeping the node tree so that a dotted location
+(``axes.kappa.k200.kl_coef``) becomes ``file:line:col``. Two YAML 1.1 surprises are fixed:
+duplicate keys are errors (PyYAML keeps the last) and ``1e-3`` is a float (not a string).
 """
 
 from __future__ import annotations
@@ -10,6 +9,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import yaml
@@ -35,11 +35,9 @@ class _Loader(_BaseLoader):  # type: ignore[misc,valid-type]
 _Loader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_12, list("-+0123456789."))
 
 
-def _finite_float_or_word(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> float | str:
-    """``.inf``, ``-.inf`` and ``.nan`` as the words ``inf``, ``-inf``, ``nan``: JSON has no
-    such numbers, NaN equals nothing (no exclusion could match it), and the settings that
-    take an infinity take the word (``clip_ratio: inf``)."""
-    value = loader.construct_yaml_float(node)
+def float_or_word(value: float) -> float | str:
+    """Infinities and NaN as the words ``inf``, ``-inf``, ``nan`` (how ``.inf`` is read): JSON
+    has no such numbers, NaN equals nothing, and settings take the word (``clip_ratio: inf``)."""
     if math.isfinite(value):
         return value
     return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
@@ -72,9 +70,27 @@ def _unsupported(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
 
 
 _Loader.add_constructor("tag:yaml.org,2002:int", _number(_Loader.construct_yaml_int))
-_Loader.add_constructor("tag:yaml.org,2002:float", _number(_finite_float_or_word))
+_Loader.add_constructor("tag:yaml.org,2002:float", _number(
+    lambda loader, node: float_or_word(loader.construct_yaml_float(node))))
 for _tag in ("binary", "timestamp", "set", "omap", "pairs"):
     _Loader.add_constructor(f"tag:yaml.org,2002:{_tag}", _unsupported)
+
+
+class _Dumper(yaml.SafeDumper):
+    """Dumps what :func:`load_yaml` reads back equal: text that its YAML 1.2 floats would
+    read as a number (``'1e-3'``) is quoted; no anchors."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+_Dumper.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_12, list("-+0123456789."))
+
+
+def dump_yaml(data: Any) -> str:
+    """``data`` as YAML text that :func:`load_yaml` reads back equal."""
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True,
+                     default_flow_style=None, width=100)
 
 
 @dataclass(frozen=True)
@@ -88,6 +104,11 @@ class Position:
     def of(cls, node: yaml.Node) -> Position:
         """Where ``node`` starts."""
         return cls(node.start_mark.line + 1, node.start_mark.column + 1)
+
+    @classmethod
+    def in_text(cls, text: str, index: int) -> Position:
+        """Where ``text[index]`` is."""
+        return cls(text.count("\n", 0, index) + 1, index - text.rfind("\n", 0, index))
 
 
 def dotted(path: Sequence[str | int]) -> str:
@@ -129,28 +150,22 @@ class SourceDocument:
         best = Position.of(node)
         parts = [str(p) for p in path]
         i = 0
-        while i < len(parts) and node is not None:
+        while i < len(parts):
             if isinstance(node, yaml.MappingNode):
-                found = None
                 entries = self._entries(node)
                 # Longest dotted join first: a key may itself contain dots.
-                for j in range(len(parts), i, -1):
-                    entry = entries.get(".".join(parts[i:j]))
-                    if entry is not None:
-                        found = (*entry, j)
-                        break
-                if found is None:
+                j = next((j for j in range(len(parts), i, -1)
+                          if ".".join(parts[i:j]) in entries), None)
+                if j is None:
                     return best
-                key_node, node, i = found
-                best = Position.of(key_node)
+                key_node, node = entries[".".join(parts[i:j])]
+                best, i = Position.of(key_node), j
             elif isinstance(node, yaml.SequenceNode):
                 try:
-                    index = int(parts[i])
-                    node = node.value[index]
+                    node = node.value[int(parts[i])]
                 except (ValueError, IndexError):
                     return best
-                best = Position.of(node)
-                i += 1
+                best, i = Position.of(node), i + 1
             else:
                 return best
         return best
@@ -178,20 +193,16 @@ def _key_problems(node: yaml.Node | None, path: tuple[str | int, ...], doc: Sour
                 continue
             key = key_node.value
             at = Position.of(key_node)
+            here = partial(Problem, location=dotted((*path, key)), file=doc.filename,
+                           line=at.line, column=at.column)
             if key_node.tag not in _NAME_TAGS:
                 # `1:`, `null:`, `yes:` (YAML 1.1 reads a boolean): no name a spec uses.
-                out.append(Problem(
-                    location=dotted((*path, key)),
-                    message="a key must be a name (text), not a number, boolean or null",
-                    found=key, fix=f"quote it: '{key}':", file=doc.filename,
-                    line=at.line, column=at.column))
+                out.append(here(message="a key must be a name (text), not a number, boolean "
+                                "or null", found=key, fix=f"quote it: '{key}':"))
             if key in seen:
                 first = seen[key].start_mark.line + 1
-                out.append(Problem(
-                    location=dotted((*path, key)),
-                    message=f"duplicate key (first given on line {first})", found=repr(key),
-                    fix="remove one of the two entries", file=doc.filename,
-                    line=at.line, column=at.column))
+                out.append(here(message=f"duplicate key (first given on line {first})",
+                                found=repr(key), fix="remove one of the two entries"))
             seen[key] = key_node
             _key_problems(value_node, (*path, key), doc, out)
     elif isinstance(node, yaml.SequenceNode):
@@ -204,12 +215,11 @@ def _reader_problem(exc: yaml.reader.ReaderError, text: str, filename: str) -> P
     char = exc.character if isinstance(exc.character, int) else None
     # libyaml counts UTF-8 bytes; locate the first such character ourselves instead.
     index = next((i for i, c in enumerate(text) if ord(c) == char), None)
-    before = text[:index] if index is not None else ""
+    at = Position.in_text(text, index) if index is not None else None
     return Problem(
         location="", message=f"{exc.reason}", file=filename,
         found=f"U+{char:04X}" if char is not None else None,
-        line=before.count("\n") + 1 if index is not None else None,
-        column=index - (before.rfind("\n") + 1) + 1 if index is not None else None,
+        line=at.line if at else None, column=at.column if at else None,
         fix="remove it, or write it escaped in a double-quoted string (\"\\t\")")
 
 
@@ -222,12 +232,11 @@ def load_yaml(text: str, filename: str) -> SourceDocument:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:  # lone surrogates: text no file can hold
-        before = text[: exc.start]
+        at = Position.in_text(text, exc.start)
         raise UserInputError(f"{filename}: not valid text", [Problem(
             location="", message="not Unicode text (a lone surrogate)",
-            found=repr(text[exc.start : exc.end]), file=filename,
-            line=before.count("\n") + 1, column=exc.start - (before.rfind("\n") + 1) + 1,
-            fix="remove the character")]) from None
+            found=repr(text[exc.start : exc.end]), file=filename, line=at.line,
+            column=at.column, fix="remove the character")]) from None
     try:
         loader = _Loader(text)
         try:

@@ -120,7 +120,7 @@ def test_every_jobs_api_call_gives_up_and_the_scheduler_sees_unknown(
                                 JobResources()),
         lambda: executor.reattach("ray-jobs:kappa-cell-0001-abcd"),
         job.cancel,
-        job.logs,
+        job.sync_logs,  # get_job_logs
     ]
     for call in calls:
         with pytest.raises(RayUnreachableError, match=hung_dashboard) as caught:

@@ -42,8 +42,8 @@ def _with(block: str) -> str:
 def test_the_issue_example_is_valid() -> None:
     search = parse_spec(GOOD, "spec.yaml").search
     assert search is not None and search.trials == 40 and search.parallel == 4
-    assert search.space["kl_coef"].kind == "loguniform"
-    assert search.space["model.n_layers"].kind == "int"
+    assert search.space["kl_coef"].loguniform == (1.0e-4, 1.0e-1)
+    assert search.space["model.n_layers"].integer == (1, 3)
     assert search.space["reward_correct"].categorical == (1, 2, 5)
     # The sweep's stored plan gives the block back; a spec without one plans no search.
     assert stored_plan("s", parse_plan(GOOD).sweep_plan().to_json()).search == search
