@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.spec.stop_block import StopRules
-from orchestrator.stopping.group_watch import every, fired_rule
+from orchestrator.stopping.group_watch import every, fired_rule, own_rules
 from orchestrator.stopping.groups import Member, decide, group_key
 from orchestrator.stopping.rules import MetricHistory, first_stop
 
@@ -74,8 +74,7 @@ def _last_step(history: MetricHistory) -> int:
 def replay(cells: Sequence[FinishedCell], rules: StopRules) -> list[Replayed]:
     """The rules' stop of every cell (see the module docstring)."""
     stops: dict[str, tuple[int, str, bool]] = {}  # cell -> (step, reason, failed)
-    alone = rules.model_copy(update={"plateau": None, "threshold": None}) if (
-        rules.grouped) else rules
+    alone = own_rules(rules) if rules.grouped else rules
     for cell in cells:
         request = first_stop(alone, cell.history) if cell.succeeded else None
         if request is not None:
