@@ -35,22 +35,16 @@ LOG = logging.getLogger(__name__)
 _COMMAND_LINE_URL: ContextVar[str | None] = ContextVar("kappa_notify_url", default=None)
 
 
-def check_url(url: str, where: str = "--notify") -> str:
-    """``url`` if it can take a JSON POST, else a ``UserInputError`` (exit 2) quoting it
-    masked."""
-    why = url_problem(url)
-    if why is not None:
-        raise UserInputError(f"{where}: not a webhook URL", [Problem(
-            where, f"the URL {why}", found=mask_url(url),
-            fix="give the webhook's full URL, e.g. https://hooks.slack.com/services/...")])
-    return url
-
-
 @contextmanager
 def command_line_url(url: str | None) -> Iterator[None]:
-    """Within the block, sweeps recorded notify ``url`` (checked here) rather than what
-    their spec says (``None``: the spec decides)."""
-    token = _COMMAND_LINE_URL.set(None if url is None else check_url(url))
+    """Within the block, sweeps recorded notify ``url`` rather than what their spec says
+    (``None``: the spec decides); a URL that cannot take a JSON POST is a
+    ``UserInputError`` (exit 2) quoting it masked."""
+    if url is not None and (why := url_problem(url)) is not None:
+        raise UserInputError("--notify: not a webhook URL", [Problem(
+            "--notify", f"the URL {why}", found=mask_url(url),
+            fix="give the webhook's full URL, e.g. https://hooks.slack.com/services/...")])
+    token = _COMMAND_LINE_URL.set(url)
     try:
         yield
     finally:

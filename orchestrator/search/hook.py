@@ -147,13 +147,11 @@ class SearchHook(SchedulerHook):
         if cell.state is CellState.SUCCEEDED:
             if (cell.stop_reason or "").startswith("pruned"):
                 st.study.tell(trial.number, state=TrialState.PRUNED)
-                return True
-            value = self._objective(cell)
-            if value is None:
+            elif (value := self._objective(cell)) is not None:
+                st.study.tell(trial.number, value)
+            else:
                 st.study.tell(trial.number, state=TrialState.FAIL)
                 self._maybe_fail_study(st, cell)
-                return True
-            st.study.tell(trial.number, value)
             return True
         if cell.state is CellState.FAILED and cell.retries_left == 0:
             st.study.tell(trial.number, state=TrialState.FAIL)
