@@ -1,14 +1,12 @@
-"""What a sweep's notifications keep in its run folder (``runs/<sweep>/``):
+"""What a sweep's notifications keep in its folder (``runs/<sweep>/``):
 
 * ``notify.json``: where and when to post (the spec's ``notify:`` block with ``${NAME}``
-  resolved, or ``kappa submit --notify URL``), written by the latest submit (owner-only
-  permissions: the URL is a secret) and read by every scheduler of the sweep, a restarted
-  one included, so a background scheduler needs neither the spec nor the variable;
-* ``notify-sent.jsonl``: the key of every message a scheduler began to send, so that no
-  message goes out twice, across restarts too (at most once: a message whose scheduler
-  died while sending it is not sent again).
-
-A submit that carries neither removes ``notify.json``: the latest submit decides.
+  resolved, or ``kappa submit --notify URL``), written by the latest submit (owner-only:
+  the URL is a secret; a submit with neither removes it) and read by every scheduler of
+  the sweep, so a background one needs neither the spec nor the variable;
+* ``notify-sent.jsonl``: the key of every message a scheduler began to send, so that none
+  goes out twice, across restarts too (one whose scheduler died while sending it is not
+  sent again).
 """
 
 from __future__ import annotations

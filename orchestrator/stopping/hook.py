@@ -23,6 +23,7 @@ from typing import Any
 from orchestrator.backends import Backend
 from orchestrator.executors import JobHandle
 from orchestrator.grid.plan import SweepPlan
+from orchestrator.paths import is_canary_sweep
 from orchestrator.registry import CellRecord, CellState, Registry
 from orchestrator.runs.cell_file import write_cell_file
 from orchestrator.runs.folder import summary_final
@@ -96,8 +97,6 @@ class SweepStopping(SchedulerHook):
     def of(cls, plan: SweepPlan, backend: Backend) -> SweepStopping:
         """The sweep's rules and cap, from its plan. A canary sweep gets none of the
         grid's rules (its few steps must all run), only its cap."""
-        from orchestrator.paths import is_canary_sweep
-
         return cls(backend, None if is_canary_sweep(plan.name) else plan.stop, plan.resources,
                    plan.name)
 

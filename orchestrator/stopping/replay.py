@@ -1,22 +1,18 @@
 """Stopping rules replayed offline on a finished full-length sweep: where each cell would
 have stopped, and its numbers there (what ``kappa stop-check`` reports).
 
-A rule is judged on a history exactly as the scheduler judges it live
-(:mod:`.rules`, :mod:`.groups`), so the replay's stop steps are the live ones, up to
-latency: live, a cell on its own stops a step or two after its rule fires (it reads the
-request at its next step boundary), and the replay takes the firing step itself; a
-comparison group's step ``T`` is computed as if every member were at the last member's
-firing step when it fired, with the fixed margin :data:`~.groups.MARGIN` (live, members
-run side by side a few steps apart, and the scheduler widens the margin by what the
-fastest member runs in two passes; ``T`` is the first logging step past it, so with the
-metric logged every ``c`` steps and ``c`` larger than that margin plus the gap, the live
-``T`` is the replay's; otherwise it can be one logging step later).
+Rules are judged exactly as live (:mod:`.rules`, :mod:`.groups`), so the replay's stop
+steps are the live ones up to latency: live, a cell on its own stops a step or two after
+its rule fires, and the replay takes the firing step; a comparison group's step ``T`` is
+computed as if every member were at the last member's firing step when it fired, with
+the fixed margin :data:`~.groups.MARGIN` (live, members run a few steps apart and the
+margin is wider, so with the metric logged every ``c`` steps and ``c`` larger than that
+margin plus the gap, the live ``T`` is the replay's; else it can be one log later).
 
 A cell's numbers at its stop step are the last value of each metric logged at or before
-it. For a metric the run logs at that step (validation at ``T``, which a group's stop
-lands on), that is what a run stopped there reports: its final evaluation at ``T``
-repeats the validation at ``T`` for a deterministic trainer. Metrics computed only at
-the end of a run (held-out benchmarks) have no value at ``T`` and are left out.
+it: for validation at ``T`` what a run stopped there reports (its final evaluation at
+``T`` repeats it, for a deterministic trainer). Metrics computed only at the end of a
+run (held-out benchmarks) have no value at ``T`` and are left out.
 """
 
 from __future__ import annotations
