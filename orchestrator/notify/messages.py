@@ -74,18 +74,16 @@ def _first_line(text: str | None) -> str:
 
 def cell_failed(sweep: str, cell: CellRecord, kind: Event) -> Message:
     """A cell failed for good (``cell_failed``, ``canary_failed`` or ``diverged``)."""
-    attempts = f"{cell.attempts_count} attempt{'s' if cell.attempts_count != 1 else ''}"
+    why = (redact(cell.stop_reason or "")[:MAX_ERROR] if kind == "diverged"
+           else _first_line(cell.last_error))
     if kind == "diverged":
         head = f"kappa: cell `{cell.cell_id}` of *{sweep}* diverged"
-        why = redact(cell.stop_reason or "")[:MAX_ERROR]
     elif kind == "canary_failed":
-        grid = sweep.removesuffix(".canary")
-        head = (f"kappa: a canary of *{grid}* failed (cell `{cell.cell_id}`); "
-                f"the grid is not submitted")
-        why = _first_line(cell.last_error)
+        head = (f"kappa: a canary of *{sweep.removesuffix('.canary')}* failed (cell "
+                f"`{cell.cell_id}`); the grid is not submitted")
     else:
+        attempts = f"{cell.attempts_count} attempt{'s' if cell.attempts_count != 1 else ''}"
         head = f"kappa: cell `{cell.cell_id}` of *{sweep}* failed for good after {attempts}"
-        why = _first_line(cell.last_error)
     text = f"{head} ({axes_text(cell)})" + (f": {why}" if why else "")
     fields = (("sweep", sweep), ("cell", cell.cell_id), ("axes", axes_text(cell)),
               ("attempts", str(cell.attempts_count)), ("log", f"kappa logs {cell.cell_id}"))

@@ -158,9 +158,9 @@ def saved_by_group(cells: Sequence[CellRecord], resources: Resources,
         groups.setdefault(group_key(cell.axes, together), []).append(cell)
     out = []
     for members in groups.values():
-        shared = {k: v for k, v in sorted(members[0].axes.items()) if k not in together}
         label = ", ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}"
-                          for k, v in shared.items()) or "(all cells)"
+                          for k, v in sorted(members[0].axes.items())
+                          if k not in together) or "(all cells)"
         stopped = [c for c in members if is_stopped(c)]
         steps = tuple(sorted({c.progress_step for c in stopped if c.progress_step is not None}))
         out.append(GroupHours(label, len(members), steps,

@@ -131,30 +131,23 @@ def _value_at(points: Sequence[Point], step: int) -> float:
 def first_stop(rules: StopRules, history: MetricHistory,
                cache: PlateauCache | None = None) -> StopRequest | None:
     """The earliest rule that fires on ``history``, as a stop request; ``None`` if none."""
-    found: list[tuple[int, int, StopRequest]] = []
+    found: list[StopRequest] = []  # in the order that breaks a tie
     for rule in rules.diverged:
         points = history.points(rule.metric)
-        step = diverged_step(rule, points)
-        if step is not None:
+        if (step := diverged_step(rule, points)) is not None:
             detail = f"{rule.describe()}; last {_value_at(points, step):.4g}"
-            found.append((step, 0, StopRequest("diverged", step,
-                                               f"diverged at step {step} ({detail})", "failed")))
-    if rules.threshold is not None:
-        t = rules.threshold
+            found.append(StopRequest("diverged", step, f"diverged at step {step} ({detail})",
+                                     "failed"))
+    if (t := rules.threshold) is not None:
         points = history.points(t.metric)
-        step = threshold_step(t, points)
-        if step is not None:
+        if (step := threshold_step(t, points)) is not None:
             target = f">= {t.at_least:g}" if t.at_least is not None else f"<= {t.at_most:g}"
             detail = f"{t.metric} = {_value_at(points, step):.4g} {target}"
-            found.append((step, 1, StopRequest("threshold", step,
-                                               f"threshold at step {step} ({detail})")))
-    if rules.plateau is not None:
-        p = rules.plateau
-        step = plateau_step(p, history.points(p.metric), cache)
-        if step is not None:
-            found.append((step, 2, StopRequest("plateau", step,
-                                               f"plateau at step {step} ({p.metric})")))
-    return min(found, key=lambda f: f[:2])[2] if found else None
+            found.append(StopRequest("threshold", step, f"threshold at step {step} ({detail})"))
+    if (p := rules.plateau) is not None and (
+            step := plateau_step(p, history.points(p.metric), cache)) is not None:
+        found.append(StopRequest("plateau", step, f"plateau at step {step} ({p.metric})"))
+    return min(found, key=lambda request: request.step, default=None)
 
 
 def pruned(step: int, by: str = "pruner") -> StopRequest:
