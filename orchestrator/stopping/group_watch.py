@@ -25,8 +25,6 @@ from orchestrator.spec.stop_block import StopRules
 from orchestrator.stopping.groups import MARGIN, Member, cadence, decide, group_key
 from orchestrator.stopping.rules import MetricHistory, PlateauCache, first_stop
 
-_LIVE = (CellState.RUNNING, CellState.QUEUED, CellState.PENDING)
-
 
 class _Watched(Protocol):
     """What the hook knows of a running cell (:class:`~.hook._Watch`)."""
@@ -178,6 +176,5 @@ class ComparisonGroups:
 
 def _is_live(cell: CellRecord) -> bool:
     """Running, waiting to start, or failed with a retry left (not a final failure)."""
-    if cell.state in _LIVE:
-        return True
-    return cell.state is CellState.FAILED and not cell.stop_reason and cell.retries_left > 0
+    return cell.state in (CellState.RUNNING, CellState.QUEUED, CellState.PENDING) or (
+        cell.state is CellState.FAILED and not cell.stop_reason and cell.retries_left > 0)

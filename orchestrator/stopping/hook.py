@@ -96,7 +96,7 @@ class SweepStopping(SchedulerHook):
     @classmethod
     def of(cls, plan: SweepPlan, backend: Backend) -> SweepStopping:
         """The sweep's rules and cap, from its plan. A canary sweep gets none of the
-        grid's rules (its few steps must all run), only its cap."""
+        grid's rules (its few steps must all run); its cap is the grid's budget."""
         return cls(backend, None if is_canary_sweep(plan.name) else plan.stop, plan.resources,
                    plan.name)
 
