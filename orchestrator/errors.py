@@ -6,8 +6,11 @@ show a password (:mod:`orchestrator.redact`).
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+
+from orchestrator.redact import redact
 
 EXIT_USER_ERROR = 2
 
@@ -39,12 +42,10 @@ class Problem:
                     where += f":{self.column}"
             where += ": "
         text = f"{where}{self.location}: {self.message}" if self.location else where + self.message
-        if self.found is not None:
-            text += f"\n    found:   {self.found}"
-        if self.allowed is not None:
-            text += f"\n    allowed: {self.allowed}"
-        if self.fix is not None:
-            text += f"\n    fix:     {self.fix}"
+        for label, value in (("found:", self.found), ("allowed:", self.allowed),
+                             ("fix:", self.fix)):
+            if value is not None:
+                text += f"\n    {label:<8} {value}"
         return text
 
 
@@ -64,8 +65,6 @@ class UserInputError(KappaError):
 
     def render(self) -> str:
         """The summary and every problem, any password in them masked."""
-        from orchestrator.redact import redact
-
         if not self.problems:
             return redact(self.summary)
         lines = [f"{self.summary} ({len(self.problems)} problem(s)):"]
@@ -80,8 +79,6 @@ def unknown_name(kind: str, name: str, known: Iterable[str], location: str = "")
     "unknown advantage 'grop'; known: drgrpo, grpo"
     """
     known_sorted = sorted(known)
-    import difflib
-
     close = difflib.get_close_matches(name, known_sorted, n=1)
     fix = f"did you mean '{close[0]}'?" if close else None
     msg = f"unknown {kind} '{name}'; known: {', '.join(known_sorted)}"

@@ -1,12 +1,10 @@
-"""Notifications as a scheduler hook: the loop tells it when a cell's run ends for good
-and when the sweep has nothing left to run; it posts what the sweep's ``notify.json``
-asks for (:mod:`orchestrator.notify.store`), through a :class:`~.sender.Notifier` that
-never makes the loop wait. A failure of its own (a registry read, a message) is logged,
-never raised: notifications cannot change how a sweep runs or ends.
+"""Notifications as a scheduler hook: it posts what the sweep's ``notify.json`` asks for
+when a cell fails for good and when the sweep has nothing left to run. A failure of its
+own is logged, never raised: notifications cannot change how a sweep runs or ends.
 
-A cell of a canary sweep (``<name>.canary``) that fails is a ``canary_failed`` message;
-a cell failed by a ``diverged`` rule is a ``diverged`` one (not also ``cell_failed``);
-a canary sweep's own end is not reported (its failures are).
+A failed cell of a canary sweep is a ``canary_failed`` message, one failed by a
+``diverged`` rule a ``diverged`` one (not also ``cell_failed``); a canary sweep's own end
+is not reported.
 """
 
 from __future__ import annotations
@@ -39,10 +37,6 @@ class NotifyHook(SchedulerHook):
         config = load_config(sweep)
         return None if config is None else cls(sweep, config)
 
-    def wants(self, kind: Event) -> bool:
-        """Whether the sweep's ``notify.events`` lists ``kind``."""
-        return kind in self.config.events
-
     def on_cell_end(self, registry: Registry, cell_id: str, status: str) -> None:
         """A cell's run ended: a failure with no retry left is posted."""
         if status != "FAILED":
@@ -54,7 +48,7 @@ class NotifyHook(SchedulerHook):
             kind: Event = ("diverged" if (cell.stop_reason or "").startswith("diverged")
                            else "canary_failed" if is_canary_sweep(self.sweep)
                            else "cell_failed")
-            if self.wants(kind):
+            if kind in self.config.events:
                 self.notifier.send(cell_failed(self.sweep, cell, kind))
         except Exception as exc:
             LOG.warning("no notification for cell %s: %s", cell_id, exc)
@@ -63,7 +57,7 @@ class NotifyHook(SchedulerHook):
         """The sweep has nothing left to run: post its end, then wait (bounded) for the
         queued messages to go out."""
         try:
-            if self.wants("sweep_end") and not is_canary_sweep(self.sweep):
+            if "sweep_end" in self.config.events and not is_canary_sweep(self.sweep):
                 from orchestrator.sweeps.sweep import Sweep
 
                 self.notifier.send(sweep_end(Sweep(registry, self.sweep).status()))

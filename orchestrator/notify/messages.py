@@ -1,9 +1,8 @@
 """The messages kappa posts, in Slack's incoming-webhook shape: ``text`` (what every chat
-tool that takes this JSON shows) and ``blocks`` (a section with the same text, and one
-with fields), built from registry snapshots. Every text is passed through
-:func:`orchestrator.redact.redact` (a cell's last error may quote a URL with a password).
+tool shows) and ``blocks`` (the same text, and fields). Every text is redacted (a cell's
+last error may quote a URL with a password).
 
-Each message has a ``key`` naming what it reports, so that it is sent at most once
+Each message's ``key`` names what it reports, so that it is sent at most once
 (:class:`orchestrator.notify.store.SentLog`): a cell's failure is keyed by its attempts,
 a sweep's end by every cell's state and attempts (a resubmit that adds or reruns cells
 ends the sweep anew; resuming an ended sweep does not).
@@ -74,20 +73,17 @@ def _first_line(text: str | None) -> str:
 
 
 def cell_failed(sweep: str, cell: CellRecord, kind: Event) -> Message:
-    """A cell failed for good (``cell_failed``), a canary failed (``canary_failed``) or
-    a ``diverged`` rule failed the cell (``diverged``)."""
-    attempts = f"{cell.attempts_count} attempt{'s' if cell.attempts_count != 1 else ''}"
+    """A cell failed for good (``cell_failed``, ``canary_failed`` or ``diverged``)."""
+    why = (redact(cell.stop_reason or "")[:MAX_ERROR] if kind == "diverged"
+           else _first_line(cell.last_error))
     if kind == "diverged":
         head = f"kappa: cell `{cell.cell_id}` of *{sweep}* diverged"
-        why = redact(cell.stop_reason or "")[:MAX_ERROR]
     elif kind == "canary_failed":
-        grid = sweep.removesuffix(".canary")
-        head = (f"kappa: a canary of *{grid}* failed (cell `{cell.cell_id}`); "
-                f"the grid is not submitted")
-        why = _first_line(cell.last_error)
+        head = (f"kappa: a canary of *{sweep.removesuffix('.canary')}* failed (cell "
+                f"`{cell.cell_id}`); the grid is not submitted")
     else:
+        attempts = f"{cell.attempts_count} attempt{'s' if cell.attempts_count != 1 else ''}"
         head = f"kappa: cell `{cell.cell_id}` of *{sweep}* failed for good after {attempts}"
-        why = _first_line(cell.last_error)
     text = f"{head} ({axes_text(cell)})" + (f": {why}" if why else "")
     fields = (("sweep", sweep), ("cell", cell.cell_id), ("axes", axes_text(cell)),
               ("attempts", str(cell.attempts_count)), ("log", f"kappa logs {cell.cell_id}"))
@@ -95,8 +91,8 @@ def cell_failed(sweep: str, cell: CellRecord, kind: Event) -> Message:
 
 
 def sweep_end(status: SweepStatus) -> Message:
-    """The sweep has nothing left to run (``status``: its complete status): counts, hours
-    used, the best cell by its final validation accuracy."""
+    """The sweep has nothing left to run: counts, hours used, the best cell by its final
+    validation accuracy (``status``: its complete status)."""
     cells = status.cells
     shown = " · ".join(f"{n} {state}" for state, n in status.counts.items() if n) or "no cells"
     text = f"kappa: sweep *{status.sweep}* ended: {shown} ({len(cells)} cells)"

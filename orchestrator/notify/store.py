@@ -1,14 +1,12 @@
-"""What a sweep's notifications keep in its run folder (``runs/<sweep>/``):
+"""What a sweep's notifications keep in its folder (``runs/<sweep>/``):
 
 * ``notify.json``: where and when to post (the spec's ``notify:`` block with ``${NAME}``
-  resolved, or ``kappa submit --notify URL``), written by the latest submit (owner-only
-  permissions: the URL is a secret) and read by every scheduler of the sweep, a restarted
-  one included, so a background scheduler needs neither the spec nor the variable;
-* ``notify-sent.jsonl``: the key of every message a scheduler began to send, so that no
-  message goes out twice, across restarts too (at most once: a message whose scheduler
-  died while sending it is not sent again).
-
-A submit that carries neither removes ``notify.json``: the latest submit decides.
+  resolved, or ``kappa submit --notify URL``), written by the latest submit (owner-only:
+  the URL is a secret; a submit with neither removes it) and read by every scheduler of
+  the sweep, so a background one needs neither the spec nor the variable;
+* ``notify-sent.jsonl``: the key of every message a scheduler began to send, so that none
+  goes out twice, across restarts too (one whose scheduler died while sending it is not
+  sent again).
 """
 
 from __future__ import annotations
@@ -35,22 +33,16 @@ LOG = logging.getLogger(__name__)
 _COMMAND_LINE_URL: ContextVar[str | None] = ContextVar("kappa_notify_url", default=None)
 
 
-def check_url(url: str, where: str = "--notify") -> str:
-    """``url`` if it can take a JSON POST, else a ``UserInputError`` (exit 2) quoting it
-    masked."""
-    why = url_problem(url)
-    if why is not None:
-        raise UserInputError(f"{where}: not a webhook URL", [Problem(
-            where, f"the URL {why}", found=mask_url(url),
-            fix="give the webhook's full URL, e.g. https://hooks.slack.com/services/...")])
-    return url
-
-
 @contextmanager
 def command_line_url(url: str | None) -> Iterator[None]:
-    """Within the block, sweeps recorded notify ``url`` (checked here) rather than what
-    their spec says (``None``: the spec decides)."""
-    token = _COMMAND_LINE_URL.set(None if url is None else check_url(url))
+    """Within the block, sweeps recorded notify ``url`` rather than what their spec says
+    (``None``: the spec decides); a URL that cannot take a JSON POST is a
+    ``UserInputError`` (exit 2) quoting it masked."""
+    if url is not None and (why := url_problem(url)) is not None:
+        raise UserInputError("--notify: not a webhook URL", [Problem(
+            "--notify", f"the URL {why}", found=mask_url(url),
+            fix="give the webhook's full URL, e.g. https://hooks.slack.com/services/...")])
+    token = _COMMAND_LINE_URL.set(url)
     try:
         yield
     finally:

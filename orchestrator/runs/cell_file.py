@@ -1,15 +1,12 @@
 """``<run_dir>/cell.json``: what a run folder is, readable without the registry.
 
-The scheduler writes it when the run folder is made (state ``pending``) and again at
-each launch and end of the cell, always atomically (:mod:`.atomic`), so a run folder
-copied elsewhere still says which sweep and cell it is, its axes, how it ended and
-which MLflow run holds its curves. :mod:`orchestrator.analysis.sources` reads it::
+Written atomically after each state change of the cell (the registry stays the truth),
+so a run folder copied elsewhere still says which sweep and cell it is, its axes, how it
+ended and which MLflow run holds its curves (:mod:`orchestrator.analysis.sources`)::
 
     {"sweep": str, "cell_id": str, "axes": {name: value}, "labels": {name: label},
      "state": "pending" | "running" | "succeeded" | "failed" | "cancelled" | ...,
      "mlflow_run_id": str | null}
-
-The registry stays the truth; this file follows it (written after each state change).
 """
 
 from __future__ import annotations
@@ -38,9 +35,8 @@ def write_cell_file(run_dir: Path, sweep: str, cell: _CellFacts, state: str,
                 "labels": dict(labels), "state": str(state),
                 "mlflow_run_id": mlflow_run_id or None}
     run_dir.mkdir(parents=True, exist_ok=True)
-    target = run_dir / CELL_FILE
-    write_json(target, document, indent=1, default=str)
-    return target
+    write_json(run_dir / CELL_FILE, document, indent=1, default=str)
+    return run_dir / CELL_FILE
 
 
 def read_cell_file(run_dir: Path) -> dict[str, Any] | None:

@@ -105,11 +105,8 @@ def write_summary(run_dir: Path, summary: Mapping[str, Any]) -> None:
 
 
 def summary_final(summary: Mapping[str, Any] | None) -> dict[str, float]:
-    """The numeric entries of a summary's ``final`` mapping.
-
-    A metric that could not be computed may be written as ``null`` (JSON has no NaN) or
-    as text; it is missing, not a reason to fail reading the whole sweep.
-    """
+    """The numeric entries of a summary's ``final`` mapping (a metric written as ``null``
+    or text is missing, not a reason to fail reading the whole sweep)."""
     final = (summary or {}).get("final")
     if not isinstance(final, Mapping):
         return {}

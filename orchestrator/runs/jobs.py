@@ -1,15 +1,11 @@
 """Job folders: ``<log dir>/.jobs/<log name>.<token>/``, one per submit of a job that
-writes to ``<log dir>/<log name>`` (the local and SLURM executors keep a job's own
-records there: ``pid.json`` or ``job.json``, the submitter's record of the job, and
-``exit``, the job's exit code, written by the job wrapper when the job ends).
+writes to ``<log dir>/<log name>``, holding the executor's record of the job
+(``pid.json`` or ``job.json``) and ``exit``, the exit code the job wrapper writes.
 
-The token starts with the submit time (hex nanoseconds), so folders sort by age and a
-caller can ask for the jobs submitted since some moment: crash recovery asks for the
-jobs of the CURRENT attempt only (submitted after the attempt opened), since an earlier
-attempt's finished job writes to the same log and must never be taken for this one's.
-
-Only the standard library is imported: the job wrapper (run with ``python -I -S``)
-writes its exit file through here.
+The token starts with the submit time (hex nanoseconds), so folders sort by age and
+crash recovery can ask for the jobs of the current attempt only: an earlier attempt's
+finished job writes to the same log and must never be taken for this one's. Only the
+standard library is imported (the job wrapper runs with ``python -I -S``).
 """
 
 from __future__ import annotations

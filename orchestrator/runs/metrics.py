@@ -1,15 +1,12 @@
-"""``metrics.jsonl``: its lines, written, rewritten and read (incrementally: "metrics
-since where I was").
+"""``metrics.jsonl``: its lines, written, rewritten and read incrementally.
 
-A line is ``{"step": int, "metrics": {name: float}}``, and when a step produced values
-that are not finite, also ``"nonfinite": {name: "nan" | "inf" | "-inf"}``. JSON has no
-NaN, MLflow's store would reject it and every reader of ``metrics`` expects numbers, so
-such values stay out of ``metrics``; the separate field keeps them for whoever judges
-them (the ``diverged: {nonfinite: true}`` stopping rule). Readers that only know
-``metrics`` are unaffected.
+A line is ``{"step": int, "metrics": {name: float}}``, plus ``"nonfinite": {name: "nan" |
+"inf" | "-inf"}`` for a step's values that are not finite: JSON has no NaN and every
+reader of ``metrics`` (MLflow's store too) expects numbers, so they are kept apart, for
+the ``diverged: {nonfinite: true}`` stopping rule.
 
-:class:`MetricsRead` is what :meth:`orchestrator.backends.base.Backend.read_metrics` returns:
-the rows logged since a cursor (file identity + byte offset), or the whole history again
+:class:`MetricsRead` (what :meth:`orchestrator.backends.base.Backend.read_metrics`
+returns) holds the rows logged since a cursor, or the whole history again
 (``restarted``) when the file was rewritten (a resume drops the steps it will redo).
 """
 
@@ -59,12 +56,8 @@ def rewrite_metrics(path: Path, rows: Mapping[int, Mapping[str, float]]) -> None
 
 
 def truncate_metrics(path: Path, last_step: int) -> list[str]:
-    """Drop lines of ``metrics.jsonl`` that a resume from ``last_step`` will redo; the
-    lines kept (what an uninterrupted run had logged up to there, in order).
-
-    That is every line after ``last_step`` and a final evaluation logged at ``last_step``
-    (its ``eval/*`` line), which is redone once training ends.
-    """
+    """Drop the lines a resume from ``last_step`` will redo: every line after it, and a
+    final evaluation (``eval/*``) logged at it; the lines kept, in order."""
     if not path.exists():
         return []
     kept = []
@@ -107,10 +100,8 @@ class MetricsCursor:
 @dataclass(frozen=True)
 class MetricsRead:
     """Rows logged since the cursor (in logged order) and the cursor to pass next time.
-
     ``restarted``: the file was replaced or shortened since the cursor, so ``rows`` is
-    the whole history from its first line and what was read before must be forgotten.
-    """
+    the whole history and what was read before must be forgotten."""
 
     rows: tuple[MetricRow, ...]
     cursor: Any

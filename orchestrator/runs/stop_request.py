@@ -1,27 +1,25 @@
 """The stop request: ``<run_dir>/stop-request.json``, how a cell is asked to end early.
 
 The scheduler writes it (atomically) when a stopping rule fires or a pruner prunes. It
-is a request, not an outcome: the cell has stopped only once its run reports so. A
-process that honours it (the embedded trainer, through :class:`StopPoint`) first records
-in it the step it will stop at (``at_step``: the requested step, or a later one it or an
-earlier attempt had already logged), then trains up to that step if it resumed from an
-earlier checkpoint, and ends there cleanly: a checkpoint, the final evaluation,
-``summary.json`` with ``"stopped": {...the request..., "at_step": N}``, exit 0
-(:func:`confirms` is the scheduler's test of that report). A job that dies on the way
-leaves the request standing: the next attempt resumes from its last checkpoint and stops
-at the recorded step, so it ends with the numbers (and the record sequence, which keeps
-MLflow equal to ``metrics.jsonl``) of a run that was never interrupted.
+is a request, not an outcome. A process that honours it (through :class:`StopPoint`)
+records in it the step it will stop at (``at_step``: the requested step, or a later one
+already logged), trains up to that step if it resumed from an earlier checkpoint, and
+ends there cleanly: a checkpoint, the final evaluation, ``summary.json`` with
+``"stopped": {...the request..., "at_step": N}``, exit 0 (:func:`confirms` tests that
+report). A job that dies on the way leaves the request standing: the next attempt stops
+at the recorded step, with the numbers (and the records, which keep MLflow equal to
+``metrics.jsonl``) of a run that was never interrupted.
 
-The file is also the record of the decision: a scheduler that restarts reads the cell's
-outcome from it. It is kept across the attempts of a launch that has not ended; a
-``diverged`` one (a final failure) is removed only when the user queues the cell again.
+The file is also the record of the decision, read back by a restarted scheduler. It is
+kept across the attempts of a launch; a ``diverged`` one (a final failure) is removed
+only when the user queues the cell again.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -43,15 +41,13 @@ _TAIL_BYTES = 1 << 16  # of metrics.jsonl and the outbox: many records' worth
 class StopRequest:
     """Why and where a cell should stop, and how it then ends.
 
-    ``rule`` names what decided (``plateau``, ``threshold``, ``diverged``, ``pruned``);
-    ``step`` is the training step whose metrics decided; ``reason`` is the sentence
-    shown to people (``plateau at step 340 (val-core/...)``); ``outcome`` is the cell's
-    final state: ``succeeded`` (a finished result: plateau, threshold, pruned) or
-    ``failed`` (diverged; never retried). ``at_step``: the step the run recorded it
-    stops at (``None`` until a run saw the request); ``requested_at``: when the
-    scheduler made it (Unix seconds; for measuring stop latency). ``met_by``: for a
-    comparison group's stop (:mod:`orchestrator.stopping.groups`), the step by which every
-    member had met the rule; ``step`` is then the group's stop step, the same for all.
+    ``rule``: what decided (``plateau``, ``threshold``, ``diverged``, ``pruned``);
+    ``step``: the step whose metrics decided; ``reason``: the sentence shown to people
+    (``plateau at step 340 (val-core/...)``); ``outcome``: ``succeeded`` (a finished
+    result) or ``failed`` (diverged; never retried); ``at_step``: the step the run will
+    stop at (``None`` until a run saw it); ``requested_at``: Unix seconds (for stop
+    latency); ``met_by``: for a comparison group's stop (:mod:`orchestrator.stopping.groups`)
+    the step by which every member had met the rule, ``step`` being the group's stop step.
     """
 
     rule: str
@@ -69,35 +65,29 @@ class StopRequest:
 
     def as_json(self) -> dict[str, Any]:
         """The request as written to the file (the fields not yet known left out)."""
-        data: dict[str, Any] = {"rule": self.rule, "step": self.step, "reason": self.reason,
-                                "outcome": self.outcome}
-        if self.at_step is not None:
-            data["at_step"] = self.at_step
-        if self.requested_at is not None:
-            data["requested_at"] = self.requested_at
-        if self.met_by is not None:
-            data["met_by"] = self.met_by
-        return data
+        return {k: v for k, v in asdict(self).items() if v is not None}
 
     @classmethod
     def from_json(cls, data: Any) -> StopRequest | None:
         """The request in ``data``, or ``None`` if it is not one."""
         if not isinstance(data, dict):
             return None
+        outcome = str(data.get("outcome", "succeeded"))
+        if outcome not in ("succeeded", "failed"):
+            return None
         try:
-            outcome = str(data.get("outcome", "succeeded"))
-            if outcome not in ("succeeded", "failed"):
-                return None
-            at_step, when, met_by = (data.get("at_step"), data.get("requested_at"),
-                                     data.get("met_by"))
             return cls(rule=str(data["rule"]), step=int(data["step"]),
                        reason=str(data["reason"]),
                        outcome="failed" if outcome == "failed" else "succeeded",
-                       at_step=None if at_step is None else int(at_step),
-                       requested_at=None if when is None else float(when),
-                       met_by=None if met_by is None else int(met_by))
+                       at_step=_optional(int, data.get("at_step")),
+                       requested_at=_optional(float, data.get("requested_at")),
+                       met_by=_optional(int, data.get("met_by")))
         except (KeyError, TypeError, ValueError):
             return None
+
+
+def _optional(kind: type[int] | type[float], value: Any) -> Any:
+    return None if value is None else kind(value)
 
 
 def write_stop_request(run_dir: Path, request: StopRequest) -> None:
@@ -111,9 +101,8 @@ def read_stop_request(run_dir: Path) -> StopRequest | None:
 
 
 GROUP_POINTER = "stop-group"
-"""In a run folder of a comparison group's member: the path of the group's decision file,
-which the scheduler writes once for all members (one write delivers the stop to every
-member, so a crash cannot leave some of them without it)."""
+"""In a comparison group member's run folder: the path of the group's decision file (one
+write delivers the stop to every member, so a crash cannot leave some without it)."""
 
 
 def point_to_group(run_dir: Path, decision_file: Path) -> None:
@@ -144,8 +133,8 @@ def stopped_block(request: StopRequest, at_step: int) -> dict[str, Any]:
 def confirms(summary: Mapping[str, Any] | None, request: StopRequest) -> bool:
     """Whether ``summary`` reports that the run stopped on ``request`` at or after its
     step (the backend's confirmation; written after the final evaluation)."""
-    stopped = summary.get("stopped") if isinstance(summary, Mapping) else None
-    if not isinstance(summary, Mapping) or not isinstance(stopped, Mapping):
+    if not isinstance(summary, Mapping) or not isinstance(
+            stopped := summary.get("stopped"), Mapping):
         return False
     at = stopped.get("at_step")
     return (stopped.get("rule") == request.rule and stopped.get("step") == request.step
@@ -178,11 +167,11 @@ def logged_through(run_dir: Path) -> int:
 class StopPoint:
     """A training process's side of the stop request (see the module docstring).
 
-    ``reached`` is the last step an earlier attempt logged (:func:`logged_through`, read
-    before the resume). :meth:`due` is asked at every step boundary: the first time it
-    finds a request it records the stop step in it, then answers whether that step is
-    reached. The step is never below what was logged already, so a resumed attempt
-    logs the same records as the interrupted one and the outbox stays in step.
+    ``reached``: the last step an earlier attempt logged (:func:`logged_through`, read
+    before the resume). :meth:`due`, asked at every step boundary, records the stop step
+    in the first request it finds, never below what was logged already (so a resumed
+    attempt logs the same records and the outbox stays in step), then answers whether
+    that step is reached.
     """
 
     run_dir: Path

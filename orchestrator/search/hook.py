@@ -1,12 +1,11 @@
 """Adaptive search: Optuna proposes, kappa runs (docs/search.md).
 
-A sweep whose spec has a ``search:`` block has one Optuna study per axis combination
-(:func:`study_name`), stored beside the registry (:mod:`.storage`). Each trial is an
-ordinary cell of the sweep (labels ``kappa.study`` and ``kappa.trial``), run by the
-ordinary loop, in which :class:`SearchHook` takes part (:mod:`orchestrator.scheduler.hooks`):
-every pass it tells ended trials and asks new ones, every poll it reports the objective
-and stops a cell its pruner prunes. The studies are the record, so a restart loses
-nothing; a study with a cancelled cell asks no more until a resubmit requeues it.
+A ``search:`` sweep has one Optuna study per axis combination (:func:`study_name`),
+stored beside the registry (:mod:`.storage`). Each trial is an ordinary cell (labels
+``kappa.study`` and ``kappa.trial``); :class:`SearchHook` tells ended trials and asks new
+ones every pass, and reports the objective and prunes every poll. The studies are the
+record, so a restart loses nothing; a study with a cancelled cell asks no more until a
+resubmit requeues it.
 """
 
 from __future__ import annotations
@@ -18,13 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.errors import UserInputError
 from orchestrator.grid.cell import Cell, content_id
 from orchestrator.grid.plan import SweepPlan
 from orchestrator.registry import CellRecord, CellState, Registry
 from orchestrator.runs.layout import run_folder
 from orchestrator.scheduler.hooks import Ending, LoopControl, SchedulerHook
 from orchestrator.search.samplers import distributions, make_pruner, make_sampler, trial_budget
-from orchestrator.search.storage import ERROR_ATTR
+from orchestrator.search.storage import ERROR_ATTR, open_storage
 from orchestrator.spec.search_block import MAX_TRIALS, SearchSpec, with_values
 from orchestrator.stopping.rules import pruned
 from orchestrator.sweeps.sweep import Sweep
@@ -62,10 +62,9 @@ class _Watched:
 
 @dataclass
 class SearchHook(SchedulerHook):
-    """The sweep's search as a hook of the loop (module docstring). Its studies are
-    created or loaded on the first pass, under the scheduler's lease (a scheduler waiting
-    for the lease touches none, and a resumed study's sampler is seeded past the trials
-    asked by then)."""
+    """The sweep's search as a hook of the loop. Its studies are created or loaded on the
+    first pass, under the scheduler's lease (so a resumed study's sampler is seeded past
+    the trials asked by then)."""
 
     sweep: str
     plan: SweepPlan
@@ -83,8 +82,6 @@ class SearchHook(SchedulerHook):
     def _load(self, registry: Registry) -> list[_Study]:
         """The studies, created or loaded, one per starting cell of the plan."""
         import optuna
-
-        from orchestrator.search.storage import open_storage
 
         storage = open_storage(registry.engine)
         studies = []
@@ -131,13 +128,11 @@ class SearchHook(SchedulerHook):
                 continue
             trials = st.study.get_trials(deepcopy=False)
             running = sum(t.state is TrialState.RUNNING for t in trials)
-            asked = len(trials)
-            while asked < trial_budget(self.search) and running < self.search.parallel:
-                trial = st.study.ask(distributions(self.search))
-                self._add_cell(registry, st, trial)
-                asked += 1
-                running += 1
-            more = more or running > 0
+            new = max(0, min(trial_budget(self.search) - len(trials),
+                             self.search.parallel - running))
+            for _ in range(new):
+                self._add_cell(registry, st, st.study.ask(distributions(self.search)))
+            more = more or running + new > 0
         self._more = more
 
     def _tell(self, st: _Study, trial: Any, cell: CellRecord) -> bool:
@@ -147,13 +142,11 @@ class SearchHook(SchedulerHook):
         if cell.state is CellState.SUCCEEDED:
             if (cell.stop_reason or "").startswith("pruned"):
                 st.study.tell(trial.number, state=TrialState.PRUNED)
-                return True
-            value = self._objective(cell)
-            if value is None:
+            elif (value := self._objective(cell)) is not None:
+                st.study.tell(trial.number, value)
+            else:
                 st.study.tell(trial.number, state=TrialState.FAIL)
                 self._maybe_fail_study(st, cell)
-                return True
-            st.study.tell(trial.number, value)
             return True
         if cell.state is CellState.FAILED and cell.retries_left == 0:
             st.study.tell(trial.number, state=TrialState.FAIL)
@@ -188,8 +181,6 @@ class SearchHook(SchedulerHook):
 
     def _add_cell(self, registry: Registry, st: _Study, trial: Any) -> None:
         """Record the trial's cell (pending) with its folder, as a submit records cells."""
-        from orchestrator.errors import UserInputError
-
         settings = with_values(st.base.settings, trial.params)
         try:  # a trial's settings are new: validated and preflighted once, here
             validated = self.backend.validate(settings)
@@ -237,9 +228,8 @@ class SearchHook(SchedulerHook):
                 return
 
     def _watched_of(self, cell: CellRecord) -> _Watched | None:
-        known = self._watched.get(cell.cell_id)
-        if known is not None:
-            return known
+        if cell.cell_id in self._watched:
+            return self._watched[cell.cell_id]
         name, number = cell.labels.get(STUDY_LABEL), cell.labels.get(TRIAL_LABEL)
         st = next((s for s in self.studies or () if s.name == name), None)
         if st is None or not isinstance(number, int):

@@ -28,15 +28,13 @@ def distributions(search: SearchSpec) -> dict[str, Any]:
     return out
 
 
-def grid_size(search: SearchSpec) -> int:
-    """Points in the grid sampler's grid."""
-    points = search.grid_points()
-    return math.prod(len(d.grid_values(points)) for d in search.space.values())
-
-
 def trial_budget(search: SearchSpec) -> int:
     """Trials per study (a grid is never asked for more than its points)."""
-    return min(search.trials, grid_size(search)) if search.sampler == "grid" else search.trials
+    if search.sampler != "grid":
+        return search.trials
+    points = search.grid_points()
+    return min(search.trials, math.prod(len(d.grid_values(points))
+                                        for d in search.space.values()))
 
 
 def make_sampler(search: SearchSpec, offset: int, study_index: int = 0) -> Any:
@@ -74,14 +72,11 @@ def tpe_startup_trials(search: SearchSpec) -> int:
 
 def make_pruner(search: SearchSpec, max_steps: int | None = None) -> Any:
     """The spec's pruner (``max_steps``: the study's, from its plan). A trial's resource
-    is its training step (values are reported at the steps the backend logs them), so
-    hyperband's ``max_resource`` is the cell's ``max_steps`` where the backend says
-    (Optuna's ``auto`` would take the last step of the first finished trial: too small
-    if a stopping rule ended it early). Successive halving's first rung is fixed from
-    ``max_steps`` for the same reason Optuna's ``auto`` takes it from the first finished
-    trial: with ``auto``, a trial that runs while the first is unfinished records its rung
-    values at whatever step it has reached when the first one ends, and a better trial
-    compared with that later value at the rung's own step is pruned."""
+    is its training step, and hyperband's ``max_resource`` and successive halving's first
+    rung come from ``max_steps`` where the backend says: Optuna's ``auto`` takes them from
+    the first finished trial, whose last step is too small if a stopping rule ended it
+    early, and trials running before it ends record rung values at whatever step they
+    have reached then (a better trial compared with that later value is pruned)."""
     import optuna.pruners as p
 
     if search.pruner == "median":

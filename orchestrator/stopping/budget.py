@@ -1,22 +1,19 @@
 """GPU-hours of a sweep: used, projected, planned, saved by stopping rules; the cap.
 
-Pure arithmetic over registry snapshots and the spec's ``resources`` (what one cell
-needs: ``gpus × nodes`` for ``hours``):
+Pure arithmetic over registry snapshots and the spec's ``resources`` (a cell needs
+``gpus × nodes`` GPUs for ``hours``; cells with no GPU are counted in cell-hours):
 
-* **used** — ended cells: the wall time of their last attempt × their GPUs;
-* **planned** — pending and queued cells: their declared steps at the sweep's pace (the
-  duration model of :mod:`orchestrator.scheduler.durations`, the launch order's too) ×
-  their GPUs; ``resources.hours`` × their GPUs until some cell of the sweep has finished;
-* **running** — each running cell as that model projects it, else (under a tenth of its
-  steps, or retried) the larger of its planned hours and the hours it has run;
-* **saved** — cells a stopping rule ended: planned hours × the fraction of their steps
-  they did not run.
+* **used**: ended cells, the wall time of their last attempt;
+* **planned**: pending and queued cells, their declared steps at the sweep's pace (the
+  duration model of :mod:`orchestrator.scheduler.durations`); ``resources.hours`` until
+  some cell of the sweep has finished;
+* **running**: as that model projects each cell, else (under a tenth of its steps, or
+  retried) the larger of its planned hours and the hours it has run;
+* **saved**: cells a stopping rule ended, planned hours × the fraction of steps not run.
 
-The cap (``stop.gpu_hours``) is a budget: a cell starts only if the hours used, the
-running cells' projection and its own planned hours stay within it. Cells that cannot
-start wait while cells run (a cell stopped early may free budget); once nothing runs
-they are cancelled with the reason ``gpu_hours cap``. A sweep whose cells use no GPU
-(``resources.gpus: 0``) is counted in cell-hours instead (a cap needs GPUs).
+The cap (``stop.gpu_hours``) is a budget: a cell starts only if used + running + its own
+planned hours stay within it. Cells that cannot start wait while cells run (a stop may
+free budget); once nothing runs they are cancelled with the reason ``gpu_hours cap``.
 """
 
 from __future__ import annotations
@@ -28,6 +25,7 @@ from datetime import UTC, datetime
 from orchestrator.registry import CellRecord, CellState
 from orchestrator.scheduler.durations import Pace, declared_steps, finished_sample, running_view
 from orchestrator.spec.model import Resources
+from orchestrator.stopping.groups import group_key
 
 CAP_REASON = "gpu_hours cap"
 
@@ -59,8 +57,7 @@ class SweepHours:
 
 
 def multiplier(resources: Resources) -> tuple[float, str]:
-    """GPUs of one cell and the unit: ``(gpus × nodes, "GPU-hours")``, or ``(1,
-    "cell-hours")`` when cells use no GPU."""
+    """``(gpus × nodes, "GPU-hours")`` of one cell, or ``(1, "cell-hours")`` without GPUs."""
     gpus = resources.gpus * resources.nodes
     return (float(gpus), "GPU-hours") if gpus > 0 else (1.0, "cell-hours")
 
@@ -117,8 +114,8 @@ def sweep_hours(cells: Iterable[CellRecord], resources: Resources, cap: float | 
 def admit(pending: Sequence[CellRecord], others: Iterable[CellRecord], resources: Resources,
           cap: float, now: datetime | None = None) -> tuple[list[CellRecord], list[CellRecord]]:
     """Split ``pending`` (in launch order) into the cells the cap lets start now and
-    those that must wait: each admitted cell's planned hours are committed before the
-    next is judged. ``others``: the sweep's cells that are not pending."""
+    those that must wait, committing each admitted cell's hours before judging the next.
+    ``others``: the sweep's cells that are not pending."""
     others = list(others)
     hours = sweep_hours(others, resources, now=now)
     committed = hours.used + hours.running
@@ -143,8 +140,8 @@ def cap_message(hours: SweepHours) -> str:
 @dataclass(frozen=True)
 class GroupHours:
     """What stopping saved in one comparison group (``stop.together``): its label (the
-    axis values its members share), its cells, the step its stopped members ended at
-    (``None`` when none stopped; several when they differ) and the hours saved."""
+    axis values its members share), its cells, the steps its stopped members ended at
+    and the hours saved."""
 
     label: str
     cells: int
@@ -155,17 +152,15 @@ class GroupHours:
 def saved_by_group(cells: Sequence[CellRecord], resources: Resources,
                    together: Sequence[str]) -> list[GroupHours]:
     """Hours saved per comparison group, the groups that saved most first."""
-    from orchestrator.stopping.groups import group_key
-
     pace = Pace.of(map(finished_sample, cells))
     groups: dict[str, list[CellRecord]] = {}
     for cell in cells:
         groups.setdefault(group_key(cell.axes, together), []).append(cell)
     out = []
     for members in groups.values():
-        shared = {k: v for k, v in sorted(members[0].axes.items()) if k not in together}
         label = ", ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}"
-                          for k, v in shared.items()) or "(all cells)"
+                          for k, v in sorted(members[0].axes.items())
+                          if k not in together) or "(all cells)"
         stopped = [c for c in members if is_stopped(c)]
         steps = tuple(sorted({c.progress_step for c in stopped if c.progress_step is not None}))
         out.append(GroupHours(label, len(members), steps,

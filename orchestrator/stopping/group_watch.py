@@ -1,16 +1,10 @@
 """The scheduler's side of comparison groups (:mod:`.groups`): which members have met the
-rule, and when a group is to stop.
-
-:class:`ComparisonGroups` is owned by :class:`~.hook.SweepStopping`. Each poll of a
-running member tells it the member's history (:meth:`ComparisonGroups.judge`); once per
-scheduler pass, if anything changed, it groups the sweep's cells (one registry read) and
-returns the stop requests of the groups that are now to stop
-(:meth:`ComparisonGroups.decisions`).
+rule (:meth:`ComparisonGroups.judge`, each poll), and which groups are now to stop
+(:meth:`ComparisonGroups.decisions`, each pass in which anything changed).
 
 Nothing here survives a restart, and nothing needs to: a member's firing step is judged
-again from its run folder, and a group's decision is read back from the stop request its
-members hold (all hold the same one, so one written before a crash is the decision; the
-members it had not reached yet get it then).
+again from its run folder, and a group's decision is read back from its file or the stop
+request its members hold (all hold the same one).
 """
 
 from __future__ import annotations
@@ -28,18 +22,8 @@ from orchestrator.runs.folder import read_json, write_json
 from orchestrator.runs.layout import group_decision_file
 from orchestrator.runs.stop_request import StopRequest, read_stop_request
 from orchestrator.spec.stop_block import StopRules
-from orchestrator.stopping.groups import (
-    MARGIN,
-    GroupStop,
-    Member,
-    cadence,
-    decide,
-    group_key,
-    lcm,
-)
+from orchestrator.stopping.groups import MARGIN, Member, cadence, decide, group_key
 from orchestrator.stopping.rules import MetricHistory, PlateauCache, first_stop
-
-_LIVE = (CellState.RUNNING, CellState.QUEUED, CellState.PENDING)
 
 
 class _Watched(Protocol):
@@ -53,6 +37,11 @@ class _Watched(Protocol):
         """How fast the run logs steps (0 when unknown)."""
 
 
+def own_rules(rules: StopRules) -> StopRules:
+    """The rules a group's member follows on its own: ``diverged``."""
+    return rules.model_copy(update={"plateau": None, "threshold": None})
+
+
 def fired_rule(rules: StopRules, history: MetricHistory,
                cache: PlateauCache | None = None) -> StopRequest | None:
     """The first of the group rules (plateau, threshold) to fire on ``history``."""
@@ -61,7 +50,7 @@ def fired_rule(rules: StopRules, history: MetricHistory,
 
 def every(rules: StopRules, history: MetricHistory) -> int:
     """The cadence of the group rules' metrics in ``history``."""
-    return lcm(cadence([s for s, _ in history.points(m)]) for m in rules.group_metrics())
+    return math.lcm(*(cadence([s for s, _ in history.points(m)]) for m in rules.group_metrics()))
 
 
 def margin(steps_per_second: float, period: float) -> int:
@@ -81,20 +70,16 @@ class ComparisonGroups:
     changed: bool = True  # the first pass judges every group (a restarted scheduler)
     fired: dict[str, int] = field(default_factory=dict)
     _rule_of: dict[str, str] = field(default_factory=dict)
-    _alone: StopRules = field(init=False)
     _decided: set[str] = field(default_factory=set)
     _read: dict[tuple[str, int], Member] = field(default_factory=dict)
     _period: float = 0.0
     keys: dict[str, str] = field(default_factory=dict)  # cell -> its group's key
 
-    def __post_init__(self) -> None:
-        self._alone = self.rules.model_copy(update={"plateau": None, "threshold": None})
-
     def judge(self, cell_id: str, history: MetricHistory,
               cache: PlateauCache) -> StopRequest | None:
         """A running member's new history: a ``diverged`` request (it stops at once, on
         its own), or ``None`` — its group rules only record where they fired."""
-        diverged = first_stop(self._alone, history, cache)
+        diverged = first_stop(own_rules(self.rules), history, cache)
         if diverged is not None:
             return diverged
         hit = fired_rule(self.rules, history, cache)
@@ -153,7 +138,7 @@ class ComparisonGroups:
         for cell in cells:
             if cell.run_dir:
                 request = read_stop_request(Path(cell.run_dir))
-                if request is not None and GroupStop.of_request(request, ()) is not None:
+                if request is not None and request.grouped:
                     return request
         return None
 
@@ -191,6 +176,5 @@ class ComparisonGroups:
 
 def _is_live(cell: CellRecord) -> bool:
     """Running, waiting to start, or failed with a retry left (not a final failure)."""
-    if cell.state in _LIVE:
-        return True
-    return cell.state is CellState.FAILED and not cell.stop_reason and cell.retries_left > 0
+    return cell.state in (CellState.RUNNING, CellState.QUEUED, CellState.PENDING) or (
+        cell.state is CellState.FAILED and not cell.stop_reason and cell.retries_left > 0)

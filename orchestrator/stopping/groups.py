@@ -105,21 +105,6 @@ class GroupStop:
                   f"{self.met_by})")
         return StopRequest(rule, self.step, reason, "succeeded", met_by=self.met_by)
 
-    @classmethod
-    def of_request(cls, request: StopRequest, members: Sequence[str]) -> GroupStop | None:
-        """The decision a member's stored request records (``None``: not a group's)."""
-        if request.met_by is None:
-            return None
-        return cls(request.step, request.met_by, tuple(members))
-
-
-def lcm(values: Iterable[int]) -> int:
-    """The least common multiple of ``values`` (1 for none)."""
-    out = 1
-    for value in values:
-        out = out * value // math.gcd(out, value)
-    return out
-
 
 def decide(members: Sequence[Member], margin: int = MARGIN) -> GroupStop | None:
     """The group's stop, or ``None`` while it must train on (see the module docstring)."""
@@ -127,7 +112,7 @@ def decide(members: Sequence[Member], margin: int = MARGIN) -> GroupStop | None:
     if not live or any(m.standing == "full" or m.fired is None for m in live):
         return None
     met_by = max(m.fired or 0 for m in live)
-    every = lcm(m.every for m in live)
+    every = math.lcm(*(m.every for m in live))
     totals = [m.total for m in live if m.total]
     last = min(totals) if totals else None
     if last is not None and every >= last:

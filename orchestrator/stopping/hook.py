@@ -1,24 +1,14 @@
 """The scheduler's side of stopping: judge live metrics, ask cells to stop, end them, and
-hold back cells the sweep's GPU-hours cap cannot afford.
-
-:class:`SweepStopping` is built from the sweep's plan (its ``stop:`` block and
-``resources``) and takes part in the loop as one of its hooks
-(:mod:`orchestrator.scheduler.hooks`): each poll, a running cell's new metrics are
-judged by the rules (:mod:`.rules`), and the first that fires becomes a stop request;
-when the job exits, a requested stop decides how the cell ends; the cap
-(:mod:`.budget`) decides which pending cells may start.
+hold back cells the sweep's GPU-hours cap cannot afford (a hook of the loop,
+:mod:`orchestrator.scheduler.hooks`).
 
 A request is not an outcome: the cell ends ``succeeded (stopped ...)`` only when its
-run confirms the stop (:func:`~orchestrator.runs.stop_request.confirms`: stopped at or
-after the requested step, final evaluation done). A job that dies before that is an
-ordinary failed attempt (or, if it vanished with its scheduler, a requeue), and the
-request stays for the next attempt, which stops where the first would have. ``diverged``
-is final the moment it is decided: whatever happens to the job after, the cell fails
-with that reason and is not retried.
-
-Nothing here is state that a restart would lose: a cell's history is re-read from its
-run folder and judged again, and a request already made is read back from
-``stop-request.json``, which is the record of the decision.
+run confirms the stop (:func:`~orchestrator.runs.stop_request.confirms`). A job that dies
+before that is an ordinary failed attempt (or a requeue), and the request stands for the
+next attempt, which stops where the first would have. ``diverged`` is final the moment
+it is decided: whatever happens to the job after, the cell fails with that reason and
+is not retried. Nothing here is lost on a restart: a cell's history is re-read from its
+run folder, and a request already made from ``stop-request.json``.
 """
 
 from __future__ import annotations
@@ -33,8 +23,10 @@ from typing import Any
 from orchestrator.backends import Backend
 from orchestrator.executors import JobHandle
 from orchestrator.grid.plan import SweepPlan
+from orchestrator.paths import is_canary_sweep
 from orchestrator.registry import CellRecord, CellState, Registry
 from orchestrator.runs.cell_file import write_cell_file
+from orchestrator.runs.folder import summary_final
 from orchestrator.runs.layout import group_decision_file
 from orchestrator.runs.stop_request import (
     StopRequest,
@@ -63,6 +55,7 @@ class _Watch:
     cache: PlateauCache = field(default_factory=PlateauCache)
     rows_seen: int = 0
     request: StopRequest | None = None
+    job: JobHandle | None = None
     job_ended: bool = False
     last_step: int = 0  # the last step the run logged (for a group's stop ahead of it)
     first_seen: tuple[float, int] | None = None  # (when, step) of its first logged rows
@@ -75,14 +68,17 @@ class _Watch:
             return 0.0
         elapsed = self.last_seen[0] - self.first_seen[0]
         return (self.last_seen[1] - self.first_seen[1]) / elapsed if elapsed > 0 else 0.0
-    fired: int | None = None  # in a comparison group: where its own rule fired
-    job: JobHandle | None = None
+
+    @property
+    def short_of_group_stop(self) -> bool:
+        """Its request is a group's, whose stop step the run has not logged yet."""
+        return (self.request is not None and self.request.grouped
+                and self.last_step < self.request.step)
 
 
 @dataclass
 class SweepStopping(SchedulerHook):
-    """Stopping rules and the GPU-hours cap of one sweep, a hook of the scheduler loop
-    (see the module docstring)."""
+    """Stopping rules and the GPU-hours cap of one sweep (see the module docstring)."""
 
     backend: Backend
     rules: StopRules | None = None
@@ -99,11 +95,8 @@ class SweepStopping(SchedulerHook):
 
     @classmethod
     def of(cls, plan: SweepPlan, backend: Backend) -> SweepStopping:
-        """The sweep's rules and cap, from its plan. A canary sweep carries its grid's
-        plan but none of its rules: its few steps must all run, and the cap is the
-        grid's budget, planned at the grid's hours."""
-        from orchestrator.paths import is_canary_sweep
-
+        """The sweep's rules and cap, from its plan. A canary sweep gets none of the
+        grid's rules (its few steps must all run); its cap is the grid's budget."""
         return cls(backend, None if is_canary_sweep(plan.name) else plan.stop, plan.resources,
                    plan.name)
 
@@ -114,10 +107,9 @@ class SweepStopping(SchedulerHook):
 
     # -- a cell's life ----------------------------------------------------------------
     def on_launch(self, cell_id: str, run_dir: Path) -> None:
-        """A new launch: forget what was read of the last one. A request that stands
-        (its stop was never confirmed: the job died first) is the new launch's too; a
-        ``diverged`` one is final, so only the user's requeue relaunches its cell, which
-        then starts unasked."""
+        """A new launch: forget what was read of the last one. A request that stands (the
+        job died before confirming it) is the new launch's too; a ``diverged`` one is
+        final, so only the user's requeue relaunches its cell, which then starts unasked."""
         self._watches.pop(cell_id, None)
         request = read_stop_request(run_dir)
         if request is not None and request.outcome == "failed":
@@ -127,12 +119,11 @@ class SweepStopping(SchedulerHook):
             point_to_group(run_dir, group_decision_file(run_dir.parent, key))
 
     def _watch_of(self, cell_id: str, run_dir: Path) -> _Watch:
-        watch = self._watches.get(cell_id)
-        if watch is None:
+        if cell_id not in self._watches:
             # A request already in the folder was made by this launch's scheduler before
             # it restarted: it stands.
-            watch = self._watches[cell_id] = _Watch(request=read_stop_request(run_dir))
-        return watch
+            self._watches[cell_id] = _Watch(request=read_stop_request(run_dir))
+        return self._watches[cell_id]
 
     def on_poll(self, loop: LoopControl, cell: CellRecord, run_dir: Path,
                 job: JobHandle) -> None:
@@ -140,9 +131,7 @@ class SweepStopping(SchedulerHook):
         first rule that fires stops it)."""
         watch = self._watch_of(cell.cell_id, run_dir)
         watch.job = job
-        ahead = watch.request is not None and watch.request.grouped and (
-            watch.last_step < watch.request.step)
-        if watch.request is not None and not ahead:
+        if watch.request is not None and not watch.short_of_group_stop:
             self._end_job(watch, job)  # a restarted scheduler finishes what it began
             return
         if self.rules is None or not self.rules.has_rules:
@@ -156,15 +145,13 @@ class SweepStopping(SchedulerHook):
         if read.rows:
             seen = (time.monotonic(), watch.last_step)
             watch.first_seen, watch.last_seen = watch.first_seen or seen, seen
-        if ahead:  # a group's stop lies ahead: the job ends once it gets there
-            if watch.request is not None and watch.last_step >= watch.request.step:
-                self._end_job(watch, job)
+        if watch.request is not None:  # a group's stop lies ahead: ends once it gets there
+            self._end_job(watch, job)
             return
         if not watch.history.add(read.rows, self.rules.metrics()) and not read.restarted:
             return
         if self._groups is not None:
             decision = self._groups.judge(cell.cell_id, watch.history, watch.cache)
-            watch.fired = self._groups.fired.get(cell.cell_id)
         else:
             decision = first_stop(self.rules, watch.history, watch.cache)
         if decision is not None:
@@ -207,10 +194,8 @@ class SweepStopping(SchedulerHook):
     def _end_job(self, watch: _Watch, job: JobHandle) -> None:
         """A backend whose process cannot be asked is ended through its executor (once
         it has reached a group's stop step)."""
-        request = watch.request
-        if request is not None and request.grouped and watch.last_step < request.step:
-            return
-        if not self.backend.stops_itself and not watch.job_ended:
+        if not self.backend.stops_itself and not watch.job_ended and (
+                not watch.short_of_group_stop):
             watch.job_ended = True
             job.cancel()
 
@@ -229,25 +214,24 @@ class SweepStopping(SchedulerHook):
         if request is None:
             return None
         if not confirms(summary, request):
-            reported = isinstance(summary, Mapping) and isinstance(summary.get("stopped"),
-                                                                   Mapping)
-            completed = not reported and code == 0 and isinstance(summary, Mapping) and (
-                summary.get("status") in ("succeeded", request.outcome))
-            if completed and isinstance(summary, Mapping):
+            ended = summary if isinstance(summary, Mapping) else {}
+            reported = isinstance(ended.get("stopped"), Mapping)
+            if not reported and code == 0 and ended.get("status") in ("succeeded",
+                                                                      request.outcome):
                 # It reached its last step before it saw the request: the rule's decision
                 # stands, recorded in its summary like any stop.
-                summary = synthesize_summary(run_dir, request, _int(summary.get("steps")),
-                                             _numeric(summary.get("final")))
+                summary = synthesize_summary(run_dir, request, _int(ended.get("steps")),
+                                             summary_final(ended))
             elif request.outcome == "failed" or not self.backend.stops_itself:
                 # Diverged is final; a process that cannot be asked was ended by us.
                 summary = self.backend.stopped_summary(run_dir, request)
             elif reported:
                 return Ending(CellState.FAILED, {}, None, (
                     f"the run reported a stop other than the one requested ({request.reason}):"
-                    f" {summary.get('stopped') if isinstance(summary, Mapping) else None}"))
+                    f" {ended.get('stopped')}"))
             else:
                 return None
-        final = _numeric(summary.get("final") if isinstance(summary, Mapping) else None)
+        final = summary_final(summary)
         if request.outcome == "succeeded":
             return Ending(CellState.SUCCEEDED, final, request.reason, None)
         return Ending(CellState.FAILED, final, request.reason, f"stopped: {request.reason}")
@@ -265,32 +249,24 @@ class SweepStopping(SchedulerHook):
     def may_launch(self, registry: Registry, sweep: str, ranked: list[str],
                    idle: bool) -> list[str]:
         """The cells the cap lets start, judged whole and in launch order; once nothing
-        runs (``idle``) and none may start, the held-back cells are cancelled."""
+        runs (``idle``) and none may start, the held-back cells are cancelled (``kappa
+        submit`` with a higher cap requeues them)."""
         if self.cap is None:
             return ranked
         waiting = {c.cell_id: c for c in registry.cells_by_id(sweep, ranked)}
-        admitted, blocked = self.admit(registry, sweep,
-                                       [waiting[i] for i in ranked if i in waiting])
+        if not waiting:
+            return []
+        others = [c for c in registry.cells(sweep) if c.cell_id not in waiting]
+        admitted, blocked = budget.admit([waiting[i] for i in ranked if i in waiting], others,
+                                         self.resources, self.cap)
         if blocked and not admitted and idle:
-            self.cancel_blocked(registry, sweep, blocked)
+            self._cancel(registry, sweep, blocked)
         return [cell.cell_id for cell in admitted]
 
-    def admit(self, registry: Registry, sweep: str,
-              pending: Sequence[CellRecord]) -> tuple[list[CellRecord], list[CellRecord]]:
-        """The pending cells the GPU-hours cap lets start now, and those it holds back."""
-        cap = self.cap
-        if cap is None or not pending:
-            return list(pending), []
-        waiting = {c.cell_id for c in pending}
-        others = [c for c in registry.cells(sweep) if c.cell_id not in waiting]
-        return budget.admit(pending, others, self.resources, cap)
-
-    def cancel_blocked(self, registry: Registry, sweep: str,
-                       blocked: Sequence[CellRecord]) -> int:
-        """End the cells the cap holds back once nothing runs that could free budget;
-        how many were cancelled (``kappa submit`` with a higher cap requeues them)."""
-        hours = budget.sweep_hours(registry.cells(sweep), self.resources, self.cap)
-        why = budget.cap_message(hours)
+    def _cancel(self, registry: Registry, sweep: str, blocked: Sequence[CellRecord]) -> None:
+        """End the cells the cap holds back once nothing runs that could free budget."""
+        why = budget.cap_message(budget.sweep_hours(registry.cells(sweep), self.resources,
+                                                    self.cap))
         count = 0
         for cell in blocked:
             if registry.transition(cell, CellState.PENDING, CellState.CANCELLED,
@@ -301,14 +277,6 @@ class SweepStopping(SchedulerHook):
                                     CellState.CANCELLED.value, cell.mlflow_run_id)
         if count:
             LOG.warning("%s: %d cell(s) cancelled: %s", sweep, count, why)
-        return count
-
-
-def _numeric(final: Any) -> dict[str, float]:
-    if not isinstance(final, Mapping):
-        return {}
-    return {str(k): float(v) for k, v in final.items()
-            if isinstance(v, int | float) and not isinstance(v, bool)}
 
 
 def _int(value: Any) -> int | None:

@@ -1,22 +1,18 @@
 """Stopping rules replayed offline on a finished full-length sweep: where each cell would
 have stopped, and its numbers there (what ``kappa stop-check`` reports).
 
-A rule is judged on a history exactly as the scheduler judges it live
-(:mod:`.rules`, :mod:`.groups`), so the replay's stop steps are the live ones, up to
-latency: live, a cell on its own stops a step or two after its rule fires (it reads the
-request at its next step boundary), and the replay takes the firing step itself; a
-comparison group's step ``T`` is computed as if every member were at the last member's
-firing step when it fired, with the fixed margin :data:`~.groups.MARGIN` (live, members
-run side by side a few steps apart, and the scheduler widens the margin by what the
-fastest member runs in two passes; ``T`` is the first logging step past it, so with the
-metric logged every ``c`` steps and ``c`` larger than that margin plus the gap, the live
-``T`` is the replay's; otherwise it can be one logging step later).
+Rules are judged exactly as live (:mod:`.rules`, :mod:`.groups`), so the replay's stop
+steps are the live ones up to latency: live, a cell on its own stops a step or two after
+its rule fires, and the replay takes the firing step; a comparison group's step ``T`` is
+computed as if every member were at the last member's firing step when it fired, with
+the fixed margin :data:`~.groups.MARGIN` (live, members run a few steps apart and the
+margin is wider, so with the metric logged every ``c`` steps and ``c`` larger than that
+margin plus the gap, the live ``T`` is the replay's; else it can be one log later).
 
 A cell's numbers at its stop step are the last value of each metric logged at or before
-it. For a metric the run logs at that step (validation at ``T``, which a group's stop
-lands on), that is what a run stopped there reports: its final evaluation at ``T``
-repeats the validation at ``T`` for a deterministic trainer. Metrics computed only at
-the end of a run (held-out benchmarks) have no value at ``T`` and are left out.
+it: for validation at ``T`` what a run stopped there reports (its final evaluation at
+``T`` repeats it, for a deterministic trainer). Metrics computed only at the end of a
+run (held-out benchmarks) have no value at ``T`` and are left out.
 """
 
 from __future__ import annotations
@@ -27,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.spec.stop_block import StopRules
-from orchestrator.stopping.group_watch import every, fired_rule
+from orchestrator.stopping.group_watch import every, fired_rule, own_rules
 from orchestrator.stopping.groups import Member, decide, group_key
 from orchestrator.stopping.rules import MetricHistory, first_stop
 
@@ -74,8 +70,7 @@ def _last_step(history: MetricHistory) -> int:
 def replay(cells: Sequence[FinishedCell], rules: StopRules) -> list[Replayed]:
     """The rules' stop of every cell (see the module docstring)."""
     stops: dict[str, tuple[int, str, bool]] = {}  # cell -> (step, reason, failed)
-    alone = rules.model_copy(update={"plateau": None, "threshold": None}) if (
-        rules.grouped) else rules
+    alone = own_rules(rules) if rules.grouped else rules
     for cell in cells:
         request = first_stop(alone, cell.history) if cell.succeeded else None
         if request is not None:

@@ -1,23 +1,21 @@
 """Stopping rules as pure functions of a run's metric history.
 
-Each rule answers one question about the history logged so far: the earliest step at
-which it fires, or ``None``. The answer at a step depends only on what was logged up to
-that step, so judging the history again from the start (a restarted scheduler) gives the
-same decision at the same step: no rule keeps state of its own. (:class:`PlateauCache`
-only memoises the plateau test of each prefix; dropping it changes nothing but speed.)
+Each rule gives the earliest step at which it fires, or ``None``. The answer at a step
+depends only on what was logged up to it, so judging the history again from the start (a
+restarted scheduler) gives the same decision at the same step. (:class:`PlateauCache`
+only memoises the plateau test of each prefix.)
 
 * ``plateau``: the first paper's convergence rule (Appendix B.3,
-  :func:`orchestrator.algorithms.convergence.has_plateaued`) judged on the metric's
-  history up to each of its logs; it fires at the first log at or after ``min_steps``
-  where the test has held at every log for at least ``patience`` steps.
+  :func:`orchestrator.algorithms.convergence.has_plateaued`) on the history up to each
+  log; fires at the first log at or after ``min_steps`` where it has held at every log
+  for at least ``patience`` steps.
 * ``threshold``: the first log at or after ``min_steps`` whose value is ``>= at_least``
   (or ``<= at_most``).
 * ``diverged``: the log (at or after ``min_steps``) that completes ``for`` consecutive
-  logs of the metric that are non-finite (``nonfinite``) or cross the bound (``below`` /
-  ``above``; NaN crosses no bound).
+  logs that are non-finite (``nonfinite``) or cross ``below`` / ``above`` (NaN crosses no
+  bound).
 
-:func:`first_stop` takes the earliest firing of all rules (on a tie: diverged, then
-threshold, then plateau) as a :class:`~orchestrator.runs.stop_request.StopRequest`.
+:func:`first_stop` takes the earliest (on a tie: diverged, threshold, plateau).
 """
 
 from __future__ import annotations
@@ -133,30 +131,23 @@ def _value_at(points: Sequence[Point], step: int) -> float:
 def first_stop(rules: StopRules, history: MetricHistory,
                cache: PlateauCache | None = None) -> StopRequest | None:
     """The earliest rule that fires on ``history``, as a stop request; ``None`` if none."""
-    found: list[tuple[int, int, StopRequest]] = []
+    found: list[StopRequest] = []  # in the order that breaks a tie
     for rule in rules.diverged:
         points = history.points(rule.metric)
-        step = diverged_step(rule, points)
-        if step is not None:
+        if (step := diverged_step(rule, points)) is not None:
             detail = f"{rule.describe()}; last {_value_at(points, step):.4g}"
-            found.append((step, 0, StopRequest("diverged", step,
-                                               f"diverged at step {step} ({detail})", "failed")))
-    if rules.threshold is not None:
-        t = rules.threshold
+            found.append(StopRequest("diverged", step, f"diverged at step {step} ({detail})",
+                                     "failed"))
+    if (t := rules.threshold) is not None:
         points = history.points(t.metric)
-        step = threshold_step(t, points)
-        if step is not None:
+        if (step := threshold_step(t, points)) is not None:
             target = f">= {t.at_least:g}" if t.at_least is not None else f"<= {t.at_most:g}"
             detail = f"{t.metric} = {_value_at(points, step):.4g} {target}"
-            found.append((step, 1, StopRequest("threshold", step,
-                                               f"threshold at step {step} ({detail})")))
-    if rules.plateau is not None:
-        p = rules.plateau
-        step = plateau_step(p, history.points(p.metric), cache)
-        if step is not None:
-            found.append((step, 2, StopRequest("plateau", step,
-                                               f"plateau at step {step} ({p.metric})")))
-    return min(found, key=lambda f: (f[0], f[1]))[2] if found else None
+            found.append(StopRequest("threshold", step, f"threshold at step {step} ({detail})"))
+    if (p := rules.plateau) is not None and (
+            step := plateau_step(p, history.points(p.metric), cache)) is not None:
+        found.append(StopRequest("plateau", step, f"plateau at step {step} ({p.metric})"))
+    return min(found, key=lambda request: request.step, default=None)
 
 
 def pruned(step: int, by: str = "pruner") -> StopRequest:
