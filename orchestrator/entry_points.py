@@ -1,5 +1,5 @@
 """Plug-ins found through entry points: executors (``kappa.executors``) and backends
-(``kappa.backends``), kappa's own included (docs/internals.md#plug-ins).
+(``kappa.backends``), kappa's own included (docs/architecture.md#plug-ins).
 
 A :class:`PluginRegistry` maps a plug-in's name to its ``"module:attr"`` reference, read
 from the installed distributions on first use only (a scan of every package's metadata),

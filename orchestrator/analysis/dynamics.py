@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 ACCURACY_PANEL = "Validation accuracy"
 
-# Panel title -> metric glob (verl's names; see docs/internals.md "Metric names").
+# Panel title -> metric glob (verl's names; see docs/architecture.md "Metric names").
 PANELS: dict[str, str] = {
     ACCURACY_PANEL: "val-core/*/acc/mean@1",
     "Entropy": "actor/entropy",

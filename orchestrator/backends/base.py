@@ -21,7 +21,7 @@ Contract every backend honours
   ``{"step": int, "metrics": {name: float}}``), ``progress.json``
   (``{"step": int, "total_steps": int}``, rewritten as training advances) and, on success,
   ``summary.json`` (``{"status": "succeeded", "steps": int, "final": {name: float}}``),
-  with verl's metric names (docs/internals.md#metric-names).
+  with verl's metric names (docs/architecture.md#metric-names).
 * A backend whose process honours a stop request (``stops_itself``,
   :mod:`orchestrator.runs.stop_request`) ends with a checkpoint, a final evaluation and a
   ``summary.json`` carrying ``"stopped"``; any other is ended by the scheduler through

@@ -10,8 +10,9 @@ is not reported.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
-from orchestrator.notify.messages import cell_failed, sweep_end
+from orchestrator.notify.messages import EndedSweep, cell_failed, sweep_end
 from orchestrator.notify.sender import Notifier
 from orchestrator.notify.store import SentLog, load_config
 from orchestrator.paths import is_canary_sweep
@@ -25,17 +26,20 @@ LOG = logging.getLogger(__name__)
 class NotifyHook(SchedulerHook):
     """Posts one sweep's messages (module docstring)."""
 
-    def __init__(self, sweep: str, config: NotifySpec, notifier: Notifier | None = None
-                 ) -> None:
+    def __init__(self, sweep: str, config: NotifySpec,
+                 status: Callable[[Registry], EndedSweep],
+                 notifier: Notifier | None = None) -> None:
         self.sweep = sweep
         self.config = config
+        self.status = status
         self.notifier = notifier or Notifier(config.url, SentLog(sweep))
 
     @classmethod
-    def of(cls, sweep: str) -> NotifyHook | None:
-        """The hook for ``sweep`` if it has notifications (``None`` otherwise)."""
+    def of(cls, sweep: str, status: Callable[[Registry], EndedSweep]) -> NotifyHook | None:
+        """The hook for ``sweep`` if it has notifications (``None`` otherwise); ``status``
+        reads the sweep's complete status (its handle's), which the end message reports."""
         config = load_config(sweep)
-        return None if config is None else cls(sweep, config)
+        return None if config is None else cls(sweep, config, status)
 
     def on_cell_end(self, registry: Registry, cell_id: str, status: str) -> None:
         """A cell's run ended: a failure with no retry left is posted."""
@@ -58,9 +62,7 @@ class NotifyHook(SchedulerHook):
         queued messages to go out."""
         try:
             if "sweep_end" in self.config.events and not is_canary_sweep(self.sweep):
-                from orchestrator.sweeps.sweep import Sweep
-
-                self.notifier.send(sweep_end(Sweep(registry, self.sweep).status()))
+                self.notifier.send(sweep_end(self.status(registry)))
         except Exception as exc:
             LOG.warning("no end-of-sweep notification for %s: %s", self.sweep, exc)
         finally:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from sqlalchemy import Engine, text
 
-from orchestrator.tracking.sqlite_store import file_lock, lock_path
+from orchestrator.runs.atomic import file_lock, lock_path
 
 
 def advisory_key(name: str) -> int:

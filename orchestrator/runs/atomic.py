@@ -1,13 +1,16 @@
 """The one atomic write: a temporary sibling, flushed to disk, renamed over the target.
 
 A reader sees the old file or the new one, never half of either, and a crash leaves at
-most a stray ``.<name>.<pid>.<thread>.tmp`` beside it. Only the standard library is used:
-the job wrapper (a script run with ``python -I -S``) writes its exit file through here.
+most a stray ``.<name>.<pid>.<thread>.tmp`` beside it. Beside it, the one file lock
+(``flock``, freed when its holder dies) that stores and outboxes serialise through. Only
+the standard library is used: the job wrapper (a script run with ``python -I -S``) writes
+its exit file through here.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import threading
 from collections.abc import Iterator
@@ -44,3 +47,20 @@ def write_atomic(path: str | os.PathLike[str], content: str | bytes,
     data = content.encode("utf-8") if isinstance(content, str) else content
     with replacing(path, mode) as tmp:
         tmp.write_bytes(data)
+
+
+def lock_path(db: Path) -> Path:
+    """The lock file that serialises creating and migrating the store ``db``."""
+    return db.with_name(db.name + ".lock")
+
+
+@contextlib.contextmanager
+def file_lock(path: Path) -> Iterator[int]:
+    """Hold an exclusive ``flock`` on ``path`` (freed if the holder dies); yields its fd."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield fd
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,7 +27,6 @@ from orchestrator.search.samplers import distributions, make_pruner, make_sample
 from orchestrator.search.storage import ERROR_ATTR, open_storage
 from orchestrator.spec.search_block import MAX_TRIALS, SearchSpec, with_values
 from orchestrator.stopping.rules import pruned
-from orchestrator.sweeps.sweep import Sweep
 
 if TYPE_CHECKING:
     from orchestrator.backends import Backend
@@ -69,6 +68,10 @@ class SearchHook(SchedulerHook):
     sweep: str
     plan: SweepPlan
     backend: Backend
+    #: Records new cells as a submit does: ``(registry, cells, demands by id, max_retries)
+    #: -> the new records`` (the sweep's handle's ``record_cells``, the only code that does).
+    record_cells: Callable[[Registry, Sequence[Cell], Mapping[str, Any], int],
+                           list[CellRecord]]
     studies: list[_Study] | None = field(default=None, init=False)
     _watched: dict[str, _Watched] = field(default_factory=dict, init=False)
     _more: bool = field(default=True, init=False)
@@ -200,8 +203,7 @@ class SearchHook(SchedulerHook):
         # What the scheduler needs of the trial, judged now from its validated settings
         # and stored with its cell: the loop validates nothing.
         demand = self.backend.demand(validated).to_json()
-        Sweep(registry, self.sweep).record_cells([cell], {cell.cell_id: demand},
-                                                 max_retries=self.plan.retries)
+        self.record_cells(registry, [cell], {cell.cell_id: demand}, self.plan.retries)
 
     # -- intermediate values ----------------------------------------------------------
     def on_poll(self, loop: LoopControl, cell: CellRecord, run_dir: Path,

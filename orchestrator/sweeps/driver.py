@@ -36,6 +36,7 @@ from orchestrator.sweeps.executor_choice import (
 )
 from orchestrator.sweeps.stores import Stores
 from orchestrator.sweeps.submission import PreparedSweep, SubmitResult, prepare, record
+from orchestrator.sweeps.sweep import Sweep
 
 
 def _check_running_jobs(registry: Registry, sweep: str, executor_name: str) -> None:
@@ -175,8 +176,10 @@ def build_scheduler(registry: Registry, sweep: SweepRecord, backend: Backend,
     stopping = SweepStopping.of(plan, backend)
     hooks: list[SchedulerHook] = [stopping]
     if plan.search is not None:
-        hooks.append(SearchHook(sweep.name, plan, backend))
-    notify = NotifyHook.of(sweep.name)  # what its latest submit asked
+        hooks.append(SearchHook(sweep.name, plan, backend, lambda reg, cells, demands, retries:
+                                Sweep(reg, sweep.name).record_cells(cells, demands, retries)))
+    # What its latest submit asked; the end message reports the sweep's complete status.
+    notify = NotifyHook.of(sweep.name, lambda reg: Sweep(reg, sweep.name).status())
     if notify is not None:
         hooks.append(notify)
     return SweepScheduler(registry, sweep.name, backend, executor, tracker,

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from orchestrator.runs.atomic import file_lock
 from orchestrator.runs.folder import (
     OUTBOX_FILE,
     OUTBOX_LOCK_FILE,
@@ -32,7 +33,6 @@ from orchestrator.runs.folder import (
     read_json,
     write_json,
 )
-from orchestrator.tracking.sqlite_store import file_lock
 
 LOG = logging.getLogger(__name__)
 

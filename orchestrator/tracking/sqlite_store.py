@@ -12,34 +12,18 @@ in WAL mode at MLflow's newest revision is a finished one.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import os
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
+
+from orchestrator.runs.atomic import file_lock, lock_path
 
 LOG = logging.getLogger(__name__)
 # Alembic's batch mode (SQLite's ALTER TABLE) copies a table into this, drops the
 # original and renames the copy.
 _ALEMBIC_TMP = "_alembic_tmp_"
-
-
-def lock_path(db: Path) -> Path:
-    """The lock file that serialises creating and migrating the store ``db``."""
-    return db.with_name(db.name + ".lock")
-
-
-@contextlib.contextmanager
-def file_lock(path: Path) -> Iterator[int]:
-    """Hold an exclusive ``flock`` on ``path`` (freed if the holder dies); yields its fd."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield fd
-    finally:
-        os.close(fd)  # closing the descriptor releases the lock
 
 
 def prepare_store(db: Path, create: Callable[[], object]) -> bool:

@@ -1,4 +1,4 @@
-"""The shape of the package, checked: what docs/internals.md promises a newcomer.
+"""The shape of the package, checked: what docs/architecture.md promises a newcomer.
 
 Every rule here reads the source (AST), so it holds for imports inside functions too:
 - no import cycles between modules of ``orchestrator``;

@@ -172,7 +172,7 @@ def test_backticked_repository_paths_exist(doc: Path) -> None:
     assert not bad, "these paths are not in the repository:\n" + "\n".join(bad)
 
 
-# --- docs/internals.md: every arrow of the map is an import in the code -----------------
+# --- docs/architecture.md: every arrow of the map is an import in the code -----------------
 
 ARROW = re.compile(r"^\s*`?([a-z_]+)`?\s+->\s+(.+?)\s*$")
 
@@ -216,7 +216,7 @@ def import_edges() -> dict[str, frozenset[str]]:
 
 
 def test_every_arrow_of_the_internals_map_is_an_import() -> None:
-    doc = ROOT / "docs" / "internals.md"
+    doc = ROOT / "docs" / "architecture.md"
     edges = import_edges()
     arrows, bad = 0, []
     for n, line in enumerate(_read(doc).splitlines(), 1):
@@ -227,8 +227,8 @@ def test_every_arrow_of_the_internals_map_is_an_import() -> None:
         for target in re.split(r"[,\s]+", match.group(2).replace("`", "").strip()):
             arrows += 1
             if target not in edges.get(source, frozenset()):
-                bad.append(f"docs/internals.md:{n}: {source} -> {target} (no such import)")
-    assert arrows, "docs/internals.md has no `A -> B` arrows to check"
+                bad.append(f"docs/architecture.md:{n}: {source} -> {target} (no such import)")
+    assert arrows, "docs/architecture.md has no `A -> B` arrows to check"
     assert not bad, "\n".join(bad)
 
 
@@ -237,7 +237,7 @@ def test_the_internals_map_lists_every_import_between_packages_ground_up() -> No
     imports only units listed above it, so the packages form no cycle."""
     listed: list[str] = []
     drawn: dict[str, set[str]] = {}
-    for line in _read(ROOT / "docs" / "internals.md").splitlines():
+    for line in _read(ROOT / "docs" / "architecture.md").splitlines():
         unit = re.match(r"^(\w+)\s+(->|\(imports no other package\))", line)
         if not unit:
             continue

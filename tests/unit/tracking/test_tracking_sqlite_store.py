@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.runs.atomic import lock_path
 from orchestrator.tracking.sqlite_store import (
-    lock_path,
     mlflow_head_revision,
     prepare_store,
     repair_interrupted_migration,
