@@ -17,6 +17,7 @@ Text becomes ids through a character tokenizer: one token per character, plus PA
 from __future__ import annotations
 
 import hashlib
+import itertools
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -55,13 +56,9 @@ class CharTokenizer:
 
     def decode(self, ids: Sequence[int]) -> str:
         """Text of ``ids`` up to (excluding) the first EOS; PAD and BOS are dropped."""
-        out = []
-        for i in ids:
-            if i == EOS:
-                break
-            if i >= len(_SPECIALS):
-                out.append(self.alphabet[i - len(_SPECIALS)])
-        return "".join(out)
+        return "".join(self.alphabet[i - len(_SPECIALS)]
+                       for i in itertools.takewhile(lambda i: i != EOS, ids)
+                       if i >= len(_SPECIALS))
 
 
 TOKENIZER = CharTokenizer()
@@ -178,16 +175,13 @@ class AdditionTask:
         """The first ``n`` problems of benchmark ``name`` (distinct prompts, fixed seed)."""
         level = self._level(name)
         rng = random.Random(stable_seed("benchmark", self.name, name))
-        seen: set[str] = set()
-        out: list[Problem] = []
-        attempts = 0
-        while len(out) < n and attempts < 50 * n:
-            attempts += 1
+        found: dict[str, Problem] = {}
+        for _ in range(50 * n):
+            if len(found) >= n:
+                break
             problem = self._make(level, rng)
-            if problem.prompt not in seen:
-                seen.add(problem.prompt)
-                out.append(problem)
-        return out
+            found.setdefault(problem.prompt, problem)
+        return list(found.values())
 
     def held_out_prompts(self, n: int) -> frozenset[str]:
         """Prompts of every benchmark's first ``n`` problems; training never shows them."""
@@ -200,23 +194,11 @@ class AdditionTask:
 
 Task = AdditionTask
 
-TASKS: dict[str, Task] = {
+TASKS: dict[str, Task] = {task.name: task for task in (
     # The easiest task: two or three small operands.
-    "addition": AdditionTask(
-        name="addition",
-        levels=(
-            Level("add-val", 2, 3, 1, 2),
-            Level("add-hard", 3, 3, 2, 2),
-            Level("add-harder", 4, 4, 2, 2),
-        ),
-    ),
+    AdditionTask("addition", (Level("add-val", 2, 3, 1, 2), Level("add-hard", 3, 3, 2, 2),
+                              Level("add-harder", 4, 4, 2, 2))),
     # The main toy task: three or four operands of up to two digits; harder held-out sets.
-    "arithmetic": AdditionTask(
-        name="arithmetic",
-        levels=(
-            Level("arith-val", 3, 4, 1, 2),
-            Level("arith-hard", 4, 4, 2, 2),
-            Level("arith-harder", 5, 5, 2, 2),
-        ),
-    ),
-}
+    AdditionTask("arithmetic", (Level("arith-val", 3, 4, 1, 2), Level("arith-hard", 4, 4, 2, 2),
+                                Level("arith-harder", 5, 5, 2, 2))),
+)}
