@@ -127,23 +127,11 @@ def close_worker() -> None:
         _worker = None
 
 
-def verl_version() -> str | None:
-    """The installed verl's version, read without importing verl; ``None`` if absent."""
-    try:
-        return importlib.metadata.version("verl")
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-def _cache_path(version: str, overrides: list[str], extra: list[str]) -> Path:
-    text = json.dumps({"schema": CACHE_SCHEMA, "verl": version, "overrides": overrides,
-                       "extra": extra})
-    return cache_dir() / "verl-preflight" / f"{hashlib.sha256(text.encode()).hexdigest()}.json"
-
-
 def check_overrides(overrides: list[str], extra: list[str], version: str) -> list[list[str]]:
     """Problems of one composed command, from the disk cache or the worker."""
-    path = _cache_path(version, overrides, extra)
+    key = json.dumps({"schema": CACHE_SCHEMA, "verl": version, "overrides": overrides,
+                      "extra": extra})
+    path = cache_dir() / "verl-preflight" / f"{hashlib.sha256(key.encode()).hexdigest()}.json"
     try:
         cached: list[list[str]] = json.loads(path.read_text())
         return cached
@@ -170,8 +158,9 @@ def preflight(cells: Mapping[str, VerlSettings]) -> None:
     (located at ``<label>.<setting>``, ``cells``' keys being the labels)."""
     if os.environ.get("KAPPA_VERL_PREFLIGHT", "").lower() in ("off", "0", "false"):
         return
-    version = verl_version()
-    if version is None:
+    try:  # the installed verl's version, read without importing verl
+        version = importlib.metadata.version("verl")
+    except importlib.metadata.PackageNotFoundError:
         warnings.warn("verl is not installed here: verl cells were not preflighted",
                       stacklevel=2)
         return
