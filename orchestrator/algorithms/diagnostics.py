@@ -43,12 +43,10 @@ def approx_kl(old_log_prob: Tensor, log_prob: Tensor, mask: Tensor) -> float:
 def kappa_eff(seq_logp_new: Tensor, seq_logp_old: Tensor, correct: Tensor,
               group_index: Tensor) -> float | None:
     """Effective sharpening: mean over (correct, incorrect) pairs of one prompt of
-    ``[log π_new(o⁺) − log π_new(o⁻)] − [log π_old(o⁺) − log π_old(o⁻)]``.
-
-    Inputs are ``(N,)``: summed sequence log-probs after and before the update, a correct
-    flag and the prompt (group) id of each response. Every pair in the batch weighs the
-    same. ``None`` when the batch has no such pair.
-    """
+    ``[log π_new(o⁺) − log π_new(o⁻)] − [log π_old(o⁺) − log π_old(o⁻)]``. Inputs are
+    ``(N,)``: summed sequence log-probs after and before the update, a correct flag and the
+    prompt (group) id of each response. Every pair in the batch weighs the same; ``None``
+    when the batch has no such pair."""
     n_responses = seq_logp_new.shape[0]
     if not (seq_logp_new.dim() == seq_logp_old.dim() == correct.dim() == group_index.dim() == 1
             and seq_logp_old.shape[0] == correct.shape[0] == group_index.shape[0]
