@@ -67,12 +67,9 @@ def progress_bar(total: int, done: int,
 
 class RunFiles:
     """Writes one run folder's metrics, progress and summary (the backend file contract).
-
-    With ``MLFLOW_RUN_ID`` and ``MLFLOW_TRACKING_URI`` set, every logged record also goes
-    to the run folder's MLflow outbox (:mod:`orchestrator.tracking.outbox`), which a
-    background sender delivers: exactly once across resumes, and training never waits on
-    (or dies of) a tracking server that is away.
-    """
+    With :func:`mlflow_target` set, every record also goes to the run folder's MLflow outbox,
+    which a background sender delivers: exactly once across resumes, and training never
+    waits on (or dies of) a tracking server that is away."""
 
     def __init__(self, out_dir: Path, total_steps: int) -> None:
         self.out_dir = out_dir
@@ -83,13 +80,10 @@ class RunFiles:
         self._seq = 0  # position of the next record in the run's record sequence
 
     def resume_from(self, last_step: int) -> None:
-        """Forget the lines a resume from ``last_step`` redoes (``-1``: a fresh start).
-
-        MLflow keeps what earlier attempts sent (its history cannot be edited); the
-        outbox knows each record's position, so a redone record is not sent twice. Kept
-        lines an earlier attempt never queued (none, unless MLflow was switched on
-        between attempts) are queued now.
-        """
+        """Forget the lines a resume from ``last_step`` redoes (``-1``: a fresh start). MLflow
+        keeps what earlier attempts sent; the outbox knows each record's position, so a redone
+        record is not sent twice. Kept lines an earlier attempt never queued (MLflow switched
+        on between attempts) are queued now."""
         kept = truncate_metrics(self.metrics_path, last_step)
         self._seq = len(kept)
         if self._sender is not None:
@@ -121,11 +115,9 @@ class RunFiles:
 
     def summary(self, steps: int, final: Mapping[str, float],
                 stopped: StopRequest | None = None) -> None:
-        """Record success (or, stopped on a request, the request's outcome) and the final
-        metrics."""
+        """Record success (or, stopped on a request, its outcome) and the final metrics."""
         data: dict[str, Any] = {"status": stopped.outcome if stopped else "succeeded",
-                                "steps": steps,
-                                "final": {k: float(v) for k, v in final.items()}}
+                                "steps": steps, "final": {k: float(v) for k, v in final.items()}}
         if stopped is not None:
             data["stopped"] = stopped_block(stopped, steps)
         write_summary(self.out_dir, data)

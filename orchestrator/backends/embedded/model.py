@@ -31,7 +31,8 @@ class ModelShape:
     n_heads: int
 
 
-KVCache = list[tuple[torch.Tensor, torch.Tensor]]
+KV = tuple[torch.Tensor, torch.Tensor]
+KVCache = list[KV]
 
 
 class _Block(nn.Module):
@@ -45,9 +46,8 @@ class _Block(nn.Module):
         self.mlp = nn.Sequential(
             nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model))
 
-    def forward(
-        self, x: torch.Tensor, mask: torch.Tensor, past: tuple[torch.Tensor, torch.Tensor] | None
-    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor,
+                past: KV | None) -> tuple[torch.Tensor, KV]:
         b, t, d = x.shape
         h = self.n_heads
         q, k, v = (z.view(b, t, h, d // h).transpose(1, 2)
@@ -87,18 +87,16 @@ class TinyGPT(nn.Module):
         """Logits ``(B, T, V)`` for ``tokens`` ``(B, T)`` and the extended cache. ``key_valid``
         ``(B, T_past + T)`` marks real tokens among all keys (cached ones first);
         ``positions`` default to the count of real tokens before each one."""
-        t = tokens.shape[1]
         t_past = 0 if past is None else past[0][0].shape[2]
         if positions is None:
             positions = (key_valid.long().cumsum(dim=1) - 1).clamp(min=0)[:, t_past:]
         x = self.tok_emb(tokens) + self.pos_emb(positions)
-        total = t_past + t
+        total = t_past + tokens.shape[1]
         query_index = torch.arange(t_past, total, device=tokens.device)[:, None]
         causal = torch.arange(total, device=tokens.device)[None, :] <= query_index
         # A padding query attends to itself only, so no attention row is empty (no NaN).
         own = torch.arange(total, device=tokens.device)[None, :] == query_index
-        mask = (causal[None] & key_valid[:, None, :]) | own[None]
-        mask = mask[:, None]  # broadcast over heads
+        mask = ((causal[None] & key_valid[:, None, :]) | own[None])[:, None]  # over heads too
         new_cache: KVCache = []
         for i, block in enumerate(self.blocks):
             x, kv = block(x, mask, None if past is None else past[i])
@@ -211,9 +209,8 @@ def generate(model: TinyGPT, prompts: Sequence[Sequence[int]], max_new_tokens: i
 def response_logits(model: TinyGPT, seqs: Sequences, temperature: float) -> torch.Tensor:
     """Logits ``(B, R, V)`` that predict each response token, divided by ``temperature``."""
     logits, _ = model(seqs.tokens, seqs.key_valid)
-    width = seqs.responses.shape[1]
     start = seqs.prompt_width - 1
-    return logits[:, start:start + width] / temperature
+    return logits[:, start:start + seqs.responses.shape[1]] / temperature
 
 
 def token_log_probs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
