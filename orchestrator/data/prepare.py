@@ -30,9 +30,8 @@ def hf_token_counter(name: str) -> TokenCounter:
     tokenizer = AutoTokenizer.from_pretrained(name)
 
     def count(text: str) -> int:
-        messages = [{"role": "user", "content": text}]
-        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-        return len(ids)
+        return len(tokenizer.apply_chat_template([{"role": "user", "content": text}],
+                                                 add_generation_prompt=True, tokenize=True))
 
     return count
 

@@ -85,16 +85,14 @@ class ComposeWorker:
                              f"loading verl's config{':' if tail else ''}\n{tail}\n"
                              f"(rerun it alone: `{sys.executable} -m orchestrator.backends."
                              "verl.compose_worker`; KAPPA_VERL_PREFLIGHT=off skips preflight)")
-        result: dict[str, Any] = json.loads(line)
-        return result
+        return json.loads(line)
 
     def check(self, overrides: list[str], extra: list[str]) -> list[list[str]]:
         """Problems of one override list, as ``[override or key, message]`` pairs."""
         assert self._proc.stdin is not None
         self._proc.stdin.write(json.dumps({"overrides": overrides, "extra": extra}) + "\n")
         self._proc.stdin.flush()
-        problems: list[list[str]] = self._read()["problems"]
-        return problems
+        return self._read()["problems"]
 
     def close(self) -> None:
         """Stop the subprocess (idempotent)."""
@@ -133,8 +131,7 @@ def check_overrides(overrides: list[str], extra: list[str], version: str) -> lis
                       "extra": extra})
     path = cache_dir() / "verl-preflight" / f"{hashlib.sha256(key.encode()).hexdigest()}.json"
     try:
-        cached: list[list[str]] = json.loads(path.read_text())
-        return cached
+        return json.loads(path.read_text())
     except (OSError, ValueError):
         pass
     problems = _get_worker().check(overrides, extra)
