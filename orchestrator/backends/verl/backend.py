@@ -1,7 +1,4 @@
-"""The verl backend: a cell is ``run_phases`` driving ``python3 -m verl.trainer.main_ppo``;
-its canary is two training steps at the smallest batch, validation off, no final
-evaluation (what that catches that preflight cannot, and what it cannot:
-docs/verl.md#canaries)."""
+"""The verl backend: a cell is ``run_phases`` driving ``python3 -m verl.trainer.main_ppo``."""
 
 from __future__ import annotations
 
@@ -14,7 +11,6 @@ from typing import Any, ClassVar
 from pydantic import BaseModel
 
 from orchestrator.backends.base import Backend, Demand, LaunchSpec
-from orchestrator.backends.rl_settings import CANARY_STEPS, canary_intervention_steps
 from orchestrator.backends.verl.command import launch_env
 from orchestrator.backends.verl.phases import Phase, checkpointed_step
 from orchestrator.backends.verl.phases import phases as cell_phases
@@ -43,26 +39,6 @@ FREE_SETTINGS = frozenset({
     "seed", "learning_rate", "weight_decay", "temperature", "val_temperature",
     "eval_temperature", "gpu_memory_utilization", "project_name", "experiment_name",
 })
-# Appended to a canary's extra_overrides (they come last, and the last value wins).
-NO_VALIDATION = ("trainer.test_freq=-1", "trainer.val_before_train=False")
-
-
-def smallest_batch(s: VerlSettings) -> tuple[int, int]:
-    """``(prompts_per_step, ppo_mini_batch_size)`` of the smallest batch like ``s``'s. The
-    mini-batch is the smallest divisor of the cell's for which verl can split the
-    mini-batch's ``× group_size`` responses evenly over every GPU (the rule the settings
-    check) and, if the cell's split gives each GPU whole micro-batches, so does the canary's
-    (verl asserts it at start-up). A step keeps the cell's number of mini-batches."""
-    mini = s.ppo_mini_batch_size or s.prompts_per_step
-
-    def whole_micro_batches(m: int) -> bool:
-        return (m * s.group_size // s.gpus) % s.ppo_micro_batch_size_per_gpu == 0
-
-    keeps_micro = whole_micro_batches(mini)
-    smallest = next(d for d in range(1, mini + 1)
-                    if mini % d == 0 and (d * s.group_size) % s.gpus == 0
-                    and (whole_micro_batches(d) or not keeps_micro))
-    return smallest * (s.prompts_per_step // mini), smallest
 
 
 class VerlBackend(Backend):
@@ -113,24 +89,10 @@ class VerlBackend(Backend):
         return VERL_CPUS_PER_GPU * _as_verl(settings).n_gpus_per_node + 1
 
     def canary_settings(self, settings: Mapping[str, Any], model: BaseModel) -> dict[str, Any]:
-        """Two steps at the smallest batch, checkpointed, no validation (module docstring)."""
-        s = _as_verl(model)
-        steps = min(CANARY_STEPS, s.max_steps)
-        prompts, mini = smallest_batch(s)
-        smaller: dict[str, Any] = {
-            "max_steps": steps,
-            "checkpoint_every": steps,
-            "intervention_steps": canary_intervention_steps(
-                s.intervention_steps, s.max_steps, steps),
-            "prompts_per_step": prompts,
-            "ppo_mini_batch_size": mini if s.ppo_mini_batch_size is not None else None,
-            "eval_files": [],
-        }
-        # Lists, not tuples: the result is written as YAML and JSON.
-        changed = {k: v for k, v in smaller.items()
-                   if getattr(s, k) != (tuple(v) if isinstance(v, list) else v)}
-        extra = tuple(o for o in s.extra_overrides if o not in NO_VALIDATION)
-        return {**settings, **changed, "extra_overrides": [*extra, *NO_VALIDATION]}
+        """Two steps at the smallest batch, checkpointed, no validation (:mod:`.canary`)."""
+        from orchestrator.backends.verl.canary import canary_settings
+
+        return canary_settings(_as_verl(model), dict(settings))
 
     def read_metrics(self, run_dir: Path, cursor: Any = None) -> MetricsRead:
         """verl's own file logs, launch by launch (``metrics.jsonl`` is rewritten from
