@@ -82,14 +82,13 @@ class TinyGPT(nn.Module):
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
 
-    def forward(self, tokens: torch.Tensor, key_valid: torch.Tensor, past: KVCache | None = None,
-                positions: torch.Tensor | None = None) -> tuple[torch.Tensor, KVCache]:
+    def forward(self, tokens: torch.Tensor, key_valid: torch.Tensor,
+                past: KVCache | None = None) -> tuple[torch.Tensor, KVCache]:
         """Logits ``(B, T, V)`` for ``tokens`` ``(B, T)`` and the extended cache. ``key_valid``
-        ``(B, T_past + T)`` marks real tokens among all keys (cached ones first);
-        ``positions`` default to the count of real tokens before each one."""
+        ``(B, T_past + T)`` marks real tokens among all keys (cached ones first); a token's
+        position is the count of real tokens before it."""
         t_past = 0 if past is None else past[0][0].shape[2]
-        if positions is None:
-            positions = (key_valid.long().cumsum(dim=1) - 1).clamp(min=0)[:, t_past:]
+        positions = (key_valid.long().cumsum(dim=1) - 1).clamp(min=0)[:, t_past:]
         x = self.tok_emb(tokens) + self.pos_emb(positions)
         total = t_past + tokens.shape[1]
         query_index = torch.arange(t_past, total, device=tokens.device)[:, None]
