@@ -90,8 +90,7 @@ class PreparedSplit:
 
 def adapter(name: str) -> DatasetAdapter:
     """The adapter registered as ``name``; unknown names list the known ones."""
-    found = DATASETS.get(name)
-    if found is None:
+    if (found := DATASETS.get(name)) is None:
         raise unknown_name("dataset", name, DATASETS, "--dataset")
     return found
 

@@ -79,18 +79,17 @@ def train(settings: EmbeddedSettings, out_dir: Path,
     val_problems = task.benchmark(task.val_benchmark, settings.val_size)
     val_key = f"val-core/{task.val_benchmark}/acc/mean@1"
 
-    start = 0
-    ckpt = latest_checkpoint(out_dir)
-    if ckpt is not None:
+    start, saved = 0, -1  # saved: the step of the newest checkpoint
+    if (ckpt := latest_checkpoint(out_dir)) is not None:
         state = load_checkpoint(ckpt, device)
         policy.load_state_dict(state.model)
         optimizer.load_state_dict(state.optimizer)
         restore_rng(state)
-        start = state.step
+        start = saved = state.step
     # Read before the resume cuts metrics.jsonl back: a stop never lands before a step an
     # earlier attempt logged (MLflow has it), so the resumed records match the old ones.
     stopping = StopPoint(out_dir, logged_through(out_dir))
-    files.resume_from(start if ckpt is not None else -1)
+    files.resume_from(saved)
     if start == 0:
         acc = greedy_accuracy(policy, task, val_problems, settings.max_response_length)
         files.log(0, {val_key: acc, "warm_start/val_acc": acc, "warm_start/steps": warm.steps,
@@ -99,7 +98,6 @@ def train(settings: EmbeddedSettings, out_dir: Path,
 
     show = sys.stdout.isatty() if progress is None else progress
     last = start
-    saved = start if ckpt is not None else -1  # the step of the newest checkpoint
     with progress_bar(settings.max_steps, start, show) as advance:
         for step in range(start, settings.max_steps):
             # A stop request (a stopping rule fired) ends the run at this step boundary,

@@ -117,8 +117,7 @@ def load_or_build(settings: EmbeddedSettings, device: torch.device) -> WarmStart
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        cached = _read_cached(path, settings, device) if path.exists() else None
-        if cached is not None:
+        if path.exists() and (cached := _read_cached(path, settings, device)) is not None:
             return cached
         model, steps, accuracy = _train(settings, TASKS[settings.task], device)
         with replacing(path) as tmp:

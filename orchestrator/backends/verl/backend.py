@@ -114,8 +114,7 @@ class VerlBackend(Backend):
 
     def read_progress(self, run_dir: Path) -> tuple[int, int] | None:
         """The driver's progress.json, else verl's checkpoint tracker (steps saved)."""
-        progress = super().read_progress(run_dir)
-        if progress is not None:
+        if (progress := super().read_progress(run_dir)) is not None:
             return progress
         step = checkpointed_step(run_dir)
         return (step, 0) if step else None

@@ -1,8 +1,7 @@
 """verl's file logger → kappa's run-folder files (metrics.jsonl, progress.json, summary.json).
-
-verl's ``file`` logger writes ``{"step": n, "data": {...}}`` lines and truncates its file
-when it starts, so the phase driver gives every launch its own file under ``verl_logs/``
-and merges them here (a later launch wins for a step it repeated after a resume).
+verl writes ``{"step": n, "data": {...}}`` lines and truncates its file when it starts, so
+the phase driver gives every launch its own file under ``verl_logs/``, merged here (a later
+launch wins for a step it repeated after a resume).
 """
 
 from __future__ import annotations

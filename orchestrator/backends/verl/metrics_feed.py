@@ -1,15 +1,9 @@
-"""verl's file logs → the run folder's MLflow outbox (:mod:`orchestrator.tracking.outbox`):
-verl cells reach MLflow exactly once, through the same outbox as the embedded trainer
-(docs/verl.md#launch-and-phases). The phase driver (:mod:`.run_phases`) runs a
-:class:`MetricsFeed` for the cell's whole launch; each poll queues the new lines of every
-launch's file log (``verl_logs/``) and wakes the outbox's sender.
-
-A point is queued once per (phase, step, metric): a launch that redoes steps after a resume
-logs keys the outbox holds already (MLflow keeps the first value, as it cannot edit a run's
-history). The phase is part of the identity because the final evaluation (its own phase)
-validates at the last training step, which the training phase logged too. Each record
-notes its phase (the outbox's ``origin``), so a relaunched driver reads the queued points
-back from the outbox and queues only what no earlier driver did.
+"""verl's file logs → the run folder's MLflow outbox: verl cells reach MLflow exactly once,
+as the embedded trainer's metrics do (docs/verl.md#launch-and-phases). A point is queued
+once per (phase, step, metric); the phase is part of the identity because the final
+evaluation (its own phase) validates at the last training step, which training logged too.
+Each record notes its phase (the outbox's ``origin``), so a relaunched driver reads the
+queued points back from the outbox and queues only what no earlier driver did.
 """
 
 from __future__ import annotations

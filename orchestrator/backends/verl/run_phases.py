@@ -1,9 +1,7 @@
-"""The process a verl cell's launch starts: run its pending phases one after another
-(docs/verl.md#launch-and-phases), keeping the run-folder files up to date from verl's
-file log and feeding its metrics through the run folder's outbox into ``MLFLOW_RUN_ID``
-(:mod:`.metrics_feed`; verl itself does not log to MLflow).
-
-``python -m orchestrator.backends.verl.run_phases <run_dir> --settings-json <json>``
+"""``python -m orchestrator.backends.verl.run_phases <run_dir> --settings-json <json>``, the
+process a verl cell's launch starts: run its pending phases one after another
+(docs/verl.md#launch-and-phases), keeping the run-folder files up to date from verl's file
+log and feeding its metrics to ``MLFLOW_RUN_ID`` (:mod:`.metrics_feed`).
 """
 
 from __future__ import annotations
@@ -24,10 +22,8 @@ from orchestrator.backends.verl.metrics_feed import MetricsFeed, feed_from_env
 from orchestrator.backends.verl.phases import Phase, checkpointed_step, eval_marker, pending_phases
 from orchestrator.backends.verl.settings import VerlSettings
 
-# Passed on to verl's Ray workers, which do not inherit them on a remote cluster (verl
-# does not log to MLflow itself: they are for plug-ins and user code in its workers). They
-# travel on verl's command line (``ray_init.runtime_env``), so a value with a password is
-# left out (see :func:`forwarded_env`).
+# Passed on to verl's Ray workers, which do not inherit them on a remote cluster (for
+# plug-ins and user code there: verl does not log to MLflow itself), on verl's command line.
 FORWARDED_ENV = ("MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID", "MLFLOW_EXPERIMENT_ID")
 # How often the driver refreshes progress.json / queues metrics while verl runs.
 POLL_SECONDS = float(os.environ.get("KAPPA_VERL_POLL_SECONDS", "5"))
