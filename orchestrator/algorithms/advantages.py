@@ -41,9 +41,7 @@ def _as_groups(rewards: Tensor) -> Tensor:
 
 
 def _group_mean(rewards: Tensor) -> Tensor:
-    if rewards.shape[1] == 1:
-        return torch.zeros_like(rewards)
-    return rewards.mean(dim=1, keepdim=True)
+    return torch.zeros_like(rewards) if rewards.shape[1] == 1 else rewards.mean(dim=1, keepdim=True)
 
 
 def _all_equal(rewards: Tensor) -> Tensor:
@@ -123,12 +121,10 @@ def advantages(name: str, rewards: Tensor, **options: object) -> Tensor:
     of :data:`ADVANTAGES`: ``grpo`` (options ``std``, ``eps``), ``drgrpo`` and ``reward_budget``.
     The result has the shape of ``rewards``. Unknown names or options raise
     :class:`~orchestrator.algorithms.errors.AlgorithmError`."""
-    fn = ADVANTAGES.get(name)
-    if fn is None:
+    if (fn := ADVANTAGES.get(name)) is None:
         raise unknown_name("advantage", name, ADVANTAGES, "advantage")
     allowed = list(inspect.signature(fn).parameters)[1:]
-    issues = unknown_options("advantage", f"advantage '{name}'", options, allowed)
-    if issues:
+    if issues := unknown_options("advantage", f"advantage '{name}'", options, allowed):
         bad = ", ".join(sorted(set(options) - set(allowed)))
         raise AlgorithmError(f"unknown option(s) for advantage '{name}': {bad}", issues)
     return fn(rewards, **options)

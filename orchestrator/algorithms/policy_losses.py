@@ -100,8 +100,7 @@ _COMMON = ("old_log_prob", "log_prob", "advantages", "response_mask", "agg_mode"
 
 def loss_options(name: str) -> tuple[str, ...]:
     """The loss-specific keyword options of the policy loss ``name`` (e.g. ``clip_cov_ratio``)."""
-    fn = POLICY_LOSSES.get(name)
-    if fn is None:
+    if (fn := POLICY_LOSSES.get(name)) is None:
         raise unknown_name("policy loss", name, POLICY_LOSSES, "loss")
     return tuple(p for p in inspect.signature(fn).parameters if p not in _COMMON)
 
