@@ -114,8 +114,7 @@ def serve(proto: TextIO) -> None:
 
     facts, error = plugin_check()
     if error is not None:
-        proto.write(json.dumps({"plugin_error": error}) + "\n")
-        proto.flush()
+        print(json.dumps({"plugin_error": error}), file=proto, flush=True)
         return
 
     import verl
@@ -125,14 +124,12 @@ def serve(proto: TextIO) -> None:
     config_dir = str(Path(verl.__file__).parent / "trainer" / "config")
     hello = {"verl_version": importlib.metadata.version("verl"), "registries": known,
              "plugin": facts}
-    proto.write(json.dumps(hello) + "\n")
-    proto.flush()
+    print(json.dumps(hello), file=proto, flush=True)
     with initialize_config_dir(config_dir=config_dir, version_base=None):
         for line in sys.stdin:
             if line.strip():
-                answer = {"problems": check(json.loads(line), known)}
-                proto.write(json.dumps(answer) + "\n")
-                proto.flush()
+                print(json.dumps({"problems": check(json.loads(line), known)}), file=proto,
+                      flush=True)
 
 
 def main() -> None:
