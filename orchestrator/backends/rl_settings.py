@@ -59,11 +59,8 @@ LearningRate = Annotated[float, Field(gt=0, le=MAX_LEARNING_RATE),
 
 def _admits(annotation: Any, kinds: tuple[type, ...]) -> bool:
     """Whether a field's type admits a value of one of ``kinds`` (through unions)."""
-    origin = typing.get_origin(annotation)
-    args = typing.get_args(annotation)
-    if origin is Annotated:
-        return _admits(args[0], kinds)
-    if origin in (typing.Union, types.UnionType):
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType, Annotated):  # Annotated's metadata admits none
         return any(_admits(a, kinds) for a in args)
     if origin is Literal:
         return any(type(a) in kinds for a in args)
