@@ -41,11 +41,9 @@ def random_rewards(prompt_ids: Tensor, response_index: Tensor, seed: int) -> Ten
 
 
 def entropy_reward(rewards: Tensor, seq_entropy: Tensor, coef: float) -> Tensor:
-    """``R(o) + coef · H(π_θ(o))``, with the per-response mean token entropy detached.
-    ``seq_entropy`` is the mean per-token entropy of each response under the rollout policy
-    (:func:`~orchestrator.algorithms.entropy.sequence_entropy`); detaching it is kappa's choice
-    (docs/algorithms.md#entropy-interventions), so the bonus acts as a reward, not as a loss term.
-    """
+    """``R(o) + coef · H(π_θ(o))``: ``seq_entropy`` is each response's mean token entropy under
+    the rollout policy (:func:`~orchestrator.algorithms.entropy.sequence_entropy`), detached
+    (kappa's choice, docs/algorithms.md#entropy-interventions): a reward, not a loss term."""
     if rewards.shape != seq_entropy.shape:
         raise ValueError(f"entropy_reward needs rewards and seq_entropy of one shape; got "
                          f"{tuple(rewards.shape)} and {tuple(seq_entropy.shape)}")

@@ -30,8 +30,7 @@ class EmbeddedBackend(Backend):
     stops_itself: ClassVar[bool] = True
 
     def launch(self, settings: Mapping[str, Any], run_dir: Path, demand: Demand) -> LaunchSpec:
-        """``python -m orchestrator train <run_dir>/config.yaml --out <run_dir>`` (pure;
-        the trainer validates ``config.yaml``, which holds ``settings``)."""
+        """``python -m orchestrator train <run_dir>/config.yaml --out <run_dir>`` (pure)."""
         return LaunchSpec(argv=(sys.executable, "-m", "orchestrator", "train",
                                 str(run_dir / CONFIG_FILE), "--out", str(run_dir)),
                           env=dict(demand.env), gpus=demand.gpus)

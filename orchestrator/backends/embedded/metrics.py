@@ -94,8 +94,8 @@ class RunFiles:
             self._sender.wake()
 
     def log(self, step: int, metrics: Mapping[str, float]) -> None:
-        """Append one step's metrics and queue the finite ones for MLflow (non-finite
-        values go to the line's ``nonfinite`` field only: see :mod:`orchestrator.runs.metrics`)."""
+        """Append one step's metrics; queue the finite ones for MLflow (see
+        :mod:`orchestrator.runs.metrics`)."""
         clean = append_metrics(self.metrics_path, step, metrics)
         if self._sender is not None:
             self._sender.outbox.put(self._seq, step, clean)

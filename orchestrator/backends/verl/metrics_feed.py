@@ -61,8 +61,7 @@ def queued_points(run_dir: Path) -> set[Point]:
 
 
 class MetricsFeed:
-    """Queues one run folder's verl file-log lines into its outbox and sends them to the
-    MLflow run ``run_id`` on ``uri`` (see the module docstring)."""
+    """Queues a run folder's verl file-log lines into its outbox, for MLflow run ``run_id``."""
 
     def __init__(self, run_dir: Path, run_id: str, uri: str | None,
                  client: Any | None = None) -> None:
@@ -94,8 +93,7 @@ class MetricsFeed:
 
     def close(self, timeout: float | None = None) -> bool:
         """Queue what is left, then give MLflow up to ``timeout`` s (default
-        ``KAPPA_METRICS_FLUSH_SECONDS``, 60) to take it; whether everything was sent.
-        What was not waits in the outbox for the scheduler."""
+        :func:`flush_seconds`); whether everything was sent (the rest waits in the outbox)."""
         self.pump()
         drained = self._sender.close(flush_seconds() if timeout is None else timeout)
         if not drained:

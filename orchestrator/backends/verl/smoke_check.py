@@ -109,8 +109,7 @@ def check_smoke(registry: Registry, client: MlflowClient, sweep: str) -> list[Ce
 
 
 def verdict_lines(verdicts: Sequence[CellVerdict]) -> list[str]:
-    """The verdicts as text: one line per cell, its problems indented below it, then a
-    summary line."""
+    """The verdicts as text: a line per cell, its problems indented below, then a summary."""
     lines = []
     for v in verdicts:
         lines.append(f"{'PASS' if v.passed else 'FAIL'}  {v.label}  ({v.cell_id}, {v.state})")
