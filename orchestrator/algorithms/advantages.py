@@ -117,10 +117,9 @@ ADVANTAGES: dict[str, AdvantageFn] = {
 
 
 def advantages(name: str, rewards: Tensor, **options: object) -> Tensor:
-    """Advantages of ``rewards`` ``(groups, G)`` under the construction ``name``. Names are the keys
-    of :data:`ADVANTAGES`: ``grpo`` (options ``std``, ``eps``), ``drgrpo`` and ``reward_budget``.
-    The result has the shape of ``rewards``. Unknown names or options raise
-    :class:`~orchestrator.algorithms.errors.AlgorithmError`."""
+    """Advantages of ``rewards`` ``(groups, G)`` under the construction ``name`` (a key of
+    :data:`ADVANTAGES`: ``grpo`` with options ``std`` and ``eps``, ``drgrpo``,
+    ``reward_budget``). Unknown names or options raise ``AlgorithmError``."""
     if (fn := ADVANTAGES.get(name)) is None:
         raise unknown_name("advantage", name, ADVANTAGES, "advantage")
     allowed = list(inspect.signature(fn).parameters)[1:]
