@@ -8,11 +8,9 @@ up to ``max_sampling_attempts`` rounds. :func:`ppo_update` splits the shuffled g
 ``ppo_mini_batches`` optimizer steps per epoch (so ratios move off 1 after the first) on the
 baseline's policy loss, ``+ β·KL`` to the frozen reference when the bundle uses a KL loss,
 ``− c·H`` while the entropy-loss intervention is active. :func:`kappa_eff` is the step's
-sharpening diagnostic. The algorithms themselves are :mod:`orchestrator.algorithms`'.
-
-Re-running ``train`` in the same folder resumes from the newest checkpoint and ends with
-the same metrics as an uninterrupted run: all randomness of step ``s`` comes from
-generators seeded by ``(seed, s)``, and the global torch/python RNG states are saved too.
+sharpening diagnostic. Re-running ``train`` in the same folder resumes from the newest
+checkpoint and ends with the same metrics as an uninterrupted run: all randomness of step
+``s`` comes from generators seeded by ``(seed, s)``, and the global RNG states are saved too.
 """
 
 from __future__ import annotations
