@@ -18,10 +18,9 @@ import sys
 from typing import Any, TextIO
 
 PLUGIN_MODULE = "kappa_verl"
-# Names kappa's plug-in registers in verl (plugins/README.md); listed here too so that the
-# registries do not depend on how the plug-in was loaded.
+# The estimator kappa's plug-in registers in verl (plugins/README.md; it adds no loss),
+# listed here too so that the registries do not depend on how the plug-in was loaded.
 PLUGIN_ESTIMATORS = ("reward_budget",)
-PLUGIN_LOSSES: tuple[str, ...] = ()
 
 
 def registries() -> dict[str, list[str]]:
@@ -31,7 +30,7 @@ def registries() -> dict[str, list[str]]:
 
     return {
         "adv_estimator": sorted({*ADV_ESTIMATOR_REGISTRY, *PLUGIN_ESTIMATORS}),
-        "loss_mode": sorted({*POLICY_LOSS_REGISTRY, *PLUGIN_LOSSES}),
+        "loss_mode": sorted(POLICY_LOSS_REGISTRY),
         "reward_manager": sorted(REWARD_MANAGER),
     }
 
