@@ -1,7 +1,9 @@
 """Group-relative advantage constructions (docs/algorithms.md#advantages): outcome rewards
 ``(groups, G)`` in, advantages of the same shape out (one per response, later put on
 each of its tokens). Edge cases follow verl's ``compute_grpo_outcome_advantage``: a
-group of one response has mean 0 and std 1, an all-equal group gets advantage 0.
+group of one response has mean 0 and std 1, an all-equal group gets advantage 0. Group
+statistics are computed in float64 (float16/bfloat16, and float32 with large G, lose digits
+in mean and std); the result is rounded once, back to the rewards' floating dtype.
 """
 
 from __future__ import annotations
@@ -38,16 +40,8 @@ def _as_groups(rewards: Tensor) -> Tensor:
     return r
 
 
-def _wide(r: Tensor) -> Tensor:
-    # Group statistics in float64: float16/bfloat16 (and float32 with large G) lose
-    # digits in mean and std; the result is rounded once, back to the input's dtype.
-    return r.to(torch.float64)
-
-
 def _group_mean(rewards: Tensor) -> Tensor:
-    if rewards.shape[1] == 1:
-        return torch.zeros_like(rewards)
-    return rewards.mean(dim=1, keepdim=True)
+    return torch.zeros_like(rewards) if rewards.shape[1] == 1 else rewards.mean(dim=1, keepdim=True)
 
 
 def _all_equal(rewards: Tensor) -> Tensor:
@@ -60,8 +54,8 @@ def grpo(rewards: Tensor, std: StdKind = "unbiased", eps: float = 1e-6) -> Tenso
     """GRPO: ``(r_i − mean(r)) / (std(r) + eps)`` per group. ``std="unbiased"`` (N−1, verl's
     default) or ``"population"`` (N, the first paper's Table 1). Groups of one response use std 1,
     as verl does. A group of equal rewards gets exactly 0 (its deviations are 0 by definition; float
-    rounding of the mean must not turn them into ``±tiny / eps``). Statistics are computed in
-    float64; the result has the rewards' floating dtype. Non-finite rewards raise ``ValueError``."""
+    rounding of the mean must not turn them into ``±tiny / eps``). Non-finite rewards raise
+    ``ValueError``."""
     if std not in STD_KINDS:
         raise AlgorithmError(f"unknown std kind '{std}'", [Issue(
             "advantage.std", "unknown std kind", found=repr(std), allowed=", ".join(STD_KINDS))])
@@ -70,7 +64,7 @@ def grpo(rewards: Tensor, std: StdKind = "unbiased", eps: float = 1e-6) -> Tenso
     r = _as_groups(rewards)
     if r.numel() == 0:
         return r.clone()
-    wide = _wide(r)
+    wide = r.to(torch.float64)
     if wide.shape[1] == 1:
         spread = torch.ones_like(wide)
     else:
@@ -83,7 +77,7 @@ def grpo(rewards: Tensor, std: StdKind = "unbiased", eps: float = 1e-6) -> Tenso
 def drgrpo(rewards: Tensor) -> Tensor:
     """Dr.GRPO: ``r_i − mean(r)`` per group, no std normalisation (0 for equal rewards)."""
     r = _as_groups(rewards)
-    wide = _wide(r)
+    wide = r.to(torch.float64)
     adv = wide - _group_mean(wide)
     adv = torch.where(_all_equal(wide), torch.zeros_like(adv), adv)
     return adv.to(r.dtype)
@@ -94,7 +88,7 @@ def reward_budget_shares(rewards: Tensor) -> Tensor:
     Each non-skipped group's shares sum to 1; a group whose gaps sum to 0 (all rewards equal, or a
     single response) is skipped and gets all-zero shares."""
     r = _as_groups(rewards)
-    wide = _wide(r)
+    wide = r.to(torch.float64)
     gaps = wide - wide.min(dim=1, keepdim=True).values
     total = gaps.sum(dim=1, keepdim=True)
     skipped = total == 0
@@ -110,7 +104,7 @@ def reward_budget(rewards: Tensor) -> Tensor:
     so with ``k`` correct binary answers a correct one gets ``1/k − 1/G`` and a wrong one ``−1/G``.
     """
     r = _as_groups(rewards)
-    wide = _wide(r)
+    wide = r.to(torch.float64)
     shares = reward_budget_shares(wide)
     # Skipped exactly when every gap is 0, i.e. all rewards equal (or G = 1).
     skipped = (wide.amax(dim=1, keepdim=True) == wide.amin(dim=1, keepdim=True))
@@ -123,16 +117,13 @@ ADVANTAGES: dict[str, AdvantageFn] = {
 
 
 def advantages(name: str, rewards: Tensor, **options: object) -> Tensor:
-    """Advantages of ``rewards`` ``(groups, G)`` under the construction ``name``. Names are the keys
-    of :data:`ADVANTAGES`: ``grpo`` (options ``std``, ``eps``), ``drgrpo`` and ``reward_budget``.
-    The result has the shape of ``rewards``. Unknown names or options raise
-    :class:`~orchestrator.algorithms.errors.AlgorithmError`."""
-    fn = ADVANTAGES.get(name)
-    if fn is None:
+    """Advantages of ``rewards`` ``(groups, G)`` under the construction ``name`` (a key of
+    :data:`ADVANTAGES`: ``grpo`` with options ``std`` and ``eps``, ``drgrpo``,
+    ``reward_budget``). Unknown names or options raise ``AlgorithmError``."""
+    if (fn := ADVANTAGES.get(name)) is None:
         raise unknown_name("advantage", name, ADVANTAGES, "advantage")
     allowed = list(inspect.signature(fn).parameters)[1:]
-    issues = unknown_options("advantage", f"advantage '{name}'", options, allowed)
-    if issues:
+    if issues := unknown_options("advantage", f"advantage '{name}'", options, allowed):
         bad = ", ".join(sorted(set(options) - set(allowed)))
         raise AlgorithmError(f"unknown option(s) for advantage '{name}': {bad}", issues)
     return fn(rewards, **options)

@@ -71,10 +71,8 @@ BUNDLES: dict[str, Bundle] = {
 
 @dataclass(frozen=True)
 class ResolvedAlgorithm:
-    """Every algorithmic choice of a cell, its bundle's defaults filled in.
-
-    Clip ratios are floats; no clipping (``'inf'``) is ``math.inf``.
-    """
+    """Every algorithmic choice of a cell, its bundle's defaults filled in (clip ratios are
+    floats; no clipping, ``'inf'``, is ``math.inf``)."""
 
     advantage: str  # grpo | drgrpo | reward_budget
     advantage_std: str  # GRPO's group std: unbiased | population

@@ -1,8 +1,6 @@
 """The convergence step of a validation-accuracy curve and a plateau test (first paper,
-Appendix B.3; the definition and its constants: docs/algorithms.md#convergence-step).
-
-The flatness test (:func:`plateau_mask`) and the run search (:func:`first_sustained`) are
-exposed on their own so that stopping rules can reuse them on any smoothed curve.
+Appendix B.3; the definition and its constants: docs/algorithms.md#convergence-step). The
+flatness test and the run search are exposed on their own, for any smoothed curve.
 """
 
 from __future__ import annotations

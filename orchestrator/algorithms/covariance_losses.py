@@ -90,13 +90,10 @@ def kl_cov(old_log_prob: Tensor, log_prob: Tensor, advantages: Tensor, response_
            kl_cov_ratio: float = _KL_COV["kl_cov_ratio"],
            ppo_kl_coef: float = _KL_COV["ppo_kl_coef"]) -> tuple[Tensor, dict[str, float]]:
     """KL-Cov: unclipped ``−ρA`` everywhere, plus ``ppo_kl_coef · |log π_θ − log π_old|`` on
-    the top ``kl_cov_ratio`` of tokens by covariance.
-
-    KL-Cov does not clip (verl ignores the clip ratios here; they are accepted for a
-    uniform dispatch). Defaults are the paper recipe's (2e-3, 1); verl's yaml defaults
-    are 2e-4 and 0.1. Metrics: ``actor/ppo_kl`` is the masked mean of ``|log-ratio|``
-    (verl's definition), and ``actor/pg_loss``.
-    """
+    the top ``kl_cov_ratio`` of tokens by covariance. No clipping (verl ignores the clip
+    ratios here; they are accepted for a uniform dispatch). Defaults are the paper recipe's
+    (2e-3, 1); verl's yaml defaults are 2e-4 and 0.1. Metrics: ``actor/ppo_kl`` is the
+    masked mean of ``|log-ratio|`` (verl's definition), and ``actor/pg_loss``."""
     del clip_ratio_low, clip_ratio_high, clip_ratio_c
     if not kl_cov_ratio > 0:
         raise ValueError(f"kl_cov_ratio must be > 0; got {kl_cov_ratio}")

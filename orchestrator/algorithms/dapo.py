@@ -10,14 +10,11 @@ from torch import Tensor
 
 
 def dynamic_sampling_keep(rewards: Tensor) -> Tensor:
-    """Which groups to keep ``(groups,)`` from rewards ``(groups, G)``. A group whose rewards are
-    all equal carries no learning signal and is dropped (DAPO's ``0 < #correct < G``). A group of
-    one response counts as all equal and is dropped; verl 0.9.1's ``filter_groups`` keeps it (it
-    filters only groups of two or more with ``np.std == 0``). Equality is exact, so
-    ``[0.1, 0.1, 0.1]`` is dropped even where a float std would come out as 1e-17. The caller keeps
-    sampling until the batch is full; when every group is dropped the result is all False (never an
-    error: the caller decides how often to resample). Non-finite rewards raise ``ValueError`` (NaN
-    compares unequal to itself and would keep a broken group)."""
+    """Which groups to keep ``(groups,)`` from rewards ``(groups, G)``: a group whose rewards are
+    all equal (exactly, so ``[0.1, 0.1, 0.1]`` too) carries no learning signal and is dropped
+    (DAPO's ``0 < #correct < G``), as is a group of one response (verl 0.9.1's ``filter_groups``
+    keeps it). All dropped is all False, never an error: the caller decides how often to
+    resample. Non-finite rewards raise ``ValueError`` (NaN would keep a broken group)."""
     if rewards.dim() != 2:
         raise ValueError(f"rewards must be shaped (groups, G); got {tuple(rewards.shape)}")
     if rewards.is_floating_point() and not bool(torch.isfinite(rewards).all()):

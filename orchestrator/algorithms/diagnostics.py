@@ -43,17 +43,12 @@ def approx_kl(old_log_prob: Tensor, log_prob: Tensor, mask: Tensor) -> float:
 def kappa_eff(seq_logp_new: Tensor, seq_logp_old: Tensor, correct: Tensor,
               group_index: Tensor) -> float | None:
     """Effective sharpening: mean over (correct, incorrect) pairs of one prompt of
-    ``[log π_new(o⁺) − log π_new(o⁻)] − [log π_old(o⁺) − log π_old(o⁻)]``.
-
-    Inputs are ``(N,)``: summed sequence log-probs after and before the update, a correct
-    flag and the prompt (group) id of each response. Every pair in the batch weighs the
-    same. ``None`` when the batch has no such pair.
-    """
-    n_responses = seq_logp_new.shape[0]
-    if not (seq_logp_new.dim() == seq_logp_old.dim() == correct.dim() == group_index.dim() == 1
-            and seq_logp_old.shape[0] == correct.shape[0] == group_index.shape[0]
-            == n_responses):
-        shapes = [tuple(t.shape) for t in (seq_logp_new, seq_logp_old, correct, group_index)]
+    ``[log π_new(o⁺) − log π_new(o⁻)] − [log π_old(o⁺) − log π_old(o⁻)]``. Inputs are
+    ``(N,)``: summed sequence log-probs after and before the update, a correct flag and the
+    prompt (group) id of each response. Every pair in the batch weighs the same; ``None``
+    when the batch has no such pair."""
+    shapes = [tuple(t.shape) for t in (seq_logp_new, seq_logp_old, correct, group_index)]
+    if len(shapes[0]) != 1 or len(set(shapes)) != 1:
         raise ValueError(f"kappa_eff needs four (N,) tensors; got {shapes}")
     if correct.dtype != torch.bool and not bool(((correct == 0) | (correct == 1)).all()):
         # Passing rewards (e.g. r⁻ = −1) here would silently count every response as correct.

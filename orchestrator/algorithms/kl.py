@@ -42,8 +42,7 @@ def kl_penalty(log_prob: Tensor, ref_log_prob: Tensor, kind: str = "k1") -> Tens
     ``low_var_kl`` (= k3) is the estimator the GRPO bundle puts in its loss."""
     straight_through = kind.endswith("+")
     base = kind[:-1] if straight_through else kind
-    fn = KL_PENALTIES.get(base)
-    if fn is None:
+    if (fn := KL_PENALTIES.get(base)) is None:
         known = list(KL_PENALTIES) + [f"{k}+" for k in ("k1", "k3", "low_var_kl", "kl", "abs")]
         raise unknown_name("KL penalty", kind, known, "kl_loss_type")
     value = fn(log_prob, ref_log_prob)

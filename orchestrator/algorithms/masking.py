@@ -49,17 +49,15 @@ def broadcast_to_tokens(adv: Tensor, mask: Tensor) -> Tensor:
 
 def aggregate(loss_mat: Tensor, mask: Tensor, mode: str,
               loss_scale_factor: float | None = None) -> Tensor:
-    """Reduce a per-token loss matrix ``(B, T)`` to a scalar.
+    """Reduce a per-token loss matrix ``(B, T)`` to a scalar; a batch with no valid token at
+    all gives 0 (verl: NaN).
 
     - ``token-mean``: sum over every valid token of the batch / number of valid tokens.
     - ``seq-mean-token-mean``: mean over each response's tokens, then mean over responses
       (responses with no valid token are left out).
     - ``seq-mean-token-sum-norm``: each response's token sum, mean over responses, divided
-      by ``loss_scale_factor`` (Dr.GRPO). When ``None`` it is the padded length ``T``, as
-      in verl; pass the configured maximum response length for a constant normaliser
-      (the only mode ``loss_scale_factor`` is meaningful for).
-
-    A batch with no valid token at all gives 0 (verl: NaN).
+      by ``loss_scale_factor`` (Dr.GRPO; the only mode it is meaningful for): ``None`` is
+      the padded length ``T``, as in verl; the maximum response length is a constant one.
     """
     if mode not in AGG_MODES:
         raise unknown_name("loss aggregation mode", mode, AGG_MODES, "loss_agg_mode")

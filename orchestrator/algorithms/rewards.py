@@ -28,10 +28,10 @@ def _coin(seed: int, prompt_id: int, response_index: int) -> float:
 
 
 def random_rewards(prompt_ids: Tensor, response_index: Tensor, seed: int) -> Tensor:
-    """Spurious rewards: Bernoulli(0.5), a pure function of ``(seed, prompt id, response index)``.
-    ``prompt_ids`` and ``response_index`` are integer tensors that broadcast together (e.g.
-    ``(groups, 1)`` and ``(1, G)``); the result has their broadcast shape, as floats 0/1.
-    Independent of the response text, of batching and of call order."""
+    """Spurious rewards: Bernoulli(0.5), a pure function of ``(seed, prompt id, response index)``
+    (not of the response text, the batching or the call order). ``prompt_ids`` and
+    ``response_index`` are integer tensors that broadcast together (e.g. ``(groups, 1)`` and
+    ``(1, G)``); the result has their broadcast shape, as floats 0/1."""
     if prompt_ids.is_floating_point() or response_index.is_floating_point():
         raise ValueError("random_rewards needs integer prompt_ids and response_index")
     ids, idx = torch.broadcast_tensors(prompt_ids, response_index)
@@ -41,11 +41,9 @@ def random_rewards(prompt_ids: Tensor, response_index: Tensor, seed: int) -> Ten
 
 
 def entropy_reward(rewards: Tensor, seq_entropy: Tensor, coef: float) -> Tensor:
-    """``R(o) + coef · H(π_θ(o))``, with the per-response mean token entropy detached.
-    ``seq_entropy`` is the mean per-token entropy of each response under the rollout policy
-    (:func:`~orchestrator.algorithms.entropy.sequence_entropy`); detaching it is kappa's choice
-    (docs/algorithms.md#entropy-interventions), so the bonus acts as a reward, not as a loss term.
-    """
+    """``R(o) + coef · H(π_θ(o))``: ``seq_entropy`` is each response's mean token entropy under
+    the rollout policy (:func:`~orchestrator.algorithms.entropy.sequence_entropy`), detached
+    (kappa's choice, docs/algorithms.md#entropy-interventions): a reward, not a loss term."""
     if rewards.shape != seq_entropy.shape:
         raise ValueError(f"entropy_reward needs rewards and seq_entropy of one shape; got "
                          f"{tuple(rewards.shape)} and {tuple(seq_entropy.shape)}")

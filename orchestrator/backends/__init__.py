@@ -11,8 +11,7 @@ BACKENDS = PluginRegistry("kappa.backends", "backend")
 
 
 def get_backend(name: str) -> Backend:
-    """The backend registered under ``name``; an unknown name lists the known ones, a
-    broken plug-in names its entry point."""
+    """The backend registered under ``name`` (an unknown name lists the known ones)."""
     cls = BACKENDS.load(name)
     if not (isinstance(cls, type) and issubclass(cls, Backend)):
         raise BACKENDS.broken(BACKENDS.source(name), "is not a Backend subclass")

@@ -1,27 +1,25 @@
 """The backend contract: what a launch of one cell *is*.
 
 A backend turns a cell's resolved settings into a process to run (an argv list, never a
-shell string) and knows how to read what that process leaves in its run folder; where the
-process runs is the executor's business.
+shell string) and reads what that process leaves in its run folder; where the process
+runs is the executor's business. Every backend honours:
 
-Contract every backend honours
-------------------------------
-* ``settings_model`` is a strict, frozen pydantic model of the backend's settings; a cell
-  is valid iff :meth:`~Backend.validate` returns (problems located at the dotted setting
-  names); :meth:`~Backend.preflight` checks a batch once per submit.
+* ``settings_model`` is a strict, frozen pydantic model; a cell is valid iff
+  :meth:`~Backend.validate` returns (problems located at the dotted setting names);
+  :meth:`~Backend.preflight` checks a batch once per submit.
 * :meth:`~Backend.demand` is judged once where a cell is validated and stored with it,
   so the scheduler validates nothing; :meth:`~Backend.launch` is pure (writes, starts
   and validates nothing): the launched process validates its settings when it starts,
   runs to completion in ``run_dir``, and run again there resumes from the latest
   checkpoint.
-* The launched process honours ``MLFLOW_TRACKING_URI`` and ``MLFLOW_RUN_ID`` when they are
-  set: it logs its metrics into that existing run (batched, one call per step) and never
+* The launched process honours ``MLFLOW_TRACKING_URI`` and ``MLFLOW_RUN_ID`` when set:
+  it logs its metrics into that existing run (batched, one call per step) and never
   creates or ends a run of its own.
-* The run folder holds ``metrics.jsonl`` (one JSON object per line:
-  ``{"step": int, "metrics": {name: float}}``), ``progress.json``
-  (``{"step": int, "total_steps": int}``, rewritten as training advances) and, on success,
-  ``summary.json`` (``{"status": "succeeded", "steps": int, "final": {name: float}}``),
-  with verl's metric names (docs/architecture.md#metric-names).
+* The run folder holds ``metrics.jsonl`` (one ``{"step": int, "metrics": {name: float}}``
+  per line), ``progress.json`` (``{"step": int, "total_steps": int}``, rewritten as
+  training advances) and, on success, ``summary.json`` (``{"status": "succeeded",
+  "steps": int, "final": {name: float}}``), with verl's metric names
+  (docs/architecture.md#metric-names).
 * A backend whose process honours a stop request (``stops_itself``,
   :mod:`orchestrator.runs.stop_request`) ends with a checkpoint, a final evaluation and a
   ``summary.json`` carrying ``"stopped"``; any other is ended by the scheduler through
@@ -32,7 +30,6 @@ Contract every backend honours
   before a grid (:mod:`orchestrator.sweeps.canary`). It must validate, keep every
   setting that decides which code runs, and never change what a cache shared with the
   full run is keyed by. The default is the settings unchanged (canaried at full size).
-  Cells that differ only in ``canary_free_settings`` (default: ``seed``) share one canary.
 """
 
 from __future__ import annotations
@@ -52,10 +49,8 @@ from orchestrator.runs.stop_request import StopRequest, synthesize_summary, writ
 
 @dataclass(frozen=True)
 class Demand:
-    """What the scheduler needs of a cell, judged once from its validated settings
-    (``Backend.demand``) and stored with the cell: its job's GPUs in all, nodes, the CPUs
-    per node it cannot run with fewer of, whether it places its own work, its expected
-    length in training steps (0: unknown) and its launch's cell-wide environment."""
+    """What the scheduler needs of a cell, judged once (``Backend.demand``) and stored with
+    it; the fields are the ``Backend`` methods of the same names (``steps`` 0: unknown)."""
 
     gpus: int = 0
     nodes: int = 1
@@ -91,34 +86,30 @@ class Backend(ABC):
 
     name: ClassVar[str]
     settings_model: ClassVar[type[BaseModel]]
-    #: Settings whose validity depends on other settings (cross-field rules). Planning
-    #: validates each value of any other setting once, and each distinct combination of
-    #: these; ``None`` means "unknown": every cell is validated (always correct, slower).
+    #: Settings in cross-field rules: planning validates each value of any other setting
+    #: once, and each distinct combination of these; ``None``: every cell (slower).
     coupled_settings: ClassVar[frozenset[str] | None] = None
-    #: Settings whose value does not change which code a run executes: cells that differ
-    #: only in these share one canary run (``kappa canary``).
+    #: Settings that do not change which code a run executes: cells that differ only in
+    #: these share one canary run (``kappa canary``).
     canary_free_settings: ClassVar[frozenset[str]] = frozenset({"seed"})
-    #: Whether a launched process honours a stop request itself (see the module
-    #: docstring); when not, the scheduler ends its job and calls ``stopped_summary``.
+    #: Whether a launched process honours a stop request itself (module docstring).
     stops_itself: ClassVar[bool] = False
 
     def validate(self, settings: Mapping[str, Any]) -> BaseModel:
-        """The validated settings model, or ``UserInputError`` with all problems (parsing
-        only: checks against what runs them are :meth:`preflight`'s)."""
+        """The validated settings model, or ``UserInputError`` with all problems."""
         from orchestrator.backends.validation import validate_model
 
         return validate_model(self.settings_model, settings, what=f"{self.name} settings")
 
     def preflight(self, cells: Mapping[str, BaseModel]) -> None:
-        """Check a batch of validated settings (by label) against what will run them, at
-        once; one ``UserInputError`` located at ``<label>.<setting>`` (label ``""``: bare
-        setting names). The default checks nothing more."""
+        """Check validated settings (by label) against what will run them, at once: one
+        ``UserInputError`` located at ``<label>.<setting>`` (label ``""``: the bare setting).
+        The default checks nothing."""
         return None
 
     @abstractmethod
     def launch(self, settings: Mapping[str, Any], run_dir: Path, demand: Demand) -> LaunchSpec:
-        """The process that trains this cell in ``run_dir`` (resuming if it was started),
-        from its stored settings and :class:`Demand`; validates nothing."""
+        """The process that trains this cell in ``run_dir`` (resuming if it was started)."""
 
     def demand(self, settings: BaseModel) -> Demand:
         """What the scheduler needs of a cell with these validated settings."""
@@ -140,14 +131,12 @@ class Backend(ABC):
         return 1
 
     def self_placing(self, settings: BaseModel) -> bool:
-        """Whether a launch is only a driver that asks its cluster for the real work's
-        resources itself (verl's Ray placement groups), so an executor reserves none of
-        them for the launched process."""
+        """Whether a launch is only a driver that asks its cluster for the work's resources
+        itself (verl's Ray placement groups), so an executor reserves none for it."""
         return False
 
     def min_cpus(self, settings: BaseModel) -> int:
-        """CPUs per node a launch cannot run with fewer of, whatever the spec's
-        ``resources.cpus`` says (a floor the backend knows and a user should not have to)."""
+        """CPUs per node a launch cannot run with fewer of, whatever ``resources.cpus`` says."""
         return 1
 
     def max_steps(self, settings: BaseModel) -> int | None:
@@ -156,8 +145,7 @@ class Backend(ABC):
         return steps if isinstance(steps, int) and steps > 0 else None
 
     def canary_settings(self, settings: Mapping[str, Any], model: BaseModel) -> dict[str, Any]:
-        """The smallest run of a cell's ``settings`` that still exercises the whole path
-        (module docstring); ``model``: the cell's validated settings, from submit."""
+        """The canary of ``settings`` (module docstring); ``model``: them validated."""
         return dict(settings)
 
     # Reading results back is the same for every backend that follows the file contract.
@@ -170,7 +158,7 @@ class Backend(ABC):
         return read_summary(run_dir)
 
     def read_metrics(self, run_dir: Path, cursor: Any = None) -> MetricsRead:
-        """The metrics logged since ``cursor`` (``None``: from the start), non-finite values
+        """The metrics logged since ``cursor`` (``None``: from the start), non-finite ones
         included (the stopping rules' input); pass the returned cursor back."""
         return read_metrics_file(run_dir / METRICS_FILE, cursor)
 
@@ -179,7 +167,7 @@ class Backend(ABC):
         write_stop_request(run_dir, request)
 
     def stopped_summary(self, run_dir: Path, request: StopRequest) -> dict[str, Any]:
-        """Write and return ``summary.json`` of a launch the scheduler ended on a stop
-        request: the last value of every metric, at its last reported step."""
+        """Write and return the ``summary.json`` of a launch the scheduler stopped: the last
+        value of every metric, at its last reported step."""
         progress = self.read_progress(run_dir)
         return synthesize_summary(run_dir, request, progress[0] if progress else None)

@@ -1,7 +1,6 @@
 """The RL-algorithm settings both backends inherit (:class:`RLSettings`), so a spec's
 algorithm axes mean the same on either. Settings left at ``None`` take the baseline
-bundle's value (docs/algorithms.md#baseline-bundles): :meth:`RLSettings.resolve_algorithm`
-applies a cell's settings to its bundle in :mod:`orchestrator.algorithms.bundles`.
+bundle's value (:meth:`RLSettings.resolve_algorithm`, docs/algorithms.md#baseline-bundles).
 """
 
 from __future__ import annotations
@@ -44,8 +43,7 @@ MAX_LEARNING_RATE = MAX_SCALE
 
 def check_learning_rate(value: object) -> object:
     """Refuse a learning rate past :data:`MAX_LEARNING_RATE`, saying why and what to use
-    (pydantic's own "less than or equal to" says neither); the problem's location names
-    the field."""
+    (pydantic's own "less than or equal to" says neither)."""
     if isinstance(value, int | float) and not isinstance(value, bool) \
             and value > MAX_LEARNING_RATE:
         raise ValueError(
@@ -55,13 +53,14 @@ def check_learning_rate(value: object) -> object:
     return value
 
 
+LearningRate = Annotated[float, Field(gt=0, le=MAX_LEARNING_RATE),
+                         BeforeValidator(check_learning_rate)]
+
+
 def _admits(annotation: Any, kinds: tuple[type, ...]) -> bool:
     """Whether a field's type admits a value of one of ``kinds`` (through unions)."""
-    origin = typing.get_origin(annotation)
-    args = typing.get_args(annotation)
-    if origin is Annotated:
-        return _admits(args[0], kinds)
-    if origin in (typing.Union, types.UnionType):
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType, Annotated):  # Annotated's metadata admits none
         return any(_admits(a, kinds) for a in args)
     if origin is Literal:
         return any(type(a) in kinds for a in args)
@@ -149,9 +148,8 @@ class RLSettings(StrictModel):
 
     def reward_problems(self) -> list[str]:
         """What is wrong with the reward settings (empty when nothing is)."""
-        if self.reward_correct <= self.reward_incorrect:
-            return ["reward_correct must be greater than reward_incorrect"]
-        return []
+        wrong = self.reward_correct <= self.reward_incorrect
+        return ["reward_correct must be greater than reward_incorrect"] if wrong else []
 
     def resolve_algorithm(self, backend: Backend, *, kl_loss_type: str, overlong_buffer: int,
                           overlong_penalty: bool | None = None) -> ResolvedAlgorithm:
@@ -167,9 +165,8 @@ class RLSettings(StrictModel):
 
     def intervention_active(self, step: int) -> bool:
         """Whether the entropy intervention applies at RL step ``step`` (0-based)."""
-        if self.entropy_intervention == "none":
-            return False
-        return self.intervention_steps is None or step < self.intervention_steps
+        return self.entropy_intervention != "none" and (
+            self.intervention_steps is None or step < self.intervention_steps)
 
 
 # A canary run's length: the first step, and a second one on the updated policy (whose

@@ -69,15 +69,10 @@ def problems_from_validation_error(exc: ValidationError, prefix: str = "",
     for loc, errs in grouped.items():
         dotted = ".".join(str(part) for part in loc)
         location = f"{prefix}.{dotted}" if prefix and dotted else (prefix or dotted)
-        first = errs[0]
-        found = first.get("input")
-        kind = first.get("type", "")
+        found, kind = errs[0].get("input"), errs[0].get("type", "")
         # "Value error, " is pydantic's prefix for a validator's own message.
-        messages = list(dict.fromkeys(
-            str(e["msg"]).removeprefix("Value error, ") for e in errs))
-        message = _merged_message(messages)
-        if kind == "extra_forbidden":
-            message = "unknown setting"
+        messages = list(dict.fromkeys(str(e["msg"]).removeprefix("Value error, ") for e in errs))
+        message = "unknown setting" if kind == "extra_forbidden" else _merged_message(messages)
         problems.append(Problem(location=location, message=message, found=None if (
             found is None or kind == "missing") else repr(found)[:200]))
     return problems

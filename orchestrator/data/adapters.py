@@ -7,7 +7,7 @@ dispatch and ``val-core/<data_source>/...`` use (kappa_verl.rewards maps ``amc23
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.data.records import is_integer_answer, normalise_answer
@@ -83,8 +83,7 @@ class DatasetAdapter:
     max_prompt_tokens: int | None = None
     deduplicate: bool = False
     notes: str = ""
-    # Only for DAPO, whose prompts already carry the instruction.
-    prompt_is_final: bool = field(default=False)
+    prompt_is_final: bool = False  # only DAPO, whose prompts already carry the instruction
 
     def problems(self, rows: Iterable[Mapping[str, Any]],
                  count_tokens: TokenCounter) -> list[tuple[str, str]]:
@@ -109,8 +108,15 @@ class DatasetAdapter:
         return kept
 
 
-DATASETS: dict[str, DatasetAdapter] = {
-    "dapo-math-17k": DatasetAdapter(
+def _benchmark(name: str, hub_id: str, question: str, template: str,
+               hub_split: str = "test") -> DatasetAdapter:
+    """A benchmark whose ``data_source`` is its name and whose answer field is ``answer``."""
+    return DatasetAdapter(name=name, hub_id=hub_id, hub_split=hub_split, data_source=name,
+                          extract=fields(question, "answer"), template=template)
+
+
+DATASETS: dict[str, DatasetAdapter] = {dataset.name: dataset for dataset in (
+    DatasetAdapter(
         name="dapo-math-17k", hub_id="BytedTsinghua-SIA/DAPO-Math-17k", hub_split="train",
         data_source="math_dapo",
         extract=fields("prompt.0.content", "reward_model.ground_truth"),
@@ -119,20 +125,12 @@ DATASETS: dict[str, DatasetAdapter] = {
         integer_answers_only=True, max_prompt_tokens=1024, deduplicate=True,
         notes="first paper: integer answers, prompt <= 1024 tokens, first 10k train, next 1k "
               "val; the hub copy repeats each prompt, so duplicates are dropped (choice)"),
-    "amc23": DatasetAdapter(
-        name="amc23", hub_id="math-ai/amc23", hub_split="test", data_source="amc23",
-        extract=fields("question", "answer"), template=ANSWER_LINE),
-    "aime24": DatasetAdapter(
-        name="aime24", hub_id="HuggingFaceH4/aime_2024", hub_split="train",
-        data_source="aime24", extract=fields("problem", "answer"), template=ANSWER_LINE),
-    "aime25": DatasetAdapter(
-        name="aime25", hub_id="math-ai/aime25", hub_split="test", data_source="aime25",
-        extract=fields("problem", "answer"), template=ANSWER_LINE),
-    "math500": DatasetAdapter(
-        name="math500", hub_id="HuggingFaceH4/MATH-500", hub_split="test",
-        data_source="math500", extract=fields("problem", "answer"), template=BOXED),
-    "olympiadbench": DatasetAdapter(
+    _benchmark("amc23", "math-ai/amc23", "question", ANSWER_LINE),
+    _benchmark("aime24", "HuggingFaceH4/aime_2024", "problem", ANSWER_LINE, hub_split="train"),
+    _benchmark("aime25", "math-ai/aime25", "problem", ANSWER_LINE),
+    _benchmark("math500", "HuggingFaceH4/MATH-500", "problem", BOXED),
+    DatasetAdapter(
         name="olympiadbench", hub_id="Hothan/OlympiadBench", hub_split="train",
         hub_config="OE_TO_physics_en_COMP", data_source="olympiadbench",
         extract=_olympiad, template=BOXED, notes="physics, open-ended, English, text-only"),
-}
+)}

@@ -1,20 +1,63 @@
-"""``kappa data prepare``: build verl parquet files for one dataset."""
+"""``kappa data prepare``: build verl parquet files for one dataset, from the Hugging Face
+hub (through ``datasets``, imported only when asked for) or local jsonl/json/parquet files
+(which work offline)."""
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from orchestrator.data.adapters import DATASETS, DatasetAdapter, TokenCounter
 from orchestrator.data.records import VERL_COLUMNS, verl_row
-from orchestrator.data.sources import read_hub, read_local
 from orchestrator.errors import Problem, UserInputError, unknown_name
 
 SourceKind = Literal["hub", "local"]
 _WORDS = re.compile(r"\w+|[^\w\s]")
+LOCAL_SUFFIXES: tuple[str, ...] = (".jsonl", ".json", ".parquet")
+
+
+def read_local(path: Path) -> Iterator[dict[str, Any]]:
+    """Rows of a jsonl/json/parquet file, or of every such file under a folder (sorted)."""
+    if not path.exists():
+        raise UserInputError(f"local dataset path {path} does not exist", [Problem(
+            "--local-path", "no such file or folder", found=str(path),
+            fix="point --local-path at a .jsonl, .json or .parquet file (or a folder of them)")])
+    files = (sorted(p for p in path.rglob("*") if p.suffix in LOCAL_SUFFIXES) if path.is_dir()
+             else [path])
+    bad = [f for f in files if f.suffix not in LOCAL_SUFFIXES]
+    if bad or not files:
+        raise UserInputError(f"no readable dataset files at {path}", [Problem(
+            "--local-path", "unsupported file type" if bad else "folder has no dataset files",
+            found=", ".join(str(f) for f in bad) or str(path),
+            allowed=", ".join(LOCAL_SUFFIXES))])
+    for file in files:
+        if file.suffix == ".parquet":
+            import pandas as pd
+
+            yield from pd.read_parquet(file).to_dict(orient="records")
+        elif file.suffix == ".jsonl":
+            with file.open(encoding="utf-8") as fh:
+                for line in fh:
+                    if line.strip():
+                        yield json.loads(line)
+        else:
+            data = json.loads(file.read_text(encoding="utf-8"))
+            yield from (data if isinstance(data, list) else [data])
+
+
+def read_hub(repo_id: str, config: str | None, split: str) -> Iterator[dict[str, Any]]:
+    """Rows of a Hugging Face hub dataset split (needs network and ``datasets``)."""
+    try:
+        import datasets
+    except ImportError as exc:
+        raise UserInputError("reading from the hub needs the 'datasets' package", [Problem(
+            "--source", "datasets is not installed", found="hub",
+            fix="pip install datasets, or use --source local --local-path FILE")]) from exc
+    yield from (dict(row) for row in datasets.load_dataset(repo_id, config, split=split))
 
 
 def approximate_tokens(text: str) -> int:
@@ -30,9 +73,8 @@ def hf_token_counter(name: str) -> TokenCounter:
     tokenizer = AutoTokenizer.from_pretrained(name)
 
     def count(text: str) -> int:
-        messages = [{"role": "user", "content": text}]
-        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-        return len(ids)
+        return len(tokenizer.apply_chat_template([{"role": "user", "content": text}],
+                                                 add_generation_prompt=True, tokenize=True))
 
     return count
 
@@ -48,8 +90,7 @@ class PreparedSplit:
 
 def adapter(name: str) -> DatasetAdapter:
     """The adapter registered as ``name``; unknown names list the known ones."""
-    found = DATASETS.get(name)
-    if found is None:
+    if (found := DATASETS.get(name)) is None:
         raise unknown_name("dataset", name, DATASETS, "--dataset")
     return found
 

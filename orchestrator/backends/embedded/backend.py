@@ -30,14 +30,10 @@ class EmbeddedBackend(Backend):
     stops_itself: ClassVar[bool] = True
 
     def launch(self, settings: Mapping[str, Any], run_dir: Path, demand: Demand) -> LaunchSpec:
-        """``python -m orchestrator train <run_dir>/config.yaml --out <run_dir>`` (pure;
-        the trainer validates ``config.yaml``, which holds ``settings``)."""
-        return LaunchSpec(
-            argv=(sys.executable, "-m", "orchestrator", "train",
-                  str(run_dir / CONFIG_FILE), "--out", str(run_dir)),
-            env=dict(demand.env),
-            gpus=demand.gpus,
-        )
+        """``python -m orchestrator train <run_dir>/config.yaml --out <run_dir>`` (pure)."""
+        return LaunchSpec(argv=(sys.executable, "-m", "orchestrator", "train",
+                                str(run_dir / CONFIG_FILE), "--out", str(run_dir)),
+                          env=dict(demand.env), gpus=demand.gpus)
 
     def gpus(self, settings: BaseModel) -> int:
         """One GPU when the cell asks for CUDA explicitly; ``auto`` and ``cpu`` need none."""
@@ -45,12 +41,9 @@ class EmbeddedBackend(Backend):
 
     def canary_settings(self, settings: Mapping[str, Any], model: BaseModel) -> dict[str, Any]:
         """Two RL steps of one prompt per mini-batch, validated and checkpointed at the end,
-        and a one-sample final evaluation of every benchmark.
-
-        The warm start is left as configured (and ``seed``, ``task``, ``model``,
-        ``val_size``, which decide its weights): a canary builds the very cache entry its
-        full runs then load, never a second one.
-        """
+        and a one-sample final evaluation of every benchmark. The warm start is left as
+        configured (and ``seed``, ``task``, ``model``, ``val_size``, which decide its
+        weights): a canary builds the cache entry its full runs then load, never a second."""
         s = model
         if not isinstance(s, EmbeddedSettings):
             raise TypeError(f"expected EmbeddedSettings, got {type(s).__name__}")

@@ -1,13 +1,9 @@
-"""Atomic checkpoints of the RL loop: model, optimizer, RNG states and step.
-
-Files are ``<out>/checkpoints/step_<N>.pt``, written to a temporary name then renamed,
-so a process killed mid-write leaves the previous checkpoint intact. Only the newest
-``keep`` are kept.
-
-A checkpoint holds plain data only (tensors, numbers, strings, lists, tuples, dicts) and
-is read with ``torch.load(weights_only=True)``: a file that would need anything else
-(a pickle that builds objects, i.e. could run code) is refused with
-:class:`UnsafeCheckpointError` before any of it runs.
+"""Atomic checkpoints of the RL loop (model, optimizer, RNG states and step) as
+``<out>/checkpoints/step_<N>.pt``, written to a temporary name then renamed, so a process
+killed mid-write leaves the previous one intact; only the newest ``keep`` are kept. A
+checkpoint holds plain data only and is read with ``torch.load(weights_only=True)``: a
+pickle that builds objects (could run code) is refused with :class:`UnsafeCheckpointError`
+before any of it runs.
 """
 
 from __future__ import annotations
@@ -46,24 +42,23 @@ class TrainState:
     python_rng: object
 
 
-def checkpoint_dir(out_dir: Path) -> Path:
-    """The folder of a run's checkpoints."""
-    return out_dir / "checkpoints"
+def _checkpoints(folder: Path) -> list[tuple[int, Path]]:
+    """``(step, path)`` of every checkpoint in ``folder``, oldest first."""
+    if not folder.is_dir():
+        return []
+    return sorted((int(m.group(1)), p) for p in folder.iterdir() if (m := _NAME.match(p.name)))
 
 
 def latest_checkpoint(out_dir: Path) -> Path | None:
     """The checkpoint with the highest step, or ``None``."""
-    folder = checkpoint_dir(out_dir)
-    if not folder.is_dir():
-        return None
-    found = [(int(m.group(1)), p) for p in folder.iterdir() if (m := _NAME.match(p.name))]
-    return max(found)[1] if found else None
+    found = _checkpoints(out_dir / "checkpoints")
+    return found[-1][1] if found else None
 
 
 def save_checkpoint(out_dir: Path, step: int, model: torch.nn.Module,
                     optimizer: torch.optim.Optimizer, keep: int = 2) -> Path:
     """Write the state after ``step`` completed RL steps; prune older checkpoints."""
-    folder = checkpoint_dir(out_dir)
+    folder = out_dir / "checkpoints"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"step_{step}.pt"
     with replacing(path) as tmp:
@@ -74,8 +69,7 @@ def save_checkpoint(out_dir: Path, step: int, model: torch.nn.Module,
             "torch_rng": torch.get_rng_state(),
             "python_rng": random.getstate(),
         }, tmp)
-    found = sorted((int(m.group(1)), p) for p in folder.iterdir() if (m := _NAME.match(p.name)))
-    for _, old in found[:-keep]:
+    for _, old in _checkpoints(folder)[:-keep]:
         old.unlink(missing_ok=True)
     return path
 
@@ -93,10 +87,9 @@ def load_checkpoint(path: Path, device: torch.device) -> TrainState:
     except (RuntimeError, EOFError, ValueError) as exc:  # torch's words for a corrupt file
         raise CheckpointError(f"{path}: unreadable checkpoint ({exc}); {remedy}") from None
     try:
-        python_rng = _python_rng(blob["python_rng"])
         return TrainState(step=int(blob["step"]), model=blob["model"],
-                          optimizer=blob["optimizer"],
-                          torch_rng=blob["torch_rng"].cpu(), python_rng=python_rng)
+                          optimizer=blob["optimizer"], torch_rng=blob["torch_rng"].cpu(),
+                          python_rng=_python_rng(blob["python_rng"]))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise CheckpointError(f"{path}: not a kappa checkpoint ({exc!r}); {remedy}") from None
 

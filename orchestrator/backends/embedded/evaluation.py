@@ -50,37 +50,26 @@ def greedy_accuracy(model: TinyGPT, task: Task, problems: Sequence[Problem],
     return sum(counts) / max(len(problems), 1)
 
 
-def benchmark_scores(model: TinyGPT, task: Task, benchmark: str, problems: Sequence[Problem],
-                     k: int, max_new_tokens: int, temperature: float,
-                     generator: torch.Generator) -> dict[str, float]:
-    """Greedy accuracy plus ``mean@k`` and ``pass@k`` of ``k`` samples per problem."""
-    greedy = greedy_accuracy(model, task, problems, max_new_tokens)
-    counts = correct_counts(model, task, problems, k, max_new_tokens, temperature, generator)
-    n = max(len(problems), 1)
-    return {
-        f"eval/{benchmark}/greedy@1": greedy,
-        f"eval/{benchmark}/mean@{k}": sum(c / k for c in counts) / n,
-        f"eval/{benchmark}/pass@{k}": sum(pass_at_k(k, c, k) for c in counts) / n,
-    }
-
-
 def evaluate(settings: EmbeddedSettings, policy: TinyGPT) -> dict[str, float]:
-    """Final scores on every benchmark: greedy accuracy, mean@k and pass@k.
-
-    Only the in-distribution validation set is reported under ``val-core/`` (as during
-    training), so "the validation accuracy" of a run is one unambiguous metric; held-out
-    benchmarks are ``eval/<benchmark>/...``.
-    """
+    """Final scores on every benchmark: ``eval/<benchmark>/`` greedy accuracy, and mean@k and
+    pass@k of ``eval_samples`` samples per problem. Only the in-distribution validation set
+    is also reported under ``val-core/`` (as during training), so "the validation accuracy"
+    of a run is one unambiguous metric."""
     task = TASKS[settings.task]
     device = next(policy.parameters()).device
+    k, length = settings.eval_samples, settings.max_response_length
     scores: dict[str, float] = {}
     for benchmark in settings.benchmarks or task.benchmarks:
         generator = torch.Generator(device=device)
         generator.manual_seed(stable_seed("eval", settings.seed, benchmark))
         problems = task.benchmark(benchmark, settings.val_size)
-        scores.update(benchmark_scores(policy, task, benchmark, problems, settings.eval_samples,
-                                       settings.max_response_length, settings.eval_temperature,
-                                       generator))
+        greedy = greedy_accuracy(policy, task, problems, length)
+        counts = correct_counts(policy, task, problems, k, length, settings.eval_temperature,
+                                generator)
+        n = max(len(problems), 1)
+        scores |= {f"eval/{benchmark}/greedy@1": greedy,
+                   f"eval/{benchmark}/mean@{k}": sum(c / k for c in counts) / n,
+                   f"eval/{benchmark}/pass@{k}": sum(pass_at_k(k, c, k) for c in counts) / n}
         if benchmark == task.val_benchmark:
-            scores[f"val-core/{benchmark}/acc/mean@1"] = scores[f"eval/{benchmark}/greedy@1"]
+            scores[f"val-core/{benchmark}/acc/mean@1"] = greedy
     return scores

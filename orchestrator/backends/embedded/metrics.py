@@ -1,10 +1,6 @@
 """The trainer's side of its run folder (``metrics.jsonl``, ``progress.json``,
-``summary.json``, :mod:`orchestrator.runs`), MLflow, and the terminal progress bar.
-
-Metrics go to ``metrics.jsonl`` always, and to the MLflow run named by ``MLFLOW_RUN_ID``
-(on ``MLFLOW_TRACKING_URI``) when both are set, through the run folder's outbox
-(:mod:`orchestrator.tracking.outbox`). The trainer never creates or ends MLflow runs; the
-orchestrator owns them.
+``summary.json``, :mod:`orchestrator.runs`), MLflow, and the terminal progress bar. The
+trainer never creates or ends MLflow runs; the orchestrator owns them.
 """
 
 from __future__ import annotations
@@ -20,6 +16,25 @@ from orchestrator.runs.folder import METRICS_FILE, write_progress, write_summary
 from orchestrator.runs.metrics import append_metrics, truncate_metrics
 from orchestrator.runs.stop_request import StopRequest, stopped_block
 from orchestrator.tracking.outbox import Outbox, OutboxSender
+
+
+def mlflow_target(environ: Mapping[str, str] = os.environ) -> tuple[str, str] | None:
+    """``(MLFLOW_RUN_ID, MLFLOW_TRACKING_URI)`` when both are set: the run a launch logs to."""
+    run_id, uri = environ.get("MLFLOW_RUN_ID"), environ.get("MLFLOW_TRACKING_URI")
+    return (run_id, uri) if run_id and uri else None
+
+
+def mlflow_sender(outbox: Outbox, run_id: str, uri: str | None,
+                  client: Any | None = None) -> OutboxSender:
+    """A sender of ``outbox`` to the MLflow run ``run_id`` on ``uri`` (or through ``client``)."""
+    if client is None:
+        # Imported here, not first on the sender's thread: two threads importing
+        # MLflow's modules (import cycles) for the first time at once can deadlock.
+        import mlflow.entities  # noqa: F401
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(tracking_uri=uri)
+    return OutboxSender(outbox, run_id, client=client)
 
 
 def flush_seconds() -> float:
@@ -52,58 +67,40 @@ def progress_bar(total: int, done: int,
 
 class RunFiles:
     """Writes one run folder's metrics, progress and summary (the backend file contract).
-
-    With ``MLFLOW_RUN_ID`` and ``MLFLOW_TRACKING_URI`` set, every logged record also goes
-    to the run folder's MLflow outbox (:mod:`orchestrator.tracking.outbox`), which a
-    background sender delivers: exactly once across resumes, and training never waits on
-    (or dies of) a tracking server that is away.
-    """
+    With :func:`mlflow_target` set, every record also goes to the run folder's MLflow outbox,
+    which a background sender delivers: exactly once across resumes, and training never
+    waits on (or dies of) a tracking server that is away."""
 
     def __init__(self, out_dir: Path, total_steps: int) -> None:
         self.out_dir = out_dir
         self.total_steps = total_steps
         self.metrics_path = out_dir / METRICS_FILE
-        run_id = os.environ.get("MLFLOW_RUN_ID")
-        uri = os.environ.get("MLFLOW_TRACKING_URI")
-        self._outbox: Outbox | None = None
-        self._sender: OutboxSender | None = None
-        if run_id and uri:
-            # Imported here, not first on the sender's thread: two threads importing
-            # MLflow's modules (import cycles) for the first time at once can deadlock.
-            import mlflow.entities  # noqa: F401
-            from mlflow.tracking import MlflowClient
-
-            self._outbox = Outbox(out_dir)
-            self._sender = OutboxSender(self._outbox, run_id,
-                                        client=MlflowClient(tracking_uri=uri))
+        target = mlflow_target()
+        self._sender = None if target is None else mlflow_sender(Outbox(out_dir), *target)
         self._seq = 0  # position of the next record in the run's record sequence
 
     def resume_from(self, last_step: int) -> None:
-        """Forget the lines a resume from ``last_step`` redoes (``-1``: a fresh start).
-
-        MLflow keeps what earlier attempts sent (its history cannot be edited); the
-        outbox knows each record's position, so a redone record is not sent twice. Kept
-        lines an earlier attempt never queued (none, unless MLflow was switched on
-        between attempts) are queued now.
-        """
+        """Forget the lines a resume from ``last_step`` redoes (``-1``: a fresh start). MLflow
+        keeps what earlier attempts sent; the outbox knows each record's position, so a redone
+        record is not sent twice. Kept lines an earlier attempt never queued (MLflow switched
+        on between attempts) are queued now."""
         kept = truncate_metrics(self.metrics_path, last_step)
         self._seq = len(kept)
-        if self._outbox is not None:
-            for seq in range(self._outbox.length(), len(kept)):
+        if self._sender is not None:
+            outbox = self._sender.outbox
+            for seq in range(outbox.length(), len(kept)):
                 row = json.loads(kept[seq])
-                self._outbox.put(seq, int(row["step"]), row["metrics"])
-            if self._sender is not None:
-                self._sender.wake()
+                outbox.put(seq, int(row["step"]), row["metrics"])
+            self._sender.wake()
 
     def log(self, step: int, metrics: Mapping[str, float]) -> None:
-        """Append one step's metrics and queue the finite ones for MLflow (non-finite
-        values go to the line's ``nonfinite`` field only: see :mod:`orchestrator.runs.metrics`)."""
+        """Append one step's metrics; queue the finite ones for MLflow (see
+        :mod:`orchestrator.runs.metrics`)."""
         clean = append_metrics(self.metrics_path, step, metrics)
-        if self._outbox is not None:
-            self._outbox.put(self._seq, step, clean)
-        self._seq += 1
         if self._sender is not None:
+            self._sender.outbox.put(self._seq, step, clean)
             self._sender.wake()
+        self._seq += 1
 
     def close(self, timeout: float | None = None) -> bool:
         """Give MLflow up to ``timeout`` s (default :func:`flush_seconds`) to take what is
@@ -118,11 +115,9 @@ class RunFiles:
 
     def summary(self, steps: int, final: Mapping[str, float],
                 stopped: StopRequest | None = None) -> None:
-        """Record success (or, stopped on a request, the request's outcome) and the final
-        metrics."""
+        """Record success (or, stopped on a request, its outcome) and the final metrics."""
         data: dict[str, Any] = {"status": stopped.outcome if stopped else "succeeded",
-                                "steps": steps,
-                                "final": {k: float(v) for k, v in final.items()}}
+                                "steps": steps, "final": {k: float(v) for k, v in final.items()}}
         if stopped is not None:
             data["stopped"] = stopped_block(stopped, steps)
         write_summary(self.out_dir, data)

@@ -1,12 +1,9 @@
 """A tiny causal transformer (pre-LayerNorm GPT) with a key/value cache for sampling.
 
-Sequences are laid out left-padded: ``[PAD.., BOS, prompt.., response.., PAD..]``. Every
-call takes ``key_valid`` (False on padding) and derives positions from it, so a sequence's
-logits do not depend on how much padding its batch needed.
-
-``generate`` decodes a whole batch one token at a time, reusing cached keys/values, so the
-cost per new token is one position instead of the whole sequence. ``Sequences`` packs
-prompts and responses into one left-padded tensor for the training forward pass.
+Sequences are laid out ``[PAD.., BOS, prompt.., response.., PAD..]``. Every call takes
+``key_valid`` (False on padding) and derives positions from it, so a sequence's logits do
+not depend on how much padding its batch needed. :func:`generate` decodes a batch one token
+at a time, reusing cached keys/values (one position per new token, not the whole sequence).
 """
 
 from __future__ import annotations
@@ -34,7 +31,8 @@ class ModelShape:
     n_heads: int
 
 
-KVCache = list[tuple[torch.Tensor, torch.Tensor]]
+KV = tuple[torch.Tensor, torch.Tensor]
+KVCache = list[KV]
 
 
 class _Block(nn.Module):
@@ -48,15 +46,12 @@ class _Block(nn.Module):
         self.mlp = nn.Sequential(
             nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model))
 
-    def forward(
-        self, x: torch.Tensor, mask: torch.Tensor, past: tuple[torch.Tensor, torch.Tensor] | None
-    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor,
+                past: KV | None) -> tuple[torch.Tensor, KV]:
         b, t, d = x.shape
         h = self.n_heads
-        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
-        q = q.view(b, t, h, d // h).transpose(1, 2)
-        k = k.view(b, t, h, d // h).transpose(1, 2)
-        v = v.view(b, t, h, d // h).transpose(1, 2)
+        q, k, v = (z.view(b, t, h, d // h).transpose(1, 2)
+                   for z in self.qkv(self.ln1(x)).split(d, dim=-1))
         if past is not None:
             k = torch.cat([past[0], k], dim=2)
             v = torch.cat([past[1], v], dim=2)
@@ -87,30 +82,20 @@ class TinyGPT(nn.Module):
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
 
-    def forward(
-        self,
-        tokens: torch.Tensor,
-        key_valid: torch.Tensor,
-        past: KVCache | None = None,
-        positions: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, KVCache]:
-        """Logits ``(B, T, V)`` for ``tokens`` ``(B, T)`` and the extended cache.
-
-        ``key_valid`` ``(B, T_past + T)`` marks real tokens among all keys (cached ones
-        first). ``positions`` default to the count of real tokens before each one.
-        """
-        t = tokens.shape[1]
+    def forward(self, tokens: torch.Tensor, key_valid: torch.Tensor,
+                past: KVCache | None = None) -> tuple[torch.Tensor, KVCache]:
+        """Logits ``(B, T, V)`` for ``tokens`` ``(B, T)`` and the extended cache. ``key_valid``
+        ``(B, T_past + T)`` marks real tokens among all keys (cached ones first); a token's
+        position is the count of real tokens before it."""
         t_past = 0 if past is None else past[0][0].shape[2]
-        if positions is None:
-            positions = (key_valid.long().cumsum(dim=1) - 1).clamp(min=0)[:, t_past:]
+        positions = (key_valid.long().cumsum(dim=1) - 1).clamp(min=0)[:, t_past:]
         x = self.tok_emb(tokens) + self.pos_emb(positions)
-        total = t_past + t
+        total = t_past + tokens.shape[1]
         query_index = torch.arange(t_past, total, device=tokens.device)[:, None]
         causal = torch.arange(total, device=tokens.device)[None, :] <= query_index
         # A padding query attends to itself only, so no attention row is empty (no NaN).
         own = torch.arange(total, device=tokens.device)[None, :] == query_index
-        mask = (causal[None] & key_valid[:, None, :]) | own[None]
-        mask = mask[:, None]  # broadcast over heads
+        mask = ((causal[None] & key_valid[:, None, :]) | own[None])[:, None]  # over heads too
         new_cache: KVCache = []
         for i, block in enumerate(self.blocks):
             x, kv = block(x, mask, None if past is None else past[i])
@@ -144,14 +129,11 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-
 @dataclass(frozen=True)
 class Sequences:
-    """Prompts and responses of one batch, ready for a forward pass.
-
-    ``tokens`` ``(B, P + R)`` = left-padded prompts then right-padded responses;
-    ``response_mask`` ``(B, R)`` is 1 on response tokens up to and including EOS.
-    """
+    """Prompts and responses of one batch, ready for a forward pass: ``tokens`` ``(B, P + R)``
+    are left-padded prompts then right-padded responses; ``response_mask`` ``(B, R)`` is 1 on
+    response tokens up to and including EOS."""
 
     tokens: torch.Tensor
     key_valid: torch.Tensor
@@ -190,14 +172,9 @@ def left_pad(prompts: Sequence[Sequence[int]],
 
 
 @torch.no_grad()
-def generate(
-    model: TinyGPT,
-    prompts: Sequence[Sequence[int]],
-    max_new_tokens: int,
-    temperature: float,
-    generator: torch.Generator | None,
-    greedy: bool = False,
-) -> Sequences:
+def generate(model: TinyGPT, prompts: Sequence[Sequence[int]], max_new_tokens: int,
+             temperature: float, generator: torch.Generator | None,
+             greedy: bool = False) -> Sequences:
     """Sample one response per prompt (stops at EOS or after ``max_new_tokens``)."""
     device = next(model.parameters()).device
     prompt_tokens, prompt_valid = left_pad(prompts, device)
@@ -231,9 +208,8 @@ def generate(
 def response_logits(model: TinyGPT, seqs: Sequences, temperature: float) -> torch.Tensor:
     """Logits ``(B, R, V)`` that predict each response token, divided by ``temperature``."""
     logits, _ = model(seqs.tokens, seqs.key_valid)
-    width = seqs.responses.shape[1]
     start = seqs.prompt_width - 1
-    return logits[:, start:start + width] / temperature
+    return logits[:, start:start + seqs.responses.shape[1]] / temperature
 
 
 def token_log_probs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:

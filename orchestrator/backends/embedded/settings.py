@@ -1,9 +1,6 @@
-"""Settings of one embedded-trainer cell: the fully resolved config ``kappa train`` reads.
-
-A spec's ``base`` plus its axis values produce a mapping that must validate against
-:class:`EmbeddedSettings`. Settings left at ``None`` take the baseline bundle's value
-(docs/algorithms.md#baseline-bundles); :attr:`EmbeddedSettings.algorithm` resolves them, so the
-trainer never looks at a ``None``.
+"""Settings of one embedded-trainer cell: the fully resolved config ``kappa train`` reads (a
+spec's ``base`` plus its axis values). Settings left at ``None`` take the baseline bundle's
+value: :attr:`EmbeddedSettings.algorithm` resolves them, so the trainer never sees a ``None``.
 """
 
 from __future__ import annotations
@@ -14,12 +11,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from orchestrator.algorithms.bundles import ResolvedAlgorithm
-from orchestrator.backends.rl_settings import (
-    MAX_LEARNING_RATE,
-    RLSettings,
-    StrictModel,
-    check_learning_rate,
-)
+from orchestrator.backends.rl_settings import LearningRate, RLSettings, StrictModel
 from orchestrator.limits import (
     MAX_ATTEMPTS,
     MAX_BATCH,
@@ -57,16 +49,11 @@ class WarmStartSettings(StrictModel):
                     "RL seed, as one pretrained checkpoint is; put it on an axis to vary it.")
     steps: int = Field(600, ge=0, le=MAX_STEPS)
     batch_size: int = Field(64, ge=1, le=MAX_BATCH)
-    learning_rate: float = Field(3e-3, gt=0, le=MAX_LEARNING_RATE)
+    learning_rate: LearningRate = 3e-3
     target_accuracy: float | None = Field(
         0.4, gt=0, le=1,
         description="Stop early once greedy accuracy on a training-distribution probe set "
                     "reaches this (checked every 25 steps); None = run all steps.")
-
-    @field_validator("learning_rate", mode="before")
-    @classmethod
-    def _bounded_rate(cls, value: object) -> object:
-        return check_learning_rate(value)
 
 
 class EmbeddedSettings(RLSettings):
@@ -92,7 +79,7 @@ class EmbeddedSettings(RLSettings):
 
     # --- optimisation --------------------------------------------------------------------
     max_steps: int = Field(100, ge=1, le=MAX_STEPS)
-    learning_rate: float = Field(1e-4, gt=0, le=MAX_LEARNING_RATE)
+    learning_rate: LearningRate = 1e-4
     ppo_mini_batches: int = Field(2, ge=1, le=MAX_BATCH, description="Optimizer steps per RL step.")
     grad_clip: float = Field(1.0, gt=0)
     max_response_length: int = Field(24, ge=1, le=MAX_TOKENS)
@@ -107,11 +94,6 @@ class EmbeddedSettings(RLSettings):
     checkpoint_every: int = Field(20, ge=1, le=MAX_STEPS)
     device: Literal["auto", "cpu", "cuda"] = "auto"
 
-    @field_validator("learning_rate", mode="before")
-    @classmethod
-    def _bounded_rate(cls, value: object) -> object:
-        return check_learning_rate(value)
-
     @field_validator("task")
     @classmethod
     def _known_task(cls, value: str) -> str:
@@ -123,6 +105,8 @@ class EmbeddedSettings(RLSettings):
 
     @model_validator(mode="after")
     def _consistent(self) -> EmbeddedSettings:
+        from orchestrator.backends.embedded.tasks import TASKS
+
         # Collect every cross-field problem so the user sees them all at once.
         problems = self.clip_problems()
         if self.prompts_per_step % self.ppo_mini_batches:
@@ -130,18 +114,8 @@ class EmbeddedSettings(RLSettings):
                 f"prompts_per_step ({self.prompts_per_step}) must be divisible by "
                 f"ppo_mini_batches ({self.ppo_mini_batches})")
         problems += self.reward_problems()
-        problems += self._task_problems()
-        if problems:
-            raise ValueError("; ".join(problems))
-        return self
-
-    def _task_problems(self) -> list[str]:
-        from orchestrator.backends.embedded.tasks import TASKS
-
         task = TASKS[self.task]
-        problems = []
-        unknown = sorted(set(self.benchmarks or ()) - set(task.benchmarks))
-        if unknown:
+        if unknown := sorted(set(self.benchmarks or ()) - set(task.benchmarks)):
             problems.append(f"unknown benchmark(s) {', '.join(unknown)} for task {self.task!r}; "
                             f"known: {', '.join(task.benchmarks)}")
         # BOS + longest prompt + response must fit the position table.
@@ -150,11 +124,12 @@ class EmbeddedSettings(RLSettings):
             problems.append(
                 f"model.context_length ({self.model.context_length}) is shorter than BOS + the "
                 f"task's longest prompt + max_response_length ({needed})")
-        return problems
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
 
     @cached_property
     def algorithm(self) -> ResolvedAlgorithm:
-        """The baseline bundle (docs/algorithms.md#baseline-bundles) with this cell's overrides
-        applied (derived, never stored)."""
+        """The baseline bundle with this cell's overrides applied (derived, never stored)."""
         return self.resolve_algorithm("embedded", kl_loss_type=self.kl_loss_type,
                                       overlong_buffer=self.overlong_buffer)

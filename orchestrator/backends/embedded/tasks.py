@@ -1,22 +1,20 @@
 """Synthetic tasks with verifiable answers, each with difficulty levels ("benchmarks").
 
-A task generates problems deterministically from a seed: training prompts from the cell's
-seed, benchmark sets from a fixed per-benchmark seed so every cell of a sweep is scored on
-the same problems. A response is a short worked answer: the running partial sums separated
-by commas, the last one being the final answer (``37+45+12=`` -> ``82,94``). The verifier
-extracts the last comma-separated field, like ``\\boxed{}`` extraction on real math data.
-
-By default numbers are zero-padded to a fixed width and written least-significant digit
-first (``37+45+2`` is shown as ``73+54+20=`` -> ``280,490``): digits line up by position
-and a carry flows in reading order, which a tiny causal model can learn in a few hundred
-steps (the usual trick of the arithmetic-with-transformers literature).
-
-Text becomes ids through a character tokenizer: one token per character, plus PAD/BOS/EOS.
+Problems are generated deterministically: training prompts from the cell's seed, benchmark
+sets from a fixed per-benchmark seed so every cell of a sweep is scored on the same
+problems. A response is a short worked answer, the running partial sums separated by
+commas (``37+45+12=`` -> ``82,94``); the verifier extracts the last one, like ``\\boxed{}``
+extraction on real math data. Numbers are zero-padded to a fixed width and
+written least-significant digit first (``37+45+2`` is shown as ``73+54+20=`` ->
+``280,490``): digits line up by position and a carry flows in reading order, which a tiny
+causal model learns in a few hundred steps (the arithmetic-with-transformers trick). Text
+becomes ids one character per token, plus PAD/BOS/EOS.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,26 +23,18 @@ PAD, BOS, EOS = 0, 1, 2
 _SPECIALS = ("<pad>", "<bos>", "<eos>")
 # Every character any task may put in a prompt or an answer.
 ALPHABET = "0123456789+-*=,"
+_TO_ID = {ch: i + len(_SPECIALS) for i, ch in enumerate(ALPHABET)}
 
 
 class CharTokenizer:
-    """Maps characters of :data:`ALPHABET` to ids; ids 0..2 are PAD, BOS and EOS."""
+    """Maps the characters of :data:`ALPHABET` to ids; ids 0..2 are PAD, BOS and EOS."""
 
-    def __init__(self, alphabet: str = ALPHABET) -> None:
-        if len(set(alphabet)) != len(alphabet):
-            raise ValueError("alphabet has repeated characters")
-        self.alphabet = alphabet
-        self._to_id = {ch: i + len(_SPECIALS) for i, ch in enumerate(alphabet)}
-
-    @property
-    def vocab_size(self) -> int:
-        """Number of distinct ids, specials included."""
-        return len(_SPECIALS) + len(self.alphabet)
+    vocab_size = len(_SPECIALS) + len(ALPHABET)  # distinct ids, specials included
 
     def encode(self, text: str) -> list[int]:
         """Ids of ``text``; a character outside the alphabet raises ``ValueError``."""
         try:
-            return [self._to_id[ch] for ch in text]
+            return [_TO_ID[ch] for ch in text]
         except KeyError as exc:
             raise ValueError(
                 f"character {exc.args[0]!r} is not in the tokenizer alphabet") from None
@@ -55,13 +45,9 @@ class CharTokenizer:
 
     def decode(self, ids: Sequence[int]) -> str:
         """Text of ``ids`` up to (excluding) the first EOS; PAD and BOS are dropped."""
-        out = []
-        for i in ids:
-            if i == EOS:
-                break
-            if i >= len(_SPECIALS):
-                out.append(self.alphabet[i - len(_SPECIALS)])
-        return "".join(out)
+        return "".join(ALPHABET[i - len(_SPECIALS)]
+                       for i in itertools.takewhile(lambda i: i != EOS, ids)
+                       if i >= len(_SPECIALS))
 
 
 TOKENIZER = CharTokenizer()
@@ -101,20 +87,16 @@ def extract_answer(response: str) -> str | None:
 
 @dataclass(frozen=True)
 class AdditionTask:
-    """Multi-operand addition with partial sums as the worked answer.
-
-    ``levels[0]`` is the training distribution and its in-distribution validation
-    benchmark; later levels are harder held-out benchmarks.
-    """
+    """Multi-operand addition with partial sums as the worked answer. ``levels[0]`` is the
+    training distribution and its validation benchmark; later levels are harder held-out
+    benchmarks."""
 
     name: str
     levels: tuple[Level, ...]
-    little_endian: bool = True
-    fixed_width: bool = True
 
-    def _fmt(self, value: int, width: int) -> str:
-        text = str(value).zfill(width) if self.fixed_width else str(value)
-        return text[::-1] if self.little_endian else text
+    @staticmethod
+    def _fmt(value: int, width: int) -> str:
+        return str(value).zfill(width)[::-1]  # fixed width, least-significant digit first
 
     @property
     def benchmarks(self) -> tuple[str, ...]:
@@ -133,13 +115,9 @@ class AdditionTask:
 
     @property
     def max_solution_length(self) -> int:
-        """Longest worked solution in characters (EOS not included)."""
-        longest = 0
-        for lv in self.levels:
-            top = 10**lv.max_digits - 1
-            width = lv.max_digits + 1 if self.fixed_width else len(str(top * lv.max_operands))
-            longest = max(longest, (width + 1) * (lv.max_operands - 1) - 1)
-        return longest
+        """Longest worked solution in characters (EOS not included): ``operands − 1`` sums of
+        ``max_digits + 1`` digits, comma-separated."""
+        return max((lv.max_digits + 2) * (lv.max_operands - 1) - 1 for lv in self.levels)
 
     def _level(self, name: str) -> Level:
         for level in self.levels:
@@ -178,16 +156,13 @@ class AdditionTask:
         """The first ``n`` problems of benchmark ``name`` (distinct prompts, fixed seed)."""
         level = self._level(name)
         rng = random.Random(stable_seed("benchmark", self.name, name))
-        seen: set[str] = set()
-        out: list[Problem] = []
-        attempts = 0
-        while len(out) < n and attempts < 50 * n:
-            attempts += 1
+        found: dict[str, Problem] = {}
+        for _ in range(50 * n):
+            if len(found) >= n:
+                break
             problem = self._make(level, rng)
-            if problem.prompt not in seen:
-                seen.add(problem.prompt)
-                out.append(problem)
-        return out
+            found.setdefault(problem.prompt, problem)
+        return list(found.values())
 
     def held_out_prompts(self, n: int) -> frozenset[str]:
         """Prompts of every benchmark's first ``n`` problems; training never shows them."""
@@ -200,23 +175,11 @@ class AdditionTask:
 
 Task = AdditionTask
 
-TASKS: dict[str, Task] = {
+TASKS: dict[str, Task] = {task.name: task for task in (
     # The easiest task: two or three small operands.
-    "addition": AdditionTask(
-        name="addition",
-        levels=(
-            Level("add-val", 2, 3, 1, 2),
-            Level("add-hard", 3, 3, 2, 2),
-            Level("add-harder", 4, 4, 2, 2),
-        ),
-    ),
+    AdditionTask("addition", (Level("add-val", 2, 3, 1, 2), Level("add-hard", 3, 3, 2, 2),
+                              Level("add-harder", 4, 4, 2, 2))),
     # The main toy task: three or four operands of up to two digits; harder held-out sets.
-    "arithmetic": AdditionTask(
-        name="arithmetic",
-        levels=(
-            Level("arith-val", 3, 4, 1, 2),
-            Level("arith-hard", 4, 4, 2, 2),
-            Level("arith-harder", 5, 5, 2, 2),
-        ),
-    ),
-}
+    AdditionTask("arithmetic", (Level("arith-val", 3, 4, 1, 2), Level("arith-hard", 4, 4, 2, 2),
+                                Level("arith-harder", 5, 5, 2, 2))),
+)}

@@ -1,28 +1,16 @@
 """The embedded RL trainer as one recipe: warm start, then RL steps, then final evaluation.
 
-Read top to bottom: :func:`train` runs the cell, :func:`rl_step` is one RL step, and the
-step's phases follow in order: :func:`collect` (sample groups, score them, shape rewards,
-build advantages), :func:`ppo_update` (the policy update), :func:`kappa_eff` (the step's
-sharpening diagnostic). The algorithms themselves are :mod:`orchestrator.algorithms`'.
-
-``train(settings, out_dir)`` runs one cell in ``out_dir``. Re-running it in the same folder
-resumes from the newest checkpoint and ends with the same metrics as an uninterrupted run:
-all randomness of step ``s`` (prompts, sampling, mini-batch order, Clip-Cov's draw) comes
-from generators seeded by ``(seed, s)``, so the step counter saved in the checkpoint is
-the sampling RNG state; the global torch/python RNG states are saved as well.
-
-Order of reward shaping (docs/algorithms.md#reward-variants): the verifier's (or a spurious
-coin's) correct/incorrect becomes ``reward_correct``/``reward_incorrect`` (the κ setting),
-then DAPO's over-long penalty, then the entropy reward while that intervention is active;
-the advantage construction (GRPO, Dr.GRPO or reward budgeting) sees the result. DAPO's
-dynamic sampling keeps groups whose accuracy varies (verl's ``filter_groups.metric=acc``)
-and samples again, up to ``max_sampling_attempts`` rounds, until the batch is full.
-
-The update shuffles the batch's groups and splits them into ``ppo_mini_batches``
-mini-batches per epoch; each mini-batch is one optimizer step, so after the first one the
-ratios move off 1 and clipping starts to matter. The loss is the baseline's policy loss,
-plus ``β·KL`` to the frozen reference when the bundle uses a KL loss, minus ``c·H`` while
-the entropy-loss intervention is active.
+:func:`train` runs a cell and :func:`rl_step` is one RL step, whose phases follow in order:
+:func:`collect` samples groups, scores them, shapes rewards (in the order of
+docs/algorithms.md#reward-variants) and builds advantages; DAPO's dynamic sampling keeps
+the groups whose accuracy varies (verl's ``filter_groups.metric=acc``) and samples again,
+up to ``max_sampling_attempts`` rounds. :func:`ppo_update` splits the shuffled groups into
+``ppo_mini_batches`` optimizer steps per epoch (so ratios move off 1 after the first) on the
+baseline's policy loss, ``+ β·KL`` to the frozen reference when the bundle uses a KL loss,
+``− c·H`` while the entropy-loss intervention is active. :func:`kappa_eff` is the step's
+sharpening diagnostic. Re-running ``train`` in the same folder resumes from the newest
+checkpoint and ends with the same metrics as an uninterrupted run: all randomness of step
+``s`` comes from generators seeded by ``(seed, s)``, and the global RNG states are saved too.
 """
 
 from __future__ import annotations
@@ -84,34 +72,30 @@ def train(settings: EmbeddedSettings, out_dir: Path,
     warm_seconds = time.perf_counter() - t0
     policy = warm.model
     ref = frozen_copy(policy) if algo.use_kl_loss else None
-    optimizer = torch.optim.AdamW(policy.parameters(), lr=settings.learning_rate,
-                                  weight_decay=0.0)
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=settings.learning_rate, weight_decay=0.0)
     held_out = task.held_out_prompts(settings.val_size)
     val_problems = task.benchmark(task.val_benchmark, settings.val_size)
     val_key = f"val-core/{task.val_benchmark}/acc/mean@1"
 
-    start = 0
-    ckpt = latest_checkpoint(out_dir)
-    if ckpt is not None:
+    start, saved = 0, -1  # saved: the step of the newest checkpoint
+    if (ckpt := latest_checkpoint(out_dir)) is not None:
         state = load_checkpoint(ckpt, device)
         policy.load_state_dict(state.model)
         optimizer.load_state_dict(state.optimizer)
         restore_rng(state)
-        start = state.step
+        start = saved = state.step
     # Read before the resume cuts metrics.jsonl back: a stop never lands before a step an
     # earlier attempt logged (MLflow has it), so the resumed records match the old ones.
     stopping = StopPoint(out_dir, logged_through(out_dir))
-    files.resume_from(start if ckpt is not None else -1)
+    files.resume_from(saved)
     if start == 0:
         acc = greedy_accuracy(policy, task, val_problems, settings.max_response_length)
-        files.log(0, {val_key: acc, "warm_start/val_acc": acc,
-                      "warm_start/steps": warm.steps,
+        files.log(0, {val_key: acc, "warm_start/val_acc": acc, "warm_start/steps": warm.steps,
                       "warm_start/probe_acc": warm.probe_accuracy,
                       "timing_s/warm_start": warm_seconds})
 
     show = sys.stdout.isatty() if progress is None else progress
     last = start
-    saved = start if ckpt is not None else -1  # the step of the newest checkpoint
     with progress_bar(settings.max_steps, start, show) as advance:
         for step in range(start, settings.max_steps):
             # A stop request (a stopping rule fired) ends the run at this step boundary,
@@ -136,8 +120,7 @@ def train(settings: EmbeddedSettings, out_dir: Path,
             save_checkpoint(out_dir, last, policy, optimizer)  # a stopped run ends saved
         files.progress(last)
 
-    final_eval = evaluate(settings, policy)
-    files.log(last, final_eval)
+    files.log(last, evaluate(settings, policy))
     final = last_values(files.metrics_path)[0]
     # MLflow gets a bounded wait; what it has not taken yet waits in the run folder's
     # outbox for the scheduler, which delivers it before ending the run.
@@ -285,10 +268,8 @@ def _score(settings: EmbeddedSettings, policy: TinyGPT, ref: TinyGPT | None, ste
     logits = response_logits(policy, seqs, settings.temperature)
     old_log_prob = token_log_probs(logits, seqs.responses)
     entropy = entropy_from_logits(logits)
-    ref_log_prob = None
-    if ref is not None:
-        ref_log_prob = token_log_probs(response_logits(ref, seqs, settings.temperature),
-                                       seqs.responses)
+    ref_log_prob = None if ref is None else token_log_probs(
+        response_logits(ref, seqs, settings.temperature), seqs.responses)
     # Rewards and advantages are small per-response tensors: kept on the CPU.
     rewards = scale_rewards(correct, settings.reward_correct, settings.reward_incorrect)
     if algo.overlong_penalty and settings.overlong_buffer > 0:
@@ -302,25 +283,14 @@ def _score(settings: EmbeddedSettings, policy: TinyGPT, ref: TinyGPT | None, ste
     options = {"std": algo.advantage_std} if algo.advantage == "grpo" else {}
     adv = advantages(algo.advantage, rewards, **options)
     return Experience(
-        seqs=seqs,
-        group_index=torch.arange(groups).repeat_interleave(g),
-        correct=correct.reshape(-1),
-        rewards=rewards,
+        seqs=seqs, group_index=torch.arange(groups).repeat_interleave(g),
+        correct=correct.reshape(-1), rewards=rewards,
         advantages=broadcast_to_tokens(adv.reshape(-1).to(mask.device), mask),
-        old_log_prob=old_log_prob,
-        ref_log_prob=ref_log_prob,
-        entropy=entropy,
-        attempts=attempts,
-        sampled_tokens=sampled_tokens,
-    )
+        old_log_prob=old_log_prob, ref_log_prob=ref_log_prob, entropy=entropy,
+        attempts=attempts, sampled_tokens=sampled_tokens)
 
 
 # --- phase 2: the policy update, then the step's κ_eff ------------------------------------
-
-
-def _random_state(loss: str, generator: torch.Generator) -> dict[str, object]:
-    # Clip-Cov draws its tokens at random: from the step's generator, for reproducibility.
-    return {"generator": generator} if loss == "clip_cov" else {}
 
 
 def ppo_update(settings: EmbeddedSettings, policy: TinyGPT, optimizer: torch.optim.Optimizer,
@@ -329,6 +299,8 @@ def ppo_update(settings: EmbeddedSettings, policy: TinyGPT, optimizer: torch.opt
     algo = settings.algorithm
     g = settings.group_size
     generator = torch.Generator().manual_seed(stable_seed("update", settings.seed, step))
+    # Clip-Cov draws its tokens at random: from the step's generator, for reproducibility.
+    random_state = {"generator": generator} if algo.loss == "clip_cov" else {}
     entropy_bonus = (settings.entropy_intervention == "entropy_loss"
                      and settings.intervention_active(step))
     scale = (float(settings.max_response_length)
@@ -352,9 +324,8 @@ def ppo_update(settings: EmbeddedSettings, policy: TinyGPT, optimizer: torch.opt
                 algo.loss, old, log_prob, adv, mask, agg_mode=algo.loss_agg_mode,
                 clip_ratio_low=algo.clip_ratio_low, clip_ratio_high=algo.clip_ratio_high,
                 clip_ratio_c=algo.clip_ratio_c, loss_scale_factor=scale,
-                **algo.policy_loss_params, **_random_state(algo.loss, generator))
-            entropy = aggregate(entropy_from_logits(logits), mask, algo.loss_agg_mode,
-                                    scale)
+                **algo.policy_loss_params, **random_state)
+            entropy = aggregate(entropy_from_logits(logits), mask, algo.loss_agg_mode, scale)
             metrics["actor/entropy_loss"] = entropy.item()
             if entropy_bonus:
                 loss = loss - settings.entropy_coef * entropy
@@ -365,10 +336,9 @@ def ppo_update(settings: EmbeddedSettings, policy: TinyGPT, optimizer: torch.opt
                 loss = loss + algo.kl_coef * kl
                 metrics["actor/kl_loss"] = kl.item()
                 metrics["actor/kl_coef"] = algo.kl_coef
-            fractions = diagnostics.clip_fractions(old, log_prob.detach(), adv, mask,
-                                                   algo.clip_ratio_low, algo.clip_ratio_high)
-            metrics["actor/clipfrac_upper"] = fractions.upper
-            metrics["actor/clipfrac_lower"] = fractions.lower
+            metrics["actor/clipfrac_upper"], metrics["actor/clipfrac_lower"] = \
+                diagnostics.clip_fractions(old, log_prob.detach(), adv, mask,
+                                           algo.clip_ratio_low, algo.clip_ratio_high)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), settings.grad_clip)
@@ -383,10 +353,7 @@ def ppo_update(settings: EmbeddedSettings, policy: TinyGPT, optimizer: torch.opt
 
 @torch.no_grad()
 def kappa_eff(settings: EmbeddedSettings, policy: TinyGPT, exp: Experience) -> float | None:
-    """κ_eff of this step's update: sequence log-probs after vs before.
-
-    Definition: docs/algorithms.md#diagnostics.
-    """
+    """κ_eff of this step's update, sequence log-probs after vs before (docs/algorithms.md)."""
     mask = exp.seqs.response_mask
     new = token_log_probs(response_logits(policy, exp.seqs, settings.temperature),
                           exp.seqs.responses)

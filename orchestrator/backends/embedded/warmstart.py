@@ -5,12 +5,9 @@ not the cell's RL seed: every seed of a sweep starts from the same policy (as ev
 a paper's run starts from one checkpoint), and the RL seed varies only the RL run.
 
 The result is cached under ``cache_dir()/embedded/`` by a content hash of everything that
-determines it (task, model shape, warm-start settings), so later cells reuse it. A file
-lock makes a second process wait for the first instead of building it twice, and the file
-is written to a temporary name then renamed, so a reader never sees half a file. The cache
-holds plain data and is read with ``weights_only=True``: a file that is not (a pickle that
-would run code when loaded) is never executed, and is rebuilt over, as is any file that
-cannot be read back (truncated, garbage, another model's weights).
+determines it, so later cells reuse it. A file lock makes a second process wait for the
+first instead of building it twice, and the file is written to a temporary name then
+renamed, so a reader never sees half a file.
 """
 
 from __future__ import annotations
@@ -106,13 +103,11 @@ def _train(settings: EmbeddedSettings, task: Task,
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
-            last = step == ws.steps
-            if ws.target_accuracy is not None and (step % _PROBE_EVERY == 0 or last):
+            probing = ws.target_accuracy is not None and step % _PROBE_EVERY == 0
+            if probing or step == ws.steps:
                 accuracy = greedy_accuracy(model, task, probe, max_new)
-                if accuracy >= ws.target_accuracy:
+                if ws.target_accuracy is not None and accuracy >= ws.target_accuracy:
                     break
-            elif last:
-                accuracy = greedy_accuracy(model, task, probe, max_new)
     return model, step, accuracy
 
 
@@ -122,8 +117,7 @@ def load_or_build(settings: EmbeddedSettings, device: torch.device) -> WarmStart
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        cached = _read_cached(path, settings, device) if path.exists() else None
-        if cached is not None:
+        if path.exists() and (cached := _read_cached(path, settings, device)) is not None:
             return cached
         model, steps, accuracy = _train(settings, TASKS[settings.task], device)
         with replacing(path) as tmp:
@@ -133,10 +127,10 @@ def load_or_build(settings: EmbeddedSettings, device: torch.device) -> WarmStart
 
 
 def _read_cached(path: Path, settings: EmbeddedSettings, device: torch.device) -> WarmStart | None:
-    """The warm start cached at ``path``, or ``None`` when the file cannot be one: not
-    plain data (a pickle that would run code), truncated, garbage, or weights of another
-    shape. Such a file is ignored and rebuilt over (the build is deterministic, so
-    nothing is lost); failing the cell instead would fail every retry the same way."""
+    """The warm start cached at ``path``, or ``None`` when the file cannot be one: not plain
+    data (read with ``weights_only=True``, a pickle that would run code never runs),
+    truncated, garbage, or weights of another shape. Such a file is rebuilt over (the build
+    is deterministic); failing the cell instead would fail every retry the same way."""
     try:
         blob = torch.load(path, map_location=device, weights_only=True)
         model = TinyGPT(model_shape(settings)).to(device)

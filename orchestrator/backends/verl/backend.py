@@ -30,11 +30,10 @@ def _as_verl(settings: BaseModel) -> VerlSettings:
 
 
 # Settings that neither VerlSettings' cross-field rules nor the shape of verl's composed
-# config depend on: each reaches verl as one scalar whose own type and range the settings
-# model checks. Planning composes each of their values once, not once per combination,
-# so a 5-seed grid costs one cold preflight per non-seed combination instead of five.
-# Anything not listed here (kl_coef turns the KL loss on, max_steps and checkpoint_every
-# place the phases, the batch sizes meet in divisibility rules, ...) stays coupled.
+# config depend on (each reaches verl as one scalar the settings model checks): planning
+# composes each of their values once, so a 5-seed grid costs one cold preflight per non-seed
+# combination, not five. The rest (kl_coef turns the KL loss on, max_steps places the
+# phases, batch sizes meet in divisibility rules, ...) stays coupled.
 FREE_SETTINGS = frozenset({
     "seed", "learning_rate", "weight_decay", "temperature", "val_temperature",
     "eval_temperature", "gpu_memory_utilization", "project_name", "experiment_name",
@@ -114,8 +113,7 @@ class VerlBackend(Backend):
 
     def read_progress(self, run_dir: Path) -> tuple[int, int] | None:
         """The driver's progress.json, else verl's checkpoint tracker (steps saved)."""
-        progress = super().read_progress(run_dir)
-        if progress is not None:
+        if (progress := super().read_progress(run_dir)) is not None:
             return progress
         step = checkpointed_step(run_dir)
         return (step, 0) if step else None

@@ -19,19 +19,16 @@ def smallest_batch(s: VerlSettings) -> tuple[int, int]:
     mini-batch's ``× group_size`` responses evenly over every GPU (the rule the settings
     check) and, if the cell's split gives each GPU whole micro-batches, so does the canary's
     (verl asserts it at start-up). A step keeps the cell's number of mini-batches."""
-    world = s.nnodes * s.n_gpus_per_node
     mini = s.ppo_mini_batch_size or s.prompts_per_step
-    per_step = s.prompts_per_step // mini
-    micro = s.ppo_micro_batch_size_per_gpu
 
     def whole_micro_batches(m: int) -> bool:
-        return (m * s.group_size // world) % micro == 0
+        return (m * s.group_size // s.gpus) % s.ppo_micro_batch_size_per_gpu == 0
 
     keeps_micro = whole_micro_batches(mini)
     smallest = next(d for d in range(1, mini + 1)
-                    if mini % d == 0 and (d * s.group_size) % world == 0
+                    if mini % d == 0 and (d * s.group_size) % s.gpus == 0
                     and (whole_micro_batches(d) or not keeps_micro))
-    return smallest * per_step, smallest
+    return smallest * (s.prompts_per_step // mini), smallest
 
 
 def canary_settings(settings: VerlSettings, raw: dict[str, Any]) -> dict[str, Any]:

@@ -24,6 +24,8 @@ _EPOCHS = 100_000
 _SAFE = re.compile(r"^[A-Za-z0-9_/\-+.:@%]+$")
 # verl has no "no clipping" switch: an infinite ratio is a huge finite one.
 UNCLIPPED = 1e9
+ACTOR = "actor_rollout_ref.actor."
+ROLLOUT = "actor_rollout_ref.rollout."
 
 HydraScalar = str | int | float | bool
 
@@ -53,19 +55,11 @@ def reward_function_path(settings: VerlSettings) -> str:
     return str(Path(__file__).resolve().parents[3] / "plugins" / PLUGIN_MODULE / "rewards.py")
 
 
-def run_names(settings: VerlSettings, run_dir: Path) -> tuple[str, str]:
-    """verl's (project_name, experiment_name): the sweep and the cell unless given."""
-    run_dir = run_dir.resolve()
-    return (settings.project_name or run_dir.parent.name,
-            settings.experiment_name or run_dir.name)
-
-
 def phase_env(settings: VerlSettings, phase: Phase) -> dict[str, str]:
     """Environment the plug-in reads in verl's trainer process during ``phase``. An
-    ``entropy_reward`` cell switches the hook on in its intervention phase and explicitly
-    off (coefficient 0) in the others, so a later phase never inherits the bonus from an
-    environment that carries the cell's values (a Ray job's runtime_env, see
-    :func:`launch_env`)."""
+    ``entropy_reward`` cell switches the hook on in its intervention phase and explicitly off
+    (coefficient 0) in the others, so a later phase never inherits the bonus from an
+    environment that carries the cell's values (:func:`launch_env`)."""
     env = {"VERL_USE_EXTERNAL_MODULES": PLUGIN_MODULE}
     if settings.entropy_intervention == "entropy_reward":
         on = phase.intervention
@@ -75,10 +69,10 @@ def phase_env(settings: VerlSettings, phase: Phase) -> dict[str, str]:
 
 
 def launch_env(settings: VerlSettings) -> dict[str, str]:
-    """The cell-wide environment of its launch: the plug-in's variables of its first phase.
-    It goes into the job's runtime_env on a Ray cluster (every process of the job sees it);
-    each phase's command still sets its own values in verl's ``ray.init``, which take
-    precedence there (the Ray Jobs executor sets ``RAY_OVERRIDE_JOB_RUNTIME_ENV=1``)."""
+    """The cell-wide environment of its launch: the plug-in's variables of its first phase,
+    for a Ray job's runtime_env; each phase's command still sets its own values in verl's
+    ``ray.init``, which take precedence (the Ray Jobs executor sets
+    ``RAY_OVERRIDE_JOB_RUNTIME_ENV=1``)."""
     return phase_env(settings, phases(settings)[0])
 
 
@@ -88,7 +82,6 @@ def _ratio(value: float) -> float:
 
 def _algorithm(s: VerlSettings, phase: Phase) -> dict[str, HydraScalar]:
     a = s.algorithm
-    actor = "actor_rollout_ref.actor."
     o: dict[str, HydraScalar] = {
         # verl has no drgrpo estimator: Dr.GRPO is grpo without std normalisation.
         "algorithm.adv_estimator": "reward_budget" if a.advantage == "reward_budget" else "grpo",
@@ -99,26 +92,24 @@ def _algorithm(s: VerlSettings, phase: Phase) -> dict[str, HydraScalar]:
     if a.dynamic_sampling:
         # Drop groups whose *accuracy* is uniform: κ-scaled rewards keep acc in {0, 1}.
         o["algorithm.filter_groups.metric"] = "acc"
-    o[actor + "policy_loss.loss_mode"] = a.loss
+    o[ACTOR + "policy_loss.loss_mode"] = a.loss
     for key, value in a.policy_loss_params.items():
-        o[actor + "policy_loss." + key] = value
+        o[ACTOR + "policy_loss." + key] = value
     o |= {
-        actor + "loss_agg_mode": a.loss_agg_mode,
-        actor + "clip_ratio_low": _ratio(a.clip_ratio_low),
-        actor + "clip_ratio_high": _ratio(a.clip_ratio_high),
-        actor + "clip_ratio_c": _ratio(a.clip_ratio_c),
-        actor + "use_kl_loss": a.use_kl_loss,
-        actor + "kl_loss_coef": a.kl_coef,
-        actor + "kl_loss_type": a.kl_loss_type,
-        actor + "entropy_coeff": s.entropy_coef
+        ACTOR + "loss_agg_mode": a.loss_agg_mode,
+        ACTOR + "clip_ratio_low": _ratio(a.clip_ratio_low),
+        ACTOR + "clip_ratio_high": _ratio(a.clip_ratio_high),
+        ACTOR + "clip_ratio_c": _ratio(a.clip_ratio_c),
+        ACTOR + "use_kl_loss": a.use_kl_loss,
+        ACTOR + "kl_loss_coef": a.kl_coef,
+        ACTOR + "kl_loss_type": a.kl_loss_type,
+        ACTOR + "entropy_coeff": s.entropy_coef
         if phase.intervention and s.entropy_intervention == "entropy_loss" else 0.0,
     }
     return o
 
 
 def _training(s: VerlSettings) -> dict[str, HydraScalar | Sequence[str]]:
-    actor = "actor_rollout_ref.actor."
-    rollout = "actor_rollout_ref.rollout."
     o: dict[str, HydraScalar | Sequence[str]] = {
         "data.train_files": list(s.train_files),
         "data.train_batch_size": s.prompts_per_step,
@@ -128,20 +119,20 @@ def _training(s: VerlSettings) -> dict[str, HydraScalar | Sequence[str]]:
         "data.truncation": "error",
         "data.seed": s.seed,
         "actor_rollout_ref.model.path": s.model_path,
-        actor + "optim.lr": s.learning_rate,
-        actor + "optim.weight_decay": s.weight_decay,
-        actor + "optim.lr_warmup_steps_ratio": 0.0,
-        actor + "optim.lr_scheduler_type": "constant",
-        actor + "ppo_mini_batch_size": s.ppo_mini_batch_size or s.prompts_per_step,
-        actor + "ppo_micro_batch_size_per_gpu": s.ppo_micro_batch_size_per_gpu,
-        actor + "ppo_epochs": s.ppo_epochs,
-        rollout + "name": s.rollout_engine,
-        rollout + "n": s.group_size,
-        rollout + "temperature": s.temperature,
-        rollout + "tensor_model_parallel_size": s.tensor_parallel_size,
-        rollout + "gpu_memory_utilization": s.gpu_memory_utilization,
-        rollout + "log_prob_micro_batch_size_per_gpu": s.log_prob_micro_batch_size_per_gpu,
-        rollout + "seed": s.seed,
+        ACTOR + "optim.lr": s.learning_rate,
+        ACTOR + "optim.weight_decay": s.weight_decay,
+        ACTOR + "optim.lr_warmup_steps_ratio": 0.0,
+        ACTOR + "optim.lr_scheduler_type": "constant",
+        ACTOR + "ppo_mini_batch_size": s.ppo_mini_batch_size or s.prompts_per_step,
+        ACTOR + "ppo_micro_batch_size_per_gpu": s.ppo_micro_batch_size_per_gpu,
+        ACTOR + "ppo_epochs": s.ppo_epochs,
+        ROLLOUT + "name": s.rollout_engine,
+        ROLLOUT + "n": s.group_size,
+        ROLLOUT + "temperature": s.temperature,
+        ROLLOUT + "tensor_model_parallel_size": s.tensor_parallel_size,
+        ROLLOUT + "gpu_memory_utilization": s.gpu_memory_utilization,
+        ROLLOUT + "log_prob_micro_batch_size_per_gpu": s.log_prob_micro_batch_size_per_gpu,
+        ROLLOUT + "seed": s.seed,
     }
     if s.algorithm.use_kl_loss:
         o["actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu"] = \
@@ -150,15 +141,14 @@ def _training(s: VerlSettings) -> dict[str, HydraScalar | Sequence[str]]:
 
 
 def _validation(s: VerlSettings, phase: Phase) -> dict[str, HydraScalar | Sequence[str]]:
-    rollout = "actor_rollout_ref.rollout."
     files, n, temperature = ((s.eval_files, s.eval_samples, s.eval_temperature)
                              if phase.evaluation
                              else (s.val_files, s.val_samples, s.val_temperature))
     return {
         "data.val_files": list(files),
-        rollout + "val_kwargs.n": n,
-        rollout + "val_kwargs.temperature": temperature,
-        rollout + "val_kwargs.do_sample": temperature > 0,
+        ROLLOUT + "val_kwargs.n": n,
+        ROLLOUT + "val_kwargs.temperature": temperature,
+        ROLLOUT + "val_kwargs.do_sample": temperature > 0,
     }
 
 
@@ -186,10 +176,10 @@ def _reward(s: VerlSettings) -> dict[str, HydraScalar]:
 
 
 def _trainer(s: VerlSettings, run_dir: Path, phase: Phase) -> dict[str, HydraScalar]:
-    project, experiment = run_names(s, run_dir)
-    return {
-        "trainer.project_name": project,
-        "trainer.experiment_name": experiment,
+    run_dir = run_dir.resolve()
+    return {  # verl's run names: the sweep and the cell unless given
+        "trainer.project_name": s.project_name or run_dir.parent.name,
+        "trainer.experiment_name": s.experiment_name or run_dir.name,
         # Not verl's MLflow logger: the phase driver sends verl's file log to MLflow
         # through the run folder's outbox, exactly once across outages and resumes.
         "trainer.logger": "[console,file]",
@@ -224,10 +214,6 @@ def verl_command(settings: VerlSettings, run_dir: Path, *, phase: Phase | None =
     env = phase_env(settings, phase) | dict(forward_env or {})
     for name in sorted(env):
         overrides[ENV_PREFIX + name] = env[name]
-    argv = [settings.python, "-m", ENTRY_MODULE]
-    for key, value in overrides.items():
-        # trainer.logger is already a Hydra list literal.
-        rendered = value if key == "trainer.logger" else hydra_value(value)
-        argv.append(f"{key}={rendered}")
-    argv.extend(settings.extra_overrides)
-    return argv
+    rendered = (f"{key}={value if key == 'trainer.logger' else hydra_value(value)}"
+                for key, value in overrides.items())  # trainer.logger is a Hydra list already
+    return [settings.python, "-m", ENTRY_MODULE, *rendered, *settings.extra_overrides]

@@ -18,10 +18,9 @@ import sys
 from typing import Any, TextIO
 
 PLUGIN_MODULE = "kappa_verl"
-# Names kappa's plug-in registers in verl (plugins/README.md); listed here too so that the
-# registries do not depend on how the plug-in was loaded.
+# The estimator kappa's plug-in registers in verl (plugins/README.md; it adds no loss),
+# listed here too so that the registries do not depend on how the plug-in was loaded.
 PLUGIN_ESTIMATORS = ("reward_budget",)
-PLUGIN_LOSSES: tuple[str, ...] = ()
 
 
 def registries() -> dict[str, list[str]]:
@@ -31,7 +30,7 @@ def registries() -> dict[str, list[str]]:
 
     return {
         "adv_estimator": sorted({*ADV_ESTIMATOR_REGISTRY, *PLUGIN_ESTIMATORS}),
-        "loss_mode": sorted({*POLICY_LOSS_REGISTRY, *PLUGIN_LOSSES}),
+        "loss_mode": sorted(POLICY_LOSS_REGISTRY),
         "reward_manager": sorted(REWARD_MANAGER),
     }
 
@@ -114,8 +113,7 @@ def serve(proto: TextIO) -> None:
 
     facts, error = plugin_check()
     if error is not None:
-        proto.write(json.dumps({"plugin_error": error}) + "\n")
-        proto.flush()
+        print(json.dumps({"plugin_error": error}), file=proto, flush=True)
         return
 
     import verl
@@ -125,14 +123,12 @@ def serve(proto: TextIO) -> None:
     config_dir = str(Path(verl.__file__).parent / "trainer" / "config")
     hello = {"verl_version": importlib.metadata.version("verl"), "registries": known,
              "plugin": facts}
-    proto.write(json.dumps(hello) + "\n")
-    proto.flush()
+    print(json.dumps(hello), file=proto, flush=True)
     with initialize_config_dir(config_dir=config_dir, version_base=None):
         for line in sys.stdin:
             if line.strip():
-                answer = {"problems": check(json.loads(line), known)}
-                proto.write(json.dumps(answer) + "\n")
-                proto.flush()
+                print(json.dumps({"problems": check(json.loads(line), known)}), file=proto,
+                      flush=True)
 
 
 def main() -> None:

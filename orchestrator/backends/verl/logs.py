@@ -1,8 +1,7 @@
 """verl's file logger → kappa's run-folder files (metrics.jsonl, progress.json, summary.json).
-
-verl's ``file`` logger writes ``{"step": n, "data": {...}}`` lines and truncates its file
-when it starts, so the phase driver gives every launch its own file under ``verl_logs/``
-and merges them here (a later launch wins for a step it repeated after a resume).
+verl writes ``{"step": n, "data": {...}}`` lines and truncates its file when it starts, so
+the phase driver gives every launch its own file under ``verl_logs/``, merged here (a later
+launch wins for a step it repeated after a resume).
 """
 
 from __future__ import annotations
@@ -17,6 +16,7 @@ from orchestrator.runs.folder import METRICS_FILE, write_progress, write_summary
 from orchestrator.runs.metrics import rewrite_metrics
 
 LOG_DIR = "verl_logs"
+Rows = list[tuple[int, dict[str, float]]]  # (step, metrics) per log line
 _VAL_CORE = re.compile(r"^val-core/(?P<bench>.+)/acc/(?P<stat>mean@\d+)$")
 
 
@@ -30,8 +30,7 @@ def _numeric(data: dict[str, Any], finite: bool = True) -> dict[str, float]:
             if isinstance(value, bool | int | float) and (not finite or math.isfinite(value))}
 
 
-def read_lines(path: Path, start: int = 0, finite: bool = True,
-               ) -> tuple[list[tuple[int, dict[str, float]]], int]:
+def read_lines(path: Path, start: int = 0, finite: bool = True) -> tuple[Rows, int]:
     """Complete lines of one verl log from byte ``start``: ``([(step, metrics)], new offset)``
     (``finite=False``: NaN and infinities too, which verl's file logger writes as such)."""
     try:
@@ -39,7 +38,7 @@ def read_lines(path: Path, start: int = 0, finite: bool = True,
     except OSError:
         return [], start
     end = raw.rfind(b"\n") + 1  # a line still being written is read next time
-    rows = []
+    rows: Rows = []
     for line in raw[:end].splitlines():
         try:
             obj = json.loads(line)
@@ -49,11 +48,10 @@ def read_lines(path: Path, start: int = 0, finite: bool = True,
     return rows, start + end
 
 
-def new_rows(run_dir: Path, offsets: dict[str, int]
-             ) -> tuple[list[tuple[int, dict[str, float]]], dict[str, int]]:
+def new_rows(run_dir: Path, offsets: dict[str, int]) -> tuple[Rows, dict[str, int]]:
     """Every launch's lines logged after ``offsets`` (file name -> byte), launch by launch,
     non-finite values kept; and the new offsets (the stopping rules' input)."""
-    rows: list[tuple[int, dict[str, float]]] = []
+    rows: Rows = []
     after = dict(offsets)
     for path in log_files(run_dir):
         got, after[path.name] = read_lines(path, offsets.get(path.name, 0), finite=False)

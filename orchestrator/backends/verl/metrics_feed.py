@@ -1,20 +1,9 @@
-"""verl's file logs → the run folder's MLflow outbox (:mod:`orchestrator.tracking.outbox`):
-verl cells reach MLflow exactly once, through the same outbox as the embedded trainer.
-
-verl itself logs to files only (``trainer.logger=[console,file]``); the phase driver
-(:mod:`.run_phases`) runs a :class:`MetricsFeed` for the cell's whole launch. Each poll
-queues the new lines of every launch's file log (``verl_logs/``) as outbox records and
-wakes the outbox's sender, which retries with backoff while MLflow is away; what is still
-queued when the driver ends is delivered by the scheduler before it ends the cell's run.
-
-A point is queued once per (phase, step, metric): a launch that redoes steps of its phase
-after a resume from its checkpoint logs keys the outbox holds already, and those are not
-queued again (MLflow keeps the first attempt's value, as it cannot edit a run's history).
-The phase is part of the identity because the final evaluation (its own phase) validates
-at the last training step, which the training phase's own validation logged too. Each
-record notes its phase (the outbox's ``origin``), so the queued points are read back from
-the outbox itself: a driver that was killed and relaunched reads every file log from the
-start again and queues only what no earlier driver did.
+"""verl's file logs → the run folder's MLflow outbox: verl cells reach MLflow exactly once,
+as the embedded trainer's metrics do (docs/verl.md#launch-and-phases). A point is queued
+once per (phase, step, metric); the phase is part of the identity because the final
+evaluation (its own phase) validates at the last training step, which training logged too.
+Each record notes its phase (the outbox's ``origin``), so a relaunched driver reads the
+queued points back from the outbox and queues only what no earlier driver did.
 """
 
 from __future__ import annotations
@@ -26,11 +15,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from orchestrator.backends.embedded.metrics import flush_seconds
+from orchestrator.backends.embedded.metrics import flush_seconds, mlflow_sender, mlflow_target
 from orchestrator.backends.verl.logs import log_files, read_lines
 from orchestrator.runs.folder import OUTBOX_FILE
 from orchestrator.tracking.naming import metric_key
-from orchestrator.tracking.outbox import Outbox, OutboxSender
+from orchestrator.tracking.outbox import Outbox
 
 LOG = logging.getLogger(__name__)
 
@@ -72,8 +61,7 @@ def queued_points(run_dir: Path) -> set[Point]:
 
 
 class MetricsFeed:
-    """Queues one run folder's verl file-log lines into its outbox and sends them to the
-    MLflow run ``run_id`` on ``uri`` (see the module docstring)."""
+    """Queues a run folder's verl file-log lines into its outbox, for MLflow run ``run_id``."""
 
     def __init__(self, run_dir: Path, run_id: str, uri: str | None,
                  client: Any | None = None) -> None:
@@ -81,14 +69,7 @@ class MetricsFeed:
         self.outbox = Outbox(self.run_dir)
         self._queued = queued_points(self.run_dir)
         self._offsets: dict[str, int] = {}
-        if client is None:
-            # Imported here, not first on the sender's thread: two threads importing
-            # MLflow's modules (import cycles) for the first time at once can deadlock.
-            import mlflow.entities  # noqa: F401
-            from mlflow.tracking import MlflowClient
-
-            client = MlflowClient(tracking_uri=uri)
-        self._sender = OutboxSender(self.outbox, run_id, client=client)
+        self._sender = mlflow_sender(self.outbox, run_id, uri, client)
 
     def pump(self) -> int:
         """Queue every complete line logged since the last pump; how many records."""
@@ -112,8 +93,7 @@ class MetricsFeed:
 
     def close(self, timeout: float | None = None) -> bool:
         """Queue what is left, then give MLflow up to ``timeout`` s (default
-        ``KAPPA_METRICS_FLUSH_SECONDS``, 60) to take it; whether everything was sent.
-        What was not waits in the outbox for the scheduler."""
+        :func:`flush_seconds`); whether everything was sent (the rest waits in the outbox)."""
         self.pump()
         drained = self._sender.close(flush_seconds() if timeout is None else timeout)
         if not drained:
@@ -125,9 +105,6 @@ class MetricsFeed:
 def feed_from_env(run_dir: Path, environ: Mapping[str, str] | None = None) -> MetricsFeed | None:
     """A feed into the run named by ``MLFLOW_RUN_ID`` on ``MLFLOW_TRACKING_URI``, when both
     are set (else ``None``: a launch without MLflow keeps its metrics in files only)."""
-    env = os.environ if environ is None else environ
-    run_id, uri = env.get("MLFLOW_RUN_ID"), env.get("MLFLOW_TRACKING_URI")
-    if not run_id or not uri:
-        return None
-    return MetricsFeed(run_dir, run_id, uri)
+    target = mlflow_target(os.environ if environ is None else environ)
+    return None if target is None else MetricsFeed(run_dir, *target)
 

@@ -1,7 +1,6 @@
-"""Phases: a cell whose settings change at a step boundary (an intervention that ends
-before ``max_steps``) runs as consecutive launches resuming from one checkpoint folder
-(docs/verl.md#launch-and-phases); a phase is complete when verl's checkpoint tracker has
-reached its end."""
+"""Phases: a cell whose settings change at a step boundary runs as consecutive launches
+resuming from one checkpoint folder (docs/verl.md#launch-and-phases); a phase is complete
+when verl's checkpoint tracker has reached its end."""
 
 from __future__ import annotations
 
@@ -70,8 +69,7 @@ def eval_marker(run_dir: Path) -> Path:
 
 
 def pending_phases(settings: VerlSettings, run_dir: Path) -> list[Phase]:
-    """The phases still to run: training not yet checkpointed to its end, or an
-    evaluation not yet marked done."""
+    """The phases still to run: not checkpointed to their end, or an evaluation not done."""
     done = checkpointed_step(run_dir)
     return [p for p in phases(settings)
             if (not eval_marker(run_dir).exists() if p.evaluation else done < p.end_step)]

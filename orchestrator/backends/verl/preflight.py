@@ -1,9 +1,7 @@
 """Preflight: compose every cell through verl's own Hydra config before anything runs
-(docs/verl.md#preflight), in a subprocess (:mod:`.compose_worker`) started on the first
-cache miss and kept for the life of this process (planning embedded specs never imports
-verl); answers are cached on disk by content hash. A missing plug-in is caught on every
-call (``find_spec``), a broken one when the worker starts. ``KAPPA_VERL_PREFLIGHT=off``
-turns preflight off; without verl it is skipped with a warning.
+(docs/verl.md#preflight), in a :mod:`.compose_worker` subprocess started on the first cache
+miss and kept for this process; answers are cached on disk by content hash. A missing
+plug-in is caught on every call (``find_spec``), a broken one when the worker starts.
 """
 
 from __future__ import annotations
@@ -85,16 +83,14 @@ class ComposeWorker:
                              f"loading verl's config{':' if tail else ''}\n{tail}\n"
                              f"(rerun it alone: `{sys.executable} -m orchestrator.backends."
                              "verl.compose_worker`; KAPPA_VERL_PREFLIGHT=off skips preflight)")
-        result: dict[str, Any] = json.loads(line)
-        return result
+        return json.loads(line)
 
     def check(self, overrides: list[str], extra: list[str]) -> list[list[str]]:
         """Problems of one override list, as ``[override or key, message]`` pairs."""
         assert self._proc.stdin is not None
         self._proc.stdin.write(json.dumps({"overrides": overrides, "extra": extra}) + "\n")
         self._proc.stdin.flush()
-        problems: list[list[str]] = self._read()["problems"]
-        return problems
+        return self._read()["problems"]
 
     def close(self) -> None:
         """Stop the subprocess (idempotent)."""
@@ -127,26 +123,13 @@ def close_worker() -> None:
         _worker = None
 
 
-def verl_version() -> str | None:
-    """The installed verl's version, read without importing verl; ``None`` if absent."""
-    try:
-        return importlib.metadata.version("verl")
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-def _cache_path(version: str, overrides: list[str], extra: list[str]) -> Path:
-    text = json.dumps({"schema": CACHE_SCHEMA, "verl": version, "overrides": overrides,
-                       "extra": extra})
-    return cache_dir() / "verl-preflight" / f"{hashlib.sha256(text.encode()).hexdigest()}.json"
-
-
 def check_overrides(overrides: list[str], extra: list[str], version: str) -> list[list[str]]:
     """Problems of one composed command, from the disk cache or the worker."""
-    path = _cache_path(version, overrides, extra)
+    key = json.dumps({"schema": CACHE_SCHEMA, "verl": version, "overrides": overrides,
+                      "extra": extra})
+    path = cache_dir() / "verl-preflight" / f"{hashlib.sha256(key.encode()).hexdigest()}.json"
     try:
-        cached: list[list[str]] = json.loads(path.read_text())
-        return cached
+        return json.loads(path.read_text())
     except (OSError, ValueError):
         pass
     problems = _get_worker().check(overrides, extra)
@@ -170,8 +153,9 @@ def preflight(cells: Mapping[str, VerlSettings]) -> None:
     (located at ``<label>.<setting>``, ``cells``' keys being the labels)."""
     if os.environ.get("KAPPA_VERL_PREFLIGHT", "").lower() in ("off", "0", "false"):
         return
-    version = verl_version()
-    if version is None:
+    try:  # the installed verl's version, read without importing verl
+        version = importlib.metadata.version("verl")
+    except importlib.metadata.PackageNotFoundError:
         warnings.warn("verl is not installed here: verl cells were not preflighted",
                       stacklevel=2)
         return

@@ -1,9 +1,7 @@
-"""The process a verl cell's launch starts: run its pending phases one after another
-(docs/verl.md#launch-and-phases), keeping the run-folder files up to date from verl's
-file log and feeding its metrics through the run folder's outbox into ``MLFLOW_RUN_ID``
-(:mod:`.metrics_feed`; verl itself does not log to MLflow).
-
-``python -m orchestrator.backends.verl.run_phases <run_dir> --settings-json <json>``
+"""``python -m orchestrator.backends.verl.run_phases <run_dir> --settings-json <json>``, the
+process a verl cell's launch starts: run its pending phases one after another
+(docs/verl.md#launch-and-phases), keeping the run-folder files up to date from verl's file
+log and feeding its metrics to ``MLFLOW_RUN_ID`` (:mod:`.metrics_feed`).
 """
 
 from __future__ import annotations
@@ -17,7 +15,6 @@ import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from types import FrameType
 
 from orchestrator.backends.verl.command import phase_env, verl_command
 from orchestrator.backends.verl.logs import LOG_DIR, write_final_summary, write_run_files
@@ -25,10 +22,8 @@ from orchestrator.backends.verl.metrics_feed import MetricsFeed, feed_from_env
 from orchestrator.backends.verl.phases import Phase, checkpointed_step, eval_marker, pending_phases
 from orchestrator.backends.verl.settings import VerlSettings
 
-# Passed on to verl's Ray workers, which do not inherit them on a remote cluster (verl
-# does not log to MLflow itself: they are for plug-ins and user code in its workers). They
-# travel on verl's command line (``ray_init.runtime_env``), so a value with a password is
-# left out (see :func:`forwarded_env`).
+# Passed on to verl's Ray workers, which do not inherit them on a remote cluster (for
+# plug-ins and user code there: verl does not log to MLflow itself), on verl's command line.
 FORWARDED_ENV = ("MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID", "MLFLOW_EXPERIMENT_ID")
 # How often the driver refreshes progress.json / queues metrics while verl runs.
 POLL_SECONDS = float(os.environ.get("KAPPA_VERL_POLL_SECONDS", "5"))
@@ -56,32 +51,28 @@ def run_phase(settings: VerlSettings, run_dir: Path, phase: Phase,
               feed: MetricsFeed | None = None) -> int:
     """Run one phase's verl command in the foreground, queueing its metrics into ``feed``
     as they are logged; its exit code."""
-    log_path = _log_path(run_dir, phase)
-    forward = forwarded_env(os.environ)
-    forward["VERL_FILE_LOGGER_PATH"] = str(log_path)
-    argv = verl_command(settings, run_dir, phase=phase, forward_env=forward)
-    env = dict(os.environ) | phase_env(settings, phase) | {"VERL_FILE_LOGGER_PATH": str(log_path)}
+    logger = {"VERL_FILE_LOGGER_PATH": str(_log_path(run_dir, phase))}
+    argv = verl_command(settings, run_dir, phase=phase,
+                        forward_env=forwarded_env(os.environ) | logger)
+    env = dict(os.environ) | phase_env(settings, phase) | logger
     print(f"[kappa] phase {phase.index} ({phase.name}): steps {phase.start_step}.."
           f"{phase.end_step}", flush=True)
     proc = subprocess.Popen(argv, env=env, cwd=run_dir)
-
-    def _forward(signum: int, _frame: FrameType | None) -> None:
-        proc.send_signal(signum)
-
-    def refresh() -> None:
-        write_run_files(run_dir, settings.max_steps, checkpointed_step(run_dir))
-        if feed is not None:
-            feed.pump()
-
-    previous = signal.signal(signal.SIGTERM, _forward)
+    previous = signal.signal(signal.SIGTERM, lambda signum, _frame: proc.send_signal(signum))
     try:
         while proc.poll() is None:
             time.sleep(POLL_SECONDS)
-            refresh()
+            _refresh(settings, run_dir, feed)
     finally:
         signal.signal(signal.SIGTERM, previous)
-    refresh()
+    _refresh(settings, run_dir, feed)
     return proc.returncode
+
+
+def _refresh(settings: VerlSettings, run_dir: Path, feed: MetricsFeed | None) -> None:
+    write_run_files(run_dir, settings.max_steps, checkpointed_step(run_dir))
+    if feed is not None:
+        feed.pump()
 
 
 def run(settings: VerlSettings, run_dir: Path) -> int:
@@ -92,31 +83,25 @@ def run(settings: VerlSettings, run_dir: Path) -> int:
     run_dir.mkdir(parents=True, exist_ok=True)
     feed = feed_from_env(run_dir)
     try:
-        return _run_phases(settings, run_dir, feed)
+        _refresh(settings, run_dir, feed)  # queues what a killed earlier driver did not
+        for phase in pending_phases(settings, run_dir):
+            code = run_phase(settings, run_dir, phase, feed)
+            if code != 0:
+                print(f"[kappa] phase {phase.index} failed with exit code {code}", flush=True)
+                return code
+            if phase.evaluation:
+                eval_marker(run_dir).write_text(json.dumps({"step": settings.max_steps}))
+                continue
+            reached = checkpointed_step(run_dir)
+            if reached < phase.end_step:
+                print(f"[kappa] phase {phase.index} exited 0 but its checkpoint is at step "
+                      f"{reached}, not {phase.end_step}; is trainer.save_freq > 0?", flush=True)
+                return 1
+        write_final_summary(run_dir, settings.max_steps)
+        return 0
     finally:
         if feed is not None:
             feed.close()
-
-
-def _run_phases(settings: VerlSettings, run_dir: Path, feed: MetricsFeed | None) -> int:
-    write_run_files(run_dir, settings.max_steps, checkpointed_step(run_dir))
-    if feed is not None:
-        feed.pump()  # lines an earlier driver was killed before queueing
-    for phase in pending_phases(settings, run_dir):
-        code = run_phase(settings, run_dir, phase, feed)
-        if code != 0:
-            print(f"[kappa] phase {phase.index} failed with exit code {code}", flush=True)
-            return code
-        if phase.evaluation:
-            eval_marker(run_dir).write_text(json.dumps({"step": settings.max_steps}))
-            continue
-        reached = checkpointed_step(run_dir)
-        if reached < phase.end_step:
-            print(f"[kappa] phase {phase.index} exited 0 but its checkpoint is at step "
-                  f"{reached}, not {phase.end_step}; is trainer.save_freq > 0?", flush=True)
-            return 1
-    write_final_summary(run_dir, settings.max_steps)
-    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,11 +12,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from orchestrator.algorithms.bundles import ResolvedAlgorithm
-from orchestrator.backends.rl_settings import (
-    MAX_LEARNING_RATE,
-    RLSettings,
-    check_learning_rate,
-)
+from orchestrator.backends.rl_settings import LearningRate, RLSettings
 from orchestrator.limits import (
     MAX_BATCH,
     MAX_GPUS_PER_CELL,
@@ -54,7 +50,7 @@ class VerlSettings(RLSettings):
 
     # --- optimisation --------------------------------------------------------------------------
     max_steps: int = Field(1000, ge=1, le=MAX_STEPS)
-    learning_rate: float = Field(1e-6, gt=0, le=MAX_LEARNING_RATE)
+    learning_rate: LearningRate = 1e-6
     weight_decay: float = Field(0.1, ge=0, le=MAX_SCALE)
     ppo_mini_batch_size: int | None = Field(
         None, ge=1, le=MAX_BATCH,
@@ -90,11 +86,6 @@ class VerlSettings(RLSettings):
         None, description="kappa_verl/rewards.py; None = found from the installed plug-in.")
     extra_overrides: tuple[str, ...] = Field(
         (), description="Raw Hydra overrides appended last (escape hatch).")
-
-    @field_validator("learning_rate", mode="before")
-    @classmethod
-    def _learning_rate(cls, value: object) -> object:
-        return check_learning_rate(value)
 
     @field_validator("train_files", "val_files", "eval_files", "extra_overrides", mode="before")
     @classmethod

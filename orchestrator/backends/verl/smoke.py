@@ -15,15 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from orchestrator.backends.verl.settings import SMOKE_PLACEHOLDER as SMOKE_VAR
 from orchestrator.data.records import VERL_COLUMNS, verl_row
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.paths import kappa_home
 from orchestrator.runs.atomic import replacing, write_atomic
 
-SMOKE_VAR = "${KAPPA_SMOKE_DIR}"
 TEMPLATE = Path(__file__).resolve().parents[3] / "experiments" / "verl" / "smoke.yaml"
 DATA_SOURCE = "openai/gsm8k"
-PARQUET_COLUMNS = VERL_COLUMNS
 TRAIN_PROMPTS = 32
 VAL_PROMPTS = 4
 
@@ -37,11 +36,6 @@ class SmokeFiles:
     train: Path
     val: Path
     spec: Path
-
-
-def default_out_dir() -> Path:
-    """``$KAPPA_HOME/smoke/verl``: where ``kappa smoke verl`` builds without ``--out``."""
-    return kappa_home() / "smoke" / "verl"
 
 
 def prompt_rows(count: int, split: str, seed: int) -> list[dict[str, Any]]:
@@ -66,7 +60,7 @@ def write_prompts(data_dir: Path, train: int = TRAIN_PROMPTS, val: int = VAL_PRO
     paths = []
     for split, count in (("train", train), ("val", val)):
         path = data_dir / f"{split}.parquet"
-        frame = pd.DataFrame(prompt_rows(count, split, seed), columns=list(PARQUET_COLUMNS))
+        frame = pd.DataFrame(prompt_rows(count, split, seed), columns=list(VERL_COLUMNS))
         with replacing(path, mode=0o644) as tmp:  # readable by the cluster's other users
             frame.to_parquet(tmp, index=False)
         paths.append(path)
@@ -140,10 +134,11 @@ def usable_out_dir(out_dir: Path) -> Path:
 
 def prepare_smoke(out_dir: Path | None = None, template: Path = TEMPLATE,
                   base: Mapping[str, Any] | None = None) -> SmokeFiles:
-    """Build the model, write the prompts and render the spec under ``out_dir``."""
+    """Build the model, write the prompts and render the spec under ``out_dir`` (default:
+    ``$KAPPA_HOME/smoke/verl``)."""
     from orchestrator.backends.verl.tiny_model import build_tiny_model
 
-    out = usable_out_dir(out_dir or default_out_dir())
+    out = usable_out_dir(out_dir or kappa_home() / "smoke" / "verl")
     model = build_tiny_model(out / "model")
     train, val = write_prompts(out / "data")
     spec = render_spec(out, template, base)

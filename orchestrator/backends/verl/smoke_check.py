@@ -1,9 +1,7 @@
-"""Pass criteria of the verl smoke sweep (docs/verl.md#gpu-smoke-test), read from the
-registry and MLflow: a cell passes when it ended ``succeeded`` and its MLflow run holds,
-for every step 1..:data:`SMOKE_STEPS`, the :data:`REQUIRED_METRICS`, which verl logs to
-its file log and kappa's phase driver sends on (:mod:`.metrics_feed`). Only values logged
-since the cell's last attempt started count (less :data:`CLOCK_SLACK_S` for other nodes'
-clocks): a rerun logs into the same run.
+"""Pass criteria of the verl smoke sweep (docs/verl.md#gpu-smoke-test): a cell passes when
+it ended ``succeeded`` and its MLflow run holds the :data:`REQUIRED_METRICS` for every step
+1..:data:`SMOKE_STEPS`, logged since the cell's last attempt started (less
+:data:`CLOCK_SLACK_S` for other nodes' clocks: a rerun logs into the same run).
 """
 
 from __future__ import annotations
@@ -111,8 +109,7 @@ def check_smoke(registry: Registry, client: MlflowClient, sweep: str) -> list[Ce
 
 
 def verdict_lines(verdicts: Sequence[CellVerdict]) -> list[str]:
-    """The verdicts as text: one line per cell, its problems indented below it, then a
-    summary line."""
+    """The verdicts as text: a line per cell, its problems indented below, then a summary."""
     lines = []
     for v in verdicts:
         lines.append(f"{'PASS' if v.passed else 'FAIL'}  {v.label}  ({v.cell_id}, {v.state})")

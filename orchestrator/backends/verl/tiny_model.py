@@ -55,10 +55,6 @@ def corpus(lines: int = 2000, seed: int = 0) -> list[str]:
     return text
 
 
-def _args_record(kind: str, **args: Any) -> dict[str, Any]:
-    return {"kind": kind, "format": FORMAT, **args}
-
-
 def _is_built(out_dir: Path, record: dict[str, Any]) -> bool:
     try:
         found: dict[str, Any] = json.loads((out_dir / MARKER).read_text())
@@ -133,7 +129,7 @@ def build_tokenizer(out_dir: Path, vocab_size: int = DEFAULT_VOCAB, seed: int = 
     if vocab_size < 256 + len(SPECIAL_TOKENS):
         raise ValueError(f"vocab_size {vocab_size} is below the 256 bytes + special tokens")
     out_dir = Path(out_dir)
-    record = _args_record("tokenizer", vocab_size=vocab_size, seed=seed)
+    record = {"kind": "tokenizer", "format": FORMAT, "vocab_size": vocab_size, "seed": seed}
     if _is_built(out_dir, record):
         return out_dir
     out_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -156,10 +152,10 @@ def build_tiny_model(out_dir: Path, vocab_size: int = DEFAULT_VOCAB, layers: int
     if hidden_size % heads or heads % kv_heads:
         raise ValueError("hidden_size must divide by heads, and heads by kv_heads")
     out_dir = Path(out_dir)
-    record = _args_record("model", vocab_size=vocab_size, layers=layers,
-                          hidden_size=hidden_size, heads=heads, kv_heads=kv_heads,
-                          intermediate_size=intermediate_size, max_positions=max_positions,
-                          seed=seed)
+    record = {"kind": "model", "format": FORMAT, "vocab_size": vocab_size, "layers": layers,
+              "hidden_size": hidden_size, "heads": heads, "kv_heads": kv_heads,
+              "intermediate_size": intermediate_size, "max_positions": max_positions,
+              "seed": seed}
     if _is_built(out_dir, record):
         return out_dir
     import torch
@@ -182,13 +178,10 @@ def build_tiny_model(out_dir: Path, vocab_size: int = DEFAULT_VOCAB, layers: int
         num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
         max_position_embeddings=max_positions, tie_word_embeddings=True,
         bos_token_id=None, eos_token_id=eos, pad_token_id=pad, use_cache=True)
-    generator_state = torch.random.get_rng_state()
-    try:
+    with torch.random.fork_rng(devices=[]):  # the caller's random stream is theirs
         torch.manual_seed(seed)
         model: Any = Qwen2ForCausalLM(config)
-        model.to(torch.bfloat16)
-    finally:
-        torch.random.set_rng_state(generator_state)  # the caller's random stream is theirs
+    model.to(torch.bfloat16)
     model.config.dtype = torch.bfloat16
     # Stop tokens only: vLLM takes a generation config's sampling fields as defaults, and
     # the sampling settings are verl's to give (temperature, response length).

@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 from kit.cli import run_kappa, user_error
 
-from orchestrator.data import DATASETS, approximate_tokens, build_rows, prepare
+from orchestrator.data.adapters import DATASETS
+from orchestrator.data.prepare import approximate_tokens, build_rows, prepare
 from orchestrator.data.records import normalise_answer
 from orchestrator.errors import UserInputError
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.backends.embedded.settings import MAX_LEARNING_RATE
+from orchestrator.backends.rl_settings import MAX_LEARNING_RATE
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.grid.expand import expand
 from orchestrator.limits import MAX_SCALE

@@ -53,7 +53,7 @@ def test_prompts_are_verl_rows(tmp_path: Path) -> None:
 
     train, val = smoke.write_prompts(tmp_path)
     frame = pd.read_parquet(train)
-    assert list(frame.columns) == list(smoke.PARQUET_COLUMNS)
+    assert list(frame.columns) == list(smoke.VERL_COLUMNS)
     assert len(frame) == smoke.TRAIN_PROMPTS and len(pd.read_parquet(val)) == smoke.VAL_PROMPTS
     for _, row in frame.iterrows():
         (message,) = row["prompt"]

@@ -142,7 +142,7 @@ def test_model_builders_racing_publish_one_build(tmp_path: Path, existing: str) 
     """4 finished builds published into one folder at once, over nothing, the same
     build, an older build or a stray file: no error, one build there, nothing left over."""
     out = tmp_path / "model"
-    record = tiny_model._args_record("model", layers=2)
+    record = {"kind": "model", "format": tiny_model.FORMAT, "layers": 2}
     if existing in ("same", "older"):
         out.mkdir()
         (out / "weights").write_text(existing)
