@@ -149,7 +149,9 @@ class MlflowRunTracker:
         if not parent:
             return
         self.flush()
-        status = sweep_status(counts)
+        # Any failed cell fails the sweep's run; else any cancelled one kills it.
+        status = ("FAILED" if counts.get("failed", 0)
+                  else "KILLED" if counts.get("cancelled", 0) else "FINISHED")
 
         def end() -> None:
             from mlflow.entities import RunTag
@@ -160,12 +162,3 @@ class MlflowRunTracker:
 
         with_store_retries(end, f"ending the parent run of {sweep.name}")
 
-
-def sweep_status(counts: Mapping[str, int]) -> str:
-    """How a sweep's parent run ends, from its cells' states: ``FAILED`` if any failed,
-    ``KILLED`` if any was cancelled, else ``FINISHED``."""
-    if counts.get("failed", 0):
-        return "FAILED"
-    if counts.get("cancelled", 0):
-        return "KILLED"
-    return "FINISHED"
