@@ -147,8 +147,7 @@ class SchedulerLease:
                 LOG.warning("could not renew the lease of %s: %s", self.sweep, exc)
                 continue
             if not renewed:
-                holder = self._holder_text()
-                self._lost = f"another scheduler took its lease{holder}"
+                self._lost = f"another scheduler took its lease{self._holder_text()}"
                 return
             self._deadline = max(self._deadline, started + self.seconds)
 

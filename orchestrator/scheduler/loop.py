@@ -1,28 +1,27 @@
 """The scheduler loop: moves one sweep's cells through their states until none is left.
 
-Each state change is one registry transaction (compare-and-set), so the registry is
-always the truth and another process (``kappa cancel``, a second ``kappa submit``) can
-act on the sweep while this loop drives it. The loop recovers what an earlier, killed
-scheduler left (:mod:`.recovery`); launches pending cells that fit the free capacity
-(:mod:`.order`), judged from each cell's demand stored at submit (it validates no
-settings); watches running jobs (progress, then ``succeeded`` or ``failed`` with a retry
-after a backoff while retries remain); notices cells cancelled behind its back and kills
-their jobs; and calls its hooks (:mod:`.hooks`): stopping rules and the GPU-hours cap
-(:mod:`orchestrator.stopping.hook`), a search's trials (:mod:`orchestrator.search.hook`).
-A launch that cannot be made is a failed attempt; a tracking store or executor that is
-away makes a cell wait (or gives its attempt back), uncharged.
+Each state change is one registry transaction (compare-and-set), so the registry is the
+truth and another process (``kappa cancel``, a second ``kappa submit``) can act on the
+sweep meanwhile. The loop recovers what a killed scheduler left (:mod:`.recovery`);
+launches pending cells that fit the free capacity (:mod:`.order`), judged from each
+cell's demand stored at submit (it validates no settings); watches running jobs
+(progress, then ``succeeded``, or ``failed`` and retried after a backoff while retries
+remain); kills the jobs of cells cancelled behind its back; and calls its hooks
+(:mod:`.hooks`: stopping rules and the GPU-hours cap, a search's trials). A launch that
+cannot be made is a failed attempt; a tracking store or executor that is away makes a
+cell wait (or gives its attempt back), uncharged. Cells' MLflow runs may end in the
+background; :meth:`SweepScheduler.run` waits for them before it returns.
 
-Cells' MLflow runs may be ended in the background; :meth:`SweepScheduler.run` waits for
-those before it returns. It holds the sweep's lease (:mod:`.lease`) throughout and writes
-through a registry fenced by it: once the lease is lost the loop raises
-:class:`~.lease.LeaseLost` before its next pass or launch, and any write it still tries
-changes nothing.
+It holds the sweep's lease (:mod:`.lease`) throughout and writes through a registry
+fenced by it: once the lease is lost it raises :class:`~.lease.LeaseLost` before its
+next pass or launch, and any write it still tries changes nothing.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -78,7 +77,7 @@ class SweepScheduler:
     _retry_at: dict[str, float] = field(default_factory=dict, init=False)
     _sweep_record: SweepRecord | None = field(default=None, init=False)
     _next_cancel_check: float = field(default=0.0, init=False)
-    _store_waits: dict[str, int] = field(default_factory=dict, init=False)
+    _store_waits: Counter[str] = field(default_factory=Counter, init=False)
     _lease: SchedulerLease | None = field(default=None, init=False)
     _judged_at: float = field(default=0.0, init=False)  # when running cells were last judged
     runs: OpenedRuns = field(init=False)  # the cells' MLflow runs and cell.json files
@@ -229,10 +228,9 @@ class SweepScheduler:
             LOG.warning("cell %s waits: tracking store unreachable (%s)", cell.cell_id,
                         (str(exc).splitlines() or [""])[0][:160])
             if self.registry.transition(cell, CellState.QUEUED, CellState.PENDING):
-                waits = self._store_waits.get(cell.cell_id, 0) + 1
-                self._store_waits[cell.cell_id] = waits
+                self._store_waits[cell.cell_id] += 1
                 self._retry_at[cell.cell_id] = time.monotonic() + retry_delay(
-                    waits, self.options.retry_backoff, cap=60.0)
+                    self._store_waits[cell.cell_id], self.options.retry_backoff, cap=60.0)
             return
         self._store_waits.pop(cell.cell_id, None)
         # One transaction opens the attempt and records the run id and folder; until it
