@@ -32,7 +32,6 @@ from orchestrator.executors import (
     Executor,
     ExecutorOptions,
     executor_options,
-    get_executor,
     make_executor,
     validate_options,
     with_option,
@@ -58,19 +57,19 @@ class ExecutorChoice:
     # The options validated (by :meth:`check`): what :meth:`make` builds from.
     valid: ExecutorOptions | None = field(default=None, compare=False, repr=False)
 
-    def _all_options(self, max_parallel: int | None = None) -> dict[str, Any]:
-        name = self.name or "local"
-        return {**shortcut_options(name, self.shortcuts), **self.options,
-                **executor_options(name, max_parallel=max_parallel)}
+    def _all_options(self) -> dict[str, Any]:
+        return {**shortcut_options(self.name or "local", self.shortcuts), **self.options}
+
+    def _validated(self) -> ExecutorOptions:
+        valid = self.valid
+        return valid if valid is not None else validate_options(self.name or "local",
+                                                                self._all_options())
 
     def make(self, max_parallel: int | None = None) -> Executor:
         """Build the executor (a ray_jobs one connects to its cluster here) from the
-        validated options (an unchecked choice is validated here, once);
-        ``max_parallel`` (``--max-parallel``) wins over the options' own."""
-        name = self.name or "local"
-        if self.valid is None:
-            return get_executor(name, **self._all_options(max_parallel))
-        valid = self.valid
+        validated options (an unchecked choice is validated here); ``max_parallel``
+        (``--max-parallel``) wins over the options' own."""
+        name, valid = self.name or "local", self._validated()
         if max_parallel is not None and "max_parallel" in type(valid).model_fields:
             valid = with_option(name, valid, "max_parallel", max_parallel)
         return make_executor(name, valid)
@@ -81,10 +80,9 @@ class ExecutorChoice:
         nothing."""
         if self.valid is not None:
             return self
-        name = self.name or "local"
-        valid = validate_options(name, self._all_options())
-        return ExecutorChoice(name, valid.model_dump(mode="json", exclude_unset=True),
-                              valid=valid)
+        valid = self._validated()
+        return ExecutorChoice(self.name or "local",
+                              valid.model_dump(mode="json", exclude_unset=True), valid=valid)
 
     def cli_args(self) -> list[str]:
         """The choice's name as ``kappa resume`` options (its options go in :meth:`env`)."""
