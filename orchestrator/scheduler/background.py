@@ -24,8 +24,7 @@ class BackgroundWork:
 
     def __init__(self, name: str = "kappa-background") -> None:
         self.name = name
-        self.failures: list[str] = []
-        self._queue: queue.Queue[Task | None] = queue.Queue()
+        self._queue: queue.Queue[Task] = queue.Queue()
         self._pending: Counter[str] = Counter()
         self._idle = threading.Condition()
         self._thread: threading.Thread | None = None
@@ -40,11 +39,6 @@ class BackgroundWork:
             self._thread.start()
         self._queue.put((key, task))
 
-    def pending(self, key: str | None = None) -> int:
-        """How many tasks (of ``key``, or all) are queued or running."""
-        with self._idle:
-            return self._pending[key] if key is not None else sum(self._pending.values())
-
     def wait_for(self, key: str) -> None:
         """Return once no task of ``key`` is queued or running."""
         with self._idle:
@@ -55,25 +49,13 @@ class BackgroundWork:
         with self._idle:
             self._idle.wait_for(lambda: not self._pending)
 
-    def close(self) -> None:
-        """Flush, then stop the worker thread."""
-        self.flush()
-        if self._thread is not None and self._thread.is_alive():
-            self._queue.put(None)
-            self._thread.join()
-        self._thread = None
-
     def _work(self) -> None:
         while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            key, task = item
+            key, task = self._queue.get()
             try:
                 task()
             except Exception as exc:  # logged and dropped; recovery redoes it
                 LOG.warning("background task for %s failed: %s", key, exc)
-                self.failures.append(f"{key}: {exc}")
             finally:
                 with self._idle:
                     self._pending[key] -= 1

@@ -4,8 +4,8 @@ A launch opens the cell's one child run (created on the first launch, reopened b
 retry, resume or resubmit); the scheduler remembers it while the cell runs and ends it
 once when the cell ends. A run created but not yet recorded in the registry is flagged
 by a marker in the run folder (``.mlflow-run-pending``), so the next launch looks for it
-instead of making a second one. ``cell.json`` follows the
-registry (:mod:`orchestrator.runs.cell_file`).
+instead of making a second one. ``cell.json`` follows the registry
+(:mod:`orchestrator.runs.cell_file`): :meth:`OpenedRuns.end_attempt` writes both.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from orchestrator.registry import CellRecord, CellState, Registry, SweepRecord
 from orchestrator.runs.cell_file import write_cell_file
@@ -69,9 +70,21 @@ class OpenedRuns:
         if run_id:
             self.tracker.finish(run_id, status, run_dir)
 
-    def write_cell_file(self, cell: CellRecord, state: CellState, run_id: str | None) -> None:
-        """``cell.json`` follows the registry; a folder that cannot take it is no reason
-        to stop the sweep."""
+    def end_attempt(self, registry: Registry, cell: CellRecord, state: CellState,
+                    **fields: Any) -> bool:
+        """End the cell's attempt as ``state`` (``Registry.finish_attempt`` with ``fields``)
+        and, once the registry took it, mirror it in ``cell.json``; whether it took it
+        (``False``: the cell had left ``running``, e.g. cancelled)."""
+        if not registry.finish_attempt(cell, state, **fields):
+            return False
+        self.write_cell_file(cell, state)
+        return True
+
+    def write_cell_file(self, cell: CellRecord, state: CellState,
+                        run_id: str | None = None) -> None:
+        """``cell.json`` follows the registry (its run: ``run_id``, else the one this
+        scheduler opened, else the recorded one); a folder that cannot take it is no
+        reason to stop the sweep."""
         with contextlib.suppress(OSError):
             write_cell_file(run_folder(cell), self.sweep, cell, state.value,
-                            run_id or cell.mlflow_run_id)
+                            run_id or self.run_id(cell.cell_id) or cell.mlflow_run_id)

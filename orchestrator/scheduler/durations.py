@@ -196,22 +196,19 @@ class SiblingDurations:
     def running(self, cells: Iterable[CellRecord]) -> None:
         """Take these as the sweep's running cells and remake every estimate."""
         floors: dict[bytes, float] = {}
+        # Projections in the same terms as the finished siblings', once there is a pace.
         projected: dict[bytes, list[float]] = {}
-        now = self.clock()
-        steps: dict[bytes, int] = {}
+        now, pace = self.clock(), self._pace
         for cell in cells:
             key = self.learn(cell)
             elapsed, length = running_view(cell, now)
             floors[key] = max(floors.get(key, 0.0), elapsed)
-            if length is not None:
-                projected.setdefault(key, []).append(length)
-                steps[key] = declared_steps(cell)
+            if length is not None and pace is not None:
+                projected.setdefault(key, []).append(
+                    math.log(length / pace.seconds(declared_steps(cell))))
         known = dict(self._settled)  # only configurations with a running cell change
         for key, floor in floors.items():
-            logs = list(self._done.get(key, []))
-            if self._pace is not None:  # projections in the same terms, once there is a pace
-                logs += [math.log(x / self._pace.seconds(steps[key]))
-                         for x in projected.get(key, [])]
+            logs = self._done.get(key, []) + projected.get(key, [])
             known[key] = (len(logs), statistics.fmean(logs) if logs else 0.0, floor)
         self._known = known
 

@@ -1,17 +1,12 @@
 """What a cell's job asks its executor for, and refusing cells no executor slot can hold.
 
 :func:`job_resources` is the one place a cell's :class:`JobResources` are made (the loop
-submits them; :func:`check_fit` judges them), from the cell's stored
-:class:`~orchestrator.backends.base.Demand` (GPUs, nodes, CPU floor, whether it places
-its own work: judged by the backend when the cell was validated) and the spec's
-``resources`` (CPUs, hours).
-
-The scheduler starts a cell when its executor has room. A cell asking for more than the
-executor can *ever* give (more GPUs than the machine has, more CPUs or GPUs than any
-node of a Ray cluster, more GPU nodes than the cluster has) would wait forever, silently
-``pending``; so ``submit``, ``resume`` and ``canary`` ask :meth:`Executor.fits` about
-every distinct request first and say what to change, before anything is written or
-launched.
+submits them, :func:`check_fit` judges them): from its stored
+:class:`~orchestrator.backends.base.Demand` and the spec's ``resources`` (CPUs, hours).
+A cell asking for more than the executor can *ever* give (more GPUs than the machine
+has, more than any node of a Ray cluster) would wait forever, silently ``pending``; so
+``submit``, ``resume`` and ``canary`` ask :meth:`Executor.fits` about every distinct
+request first and say what to change, before anything is written or launched.
 """
 
 from __future__ import annotations
@@ -26,8 +21,7 @@ from orchestrator.spec.model import Resources
 
 def job_resources(demand: Demand, resources: Resources) -> JobResources:
     """What one launch of a cell of this ``demand`` asks its executor for: from its
-    settings alone, never from a launch, which may fail for reasons of its moment (a
-    failed attempt the cell's retries cover, not a submit error)."""
+    settings alone, never from a launch (which may fail for reasons of its moment)."""
     return JobResources(gpus=demand.gpus, nodes=demand.nodes,
                         cpus=max(resources.cpus, demand.min_cpus), hours=resources.hours,
                         self_placing=demand.self_placing)

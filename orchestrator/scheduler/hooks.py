@@ -1,16 +1,12 @@
 """How stopping and search take part in the scheduler loop: the hook protocol.
 
-The loop (:mod:`.loop`) moves cells through their states and knows nothing of stopping
-rules, GPU-hours caps or Optuna studies; whoever builds it (:mod:`orchestrator.sweeps`)
-passes it the sweep's hooks, which the loop calls at fixed points of a pass, in the
-order given. Like an Optuna pruner, a hook only judges and asks: it never changes a
-cell's state itself (the loop does, from what the hook answers), so a hook that does
-nothing (:class:`SchedulerHook`'s defaults) leaves the loop as it would be without it.
-
-Every method is called from the loop's one thread, for every hook in order.
-
-A hook keeps nothing a restart would lose: what it decided is in the registry or the
-run folder (a stop request, a study), and a new scheduler's hooks read it back.
+The loop (:mod:`.loop`) knows nothing of stopping rules, GPU-hours caps or Optuna
+studies; whoever builds it (:mod:`orchestrator.sweeps`) passes it the sweep's hooks, which
+it calls from its one thread at fixed points of a pass, in the order given. Like an Optuna
+pruner, a hook only judges and asks: the loop changes cell states from its answers, so a
+hook that does nothing (:class:`SchedulerHook`'s defaults) leaves the loop as it was. A
+hook keeps nothing a restart would lose: what it decided is in the registry or the run
+folder (a stop request, a study), and a new scheduler's hooks read it back.
 """
 
 from __future__ import annotations
@@ -27,9 +23,8 @@ from orchestrator.runs.stop_request import StopRequest
 
 @dataclass(frozen=True)
 class Ending:
-    """How a cell ends when a hook decides it (what the loop writes to the registry).
-    Without ``stop_reason``, a ``failed`` ending is an ordinary failed attempt (retried
-    while retries last); with one, it is final."""
+    """How a cell ends when a hook decides it (what the loop writes to the registry):
+    final with a ``stop_reason``, else an ordinary failed attempt (retried)."""
 
     state: CellState
     final_metrics: dict[str, float]

@@ -1,20 +1,16 @@
 """One scheduler per sweep, on any machine: a lease in the registry, kept by a heartbeat.
 
-A scheduler takes its sweep's lease (:mod:`orchestrator.registry.leases`) before it
-drives it and renews it every third of ``KAPPA_LEASE_SECONDS`` (default 30) on a
-thread of its own; it gives it back on a clean exit. Another scheduler, on this
-machine or on any other sharing the registry, waits until the lease is released or
-expires, then takes over. On this host a holder whose process is gone (SIGKILL, a
-crash) is known dead at once, so a local ``kappa resume`` need not wait out the lease.
+A scheduler takes its sweep's lease (:mod:`orchestrator.registry.leases`), renews it
+every third of ``KAPPA_LEASE_SECONDS`` (default 30) on a thread of its own and gives it
+back on a clean exit; another scheduler, on any machine sharing the registry, takes over
+once it is released or expired (at once from a holder on this host whose process is gone).
 
-Fencing: a scheduler that cannot prove it still holds the lease stops. Locally, the
-lease is lost once ``lease_seconds`` have passed since the start of its last successful
-renewal (a monotonic clock, which runs on while the process is paused; the registry
-counted its expiry from a later moment, so this side always gives up first), or a
-renewal finds another owner; :meth:`SchedulerLease.check` raises
-:class:`LeaseLost` then, and the scheduler checks before every pass and every launch.
-In the registry, every cell write of a scheduler goes through ``Registry.fenced``: it
-fails, writing nothing, once the lease has another owner.
+Fencing: locally the lease is lost once ``lease_seconds`` have passed since the start of
+the last successful renewal (a monotonic clock, which runs on while the process is
+paused; the registry counts its expiry from a later moment, so this side gives up first)
+or a renewal finds another owner; :meth:`SchedulerLease.check` then raises
+:class:`LeaseLost`, before every pass and every launch. In the registry, every cell write
+goes through ``Registry.fenced``: it writes nothing once the lease has another owner.
 """
 
 from __future__ import annotations
@@ -75,18 +71,11 @@ def holder_alive(lease: Lease) -> bool | None:
     return is_running(lease.pid, lease.pid_start)
 
 
-def is_driven(sweep: str, registry: Registry | None = None) -> bool:
+def is_driven(sweep: str, registry: Registry) -> bool:
     """Whether a scheduler (on any machine) holds ``sweep``'s lease now: it has not
     expired, and its holder, if on this host, lives."""
-    if registry is None:
-        with Registry.open(None, create=False) as opened:
-            return is_driven(sweep, opened)
     lease = registry.lease(sweep)
     return lease is not None and not lease.expired and holder_alive(lease) is not False
-
-
-def _holder_dead(lease: Lease) -> bool:
-    return holder_alive(lease) is False
 
 
 class SchedulerLease:
@@ -116,7 +105,7 @@ class SchedulerLease:
         saying who drives the sweep."""
         started = time.monotonic()
         taken, lease = self.registry.take_lease(self.sweep, self.me, self.seconds,
-                                                _holder_dead)
+                                                lambda held: holder_alive(held) is False)
         if not taken:
             who = lease.describe() if lease is not None else "another scheduler"
             raise SweepLockedError(
@@ -158,8 +147,7 @@ class SchedulerLease:
                 LOG.warning("could not renew the lease of %s: %s", self.sweep, exc)
                 continue
             if not renewed:
-                holder = self._holder_text()
-                self._lost = f"another scheduler took its lease{holder}"
+                self._lost = f"another scheduler took its lease{self._holder_text()}"
                 return
             self._deadline = max(self._deadline, started + self.seconds)
 

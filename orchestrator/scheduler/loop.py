@@ -1,32 +1,32 @@
 """The scheduler loop: moves one sweep's cells through their states until none is left.
 
-Each state change is one registry transaction (compare-and-set), so the registry is
-always the truth and another process (``kappa cancel``, a second ``kappa submit``) can
-act on the sweep while this loop drives it. The loop recovers what an earlier, killed
-scheduler left (:mod:`.recovery`); launches pending cells that fit the free capacity
-(:mod:`.order`), judged from each cell's demand stored at submit (it validates no
-settings); watches running jobs (progress, then ``succeeded`` or ``failed`` with a retry
-after a backoff while retries remain); notices cells cancelled behind its back and kills
-their jobs; and calls its hooks (:mod:`.hooks`): stopping rules and the GPU-hours cap
-(:mod:`orchestrator.stopping.hook`), a search's trials (:mod:`orchestrator.search.hook`).
-A launch that cannot be made is a failed attempt; a tracking store or executor that is
-away makes a cell wait (or gives its attempt back), uncharged.
+Each state change is one registry transaction (compare-and-set), so the registry is the
+truth and another process (``kappa cancel``, a second ``kappa submit``) can act on the
+sweep meanwhile. The loop recovers what a killed scheduler left (:mod:`.recovery`);
+launches pending cells that fit the free capacity (:mod:`.order`), judged from each
+cell's demand stored at submit (it validates no settings); watches running jobs
+(progress, then ``succeeded``, or ``failed`` and retried after a backoff while retries
+remain); kills the jobs of cells cancelled behind its back; and calls its hooks
+(:mod:`.hooks`: stopping rules and the GPU-hours cap, a search's trials). A launch that
+cannot be made is a failed attempt; a tracking store or executor that is away makes a
+cell wait (or gives its attempt back), uncharged. Cells' MLflow runs may end in the
+background; :meth:`SweepScheduler.run` waits for them before it returns.
 
-Cells' MLflow runs may be ended in the background; :meth:`SweepScheduler.run` waits for
-those before it returns. It holds the sweep's lease (:mod:`.lease`) throughout and writes
-through a registry fenced by it: once the lease is lost the loop raises
-:class:`~.lease.LeaseLost` before its next pass or launch, and any write it still tries
-changes nothing.
+It holds the sweep's lease (:mod:`.lease`) throughout and writes through a registry
+fenced by it: once the lease is lost it raises :class:`~.lease.LeaseLost` before its
+next pass or launch, and any write it still tries changes nothing.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from orchestrator.backends import Backend
 from orchestrator.executors import Executor, JobHandle
@@ -37,7 +37,7 @@ from orchestrator.runs.stop_request import StopRequest
 from orchestrator.scheduler.cell_runs import OpenedRuns
 from orchestrator.scheduler.cells import close_sweep_runs, log_tail, retry_delay
 from orchestrator.scheduler.fit import job_resources
-from orchestrator.scheduler.hooks import Ending, SchedulerHook, decide_ending
+from orchestrator.scheduler.hooks import SchedulerHook, decide_ending
 from orchestrator.scheduler.lease import LeaseLost, SchedulerLease
 from orchestrator.scheduler.options import SchedulerOptions
 from orchestrator.scheduler.order import LaunchOrder, stored_demand
@@ -77,7 +77,7 @@ class SweepScheduler:
     _retry_at: dict[str, float] = field(default_factory=dict, init=False)
     _sweep_record: SweepRecord | None = field(default=None, init=False)
     _next_cancel_check: float = field(default=0.0, init=False)
-    _store_waits: dict[str, int] = field(default_factory=dict, init=False)
+    _store_waits: Counter[str] = field(default_factory=Counter, init=False)
     _lease: SchedulerLease | None = field(default=None, init=False)
     _judged_at: float = field(default=0.0, init=False)  # when running cells were last judged
     runs: OpenedRuns = field(init=False)  # the cells' MLflow runs and cell.json files
@@ -228,10 +228,9 @@ class SweepScheduler:
             LOG.warning("cell %s waits: tracking store unreachable (%s)", cell.cell_id,
                         (str(exc).splitlines() or [""])[0][:160])
             if self.registry.transition(cell, CellState.QUEUED, CellState.PENDING):
-                waits = self._store_waits.get(cell.cell_id, 0) + 1
-                self._store_waits[cell.cell_id] = waits
+                self._store_waits[cell.cell_id] += 1
                 self._retry_at[cell.cell_id] = time.monotonic() + retry_delay(
-                    waits, self.options.retry_backoff, cap=60.0)
+                    self._store_waits[cell.cell_id], self.options.retry_backoff, cap=60.0)
             return
         self._store_waits.pop(cell.cell_id, None)
         # One transaction opens the attempt and records the run id and folder; until it
@@ -247,6 +246,7 @@ class SweepScheduler:
             self.runs.recorded(run_dir)
             return
         self.runs.recorded(run_dir)
+        self.runs.remember(cell.cell_id, run_id, run_dir)
         self.runs.write_cell_file(cell, CellState.RUNNING, run_id)
         env = {**launch.env, **(self.tracker.launch_env(run_id) if run_id else {})}
         for hook in self.hooks:
@@ -257,13 +257,11 @@ class SweepScheduler:
                 demand, self.resources))
         except Exception as exc:
             away = is_unreachable(exc)
-            self.registry.finish_attempt(cell, CellState.FAILED, last_error=(
+            self.runs.end_attempt(self.registry, cell, CellState.FAILED, last_error=(
                 f"executor unreachable (no retry charged): {exc}" if away
                 else f"executor refused the job: {exc}"))
             if away:  # the cluster is away, not the cell's fault: the attempt is given back
                 self.registry.update_cell(cell, max_retries=cell.max_retries + 1)
-            self.runs.write_cell_file(cell, CellState.FAILED, run_id)
-            self.runs.remember(cell.cell_id, run_id, run_dir)
             self._after_failure(cell.cell_id)
             return
         try:
@@ -271,18 +269,14 @@ class SweepScheduler:
         except LeaseLost:
             job.cancel()  # lost the sweep while submitting: the new owner runs the cell
             raise
-        self.runs.remember(cell.cell_id, run_id, run_dir)
         self._running[cell.cell_id] = _Running(cell, job, run_dir)
 
     def _fail_launch(self, cell: CellRecord, run_dir: Path, why: str) -> None:
         """A launch that could not be made: a failed attempt like any other, so the
         cell's retries apply (a cell that cannot launch at all spends them quickly)."""
-        if not self.registry.transition(cell, CellState.QUEUED, CellState.RUNNING,
-                                        run_dir=str(run_dir)):
-            return  # cancelled meanwhile
-        if self.registry.finish_attempt(cell, CellState.FAILED, last_error=why):
-            self.runs.write_cell_file(cell, CellState.FAILED, cell.mlflow_run_id)
-            self._after_failure(cell.cell_id)
+        if self.registry.transition(cell, CellState.QUEUED, CellState.RUNNING,
+                                    run_dir=str(run_dir)):  # else cancelled meanwhile
+            self._fail(cell, last_error=why)
 
     # -- watching ---------------------------------------------------------------------
     def _collect(self) -> None:
@@ -294,29 +288,25 @@ class SweepScheduler:
             del self._running[cell_id]
             summary = self.backend.read_summary(entry.run_dir)
             ending = decide_ending(self.hooks, cell_id, entry.run_dir, code, summary)
-            if ending is not None:
-                self._end_stopped(entry, code, ending)
-                continue
-            if code == 0 and summary is not None and summary.get("status") == "succeeded":
+            # A hook's ending with a reason is final (``CellRecord.retries_left`` is 0 then).
+            if ending is not None and ending.stop_reason is not None:
+                self._end(entry.cell, ending.state, ending.run_status, exit_code=code,
+                          final_metrics=ending.final_metrics, last_error=ending.last_error,
+                          stop_reason=ending.stop_reason)
+            elif ending is not None:  # a failed attempt like any other (retried)
+                self._fail(entry.cell, exit_code=code, last_error=ending.last_error)
+            elif code == 0 and summary is not None and summary.get("status") == "succeeded":
                 final = summary.get("final")
-                if self.registry.finish_attempt(
-                        entry.cell, CellState.SUCCEEDED, exit_code=0,
-                        final_metrics=dict(final) if isinstance(final, dict) else {}):
-                    self.runs.write_cell_file(entry.cell, CellState.SUCCEEDED,
-                                              self.runs.run_id(cell_id))
-                    self._finish_run(entry.cell.cell_id, "FINISHED")
-                continue
-            why = (f"exit code {code}" if code != 0
-                   else "exit code 0 but no succeeded summary.json")
-            tail = log_tail(entry.run_dir / LOG_FILE)
-            if self.registry.finish_attempt(entry.cell, CellState.FAILED, exit_code=code,
-                                            last_error=f"{why}\n{tail}".strip()):
-                self.runs.write_cell_file(entry.cell, CellState.FAILED, self.runs.run_id(cell_id))
-                self._after_failure(cell_id)
-            elif self.registry.get_cell(self.sweep, cell_id).state is CellState.CANCELLED:
-                self.runs.write_cell_file(entry.cell, CellState.CANCELLED,
-                                          self.runs.run_id(cell_id))
-                self._finish_run(cell_id, "KILLED")  # its job died of the cancel
+                self._end(entry.cell, CellState.SUCCEEDED, "FINISHED", exit_code=0,
+                          final_metrics=dict(final) if isinstance(final, dict) else {})
+            else:
+                why = (f"exit code {code}" if code != 0
+                       else "exit code 0 but no succeeded summary.json")
+                tail = log_tail(entry.run_dir / LOG_FILE)
+                if self._fail(entry.cell, exit_code=code, last_error=f"{why}\n{tail}".strip()):
+                    continue
+                if self.registry.get_cell(self.sweep, cell_id).state is CellState.CANCELLED:
+                    self._cancelled(entry)  # its job died of the cancel
 
     def _report_progress(self, entry: _Running) -> None:
         self._judge(entry)  # first: a registry busy with other writers does not delay a stop
@@ -338,24 +328,19 @@ class SweepScheduler:
             for entry in list(self._running.values()):  # an ended one is collected next pass
                 self._judge(entry)
 
-    def _end_stopped(self, entry: _Running, code: int, ending: Ending) -> None:
-        """A cell whose ending a hook decided (a stopping rule): succeeded with the
-        reason, or failed with it (never retried: ``CellRecord.retries_left`` is 0);
-        without a reason, a failed attempt like any other (retried)."""
-        if ending.stop_reason is None:
-            if self.registry.finish_attempt(entry.cell, CellState.FAILED, exit_code=code,
-                                            last_error=ending.last_error):
-                self.runs.write_cell_file(entry.cell, CellState.FAILED,
-                                          self.runs.run_id(entry.cell.cell_id))
-                self._after_failure(entry.cell.cell_id)
-            return
-        if self.registry.finish_attempt(entry.cell, ending.state, exit_code=code,
-                                        final_metrics=ending.final_metrics,
-                                        last_error=ending.last_error,
-                                        stop_reason=ending.stop_reason):
-            self.runs.write_cell_file(entry.cell, ending.state,
-                                      self.runs.run_id(entry.cell.cell_id))
-            self._finish_run(entry.cell.cell_id, ending.run_status)
+    def _end(self, cell: CellRecord, state: CellState, run_status: str,
+             **fields: Any) -> None:
+        """End the cell for good as ``state`` (registry, ``cell.json``), then its run."""
+        if self.runs.end_attempt(self.registry, cell, state, **fields):
+            self._finish_run(cell.cell_id, run_status)
+
+    def _fail(self, cell: CellRecord, **fields: Any) -> bool:
+        """A failed attempt, retried after a backoff while retries last; whether the
+        registry took it."""
+        if not self.runs.end_attempt(self.registry, cell, CellState.FAILED, **fields):
+            return False
+        self._after_failure(cell.cell_id)
+        return True
 
     def _after_failure(self, cell_id: str) -> None:
         cell = self.registry.get_cell(self.sweep, cell_id)
@@ -384,8 +369,12 @@ class SweepScheduler:
         for cell_id in [c for c in self._running if c not in still]:
             entry = self._running.pop(cell_id)
             entry.job.cancel()
-            self.runs.write_cell_file(entry.cell, CellState.CANCELLED, self.runs.run_id(cell_id))
-            self._finish_run(cell_id, "KILLED")
+            self._cancelled(entry)
+
+    def _cancelled(self, entry: _Running) -> None:
+        """A cell cancelled behind the loop's back: ``cell.json``, then its run, say so."""
+        self.runs.write_cell_file(entry.cell, CellState.CANCELLED)
+        self._finish_run(entry.cell.cell_id, "KILLED")
 
     def _finish_run(self, cell_id: str, status: str) -> None:
         self.runs.finish(self.registry, cell_id, status)

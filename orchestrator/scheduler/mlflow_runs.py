@@ -1,16 +1,14 @@
 """The scheduler's :class:`~orchestrator.scheduler.ports.RunTracker` on MLflow.
 
-A thin adapter over :class:`orchestrator.tracking.Tracker` (one client for the whole
-sweep). The child run of a cell is created under the sweep's parent run just before its
-first launch; the registry's ``mlflow_run_id`` is the source of truth after that, so a
-retry or resume reopens the recorded run without searching for it. Only a launch that
-may have created a run without recording it (``may_exist``) searches first.
-
-A run's params and its ending (files, final metrics, the ``kappa.stopped`` tag, the
-outbox's undelivered metrics) go through one background thread (:mod:`.background`), in
-order, off the loop's critical path, each waiting out a tracking store that went away
-(:mod:`orchestrator.tracking.retry`); a retry reopening a run waits for the run's own
-pending work first.
+A thin adapter over :class:`orchestrator.tracking.Tracker` (one client per sweep). A
+cell's child run is created under the sweep's parent run just before its first launch;
+after that the registry's ``mlflow_run_id`` is the truth, so a retry or resume reopens
+it without searching (only a launch that may have created a run without recording it,
+``may_exist``, searches first). A run's params and its ending (files, final metrics, the
+``kappa.stopped`` tag, the outbox's undelivered metrics) go through one background thread
+(:mod:`.background`), in order, off the loop's critical path, each waiting out a tracking
+store that went away (:mod:`orchestrator.tracking.retry`); a retry reopening a run waits
+for the run's own pending work first.
 """
 
 from __future__ import annotations
@@ -149,7 +147,9 @@ class MlflowRunTracker:
         if not parent:
             return
         self.flush()
-        status = sweep_status(counts)
+        # Any failed cell fails the sweep's run; else any cancelled one kills it.
+        status = ("FAILED" if counts.get("failed", 0)
+                  else "KILLED" if counts.get("cancelled", 0) else "FINISHED")
 
         def end() -> None:
             from mlflow.entities import RunTag
@@ -160,12 +160,3 @@ class MlflowRunTracker:
 
         with_store_retries(end, f"ending the parent run of {sweep.name}")
 
-
-def sweep_status(counts: Mapping[str, int]) -> str:
-    """How a sweep's parent run ends, from its cells' states: ``FAILED`` if any failed,
-    ``KILLED`` if any was cancelled, else ``FINISHED``."""
-    if counts.get("failed", 0):
-        return "FAILED"
-    if counts.get("cancelled", 0):
-        return "KILLED"
-    return "FINISHED"

@@ -1,11 +1,7 @@
-"""What the scheduler needs from the parts around it, as small protocols.
-
-The scheduler talks to a :class:`~orchestrator.backends.Backend` (what a launch is), an
-:class:`~orchestrator.executors.Executor` (where it runs), the
-:class:`~orchestrator.registry.Registry` (cell states) and a :class:`RunTracker` (the
-MLflow side). Anything with these methods plugs in: the Ray executor and the verl backend
-need no change here.
-"""
+"""What the scheduler needs of the tracking side (:class:`RunTracker`) and, optionally,
+of an executor (:class:`JobFinder`), as small protocols: anything with these methods
+plugs in. (A launch is a :class:`~orchestrator.backends.Backend`'s, where it runs an
+:class:`~orchestrator.executors.Executor`'s, cell states the registry's.)"""
 
 from __future__ import annotations
 
@@ -18,9 +14,8 @@ from orchestrator.registry import CellRecord, SweepRecord
 
 
 class RunTracker(Protocol):
-    """The tracking side of a sweep: one child run per cell under the sweep's parent run.
-
-    The defaults track nothing (:class:`NullTracker`)."""
+    """The tracking side of a sweep: one child run per cell under the sweep's parent run
+    (the defaults track nothing: :class:`NullTracker`)."""
 
     def cell_run(self, sweep: SweepRecord, cell: CellRecord, *, may_exist: bool) -> str:
         """The cell's child run id, RUNNING: ``cell.mlflow_run_id`` reopened, else a new run

@@ -89,7 +89,6 @@ def ended_while_away(registry: Registry, backend: Backend, hooks: Sequence[Sched
     progress = backend.read_progress(run_dir)  # how far it got while unwatched
     if progress is not None:
         registry.update_progress(cell, progress[0], progress[1] or None)
-    if registry.finish_attempt(cell, ending.state, final_metrics=ending.final_metrics,
-                               last_error=ending.last_error, stop_reason=ending.stop_reason):
-        runs.write_cell_file(cell, ending.state, cell.mlflow_run_id)
+    runs.end_attempt(registry, cell, ending.state, final_metrics=ending.final_metrics,
+                     last_error=ending.last_error, stop_reason=ending.stop_reason)
     return True

@@ -1,22 +1,19 @@
 """Canary runs: every distinct cell configuration, a few steps long, before the grid.
 
-A spec that validates can still die at its first step, after hours in a cluster's queue:
-a reward function that raises, a plug-in missing from the Ray workers, a checkpoint
-folder that cannot be written, a setting that overflows once it meets a tensor.
-Validation (and verl's preflight) cannot see those; a short real run can. A canary is a
+A spec that validates can still die at its first step, after hours in a queue: a reward
+function that raises, a plug-in missing from the Ray workers, an unwritable checkpoint
+folder, a setting that overflows once it meets a tensor. A short real run sees those: a
 cell's :meth:`~orchestrator.backends.base.Backend.canary_settings` (the smallest run that
-still takes the whole path), run on the executor the grid will use.
+still takes the whole path), on the executor the grid will use.
 
 Cells that differ only in the backend's ``canary_free_settings`` (``seed``), or whose
-canaries come out equal (cells that differ only in ``max_steps``), share one canary: the
-first of them in grid order. A spec with a ``search:`` block has no cells of its own (its
-cells are the trials Optuna asks for); its canaries are those of its studies' starting
-cells (one per axis combination, the searched settings at the values the spec gives them),
-and the canary sweep runs no search. The canaries are a sweep of their own, ``<name>.canary``
-(:func:`orchestrator.paths.canary_sweep`), recorded and driven like any sweep but with no
-retries, its MLflow runs tagged ``kappa.canary=true``: the grid's sweep never sees them.
-Like cells, they are content-addressed: a canary that passed is not run again unless
-``rerun``; one that failed (or was cancelled) runs again on the next call.
+canaries come out equal (differing only in ``max_steps``), share one canary: the first of
+them in grid order. A spec with a ``search:`` block has no cells of its own; its canaries
+are its studies' starting cells (the searched settings at the spec's values), and the
+canary sweep runs no search. The canaries are a sweep of their own, ``<name>.canary``
+(:func:`orchestrator.paths.canary_sweep`), driven like any sweep but with no retries and
+runs tagged ``kappa.canary=true``. Content-addressed like cells: one that passed is not
+run again unless ``rerun``; one that failed (or was cancelled) runs again.
 """
 
 from __future__ import annotations
@@ -46,27 +43,24 @@ from orchestrator.sweeps.executor_choice import (
 from orchestrator.sweeps.stores import Stores
 from orchestrator.sweeps.submission import PreparedSweep, record
 
-TAIL_LINES = 20
-
 
 @dataclass(frozen=True)
 class Canary:
-    """One canary: its cell (of the canary sweep) and the grid cells it vouches for."""
+    """One canary: its cell (of the canary sweep), the grid cells it vouches for and
+    what it changes (setting -> (the grid cell's value, the canary's), defaults included)."""
 
     cell: Cell
     stands_for: tuple[Cell, ...]
-    #: setting -> (the grid cell's value, the canary's), defaults included
     changes: dict[str, tuple[Any, Any]]
 
 
 @dataclass(frozen=True)
 class CanaryPlan:
-    """The canaries of a prepared grid."""
+    """The canaries of a prepared grid, and each one's demand (by canary cell id, from
+    its one validation)."""
 
     grid: PreparedSweep
     canaries: tuple[Canary, ...]
-    #: What the scheduler needs of each canary, by canary cell id, judged from the model
-    #: of the canary's one validation.
     demands: Mapping[str, Demand] = field(default_factory=dict)
 
     @property
@@ -109,10 +103,9 @@ def canaried_cells(grid: PreparedSweep) -> tuple[Cell, ...]:
 
 def plan_canaries(grid: PreparedSweep) -> CanaryPlan:
     """One canary per distinct configuration of ``grid``'s cells (of its studies, for a
-    search); writes nothing. ``grid`` is prepared with ``models=True``: a canary starts
-    from its cell's validated settings (that cell's one validation); only the canary's
-    own settings are validated here. Raises ``UserInputError`` (every problem, located at
-    the cell a canary stands for) if the backend rejects a canary's settings."""
+    search), from each cell's validated model (``grid`` prepared with ``models=True``);
+    writes nothing. ``UserInputError`` (every problem, located at the cell a canary
+    stands for) if the backend rejects a canary's settings."""
     backend = grid.backend
     free = backend.canary_free_settings
     groups: dict[str, list[Cell]] = {}
@@ -174,7 +167,7 @@ class CanaryResult:
         """The canary's training log."""
         return run_folder(self.record) / LOG_FILE
 
-    def tail(self, lines: int = TAIL_LINES) -> str:
+    def tail(self, lines: int = 20) -> str:
         """The end of its log (else the registry's last error)."""
         return log_tail(self.log_path, lines) or (self.record.last_error or "")
 
@@ -203,9 +196,9 @@ def run_canaries(plan: CanaryPlan, stores: Stores = Stores(), *, rerun: bool = F
                  executor: Executor | None = None,
                  choice: ExecutorChoice | None = None) -> CanaryOutcome:
     """Record ``plan``'s canary sweep and drive it to the end here; every outcome. The
-    executor is ``executor``, else ``choice`` completed from what the grid's sweep used last
-    (else local): canaries run where the grid will. It is checked (and a cluster reached,
-    and every canary's GPUs checked against it) before anything is written."""
+    executor (``executor``, else ``choice`` completed from what the grid's sweep used last:
+    where the grid will run) is made and every canary checked against it before anything
+    is written."""
     from orchestrator.notify.store import effective, save_config
     from orchestrator.tracking import Tracker
 

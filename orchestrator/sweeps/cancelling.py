@@ -37,16 +37,16 @@ def cancel(target: str, stores: Stores = Stores(),
     """
     with stores.open_registry() as registry:
         cells = _cells_of(registry, target)
+        executors = _Executors(registry, options or {}, shortcuts or {}, {} if executor is None
+                               else {name: executor for name in job_id_prefixes().values()})
         # Every executor is made before any cell changes, so a missing address cancels nothing.
-        executors = {} if executor is None else {n: executor for n in job_id_prefixes().values()}
-        offered = _Offered(dict(options or {}), dict(shortcuts or {}))
         for cell in cells:
             if cell.state is CellState.RUNNING and cell.job_id:
-                _executor_of(cell.job_id, cell.sweep_name, executors, offered, registry)
+                executors.of(cell.job_id, cell.sweep_name)
         # Waiting cells first: cancelling a running one frees a slot, and a live scheduler
         # would fill it with a cell this loop had not reached yet.
         cancelled = [done for cell in sorted(cells, key=lambda c: c.state is CellState.RUNNING)
-                     if (done := _cancel_cell(registry, cell, executors, offered)) is not None]
+                     if (done := _cancel_cell(registry, cell, executors)) is not None]
         # Cells waiting for a retry sit in ``failed`` with retries left; stop those too.
         for cell in cells:
             if cell.state is CellState.FAILED and cell.retries_left > 0 and (
@@ -78,8 +78,8 @@ def _close_undriven(registry: Registry, sweeps: set[str], stores: Stores) -> Non
                   f"`kappa resume {sweep}` ends them", file=sys.stderr)
 
 
-def _cancel_cell(registry: Registry, cell: CellRecord, executors: dict[str, Executor],
-                 offered: _Offered) -> CellRecord | None:
+def _cancel_cell(registry: Registry, cell: CellRecord,
+                 executors: _Executors) -> CellRecord | None:
     """Cancel one unfinished cell, whatever state a live scheduler moves it to meanwhile;
     the cell as it was cancelled, or ``None`` if it had already ended."""
     for _ in range(_CANCEL_TRIES):
@@ -89,8 +89,7 @@ def _cancel_cell(registry: Registry, cell: CellRecord, executors: dict[str, Exec
                                last_error="cancelled by user"):
             _note_cancelled(cell)
             if cell.state is CellState.RUNNING and cell.job_id:
-                executor = _executor_of(cell.job_id, cell.sweep_name, executors, offered, registry)
-                job = executor.reattach(cell.job_id)
+                job = executors.of(cell.job_id, cell.sweep_name).reattach(cell.job_id)
                 if job is not None:
                     job.cancel()
             return cell
@@ -98,23 +97,24 @@ def _cancel_cell(registry: Registry, cell: CellRecord, executors: dict[str, Exec
     raise RuntimeError(f"cell {cell.cell_id} kept changing state; cancel it again")
 
 
-def _executor_of(job_id: str, sweep: str, executors: dict[str, Executor],
-                 offered: _Offered, registry: Registry) -> Executor:
-    """The executor that can stop ``job_id`` (made once, kept in ``executors``)."""
-    name = executor_name_for_job(job_id)
-    if name not in executors:
-        executors[name] = choice_for_job(sweep, name, registry, offered.options,
-                                         offered.shortcuts).make()
-    return executors[name]
+@dataclass
+class _Executors:
+    """The executors that stop a cancel's jobs, each made once, from what ``kappa cancel``
+    was given: ``-E`` options (each kept by the executors that have it) and per-executor
+    shortcuts."""
 
-
-@dataclass(frozen=True)
-class _Offered:
-    """What ``kappa cancel`` was given for whichever executors its jobs need: ``-E``
-    options (each kept by the executors that have it) and per-executor shortcuts."""
-
+    registry: Registry
     options: Mapping[str, Any] = field(default_factory=dict)
     shortcuts: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    made: dict[str, Executor] = field(default_factory=dict)  # by executor name
+
+    def of(self, job_id: str, sweep: str) -> Executor:
+        """The executor that can stop ``job_id`` (of ``sweep``): the one its prefix names."""
+        name = executor_name_for_job(job_id)
+        if name not in self.made:
+            self.made[name] = choice_for_job(sweep, name, self.registry, self.options,
+                                             self.shortcuts).make()
+        return self.made[name]
 
 
 def _note_cancelled(cell: CellRecord) -> None:

@@ -1,18 +1,17 @@
 """Which executor runs a sweep's cells: the ONE place an executor is chosen.
 
 From the command line (``--executor``, ``-E KEY=VALUE``: :func:`parse_executor_options`,
-the ``--ray-address`` shortcut), completed and validated once (:func:`choose_executor`:
-what the sweep used last, overridden by what was given, checked against the executor's
-``Options`` model; :meth:`ExecutorChoice.make` builds from that model), or for
-``kappa cancel`` (:func:`choice_for_job`: the executor a job's id names).
+the ``--ray-address`` shortcut), completed from what the sweep used last and validated
+against the executor's ``Options`` model once (:func:`choose_executor`;
+:meth:`ExecutorChoice.make` builds from that model), or for ``kappa cancel``
+(:func:`choice_for_job`: the executor a job's id names).
 
 ``-E`` values are strings the ``Options`` model converts (``4`` to an int, ``0,1`` to a
 list where the option says so); one starting with ``[`` or ``{`` is JSON. Options handed
 over in ``KAPPA_EXECUTOR_OPTIONS`` (a background scheduler's) come first, the command
-line's win, and of a key given twice the last wins, so a script can append an override.
-They travel in one environment variable, which Linux caps at 128 KiB
-(``MAX_ARG_STRLEN``), and are kept with the sweep: together at most
-:data:`MAX_OPTIONS_CHARS` of JSON.
+line's win, and of a key given twice the last wins. They travel in one environment
+variable, which Linux caps at 128 KiB (``MAX_ARG_STRLEN``), and are kept with the sweep:
+together at most :data:`MAX_OPTIONS_CHARS` of JSON.
 
 The registry is shared by a team: a password in an option is stored masked
 (:func:`orchestrator.redact.redact`), and an option still masked when used is refused
@@ -33,7 +32,6 @@ from orchestrator.executors import (
     Executor,
     ExecutorOptions,
     executor_options,
-    get_executor,
     make_executor,
     validate_options,
     with_option,
@@ -47,14 +45,11 @@ MAX_OPTIONS_CHARS = 64 * 1024
 
 @dataclass(frozen=True)
 class ExecutorChoice:
-    """Which executor runs a sweep's cells: a registered executor's ``name`` (``None``:
-    what the sweep used last, else local; see :func:`choose_executor`) and its ``options``.
-
-    ``shortcuts`` are options from a command-line shortcut of ONE executor, keyed by its
-    name (``{"ray_jobs": {"address": URL}}`` from ``--ray-address``): used only when that
-    executor is chosen, never handed to another with an option of the same name (a
-    plug-in's ``address`` must not get the Ray cluster's URL). ``None`` counts as not given.
-    """
+    """A registered executor's ``name`` (``None``: what the sweep used last, else local)
+    and its ``options``. ``shortcuts``: options of ONE executor's command-line shortcut,
+    keyed by its name (``{"ray_jobs": {"address": URL}}`` from ``--ray-address``), used
+    only when that executor is chosen (a plug-in's ``address`` must not get the Ray
+    cluster's URL); ``None`` counts as not given."""
 
     name: str | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
@@ -62,19 +57,19 @@ class ExecutorChoice:
     # The options validated (by :meth:`check`): what :meth:`make` builds from.
     valid: ExecutorOptions | None = field(default=None, compare=False, repr=False)
 
-    def _all_options(self, max_parallel: int | None = None) -> dict[str, Any]:
-        name = self.name or "local"
-        return {**shortcut_options(name, self.shortcuts), **self.options,
-                **executor_options(name, max_parallel=max_parallel)}
+    def _all_options(self) -> dict[str, Any]:
+        return {**shortcut_options(self.name or "local", self.shortcuts), **self.options}
+
+    def _validated(self) -> ExecutorOptions:
+        valid = self.valid
+        return valid if valid is not None else validate_options(self.name or "local",
+                                                                self._all_options())
 
     def make(self, max_parallel: int | None = None) -> Executor:
         """Build the executor (a ray_jobs one connects to its cluster here) from the
-        validated options (an unchecked choice is validated here, once);
-        ``max_parallel`` (``--max-parallel``) wins over the options' own."""
-        name = self.name or "local"
-        if self.valid is None:
-            return get_executor(name, **self._all_options(max_parallel))
-        valid = self.valid
+        validated options (an unchecked choice is validated here); ``max_parallel``
+        (``--max-parallel``) wins over the options' own."""
+        name, valid = self.name or "local", self._validated()
         if max_parallel is not None and "max_parallel" in type(valid).model_fields:
             valid = with_option(name, valid, "max_parallel", max_parallel)
         return make_executor(name, valid)
@@ -85,10 +80,9 @@ class ExecutorChoice:
         nothing."""
         if self.valid is not None:
             return self
-        name = self.name or "local"
-        valid = validate_options(name, self._all_options())
-        return ExecutorChoice(name, valid.model_dump(mode="json", exclude_unset=True),
-                              valid=valid)
+        valid = self._validated()
+        return ExecutorChoice(self.name or "local",
+                              valid.model_dump(mode="json", exclude_unset=True), valid=valid)
 
     def cli_args(self) -> list[str]:
         """The choice's name as ``kappa resume`` options (its options go in :meth:`env`)."""
@@ -159,15 +153,11 @@ def ray_shortcut(ray_address: str | None) -> dict[str, dict[str, Any]]:
 def choice_for_job(sweep: str, name: str, registry: Registry,
                    options: Mapping[str, Any] | None = None,
                    shortcuts: Mapping[str, Mapping[str, Any]] | None = None) -> ExecutorChoice:
-    """Executor ``name`` (the one a job's id names) as ``kappa cancel`` makes it: the
-    options the sweep remembers for it, its own ``shortcuts``, and those of ``options``
-    (``-E``, offered to whichever executor has them) it takes; checked."""
-    last = remembered_executor(sweep, registry)
-    chosen = {**(last.options if last.name == name else {}),
-              **shortcut_options(name, shortcuts or {}),
-              **executor_options(name, **(options or {}))}
-    check_unmasked(sweep, name, chosen)
-    return ExecutorChoice(name, chosen).check()
+    """Executor ``name`` (the one a job's id names) as ``kappa cancel`` makes it: as
+    :func:`choose_executor` completes it, given those of ``options`` (``-E``, offered to
+    whichever executor has them) it takes."""
+    given = ExecutorChoice(name, executor_options(name, **(options or {})), shortcuts or {})
+    return choose_executor(sweep, given, registry)
 
 
 # -- the command line's -E options ---------------------------------------------------

@@ -142,7 +142,7 @@ def test_cell_row_is_json_ready(home: Path) -> None:
 
 
 def test_cancel_follows_cells_a_live_scheduler_moves_meanwhile(home: Path) -> None:
-    from orchestrator.sweeps.cancelling import _cancel_cell, _Offered
+    from orchestrator.sweeps.cancelling import _cancel_cell, _Executors
 
     with Registry.open() as reg:
         reg.upsert_sweep("r", backend="fake", spec_text="name: r")
@@ -153,12 +153,12 @@ def test_cancel_follows_cells_a_live_scheduler_moves_meanwhile(home: Path) -> No
         assert reg.transition(started, CellState.PENDING, CellState.QUEUED)
         assert reg.start_attempt(started, job_id="local:/nonexistent/job")
         for stale in (claimed, started):
-            assert _cancel_cell(reg, stale, {}, _Offered()) is not None
+            assert _cancel_cell(reg, stale, _Executors(reg)) is not None
         assert [c.state for c in reg.cells("r")] == [CellState.CANCELLED] * 2
         # A cell that ended meanwhile stays as it ended.
         (done,) = reg.add_cells("r", [make_cell("c2", 2, {"i": 2})])
         reg.transition(done, CellState.PENDING, CellState.QUEUED)
         reg.start_attempt(done)
         reg.finish_attempt(done, CellState.SUCCEEDED, exit_code=0)
-        assert _cancel_cell(reg, done, {}, _Offered()) is None
+        assert _cancel_cell(reg, done, _Executors(reg)) is None
         assert reg.get_cell("r", "c2").state is CellState.SUCCEEDED
