@@ -3,10 +3,10 @@
 notification posts and ``orchestrator.api.status`` returns. Every face renders this value,
 so no two of them can disagree; none reads the registry itself.
 
-Two depths, one type: :func:`full_status` reads every cell (hours, comparison groups,
-studies, the GPU-hours cap's waiting cells); :func:`active_status` reads only what moves
-(counts, the lease, running cells and the newest failures) in one SELECT, for views that
-refresh every few seconds. ``complete`` says which.
+Two depths, one type: the handle's ``Sweep.status()`` reads every cell (hours, comparison
+groups, studies, the cells the GPU-hours cap holds back); ``Sweep.active_status()``
+(:func:`active_status`) only what moves (counts, the lease, running cells, the newest
+failures) in one SELECT, for views that refresh every few seconds. ``complete`` says which.
 
 A sweep *has ended* when no cell is pending, queued or running, none waits for a retry,
 and no scheduler holds its lease (one finishing its bookkeeping still does); a sweep whose
