@@ -1,5 +1,6 @@
-"""The local MLflow server behind ``kappa ui``: started as a child whose start-up chatter
-is held back, so that the URL is the last thing printed, once the server answers.
+"""The local MLflow server behind ``kappa ui``: where it may listen, and the server itself,
+started as a child whose start-up chatter is held back, so that the URL is the last thing
+printed, once the server answers.
 
 MLflow's server announces itself at length (uvicorn's lifecycle lines for each worker,
 "Registry store URI not provided", a note on its security middleware that names its own
@@ -11,6 +12,7 @@ warning from a request) still reaches stderr, masked like everything kappa print
 from __future__ import annotations
 
 import errno
+import os
 import re
 import signal
 import socket
@@ -27,6 +29,8 @@ from orchestrator.errors import Problem, UserInputError
 
 HEALTH_POLL_S = 0.3
 STARTUP_WAIT_S = 300  # past this the URL is printed anyway, with a note
+REFUSED = "cannot start the MLflow UI there"
+HOST_FIX = "e.g. --host 127.0.0.1 (the default), or 0.0.0.0 for every interface"
 
 # Lines of the server's start-up and shut-down that say nothing the user needs.
 NOISE = re.compile(
@@ -40,6 +44,30 @@ QUIET_WARNINGS = ("ignore::DeprecationWarning",
                   "ignore:starlette.middleware.wsgi is deprecated:UserWarning")
 
 
+def check_address(host: str, port: int) -> None:
+    """Refuse a port outside 1 .. 65535 (0: the printed URL would be wrong) and a host
+    that is neither an IP address nor a host name, before the URL is printed."""
+    import ipaddress
+
+    from orchestrator.limits import MAX_PORT
+
+    problems = []
+    if not 1 <= port <= MAX_PORT:
+        problems.append(Problem("--port", "not a TCP port", found=str(port),
+                                allowed=f"1 .. {MAX_PORT}", fix="e.g. --port 5000 (the default)"))
+    label = r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)"
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        if len(host) > 253 or not re.fullmatch(rf"{label}(\.{label})*\.?", host):
+            problems.append(Problem(
+                "--host", "neither an IP address nor a host name", found=repr(host),
+                allowed="an interface's address (127.0.0.1, 0.0.0.0, ::) or a host name "
+                        "of letters, digits, '-' and '.'", fix=HOST_FIX))
+    if problems:
+        raise UserInputError(REFUSED, problems)
+
+
 def check_port_free(host: str, port: int) -> None:
     """Refuse a port something already listens on (the URL would show that server, or
     nothing) and a host that is not an address of this machine, before the server
@@ -49,10 +77,8 @@ def check_port_free(host: str, port: int) -> None:
         family, kind, proto, _, address = socket.getaddrinfo(
             host, port, type=socket.SOCK_STREAM)[0]
     except (OSError, UnicodeError) as exc:
-        raise UserInputError("cannot start the MLflow UI there", [Problem(
-            "--host", f"cannot be resolved ({exc})", found=repr(host),
-            fix="e.g. --host 127.0.0.1 (the default), or 0.0.0.0 for every interface")]) \
-            from None
+        raise UserInputError(REFUSED, [Problem(
+            "--host", f"cannot be resolved ({exc})", found=repr(host), fix=HOST_FIX)]) from None
     with socket.socket(family, kind, proto) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -67,13 +93,16 @@ def check_port_free(host: str, port: int) -> None:
                                   found=repr(host),
                                   fix="an address of this machine: --host 127.0.0.1 (the "
                                       "default), or 0.0.0.0 for every interface")
-            raise UserInputError("cannot start the MLflow UI there", [problem]) from None
+            raise UserInputError(REFUSED, [problem]) from None
 
 
-def server_env(base: Mapping[str, str], uri: str, artifact_root: str | None) -> dict[str, str]:
+def server_env(base: Mapping[str, str], uri: str) -> dict[str, str]:
     """The server's environment: the store (not on the command line, where ``ps`` would
     show its password), its registry store said explicitly (else MLflow says it guessed),
-    and the start-up warnings silenced. The user's own settings win."""
+    a local store's artifact root, and the start-up warnings silenced. The user's own
+    settings win."""
+    from orchestrator import paths
+
     env = {**base, "MLFLOW_BACKEND_STORE_URI": uri}
     env.setdefault("MLFLOW_REGISTRY_STORE_URI", uri)
     # Server-side jobs run GenAI judges and evaluations, never needed for training runs;
@@ -81,8 +110,8 @@ def server_env(base: Mapping[str, str], uri: str, artifact_root: str | None) -> 
     env.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
     # One person's browser: one worker (each of uvicorn's default four imports MLflow).
     env.setdefault("MLFLOW_WORKERS", "1")
-    if artifact_root is not None:
-        env["MLFLOW_DEFAULT_ARTIFACT_ROOT"] = artifact_root
+    if paths.local_store_path(uri) is not None:
+        env["MLFLOW_DEFAULT_ARTIFACT_ROOT"] = paths.mlflow_artifact_root().resolve().as_uri()
     env["PYTHONWARNINGS"] = ",".join(
         [*QUIET_WARNINGS, *([base["PYTHONWARNINGS"]] if base.get("PYTHONWARNINGS") else [])])
     return env
@@ -139,15 +168,17 @@ def _answers(health: str) -> bool:
         return False
 
 
-def serve(argv: list[str], env: Mapping[str, str], health: str,
+def serve(uri: str, host: str, port: int, health: str,
           announce: Callable[[bool], None]) -> int:
-    """Run the server ``argv`` until it exits; call ``announce(up)`` once it answers at
-    ``health`` (``up`` False: not after :data:`STARTUP_WAIT_S`, announced anyway).
-    Ctrl-C, SIGTERM and SIGHUP stop it (with a SIGTERM). Its exit code (128 + N for
-    signal N); a server that ends by itself before it answered has its output shown."""
+    """Run ``mlflow server`` on the store ``uri`` at ``host:port`` until it exits; call
+    ``announce(up)`` once it answers at ``health`` (``up`` False: not after
+    :data:`STARTUP_WAIT_S`, announced anyway). Ctrl-C, SIGTERM and SIGHUP stop it (with a
+    SIGTERM). Its exit code (128 + N for signal N); a server that ends by itself before it
+    answered has its output shown."""
+    argv = [sys.executable, "-m", "mlflow", "server", "--host", host, "--port", str(port)]
     # Its own session: a terminal's Ctrl-C reaches it once, through kappa, rather than
     # once per process (uvicorn takes a second Ctrl-C as "quit now", with tracebacks).
-    proc = subprocess.Popen(argv, env=dict(env), stdin=subprocess.DEVNULL,
+    proc = subprocess.Popen(argv, env=server_env(os.environ, uri), stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True,
                             preexec_fn=_die_with_parent)  # before any thread is started
