@@ -90,6 +90,28 @@ def auto_layout(frame: pd.DataFrame, spec: TableSpec) -> TableSpec:
         "where": {**main.where, **spec.where}})
 
 
+def demo_table_spec(axes: Sequence[str], metrics: str) -> TableSpec:
+    """``kappa demo``'s table: rows = every axis but ``reward_budget`` and ``seed``,
+    ``+ RB`` delta rows when ``reward_budget`` is an axis, no blocks."""
+    rows = tuple(a for a in axes if a not in ("reward_budget", "seed"))
+    delta = DeltaSpec(axis="reward_budget", base="false") if "reward_budget" in axes else None
+    if not rows:  # only reward_budget (and seeds) vary: its values are the rows
+        rows, delta = (("reward_budget",) if delta else ("baseline",)), None
+    return TableSpec(rows=rows, delta=delta, metrics=metrics, seed_axis="seed")
+
+
+def ablation_table(frame: pd.DataFrame) -> tuple[TableSpec | None, str]:
+    """``kappa demo``'s ablation table as markdown (and its spec), or why there is none."""
+    metrics = default_metric_glob(metric_names(frame))
+    if metrics is None:
+        return None, "no evaluation metrics (eval/*/mean@k, val-core/*/acc/mean@1): no table"
+    spec = demo_table_spec(axis_names(frame), metrics)
+    try:
+        return spec, render(build_table(frame, spec), "markdown")
+    except UserInputError as exc:
+        return None, f"no ablation table: {exc.render()}"
+
+
 def _tables_html(frame: pd.DataFrame,
                  tables: tuple[tuple[str, TableSpec], ...]) -> list[dict[str, str]]:
     out = []
@@ -221,3 +243,16 @@ def build_report(sweeps: str | Sequence[str], *, registry_url: str | None = None
         plan=stored_plan(sweep, info.plan) if info else None,
         mlflow_experiment_id=info.mlflow_experiment_id if info else None, mlflow_ui=mlflow_ui,
         tables=tables, search_html=search_html))
+
+
+def write_report(sweeps: str | Sequence[str], target: Path, *, registry_url: str | None = None,
+                 mlflow_uri: str | None = None, mlflow_ui: str | None = None,
+                 tables: tuple[tuple[str, TableSpec], ...] = ()) -> Path:
+    """Write :func:`build_report`'s HTML to ``target`` (its folder made) and return it."""
+    from orchestrator.runs.atomic import write_atomic
+
+    html_text = build_report(sweeps, registry_url=registry_url, mlflow_uri=mlflow_uri,
+                             mlflow_ui=mlflow_ui, tables=tables)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(target, html_text)
+    return target

@@ -7,7 +7,7 @@ import contextlib
 from typing import Any
 
 from orchestrator.analysis.studies import StudySummary, study_summaries
-from orchestrator.analysis.tables.render import md_row
+from orchestrator.analysis.tables.render import frame_table
 
 
 def sweep_studies(sweep: str, registry_url: str | None = None) -> list[StudySummary]:
@@ -23,9 +23,9 @@ def sweep_studies(sweep: str, registry_url: str | None = None) -> list[StudySumm
         return []
 
 
-def best_table(studies: list[StudySummary]) -> Any:
-    """One row per study: its best trial's number, value and searched settings, and how
-    many trials ended each way."""
+def best_trials(studies: list[StudySummary], fmt: str) -> str:
+    """One row per study in ``fmt`` (markdown, csv, latex or html): its best trial's
+    number, value and searched settings, and how many trials ended each way."""
     import pandas as pd
 
     rows = []
@@ -36,35 +36,22 @@ def best_table(studies: list[StudySummary]) -> Any:
                      **({} if best is None else best.params),
                      "done": study.count("COMPLETE"), "pruned": study.count("PRUNED"),
                      "failed": study.count("FAIL")})
-    return pd.DataFrame(rows)
+    return frame_table(pd.DataFrame(rows), fmt, _md)
 
 
-def render_best(frame: Any, fmt: str) -> str:
-    """The best-trial table as markdown, csv, latex or html."""
-    if fmt == "csv":
-        return str(frame.to_csv(index=False))
-    if fmt == "latex":
-        return str(frame.to_latex(index=False, float_format="%.4g"))
-    if fmt == "html":
-        return str(frame.to_html(index=False, float_format="%.4g"))
-    head = [str(c) for c in frame.columns]
-    lines = [md_row(head), "|" + "|".join("---" for _ in head) + "|"]
-    lines += [md_row([_md(v) for v in row]) for row in frame.itertuples(index=False)]
-    return "\n".join(lines) + "\n"
-
-
-def _md(value: Any) -> str:
+def _md(_column: str, value: Any) -> str:
     if isinstance(value, float):
         return "" if value != value else f"{value:.4g}"
     return "" if value is None else str(value)
 
 
-def with_trials(frame: Any, studies: list[StudySummary], sweep: str,
-                registry_url: str | None = None) -> Any:
-    """``frame`` (one row per cell) with ``study``, ``trial.number`` and ``trial.state``."""
+def with_trials(frame: Any, sweep: str, registry_url: str | None = None) -> Any:
+    """``frame`` (one row per cell of ``sweep``) with ``study``, ``trial.number`` and
+    ``trial.state`` when ``sweep`` is a search."""
     from orchestrator import paths
     from orchestrator.registry import Registry
 
+    studies = sweep_studies(sweep, registry_url)
     if not studies or "cell_id" not in frame.columns:
         return frame
     states: dict[tuple[Any, Any], str] = {(s.name, t.number): t.state
