@@ -55,11 +55,6 @@ class Panel:
     convergence: Mapping[str, float]  # run label -> convergence step (accuracy panel only)
 
 
-def patterns(panels: Mapping[str, str] = PANELS) -> list[str]:
-    """Every metric glob the panels need (what to load with ``load_curves``)."""
-    return list(panels.values())
-
-
 def default_color_axis(curves: pd.DataFrame, seed_axis: str = "seed") -> str | None:
     """The first axis that varies across cells, other than seeds."""
     for column in curves.columns:

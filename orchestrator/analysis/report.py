@@ -217,7 +217,7 @@ def build_report(sweeps: str | Sequence[str], *, registry_url: str | None = None
     from orchestrator import paths
     from orchestrator.analysis.combined import results_of
     from orchestrator.analysis.curves import load_curves
-    from orchestrator.analysis.dynamics import patterns
+    from orchestrator.analysis.dynamics import PANELS
     from orchestrator.analysis.sources import registry_sweep
     from orchestrator.grid.plan import stored_plan
 
@@ -225,7 +225,7 @@ def build_report(sweeps: str | Sequence[str], *, registry_url: str | None = None
     frame = results_of(names, registry_url, mlflow_uri)
     found = [registry_sweep(s, paths.registry_url(registry_url)) for s in names]
     infos = [f[0] for f in found if f is not None]
-    curves = load_curves(frame, patterns(), paths.readable_mlflow_uri(mlflow_uri))
+    curves = load_curves(frame, list(PANELS.values()), paths.readable_mlflow_uri(mlflow_uri))
     if len(names) > 1:
         specs = "\n".join(f"# --- {i.name} ---\n{i.spec_text}" for i in infos)
         return render_report(ReportInputs(
