@@ -1,7 +1,8 @@
 """The sweep report: one self-contained, offline HTML file (templates under ``dashboards/``):
 status matrix, ablation tables, training dynamics, convergence steps, the plan and the spec.
 :func:`render_report` is pure (inputs in, HTML out); :func:`build_report` gathers the inputs
-of a stored sweep."""
+of a stored sweep. The tables' layouts (:func:`default_tables`) also serve ``kappa table``
+and ``kappa demo``."""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ class ReportInputs:
     mlflow_ui: str | None = None
     tables: tuple[tuple[str, TableSpec], ...] = field(default_factory=tuple)
     seed_axis: str = "seed"
-    search_html: str = ""  # a search's Optuna plots (search_results.search_section)
+    search_html: str = ""  # a search's Optuna plots (studies.search_section)
 
 
 def default_tables(frame: pd.DataFrame, seed_axis: str = "seed") -> list[tuple[str, TableSpec]]:
@@ -110,6 +111,23 @@ def ablation_table(frame: pd.DataFrame) -> tuple[TableSpec | None, str]:
         return spec, render(build_table(frame, spec), "markdown")
     except UserInputError as exc:
         return None, f"no ablation table: {exc.render()}"
+
+
+def table_text(sweeps: Sequence[str], spec: TableSpec, fmt: str, placed: bool,
+               registry_url: str | None = None, mlflow_uri: str | None = None) -> str:
+    """``kappa table``'s text in ``fmt``. Unless options ``placed`` the axes, the table
+    follows the sweep's axes (:func:`auto_layout`), and one search sweep without chosen
+    metrics shows its best trial per study instead."""
+    from orchestrator.analysis.combined import results_of
+
+    if not placed and not spec.metrics and len(sweeps) == 1:
+        from orchestrator.analysis.studies import best_trials, sweep_studies
+
+        studies = sweep_studies(sweeps[0], registry_url)
+        if studies:
+            return best_trials(studies, fmt)
+    frame = results_of(sweeps, registry_url, mlflow_uri)
+    return render(build_table(frame, spec if placed else auto_layout(frame, spec)), fmt)
 
 
 def _tables_html(frame: pd.DataFrame,
@@ -232,7 +250,7 @@ def build_report(sweeps: str | Sequence[str], *, registry_url: str | None = None
             sweep=" + ".join(names), frame=frame, curves=curves,
             backend=", ".join(dict.fromkeys(i.backend for i in infos)) or None,
             spec_text=specs or None, mlflow_ui=mlflow_ui, tables=tables))
-    from orchestrator.analysis.search_results import search_section, sweep_studies
+    from orchestrator.analysis.studies import search_section, sweep_studies
 
     sweep, info = names[0], (infos[0] if infos else None)
     search_html = search_section(sweep_studies(sweep, registry_url),

@@ -78,12 +78,9 @@ class StopCheck:
 
     def as_json(self) -> dict[str, Any]:
         """For ``--json`` and the benchmark."""
+        figures = {k: v for k, v in vars(self).items() if k not in ("comparisons", "scale")}
         return {
-            "metric": self.metric, "axis": self.axis, "base": self.base,
-            "steps_full": self.steps_full, "steps_stopped": self.steps_stopped,
-            "hours_full": self.hours_full, "hours_stopped": self.hours_stopped,
-            "stopped_cells": self.stopped_cells, "cells": self.cells,
-            "means_within": self.count("mean"), "deltas_within": self.count("delta"),
+            **figures, "means_within": self.count("mean"), "deltas_within": self.count("delta"),
             "comparisons": [{**c.__dict__, "within": c.within, "sign_changed": c.sign_changed}
                             for c in self.comparisons]}
 

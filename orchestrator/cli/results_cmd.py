@@ -16,6 +16,7 @@ OutputOption = Annotated[Path | None, typer.Option(
 SweepsArgument = Annotated[list[str], typer.Argument(
     help="Sweep name; several are read as one: cells matched by their axes, the sweep of "
     "each number shown.", show_default=False)]
+EXPORT_FORMATS = ("csv", "parquet", "json")
 BETTER = ("higher", "lower")
 
 
@@ -36,25 +37,22 @@ def export(
     mlflow: MlflowOption = None,
 ) -> None:
     """Export the results frame: one row per cell (axis.*, metric.*, state, run, steps)."""
-    from orchestrator.analysis.exports import (
-        EXPORT_FORMATS,
-        export_frame,
-        export_text,
-        write_parquet,
-    )
+    from orchestrator.analysis.combined import results_of
+    from orchestrator.analysis.frame import frame_text, write_parquet
+    from orchestrator.analysis.studies import with_trials
 
     if fmt not in EXPORT_FORMATS:
         raise unknown_name("export format", fmt, EXPORT_FORMATS, "--format")
     if fmt == "parquet" and output is None:
         raise UserInputError("parquet is binary", [Problem(
             "--out", "parquet needs a file", fix="add --out results.parquet")])
-    frame = export_frame(sweeps, registry, mlflow)
+    frame = with_trials(results_of(sweeps, registry, mlflow), sweeps, registry)
     if fmt == "parquet":
         assert output is not None
         write_parquet(frame, output)
         typer.echo(f"wrote {output}", err=True)
     else:
-        _emit(export_text(frame, fmt), output)
+        _emit(frame_text(frame, fmt), output)
 
 
 def table(
@@ -92,7 +90,7 @@ def table(
 ) -> None:
     """Print an ablation table: rows of baselines, '+ RB' delta rows, blocks per model."""
     from orchestrator.analysis.combined import check_sweep_names
-    from orchestrator.analysis.exports import table_text
+    from orchestrator.analysis.report import table_text
     from orchestrator.analysis.tables import RENDERERS
     from orchestrator.analysis.tables.spec import options_spec
 
@@ -140,7 +138,7 @@ def convergence(
     mlflow: MlflowOption = None,
 ) -> None:
     """Convergence step of every cell (docs/algorithms.md#convergence-step)."""
-    from orchestrator.analysis.exports import convergence_text
+    from orchestrator.analysis.dynamics import convergence_text
 
     if fmt not in ("markdown", "csv"):
         raise unknown_name("format", fmt, ("markdown", "csv"), "--format")

@@ -9,14 +9,14 @@ and every problem a ``UserInputError`` located at its line and column.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ValidationError
 
-from orchestrator.errors import Problem, UserInputError
+from orchestrator.errors import UserInputError
 from orchestrator.limits import MAX_FILE_BYTES
 from orchestrator.spec.loader import _problems
 from orchestrator.spec.stop_block import StopRules
@@ -32,7 +32,6 @@ FILE_FIX = (f"give --rules a regular YAML file (at most {MAX_FILE_BYTES // 1024:
 class _StopBlock(BaseModel):
     """A spec cut down to its ``stop:`` block: problems are located and named as a spec's."""
 
-    model_config = ConfigDict(extra="forbid")
     stop: StopRules
 
 
@@ -48,17 +47,6 @@ def read_mapping(path: Path, what: str, noun: str, expected: str) -> SourceDocum
     return doc
 
 
-def located(doc: SourceDocument, problems: Sequence[Problem]) -> list[Problem]:
-    """``problems`` (located by dotted path) at their line and column in ``doc``."""
-    out = []
-    for problem in problems:
-        pos = doc.position(problem.location.split(".")) if problem.location else None
-        out.append(dataclasses.replace(
-            problem, file=doc.filename, line=pos.line if pos else None,
-            column=pos.column if pos else None))
-    return out
-
-
 def read_settings(path: Path, validate: Callable[[dict[str, Any]], T], what: str) -> T:
     """The flat mapping of settings in ``path``, checked by ``validate`` (a backend's);
     every problem at once, located."""
@@ -66,7 +54,11 @@ def read_settings(path: Path, validate: Callable[[dict[str, Any]], T], what: str
     try:
         return validate(doc.data)
     except UserInputError as exc:
-        raise UserInputError(f"{path}: invalid {what}", located(doc, exc.problems)) from None
+        positions = [doc.position(p.location.split(".")) if p.location else None
+                     for p in exc.problems]
+        raise UserInputError(f"{path}: invalid {what}", [dataclasses.replace(
+            p, file=doc.filename, line=at.line if at else None, column=at.column if at else None)
+            for p, at in zip(exc.problems, positions, strict=True)]) from None
 
 
 def read_stop_rules(path: Path) -> StopRules:
