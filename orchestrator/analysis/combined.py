@@ -8,7 +8,7 @@ one sweep lacks takes the value the cell's settings give it (a sweep that never 
 A cell whose axes also ran in another of the sweeps is a different run of the same point:
 it is never pooled with it silently. The frame's ``settings_diff`` column names what differs
 in its settings (``max_steps=3``, or ``same settings``), and tables show such rows once per
-sweep (:mod:`orchestrator.analysis.tables.sources`).
+sweep (:mod:`orchestrator.analysis.tables.provenance`).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ early (``plateau at step 340 (...)``), else ``None``: a stopped cell that ``succ
 finished, its numbers count; ``step``, the last step the cell reported (where it ended, for a
 finished cell), and ``total_steps``, the length it was set to run (``None`` when unknown).
 
-A frame of several sweeps (:func:`orchestrator.analysis.sweeps.results_of`) has one more
+A frame of several sweeps (:func:`orchestrator.analysis.combined.results_of`) has one more
 column, ``settings_diff``: for a cell whose axes also ran in another of the sweeps, what
 differs in its settings (``max_steps=3``, or ``same settings``), else ``None``.
 

@@ -1,13 +1,9 @@
 """The local MLflow server behind ``kappa ui``: where it may listen, and the server itself,
-started as a child whose start-up chatter is held back, so that the URL is the last thing
-printed, once the server answers.
-
-MLflow's server announces itself at length (uvicorn's lifecycle lines for each worker,
-"Registry store URI not provided", a note on its security middleware that names its own
-flags, and Starlette's deprecation warning once per worker); none of it is the user's
-business, and it used to scroll the URL away. The server's other output (an error, a
-warning from a request) still reaches stderr, masked like everything kappa prints.
-"""
+started as a child whose start-up chatter (uvicorn's lifecycle lines for each worker,
+"Registry store URI not provided", a note on its security middleware, Starlette's
+deprecation warning once per worker) is held back: it used to scroll the URL away, which
+is now printed last, once the server answers. The server's other output (an error, a
+request's warning) still reaches stderr, masked like everything kappa prints."""
 
 from __future__ import annotations
 
