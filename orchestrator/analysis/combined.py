@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from orchestrator import paths
 from orchestrator.analysis.frame import DIFF_COLUMN, CellResult, frame_from_results, hashable_value
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.tracking.naming import flatten
@@ -73,8 +74,6 @@ def settings_differences(cells: Sequence[CellResult]) -> dict[tuple[str, str], s
 
 def check_sweep_names(sweeps: Sequence[str]) -> list[str]:
     """The names, each once, in the order given; ``UserInputError`` for none or a repeat."""
-    from orchestrator import paths
-
     if not sweeps:
         raise UserInputError("no sweep named", [Problem("SWEEP", "name at least one sweep")])
     repeated = sorted({s for s in sweeps if list(sweeps).count(s) > 1})

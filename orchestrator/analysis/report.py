@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import html
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -170,9 +169,7 @@ def _plots(curves: pd.DataFrame | None, seed_axis: str, sweep: str,
     if not panels:
         return "", "", ""
     div = plots.to_html(panels, title=f"{sweep}: training dynamics", include_plotlyjs=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        png = plots.save_png(panels, Path(tmp) / "dynamics.png")
-        png_b64 = base64.b64encode(png.read_bytes()).decode("ascii")
+    png_b64 = base64.b64encode(plots.png(panels)).decode("ascii")
     # Cell ids from bare run folders are folder names: escape them like any text.
     names = names or {}
     rows = "".join(f'<tr><td title="{html.escape(label)}">'

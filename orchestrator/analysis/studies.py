@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator import paths
 from orchestrator.registry import Registry, RegistryMissing, SweepRecord
 
 
@@ -110,8 +111,6 @@ def study_summaries(registry: Registry, sweep: SweepRecord) -> list[StudySummary
 
 def sweep_studies(sweep: str, registry_url: str | None = None) -> list[StudySummary]:
     """The studies of ``sweep`` (empty when it is not a search or the registry lacks it)."""
-    from orchestrator import paths
-
     try:
         with Registry.open(paths.registry_url(registry_url), create=False) as reg:
             record = reg.find_sweep(sweep)
@@ -147,8 +146,6 @@ def _md(_column: str, value: Any) -> str:
 def with_trials(frame: Any, sweeps: Sequence[str], registry_url: str | None = None) -> Any:
     """``frame`` (one row per cell) with ``study``, ``trial.number`` and ``trial.state``
     when its ``sweeps`` are one search."""
-    from orchestrator import paths
-
     studies = sweep_studies(sweeps[0], registry_url) if len(sweeps) == 1 else []
     if not studies or "cell_id" not in frame.columns:
         return frame

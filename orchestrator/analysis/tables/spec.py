@@ -96,17 +96,14 @@ def options_spec(rows: str | None, delta: str | None, cross: str | None,
     except ValueError as exc:
         raise UserInputError("invalid --delta", [Problem(
             "--delta", str(exc), fix="e.g. --delta reward_budget=false")]) from None
-    filters, problems = {}, []
-    for item in where:
-        axis, sep, value = item.partition("=")
-        if not sep or not axis.strip():
-            problems.append(Problem("--where", "expected AXIS=VALUE", found=item))
-        else:
-            filters[axis.strip()] = value.strip()
-    if problems:
-        raise UserInputError("invalid --where", problems)
+    pairs = [item.partition("=") for item in where]
+    bad = [item for item, (axis, sep, _) in zip(where, pairs, strict=True)
+           if not sep or not axis.strip()]
+    if bad:
+        raise UserInputError("invalid --where", [
+            Problem("--where", "expected AXIS=VALUE", found=item) for item in bad])
     given = {"rows": _axes(rows), "delta": delta_spec, "cross": _axes(cross),
-             "where": filters, **fields}
+             "where": {axis.strip(): value.strip() for axis, _, value in pairs}, **fields}
     try:
         return TableSpec(**{k: v for k, v in given.items() if v is not None})
     except ValidationError as exc:

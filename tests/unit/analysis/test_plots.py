@@ -58,10 +58,9 @@ def test_convergence_frame_lists_every_cell(sweep: tuple[pd.DataFrame, pd.DataFr
     assert full["convergence_step"].notna().all()
 
 
-def test_png_is_written(sweep: tuple[pd.DataFrame, pd.DataFrame], tmp_path: Path) -> None:
+def test_png_is_drawn(sweep: tuple[pd.DataFrame, pd.DataFrame]) -> None:
     _, curves = sweep
-    out = plots.save_png(build_panels(curves, "baseline"), tmp_path / "d" / "dyn.png", title="toy")
-    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert plots.png(build_panels(curves, "baseline"), title="toy")[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_html_embeds_plotly_and_fetches_nothing(sweep: tuple[pd.DataFrame, pd.DataFrame]) -> None:
