@@ -34,8 +34,7 @@ def completion_script(root: Command, shell: str) -> str:
     from typer._click.shell_completion import get_completion_class
     from typer.completion import completion_init
 
-    # typer's completion classes, registered with click (the app is built without
-    # --install-completion, which would do it): only a script or a completion needs them.
+    # Registers typer's completion classes (the app is built without --install-completion).
     completion_init()
     comp_cls = get_completion_class(shell)
     if comp_cls is None:  # Shell() admits only the three registered shells

@@ -4,9 +4,21 @@ broken plug-in listed with its error."""
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+
+
+def describe_executors() -> list[dict[str, Any]]:
+    """Every registered executor, with its options or the reason it cannot be loaded."""
+    from orchestrator.executors import EXECUTORS, executor_class
+    from orchestrator.spec.plugins import describe, model_options
+
+    def load(name: str) -> dict[str, Any]:
+        cls = executor_class(name)
+        return {"job_id_prefix": cls.job_id_prefix, "options": model_options(cls.Options)}
+
+    return describe(EXECUTORS, load)
 
 
 def executors_cmd(
@@ -14,7 +26,7 @@ def executors_cmd(
 ) -> None:
     """List the installed executors, each option they take (set with --executor NAME
     -E KEY=VALUE on submit, resume, canary and search), and the installed backends."""
-    from orchestrator.spec.plugins import describe_backends, describe_executors
+    from orchestrator.spec.plugins import describe_backends
 
     executors, backends = describe_executors(), describe_backends()
     if as_json:

@@ -54,30 +54,17 @@ def ui_cmd(
     """
     from orchestrator import paths
     from orchestrator.redact import redact
-    from orchestrator.tracking import absolute_uri
-    from orchestrator.tracking.ui import (
-        browser_host,
-        experiments_url,
-        is_server,
-        runs_url,
-        without_credentials,
-    )
-    from orchestrator.tracking.ui_server import check_address, check_port_free, serve
+    from orchestrator.tracking import absolute_uri, ui, ui_server
 
-    check_address(host, port)  # before anything is printed or started
+    ui_server.check_address(host, port)  # before anything is printed or started
     if sweep is not None:
         paths.check_name(sweep)
     uri = absolute_uri(paths.mlflow_uri(mlflow))
-    store = paths.local_store_path(uri)
-    if store is not None and not store.exists():
-        raise UserInputError(f"no MLflow store at {store} yet", [Problem(
-            "mlflow", "nothing has been tracked there", found=redact(uri),
-            fix="`kappa submit SPEC` creates it; or point KAPPA_HOME, KAPPA_MLFLOW_URI "
-                "or --mlflow at an existing store")])
+    ui_server.check_store(uri)
     found = _sweep_experiment(sweep, registry)
-    remote = is_server(uri)
-    base = without_credentials(uri) if remote else f"http://{browser_host(host)}:{port}"
-    url = runs_url(base, found[1], found[0]) if found else experiments_url(base)
+    remote = ui.is_server(uri)
+    base = ui.without_credentials(uri) if remote else f"http://{ui.browser_host(host)}:{port}"
+    url = ui.runs_url(base, found[1], found[0]) if found else ui.experiments_url(base)
     notes = [f"the runs of sweep {found[0]}; see docs/mlflow-ui.md to compare them"] if found \
         else []
     if remote:
@@ -85,11 +72,11 @@ def ui_cmd(
         return
     notes.append(f"store: {redact(uri)}; Ctrl-C stops the server")
     health = f"{base}/health"
-    check_port_free(host, port)
+    ui_server.check_port_free(host, port)
     typer.echo(f"starting the MLflow UI on {host}:{port} ...", err=True)
     late = f"(the server has not answered at {health} yet: the page may take a moment)"
-    code = serve(uri, host, port, health,
-                 lambda up: _announce(url, notes if up else [*notes, late], open_browser))
+    code = ui_server.serve(uri, host, port, health, lambda up: _announce(
+        url, notes if up else [*notes, late], open_browser))
     if code not in (0, 130, 143):  # 130, 143: stopped by Ctrl-C or kill
         typer.echo(f"error: the MLflow server exited with code {code}; its output is above",
                    err=True)

@@ -1,6 +1,6 @@
-"""The plug-ins a spec and a submission can name, as ``kappa executors`` lists them: each
-installed executor with its options (``--executor NAME -E KEY=VALUE``) and each backend
-(``backend:``); one that cannot be loaded is listed with its error."""
+"""The installed plug-ins described, as ``kappa executors`` lists them: the backends a spec
+can name (``backend:``), and the pieces that describe any plug-in and its options; one
+that cannot be loaded is listed with its error."""
 
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ def _type_name(annotation: Any) -> str:
     return str(annotation).replace("typing.", "").replace("NoneType", "None")
 
 
-def _options(model: Any) -> list[dict[str, Any]]:
-    """Each option of an executor's ``Options`` model: name, type, default, description."""
+def model_options(model: Any) -> list[dict[str, Any]]:
+    """Each field of an options model (an executor's ``Options``): name, type, default,
+    description."""
     rows = []
     for name, field in model.model_fields.items():
         required = field.is_required()
@@ -27,7 +28,7 @@ def _options(model: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def _describe(registry: Any, load: Callable[[str], dict[str, Any]]) -> list[dict[str, Any]]:
+def describe(registry: Any, load: Callable[[str], dict[str, Any]]) -> list[dict[str, Any]]:
     """One entry per plug-in of ``registry``: its source and ``load(name)``, or its error."""
     found = []
     for name in registry:
@@ -42,17 +43,6 @@ def _describe(registry: Any, load: Callable[[str], dict[str, Any]]) -> list[dict
     return found
 
 
-def describe_executors() -> list[dict[str, Any]]:
-    """Every registered executor, with its options or the reason it cannot be loaded."""
-    from orchestrator.executors import EXECUTORS, executor_class
-
-    def load(name: str) -> dict[str, Any]:
-        cls = executor_class(name)
-        return {"job_id_prefix": cls.job_id_prefix, "options": _options(cls.Options)}
-
-    return _describe(EXECUTORS, load)
-
-
 def describe_backends() -> list[dict[str, Any]]:
     """Every registered backend, or the reason it cannot be loaded."""
     from orchestrator.backends import BACKENDS, get_backend
@@ -61,4 +51,4 @@ def describe_backends() -> list[dict[str, Any]]:
         get_backend(name)
         return {}
 
-    return _describe(BACKENDS, load)
+    return describe(BACKENDS, load)

@@ -64,6 +64,19 @@ def check_address(host: str, port: int) -> None:
         raise UserInputError(REFUSED, problems)
 
 
+def check_store(uri: str) -> None:
+    """Refuse a local store nothing has been tracked in yet (the server would make one)."""
+    from orchestrator import paths
+    from orchestrator.redact import redact
+
+    store = paths.local_store_path(uri)
+    if store is not None and not store.exists():
+        raise UserInputError(f"no MLflow store at {store} yet", [Problem(
+            "mlflow", "nothing has been tracked there", found=redact(uri),
+            fix="`kappa submit SPEC` creates it; or point KAPPA_HOME, KAPPA_MLFLOW_URI "
+                "or --mlflow at an existing store")])
+
+
 def check_port_free(host: str, port: int) -> None:
     """Refuse a port something already listens on (the URL would show that server, or
     nothing) and a host that is not an address of this machine, before the server
