@@ -8,6 +8,7 @@ request's warning) still reaches stderr, masked like everything kappa prints."""
 from __future__ import annotations
 
 import errno
+import ipaddress
 import os
 import re
 import signal
@@ -21,7 +22,10 @@ from collections.abc import Callable, Mapping
 from types import FrameType
 from typing import IO
 
+from orchestrator import paths
 from orchestrator.errors import Problem, UserInputError
+from orchestrator.limits import MAX_PORT
+from orchestrator.redact import redact
 
 HEALTH_POLL_S = 0.3
 STARTUP_WAIT_S = 300  # past this the URL is printed anyway, with a note
@@ -43,10 +47,6 @@ QUIET_WARNINGS = ("ignore::DeprecationWarning",
 def check_address(host: str, port: int) -> None:
     """Refuse a port outside 1 .. 65535 (0: the printed URL would be wrong) and a host
     that is neither an IP address nor a host name, before the URL is printed."""
-    import ipaddress
-
-    from orchestrator.limits import MAX_PORT
-
     problems = []
     if not 1 <= port <= MAX_PORT:
         problems.append(Problem("--port", "not a TCP port", found=str(port),
@@ -66,9 +66,6 @@ def check_address(host: str, port: int) -> None:
 
 def check_store(uri: str) -> None:
     """Refuse a local store nothing has been tracked in yet (the server would make one)."""
-    from orchestrator import paths
-    from orchestrator.redact import redact
-
     store = paths.local_store_path(uri)
     if store is not None and not store.exists():
         raise UserInputError(f"no MLflow store at {store} yet", [Problem(
@@ -110,8 +107,6 @@ def server_env(base: Mapping[str, str], uri: str) -> dict[str, str]:
     show its password), its registry store said explicitly (else MLflow says it guessed),
     a local store's artifact root, and the start-up warnings silenced. The user's own
     settings win."""
-    from orchestrator import paths
-
     env = {**base, "MLFLOW_BACKEND_STORE_URI": uri}
     env.setdefault("MLFLOW_REGISTRY_STORE_URI", uri)
     # Server-side jobs run GenAI judges and evaluations, never needed for training runs;
