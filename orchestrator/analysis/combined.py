@@ -8,17 +8,19 @@ one sweep lacks takes the value the cell's settings give it (a sweep that never 
 A cell whose axes also ran in another of the sweeps is a different run of the same point:
 it is never pooled with it silently. The frame's ``settings_diff`` column names what differs
 in its settings (``max_steps=3``, or ``same settings``), and tables show such rows once per
-sweep (:mod:`orchestrator.analysis.tables.sources`).
+sweep (:mod:`orchestrator.analysis.tables.provenance`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from orchestrator import paths
 from orchestrator.analysis.frame import DIFF_COLUMN, CellResult, frame_from_results, hashable_value
 from orchestrator.errors import Problem, UserInputError
+from orchestrator.tracking.naming import flatten
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -28,18 +30,6 @@ UNKNOWN_SETTINGS = "settings unknown"
 MAX_NAMED = 3  # differing settings named per cell; the rest are counted
 
 
-def flatten(settings: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested settings as ``{"a.b": value}``."""
-    out: dict[str, Any] = {}
-    for key, value in settings.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping) and value:
-            out.update(flatten(value, f"{name}."))
-        else:
-            out[name] = value
-    return out
-
-
 def _with_all_axes(cells: list[CellResult]) -> list[CellResult]:
     """Every cell with every sweep's axes: a missing one from its settings, else ``None``."""
     names = list(dict.fromkeys(a for c in cells for a in c.axes))
@@ -47,7 +37,7 @@ def _with_all_axes(cells: list[CellResult]) -> list[CellResult]:
     for cell in cells:
         missing = [a for a in names if a not in cell.axes]
         if missing:
-            flat = flatten(cell.settings or {})
+            flat = dict(flatten(cell.settings or {}))
             cell = replace(cell, axes={**cell.axes, **{a: flat.get(a) for a in missing}})
         out.append(cell)
     return out
@@ -71,7 +61,7 @@ def settings_differences(cells: Sequence[CellResult]) -> dict[tuple[str, str], s
         if any(c.settings is None for c in group):
             out.update({(c.sweep, c.cell_id): UNKNOWN_SETTINGS for c in group})
             continue
-        flats = [flatten(c.settings or {}) for c in group]
+        flats = [dict(flatten(c.settings or {})) for c in group]
         keys = sorted({k for f in flats for k in f})
         differ = [k for k in keys if len({repr(f.get(k)) for f in flats}) > 1]
         for cell, flat in zip(group, flats, strict=True):
@@ -84,8 +74,6 @@ def settings_differences(cells: Sequence[CellResult]) -> dict[tuple[str, str], s
 
 def check_sweep_names(sweeps: Sequence[str]) -> list[str]:
     """The names, each once, in the order given; ``UserInputError`` for none or a repeat."""
-    from orchestrator import paths
-
     if not sweeps:
         raise UserInputError("no sweep named", [Problem("SWEEP", "name at least one sweep")])
     repeated = sorted({s for s in sweeps if list(sweeps).count(s) > 1})
@@ -110,8 +98,3 @@ def results_of(sweeps: Sequence[str], registry_url: str | None = None,
     frame = frame_from_results(cells)
     frame[DIFF_COLUMN] = [diffs.get((c.sweep, c.cell_id)) for c in cells]
     return frame
-
-
-def is_combined(frame: pd.DataFrame) -> bool:
-    """Whether ``frame`` holds cells of more than one sweep."""
-    return frame["sweep"].nunique() > 1

@@ -1,13 +1,14 @@
 """Training dynamics prepared for plotting: one curve per cell and panel, group averages,
-and each cell's convergence step. A *panel* is a quantity over steps, a glob over metric
-names (several matches: their mean per step). Averages over runs are per step over the
-runs that logged it (the first paper's §3.3 "averaged curve"), shown next to the
-individual runs, never instead of them.
+and each cell's convergence step (also ``kappa convergence``'s table). A *panel* is a
+quantity over steps, a glob over metric names (several matches: their mean per step).
+Averages over runs are per step over the runs that logged it (the first paper's §3.3
+"averaged curve"), shown next to the individual runs, never instead of them.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.algorithms.convergence import convergence_step
 from orchestrator.analysis.curves import curve_key
 from orchestrator.analysis.frame import AXIS_PREFIX
+from orchestrator.errors import Problem, UserInputError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -53,11 +55,6 @@ class Panel:
     group_means: tuple[Curve, ...]
     overall_mean: Curve | None
     convergence: Mapping[str, float]  # run label -> convergence step (accuracy panel only)
-
-
-def patterns(panels: Mapping[str, str] = PANELS) -> list[str]:
-    """Every metric glob the panels need (what to load with ``load_curves``)."""
-    return list(panels.values())
 
 
 def default_color_axis(curves: pd.DataFrame, seed_axis: str = "seed") -> str | None:
@@ -136,3 +133,35 @@ def convergence_frame(
                      "convergence_step": steps.get(key),
                      "last_value": None if curve is None else curve.values[-1]})
     return pd.DataFrame(rows)
+
+
+def convergence_text(sweeps: Sequence[str], metric: str, fmt: str,
+                     registry_url: str | None = None, mlflow_uri: str | None = None) -> str:
+    """Each cell's convergence step on the ``metric`` curves, as markdown or CSV;
+    ``UserInputError`` when cells logged curves but none matches ``metric`` (a typo)."""
+    from orchestrator import paths
+    from orchestrator.analysis.combined import results_of
+    from orchestrator.analysis.curves import load_curves
+    from orchestrator.analysis.tables.render import frame_table
+
+    frame = results_of(sweeps, registry_url, mlflow_uri)
+    uri = paths.readable_mlflow_uri(mlflow_uri)
+    curves = load_curves(frame, [metric], uri)
+    if curves.empty and (logged := sorted(set(load_curves(frame, ["*"], uri)["metric"]))):
+        raise UserInputError("no curve matches --metric", [Problem(
+            "--metric", "no per-step metric of this sweep matches", found=metric,
+            allowed=", ".join(logged), fix="use a glob such as 'val-core/*/acc/mean@1'")])
+    conv = convergence_frame(curves, frame, metric)
+    conv.columns = [c.removeprefix("axis.") for c in conv.columns]
+    return frame_table(conv, fmt, _convergence_value, spaced_rule=True)
+
+
+def _convergence_value(column: str, value: Any) -> str:
+    """Steps to 0.1, values to 4 decimals, ``—`` when missing."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    if column == "convergence_step":
+        return f"{float(value):.1f}"
+    if column == "last_value":
+        return f"{float(value):.4f}"
+    return str(value)

@@ -9,7 +9,7 @@ early (``plateau at step 340 (...)``), else ``None``: a stopped cell that ``succ
 finished, its numbers count; ``step``, the last step the cell reported (where it ended, for a
 finished cell), and ``total_steps``, the length it was set to run (``None`` when unknown).
 
-A frame of several sweeps (:func:`orchestrator.analysis.sweeps.results_of`) has one more
+A frame of several sweeps (:func:`orchestrator.analysis.combined.results_of`) has one more
 column, ``settings_diff``: for a cell whose axes also ran in another of the sweeps, what
 differs in its settings (``max_steps=3``, or ``same settings``), else ``None``.
 
@@ -19,12 +19,15 @@ built from any source: the registry, bare run folders, or a synthetic list in a 
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import pandas as pd
 
 AXIS_PREFIX = "axis."
@@ -123,3 +126,39 @@ def hashable_value(value: Any) -> Any:
     except TypeError:
         return repr(value)
     return value
+
+
+def frame_text(frame: pd.DataFrame, fmt: str) -> str:
+    """The frame as CSV, or (``json``) as JSON records: one per cell, axis values keeping
+    their types, NaN as ``null``, ±inf as ``"inf"``/``"-inf"`` (as a spec writes it)."""
+    if fmt == "csv":
+        return str(frame.to_csv(index=False))
+    records = [{str(k): _json_value(v) for k, v in record.items()}
+               for record in frame.to_dict("records")]
+    return json.dumps(records, indent=2, allow_nan=False) + "\n"
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, list | tuple):
+        return [_json_value(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _json_value(v) for k, v in value.items()}
+    if hasattr(value, "item") and not isinstance(value, str):  # numpy scalars
+        return _json_value(value.item())
+    return value
+
+
+def write_parquet(frame: pd.DataFrame, path: Path) -> None:
+    """Write the frame as Parquet, which needs one type per column: axis columns of
+    mixed types become strings."""
+    frame = frame.copy()
+    for column in frame.columns:
+        if frame[column].dtype == object:
+            inferred = frame[column].infer_objects()
+            mixed = inferred.dtype == object and len({type(v) for v in inferred.dropna()}) > 1
+            frame[column] = (inferred.astype(str).where(inferred.notna(), None) if mixed
+                             else inferred)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_parquet(path, index=False)

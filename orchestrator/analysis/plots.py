@@ -4,8 +4,8 @@ the first paper's "averaging effect"."""
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
-from pathlib import Path
 
 from orchestrator.analysis.dynamics import Curve, Panel, group_colors
 
@@ -22,8 +22,8 @@ def _marked(curve: Curve, step: float) -> float:
     return curve.values[nearest]
 
 
-def save_png(panels: Sequence[Panel], path: Path, title: str = "") -> Path:
-    """Write the panels as one PNG (rows = panels; columns = runs | averages)."""
+def png(panels: Sequence[Panel], title: str = "") -> bytes:
+    """The panels as one PNG image (rows = panels; columns = runs | averages)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -56,10 +56,10 @@ def save_png(panels: Sequence[Panel], path: Path, title: str = "") -> Path:
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    image = io.BytesIO()
+    fig.savefig(image, format="png", dpi=110)
     plt.close(fig)
-    return path
+    return image.getvalue()
 
 
 def to_html(panels: Sequence[Panel], title: str = "", include_plotlyjs: bool = True) -> str:

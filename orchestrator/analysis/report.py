@@ -1,13 +1,13 @@
 """The sweep report: one self-contained, offline HTML file (templates under ``dashboards/``):
 status matrix, ablation tables, training dynamics, convergence steps, the plan and the spec.
 :func:`render_report` is pure (inputs in, HTML out); :func:`build_report` gathers the inputs
-of a stored sweep."""
+of a stored sweep. The tables' layouts (:func:`default_tables`) also serve ``kappa table``
+and ``kappa demo``."""
 
 from __future__ import annotations
 
 import base64
 import html
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -46,7 +46,7 @@ class ReportInputs:
     mlflow_ui: str | None = None
     tables: tuple[tuple[str, TableSpec], ...] = field(default_factory=tuple)
     seed_axis: str = "seed"
-    search_html: str = ""  # a search's Optuna plots (search_results.search_section)
+    search_html: str = ""  # a search's Optuna plots (studies.search_section)
 
 
 def default_tables(frame: pd.DataFrame, seed_axis: str = "seed") -> list[tuple[str, TableSpec]]:
@@ -90,6 +90,45 @@ def auto_layout(frame: pd.DataFrame, spec: TableSpec) -> TableSpec:
         "where": {**main.where, **spec.where}})
 
 
+def demo_table_spec(axes: Sequence[str], metrics: str) -> TableSpec:
+    """``kappa demo``'s table: rows = every axis but ``reward_budget`` and ``seed``,
+    ``+ RB`` delta rows when ``reward_budget`` is an axis, no blocks."""
+    rows = tuple(a for a in axes if a not in ("reward_budget", "seed"))
+    delta = DeltaSpec(axis="reward_budget", base="false") if "reward_budget" in axes else None
+    if not rows:  # only reward_budget (and seeds) vary: its values are the rows
+        rows, delta = (("reward_budget",) if delta else ("baseline",)), None
+    return TableSpec(rows=rows, delta=delta, metrics=metrics, seed_axis="seed")
+
+
+def ablation_table(frame: pd.DataFrame) -> tuple[TableSpec | None, str]:
+    """``kappa demo``'s ablation table as markdown (and its spec), or why there is none."""
+    metrics = default_metric_glob(metric_names(frame))
+    if metrics is None:
+        return None, "no evaluation metrics (eval/*/mean@k, val-core/*/acc/mean@1): no table"
+    spec = demo_table_spec(axis_names(frame), metrics)
+    try:
+        return spec, render(build_table(frame, spec), "markdown")
+    except UserInputError as exc:
+        return None, f"no ablation table: {exc.render()}"
+
+
+def table_text(sweeps: Sequence[str], spec: TableSpec, fmt: str, placed: bool,
+               registry_url: str | None = None, mlflow_uri: str | None = None) -> str:
+    """``kappa table``'s text in ``fmt``. Unless options ``placed`` the axes, the table
+    follows the sweep's axes (:func:`auto_layout`), and one search sweep without chosen
+    metrics shows its best trial per study instead."""
+    from orchestrator.analysis.combined import results_of
+
+    if not placed and not spec.metrics and len(sweeps) == 1:
+        from orchestrator.analysis.studies import best_trials, sweep_studies
+
+        studies = sweep_studies(sweeps[0], registry_url)
+        if studies:
+            return best_trials(studies, fmt)
+    frame = results_of(sweeps, registry_url, mlflow_uri)
+    return render(build_table(frame, spec if placed else auto_layout(frame, spec)), fmt)
+
+
 def _tables_html(frame: pd.DataFrame,
                  tables: tuple[tuple[str, TableSpec], ...]) -> list[dict[str, str]]:
     out = []
@@ -130,9 +169,7 @@ def _plots(curves: pd.DataFrame | None, seed_axis: str, sweep: str,
     if not panels:
         return "", "", ""
     div = plots.to_html(panels, title=f"{sweep}: training dynamics", include_plotlyjs=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        png = plots.save_png(panels, Path(tmp) / "dynamics.png")
-        png_b64 = base64.b64encode(png.read_bytes()).decode("ascii")
+    png_b64 = base64.b64encode(plots.png(panels)).decode("ascii")
     # Cell ids from bare run folders are folder names: escape them like any text.
     names = names or {}
     rows = "".join(f'<tr><td title="{html.escape(label)}">'
@@ -195,7 +232,7 @@ def build_report(sweeps: str | Sequence[str], *, registry_url: str | None = None
     from orchestrator import paths
     from orchestrator.analysis.combined import results_of
     from orchestrator.analysis.curves import load_curves
-    from orchestrator.analysis.dynamics import patterns
+    from orchestrator.analysis.dynamics import PANELS
     from orchestrator.analysis.sources import registry_sweep
     from orchestrator.grid.plan import stored_plan
 
@@ -203,14 +240,14 @@ def build_report(sweeps: str | Sequence[str], *, registry_url: str | None = None
     frame = results_of(names, registry_url, mlflow_uri)
     found = [registry_sweep(s, paths.registry_url(registry_url)) for s in names]
     infos = [f[0] for f in found if f is not None]
-    curves = load_curves(frame, patterns(), paths.readable_mlflow_uri(mlflow_uri))
+    curves = load_curves(frame, list(PANELS.values()), paths.readable_mlflow_uri(mlflow_uri))
     if len(names) > 1:
         specs = "\n".join(f"# --- {i.name} ---\n{i.spec_text}" for i in infos)
         return render_report(ReportInputs(
             sweep=" + ".join(names), frame=frame, curves=curves,
             backend=", ".join(dict.fromkeys(i.backend for i in infos)) or None,
             spec_text=specs or None, mlflow_ui=mlflow_ui, tables=tables))
-    from orchestrator.analysis.search_results import search_section, sweep_studies
+    from orchestrator.analysis.studies import search_section, sweep_studies
 
     sweep, info = names[0], (infos[0] if infos else None)
     search_html = search_section(sweep_studies(sweep, registry_url),
@@ -221,3 +258,16 @@ def build_report(sweeps: str | Sequence[str], *, registry_url: str | None = None
         plan=stored_plan(sweep, info.plan) if info else None,
         mlflow_experiment_id=info.mlflow_experiment_id if info else None, mlflow_ui=mlflow_ui,
         tables=tables, search_html=search_html))
+
+
+def write_report(sweeps: str | Sequence[str], target: Path, *, registry_url: str | None = None,
+                 mlflow_uri: str | None = None, mlflow_ui: str | None = None,
+                 tables: tuple[tuple[str, TableSpec], ...] = ()) -> Path:
+    """Write :func:`build_report`'s HTML to ``target`` (its folder made) and return it."""
+    from orchestrator.runs.atomic import write_atomic
+
+    html_text = build_report(sweeps, registry_url=registry_url, mlflow_uri=mlflow_uri,
+                             mlflow_ui=mlflow_ui, tables=tables)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(target, html_text)
+    return target

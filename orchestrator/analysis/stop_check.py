@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.errors import Problem, UserInputError
 from orchestrator.stopping.replay import FinishedCell, Replayed
 
 if TYPE_CHECKING:
@@ -77,12 +78,9 @@ class StopCheck:
 
     def as_json(self) -> dict[str, Any]:
         """For ``--json`` and the benchmark."""
+        figures = {k: v for k, v in vars(self).items() if k not in ("comparisons", "scale")}
         return {
-            "metric": self.metric, "axis": self.axis, "base": self.base,
-            "steps_full": self.steps_full, "steps_stopped": self.steps_stopped,
-            "hours_full": self.hours_full, "hours_stopped": self.hours_stopped,
-            "stopped_cells": self.stopped_cells, "cells": self.cells,
-            "means_within": self.count("mean"), "deltas_within": self.count("delta"),
+            **figures, "means_within": self.count("mean"), "deltas_within": self.count("delta"),
             "comparisons": [{**c.__dict__, "within": c.within, "sign_changed": c.sign_changed}
                             for c in self.comparisons]}
 
@@ -212,3 +210,68 @@ def check_sweep(plan: SweepPlan, cells: Sequence[CellRecord], rules: StopRules,
     hours = {c.cell_id: (c.finished_at - c.started_at).total_seconds() / 3600
              for c in cells if c.started_at and c.finished_at}
     return check(finished, replay(finished, rules), hours, name, axis, base, seed_axis)
+
+
+def chosen_rules(sweep: str, plan: SweepPlan, cells: Sequence[CellRecord],
+                 rules_file: Path | None, together: str | None) -> StopRules:
+    """The rules to replay on the finished ``sweep``: ``rules_file``'s (a ``stop:`` block,
+    or a file holding one), else the sweep's own; ``together`` (comma-separated axes)
+    replaces theirs. ``UserInputError`` without a rule to replay, for an axis the sweep
+    lacks, or while a cell has not finished."""
+    from orchestrator.spec.block_file import read_stop_rules
+
+    if rules_file is None:
+        rules = plan.stop
+        if rules is None or not rules.group_metrics():
+            raise UserInputError("no rules to replay", [Problem(
+                "--rules", "the sweep has no plateau or threshold rule of its own",
+                fix="give --rules rules.yaml holding e.g. stop: {plateau: {metric: ..., "
+                    "min_steps: 40, patience: 15}, together: [reward_budget]}")])
+    else:
+        rules = read_stop_rules(rules_file)
+        if not rules.group_metrics():
+            raise UserInputError(f"no rules to replay in {rules_file}", [Problem(
+                "--rules", "a plateau or threshold rule is needed", found=describe(rules),
+                fix="add plateau: {metric: ..., min_steps: N, patience: M}")])
+    if together is not None:
+        rules = rules.model_copy(update={"together": tuple(
+            a.strip() for a in together.split(",") if a.strip())})
+    known = [*plan.axes, *plan.labels]
+    bad = [a for a in rules.together if a not in known]
+    if bad:
+        raise UserInputError("together: names an axis the sweep does not have", [Problem(
+            "--together", f"{bad[0]!r} is not an axis of {sweep}", found=", ".join(bad),
+            allowed=", ".join(known), fix="name axes the sweep's results compare")])
+    unfinished = [c for c in cells if not c.is_terminal]
+    if unfinished:
+        raise UserInputError(f"sweep {sweep} has not finished", [Problem(
+            "sweep", f"{len(unfinished)} cell(s) still pending or running",
+            fix="wait for it (kappa submit --wait / kappa status), then replay")])
+    return rules
+
+
+def compared_axis(delta: str | None, rules: StopRules,
+                  cells: Sequence[CellRecord]) -> tuple[str, str]:
+    """``(axis, base value)`` of ``--delta AXIS=BASE``, else the rules' one together axis
+    against its first value."""
+    if delta is not None:
+        axis, sep, base = delta.partition("=")
+        if not sep or not axis:
+            raise UserInputError("invalid --delta", [Problem(
+                "--delta", "expected AXIS=BASE", found=delta, fix="e.g. reward_budget=false")])
+        return axis, base
+    if len(rules.together) != 1:
+        raise UserInputError("which axis to compare?", [Problem(
+            "--delta", "the rules compare no single axis", found=", ".join(rules.together),
+            fix="give --delta AXIS=BASE, e.g. --delta reward_budget=false")])
+    axis = rules.together[0]
+    values = [c.axes[axis] for c in sorted(cells, key=lambda c: c.index) if axis in c.axes]
+    return axis, _text(values[0]) if values else ""
+
+
+def describe(rules: StopRules) -> str:
+    """The rules as the report's first line shows them (JSON, without the GPU-hours cap)."""
+    import json
+
+    return json.dumps(rules.model_dump(exclude_defaults=True, by_alias=True,
+                                       exclude={"gpu_hours"}), default=str)

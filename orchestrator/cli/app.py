@@ -80,9 +80,9 @@ def main() -> None:
 
     install_log_redaction()
     if os.environ.get("_KAPPA_COMPLETE"):  # a shell asks for completions (kappa completion)
-        from orchestrator.cli.completion_cmd import enable_completion_classes
+        from typer.completion import completion_init
 
-        enable_completion_classes()
+        completion_init()  # typer's completion classes (see completion_cmd.completion_script)
     with redacted_output(), absolute_home():
         _run()
 

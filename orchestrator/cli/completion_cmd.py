@@ -28,21 +28,14 @@ class Shell(StrEnum):
     fish = "fish"
 
 
-def enable_completion_classes() -> None:
-    """Register typer's completion classes with click (the app is built without
-    ``--install-completion``, which would otherwise do it); only needed when a shell asks
-    for completions or for a script."""
-    from typer.completion import completion_init
-
-    completion_init()
-
-
 def completion_script(root: Command, shell: str) -> str:
     """The completion script for ``shell`` (``bash``, ``zsh`` or ``fish``) of ``root``,
     the ``kappa`` click command."""
     from typer._click.shell_completion import get_completion_class
+    from typer.completion import completion_init
 
-    enable_completion_classes()
+    # Registers typer's completion classes (the app is built without --install-completion).
+    completion_init()
     comp_cls = get_completion_class(shell)
     if comp_cls is None:  # Shell() admits only the three registered shells
         raise ValueError(f"no completion class for {shell}")

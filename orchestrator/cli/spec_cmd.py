@@ -13,7 +13,7 @@ from orchestrator.cli.sweep_options import OverridesArgument
 from orchestrator.errors import UserInputError
 
 if TYPE_CHECKING:
-    from orchestrator.grid.plan import Plan
+    from orchestrator.sweeps.spec_plan import Plan
 
 _SPEC_ARG = typer.Argument(
     ..., help="The experiment spec (YAML), e.g. experiments/toy/table2.yaml.", show_default=False)

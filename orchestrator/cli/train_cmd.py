@@ -13,27 +13,10 @@ from orchestrator.errors import Problem, UserInputError
 
 def load_settings(config: Path) -> object:
     """Read a flat YAML mapping of embedded settings; every problem at once, located."""
-    import dataclasses
-
     from orchestrator.backends.embedded.backend import EmbeddedBackend
-    from orchestrator.spec.yaml_limits import read_yaml_file
-    from orchestrator.spec.yaml_source import load_yaml
+    from orchestrator.spec.block_file import read_settings
 
-    doc = load_yaml(read_yaml_file(config, "config"), str(config))
-    data = {} if doc.data is None else doc.data
-    if not isinstance(data, dict):
-        raise UserInputError(f"{config} must hold a mapping of settings", [doc.problem(
-            (), "", "expected a mapping (setting: value)", found=type(data).__name__)])
-    try:
-        return EmbeddedBackend().validate(data)
-    except UserInputError as exc:
-        located = []
-        for problem in exc.problems:
-            pos = doc.position(problem.location.split(".")) if problem.location else None
-            located.append(dataclasses.replace(
-                problem, file=str(config), line=pos.line if pos else None,
-                column=pos.column if pos else None))
-        raise UserInputError(f"{config}: invalid embedded settings", located) from None
+    return read_settings(config, EmbeddedBackend().validate, "embedded settings")
 
 
 def prepare_out(out: Path) -> None:

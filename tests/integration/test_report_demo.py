@@ -12,8 +12,8 @@ import pytest
 from kit.home import seed_mlflow_store
 from kit.kappa_main import KAPPA_SCRIPT
 
+from orchestrator.analysis.report import demo_table_spec
 from orchestrator.analysis.tables.labels import default_metric_glob
-from orchestrator.cli.demo_report import demo_table_spec
 
 SPEC = """\
 name: demo-mini

@@ -9,12 +9,14 @@ import io
 import math
 from collections.abc import Callable, Mapping, Sequence
 from decimal import ROUND_HALF_UP, Decimal, localcontext
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from orchestrator.analysis.tables.model import Label, Table, TableCell, TableRow
 from orchestrator.errors import unknown_name
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from orchestrator.algorithms.sharpness import AdvantageRow
 
 T = TypeVar("T")
@@ -71,6 +73,24 @@ def _cell_texts(row: TableRow, table: Table, escape: Callable[[str], str],
 def md_row(cells: Sequence[str]) -> str:
     """A markdown table row."""
     return "| " + " | ".join(cells) + " |"
+
+
+def frame_table(frame: pd.DataFrame, fmt: str, text: Callable[[str, Any], str],
+                spaced_rule: bool = False) -> str:
+    """A plain frame (a header row, a row per record) in ``fmt``: csv, latex or html as
+    pandas writes them (floats to 4 significant digits), or markdown with each value as
+    ``text(column, value)`` shows it and the header's rule ``|---|`` (``| --- |`` when
+    ``spaced_rule``)."""
+    if fmt == "csv":
+        return str(frame.to_csv(index=False))
+    if fmt in ("latex", "html"):
+        write = frame.to_latex if fmt == "latex" else frame.to_html
+        return str(write(index=False, float_format="%.4g"))
+    head = [str(c) for c in frame.columns]
+    rule = md_row(["---"] * len(head)) if spaced_rule else f"|{'|'.join(['---'] * len(head))}|"
+    rows = [md_row([text(c, v) for c, v in zip(head, row, strict=True)])
+            for row in frame.itertuples(index=False)]
+    return "\n".join([md_row(head), rule, *rows]) + "\n"
 
 
 # --- markdown ---------------------------------------------------------------------------

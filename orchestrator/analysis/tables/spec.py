@@ -1,10 +1,13 @@
-"""What table to build: a strict, frozen description that the CLI fills from its options."""
+"""What table to build: a strict, frozen description, and how the CLI's options fill it."""
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Sequence
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from orchestrator.errors import Problem, UserInputError
 
 Scale = Literal["auto", "points", "raw"]
 
@@ -79,3 +82,33 @@ class TableSpec(_Strict):
         """The metric globs, split on commas (none: the frame's default, see
         :func:`~orchestrator.analysis.tables.labels.default_metric_glob`)."""
         return tuple(g.strip() for g in (self.metrics or "").split(",") if g.strip())
+
+
+def options_spec(rows: str | None, delta: str | None, cross: str | None,
+                 where: Sequence[str], **fields: Any) -> TableSpec:
+    """The spec ``kappa table``'s options describe: ``rows`` and ``cross`` comma-separated
+    axes ('' for none), ``delta`` ``AXIS=BASE``, each ``where`` ``AXIS=VALUE``, the other
+    ``fields`` as they are (``None``: the default). Every problem a ``UserInputError``."""
+    from orchestrator.backends.validation import problems_from_validation_error
+
+    try:
+        delta_spec = DeltaSpec.parse(delta) if delta else None
+    except ValueError as exc:
+        raise UserInputError("invalid --delta", [Problem(
+            "--delta", str(exc), fix="e.g. --delta reward_budget=false")]) from None
+    pairs = [item.partition("=") for item in where]
+    bad = [item for item, (axis, sep, _) in zip(where, pairs, strict=True)
+           if not sep or not axis.strip()]
+    if bad:
+        raise UserInputError("invalid --where", [
+            Problem("--where", "expected AXIS=VALUE", found=item) for item in bad])
+    given = {"rows": _axes(rows), "delta": delta_spec, "cross": _axes(cross),
+             "where": {axis.strip(): value.strip() for axis, _, value in pairs}, **fields}
+    try:
+        return TableSpec(**{k: v for k, v in given.items() if v is not None})
+    except ValidationError as exc:
+        raise UserInputError("invalid table options", problems_from_validation_error(exc)) from None
+
+
+def _axes(text: str | None) -> tuple[str, ...] | None:
+    return None if text is None else tuple(p.strip() for p in text.split(",") if p.strip())

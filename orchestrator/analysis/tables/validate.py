@@ -25,10 +25,6 @@ def placements(spec: TableSpec) -> list[tuple[str, str]]:
     return named
 
 
-def _values_text(frame: pd.DataFrame, axis: str) -> str:
-    return ", ".join(dict.fromkeys(str(hashable_value(v)) for v in frame[axis_column(axis)]))
-
-
 def _state_text(frame: pd.DataFrame) -> str:
     counts = Counter(str(s) for s in frame["state"])
     return ", ".join(f"{s}×{n}" for s, n in sorted(counts.items())) or "no cells"
@@ -70,8 +66,9 @@ def validate(frame: pd.DataFrame, spec: TableSpec) -> list[tuple[str, str]]:
     checks += [(f"--where {a}", a, text) for a, text in spec.where.items()]
     for location, name, text in checks:
         if name in axes and not any(value_matches(v, text) for v in frame[axis_column(name)]):
+            values = dict.fromkeys(str(hashable_value(v)) for v in frame[axis_column(name)])
             problems.append(Problem(location, f"axis '{name}' never takes this value",
-                                    found=text, allowed=_values_text(frame, name)))
+                                    found=text, allowed=", ".join(values)))
     if problems:
         raise UserInputError("cannot build the table", problems)
     return metrics

@@ -13,10 +13,10 @@ from orchestrator.analysis import plots
 from orchestrator.analysis.curves import load_curves
 from orchestrator.analysis.dynamics import (
     ACCURACY_PANEL,
+    PANELS,
     build_panels,
     convergence_frame,
     default_color_axis,
-    patterns,
 )
 from orchestrator.analysis.frame import frame_from_results
 
@@ -27,7 +27,7 @@ def sweep(tmp_path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
         "toy", baselines=("grpo", "dapo"), seeds=(0, 1), failed=("tiny-dapo-rb1-s1",)
     )
     frame = frame_from_results(write_run_folders(tmp_path, cells, steps=80))
-    return frame, load_curves(frame, patterns())
+    return frame, load_curves(frame, list(PANELS.values()))
 
 
 def test_panels_have_runs_group_means_and_overall_mean(
@@ -58,10 +58,9 @@ def test_convergence_frame_lists_every_cell(sweep: tuple[pd.DataFrame, pd.DataFr
     assert full["convergence_step"].notna().all()
 
 
-def test_png_is_written(sweep: tuple[pd.DataFrame, pd.DataFrame], tmp_path: Path) -> None:
+def test_png_is_drawn(sweep: tuple[pd.DataFrame, pd.DataFrame]) -> None:
     _, curves = sweep
-    out = plots.save_png(build_panels(curves, "baseline"), tmp_path / "d" / "dyn.png", title="toy")
-    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert plots.png(build_panels(curves, "baseline"), title="toy")[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_html_embeds_plotly_and_fetches_nothing(sweep: tuple[pd.DataFrame, pd.DataFrame]) -> None:

@@ -1,16 +1,15 @@
-"""The local MLflow server behind ``kappa ui``: started as a child whose start-up chatter
-is held back, so that the URL is the last thing printed, once the server answers.
-
-MLflow's server announces itself at length (uvicorn's lifecycle lines for each worker,
-"Registry store URI not provided", a note on its security middleware that names its own
-flags, and Starlette's deprecation warning once per worker); none of it is the user's
-business, and it used to scroll the URL away. The server's other output (an error, a
-warning from a request) still reaches stderr, masked like everything kappa prints.
-"""
+"""The local MLflow server behind ``kappa ui``: where it may listen, and the server itself,
+started as a child whose start-up chatter (uvicorn's lifecycle lines for each worker,
+"Registry store URI not provided", a note on its security middleware, Starlette's
+deprecation warning once per worker) is held back: it used to scroll the URL away, which
+is now printed last, once the server answers. The server's other output (an error, a
+request's warning) still reaches stderr, masked like everything kappa prints."""
 
 from __future__ import annotations
 
 import errno
+import ipaddress
+import os
 import re
 import signal
 import socket
@@ -23,10 +22,15 @@ from collections.abc import Callable, Mapping
 from types import FrameType
 from typing import IO
 
+from orchestrator import paths
 from orchestrator.errors import Problem, UserInputError
+from orchestrator.limits import MAX_PORT
+from orchestrator.redact import redact
 
 HEALTH_POLL_S = 0.3
 STARTUP_WAIT_S = 300  # past this the URL is printed anyway, with a note
+REFUSED = "cannot start the MLflow UI there"
+HOST_FIX = "e.g. --host 127.0.0.1 (the default), or 0.0.0.0 for every interface"
 
 # Lines of the server's start-up and shut-down that say nothing the user needs.
 NOISE = re.compile(
@@ -40,6 +44,36 @@ QUIET_WARNINGS = ("ignore::DeprecationWarning",
                   "ignore:starlette.middleware.wsgi is deprecated:UserWarning")
 
 
+def check_address(host: str, port: int) -> None:
+    """Refuse a port outside 1 .. 65535 (0: the printed URL would be wrong) and a host
+    that is neither an IP address nor a host name, before the URL is printed."""
+    problems = []
+    if not 1 <= port <= MAX_PORT:
+        problems.append(Problem("--port", "not a TCP port", found=str(port),
+                                allowed=f"1 .. {MAX_PORT}", fix="e.g. --port 5000 (the default)"))
+    label = r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)"
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        if len(host) > 253 or not re.fullmatch(rf"{label}(\.{label})*\.?", host):
+            problems.append(Problem(
+                "--host", "neither an IP address nor a host name", found=repr(host),
+                allowed="an interface's address (127.0.0.1, 0.0.0.0, ::) or a host name "
+                        "of letters, digits, '-' and '.'", fix=HOST_FIX))
+    if problems:
+        raise UserInputError(REFUSED, problems)
+
+
+def check_store(uri: str) -> None:
+    """Refuse a local store nothing has been tracked in yet (the server would make one)."""
+    store = paths.local_store_path(uri)
+    if store is not None and not store.exists():
+        raise UserInputError(f"no MLflow store at {store} yet", [Problem(
+            "mlflow", "nothing has been tracked there", found=redact(uri),
+            fix="`kappa submit SPEC` creates it; or point KAPPA_HOME, KAPPA_MLFLOW_URI "
+                "or --mlflow at an existing store")])
+
+
 def check_port_free(host: str, port: int) -> None:
     """Refuse a port something already listens on (the URL would show that server, or
     nothing) and a host that is not an address of this machine, before the server
@@ -49,10 +83,8 @@ def check_port_free(host: str, port: int) -> None:
         family, kind, proto, _, address = socket.getaddrinfo(
             host, port, type=socket.SOCK_STREAM)[0]
     except (OSError, UnicodeError) as exc:
-        raise UserInputError("cannot start the MLflow UI there", [Problem(
-            "--host", f"cannot be resolved ({exc})", found=repr(host),
-            fix="e.g. --host 127.0.0.1 (the default), or 0.0.0.0 for every interface")]) \
-            from None
+        raise UserInputError(REFUSED, [Problem(
+            "--host", f"cannot be resolved ({exc})", found=repr(host), fix=HOST_FIX)]) from None
     with socket.socket(family, kind, proto) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -67,13 +99,14 @@ def check_port_free(host: str, port: int) -> None:
                                   found=repr(host),
                                   fix="an address of this machine: --host 127.0.0.1 (the "
                                       "default), or 0.0.0.0 for every interface")
-            raise UserInputError("cannot start the MLflow UI there", [problem]) from None
+            raise UserInputError(REFUSED, [problem]) from None
 
 
-def server_env(base: Mapping[str, str], uri: str, artifact_root: str | None) -> dict[str, str]:
+def server_env(base: Mapping[str, str], uri: str) -> dict[str, str]:
     """The server's environment: the store (not on the command line, where ``ps`` would
     show its password), its registry store said explicitly (else MLflow says it guessed),
-    and the start-up warnings silenced. The user's own settings win."""
+    a local store's artifact root, and the start-up warnings silenced. The user's own
+    settings win."""
     env = {**base, "MLFLOW_BACKEND_STORE_URI": uri}
     env.setdefault("MLFLOW_REGISTRY_STORE_URI", uri)
     # Server-side jobs run GenAI judges and evaluations, never needed for training runs;
@@ -81,8 +114,8 @@ def server_env(base: Mapping[str, str], uri: str, artifact_root: str | None) -> 
     env.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
     # One person's browser: one worker (each of uvicorn's default four imports MLflow).
     env.setdefault("MLFLOW_WORKERS", "1")
-    if artifact_root is not None:
-        env["MLFLOW_DEFAULT_ARTIFACT_ROOT"] = artifact_root
+    if paths.local_store_path(uri) is not None:
+        env["MLFLOW_DEFAULT_ARTIFACT_ROOT"] = paths.mlflow_artifact_root().resolve().as_uri()
     env["PYTHONWARNINGS"] = ",".join(
         [*QUIET_WARNINGS, *([base["PYTHONWARNINGS"]] if base.get("PYTHONWARNINGS") else [])])
     return env
@@ -139,15 +172,17 @@ def _answers(health: str) -> bool:
         return False
 
 
-def serve(argv: list[str], env: Mapping[str, str], health: str,
+def serve(uri: str, host: str, port: int, health: str,
           announce: Callable[[bool], None]) -> int:
-    """Run the server ``argv`` until it exits; call ``announce(up)`` once it answers at
-    ``health`` (``up`` False: not after :data:`STARTUP_WAIT_S`, announced anyway).
-    Ctrl-C, SIGTERM and SIGHUP stop it (with a SIGTERM). Its exit code (128 + N for
-    signal N); a server that ends by itself before it answered has its output shown."""
+    """Run ``mlflow server`` on the store ``uri`` at ``host:port`` until it exits; call
+    ``announce(up)`` once it answers at ``health`` (``up`` False: not after
+    :data:`STARTUP_WAIT_S`, announced anyway). Ctrl-C, SIGTERM and SIGHUP stop it (with a
+    SIGTERM). Its exit code (128 + N for signal N); a server that ends by itself before it
+    answered has its output shown."""
+    argv = [sys.executable, "-m", "mlflow", "server", "--host", host, "--port", str(port)]
     # Its own session: a terminal's Ctrl-C reaches it once, through kappa, rather than
     # once per process (uvicorn takes a second Ctrl-C as "quit now", with tracebacks).
-    proc = subprocess.Popen(argv, env=dict(env), stdin=subprocess.DEVNULL,
+    proc = subprocess.Popen(argv, env=server_env(os.environ, uri), stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True,
                             preexec_fn=_die_with_parent)  # before any thread is started
