@@ -76,10 +76,11 @@ def cell_from_run_folder(sweep: str, run_dir: Path) -> CellResult:
 
 
 def cells_from_run_folders(sweep: str, root: Path | None = None) -> list[CellResult]:
-    """Every cell with a run folder under ``root/<sweep>/`` (default: ``runs_root()``)."""
-    from orchestrator.paths import check_name, runs_root
+    """Every cell with a run folder under ``root/<sweep>/`` (default: the sweep's folder)."""
+    from orchestrator.paths import check_name
+    from orchestrator.runs.layout import sweep_folder
 
-    base = (root or runs_root()) / check_name(sweep)
+    base = sweep_folder(check_name(sweep)) if root is None else root / check_name(sweep)
     if not base.is_dir():
         return []
     return [cell_from_run_folder(sweep, d) for d in sorted(base.iterdir()) if d.is_dir()]
@@ -127,6 +128,7 @@ def sweep_cells(
     """The cells of ``sweep`` (what :func:`results` puts in its frame, settings included)."""
     from orchestrator import paths
     from orchestrator.registry.engine import display_url
+    from orchestrator.runs.layout import sweep_folder
 
     paths.check_name(sweep)  # a name like ../x must not reach run folders
     url = paths.registry_url(registry_url)
@@ -135,6 +137,6 @@ def sweep_cells(
     if not cells:
         raise UserInputError(f"no results for sweep '{sweep}'", [Problem(
             "sweep", "not in the registry and no run folders", found=repr(sweep),
-            allowed=f"a sweep in {display_url(url)} or a folder under {paths.runs_root()}",
+            allowed=f"a sweep in {display_url(url)} or its folder {sweep_folder(sweep)}",
             fix="check the name with `kappa status`, or set KAPPA_HOME / --registry")])
     return _fill_missing_metrics(cells, paths.readable_mlflow_uri(mlflow_uri))

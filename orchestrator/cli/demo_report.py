@@ -11,21 +11,20 @@ from orchestrator import paths
 from orchestrator.cli.sweep_views import STATE_STYLE
 from orchestrator.errors import UserInputError
 from orchestrator.redact import redact
-from orchestrator.registry import Registry
 
 if TYPE_CHECKING:
+    from orchestrator.sweeps.status import SweepStatus
     from orchestrator.sweeps.stores import Stores
+    from orchestrator.sweeps.sweep import Sweep
 
 MLFLOW_UI = "http://127.0.0.1:5000"
 
 
-def _cells_table(registry: Registry, sweep: str) -> Table:
-    from orchestrator.sweeps.status import CellStatus
-
-    table = Table(title=f"{sweep}: final validation accuracy", title_justify="left")
+def _cells_table(status: SweepStatus) -> Table:
+    table = Table(title=f"{status.sweep}: final validation accuracy", title_justify="left")
     for column in ("cell", "axes", "state", "val acc"):
         table.add_column(column, justify="right" if column == "val acc" else "left")
-    for cell in map(CellStatus.of, registry.cells(sweep)):
+    for cell in status.cells:
         acc = cell.val_accuracy
         table.add_row(cell.cell_id, cell.axes_text,
                       f"[{STATE_STYLE[cell.state]}]{cell.state}[/]",
@@ -33,27 +32,27 @@ def _cells_table(registry: Registry, sweep: str) -> Table:
     return table
 
 
-def print_demo_results(console: Console, registry: Registry, sweep: str,
-                       stores: Stores) -> None:
+def print_demo_results(console: Console, sweep: Sweep, stores: Stores) -> None:
     """Per-cell accuracies, the ablation table, the report, then where everything is."""
     from orchestrator.analysis.report import ablation_table, write_report
     from orchestrator.analysis.sources import results
 
-    console.print(_cells_table(registry, sweep))
-    spec, text = ablation_table(results(sweep, stores.registry_url, stores.mlflow_uri))
-    console.print(f"\n[bold]{sweep}[/]: ablation table"
+    name = sweep.name
+    console.print(_cells_table(sweep.status()))
+    spec, text = ablation_table(results(name, stores.registry_url, stores.mlflow_uri))
+    console.print(f"\n[bold]{name}[/]: ablation table"
                   + (f" ({spec.metrics}, mean ± 95% CI over seeds)" if spec else ""))
     console.print(text, markup=False, highlight=False, soft_wrap=True)
     try:
         target = write_report(
-            sweep, paths.kappa_home() / "reports" / f"{sweep}.html",
+            name, paths.kappa_home() / "reports" / f"{name}.html",
             registry_url=stores.registry_url, mlflow_uri=stores.mlflow_uri, mlflow_ui=MLFLOW_UI,
             tables=(("Ablation (kappa demo)", spec),) if spec is not None else ())
         console.print(f"report:    {target}")
     except (UserInputError, OSError) as exc:
         console.print(f"report:    not written ({exc})", markup=False)
-    console.print(f"registry:  {registry.url}")
+    console.print(f"registry:  {sweep.registry.url}")
     console.print(f"MLflow:    {redact(paths.mlflow_uri(stores.mlflow_uri))} — browse it with "
-                  f"`kappa ui {sweep} --open` ({MLFLOW_UI}); see docs/mlflow-ui.md to "
+                  f"`kappa ui {name} --open` ({MLFLOW_UI}); see docs/mlflow-ui.md to "
                   "compare runs")
-    console.print(f"run folders: {paths.runs_root() / sweep}")
+    console.print(f"run folders: {sweep.folder}")

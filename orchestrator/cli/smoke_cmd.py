@@ -65,10 +65,8 @@ def smoke_verl_cmd(
                 "lines without a GPU"))])
     files = smoke.prepare_smoke(out, spec or smoke.TEMPLATE)
     if dry_run:
-        from orchestrator.paths import runs_root
-
         typer.echo(f"# smoke files in {files.out_dir}; spec {files.spec}")
-        for label, argv in smoke_commands(files.spec, runs_root()):
+        for label, argv in smoke_commands(files.spec):
             typer.echo(f"# {label}\n{shlex.join(argv)}")
         return
     _run_and_check(files.spec, stores_of(registry, mlflow), max_parallel, as_json)
@@ -78,12 +76,10 @@ def _run_and_check(spec: Path, stores: Stores, max_parallel: int | None,
                    as_json: bool) -> None:
     from orchestrator.backends.verl.smoke_check import check_smoke, verdict_lines, verdicts_json
     from orchestrator.cli.console import make_console
-    from orchestrator.tracking import Tracker
-
     result = submit_spec(make_console(), spec, stores, quiet=as_json, rerun=True, wait=True,
                          max_parallel=max_parallel)
     with stores.open_registry() as reg:
-        verdicts = check_smoke(reg, Tracker(stores.mlflow_uri).client, result.sweep)
+        verdicts = check_smoke(reg, stores.mlflow_client(), result.sweep)
     if as_json:
         typer.echo(json.dumps(verdicts_json(verdicts), indent=2))
     else:
@@ -100,14 +96,17 @@ def register(app: typer.Typer) -> None:
     app.add_typer(smoke_app)
 
 
-def smoke_commands(spec: Path, runs: Path) -> list[tuple[str, list[str]]]:
+def smoke_commands(spec: Path, runs: Path | None = None) -> list[tuple[str, list[str]]]:
     """Each cell of the smoke ``spec`` (validated, nothing written) with the argv of its
-    verl launch in ``runs/<sweep>/<cell id>`` (without the scheduler's MLflow variables)."""
+    verl launch in its run folder (``runs/<sweep>/<cell id>`` under ``runs`` when given),
+    without the scheduler's MLflow variables."""
     from orchestrator.backends.verl.command import verl_command
     from orchestrator.backends.verl.settings import VerlSettings
     from orchestrator.sweeps.submission import prepare
+    from orchestrator.sweeps.sweep import Sweep
 
     prepared = prepare(spec)
-    return [(cell.describe(), verl_command(VerlSettings.model_validate(cell.settings),
-                                           runs / prepared.name / cell.cell_id))
-            for cell in prepared.cells]
+    return [(cell.describe(), verl_command(
+        VerlSettings.model_validate(cell.settings),
+        Sweep.cell_folder(prepared.name, cell.cell_id) if runs is None
+        else runs / prepared.name / cell.cell_id)) for cell in prepared.cells]

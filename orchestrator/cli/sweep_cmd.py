@@ -281,13 +281,14 @@ def demo_cmd(
 ) -> None:
     """The main job: run SPEC (the toy Table 2 sweep) here, then show its results."""
     from orchestrator.cli.demo_report import print_demo_results
+    from orchestrator.sweeps.sweep import Sweep
 
     console = make_console()
     stores = stores_of(registry, mlflow)
     console.print(f"[bold]kappa demo[/]: submitting {spec} and waiting for every cell")
     result = submit_spec(console, spec, stores, wait=True, max_parallel=max_parallel)
     with stores.open_registry() as reg:
-        print_demo_results(console, reg, result.sweep, stores)
+        print_demo_results(console, Sweep.open(reg, result.sweep), stores)
 
 
 def register(app: typer.Typer) -> None:

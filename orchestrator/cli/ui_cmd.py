@@ -13,19 +13,20 @@ from orchestrator.errors import Problem, UserInputError
 
 def _sweep_experiment(sweep: str | None, registry: str | None) -> tuple[str, str] | None:
     """``(sweep name, MLflow experiment id)`` of ``sweep`` (default: the newest), or None."""
-    from orchestrator.registry import Registry, RegistryMissing
+    from orchestrator.sweeps.stores import RegistryMissing, Stores
+    from orchestrator.sweeps.sweep import Sweep
 
     try:
-        reg = Registry.open(registry, create=False)
+        reg = Stores(registry).open_registry(create=False)
     except RegistryMissing:
         if sweep is not None:
             raise
         return None
     with reg:  # an unknown sweep: the error lists the known ones
-        newest = reg.list_sweeps() if sweep is None else [reg.get_sweep(sweep)]
+        newest = Sweep.every(reg) if sweep is None else [Sweep.open(reg, sweep)]
     if not newest:
         return None
-    record = newest[0]
+    record = newest[0].record
     if record.mlflow_experiment_id is None:
         if sweep is None:
             return None

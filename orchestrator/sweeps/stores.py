@@ -4,6 +4,7 @@ given on the command line or, by default, under ``KAPPA_HOME``."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from orchestrator import paths
 from orchestrator.registry import Registry, RegistryMissing
@@ -20,6 +21,12 @@ class Stores:
         """Open the registry: created on first use, or (``create=False``, for commands
         that only read) refused with the fix when it does not exist yet."""
         return Registry.open(self.registry_url, create=create)
+
+    def mlflow_client(self) -> Any:
+        """A client of the MLflow store (``mlflow.MlflowClient``; imports MLflow)."""
+        from orchestrator.tracking import Tracker
+
+        return Tracker(self.mlflow_uri).client
 
     def env(self) -> dict[str, str]:
         """The same stores as ``KAPPA_REGISTRY``/``KAPPA_MLFLOW_URI``, for a process
