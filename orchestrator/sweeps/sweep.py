@@ -21,6 +21,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from orchestrator.errors import UserInputError
+from orchestrator.paths import check_name
 from orchestrator.grid.plan import SweepPlan, stored_plan
 from orchestrator.registry import CellLike, CellRecord, CellState, Registry, SweepRecord
 from orchestrator.runs import layout
@@ -42,9 +43,9 @@ class Sweep:
 
     @classmethod
     def open(cls, registry: Registry, name: str) -> Sweep:
-        """The handle of the recorded sweep ``name``; an unknown name is a
-        ``UserInputError`` (exit 2) listing the known ones."""
-        return cls(registry, name, registry.get_sweep(name))
+        """The handle of the recorded sweep ``name``; a name no sweep can have, or an
+        unknown one, is a ``UserInputError`` (exit 2; the latter lists the known ones)."""
+        return cls(registry, name, registry.get_sweep(check_name(name)))
 
     @classmethod
     def every(cls, registry: Registry) -> list[Sweep]:

@@ -159,3 +159,19 @@ def test_text_json_and_api_render_one_status(home: Path, tmp_path: Path, spec: s
     assert data["cells"][3]["last_error"].startswith("exit code 1")
     failed = data["cells"][3]["cell_id"]
     assert f"{failed}: exit code 1 (`kappa logs {failed}`)" in text
+
+
+def test_api_status_refuses_what_it_cannot_read_and_creates_nothing(
+        home: Path, tmp_path: Path) -> None:
+    from orchestrator.errors import UserInputError
+    from orchestrator.registry import RegistryMissing
+
+    url = f"sqlite:///{tmp_path / 'none.db'}"
+    with pytest.raises(RegistryMissing):
+        api.status("grid", registry=url)
+    assert not (tmp_path / "none.db").exists()
+    name = _made(tmp_path, GRID)
+    for wrong in ("gird", "../grid", "grid\u2028x"):
+        with pytest.raises(UserInputError) as err:
+            api.status(wrong)
+        assert name in str(err.value) or "name" in str(err.value), err.value
