@@ -21,8 +21,8 @@ from typing import Any
 from sqlalchemy import Engine
 
 from orchestrator.errors import UserInputError
-from orchestrator.paths import check_name
 from orchestrator.grid.plan import SweepPlan, stored_plan
+from orchestrator.paths import check_name
 from orchestrator.registry import CellLike, CellRecord, CellState, Registry, SweepRecord
 from orchestrator.runs import layout
 from orchestrator.runs.cell_file import write_cell_file
