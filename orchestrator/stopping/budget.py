@@ -88,12 +88,13 @@ def planned_hours(cell: CellRecord, pace: Pace | None, resources: Resources) -> 
 
 
 def sweep_hours(cells: Iterable[CellRecord], resources: Resources, cap: float | None = None,
-                now: datetime | None = None) -> SweepHours:
-    """Used, running (projected), pending (planned) and saved hours of ``cells``."""
+                now: datetime | None = None, pace: Pace | None = None) -> SweepHours:
+    """Used, running (projected), pending (planned) and saved hours of ``cells``, at
+    ``pace`` (default: the pace their finished ones set)."""
     now = now or datetime.now(UTC)
     cells = list(cells)
     gpus, unit = multiplier(resources)
-    pace = Pace.of(map(finished_sample, cells))
+    pace = pace or Pace.of(map(finished_sample, cells))
     used = running = planned = saved = 0.0
     stopped = 0
     for cell in cells:
@@ -139,19 +140,24 @@ def cap_message(hours: SweepHours) -> str:
 
 @dataclass(frozen=True)
 class GroupHours:
-    """What stopping saved in one comparison group (``stop.together``): its label (the
-    axis values its members share), its cells, the steps its stopped members ended at
-    and the hours saved."""
+    """One comparison group (``stop.together``): its label (the axis values its members
+    share), its cells, the steps its stopped members ended at, and its hours (used,
+    projected, saved: :class:`SweepHours` of its members at the sweep's pace)."""
 
     label: str
     cells: int
     steps: tuple[int, ...]
-    saved: float
+    hours: SweepHours
+
+    @property
+    def saved(self) -> float:
+        """The hours stopping saved in the group."""
+        return self.hours.saved
 
 
 def saved_by_group(cells: Sequence[CellRecord], resources: Resources,
-                   together: Sequence[str]) -> list[GroupHours]:
-    """Hours saved per comparison group, the groups that saved most first."""
+                   together: Sequence[str], now: datetime | None = None) -> list[GroupHours]:
+    """Each comparison group's hours, the groups that saved most first."""
     pace = Pace.of(map(finished_sample, cells))
     groups: dict[str, list[CellRecord]] = {}
     for cell in cells:
@@ -161,9 +167,8 @@ def saved_by_group(cells: Sequence[CellRecord], resources: Resources,
         label = ", ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}"
                           for k, v in sorted(members[0].axes.items())
                           if k not in together) or "(all cells)"
-        stopped = [c for c in members if is_stopped(c)]
-        steps = tuple(sorted({c.progress_step for c in stopped if c.progress_step is not None}))
+        steps = tuple(sorted({c.progress_step for c in members
+                              if is_stopped(c) and c.progress_step is not None}))
         out.append(GroupHours(label, len(members), steps,
-                              sum(planned_hours(c, pace, resources) * unrun_fraction(c)
-                                  for c in stopped)))
+                              sweep_hours(members, resources, now=now, pace=pace)))
     return sorted(out, key=lambda g: (-g.saved, g.label))

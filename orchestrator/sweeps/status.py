@@ -230,7 +230,8 @@ class SweepStatus:
             "mlflow_parent_run_id": self.mlflow_parent_run_id,
             "hours": None if self.hours is None else self.hours.as_json(),
             "groups": [{"label": g.label, "cells": g.cells, "steps": list(g.steps),
-                        "saved": round(g.saved, 4)} for g in self.groups],
+                        "saved": round(g.saved, 4), "hours": g.hours.as_json()}
+                       for g in self.groups],
             "cells": [c.as_json() for c in self.cells],
             "studies": [_study_json(s) for s in self.studies],
             "notify": None if self.notify is None else dict(self.notify),

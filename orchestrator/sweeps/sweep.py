@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -131,6 +132,7 @@ class Sweep:
         from orchestrator.sweeps.status import masked_executor
 
         record, plan, registry = self.record, self.plan, self.registry
+        now = datetime.now(UTC)  # one clock for the sweep's and its groups' projections
         cells = registry.cells(self.name)
         counts = {s.value: n for s, n in registry.counts(self.name).items()}
         cap = plan.stop.gpu_hours if plan.stop is not None else None
@@ -153,8 +155,9 @@ class Sweep:
             mlflow_experiment_id=record.mlflow_experiment_id,
             mlflow_parent_run_id=record.mlflow_parent_run_id,
             updated_at=record.updated_at,
-            hours=sweep_hours(cells, plan.resources, cap),
-            groups=tuple(saved_by_group(cells, plan.resources, together)) if together else (),
+            hours=sweep_hours(cells, plan.resources, cap, now),
+            groups=tuple(saved_by_group(cells, plan.resources, together, now))
+            if together else (),
             studies=tuple(study_summaries(registry, record, plan)),
             notify=None if notify is None else {"url": notify.masked(),
                                                 "events": list(notify.events)})
