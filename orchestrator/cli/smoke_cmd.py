@@ -56,6 +56,7 @@ def smoke_verl_cmd(
     """
     from orchestrator.backends.verl import smoke
     from orchestrator.errors import Problem, UserInputError
+    from orchestrator.sweeps.smoke import prepare_smoke, smoke_commands
 
     if not dry_run and (problems := smoke.gpu_problems()):
         raise UserInputError("kappa smoke verl needs a CUDA GPU and vLLM on this machine", [
@@ -63,7 +64,7 @@ def smoke_verl_cmd(
                 "run it on a GPU node with verl's GPU extras (`pip install 'verl[vllm]'`); "
                 "`kappa smoke verl --dry-run` builds the files and shows the 12 verl command "
                 "lines without a GPU"))])
-    files = smoke.prepare_smoke(out, spec or smoke.TEMPLATE)
+    files = prepare_smoke(out, spec or smoke.TEMPLATE)
     if dry_run:
         typer.echo(f"# smoke files in {files.out_dir}; spec {files.spec}")
         for label, argv in smoke_commands(files.spec):
@@ -94,19 +95,3 @@ def _run_and_check(spec: Path, stores: Stores, max_parallel: int | None,
 def register(app: typer.Typer) -> None:
     """Add ``kappa smoke`` to the ``kappa`` app."""
     app.add_typer(smoke_app)
-
-
-def smoke_commands(spec: Path, runs: Path | None = None) -> list[tuple[str, list[str]]]:
-    """Each cell of the smoke ``spec`` (validated, nothing written) with the argv of its
-    verl launch in its run folder (``runs/<sweep>/<cell id>`` under ``runs`` when given),
-    without the scheduler's MLflow variables."""
-    from orchestrator.backends.verl.command import verl_command
-    from orchestrator.backends.verl.settings import VerlSettings
-    from orchestrator.sweeps.submission import prepare
-    from orchestrator.sweeps.sweep import Sweep
-
-    prepared = prepare(spec)
-    return [(cell.describe(), verl_command(
-        VerlSettings.model_validate(cell.settings),
-        Sweep.cell_folder(prepared.name, cell.cell_id) if runs is None
-        else runs / prepared.name / cell.cell_id)) for cell in prepared.cells]

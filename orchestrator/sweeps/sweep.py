@@ -85,11 +85,6 @@ class Sweep:
         """Where ``cell`` runs."""
         return layout.run_folder(cell)
 
-    @staticmethod
-    def cell_folder(sweep: str, cell_id: str) -> Path:
-        """Where a cell of ``sweep`` not recorded yet will run."""
-        return layout.cell_folder(sweep, cell_id)
-
     @property
     def scheduler_log(self) -> Path:
         """Where a background scheduler of the sweep writes its output."""

@@ -19,7 +19,6 @@ import pytest
 import yaml
 from kit.home import seed_mlflow_store
 
-from orchestrator.backends.verl import smoke
 from orchestrator.backends.verl.smoke_check import (
     CLOCK_SLACK_S,
     check_smoke,
@@ -27,6 +26,7 @@ from orchestrator.backends.verl.smoke_check import (
     verdict_lines,
     verdicts_json,
 )
+from orchestrator.sweeps import smoke as smoke_spec
 
 if TYPE_CHECKING:
     from orchestrator.registry import CellRecord, Registry
@@ -63,7 +63,7 @@ def record_sweep(stores: Stores, name: str, tmp_path: Path,
 
     monkeypatch.setenv("KAPPA_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("KAPPA_VERL_PREFLIGHT", "off")
-    data = yaml.safe_load(smoke.spec_text(tmp_path / "smoke"))
+    data = yaml.safe_load(smoke_spec.spec_text(tmp_path / "smoke"))
     spec = tmp_path / f"{name}.yaml"
     spec.write_text(yaml.safe_dump(data | {"name": name}, sort_keys=False))
     stores.parent = record(prepare(spec), stores.registry, stores.tracker).parent_run_id

@@ -1,41 +1,24 @@
-"""The verl GPU smoke test's files (docs/verl.md#gpu-smoke-test): a tiny model, synthetic
-prompts and the rendered spec (the template names its paths as ``${KAPPA_SMOKE_DIR}/...``).
-Every file is written under a name of its own and renamed into place, so runs sharing one
-folder never see half a file.
+"""The verl GPU smoke test's backend files (docs/verl.md#gpu-smoke-test): synthetic prompts,
+the folder they go to, what the machine lacks; the tiny model is :mod:`.tiny_model`, the
+rendered spec :mod:`orchestrator.sweeps.smoke`. Every file is written under a name of its
+own and renamed into place, so runs sharing one folder never see half a file.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import random
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestrator.backends.verl.settings import SMOKE_PLACEHOLDER as SMOKE_VAR
 from orchestrator.data.records import VERL_COLUMNS, verl_row
 from orchestrator.errors import Problem, UserInputError
-from orchestrator.paths import kappa_home
-from orchestrator.runs.atomic import replacing, write_atomic
+from orchestrator.runs.atomic import replacing
 
 TEMPLATE = Path(__file__).resolve().parents[3] / "experiments" / "verl" / "smoke.yaml"
 DATA_SOURCE = "openai/gsm8k"
 TRAIN_PROMPTS = 32
 VAL_PROMPTS = 4
-
-
-@dataclass(frozen=True)
-class SmokeFiles:
-    """What :func:`prepare_smoke` wrote."""
-
-    out_dir: Path
-    model: Path
-    train: Path
-    val: Path
-    spec: Path
 
 
 def prompt_rows(count: int, split: str, seed: int) -> list[dict[str, Any]]:
@@ -67,47 +50,6 @@ def write_prompts(data_dir: Path, train: int = TRAIN_PROMPTS, val: int = VAL_PRO
     return paths[0], paths[1]
 
 
-def _fill(value: Any, out_dir: str) -> Any:
-    if isinstance(value, str):
-        return value.replace(SMOKE_VAR, out_dir)
-    if isinstance(value, list):
-        return [_fill(v, out_dir) for v in value]
-    if isinstance(value, dict):
-        return {k: _fill(v, out_dir) for k, v in value.items()}
-    return value
-
-
-def spec_text(out_dir: Path, template: Path = TEMPLATE,
-              base: Mapping[str, Any] | None = None) -> str:
-    """``template`` with ``${KAPPA_SMOKE_DIR}`` = ``out_dir`` (absolute) in every string
-    and ``base`` merged into its ``base:`` settings, as YAML (nothing is written)."""
-    import yaml
-
-    if not template.is_file():
-        raise UserInputError("the smoke spec template is missing", [Problem(
-            "--spec", "no such file", found=str(template),
-            fix="pass --spec experiments/verl/smoke.yaml of a kappa checkout")])
-    data = _fill(yaml.safe_load(template.read_text()), str(out_dir.resolve()))
-    data["base"] = {**data.get("base", {}), **dict(base or {})}
-    # One sweep per rendered spec: two folders (or machines sharing a registry) or two
-    # versions of the template never mix their cells, and a rerun reruns exactly these.
-    digest = hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode())
-    data["name"] = f"{data.get('name', 'verl-smoke')}-{digest.hexdigest()[:8]}"
-    header = (f"# Rendered by `kappa smoke verl` from {template.name}; "
-              f"{SMOKE_VAR} = {out_dir.resolve()}\n")
-    return header + yaml.safe_dump(data, sort_keys=False, width=100, allow_unicode=True)
-
-
-def render_spec(out_dir: Path, template: Path = TEMPLATE,
-                base: Mapping[str, Any] | None = None) -> Path:
-    """Write :func:`spec_text` to ``out_dir/smoke.yaml`` and return its path."""
-    text = spec_text(out_dir, template, base)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "smoke.yaml"
-    write_atomic(path, text, mode=0o644)
-    return path
-
-
 def usable_out_dir(out_dir: Path) -> Path:
     """``out_dir`` made (absolute) and writable, or a user error naming ``--out``."""
     out = out_dir.expanduser().resolve()
@@ -130,19 +72,6 @@ def usable_out_dir(out_dir: Path) -> Path:
     if not os.access(out, os.W_OK | os.X_OK):
         raise refuse("is not writable")
     return out
-
-
-def prepare_smoke(out_dir: Path | None = None, template: Path = TEMPLATE,
-                  base: Mapping[str, Any] | None = None) -> SmokeFiles:
-    """Build the model, write the prompts and render the spec under ``out_dir`` (default:
-    ``$KAPPA_HOME/smoke/verl``)."""
-    from orchestrator.backends.verl.tiny_model import build_tiny_model
-
-    out = usable_out_dir(out_dir or kappa_home() / "smoke" / "verl")
-    model = build_tiny_model(out / "model")
-    train, val = write_prompts(out / "data")
-    spec = render_spec(out, template, base)
-    return SmokeFiles(out, model, train, val, spec)
 
 
 def gpu_problems() -> list[str]:

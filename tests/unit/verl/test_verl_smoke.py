@@ -17,7 +17,8 @@ from kit.cli import kappa
 from verl_test_cells import BASELINES, REWARD_FILE
 
 from orchestrator.backends.verl import smoke
-from orchestrator.cli.smoke_cmd import smoke_commands
+from orchestrator.sweeps import smoke as smoke_spec
+from orchestrator.sweeps.smoke import smoke_commands
 
 GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "verl" / "smoke.txt"
 # Fixed paths keep the golden file machine-independent: the files need not exist for
@@ -28,7 +29,7 @@ RUNS = Path("/kappa-home/runs")
 
 def _fixed_spec(tmp_path: Path) -> Path:
     path = tmp_path / "smoke.yaml"
-    path.write_text(smoke.spec_text(SMOKE_DIR, base={"reward_function_path": REWARD_FILE}))
+    path.write_text(smoke_spec.spec_text(SMOKE_DIR, base={"reward_function_path": REWARD_FILE}))
     return path
 
 
@@ -36,13 +37,13 @@ def test_template_names_no_machine_path_and_renders_to_the_out_dir(tmp_path: Pat
     import yaml
 
     template = yaml.safe_load(smoke.TEMPLATE.read_text())["base"]
-    assert all(str(template[k]).startswith(smoke.SMOKE_VAR + "/")
+    assert all(str(template[k]).startswith(smoke_spec.SMOKE_VAR + "/")
                for k in ("model_path", "train_files", "val_files"))
-    rendered = yaml.safe_load(smoke.render_spec(tmp_path / "out").read_text())
+    rendered = yaml.safe_load(smoke_spec.render_spec(tmp_path / "out").read_text())
     base = rendered["base"]
     assert base["model_path"] == str((tmp_path / "out" / "model").resolve())
     assert base["train_files"] == str((tmp_path / "out" / "data" / "train.parquet").resolve())
-    assert smoke.SMOKE_VAR not in str(rendered)
+    assert smoke_spec.SMOKE_VAR not in str(rendered)
     assert rendered["axes"] == {"baseline": list(BASELINES), "reward_budget": [False, True]}
 
 
@@ -131,7 +132,7 @@ def test_every_smoke_cell_passes_verl_preflight_validate_and_plan(
 def test_a_misspelt_smoke_override_fails_preflight(
         preflight_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec = tmp_path / "smoke.yaml"
-    spec.write_text(smoke.spec_text(SMOKE_DIR, base={
+    spec.write_text(smoke_spec.spec_text(SMOKE_DIR, base={
         "reward_function_path": REWARD_FILE,
         "extra_overrides": ["actor_rollout_ref.rollout.enforce_eagre=True"]}))
     code, out = kappa(capsys, "validate", str(_narrowed(spec, ["grpo"], [False])))

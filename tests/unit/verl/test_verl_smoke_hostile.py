@@ -21,8 +21,9 @@ from verl_test_cells import REWARD_FILE
 
 from orchestrator.backends.verl import smoke, tiny_model
 from orchestrator.backends.verl.settings import VerlSettings
-from orchestrator.cli.smoke_cmd import smoke_commands
 from orchestrator.errors import UserInputError
+from orchestrator.sweeps import smoke as smoke_spec
+from orchestrator.sweeps.smoke import smoke_commands
 
 BASE = {"train_files": "/d/train.parquet", "val_files": "/d/val.parquet"}
 
@@ -79,7 +80,7 @@ def test_paths_with_spaces_and_quotes_reach_verl_as_they_are(
     monkeypatch.setenv("KAPPA_VERL_PREFLIGHT", "off")
     out = Path("/tmp/kappa smoke/it's \"quoted\", [x] = y")
     spec = tmp_path / "smoke.yaml"
-    spec.write_text(smoke.spec_text(out, base={"reward_function_path": REWARD_FILE}))
+    spec.write_text(smoke_spec.spec_text(out, base={"reward_function_path": REWARD_FILE}))
     parser = parser_module.OverridesParser.create()
     runs = Path("/runs/with space's")
     (_, argv), *_ = smoke_commands(spec, runs)
@@ -122,13 +123,13 @@ def test_writers_racing_into_one_folder_never_crash_nor_mix(tmp_path: Path) -> N
     the same bytes as a lone writer's (a shared temporary name crashed 27 of 60)."""
     alone = tmp_path / "alone"
     smoke.write_prompts(alone / "data")
-    smoke.render_spec(alone)
+    smoke_spec.render_spec(alone)
     shared = tmp_path / "shared"
 
     def write() -> None:
         for _ in range(4):
             smoke.write_prompts(shared / "data")
-            smoke.render_spec(shared)
+            smoke_spec.render_spec(shared)
 
     assert _race(4, write) == []
     for name in ("data/train.parquet", "data/val.parquet"):
@@ -174,8 +175,8 @@ def test_concurrent_smoke_builds_give_one_identical_model(tmp_path: Path) -> Non
     byte for byte a lone build's."""
     import subprocess
 
-    code = ("import sys; from pathlib import Path; from orchestrator.backends.verl import "
-            "smoke; smoke.prepare_smoke(Path(sys.argv[1]))")
+    code = ("import sys; from pathlib import Path; from orchestrator.sweeps import smoke; "
+            "smoke.prepare_smoke(Path(sys.argv[1]))")
     shared = tmp_path / "shared folder"
     procs = [subprocess.Popen([sys.executable, "-c", code, str(shared)],
                               stderr=subprocess.PIPE, text=True) for _ in range(3)]
