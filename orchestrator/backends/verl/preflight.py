@@ -20,8 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from orchestrator.backends.verl.command import PLUGIN_MODULE, verl_command
-from orchestrator.backends.verl.phases import phases
+from orchestrator.backends.verl.command import PLUGIN_MODULE, phases, verl_command
 from orchestrator.backends.verl.settings import VerlSettings
 from orchestrator.errors import KappaError, Problem, UserInputError
 from orchestrator.paths import cache_dir

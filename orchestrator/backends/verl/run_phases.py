@@ -1,7 +1,7 @@
 """``python -m orchestrator.backends.verl.run_phases <run_dir> --settings-json <json>``, the
 process a verl cell's launch starts: run its pending phases one after another
 (docs/verl.md#launch-and-phases), keeping the run-folder files up to date from verl's file
-log and feeding its metrics to ``MLFLOW_RUN_ID`` (:mod:`.metrics_feed`).
+log and feeding its metrics to ``MLFLOW_RUN_ID`` (:mod:`.logs`).
 """
 
 from __future__ import annotations
@@ -16,10 +16,21 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from orchestrator.backends.verl.command import phase_env, verl_command
-from orchestrator.backends.verl.logs import LOG_DIR, write_final_summary, write_run_files
-from orchestrator.backends.verl.metrics_feed import MetricsFeed, feed_from_env
-from orchestrator.backends.verl.phases import Phase, checkpointed_step, eval_marker, pending_phases
+from orchestrator.backends.verl.command import (
+    Phase,
+    checkpointed_step,
+    eval_marker,
+    pending_phases,
+    phase_env,
+    verl_command,
+)
+from orchestrator.backends.verl.logs import (
+    LOG_DIR,
+    MetricsFeed,
+    feed_from_env,
+    write_final_summary,
+    write_run_files,
+)
 from orchestrator.backends.verl.settings import VerlSettings
 
 # Passed on to verl's Ray workers, which do not inherit them on a remote cluster (for
