@@ -25,12 +25,17 @@ import torch
 
 from orchestrator.algorithms import diagnostics
 from orchestrator.algorithms.advantages import advantages
-from orchestrator.algorithms.dapo import dynamic_sampling_keep, overlong_penalty
-from orchestrator.algorithms.entropy import entropy_from_logits
+from orchestrator.algorithms.diagnostics import entropy_from_logits
 from orchestrator.algorithms.kl import kl_penalty
 from orchestrator.algorithms.masking import aggregate, broadcast_to_tokens, masked_mean
 from orchestrator.algorithms.policy_losses import policy_loss
-from orchestrator.algorithms.rewards import entropy_reward, random_rewards, scale_rewards
+from orchestrator.algorithms.rewards import (
+    dynamic_sampling_keep,
+    entropy_reward,
+    overlong_penalty,
+    random_rewards,
+    scale_rewards,
+)
 from orchestrator.backends.embedded.checkpoint import (
     latest_checkpoint,
     load_checkpoint,
