@@ -1,8 +1,7 @@
 """Covariance-based entropy-preserving losses, Clip-Cov and KL-Cov
 (docs/algorithms.md#policy-losses): both treat the few valid tokens of a batch with the
 largest centred covariance ``c_t`` differently. Semantics follow verl 0.9.1's
-``compute_policy_loss_clip_cov`` and ``compute_policy_loss_kl_cov``, metrics included.
-"""
+``compute_policy_loss_clip_cov`` and ``compute_policy_loss_kl_cov``, metrics included."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Per-token KL estimators between the policy and the reference policy
-(docs/algorithms.md#kl-estimators): the estimators and clamps of verl 0.9.1's
-``kl_penalty``, and its straight-through variants (a trailing ``+``: the value, with the
-gradient of k2)."""
+(docs/algorithms.md#kl-estimators): the estimators and clamps of verl 0.9.1's ``kl_penalty``, and
+its straight-through variants (a trailing ``+``: the value, with the gradient of k2)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""Token-level policy-gradient losses (docs/algorithms.md#policy-losses) and their
-registry; each follows the function of the same name in verl 0.9.1's ``core_algos.py``
-(masking, clamps, dual clip, metrics, aggregation), so both backends optimise the same
-objective."""
+"""Token-level policy-gradient losses (docs/algorithms.md#policy-losses) and their registry; each
+follows the function of the same name in verl 0.9.1's ``core_algos.py`` (masking, clamps, dual clip,
+metrics, aggregation), so both backends optimise the same objective."""
 
 from __future__ import annotations
 
@@ -26,14 +25,13 @@ GSPO_LOG_RATIO_MAX = 10.0
 def vanilla(old_log_prob: Tensor, log_prob: Tensor, advantages: Tensor, response_mask: Tensor, *,
             agg_mode: str, clip_ratio_low: float, clip_ratio_high: float, clip_ratio_c: float = 3.0,
             loss_scale_factor: float | None = None) -> tuple[Tensor, dict[str, float]]:
-    """PPO clipped surrogate with separate low/high ratios and dual clip for ``A < 0``. Per
-    token: ``max(−ρA, −clip(ρ, 1−ε_low, 1+ε_high)A)``, and for ``A < 0`` also ``min(·, −cA)``.
-    ``ε = inf`` on both sides means no clipping at all, dual clip included **(choice; verl
-    reaches it with clip_ratio_low = clip_ratio_high = clip_ratio_c = 1e9)**;
-    ``clip_ratio_c = inf`` switches off only the dual clip. Metrics: ``actor/pg_clipfrac``
-    (share of valid tokens where the ratio clip binds), ``actor/pg_clipfrac_lower`` (where
-    the dual clip binds), ``actor/ppo_kl`` (masked mean of ``log π_old − log π_θ``),
-    ``actor/pg_loss``."""
+    """PPO clipped surrogate with separate low/high ratios and dual clip for ``A < 0``. Per token:
+    ``max(−ρA, −clip(ρ, 1−ε_low, 1+ε_high)A)``, and for ``A < 0`` also ``min(·, −cA)``. ``ε = inf``
+    on both sides means no clipping at all, dual clip included **(choice; verl reaches it with
+    clip_ratio_low = clip_ratio_high = clip_ratio_c = 1e9)**; ``clip_ratio_c = inf`` switches off
+    only the dual clip. Metrics: ``actor/pg_clipfrac`` (share of valid tokens where the ratio clip
+    binds), ``actor/pg_clipfrac_lower`` (where the dual clip binds), ``actor/ppo_kl`` (masked mean
+    of ``log π_old − log π_θ``), ``actor/pg_loss``."""
     no_clip = math.isinf(clip_ratio_low) and math.isinf(clip_ratio_high)
     dual_c = math.inf if no_clip else clip_ratio_c
     log_ratio = torch.clamp(log_prob - old_log_prob, min=-LOG_RATIO_CLAMP, max=LOG_RATIO_CLAMP)

@@ -1,8 +1,7 @@
 """Reward transforms applied before advantages (docs/algorithms.md#reward-variants):
 verifier rewards scaled by a κ setting, spurious Bernoulli(0.5) rewards, the entropy reward,
 DAPO's soft over-long penalty; and DAPO's dynamic sampling, which keeps the groups whose
-rewards differ (docs/algorithms.md#baseline-bundles).
-"""
+rewards differ (docs/algorithms.md#baseline-bundles)."""
 
 from __future__ import annotations
 
@@ -44,10 +43,9 @@ def random_rewards(prompt_ids: Tensor, response_index: Tensor, seed: int) -> Ten
 
 
 def entropy_reward(rewards: Tensor, seq_entropy: Tensor, coef: float) -> Tensor:
-    """``R(o) + coef · H(π_θ(o))``: ``seq_entropy`` is each response's mean token entropy under
-    the rollout policy (:func:`~orchestrator.algorithms.diagnostics.entropy_from_logits`),
-    detached (kappa's choice, docs/algorithms.md#entropy-interventions): a reward, not a loss
-    term."""
+    """``R(o) + coef · H(π_θ(o))``: ``seq_entropy`` is each response's mean token entropy under the
+    rollout policy (:func:`~orchestrator.algorithms.diagnostics.entropy_from_logits`), detached
+    (kappa's choice, docs/algorithms.md#entropy-interventions): a reward, not a loss term."""
     if rewards.shape != seq_entropy.shape:
         raise ValueError(f"entropy_reward needs rewards and seq_entropy of one shape; got "
                          f"{tuple(rewards.shape)} and {tuple(seq_entropy.shape)}")

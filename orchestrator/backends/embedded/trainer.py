@@ -10,8 +10,7 @@ baseline's policy loss, ``+ β·KL`` to the frozen reference when the bundle use
 ``− c·H`` while the entropy-loss intervention is active. :func:`kappa_eff` is the step's
 sharpening diagnostic. Re-running ``train`` in the same folder resumes from the newest
 checkpoint and ends with the same metrics as an uninterrupted run: all randomness of step
-``s`` comes from generators seeded by ``(seed, s)``, and the global RNG states are saved too.
-"""
+``s`` comes from generators seeded by ``(seed, s)``, and the global RNG states are saved too."""
 
 from __future__ import annotations
 

@@ -3,8 +3,7 @@ one per phase. :func:`verl_command` is pure (``tests/golden/verl/`` pins it); re
 configured through ``reward.*`` only, since verl 0.9.x silently ignores the legacy top-level
 keys. A cell whose settings change at a step boundary runs as consecutive launches (phases)
 resuming from one checkpoint folder (docs/verl.md#launch-and-phases); a phase is complete
-when verl's checkpoint tracker has reached its end.
-"""
+when verl's checkpoint tracker has reached its end."""
 
 from __future__ import annotations
 
@@ -134,10 +133,9 @@ def phase_env(settings: VerlSettings, phase: Phase) -> dict[str, str]:
 
 
 def launch_env(settings: VerlSettings) -> dict[str, str]:
-    """The cell-wide environment of its launch: the plug-in's variables of its first phase,
-    for a Ray job's runtime_env; each phase's command still sets its own values in verl's
-    ``ray.init``, which take precedence (the Ray Jobs executor sets
-    ``RAY_OVERRIDE_JOB_RUNTIME_ENV=1``)."""
+    """The cell-wide environment of its launch: the plug-in's variables of its first phase, for a
+    Ray job's runtime_env; each phase's command still sets its own values in verl's ``ray.init``,
+    which take precedence (the Ray Jobs executor sets ``RAY_OVERRIDE_JOB_RUNTIME_ENV=1``)."""
     return phase_env(settings, phases(settings)[0])
 
 

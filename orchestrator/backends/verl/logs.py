@@ -8,8 +8,7 @@ verl cells reach MLflow exactly once, as the embedded trainer's metrics do
 is part of the identity because the final evaluation (its own phase) validates at the last
 training step, which training logged too. Each record notes its phase (the outbox's
 ``origin``), so a relaunched driver reads the queued points back from the outbox and queues
-only what no earlier driver did.
-"""
+only what no earlier driver did."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """Preflight: compose every cell through verl's own Hydra config before anything runs
 (docs/verl.md#preflight), in a :mod:`.compose_worker` subprocess started on the first cache
 miss and kept for this process; answers are cached on disk by content hash. A missing
-plug-in is caught on every call (``find_spec``), a broken one when the worker starts.
-"""
+plug-in is caught on every call (``find_spec``), a broken one when the worker starts."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """``python -m orchestrator.backends.verl.run_phases <run_dir> --settings-json <json>``, the
 process a verl cell's launch starts: run its pending phases one after another
 (docs/verl.md#launch-and-phases), keeping the run-folder files up to date from verl's file
-log and feeding its metrics to ``MLFLOW_RUN_ID`` (:mod:`.logs`).
-"""
+log and feeding its metrics to ``MLFLOW_RUN_ID`` (:mod:`.logs`)."""
 
 from __future__ import annotations
 
