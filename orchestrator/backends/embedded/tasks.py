@@ -85,9 +85,8 @@ def extract_answer(response: str) -> str | None:
 
 @dataclass(frozen=True)
 class AdditionTask:
-    """Multi-operand addition with partial sums as the worked answer. ``levels[0]`` is the
-    training distribution and its validation benchmark; later levels are harder held-out
-    benchmarks."""
+    """Multi-operand addition with partial sums as the worked answer. ``levels[0]`` is the training
+    distribution and its validation benchmark; later levels are harder held-out benchmarks."""
 
     name: str
     levels: tuple[Level, ...]

@@ -275,8 +275,7 @@ def verl_command(settings: VerlSettings, run_dir: Path, *, phase: Phase | None =
         **_algorithm(settings, phase), **_training(settings), **_validation(settings, phase),
         **_reward(settings), **_trainer(settings, run_dir, phase)}
     env = phase_env(settings, phase) | dict(forward_env or {})
-    for name in sorted(env):
-        overrides[ENV_PREFIX + name] = env[name]
+    overrides |= {ENV_PREFIX + name: env[name] for name in sorted(env)}
     rendered = (f"{key}={value if key == 'trainer.logger' else hydra_value(value)}"
                 for key, value in overrides.items())  # trainer.logger is a Hydra list already
     return [settings.python, "-m", ENTRY_MODULE, *rendered, *settings.extra_overrides]

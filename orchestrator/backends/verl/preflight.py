@@ -67,8 +67,6 @@ class ComposeWorker:
             self.close()
             raise plugin_error(str(hello["plugin_error"]))
         self.plugin_facts: dict[str, str] = hello.get("plugin") or {}
-        self.verl_version = str(hello["verl_version"])
-        self.registries: dict[str, list[str]] = hello["registries"]
 
     def _read(self) -> dict[str, Any]:
         assert self._proc.stdout is not None
@@ -162,12 +160,10 @@ def preflight(cells: Mapping[str, VerlSettings]) -> None:
                            f"importable by {sys.executable}")
     problems: list[Problem] = []
     for label, settings in cells.items():
-        n_extra = len(settings.extra_overrides)
         for phase in phases(settings):
             argv = verl_command(settings, PREFLIGHT_RUN_DIR, phase=phase)
-            body = argv[3:]
-            base, extra = body[: len(body) - n_extra], body[len(body) - n_extra:]
-            for key, message in check_overrides(base, extra, version):
+            split = len(argv) - len(settings.extra_overrides)  # the extra overrides come last
+            for key, message in check_overrides(argv[3:split], argv[split:], version):
                 location, shown = _location(label, key, settings.extra_overrides)
                 detail = " ".join(message.splitlines()[:2])[:400]
                 problems.append(Problem(
@@ -178,5 +174,5 @@ def preflight(cells: Mapping[str, VerlSettings]) -> None:
                         "verl.trainer.main_ppo --cfg job <overrides>` shows verl's config"))
     if problems:
         # A two-phase cell repeats its problems per phase: report each once.
-        unique = list({(p.location, p.found): p for p in problems}.values())
-        raise UserInputError("verl preflight failed", unique)
+        raise UserInputError("verl preflight failed",
+                             list({(p.location, p.found): p for p in problems}.values()))

@@ -1,7 +1,8 @@
 """The verl GPU smoke test's files (docs/verl.md#gpu-smoke-test): a tiny model, synthetic
 prompts and the rendered spec (the template names its paths as ``${KAPPA_SMOKE_DIR}/...``).
 Every file is written under a name of its own and renamed into place, so runs sharing one
-folder never see half a file."""
+folder never see half a file.
+"""
 
 from __future__ import annotations
 
