@@ -1,9 +1,11 @@
-"""Token-level policy-gradient losses (docs/algorithms.md#policy-losses) and their registry; each
-follows the function of the same name in verl 0.9.1's ``core_algos.py`` (masking, clamps, dual clip,
-metrics, aggregation), so both backends optimise the same objective. The covariance-based
+"""The actor's token-level losses (docs/algorithms.md#policy-losses): the policy-gradient losses
+and their registry, and the KL penalty to the reference policy (docs/algorithms.md#kl-estimators).
+Each follows the function of the same name in verl 0.9.1's ``core_algos.py`` (masking, clamps, dual
+clip, metrics, aggregation), so both backends optimise the same objective. The covariance-based
 entropy-preserving losses, Clip-Cov and KL-Cov, treat the few valid tokens of a batch with the
 largest centred covariance ``c_t`` differently (verl's ``compute_policy_loss_clip_cov`` and
-``compute_policy_loss_kl_cov``)."""
+``compute_policy_loss_kl_cov``). KL estimators have verl's clamps, and straight-through variants
+(a trailing ``+``: the value, with the gradient of k2)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from orchestrator.algorithms.errors import AlgorithmError, Issue, unknown_name, 
 from orchestrator.algorithms.masking import aggregate, masked_mean, masked_sum
 
 PolicyLossFn = Callable[..., tuple[Tensor, dict[str, float]]]
+KlFn = Callable[[Tensor, Tensor], Tensor]
 
 # verl clamps log-ratios for numerical stability; the same bounds keep parity.
 LOG_RATIO_CLAMP = 20.0
@@ -237,3 +240,40 @@ def policy_loss(name: str, old_log_prob: Tensor, log_prob: Tensor, advantages: T
         old_log_prob, log_prob, advantages, response_mask, agg_mode=agg_mode,
         clip_ratio_low=clip_ratio_low, clip_ratio_high=clip_ratio_high,
         clip_ratio_c=clip_ratio_c, loss_scale_factor=loss_scale_factor, **loss_options)
+
+
+def _k1(log_prob: Tensor, ref_log_prob: Tensor) -> Tensor:
+    return log_prob - ref_log_prob
+
+
+def _abs(log_prob: Tensor, ref_log_prob: Tensor) -> Tensor:
+    return (log_prob - ref_log_prob).abs()
+
+
+def _k2(log_prob: Tensor, ref_log_prob: Tensor) -> Tensor:
+    return 0.5 * (log_prob - ref_log_prob).square()
+
+
+def _k3(log_prob: Tensor, ref_log_prob: Tensor) -> Tensor:
+    # Clamps as in verl: the log-ratio for exp() overflow, the result against outliers.
+    log_ratio = torch.clamp(ref_log_prob - log_prob, min=-20, max=20)
+    return torch.clamp(torch.exp(log_ratio) - log_ratio - 1, min=-10, max=10)
+
+
+KL_PENALTIES: dict[str, KlFn] = {
+    "k1": _k1, "kl": _k1, "abs": _abs, "k2": _k2, "mse": _k2, "k3": _k3, "low_var_kl": _k3}
+
+
+def kl_penalty(log_prob: Tensor, ref_log_prob: Tensor, kind: str = "k1") -> Tensor:
+    """Per-token KL estimate ``(B, T)``; ``kind``: a key of :data:`KL_PENALTIES`, or ``k3+`` etc.
+    ``low_var_kl`` (= k3) is the estimator the GRPO bundle puts in its loss."""
+    straight_through = kind.endswith("+")
+    base = kind[:-1] if straight_through else kind
+    if (fn := KL_PENALTIES.get(base)) is None:
+        known = list(KL_PENALTIES) + [f"{k}+" for k in ("k1", "k3", "low_var_kl", "kl", "abs")]
+        raise unknown_name("KL penalty", kind, known, "kl_loss_type")
+    value = fn(log_prob, ref_log_prob)
+    if not straight_through or base in ("k2", "mse"):
+        return value
+    surrogate = _k2(log_prob, ref_log_prob)
+    return surrogate - surrogate.detach() + value.detach()

@@ -25,9 +25,8 @@ import torch
 from orchestrator.algorithms import diagnostics
 from orchestrator.algorithms.advantages import advantages
 from orchestrator.algorithms.diagnostics import entropy_from_logits
-from orchestrator.algorithms.kl import kl_penalty
 from orchestrator.algorithms.masking import aggregate, broadcast_to_tokens, masked_mean
-from orchestrator.algorithms.policy_losses import policy_loss
+from orchestrator.algorithms.policy_losses import kl_penalty, policy_loss
 from orchestrator.algorithms.rewards import (
     dynamic_sampling_keep,
     entropy_reward,

@@ -9,8 +9,8 @@ import torch
 
 from orchestrator.algorithms.diagnostics import entropy_from_logits
 from orchestrator.algorithms.errors import AlgorithmError
-from orchestrator.algorithms.kl import kl_penalty
 from orchestrator.algorithms.masking import aggregate, broadcast_to_tokens, masked_mean
+from orchestrator.algorithms.policy_losses import kl_penalty
 
 LOSS = torch.tensor([[1.0, 2.0, 3.0, 99.0], [4.0, 99.0, 99.0, 99.0], [99.0] * 4])
 MASK = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0], [0, 0, 0, 0]], dtype=torch.bool)
