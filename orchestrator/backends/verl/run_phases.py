@@ -116,8 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # The cell's stored settings, validated here once as a submit validated them (the
     # scheduler that launched this validated nothing).
-    settings = VerlSettings.model_validate(json.loads(args.settings_json))
-    return run(settings, args.run_dir)
+    return run(VerlSettings.model_validate(json.loads(args.settings_json)), args.run_dir)
 
 
 if __name__ == "__main__":
