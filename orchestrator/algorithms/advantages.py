@@ -3,8 +3,7 @@
 each of its tokens). Edge cases follow verl's ``compute_grpo_outcome_advantage``: a
 group of one response has mean 0 and std 1, an all-equal group gets advantage 0. Group
 statistics are computed in float64 (float16/bfloat16, and float32 with large G, lose digits
-in mean and std); the result is rounded once, back to the rewards' floating dtype.
-"""
+in mean and std); the result is rounded once, back to the rewards' floating dtype."""
 
 from __future__ import annotations
 

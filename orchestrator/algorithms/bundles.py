@@ -2,8 +2,7 @@
 (docs/algorithms.md#baseline-bundles); a cell's explicit settings win over its bundle
 (:func:`resolve`). Where verl's own recipes differ (docs/verl.md#recipes) the row says so
 in ``on_verl``. Both backends resolve a cell into the one :class:`ResolvedAlgorithm`.
-Pure Python: importing this loads no torch.
-"""
+Pure Python: importing this loads no torch."""
 
 from __future__ import annotations
 

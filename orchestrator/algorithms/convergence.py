@@ -1,7 +1,6 @@
 """The convergence step of a validation-accuracy curve and a plateau test (first paper,
 Appendix B.3; the definition and its constants: docs/algorithms.md#convergence-step). The
-flatness test and the run search are exposed on their own, for any smoothed curve.
-"""
+flatness test and the run search are exposed on their own, for any smoothed curve."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Per-step diagnostics every backend reports (docs/algorithms.md#diagnostics): clip
-activation, approximate KL, κ_eff and the two-armed skewness Φ (token entropy is in
-:mod:`orchestrator.algorithms.entropy`)."""
+"""Per-step diagnostics every backend reports (docs/algorithms.md#diagnostics): token
+entropy, clip activation, κ_eff and the two-armed skewness Φ."""
 
 from __future__ import annotations
 
@@ -11,6 +10,20 @@ import torch
 from torch import Tensor
 
 from orchestrator.algorithms.masking import masked_mean
+
+
+def entropy_from_logits(logits: Tensor) -> Tensor:
+    """Shannon entropy of ``softmax(logits)`` over the last axis: ``(B, T, V)`` -> ``(B, T)``. Uses
+    ``logsumexp(z) − Σ softmax(z)·z`` (verl's formula), which stays finite for large logits and is
+    differentiable (the entropy-bonus loss backpropagates through it)."""
+    # 16-bit logits are widened: the two terms nearly cancel for peaked distributions.
+    wide = logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
+    probs = torch.softmax(wide, dim=-1)
+    # A -inf logit (a masked-out token) has probability 0 and adds 0 to the entropy; using
+    # it as is would give 0 · (−inf) = NaN in the value and in the gradient.
+    finite = torch.where(torch.isneginf(wide), torch.zeros_like(wide), wide)
+    entropy = torch.logsumexp(wide, dim=-1) - (probs * finite).sum(dim=-1)
+    return entropy.to(logits.dtype)
 
 
 class ClipFractions(NamedTuple):
@@ -32,12 +45,6 @@ def clip_fractions(old_log_prob: Tensor, log_prob: Tensor, advantages: Tensor, m
     lower = (advantages < 0) & (ratio < 1 - clip_ratio_low)
     return ClipFractions(upper=masked_mean(upper.to(ratio.dtype), mask).item(),
                          lower=masked_mean(lower.to(ratio.dtype), mask).item())
-
-
-def approx_kl(old_log_prob: Tensor, log_prob: Tensor, mask: Tensor) -> float:
-    """Approximate KL(π_old ‖ π_θ) on sampled tokens: masked mean of ``log π_old − log π_θ``. This
-    is verl's ``actor/ppo_kl`` (k1 estimator)."""
-    return masked_mean(old_log_prob - log_prob, mask).item()
 
 
 def kappa_eff(seq_logp_new: Tensor, seq_logp_old: Tensor, correct: Tensor,

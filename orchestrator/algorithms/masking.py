@@ -2,8 +2,7 @@
 
 Semantics follow verl 0.9.1 (``verl.utils.torch_functional.masked_mean`` and
 ``verl.trainer.ppo.core_algos.agg_loss`` with a single data-parallel rank) so that
-losses and metrics agree with verl to floating-point precision.
-"""
+losses and metrics agree with verl to floating-point precision."""
 
 from __future__ import annotations
 

@@ -1,7 +1,11 @@
-"""Token-level policy-gradient losses (docs/algorithms.md#policy-losses) and their
-registry; each follows the function of the same name in verl 0.9.1's ``core_algos.py``
-(masking, clamps, dual clip, metrics, aggregation), so both backends optimise the same
-objective."""
+"""The actor's token-level losses (docs/algorithms.md#policy-losses): the policy-gradient losses
+and their registry, and the KL penalty to the reference policy (docs/algorithms.md#kl-estimators).
+Each follows the function of the same name in verl 0.9.1's ``core_algos.py`` (masking, clamps, dual
+clip, metrics, aggregation), so both backends optimise the same objective. The covariance-based
+entropy-preserving losses, Clip-Cov and KL-Cov, treat the few valid tokens of a batch with the
+largest centred covariance ``c_t`` differently (verl's ``compute_policy_loss_clip_cov`` and
+``compute_policy_loss_kl_cov``). KL estimators have verl's clamps, and straight-through variants
+(a trailing ``+``: the value, with the gradient of k2)."""
 
 from __future__ import annotations
 
@@ -12,28 +16,31 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from orchestrator.algorithms.covariance_losses import clip_cov, kl_cov
+from orchestrator.algorithms.bundles import BUNDLES
 from orchestrator.algorithms.errors import AlgorithmError, Issue, unknown_name, unknown_options
 from orchestrator.algorithms.masking import aggregate, masked_mean, masked_sum
 
 PolicyLossFn = Callable[..., tuple[Tensor, dict[str, float]]]
+KlFn = Callable[[Tensor, Tensor], Tensor]
 
 # verl clamps log-ratios for numerical stability; the same bounds keep parity.
 LOG_RATIO_CLAMP = 20.0
 GSPO_LOG_RATIO_MAX = 10.0
+# The Clip-Cov and KL-Cov recipes' parameters are their defaults (the table of bundles holds them).
+_CLIP_COV = BUNDLES["clip_cov"].policy_loss_params
+_KL_COV = BUNDLES["kl_cov"].policy_loss_params
 
 
 def vanilla(old_log_prob: Tensor, log_prob: Tensor, advantages: Tensor, response_mask: Tensor, *,
             agg_mode: str, clip_ratio_low: float, clip_ratio_high: float, clip_ratio_c: float = 3.0,
             loss_scale_factor: float | None = None) -> tuple[Tensor, dict[str, float]]:
-    """PPO clipped surrogate with separate low/high ratios and dual clip for ``A < 0``. Per
-    token: ``max(−ρA, −clip(ρ, 1−ε_low, 1+ε_high)A)``, and for ``A < 0`` also ``min(·, −cA)``.
-    ``ε = inf`` on both sides means no clipping at all, dual clip included **(choice; verl
-    reaches it with clip_ratio_low = clip_ratio_high = clip_ratio_c = 1e9)**;
-    ``clip_ratio_c = inf`` switches off only the dual clip. Metrics: ``actor/pg_clipfrac``
-    (share of valid tokens where the ratio clip binds), ``actor/pg_clipfrac_lower`` (where
-    the dual clip binds), ``actor/ppo_kl`` (masked mean of ``log π_old − log π_θ``),
-    ``actor/pg_loss``."""
+    """PPO clipped surrogate with separate low/high ratios and dual clip for ``A < 0``. Per token:
+    ``max(−ρA, −clip(ρ, 1−ε_low, 1+ε_high)A)``, and for ``A < 0`` also ``min(·, −cA)``. ``ε = inf``
+    on both sides means no clipping at all, dual clip included **(choice; verl reaches it with
+    clip_ratio_low = clip_ratio_high = clip_ratio_c = 1e9)**; ``clip_ratio_c = inf`` switches off
+    only the dual clip. Metrics: ``actor/pg_clipfrac`` (share of valid tokens where the ratio clip
+    binds), ``actor/pg_clipfrac_lower`` (where the dual clip binds), ``actor/ppo_kl`` (masked mean
+    of ``log π_old − log π_θ``), ``actor/pg_loss``."""
     no_clip = math.isinf(clip_ratio_low) and math.isinf(clip_ratio_high)
     dual_c = math.inf if no_clip else clip_ratio_c
     log_ratio = torch.clamp(log_prob - old_log_prob, min=-LOG_RATIO_CLAMP, max=LOG_RATIO_CLAMP)
@@ -91,6 +98,97 @@ def gspo(old_log_prob: Tensor, log_prob: Tensor, advantages: Tensor, response_ma
                   "actor/pg_clipfrac_lower": 0.0, "actor/ppo_kl": ppo_kl.item()}
 
 
+def clip_cov_selection(log_prob: Tensor, advantages: Tensor, response_mask: Tensor,
+                       already_clipped: Tensor, *, clip_cov_ratio: float, clip_cov_lb: float,
+                       clip_cov_ub: float, generator: torch.Generator | None = None) -> Tensor:
+    """Boolean ``(B, T)``: the tokens whose gradient Clip-Cov stops. Candidates are valid tokens not
+    already clipped by the ratio clip with ``clip_cov_lb < c_t < clip_cov_ub``;
+    ``max(1, int(ratio · #valid tokens))`` of them are drawn uniformly at random (``generator``
+    makes the draw reproducible)."""
+    valid = response_mask.bool()
+    adv_centred = advantages - masked_mean(advantages, response_mask)
+    logp_centred = log_prob.detach() - masked_mean(log_prob.detach(), response_mask)
+    cov = (adv_centred * logp_centred).detach()
+    candidates = valid & ~already_clipped & (cov > clip_cov_lb) & (cov < clip_cov_ub)
+    positions = torch.nonzero(candidates)
+    budget = max(int(clip_cov_ratio * int(valid.sum().item())), 1)
+    chosen = positions[torch.randperm(len(positions), generator=generator)[:budget]]
+    selected = torch.zeros_like(valid)
+    selected[chosen[:, 0], chosen[:, 1]] = True
+    return selected
+
+
+def clip_cov(old_log_prob: Tensor, log_prob: Tensor, advantages: Tensor, response_mask: Tensor,
+             *, agg_mode: str, clip_ratio_low: float, clip_ratio_high: float,
+             clip_ratio_c: float = 3.0, loss_scale_factor: float | None = None,
+             clip_cov_ratio: float = _CLIP_COV["clip_cov_ratio"],
+             clip_cov_lb: float = _CLIP_COV["clip_cov_lb"],
+             clip_cov_ub: float = _CLIP_COV["clip_cov_ub"],
+             generator: torch.Generator | None = None) -> tuple[Tensor, dict[str, float]]:
+    """Clip-Cov: the PPO clip surrogate with the selected tokens' loss (and gradient) zeroed. No
+    dual clip and no log-ratio clamp, as in verl. Metrics: ``actor/pg_clipfrac`` is the share of
+    valid tokens selected by the covariance rule (verl's definition); ``actor/ppo_kl``;
+    ``actor/pg_loss``."""
+    del clip_ratio_c  # verl's Clip-Cov has no dual clip.
+    if not clip_cov_ratio > 0:
+        raise ValueError(f"clip_cov_ratio must be > 0; got {clip_cov_ratio}")
+    log_ratio = log_prob - old_log_prob
+    ratio = torch.exp(log_ratio)
+    ppo_kl = masked_mean(-log_ratio, response_mask)
+    unclipped = -advantages * ratio
+    clipped = -advantages * torch.clamp(ratio, 1 - clip_ratio_low, 1 + clip_ratio_high)
+    clipped_by_ratio = (clipped > unclipped) & response_mask.bool()
+    selected = clip_cov_selection(
+        log_prob, advantages, response_mask, clipped_by_ratio, clip_cov_ratio=clip_cov_ratio,
+        clip_cov_lb=clip_cov_lb, clip_cov_ub=clip_cov_ub, generator=generator)
+    keep = (~selected).to(ratio.dtype)
+    losses = torch.maximum(unclipped, clipped) * keep
+    loss = aggregate(losses, response_mask, agg_mode, loss_scale_factor)
+    clipfrac = masked_mean(selected.float(), response_mask)
+    return loss, {"actor/pg_loss": loss.item(), "actor/pg_clipfrac": clipfrac.item(),
+                  "actor/ppo_kl": ppo_kl.item()}
+
+
+def kl_cov_selection(log_prob: Tensor, advantages: Tensor, response_mask: Tensor, *,
+                     kl_cov_ratio: float) -> Tensor:
+    """Boolean ``(B, T)``: the top ``max(1, int(ratio · #valid))`` valid tokens by ``c_t``."""
+    valid = response_mask.bool()
+    flat_valid = torch.nonzero(valid.reshape(-1), as_tuple=True)[0]
+    selected = torch.zeros(valid.numel(), dtype=torch.bool, device=valid.device)
+    if len(flat_valid) > 0:
+        adv = advantages.detach().reshape(-1)[flat_valid]
+        logp = log_prob.detach().reshape(-1)[flat_valid]
+        cov = (adv - adv.mean()) * (logp - logp.mean())
+        # At most every valid token (a ratio above 1 would ask topk for more than exist).
+        count = min(len(cov), max(1, int(len(cov) * kl_cov_ratio)))
+        selected[flat_valid[torch.topk(cov, count, largest=True).indices]] = True
+    return selected.reshape(valid.shape)
+
+
+def kl_cov(old_log_prob: Tensor, log_prob: Tensor, advantages: Tensor, response_mask: Tensor, *,
+           agg_mode: str, clip_ratio_low: float, clip_ratio_high: float,
+           clip_ratio_c: float = 3.0, loss_scale_factor: float | None = None,
+           kl_cov_ratio: float = _KL_COV["kl_cov_ratio"],
+           ppo_kl_coef: float = _KL_COV["ppo_kl_coef"]) -> tuple[Tensor, dict[str, float]]:
+    """KL-Cov: unclipped ``−ρA`` everywhere, plus ``ppo_kl_coef · |log π_θ − log π_old|`` on
+    the top ``kl_cov_ratio`` of tokens by covariance. No clipping (verl ignores the clip
+    ratios here; they are accepted for a uniform dispatch). Defaults are the paper recipe's
+    (2e-3, 1); verl's yaml defaults are 2e-4 and 0.1. Metrics: ``actor/ppo_kl`` is the
+    masked mean of ``|log-ratio|`` (verl's definition), and ``actor/pg_loss``."""
+    del clip_ratio_low, clip_ratio_high, clip_ratio_c
+    if not kl_cov_ratio > 0:
+        raise ValueError(f"kl_cov_ratio must be > 0; got {kl_cov_ratio}")
+    log_ratio = log_prob - old_log_prob
+    abs_kl = log_ratio.abs()
+    ratio = torch.exp(log_ratio)
+    surrogate = -advantages * ratio
+    selected = kl_cov_selection(log_prob, advantages, response_mask, kl_cov_ratio=kl_cov_ratio)
+    losses = torch.where(selected, surrogate + ppo_kl_coef * abs_kl, surrogate)
+    loss = aggregate(losses, response_mask, agg_mode, loss_scale_factor)
+    return loss, {"actor/pg_loss": loss.item(),
+                  "actor/ppo_kl": masked_mean(abs_kl, response_mask).item()}
+
+
 POLICY_LOSSES: dict[str, PolicyLossFn] = {
     "vanilla": vanilla, "gspo": gspo, "clip_cov": clip_cov, "kl_cov": kl_cov}
 
@@ -142,3 +240,40 @@ def policy_loss(name: str, old_log_prob: Tensor, log_prob: Tensor, advantages: T
         old_log_prob, log_prob, advantages, response_mask, agg_mode=agg_mode,
         clip_ratio_low=clip_ratio_low, clip_ratio_high=clip_ratio_high,
         clip_ratio_c=clip_ratio_c, loss_scale_factor=loss_scale_factor, **loss_options)
+
+
+def _k1(log_prob: Tensor, ref_log_prob: Tensor) -> Tensor:
+    return log_prob - ref_log_prob
+
+
+def _abs(log_prob: Tensor, ref_log_prob: Tensor) -> Tensor:
+    return (log_prob - ref_log_prob).abs()
+
+
+def _k2(log_prob: Tensor, ref_log_prob: Tensor) -> Tensor:
+    return 0.5 * (log_prob - ref_log_prob).square()
+
+
+def _k3(log_prob: Tensor, ref_log_prob: Tensor) -> Tensor:
+    # Clamps as in verl: the log-ratio for exp() overflow, the result against outliers.
+    log_ratio = torch.clamp(ref_log_prob - log_prob, min=-20, max=20)
+    return torch.clamp(torch.exp(log_ratio) - log_ratio - 1, min=-10, max=10)
+
+
+KL_PENALTIES: dict[str, KlFn] = {
+    "k1": _k1, "kl": _k1, "abs": _abs, "k2": _k2, "mse": _k2, "k3": _k3, "low_var_kl": _k3}
+
+
+def kl_penalty(log_prob: Tensor, ref_log_prob: Tensor, kind: str = "k1") -> Tensor:
+    """Per-token KL estimate ``(B, T)``; ``kind``: a key of :data:`KL_PENALTIES`, or ``k3+`` etc.
+    ``low_var_kl`` (= k3) is the estimator the GRPO bundle puts in its loss."""
+    straight_through = kind.endswith("+")
+    base = kind[:-1] if straight_through else kind
+    if (fn := KL_PENALTIES.get(base)) is None:
+        known = list(KL_PENALTIES) + [f"{k}+" for k in ("k1", "k3", "low_var_kl", "kl", "abs")]
+        raise unknown_name("KL penalty", kind, known, "kl_loss_type")
+    value = fn(log_prob, ref_log_prob)
+    if not straight_through or base in ("k2", "mse"):
+        return value
+    surrogate = _k2(log_prob, ref_log_prob)
+    return surrogate - surrogate.detach() + value.detach()

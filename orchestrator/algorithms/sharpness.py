@@ -1,7 +1,6 @@
 """The sharpness factor κ and the first paper's advantage table
 (docs/algorithms.md#sharpness-kappa-and-the-advantage-table): per ``k`` correct binary
-answers of ``G``, the ``A⁺``, ``A⁻`` and κ of reward budgeting, DrGRPO and GRPO.
-"""
+answers of ``G``, the ``A⁺``, ``A⁻`` and κ of reward budgeting, DrGRPO and GRPO."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """The RL-algorithm settings both backends inherit (:class:`RLSettings`), so a spec's
 algorithm axes mean the same on either. Settings left at ``None`` take the baseline
-bundle's value (:meth:`RLSettings.resolve_algorithm`, docs/algorithms.md#baseline-bundles).
-"""
+bundle's value (:meth:`RLSettings.resolve_algorithm`, docs/algorithms.md#baseline-bundles)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """One small adapter per dataset (:data:`DATASETS`): where it lives, which fields hold what
 (a local file must use the hub's), how it is split. ``data_source`` is what verl's reward
 dispatch and ``val-core/<data_source>/...`` use (kappa_verl.rewards maps ``amc23``,
-``olympiadbench`` and ``math500`` to verl's scorers).
-"""
+``olympiadbench`` and ``math500`` to verl's scorers)."""
 
 from __future__ import annotations
 

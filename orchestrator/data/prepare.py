@@ -88,29 +88,21 @@ class PreparedSplit:
     rows: int
 
 
-def adapter(name: str) -> DatasetAdapter:
-    """The adapter registered as ``name``; unknown names list the known ones."""
-    if (found := DATASETS.get(name)) is None:
-        raise unknown_name("dataset", name, DATASETS, "--dataset")
-    return found
-
-
 def build_rows(spec: DatasetAdapter, raw: Iterable[Mapping[str, Any]],
                count_tokens: TokenCounter = approximate_tokens) -> dict[str, list[dict[str, Any]]]:
     """verl rows per output split (pure: no files)."""
     problems = spec.problems(raw, count_tokens)
-    out: dict[str, list[dict[str, Any]]] = {}
-    for split in spec.splits:
-        chosen = problems[split.start:split.stop]
-        out[split.name] = [verl_row(spec.data_source, prompt, answer, i, split.name)
-                           for i, (prompt, answer) in enumerate(chosen)]
-    return out
+    return {split.name: [verl_row(spec.data_source, prompt, answer, i, split.name)
+                         for i, (prompt, answer) in enumerate(problems[split.start:split.stop])]
+            for split in spec.splits}
 
 
 def prepare(name: str, out_dir: Path, source: SourceKind = "hub", local_path: Path | None = None,
             tokenizer: str | None = None) -> list[PreparedSplit]:
-    """Write ``<out_dir>/<name>/<split>.parquet`` for each of the dataset's splits."""
-    spec = adapter(name)
+    """Write ``<out_dir>/<name>/<split>.parquet`` for each of the dataset's splits (an unknown
+    ``name`` lists the known ones)."""
+    if (spec := DATASETS.get(name)) is None:
+        raise unknown_name("dataset", name, DATASETS, "--dataset")
     if source == "local":
         if local_path is None:
             raise UserInputError("--source local needs --local-path", [Problem(
@@ -121,8 +113,7 @@ def prepare(name: str, out_dir: Path, source: SourceKind = "hub", local_path: Pa
     else:
         raise UserInputError(f"unknown source '{source}'", [Problem(
             "--source", "unknown source", found=repr(source), allowed="hub, local")])
-    counter = hf_token_counter(tokenizer) if tokenizer else approximate_tokens
-    rows = build_rows(spec, raw, counter)
+    rows = build_rows(spec, raw, hf_token_counter(tokenizer) if tokenizer else approximate_tokens)
 
     import pandas as pd
 

@@ -19,8 +19,7 @@ pytest.importorskip("ray")
 from ray_head import local_ray_head
 
 from orchestrator.backends import get_backend
-from orchestrator.backends.verl.command import ENV_PREFIX, verl_command
-from orchestrator.backends.verl.phases import phases
+from orchestrator.backends.verl.command import ENV_PREFIX, phases, verl_command
 from orchestrator.backends.verl.settings import VerlSettings
 from orchestrator.executors import get_executor
 from orchestrator.executors.ray_client import STOPPED_EXIT_CODE

@@ -25,8 +25,7 @@ from kit.home import use_home
 from kit.run_files import progress_step
 from test_fault_injection import SAFETY, Processes
 
-from orchestrator.backends.verl.logs import log_files, read_lines
-from orchestrator.backends.verl.metrics_feed import phase_of, verl_metric_key
+from orchestrator.backends.verl.logs import log_files, phase_of, read_lines, verl_metric_key
 from orchestrator.registry import CellState, Registry
 
 pytestmark = pytest.mark.slow

@@ -1,7 +1,7 @@
 """A FAKE verl for tests on a machine without GPUs: an executable standing in for verl's
 ``python3``. It emulates verl's *files* (the file log at ``VERL_FILE_LOGGER_PATH``, the
 checkpoint tracker, a resume from it), not its math, and never talks to MLflow: kappa
-sends verl's metrics itself (``orchestrator/backends/verl/metrics_feed.py``), so the fake
+sends verl's metrics itself (``orchestrator/backends/verl/logs.py``), so the fake
 refuses a command that would switch verl's own MLflow logger on.
 
 Knobs (environment): ``FAKE_VERL_FAIL_AT=N`` exits 3 before logging step N (with

@@ -1,10 +1,8 @@
 """Atomic checkpoints of the RL loop (model, optimizer, RNG states and step) as
-``<out>/checkpoints/step_<N>.pt``, written to a temporary name then renamed, so a process
-killed mid-write leaves the previous one intact; only the newest ``keep`` are kept. A
-checkpoint holds plain data only and is read with ``torch.load(weights_only=True)``: a
-pickle that builds objects (could run code) is refused with :class:`UnsafeCheckpointError`
-before any of it runs.
-"""
+``<out>/checkpoints/step_<N>.pt``, written to a temporary name then renamed, so a process killed
+mid-write leaves the previous one intact; only the newest ``keep`` are kept. A checkpoint holds
+plain data only and is read with ``torch.load(weights_only=True)``: a pickle that builds objects
+(could run code) is refused with :class:`UnsafeCheckpointError` before any of it runs."""
 
 from __future__ import annotations
 

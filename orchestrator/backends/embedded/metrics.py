@@ -1,7 +1,6 @@
 """The trainer's side of its run folder (``metrics.jsonl``, ``progress.json``,
 ``summary.json``, :mod:`orchestrator.runs`), MLflow, and the terminal progress bar. The
-trainer never creates or ends MLflow runs; the orchestrator owns them.
-"""
+trainer never creates or ends MLflow runs; the orchestrator owns them."""
 
 from __future__ import annotations
 

@@ -3,8 +3,7 @@
 Sequences are laid out ``[PAD.., BOS, prompt.., response.., PAD..]``. Every call takes
 ``key_valid`` (False on padding) and derives positions from it, so a sequence's logits do
 not depend on how much padding its batch needed. :func:`generate` decodes a batch one token
-at a time, reusing cached keys/values (one position per new token, not the whole sequence).
-"""
+at a time, reusing cached keys/values (one position per new token, not the whole sequence)."""
 
 from __future__ import annotations
 

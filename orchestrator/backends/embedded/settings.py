@@ -1,7 +1,6 @@
 """Settings of one embedded-trainer cell: the fully resolved config ``kappa train`` reads (a
 spec's ``base`` plus its axis values). Settings left at ``None`` take the baseline bundle's
-value: :attr:`EmbeddedSettings.algorithm` resolves them, so the trainer never sees a ``None``.
-"""
+value: :attr:`EmbeddedSettings.algorithm` resolves them, so the trainer never sees a ``None``."""
 
 from __future__ import annotations
 

@@ -1,15 +1,13 @@
 """Synthetic tasks with verifiable answers, each with difficulty levels ("benchmarks").
 
-Problems are generated deterministically: training prompts from the cell's seed, benchmark
-sets from a fixed per-benchmark seed so every cell of a sweep is scored on the same
-problems. A response is a short worked answer, the running partial sums separated by
-commas (``37+45+12=`` -> ``82,94``); the verifier extracts the last one, like ``\\boxed{}``
-extraction on real math data. Numbers are zero-padded to a fixed width and
-written least-significant digit first (``37+45+2`` is shown as ``73+54+20=`` ->
-``280,490``): digits line up by position and a carry flows in reading order, which a tiny
-causal model learns in a few hundred steps (the arithmetic-with-transformers trick). Text
-becomes ids one character per token, plus PAD/BOS/EOS.
-"""
+Problems are generated deterministically: training prompts from the cell's seed, benchmark sets from
+a fixed per-benchmark seed so every cell of a sweep is scored on the same problems. A response is a
+short worked answer, the running partial sums separated by commas (``37+45+12=`` -> ``82,94``); the
+verifier extracts the last one, like ``\\boxed{}`` extraction on real math data. Numbers are
+zero-padded to a fixed width and written least-significant digit first (``37+45+2`` is shown as
+``73+54+20=`` -> ``280,490``): digits line up by position and a carry flows in reading order, which
+a tiny causal model learns in a few hundred steps (the arithmetic-with-transformers trick). Text
+becomes ids one character per token, plus PAD/BOS/EOS."""
 
 from __future__ import annotations
 
@@ -87,9 +85,8 @@ def extract_answer(response: str) -> str | None:
 
 @dataclass(frozen=True)
 class AdditionTask:
-    """Multi-operand addition with partial sums as the worked answer. ``levels[0]`` is the
-    training distribution and its validation benchmark; later levels are harder held-out
-    benchmarks."""
+    """Multi-operand addition with partial sums as the worked answer. ``levels[0]`` is the training
+    distribution and its validation benchmark; later levels are harder held-out benchmarks."""
 
     name: str
     levels: tuple[Level, ...]

@@ -10,8 +10,7 @@ baseline's policy loss, ``+ β·KL`` to the frozen reference when the bundle use
 ``− c·H`` while the entropy-loss intervention is active. :func:`kappa_eff` is the step's
 sharpening diagnostic. Re-running ``train`` in the same folder resumes from the newest
 checkpoint and ends with the same metrics as an uninterrupted run: all randomness of step
-``s`` comes from generators seeded by ``(seed, s)``, and the global RNG states are saved too.
-"""
+``s`` comes from generators seeded by ``(seed, s)``, and the global RNG states are saved too."""
 
 from __future__ import annotations
 
@@ -25,12 +24,16 @@ import torch
 
 from orchestrator.algorithms import diagnostics
 from orchestrator.algorithms.advantages import advantages
-from orchestrator.algorithms.dapo import dynamic_sampling_keep, overlong_penalty
-from orchestrator.algorithms.entropy import entropy_from_logits
-from orchestrator.algorithms.kl import kl_penalty
+from orchestrator.algorithms.diagnostics import entropy_from_logits
 from orchestrator.algorithms.masking import aggregate, broadcast_to_tokens, masked_mean
-from orchestrator.algorithms.policy_losses import policy_loss
-from orchestrator.algorithms.rewards import entropy_reward, random_rewards, scale_rewards
+from orchestrator.algorithms.policy_losses import kl_penalty, policy_loss
+from orchestrator.algorithms.rewards import (
+    dynamic_sampling_keep,
+    entropy_reward,
+    overlong_penalty,
+    random_rewards,
+    scale_rewards,
+)
 from orchestrator.backends.embedded.checkpoint import (
     latest_checkpoint,
     load_checkpoint,

@@ -7,8 +7,7 @@ a paper's run starts from one checkpoint), and the RL seed varies only the RL ru
 The result is cached under ``cache_dir()/embedded/`` by a content hash of everything that
 determines it, so later cells reuse it. A file lock makes a second process wait for the
 first instead of building it twice, and the file is written to a temporary name then
-renamed, so a reader never sees half a file.
-"""
+renamed, so a reader never sees half a file."""
 
 from __future__ import annotations
 

@@ -11,9 +11,9 @@ from typing import Any, ClassVar
 from pydantic import BaseModel
 
 from orchestrator.backends.base import Backend, Demand, LaunchSpec
-from orchestrator.backends.verl.command import launch_env
-from orchestrator.backends.verl.phases import Phase, checkpointed_step
-from orchestrator.backends.verl.phases import phases as cell_phases
+from orchestrator.backends.rl_settings import CANARY_STEPS, canary_intervention_steps
+from orchestrator.backends.verl.command import Phase, checkpointed_step, launch_env
+from orchestrator.backends.verl.command import phases as cell_phases
 from orchestrator.backends.verl.settings import VerlSettings
 from orchestrator.runs.metrics import MetricsRead
 from orchestrator.runs.stop_request import StopRequest, synthesize_summary
@@ -21,12 +21,32 @@ from orchestrator.runs.stop_request import StopRequest, synthesize_summary
 # verl's ResourcePoolManager default max_colocate_count (verl/single_controller/ray/base.py):
 # each GPU's placement-group bundle asks for this many CPUs beside the GPU.
 VERL_CPUS_PER_GPU = 3
+# Appended to a canary's extra_overrides (they come last, and the last value wins).
+NO_VALIDATION = ("trainer.test_freq=-1", "trainer.val_before_train=False")
 
 
 def _as_verl(settings: BaseModel) -> VerlSettings:
     if not isinstance(settings, VerlSettings):
         raise TypeError(f"the verl backend needs VerlSettings, got {type(settings).__name__}")
     return settings
+
+
+def smallest_batch(s: VerlSettings) -> tuple[int, int]:
+    """``(prompts_per_step, ppo_mini_batch_size)`` of the smallest batch like ``s``'s. The
+    mini-batch is the smallest divisor of the cell's for which verl can split the
+    mini-batch's ``× group_size`` responses evenly over every GPU (the rule the settings
+    check) and, if the cell's split gives each GPU whole micro-batches, so does the canary's
+    (verl asserts it at start-up). A step keeps the cell's number of mini-batches."""
+    mini = s.ppo_mini_batch_size or s.prompts_per_step
+
+    def whole_micro_batches(m: int) -> bool:
+        return (m * s.group_size // s.gpus) % s.ppo_micro_batch_size_per_gpu == 0
+
+    keeps_micro = whole_micro_batches(mini)
+    smallest = next(d for d in range(1, mini + 1)
+                    if mini % d == 0 and (d * s.group_size) % s.gpus == 0
+                    and (whole_micro_batches(d) or not keeps_micro))
+    return smallest * (s.prompts_per_step // mini), smallest
 
 
 # Settings that neither VerlSettings' cross-field rules nor the shape of verl's composed
@@ -88,10 +108,26 @@ class VerlBackend(Backend):
         return VERL_CPUS_PER_GPU * _as_verl(settings).n_gpus_per_node + 1
 
     def canary_settings(self, settings: Mapping[str, Any], model: BaseModel) -> dict[str, Any]:
-        """Two steps at the smallest batch, checkpointed, no validation (:mod:`.canary`)."""
-        from orchestrator.backends.verl.canary import canary_settings
-
-        return canary_settings(_as_verl(model), dict(settings))
+        """Two training steps at the smallest batch (:func:`smallest_batch`), checkpointed,
+        validation off, no final evaluation; what it catches that preflight cannot, and what
+        it cannot: docs/verl.md#canaries."""
+        s = _as_verl(model)
+        steps = min(CANARY_STEPS, s.max_steps)
+        prompts, mini = smallest_batch(s)
+        smaller: dict[str, Any] = {
+            "max_steps": steps,
+            "checkpoint_every": steps,
+            "intervention_steps": canary_intervention_steps(
+                s.intervention_steps, s.max_steps, steps),
+            "prompts_per_step": prompts,
+            "ppo_mini_batch_size": mini if s.ppo_mini_batch_size is not None else None,
+            "eval_files": [],
+        }
+        # Lists, not tuples: the result is written as YAML and JSON.
+        changed = {k: v for k, v in smaller.items()
+                   if getattr(s, k) != (tuple(v) if isinstance(v, list) else v)}
+        extra = tuple(o for o in s.extra_overrides if o not in NO_VALIDATION)
+        return {**settings, **changed, "extra_overrides": [*extra, *NO_VALIDATION]}
 
     def read_metrics(self, run_dir: Path, cursor: Any = None) -> MetricsRead:
         """verl's own file logs, launch by launch (``metrics.jsonl`` is rewritten from

@@ -1,7 +1,9 @@
-"""A verl cell as the argv of ``python3 -m verl.trainer.main_ppo`` (docs/verl.md#recipes).
-:func:`verl_command` is pure (``tests/golden/verl/`` pins it); rewards are configured
-through ``reward.*`` only, since verl 0.9.x silently ignores the legacy top-level keys.
-"""
+"""A verl cell as the argv of ``python3 -m verl.trainer.main_ppo`` (docs/verl.md#recipes),
+one per phase. :func:`verl_command` is pure (``tests/golden/verl/`` pins it); rewards are
+configured through ``reward.*`` only, since verl 0.9.x silently ignores the legacy top-level
+keys. A cell whose settings change at a step boundary runs as consecutive launches (phases)
+resuming from one checkpoint folder (docs/verl.md#launch-and-phases); a phase is complete
+when verl's checkpoint tracker has reached its end."""
 
 from __future__ import annotations
 
@@ -9,9 +11,9 @@ import importlib.util
 import math
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.backends.verl.phases import Phase, checkpoint_dir, phases
 from orchestrator.backends.verl.settings import VerlSettings
 
 ENTRY_MODULE = "verl.trainer.main_ppo"
@@ -26,8 +28,70 @@ _SAFE = re.compile(r"^[A-Za-z0-9_/\-+.:@%]+$")
 UNCLIPPED = 1e9
 ACTOR = "actor_rollout_ref.actor."
 ROLLOUT = "actor_rollout_ref.rollout."
+# verl writes this beside the global_step_<N>/ folders after each save.
+TRACKER_FILE = "latest_checkpointed_iteration.txt"
 
 HydraScalar = str | int | float | bool
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One launch of a cell: steps ``start_step`` .. ``end_step`` (verl's total_training_steps)."""
+
+    index: int
+    name: str
+    start_step: int
+    end_step: int
+    intervention: bool
+    evaluation: bool = False
+
+    @property
+    def resumes(self) -> bool:
+        """Whether this phase continues from an earlier phase's checkpoint."""
+        return self.start_step > 0
+
+
+def phases(settings: VerlSettings) -> list[Phase]:
+    """The launches that make up a cell, in order: one training launch, or two when an
+    intervention ends before ``max_steps``; then, with ``eval_files``, a final evaluation
+    launch (verl's ``val_only`` on the final checkpoint)."""
+    n = settings.intervention_steps
+    total = settings.max_steps
+    if settings.entropy_intervention == "none" or n == 0:
+        out = [Phase(0, "run", 0, total, intervention=False)]
+    elif n is None or n >= total:
+        out = [Phase(0, "run", 0, total, intervention=True)]
+    else:
+        out = [Phase(0, "intervention", 0, n, intervention=True),
+               Phase(1, "after_intervention", n, total, intervention=False)]
+    if settings.eval_files:
+        out.append(Phase(len(out), "eval", total, total, intervention=False, evaluation=True))
+    return out
+
+
+def checkpoint_dir(run_dir: Path) -> Path:
+    """The absolute folder verl saves to and resumes from (shared by every phase)."""
+    return run_dir.resolve() / "checkpoints"
+
+
+def checkpointed_step(run_dir: Path) -> int:
+    """The last step verl saved a checkpoint for in ``run_dir`` (0 if none)."""
+    try:
+        return int((checkpoint_dir(run_dir) / TRACKER_FILE).read_text().strip())
+    except (OSError, ValueError):
+        return 0
+
+
+def eval_marker(run_dir: Path) -> Path:
+    """Written by the phase driver once the final evaluation succeeded."""
+    return run_dir.resolve() / "eval_done.json"
+
+
+def pending_phases(settings: VerlSettings, run_dir: Path) -> list[Phase]:
+    """The phases still to run: not checkpointed to their end, or an evaluation not done."""
+    done = checkpointed_step(run_dir)
+    return [p for p in phases(settings)
+            if (not eval_marker(run_dir).exists() if p.evaluation else done < p.end_step)]
 
 
 def hydra_value(value: HydraScalar | Sequence[str]) -> str:
@@ -69,10 +133,9 @@ def phase_env(settings: VerlSettings, phase: Phase) -> dict[str, str]:
 
 
 def launch_env(settings: VerlSettings) -> dict[str, str]:
-    """The cell-wide environment of its launch: the plug-in's variables of its first phase,
-    for a Ray job's runtime_env; each phase's command still sets its own values in verl's
-    ``ray.init``, which take precedence (the Ray Jobs executor sets
-    ``RAY_OVERRIDE_JOB_RUNTIME_ENV=1``)."""
+    """The cell-wide environment of its launch: the plug-in's variables of its first phase, for a
+    Ray job's runtime_env; each phase's command still sets its own values in verl's ``ray.init``,
+    which take precedence (the Ray Jobs executor sets ``RAY_OVERRIDE_JOB_RUNTIME_ENV=1``)."""
     return phase_env(settings, phases(settings)[0])
 
 
@@ -212,8 +275,7 @@ def verl_command(settings: VerlSettings, run_dir: Path, *, phase: Phase | None =
         **_algorithm(settings, phase), **_training(settings), **_validation(settings, phase),
         **_reward(settings), **_trainer(settings, run_dir, phase)}
     env = phase_env(settings, phase) | dict(forward_env or {})
-    for name in sorted(env):
-        overrides[ENV_PREFIX + name] = env[name]
+    overrides |= {ENV_PREFIX + name: env[name] for name in sorted(env)}
     rendered = (f"{key}={value if key == 'trainer.logger' else hydra_value(value)}"
                 for key, value in overrides.items())  # trainer.logger is a Hydra list already
     return [settings.python, "-m", ENTRY_MODULE, *rendered, *settings.extra_overrides]

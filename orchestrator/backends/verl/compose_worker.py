@@ -1,13 +1,11 @@
 """Subprocess that composes verl configs with verl's own Hydra config (preflight's engine).
 
-Run as ``python -m orchestrator.backends.verl.compose_worker``. It first runs the
-plug-in's loud check (``kappa_verl.check()``, which imports verl: slow, torch); if that
-fails the handshake is ``{"plugin_error": "..."}`` and the worker exits. Otherwise it
-answers a handshake with verl's version, the registries and the plug-in's facts, then one
-JSON request per stdin line: ``{"overrides": [...], "extra": [...]}`` →
-``{"problems": [[key, message], ...]}``. Protocol lines go to the original stdout;
-anything verl prints is sent to stderr.
-"""
+Run as ``python -m orchestrator.backends.verl.compose_worker``. It first runs the plug-in's loud
+check (``kappa_verl.check()``, which imports verl: slow, torch); if that fails the handshake is
+``{"plugin_error": "..."}`` and the worker exits. Otherwise it answers a handshake with verl's
+version, the registries and the plug-in's facts, then one JSON request per stdin line:
+``{"overrides": [...], "extra": [...]}`` → ``{"problems": [[key, message], ...]}``. Protocol lines
+go to the original stdout; anything verl prints is sent to stderr."""
 
 from __future__ import annotations
 

@@ -1,20 +1,33 @@
-"""verl's file logger → kappa's run-folder files (metrics.jsonl, progress.json, summary.json).
-verl writes ``{"step": n, "data": {...}}`` lines and truncates its file when it starts, so
-the phase driver gives every launch its own file under ``verl_logs/``, merged here (a later
-launch wins for a step it repeated after a resume).
-"""
+"""verl's file logger → kappa's run-folder files (metrics.jsonl, progress.json, summary.json)
+and the run folder's MLflow outbox. verl writes ``{"step": n, "data": {...}}`` lines and
+truncates its file when it starts, so the phase driver gives every launch its own file under
+``verl_logs/``, merged here (a later launch wins for a step it repeated after a resume).
+
+verl cells reach MLflow exactly once, as the embedded trainer's metrics do
+(docs/verl.md#launch-and-phases): a point is queued once per (phase, step, metric); the phase
+is part of the identity because the final evaluation (its own phase) validates at the last
+training step, which training logged too. Each record notes its phase (the outbox's
+``origin``), so a relaunched driver reads the queued points back from the outbox and queues
+only what no earlier driver did."""
 
 from __future__ import annotations
 
 import json
+import logging
 import math
+import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from orchestrator.runs.folder import METRICS_FILE, write_progress, write_summary
+from orchestrator.backends.embedded.metrics import flush_seconds, mlflow_sender, mlflow_target
+from orchestrator.runs.folder import METRICS_FILE, OUTBOX_FILE, write_progress, write_summary
 from orchestrator.runs.metrics import rewrite_metrics
+from orchestrator.tracking.naming import metric_key
+from orchestrator.tracking.outbox import Outbox
 
+LOG = logging.getLogger(__name__)
 LOG_DIR = "verl_logs"
 Rows = list[tuple[int, dict[str, float]]]  # (step, metrics) per log line
 _VAL_CORE = re.compile(r"^val-core/(?P<bench>.+)/acc/(?P<stat>mean@\d+)$")
@@ -90,3 +103,89 @@ def write_final_summary(run_dir: Path, steps: int) -> None:
     """The success summary of the base contract."""
     final = final_metrics(merged_metrics(run_dir))
     write_summary(run_dir, {"status": "succeeded", "steps": steps, "final": final})
+
+
+def verl_metric_key(name: str) -> str:
+    """A verl metric name as MLflow stores it: ``@`` → ``_at_`` and odd characters → ``_``
+    (:func:`~orchestrator.tracking.naming.metric_key`), and no empty, ``.`` or ``..`` path
+    parts, which MLflow refuses (``a//b``): a refused name would hold up every later
+    point behind it in the outbox."""
+    parts = [p if p not in (".", "..") else p.replace(".", "_")
+             for p in metric_key(name).split("/") if p]
+    return "/".join(parts) or "_"
+
+
+Point = tuple[str, int, str]
+"""A point's identity: (phase, step, MLflow key)."""
+
+
+def phase_of(log: Path) -> str:
+    """The phase a launch's file log belongs to (its name is ``<index>-<phase>-<attempt>``)."""
+    return log.name.split("-", 1)[0]
+
+
+def queued_points(run_dir: Path) -> set[Point]:
+    """The points the run folder's outbox holds (complete lines only)."""
+    try:
+        text = (run_dir / OUTBOX_FILE).read_text()
+    except FileNotFoundError:
+        return set()
+    points: set[Point] = set()
+    for line in text.split("\n")[:-1]:  # a last line without its newline was cut by a kill
+        try:
+            row = json.loads(line)
+            origin, step = str(row.get("origin", "")), int(row["step"])
+            points.update((origin, step, str(key)) for key in row["metrics"])
+        except (ValueError, KeyError, TypeError, AttributeError):
+            continue
+    return points
+
+
+class MetricsFeed:
+    """Queues a run folder's verl file-log lines into its outbox, for MLflow run ``run_id``."""
+
+    def __init__(self, run_dir: Path, run_id: str, uri: str | None,
+                 client: Any | None = None) -> None:
+        self.run_dir = Path(run_dir)
+        self.outbox = Outbox(self.run_dir)
+        self._queued = queued_points(self.run_dir)
+        self._offsets: dict[str, int] = {}
+        self._sender = mlflow_sender(self.outbox, run_id, uri, client)
+
+    def pump(self) -> int:
+        """Queue every complete line logged since the last pump; how many records."""
+        count = 0
+        for path in log_files(self.run_dir):
+            rows, self._offsets[path.name] = read_lines(path, self._offsets.get(path.name, 0))
+            for step, metrics in rows:
+                count += self._queue(phase_of(path), step, metrics)
+        if count:
+            self._sender.wake()
+        return count
+
+    def _queue(self, phase: str, step: int, metrics: Mapping[str, float]) -> int:
+        new = {key: value for name, value in metrics.items()
+               if (phase, step, key := verl_metric_key(name)) not in self._queued}
+        if not new:
+            return 0
+        self.outbox.put(self.outbox.length(), step, new, origin=phase)
+        self._queued.update((phase, step, key) for key in new)
+        return 1
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Queue what is left, then give MLflow up to ``timeout`` s (default
+        :func:`flush_seconds`); whether everything was sent (the rest waits in the outbox)."""
+        self.pump()
+        drained = self._sender.close(flush_seconds() if timeout is None else timeout)
+        if not drained:
+            LOG.warning("MLflow has not taken all of this cell's metrics yet; they wait in "
+                        "%s and are sent when the cell's run is ended", self.outbox.path)
+        return drained
+
+
+def feed_from_env(run_dir: Path, environ: Mapping[str, str] | None = None) -> MetricsFeed | None:
+    """A feed into the run named by ``MLFLOW_RUN_ID`` on ``MLFLOW_TRACKING_URI``, when both
+    are set (else ``None``: a launch without MLflow keeps its metrics in files only)."""
+    target = mlflow_target(os.environ if environ is None else environ)
+    return None if target is None else MetricsFeed(run_dir, *target)
+

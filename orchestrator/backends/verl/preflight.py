@@ -1,8 +1,7 @@
 """Preflight: compose every cell through verl's own Hydra config before anything runs
 (docs/verl.md#preflight), in a :mod:`.compose_worker` subprocess started on the first cache
 miss and kept for this process; answers are cached on disk by content hash. A missing
-plug-in is caught on every call (``find_spec``), a broken one when the worker starts.
-"""
+plug-in is caught on every call (``find_spec``), a broken one when the worker starts."""
 
 from __future__ import annotations
 
@@ -20,8 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from orchestrator.backends.verl.command import PLUGIN_MODULE, verl_command
-from orchestrator.backends.verl.phases import phases
+from orchestrator.backends.verl.command import PLUGIN_MODULE, phases, verl_command
 from orchestrator.backends.verl.settings import VerlSettings
 from orchestrator.errors import KappaError, Problem, UserInputError
 from orchestrator.paths import cache_dir
@@ -69,8 +67,6 @@ class ComposeWorker:
             self.close()
             raise plugin_error(str(hello["plugin_error"]))
         self.plugin_facts: dict[str, str] = hello.get("plugin") or {}
-        self.verl_version = str(hello["verl_version"])
-        self.registries: dict[str, list[str]] = hello["registries"]
 
     def _read(self) -> dict[str, Any]:
         assert self._proc.stdout is not None
@@ -164,12 +160,10 @@ def preflight(cells: Mapping[str, VerlSettings]) -> None:
                            f"importable by {sys.executable}")
     problems: list[Problem] = []
     for label, settings in cells.items():
-        n_extra = len(settings.extra_overrides)
         for phase in phases(settings):
             argv = verl_command(settings, PREFLIGHT_RUN_DIR, phase=phase)
-            body = argv[3:]
-            base, extra = body[: len(body) - n_extra], body[len(body) - n_extra:]
-            for key, message in check_overrides(base, extra, version):
+            split = len(argv) - len(settings.extra_overrides)  # the extra overrides come last
+            for key, message in check_overrides(argv[3:split], argv[split:], version):
                 location, shown = _location(label, key, settings.extra_overrides)
                 detail = " ".join(message.splitlines()[:2])[:400]
                 problems.append(Problem(
@@ -180,5 +174,5 @@ def preflight(cells: Mapping[str, VerlSettings]) -> None:
                         "verl.trainer.main_ppo --cfg job <overrides>` shows verl's config"))
     if problems:
         # A two-phase cell repeats its problems per phase: report each once.
-        unique = list({(p.location, p.found): p for p in problems}.values())
-        raise UserInputError("verl preflight failed", unique)
+        raise UserInputError("verl preflight failed",
+                             list({(p.location, p.found): p for p in problems}.values()))

@@ -1,8 +1,7 @@
 """``python -m orchestrator.backends.verl.run_phases <run_dir> --settings-json <json>``, the
 process a verl cell's launch starts: run its pending phases one after another
 (docs/verl.md#launch-and-phases), keeping the run-folder files up to date from verl's file
-log and feeding its metrics to ``MLFLOW_RUN_ID`` (:mod:`.metrics_feed`).
-"""
+log and feeding its metrics to ``MLFLOW_RUN_ID`` (:mod:`.logs`)."""
 
 from __future__ import annotations
 
@@ -16,10 +15,15 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from orchestrator.backends.verl.command import phase_env, verl_command
-from orchestrator.backends.verl.logs import LOG_DIR, write_final_summary, write_run_files
-from orchestrator.backends.verl.metrics_feed import MetricsFeed, feed_from_env
-from orchestrator.backends.verl.phases import Phase, checkpointed_step, eval_marker, pending_phases
+from orchestrator.backends.verl import logs
+from orchestrator.backends.verl.command import (
+    Phase,
+    checkpointed_step,
+    eval_marker,
+    pending_phases,
+    phase_env,
+    verl_command,
+)
 from orchestrator.backends.verl.settings import VerlSettings
 
 # Passed on to verl's Ray workers, which do not inherit them on a remote cluster (for
@@ -30,7 +34,7 @@ POLL_SECONDS = float(os.environ.get("KAPPA_VERL_POLL_SECONDS", "5"))
 
 
 def _log_path(run_dir: Path, phase: Phase) -> Path:
-    folder = run_dir / LOG_DIR
+    folder = run_dir / logs.LOG_DIR
     folder.mkdir(parents=True, exist_ok=True)
     attempt = len(list(folder.glob(f"{phase.index}-*.jsonl")))
     return folder / f"{phase.index}-{phase.name}-{attempt:03d}.jsonl"
@@ -48,7 +52,7 @@ def forwarded_env(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 def run_phase(settings: VerlSettings, run_dir: Path, phase: Phase,
-              feed: MetricsFeed | None = None) -> int:
+              feed: logs.MetricsFeed | None = None) -> int:
     """Run one phase's verl command in the foreground, queueing its metrics into ``feed``
     as they are logged; its exit code."""
     logger = {"VERL_FILE_LOGGER_PATH": str(_log_path(run_dir, phase))}
@@ -69,8 +73,8 @@ def run_phase(settings: VerlSettings, run_dir: Path, phase: Phase,
     return proc.returncode
 
 
-def _refresh(settings: VerlSettings, run_dir: Path, feed: MetricsFeed | None) -> None:
-    write_run_files(run_dir, settings.max_steps, checkpointed_step(run_dir))
+def _refresh(settings: VerlSettings, run_dir: Path, feed: logs.MetricsFeed | None) -> None:
+    logs.write_run_files(run_dir, settings.max_steps, checkpointed_step(run_dir))
     if feed is not None:
         feed.pump()
 
@@ -81,7 +85,7 @@ def run(settings: VerlSettings, run_dir: Path) -> int:
     folder's outbox; at the end the driver waits a bounded time for MLflow to take them."""
     run_dir = run_dir.resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
-    feed = feed_from_env(run_dir)
+    feed = logs.feed_from_env(run_dir)
     try:
         _refresh(settings, run_dir, feed)  # queues what a killed earlier driver did not
         for phase in pending_phases(settings, run_dir):
@@ -97,7 +101,7 @@ def run(settings: VerlSettings, run_dir: Path) -> int:
                 print(f"[kappa] phase {phase.index} exited 0 but its checkpoint is at step "
                       f"{reached}, not {phase.end_step}; is trainer.save_freq > 0?", flush=True)
                 return 1
-        write_final_summary(run_dir, settings.max_steps)
+        logs.write_final_summary(run_dir, settings.max_steps)
         return 0
     finally:
         if feed is not None:
@@ -112,8 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # The cell's stored settings, validated here once as a submit validated them (the
     # scheduler that launched this validated nothing).
-    settings = VerlSettings.model_validate(json.loads(args.settings_json))
-    return run(settings, args.run_dir)
+    return run(VerlSettings.model_validate(json.loads(args.settings_json)), args.run_dir)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,7 @@
 """Pass criteria of the verl smoke sweep (docs/verl.md#gpu-smoke-test): a cell passes when
 it ended ``succeeded`` and its MLflow run holds the :data:`REQUIRED_METRICS` for every step
 1..:data:`SMOKE_STEPS`, logged since the cell's last attempt started (less
-:data:`CLOCK_SLACK_S` for other nodes' clocks: a rerun logs into the same run).
-"""
+:data:`CLOCK_SLACK_S` for other nodes' clocks: a rerun logs into the same run)."""
 
 from __future__ import annotations
 

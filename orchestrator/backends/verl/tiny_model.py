@@ -2,8 +2,7 @@
 verl, vLLM and ``transformers`` load like any Hugging Face checkpoint (the smoke test's,
 docs/verl.md#gpu-smoke-test). Deterministic and idempotent: a folder whose
 ``kappa_tiny.json`` records the same arguments is reused, a new one is built in a
-temporary sibling and renamed into place.
-"""
+temporary sibling and renamed into place."""
 
 from __future__ import annotations
 

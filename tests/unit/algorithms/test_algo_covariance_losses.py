@@ -8,8 +8,7 @@ import math
 import pytest
 import torch
 
-from orchestrator.algorithms.covariance_losses import clip_cov_selection, kl_cov_selection
-from orchestrator.algorithms.policy_losses import policy_loss
+from orchestrator.algorithms.policy_losses import clip_cov_selection, kl_cov_selection, policy_loss
 
 # Six valid tokens plus one padded one. Centred log-probs [1, -1, -1.5, 1.5, 3.5, -3.5]
 # around -5 and advantages ±2 (mean 0) give covariances c_t = [2, 2, -3, -3, 7, 7]:

@@ -13,13 +13,10 @@ import math
 import pytest
 import torch
 
-from orchestrator.algorithms.covariance_losses import kl_cov_selection
-from orchestrator.algorithms.dapo import dynamic_sampling_keep, overlong_penalty
-from orchestrator.algorithms.diagnostics import kappa_eff, skewness_phi
-from orchestrator.algorithms.entropy import entropy_from_logits
+from orchestrator.algorithms.diagnostics import entropy_from_logits, kappa_eff, skewness_phi
 from orchestrator.algorithms.masking import AGG_MODES, aggregate
-from orchestrator.algorithms.policy_losses import POLICY_LOSSES, policy_loss
-from orchestrator.algorithms.rewards import entropy_reward
+from orchestrator.algorithms.policy_losses import POLICY_LOSSES, kl_cov_selection, policy_loss
+from orchestrator.algorithms.rewards import dynamic_sampling_keep, entropy_reward, overlong_penalty
 
 SETTINGS: dict[str, dict[str, float]] = {
     "vanilla": {"clip_ratio_low": 0.2, "clip_ratio_high": 0.28},

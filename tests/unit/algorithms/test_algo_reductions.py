@@ -7,10 +7,10 @@ import math
 import pytest
 import torch
 
-from orchestrator.algorithms.entropy import entropy_from_logits, sequence_entropy, token_entropy
+from orchestrator.algorithms.diagnostics import entropy_from_logits
 from orchestrator.algorithms.errors import AlgorithmError
-from orchestrator.algorithms.kl import kl_penalty
 from orchestrator.algorithms.masking import aggregate, broadcast_to_tokens, masked_mean
+from orchestrator.algorithms.policy_losses import kl_penalty
 
 LOSS = torch.tensor([[1.0, 2.0, 3.0, 99.0], [4.0, 99.0, 99.0, 99.0], [99.0] * 4])
 MASK = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0], [0, 0, 0, 0]], dtype=torch.bool)
@@ -103,12 +103,3 @@ def test_entropy_from_logits() -> None:
     random_logits = torch.randn(3, 5, 7, generator=torch.Generator().manual_seed(0))
     reference = torch.distributions.Categorical(logits=random_logits).entropy()
     assert torch.allclose(entropy_from_logits(random_logits), reference, atol=1e-5)
-
-
-def test_token_and_sequence_entropy_respect_the_mask() -> None:
-    logits = torch.zeros(2, 2, 4)
-    logits[:, 1, 0] = 1000.0
-    mask = torch.tensor([[1, 0], [1, 1]])
-    assert token_entropy(logits, mask).item() == pytest.approx(2 * math.log(4) / 3)
-    assert sequence_entropy(logits, mask).tolist() == pytest.approx([math.log(4),
-                                                                     math.log(4) / 2], abs=1e-5)

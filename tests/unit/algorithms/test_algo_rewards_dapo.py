@@ -5,8 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from orchestrator.algorithms.dapo import dynamic_sampling_keep, overlong_penalty
-from orchestrator.algorithms.rewards import entropy_reward, random_rewards, scale_rewards
+from orchestrator.algorithms.rewards import (
+    dynamic_sampling_keep,
+    entropy_reward,
+    overlong_penalty,
+    random_rewards,
+    scale_rewards,
+)
 
 
 def test_scale_rewards() -> None:

@@ -11,7 +11,7 @@ from verl_test_cells import cell
 
 from orchestrator.backends import BACKENDS, LaunchSpec, get_backend
 from orchestrator.backends.verl.backend import VerlBackend
-from orchestrator.backends.verl.phases import TRACKER_FILE, checkpoint_dir
+from orchestrator.backends.verl.command import TRACKER_FILE, checkpoint_dir
 from orchestrator.backends.verl.settings import VerlSettings
 
 

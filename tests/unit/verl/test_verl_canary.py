@@ -16,9 +16,8 @@ import pytest
 from verl_test_cells import RUN_DIR, cell
 
 from orchestrator.backends import get_backend
-from orchestrator.backends.verl.canary import NO_VALIDATION, smallest_batch
-from orchestrator.backends.verl.command import verl_command
-from orchestrator.backends.verl.phases import phases
+from orchestrator.backends.verl.backend import NO_VALIDATION, smallest_batch
+from orchestrator.backends.verl.command import phases, verl_command
 from orchestrator.backends.verl.settings import VerlSettings
 
 

@@ -17,10 +17,10 @@ from verl_test_cells import BASELINES, REWARD_FILE, RUN_DIR, cell
 from orchestrator.backends.verl.command import (
     ENV_PREFIX,
     hydra_value,
+    phases,
     reward_function_path,
     verl_command,
 )
-from orchestrator.backends.verl.phases import phases
 
 GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "verl"
 FORWARD = {"MLFLOW_TRACKING_URI": "http://mlflow:5000", "MLFLOW_RUN_ID": "0123abcd"}
@@ -125,7 +125,7 @@ def test_run_folder_names_and_resume() -> None:
     assert args["trainer.default_local_dir"].endswith("relative/sweep-x/cell-y/checkpoints")
     assert (args["trainer.project_name"], args["trainer.experiment_name"]) == ("sweep-x", "cell-y")
     assert args["trainer.resume_mode"] == "auto"
-    # verl logs to its file only; kappa sends that to MLflow (metrics_feed).
+    # verl logs to its file only; kappa sends that to MLflow (logs.MetricsFeed).
     assert args["trainer.logger"] == "[console,file]"
     named = _args(verl_command(cell(project_name="p", experiment_name="e"), RUN_DIR))
     assert (named["trainer.project_name"], named["trainer.experiment_name"]) == ("p", "e")

@@ -1,4 +1,4 @@
-"""verl's file logs through the run folder's outbox (metrics_feed): each (step, metric)
+"""verl's file logs through the run folder's outbox (logs.MetricsFeed): each (step, metric)
 reaches MLflow once across relaunches, driver restarts and a store that goes away."""
 
 from __future__ import annotations
@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.backends.verl.logs import LOG_DIR
-from orchestrator.backends.verl.metrics_feed import MetricsFeed, queued_points, verl_metric_key
+from orchestrator.backends.verl.logs import LOG_DIR, MetricsFeed, queued_points, verl_metric_key
 from orchestrator.tracking.outbox import Outbox
 
 RUN = "run-1"
@@ -105,7 +104,7 @@ def test_an_outage_delays_points_and_loses_none(tmp_path: Path) -> None:
 
 
 def test_a_feed_needs_both_mlflow_variables(tmp_path: Path) -> None:
-    from orchestrator.backends.verl.metrics_feed import feed_from_env
+    from orchestrator.backends.verl.logs import feed_from_env
 
     assert feed_from_env(tmp_path, {"MLFLOW_RUN_ID": RUN}) is None
     assert feed_from_env(tmp_path, {"MLFLOW_TRACKING_URI": "sqlite:///x.db"}) is None

@@ -7,13 +7,14 @@ from pathlib import Path
 import pytest
 from verl_test_cells import RUN_DIR, cell
 
-from orchestrator.backends.verl.command import ENV_PREFIX, verl_command
-from orchestrator.backends.verl.phases import (
+from orchestrator.backends.verl.command import (
+    ENV_PREFIX,
     TRACKER_FILE,
     Phase,
     checkpoint_dir,
     pending_phases,
     phases,
+    verl_command,
 )
 
 
