@@ -1,8 +1,7 @@
 """``kappa doctor``: is this machine (or cluster) ready to run sweeps? Each check of
-:mod:`.environment`, :mod:`.stores` and :mod:`.plugin` (run by :mod:`.run`) is ``ok``,
-``warning`` (works, with a limit), ``problem`` (a sweep would fail; with the fix) or
-``skipped``. They only look: none creates a store; the MLflow probe deletes its run.
-"""
+:mod:`.environment`, :mod:`.stores` and :mod:`.plugin` (run by :mod:`.run`) is ``ok``, ``warning``
+(works, with a limit), ``problem`` (a sweep would fail; with the fix) or ``skipped``. They only
+look: none creates a store; the MLflow probe deletes its run."""
 
 from __future__ import annotations
 

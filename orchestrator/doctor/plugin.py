@@ -1,8 +1,7 @@
-"""Doctor checks of kappa's verl plug-in, here and in the workers of a Ray cluster.
-``import verl`` loads plug-ins by entry point and swallows their errors (a broken one shows
-only at a cell's first step), so the checks import verl as a run does, in a fresh process
-here (without the ``VERL_USE_EXTERNAL_MODULES`` fallback) and in a Ray task per node.
-"""
+"""Doctor checks of kappa's verl plug-in, here and in the workers of a Ray cluster. ``import verl``
+loads plug-ins by entry point and swallows their errors (a broken one shows only at a cell's first
+step), so the checks import verl as a run does, in a fresh process here (without the
+``VERL_USE_EXTERNAL_MODULES`` fallback) and in a Ray task per node."""
 
 from __future__ import annotations
 

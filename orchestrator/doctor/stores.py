@@ -1,7 +1,6 @@
-"""Doctor checks of the stores: the MLflow tracking URI and the run registry. A missing
-local store is reported with whether its folder is writable, never created; an existing
-MLflow store gets a real write: a run in ``kappa-doctor``, given a param, then deleted.
-"""
+"""Doctor checks of the stores: the MLflow tracking URI and the run registry. A missing local store
+is reported with whether its folder is writable, never created; an existing MLflow store gets a real
+write: a run in ``kappa-doctor``, given a param, then deleted."""
 
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
-"""A job's secrets, kept out of what a cluster shows everyone: the Ray dashboard shows a
-job's ``runtime_env``, so a tracking URI with a password or a token goes to a user-only file
-in the run folder instead, its path in :data:`SECRET_ENV_FILE_VAR`. The entrypoint is
-:func:`wrapped` to load it first; the verl plug-in loads it in each Ray worker
-(:func:`load_secret_env`). Light imports only: it starts before every job.
-"""
+"""A job's secrets, kept out of what a cluster shows everyone: the Ray dashboard shows a job's
+``runtime_env``, so a tracking URI with a password or a token goes to a user-only file in the run
+folder instead, its path in :data:`SECRET_ENV_FILE_VAR`. The entrypoint is :func:`wrapped` to load
+it first; the verl plug-in loads it in each Ray worker (:func:`load_secret_env`). Light imports
+only: it starts before every job."""
 
 from __future__ import annotations
 

@@ -1,11 +1,10 @@
 """The local executor: jobs as processes on this machine, with GPU and CPU slots.
 
-Each job (argv, never a shell) leads a new session under :mod:`job_wrapper`, so a cancel
-signals the whole tree (SIGTERM, SIGKILL after ``grace_period``). Its id ``local:<job
-folder>`` lets any process reattach: *running* (pid alive, same start time), *finished*
-(``exit`` exists) or *vanished*. A job needing ``n`` GPUs gets ``n`` free devices in
-``CUDA_VISIBLE_DEVICES``; a CPU-only job none, and cores / ``max_parallel`` threads.
-"""
+Each job (argv, never a shell) leads a new session under :mod:`job_wrapper`, so a cancel signals the
+whole tree (SIGTERM, SIGKILL after ``grace_period``). Its id ``local:<job folder>`` lets any process
+reattach: *running* (pid alive, same start time), *finished* (``exit`` exists) or *vanished*. A job
+needing ``n`` GPUs gets ``n`` free devices in ``CUDA_VISIBLE_DEVICES``; a CPU-only job none, and
+cores / ``max_parallel`` threads."""
 
 from __future__ import annotations
 

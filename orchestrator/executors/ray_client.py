@@ -1,8 +1,7 @@
-"""The Ray Jobs API as kappa uses it: a client whose every request gives up in time (Ray's
-has no timeout: a dashboard that never answers would hold ``kappa submit`` forever), and
-one job tracked through it (:class:`RayJob`). :func:`no_answer` tells "no answer" (waited
-out, never a verdict on a job) from "the cluster said no".
-"""
+"""The Ray Jobs API as kappa uses it: a client whose every request gives up in time (Ray's has no
+timeout: a dashboard that never answers would hold ``kappa submit`` forever), and one job tracked
+through it (:class:`RayJob`). :func:`no_answer` tells "no answer" (waited out, never a verdict on a
+job) from "the cluster said no"."""
 
 from __future__ import annotations
 

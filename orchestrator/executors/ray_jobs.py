@@ -1,11 +1,10 @@
 """The Ray Jobs executor: each launch is a Ray job's *driver* (verl's ``main_ppo`` calls
 ``ray.init`` itself) on an existing cluster (placement: :mod:`.ray_placement`, docs/ray.md).
-``env``, ``MLFLOW_*`` and ``VERL_USE_EXTERNAL_MODULES=kappa_verl`` go into the runtime_env
-(secrets do not: :mod:`.job_secrets`); ``RAY_OVERRIDE_JOB_RUNTIME_ENV=1`` lets the driver's
-``ray.init(runtime_env=...)`` repeat its keys. A cluster that does not answer when the
-executor is made is a :class:`RayAddressError` (exit 2); later a :class:`RayUnreachableError`,
-"unknown" to the scheduler: a job still runs, ``capacity`` is 0, a submit costs no retry.
-"""
+``env``, ``MLFLOW_*`` and ``VERL_USE_EXTERNAL_MODULES=kappa_verl`` go into the runtime_env (secrets
+do not: :mod:`.job_secrets`); ``RAY_OVERRIDE_JOB_RUNTIME_ENV=1`` lets the driver's
+``ray.init(runtime_env=...)`` repeat its keys. A cluster that does not answer when the executor is
+made is a :class:`RayAddressError` (exit 2); later a :class:`RayUnreachableError`, "unknown" to the
+scheduler: a job still runs, ``capacity`` is 0, a submit costs no retry."""
 
 from __future__ import annotations
 

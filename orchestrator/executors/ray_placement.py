@@ -1,8 +1,7 @@
-"""Where a Ray job runs (docs/ray.md): Ray runs an entrypoint on the head node unless it
-asks for entrypoint resources, which any node having them then provides. So a cell that *is*
-its workload (embedded) reserves its CPUs, GPUs and custom resources, and a sweep spreads
-over the workers; a self-placing (verl) cell reserves nothing.
-"""
+"""Where a Ray job runs (docs/ray.md): Ray runs an entrypoint on the head node unless it asks for
+entrypoint resources, which any node having them then provides. So a cell that *is* its workload
+(embedded) reserves its CPUs, GPUs and custom resources, and a sweep spreads over the workers; a
+self-placing (verl) cell reserves nothing."""
 
 from __future__ import annotations
 

@@ -1,16 +1,15 @@
 """The SLURM executor: each launch becomes a SLURM batch job (docs/slurm.md).
 
 kappa writes a batch script (:mod:`.slurm_script`), ``sbatch``es it, follows it with
-``squeue``/``sacct`` (:mod:`.slurm_queue`) and the exit code the job leaves on the shared
-file system, and ``scancel``s it: SLURM's own stable interface, which every site has. Not
-submitit, which runs pickled callables, reads states only from ``sacct`` (none without
-accounting) and wraps a job in one ``srun`` (no room for verl's Ray head and workers).
+``squeue``/``sacct`` (:mod:`.slurm_queue`) and the exit code the job leaves on the shared file
+system, and ``scancel``s it: SLURM's own stable interface, which every site has. Not submitit, which
+runs pickled callables, reads states only from ``sacct`` (none without accounting) and wraps a job
+in one ``srun`` (no room for verl's Ray head and workers).
 
-A job's folder is the local executor's (so the wrapper's run-folder lock works the same),
-holding ``job.sbatch``, ``job.json``, ``exit`` and ``end.json`` (the final state, which
-SLURM without accounting forgets after ``MinJobAge``). The job id
-``slurm:<SLURM id>:<job folder>`` lets any process reattach.
-"""
+A job's folder is the local executor's (so the wrapper's run-folder lock works the same), holding
+``job.sbatch``, ``job.json``, ``exit`` and ``end.json`` (the final state, which SLURM without
+accounting forgets after ``MinJobAge``). The job id ``slurm:<SLURM id>:<job folder>`` lets any
+process reattach."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""What a user may set on the SLURM executor (``-E KEY=VALUE``). Every value becomes an
-``#SBATCH`` line of a script bash runs, so none may hold a line break, and ``sbatch_args``
-passes on only the options of :data:`SBATCH_ARGS_ALLOWED`.
-"""
+"""What a user may set on the SLURM executor (``-E KEY=VALUE``). Every value becomes an ``#SBATCH``
+line of a script bash runs, so none may hold a line break, and ``sbatch_args`` passes on only the
+options of :data:`SBATCH_ARGS_ALLOWED`."""
 
 from __future__ import annotations
 

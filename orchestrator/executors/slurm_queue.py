@@ -1,7 +1,6 @@
-"""What state a SLURM job is in: :class:`SlurmQueue` asks ``squeue`` about all this user's
-jobs at once (at most once a second), ``sacct`` (with accounting) about one the controller
-forgot. A failing ``squeue`` ends no job: one it does not know is :data:`UNREACHABLE`.
-"""
+"""What state a SLURM job is in: :class:`SlurmQueue` asks ``squeue`` about all this user's jobs at
+once (at most once a second), ``sacct`` (with accounting) about one the controller forgot. A failing
+``squeue`` ends no job: one it does not know is :data:`UNREACHABLE`."""
 
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
 """The batch script a SLURM job runs, a pure function of its inputs (golden files:
-tests/golden/slurm/). On one node the cell's command runs under :mod:`.job_wrapper`; on
-several (self-placing: multi-node verl) a Ray head starts on the first node and a worker on
-each other, then the command on the head with ``RAY_ADDRESS`` set: a port from the job id,
-no dashboard, a Ray token of the job's own (docs/slurm.md).
-"""
+tests/golden/slurm/). On one node the cell's command runs under :mod:`.job_wrapper`; on several
+(self-placing: multi-node verl) a Ray head starts on the first node and a worker on each other, then
+the command on the head with ``RAY_ADDRESS`` set: a port from the job id, no dashboard, a Ray token
+of the job's own (docs/slurm.md)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,12 @@
 """Fast cell settings and ids: each cell assembled from pieces computed once per value.
 
-A cell's canonical JSON is its labels plus its sorted ``"key":value`` settings fragments:
-the same in every cell for settings no axis touches, depending on one axis's value for a
-setting it owns, on a combination for one several axes touch (``model.d_model`` and
-``model.n_heads``). Each fragment is serialized once, from the first validated cell having
-it, into a text template; consecutive cells share all but the last axis's fragments, so a
-cell costs a concatenation, one SHA-256 and its dicts. The result equals
-:func:`orchestrator.grid.cell.content_id` (tested on random specs), assuming a backend's
-validators never rewrite one setting based on another.
-"""
+A cell's canonical JSON is its labels plus its sorted ``"key":value`` settings fragments: the same
+in every cell for settings no axis touches, depending on one axis's value for a setting it owns, on
+a combination for one several axes touch (``model.d_model`` and ``model.n_heads``). Each fragment is
+serialized once, from the first validated cell having it, into a text template; consecutive cells
+share all but the last axis's fragments, so a cell costs a concatenation, one SHA-256 and its dicts.
+The result equals :func:`orchestrator.grid.cell.content_id` (tested on random specs), assuming a
+backend's validators never rewrite one setting based on another."""
 
 from __future__ import annotations
 

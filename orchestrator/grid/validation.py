@@ -1,9 +1,8 @@
-"""Validate every cell's settings with the backend, each distinct combination once: a *free*
-axis (no cross-field rule reads it, e.g. ``seed``) is valid or not on its own; the others
-are coupled (``coupled_settings``, docs/spec.md#fast-validation-for-backend-authors). The
-first cell of each coupled combination and of each free value is validated. A problem is
-reported once, where its setting is written (``axes.kappa.k200.kl_coef``, ``axes.seed[2]``).
-"""
+"""Validate every cell's settings with the backend, each distinct combination once: a *free* axis
+(no cross-field rule reads it, e.g. ``seed``) is valid or not on its own; the others are coupled
+(``coupled_settings``, docs/spec.md#fast-validation-for-backend-authors). The first cell of each
+coupled combination and of each free value is validated. A problem is reported once, where its
+setting is written (``axes.kappa.k200.kl_coef``, ``axes.seed[2]``)."""
 
 from __future__ import annotations
 

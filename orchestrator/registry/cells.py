@@ -1,9 +1,8 @@
-"""Cell rows: registering a sweep's cells, reading cells, attempts and counts, and writing
-them. Every state change is the compare-and-set of :func:`apply_transition`, the only place
-that sets derived fields (times, attempts; a cell back to pending forgets its last run). Each
-write of a fenced registry (:meth:`~.connection.RegistryConnection.fenced`) first checks that
-its scheduler still holds the sweep's lease.
-"""
+"""Cell rows: registering a sweep's cells, reading cells, attempts and counts, and writing them.
+Every state change is the compare-and-set of :func:`apply_transition`, the only place that sets
+derived fields (times, attempts; a cell back to pending forgets its last run). Each write of a
+fenced registry (:meth:`~.connection.RegistryConnection.fenced`) first checks that its scheduler
+still holds the sweep's lease."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """The connection under :class:`~orchestrator.registry.Registry` (opened by
-:meth:`RegistryConnection.open`): engine, sessions (``_tx`` for writes, ``_read`` for
-reads), and the row lookups and value checks the sweep, cell and lease methods share.
-"""
+:meth:`RegistryConnection.open`): engine, sessions (``_tx`` for writes, ``_read`` for reads), and
+the row lookups and value checks the sweep, cell and lease methods share."""
 
 from __future__ import annotations
 

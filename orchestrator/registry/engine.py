@@ -1,10 +1,9 @@
 """Connecting to the registry database: SQLite by default, PostgreSQL by URL.
 
-SQLite runs in WAL mode (readers never block the writer), with foreign keys and a busy
-timeout (concurrent kappa processes wait for each other). Every SQLite transaction starts
-with ``BEGIN IMMEDIATE``: the write lock is taken up front, so a read-then-write
-transaction never loses a lock upgrade half-way, and migrations are transactional.
-"""
+SQLite runs in WAL mode (readers never block the writer), with foreign keys and a busy timeout
+(concurrent kappa processes wait for each other). Every SQLite transaction starts with
+``BEGIN IMMEDIATE``: the write lock is taken up front, so a read-then-write transaction never loses
+a lock upgrade half-way, and migrations are transactional."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
-"""The registry schema's version (Alembic migrations shipped in the package). An empty
-database is initialised to the newest revision; an OLDER one is refused with the exact
-``kappa db upgrade --registry URL`` (kappa never migrates data behind a user's back), as
-is a newer one or tables without a stamp. Check and initialisation are one transaction
-under a lock (SQLite's ``BEGIN IMMEDIATE``, a PostgreSQL advisory lock): concurrent first
-opens are safe.
-"""
+"""The registry schema's version (Alembic migrations shipped in the package). An empty database is
+initialised to the newest revision; an OLDER one is refused with the exact
+``kappa db upgrade --registry URL`` (kappa never migrates data behind a user's back), as is a newer
+one or tables without a stamp. Check and initialisation are one transaction under a lock (SQLite's
+``BEGIN IMMEDIATE``, a PostgreSQL advisory lock): concurrent first opens are safe."""
 
 from __future__ import annotations
 

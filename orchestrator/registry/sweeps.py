@@ -1,13 +1,12 @@
 """Sweep rows: create, find, list, delete, and the executor a sweep runs on.
 
-Recording a sweep reads the registry, creates the MLflow experiment and parent run, then writes
-the registry rows: two stores no one transaction covers. Two ``kappa submit`` of a spec
-interleaving there would each make a parent run, and a failing one would undo the sweep the other
-just recorded. :func:`sweep_record_lock` makes it exclusive: on PostgreSQL a session advisory lock
-keyed by the sweep's name, on its own connection (across machines; it ends with a dead holder's
-session); on SQLite a ``flock`` on ``<registry.db>.lock`` (one for all sweeps: recording is short
-and rare); an in-memory database is one process's own.
-"""
+Recording a sweep reads the registry, creates the MLflow experiment and parent run, then writes the
+registry rows: two stores no one transaction covers. Two ``kappa submit`` of a spec interleaving
+there would each make a parent run, and a failing one would undo the sweep the other just recorded.
+:func:`sweep_record_lock` makes it exclusive: on PostgreSQL a session advisory lock keyed by the
+sweep's name, on its own connection (across machines; it ends with a dead holder's session); on
+SQLite a ``flock`` on ``<registry.db>.lock`` (one for all sweeps: recording is short and rare); an
+in-memory database is one process's own."""
 
 from __future__ import annotations
 
