@@ -14,14 +14,13 @@ from orchestrator.limits import MAX_PARALLEL
 
 # The longest --time an option may ask for: a year.
 MAX_TIME_MINUTES = 365 * 24 * 60
-# The sbatch options ``sbatch_args`` may give, by their full long name: an allow-list,
-# since sbatch (getopt_long) also takes any unambiguous abbreviation (``--arr`` is
-# ``--array``, ``--outp`` is ``--output``), so refusing kappa's own options by name
-# leaves every abbreviation of them open. Left out on purpose: what kappa sets itself
-# (job name, output, chdir, nodes, tasks, CPUs, GPUs, time, partition, account, QOS,
-# constraint, requeue, comment), and what would run the cell other than once, elsewhere
-# or not at all (--array, --requeue, --wrap, --export*, --test-only, --wait, --clusters,
-# --hold, --uid, --get-user-env, --container, --dependency, --het-*).
+# The sbatch options ``sbatch_args`` may give, by their full long name: an allow-list, since sbatch
+# (getopt_long) also takes any unambiguous abbreviation (``--arr`` is ``--array``, ``--outp`` is
+# ``--output``), so refusing kappa's own options by name leaves every abbreviation of them open.
+# Left out on purpose: what kappa sets itself (job name, output, chdir, nodes, tasks, CPUs, GPUs,
+# time, partition, account, QOS, constraint, requeue, comment), and what would run the cell other
+# than once, elsewhere or not at all (--array, --requeue, --wrap, --export*, --test-only, --wait,
+# --clusters, --hold, --uid, --get-user-env, --container, --dependency, --het-*).
 SBATCH_ARGS_ALLOWED = frozenset({
     "--mem", "--mem-per-cpu", "--mem-per-gpu", "--exclusive", "--oversubscribe",
     "--gres", "--gres-flags", "--gpu-bind", "--gpu-freq", "--cpu-freq", "--cpus-per-gpu",

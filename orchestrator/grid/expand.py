@@ -44,13 +44,12 @@ class Grid:
 
 
 def expand(spec: Spec, preflight: bool = True, judge: bool = False, models: bool = False) -> Grid:
-    """The grid of ``spec`` in its order (docs/spec.md#order-zip-exclude-include), cells named
-    by content hash, validated by the backend and preflighted as one batch (unless
+    """The grid of ``spec`` in its order (docs/spec.md#order-zip-exclude-include), cells named by
+    content hash, validated by the backend and preflighted as one batch (unless
     ``preflight=False``); more than ``max_cells()`` is refused; ``UserInputError`` with every
-    problem. Without ``judge`` each distinct combination is validated once; with it (a
-    submit) every cell once, its demand judged from that model (``Grid.demands``);
-    ``models`` (implies ``judge``) keeps each cell's model too (``Grid.models``).
-    """
+    problem. Without ``judge`` each distinct combination is validated once; with it (a submit) every
+    cell once, its demand judged from that model (``Grid.demands``); ``models`` (implies ``judge``)
+    keeps each cell's model too (``Grid.models``)."""
     from orchestrator.backends import get_backend
 
     backend = get_backend(spec.backend)

@@ -25,9 +25,8 @@ from orchestrator.spec.model import Spec
 from orchestrator.spec.settings_paths import deep_merge, undot
 
 _MISSING = object()
-# One slot of the text template: the axis positions it depends on, what picks the text
-# from an assignment, and the texts (a list by value for one axis, a dict by combination
-# for several).
+# One slot of the text template: the axis positions it depends on, what picks the text from an
+# assignment, and the texts (a list by value for one axis, a dict by combination for several).
 _Slot = tuple[tuple[int, ...], Callable[[Assignment], Any], Any]
 # Prepared work for cells sharing all but the last axis value: (a[:-1], static text
 # chunks around the dynamic slots, the dynamic slots, settings and axes without the last

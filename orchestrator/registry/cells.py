@@ -137,9 +137,8 @@ class CellStore(LeaseStore):
             if new:
                 session.execute(insert(CellRow), [{**row, "sweep_id": parent.id} for row in new])
             if demands:
-                # A cell without a demand (its settings did not validate at the registry's
-                # upgrade) gets the one given; none is SQL NULL from the migration, JSON
-                # null from an insert.
+                # A cell without a demand (its settings did not validate at the registry's upgrade)
+                # gets the one given; none is SQL NULL from the migration, JSON null from an insert.
                 for row in session.scalars(select(CellRow).where(
                         CellRow.sweep_id == parent.id,
                         or_(CellRow.demand.is_(None), sql_cast(CellRow.demand, Text) == "null"))):

@@ -38,10 +38,9 @@ class SweepStore(RegistryConnection):
                      mlflow_experiment_id: str | None = None,
                      mlflow_parent_run_id: str | None = None,
                      plan: str | None = None) -> SweepRecord:
-        """Create the sweep ``name`` or update it; MLflow ids and the plan (JSON of a
-        ``SweepPlan``) are only overwritten when given. The name becomes folder names, so
-        one that is not a single safe name (:func:`orchestrator.paths.check_name`) is
-        refused."""
+        """Create the sweep ``name`` or update it; MLflow ids and the plan (JSON of a ``SweepPlan``)
+        are only overwritten when given. The name becomes folder names, so one that is not a single
+        safe name (:func:`orchestrator.paths.check_name`) is refused."""
         paths.check_name(name)
         for attempt in range(2):
             try:
