@@ -11,8 +11,7 @@ from pydantic import BaseModel
 from orchestrator.backends.base import Demand
 from orchestrator.errors import KappaError, Problem, UserInputError
 from orchestrator.grid.assignments import AxisValue, assignments, axis_values, cell_bound
-from orchestrator.grid.cell import Cell
-from orchestrator.grid.identity import CellBuilder
+from orchestrator.grid.identity import Cell, CellBuilder
 from orchestrator.grid.validation import validate_cells
 from orchestrator.limits import DEFAULT_MAX_CELLS, INT32_MAX, MAX_CELLS_ENV, MAX_PROBLEMS, max_cells
 from orchestrator.spec.model import Spec

@@ -16,8 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchestrator.backends.base import Demand
 from orchestrator.errors import Problem, UserInputError
-from orchestrator.grid.cell import Cell
 from orchestrator.grid.expand import Grid, expand
+from orchestrator.grid.identity import Cell
 from orchestrator.spec.loader import SpecReading, read_spec
 from orchestrator.spec.model import JsonScalarValue, Resources, Spec
 from orchestrator.spec.search_block import SearchSpec
