@@ -85,9 +85,8 @@ def verdict(found: dict[str, Any], where: str) -> tuple[Status, str, str | None]
         return (Status.PROBLEM, f"{where}: kappa_verl is importable but declares no "
                 f"'{ENTRY_POINT_GROUP}' entry point", _install_fix())
     if not found.get("loaded"):
-        setting = found.get("external_plugins")
         return (Status.PROBLEM, f"{where}: `import verl` did not load kappa_verl "
-                f"(VERL_USE_EXTERNAL_PLUGINS={setting!r})",
+                f"(VERL_USE_EXTERNAL_PLUGINS={found.get('external_plugins')!r})",
                 "unset VERL_USE_EXTERNAL_PLUGINS, or list 'kappa' in it")
     return Status.OK, f"{where}: loaded by verl {found.get('verl')}'s entry point", None
 

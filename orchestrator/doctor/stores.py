@@ -110,8 +110,7 @@ def _database_answers(uri: str, timeout_s: float) -> str | None:
 
 def _connect_failure(exc: Exception, url: Any) -> str:
     """The first line of why a connection to ``url`` failed (a timeout says how long)."""
-    reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()
-    first = reason[0] if reason else type(exc).__name__
+    first = (str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__])[0]
     return first + (f" (no answer within {url.query.get('connect_timeout')} s)"
                     if "timeout expired" in first else "")
 

@@ -31,10 +31,6 @@ PR_SET_PDEATHSIG = 1
 LOCK_BUSY_EXIT = 75  # EX_TEMPFAIL: the folder's earlier attempt is still running
 
 
-def _ignore(signum: int, frame: object) -> None:
-    """Stay alive when the job's group is signalled; the child gets the signal too."""
-
-
 def _take_run_lock(job_dir: str) -> int | None:
     """The folder's run lock as an fd; ``None`` if an earlier attempt kept it too long."""
     folder, name = os.path.split(os.path.abspath(job_dir))
@@ -78,7 +74,9 @@ def main(argv: list[str]) -> int:
         return 2
     job_dir, command = argv[0], argv[2:]
     for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, _ignore)
+        # Stay alive when the job's group is signalled (the child gets the signal too); a
+        # handler, not SIG_IGN, which the child would inherit through exec.
+        signal.signal(signum, lambda *_: None)
     lock = _take_run_lock(job_dir)
     wrapper = os.getpid()
     if lock is None:

@@ -179,8 +179,7 @@ class LocalExecutor(Executor):
                  grace_period: float = 10.0, cpu_count: int | None = None,
                  python: str | None = None) -> None:
         self.devices = detect_gpus(gpus)
-        default_parallel = max(len(self.devices), os.cpu_count() or 1)
-        self.max_parallel = max(1, max_parallel or default_parallel)
+        self.max_parallel = max(1, max_parallel or max(len(self.devices), os.cpu_count() or 1))
         self.grace_period = grace_period
         self.threads_per_job = cpu_threads_per_job(self.max_parallel, cpu_count)
         self.python = python or sys.executable

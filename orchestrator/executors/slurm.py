@@ -190,8 +190,7 @@ class SlurmExecutor(Executor):
 
     def _job_env(self, env: Mapping[str, str], resources: JobResources) -> dict[str, str]:
         inherited = {k: v for k, v in os.environ.items() if k not in _NOT_INHERITED}
-        # The launch's own settings win.
-        return {**inherited, **dict.fromkeys(THREAD_VARS, str(resources.cpus)), **env}
+        return {**inherited, **dict.fromkeys(THREAD_VARS, str(resources.cpus)), **env}  # env wins
 
     def submit(self, argv: tuple[str, ...], env: Mapping[str, str], cwd: Path, log_path: Path,
                resources: JobResources = JobResources()) -> SlurmJob:

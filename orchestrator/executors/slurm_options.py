@@ -109,6 +109,3 @@ class SlurmOptions(ExecutorOptions):
                     "requeued, elsewhere or held); allowed: "
                     + " ".join(sorted(SBATCH_ARGS_ALLOWED)))
         return value
-
-
-__all__ = ["MAX_TIME_MINUTES", "SBATCH_ARGS_ALLOWED", "SlurmOptions"]

@@ -127,6 +127,5 @@ class SlurmQueue:
         for line in done.stdout.splitlines():
             state, _, exit_code = line.partition("|")
             if state:
-                # "CANCELLED by 0" -> CANCELLED
-                return state.split()[0], _decode_exit(exit_code)
+                return state.split()[0], _decode_exit(exit_code)  # "CANCELLED by 0": CANCELLED
         return None

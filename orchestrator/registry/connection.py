@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Self, cast
 
 from sqlalchemy import CursorResult, Engine, Update, select
@@ -75,10 +75,8 @@ class RegistryConnection:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    @contextmanager
-    def _tx(self) -> Iterator[Session]:
-        with self._sessions.begin() as session:
-            yield session
+    def _tx(self) -> AbstractContextManager[Session]:
+        return self._sessions.begin()
 
     @contextmanager
     def _read(self) -> Iterator[Session]:
