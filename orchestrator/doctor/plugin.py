@@ -213,8 +213,7 @@ def _probe_job(client: Any, options: DoctorOptions,
     # drop a connection: both are waited out, up to the deadline.
     while True:
         try:
-            job = client.submit_job(entrypoint=f"{shlex.quote(python)} -c "
-                                               f"{shlex.quote(RAY_PROBE)}",
+            job = client.submit_job(entrypoint=f"{shlex.quote(python)} -c {shlex.quote(RAY_PROBE)}",
                                     submission_id=f"kappa-doctor-{secrets.token_hex(4)}",
                                     runtime_env={"env_vars": {"PYTHONWARNINGS": "ignore"}})
             break

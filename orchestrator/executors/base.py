@@ -124,9 +124,8 @@ class Executor(ABC):
             if not isinstance(job_id, str) or not job_id.startswith(self.job_id_prefix):
                 with contextlib.suppress(Exception):
                     job.cancel()
-                raise ValueError(f"executor {self.name!r} handed out job id {job_id!r}, "
-                                 f"which lacks its prefix {self.job_id_prefix!r} (the job "
-                                 "was cancelled)")
+                raise ValueError(f"executor {self.name!r} handed out job id {job_id!r}, which "
+                                 f"lacks its prefix {self.job_id_prefix!r} (the job was cancelled)")
             return job
 
         checked._checks_prefix = True  # type: ignore[attr-defined]

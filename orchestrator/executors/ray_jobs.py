@@ -86,8 +86,7 @@ def check_address(address: str) -> str:
     or ``auto``. Ray's client *imports* any other ``scheme://`` as a module (``file:///x``),
     ``ray://`` opens a Ray Client session, and a control character reaches request lines."""
     if _has_control(address):
-        raise _refuse("a Ray dashboard address has no spaces, line breaks or control "
-                      "characters")
+        raise _refuse("a Ray dashboard address has no spaces, line breaks or control characters")
     if address == "auto":
         return address
     address_url = dashboard_url(address)

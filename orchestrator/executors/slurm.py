@@ -103,8 +103,7 @@ class SlurmJob(JobHandle):
             json.dump({"state": state, "code": code}, fh)
         if state != "COMPLETED" and self.log_path is not None:
             with contextlib.suppress(OSError), open(self.log_path, "a") as log:
-                log.write(f"kappa: SLURM job {self.slurm_id} ended {state} "
-                          f"(exit code {code})\n")
+                log.write(f"kappa: SLURM job {self.slurm_id} ended {state} (exit code {code})\n")
         return code
 
     def wait(self, timeout: float | None = None) -> int | None:

@@ -78,9 +78,8 @@ class SlurmOptions(ExecutorOptions):
         64, ge=1, le=MAX_PARALLEL,
         description="kappa's jobs in SLURM's queue at once (pending or running)")
     sbatch_args: Annotated[tuple[str, ...], BeforeValidator(_split_args)] = Field(
-        (), max_length=64, description="further sbatch options in long form, e.g. "
-                                       "'--mem=32G --exclusive' (`docs/slurm.md` lists "
-                                       "those allowed)")
+        (), max_length=64, description="further sbatch options in long form, e.g. '--mem=32G "
+                                       "--exclusive' (`docs/slurm.md` lists those allowed)")
     cancel_wait: float = Field(
         60.0, ge=0, le=86400.0, description="seconds cancel waits for SLURM to end the job")
 
@@ -95,11 +94,9 @@ class SlurmOptions(ExecutorOptions):
         for arg in value:
             _one_line(arg)
             if len(arg) > SBATCH_ARG_MAX_CHARS:
-                raise ValueError(f"{arg[:40]!r}...: longer than {SBATCH_ARG_MAX_CHARS} "
-                                 "characters")
+                raise ValueError(f"{arg[:40]!r}...: longer than {SBATCH_ARG_MAX_CHARS} characters")
             if not arg.startswith("--"):
-                raise ValueError(f"{arg!r}: give sbatch options in their long form, "
-                                 "--name=value")
+                raise ValueError(f"{arg!r}: give sbatch options in their long form, --name=value")
             name = arg.split("=", 1)[0]
             if name not in SBATCH_ARGS_ALLOWED:
                 raise ValueError(

@@ -85,8 +85,7 @@ def _one_line(directive: str) -> str:
     """``directive`` if it stays on its ``#SBATCH`` line (the rest of a broken line would
     run in bash); guards what options do not check, such as a run folder's path."""
     if not directive.isprintable():
-        raise ValueError(f"a batch script directive may not hold control characters: "
-                         f"{directive!r}")
+        raise ValueError(f"a batch script directive may not hold control characters: {directive!r}")
     return directive
 
 

@@ -88,8 +88,7 @@ def expand(spec: Spec, preflight: bool = True, judge: bool = False, models: bool
             duplicates.append(spec.problem(
                 record.origin, "duplicate cells: identical settings and labels",
                 location="cells", found=f"[{other.describe()}] and [{cell.describe()}]",
-                fix="remove the repeated value or variant, or add a label axis to tell "
-                    "them apart"))
+                fix="remove the repeated value or variant, or add a label axis to tell them apart"))
             continue
         by_id[cell.cell_id] = cell
         if judge:
