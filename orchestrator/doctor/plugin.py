@@ -118,8 +118,7 @@ def check_plugin(options: DoctorOptions) -> CheckResult:
                            fix="give verl's interpreter with --python")
     found = parse_probe(stdout)
     if found is None:
-        tail = (stderr.strip().splitlines() or stdout.strip().splitlines()
-                or ["no output"])[-1]
+        tail = (stderr.strip().splitlines() or stdout.strip().splitlines() or ["no output"])[-1]
         return CheckResult("plugin", Status.PROBLEM, f"the probe process failed: "
                            f"{redact(tail)[:300]}", fix=_install_fix())
     status, summary, fix = verdict(found, python)

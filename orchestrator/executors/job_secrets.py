@@ -63,8 +63,7 @@ def wrapped(argv: tuple[str, ...]) -> tuple[str, ...]:
 def main(argv: list[str]) -> int:
     """Load the secrets, then become ``argv`` (same pid: signals reach the command)."""
     if not argv:
-        print("usage: python -m orchestrator.executors.job_secrets CMD [ARG...]",
-              file=sys.stderr)
+        print("usage: python -m orchestrator.executors.job_secrets CMD [ARG...]", file=sys.stderr)
         return 2
     if load_secret_env() is None:
         print(f"kappa: cannot read the job's secrets from {os.environ[SECRET_ENV_FILE_VAR]} "

@@ -178,8 +178,7 @@ class RayJobsOptions(ExecutorOptions):
     @classmethod
     def _address_from_environment(cls, data: Any) -> Any:
         # Ray's own convention: RAY_ADDRESS names the cluster when nothing else does.
-        if isinstance(data, dict) and data.get("address") is None and os.environ.get(
-                "RAY_ADDRESS"):
+        if isinstance(data, dict) and data.get("address") is None and os.environ.get("RAY_ADDRESS"):
             return {**data, "address": os.environ["RAY_ADDRESS"]}
         return data
 
@@ -271,8 +270,7 @@ class RayJobsExecutor(Executor):
         return self._handle(submission_id, log_path)
 
     def _handle(self, submission_id: str, log_path: Path | None) -> RayJob:
-        return RayJob(self._client, submission_id, log_path, self.address,
-                      self.request_timeout_s)
+        return RayJob(self._client, submission_id, log_path, self.address, self.request_timeout_s)
 
     def nodes(self) -> list[RayNode]:
         """The cluster's alive nodes, re-read every ``NODES_TTL_S`` (empty: unknown)."""

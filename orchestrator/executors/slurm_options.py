@@ -61,8 +61,7 @@ class SlurmOptions(ExecutorOptions):
                                   description="partition (sbatch --partition)")
     account: str | None = Field(None, max_length=256,
                                 description="account to charge (sbatch --account)")
-    qos: str | None = Field(None, max_length=256,
-                            description="quality of service (sbatch --qos)")
+    qos: str | None = Field(None, max_length=256, description="quality of service (sbatch --qos)")
     constraint: str | None = Field(
         None, max_length=1024,
         description="node features required (sbatch --constraint), e.g. a100")

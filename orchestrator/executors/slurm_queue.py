@@ -107,8 +107,7 @@ class SlurmQueue:
     def _squeue_failed(self, why: str) -> None:
         """Keep what squeue said last; ask again after :data:`STATUS_CACHE_S`."""
         if self._unreachable is None:
-            log.warning("squeue failed (jobs count as still running until it answers): %s",
-                        why)
+            log.warning("squeue failed (jobs count as still running until it answers): %s", why)
         self._unreachable, self._states_at = why, time.monotonic()
 
     def _sacct_state(self, slurm_id: str) -> tuple[str, int | None] | None:

@@ -108,8 +108,7 @@ def expand(spec: Spec, preflight: bool = True, judge: bool = False, models: bool
         raise UserInputError(f"{spec.filename}: invalid settings", unsound[:MAX_PROBLEMS])
     if duplicates:
         raise UserInputError(f"{spec.filename}: duplicate cells", duplicates)
-    return Grid(spec=spec, cells=tuple(by_id.values()), by_id=by_id, demands=demands,
-                models=kept)
+    return Grid(spec=spec, cells=tuple(by_id.values()), by_id=by_id, demands=demands, models=kept)
 
 
 def _check_size(spec: Spec, table: dict[str, list[AxisValue]]) -> None:

@@ -152,8 +152,7 @@ class CellBuilder:
                 dump = dump or model.model_dump(mode="json")
                 # A key another value of the axis sets may be unknown to the backend:
                 # that value's cells fail validation, this valid cell has no such key.
-                self.own_frags[i][r] = {k: _frag(k, dump[k]) for k in self.own_keys[i]
-                                        if k in dump}
+                self.own_frags[i][r] = {k: _frag(k, dump[k]) for k in self.own_keys[i] if k in dump}
         for key in self.shared:
             combo = tuple(a[j] for j in self.shared_axes[key])
             if combo not in self.shared_frags[key]:

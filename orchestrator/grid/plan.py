@@ -209,5 +209,4 @@ def parse_plan(text: str, filename: str = "<spec>", path: Path | None = None,
 def load_plan(path: str | Path, judge: bool = False, models: bool = False) -> Plan:
     """The plan of the spec file at ``path``, read once (see :func:`parse_plan`)."""
     file = Path(path)
-    return parse_plan(read_yaml_file(file, "spec"), str(file), file, judge=judge,
-                      models=models)
+    return parse_plan(read_yaml_file(file, "spec"), str(file), file, judge=judge, models=models)

@@ -65,8 +65,7 @@ def apply_transition(session: Session, row: CellRow,
     if target is CellState.QUEUED:
         values["queued_at"] = now
     elif target is CellState.RUNNING:
-        values.update(started_at=now, finished_at=None,
-                      attempts_count=CellRow.attempts_count + 1)
+        values.update(started_at=now, finished_at=None, attempts_count=CellRow.attempts_count + 1)
     elif target in TERMINAL_STATES:
         values["finished_at"] = now
     elif target is CellState.PENDING:
