@@ -179,8 +179,7 @@ def check_ray(options: DoctorOptions) -> CheckResult:
     if found is None:
         return CheckResult("ray", Status.PROBLEM, f"the probe job on {redact(address)} "
                            f"failed: {redact(why)}",
-                           fix=f"check `{python}` runs on the cluster (--python)",
-                           details=details)
+                           fix=f"check `{python}` runs on the cluster (--python)", details=details)
     nodes = found["nodes"]
     gpus = sum(float(n.get("gpus") or 0) for n in nodes)
     details.update(nodes=len(nodes), gpus=gpus, workers=nodes)

@@ -156,8 +156,7 @@ def check_mlflow(options: DoctorOptions) -> CheckResult:
         return CheckResult("mlflow", Status.PROBLEM, f"cannot write to {shown}: "
                            f"{redact(first)[:300]}", fix=fix_server if local is None else
                            "check the store's file permissions, or run `mlflow db upgrade "
-                           f"{shown}` if MLflow says its schema is old",
-                           details={"uri": shown})
+                           f"{shown}` if MLflow says its schema is old", details={"uri": shown})
     return CheckResult("mlflow", Status.OK, f"{shown}: reachable and writable (a run in "
                        f"experiment {DOCTOR_EXPERIMENT!r} was created and deleted)",
                        details={"uri": shown, "experiment": DOCTOR_EXPERIMENT})

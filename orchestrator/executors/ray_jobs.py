@@ -126,8 +126,7 @@ def check_resources(resources: dict[str, float]) -> dict[str, float]:
                           "control characters", name=repr(name))
         if name in RAY_OWN_RESOURCES:
             raise _refuse("{name} is one of Ray's own resources, not a custom one: a cell's "
-                          "CPUs and GPUs come from the spec's resources (cpus, gpus)",
-                          name=name)
+                          "CPUs and GPUs come from the spec's resources (cpus, gpus)", name=name)
         if not MIN_RESOURCE_GRANULARITY <= amount <= MAX_RESOURCE_QUANTITY:  # NaN is not
             raise _refuse("{name}: {amount} is no amount Ray can reserve (from 0.0001 to "
                           "1e14)", name=name, amount=amount)

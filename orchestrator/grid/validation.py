@@ -32,8 +32,7 @@ def coupled_axes(spec: Spec, table: Mapping[str, Sequence[AxisValue]],
                  coupled: frozenset[str] | None) -> list[int]:
     """Positions of the axes whose combinations must be validated together."""
     keys = [set().union(*(v.top_keys for v in table[a])) for a in spec.axes]
-    return [i for i, mine in enumerate(keys)
-            if coupled is None or mine & coupled
+    return [i for i, mine in enumerate(keys) if coupled is None or mine & coupled
             or any(mine & other for j, other in enumerate(keys) if j != i)]
 
 

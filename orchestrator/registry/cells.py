@@ -51,8 +51,7 @@ def cell_key(cell: CellRef) -> tuple[str, str]:
 
 
 def apply_transition(session: Session, row: CellRow,
-                     expected: CellState | str | Iterable[CellState | str],
-                     new: CellState | str,
+                     expected: CellState | str | Iterable[CellState | str], new: CellState | str,
                      fields: Mapping[str, Any]) -> tuple[bool, AttemptRecord | None]:
     """Compare-and-set ``row`` from ``expected`` to ``new``: (changed?, attempt opened/closed)."""
     check_fields(fields, TRANSITION_FIELDS, "transition")

@@ -60,8 +60,7 @@ def unreachable(url: URL, exc: Exception) -> UserInputError:
     """The error for a registry server that refused or failed the connection."""
     reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()
     return UserInputError(f"cannot connect to the registry at {display_url(url)}", [Problem(
-        "registry", redact(reason[0] if reason else type(exc).__name__),
-        found=display_url(url),
+        "registry", redact(reason[0] if reason else type(exc).__name__), found=display_url(url),
         fix="check the server is up and the URL's host, port, user and password")])
 
 

@@ -152,8 +152,7 @@ class LeaseStore(RegistryConnection):
     """The registry's lease methods."""
 
     def take_lease(self, sweep: str, me: Claimant, seconds: float,
-                   holder_dead: Callable[[Lease], bool] | None = None
-                   ) -> tuple[bool, Lease | None]:
+                   holder_dead: Callable[[Lease], bool] | None = None) -> tuple[bool, Lease | None]:
         """Take ``sweep``'s lease for ``seconds`` (see the rules above): (taken?, the lease)."""
         with self._tx() as session:
             sweep_id = sweep_row(session, sweep).id
@@ -179,8 +178,7 @@ class LeaseStore(RegistryConnection):
         """Extend ``owner``'s lease by ``seconds`` from now; ``False``: it is not theirs."""
         with self._tx() as session:
             now = registry_now(session)
-            return _update_owned(session, sweep, owner, heartbeat_at=now,
-                                 lease_seconds=seconds,
+            return _update_owned(session, sweep, owner, heartbeat_at=now, lease_seconds=seconds,
                                  expires_at=now + timedelta(seconds=seconds))
 
     def release_lease(self, sweep: str, owner: str) -> bool:

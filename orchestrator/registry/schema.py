@@ -123,8 +123,7 @@ class RegistryMissing(UserInputError):
 
     def __init__(self, url: str) -> None:
         super().__init__(f"no kappa registry at {url} yet", [Problem(
-            "registry", "the database does not exist yet (or holds no kappa tables)",
-            found=url,
+            "registry", "the database does not exist yet (or holds no kappa tables)", found=url,
             fix="`kappa submit SPEC` creates it; or point KAPPA_HOME, KAPPA_REGISTRY or "
                 "--registry at an existing one")])
 
@@ -162,8 +161,7 @@ def _refusal(status: SchemaStatus, url: str) -> UserInputError:
         return UserInputError(
             "the registry database was created by an older kappa and must be migrated first",
             [Problem("registry", "schema revision is older than this kappa's",
-                     found=f"revision {status.current} at {url}",
-                     allowed=f"revision {status.head}",
+                     found=f"revision {status.current} at {url}", allowed=f"revision {status.head}",
                      fix=f"kappa db upgrade --registry '{url}'")])
     if status.state is SchemaState.NEWER:
         return UserInputError("the registry database was created by a newer kappa", [Problem(
