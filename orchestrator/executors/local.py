@@ -48,8 +48,7 @@ def detect_gpus(explicit: Sequence[int | str] | None = None,
     else one index per GPU ``nvidia-smi -L`` lists."""
     if explicit is not None:
         return tuple(str(g) for g in explicit)
-    env = os.environ if environ is None else environ
-    visible = env.get("CUDA_VISIBLE_DEVICES")
+    visible = (os.environ if environ is None else environ).get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
         return tuple(part.strip() for part in visible.split(",") if part.strip())
     smi = shutil.which("nvidia-smi")

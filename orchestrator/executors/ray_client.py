@@ -144,8 +144,7 @@ class RayJob(JobHandle):
             return 0
         if status == "STOPPED":
             return STOPPED_EXIT_CODE
-        info = self._ask("get_job_info", self.submission_id)
-        code = getattr(info, "driver_exit_code", None)
+        code = getattr(self._ask("get_job_info", self.submission_id), "driver_exit_code", None)
         return int(code) if code not in (None, 0) else 1
 
     def wait(self, timeout: float | None = None) -> int | None:

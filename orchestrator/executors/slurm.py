@@ -259,8 +259,7 @@ class SlurmExecutor(Executor):
         slurm_id, _, folder = job_id[len(JOB_ID_PREFIX):].partition(":")
         job_dir = Path(folder)
         record = read_json(job_dir / jobs.SLURM_RECORD) or {}
-        log_path = Path(record["log"]) if "log" in record else None
-        job = SlurmJob(self, slurm_id, job_dir, log_path)
+        job = SlurmJob(self, slurm_id, job_dir, Path(record["log"]) if "log" in record else None)
         if _recorded(job_dir / "end.json", "code") is None \
                 and self.queue.job_state(slurm_id, fresh=True) is None \
                 and jobs.read_exit(job_dir) is None:

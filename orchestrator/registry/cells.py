@@ -148,8 +148,7 @@ class CellStore(LeaseStore):
               states: Iterable[CellState | str] | None = None) -> list[CellRecord]:
         """The sweep's cells (optionally only those in ``states``), by index."""
         with self._read() as session:
-            parent = sweep_row(session, sweep)
-            query = select(CellRow).where(CellRow.sweep_id == parent.id)
+            query = select(CellRow).where(CellRow.sweep_id == sweep_row(session, sweep).id)
             if states is not None:
                 query = query.where(CellRow.state.in_([CellState(s).value for s in states]))
             rows = session.scalars(query.order_by(CellRow.index, CellRow.cell_id))
@@ -194,9 +193,8 @@ class CellStore(LeaseStore):
     def counts(self, sweep: str) -> dict[CellState, int]:
         """How many of the sweep's cells are in each state (every state present)."""
         with self._read() as session:
-            parent = sweep_row(session, sweep)
             rows = session.execute(select(CellRow.state, func.count())
-                                   .where(CellRow.sweep_id == parent.id)
+                                   .where(CellRow.sweep_id == sweep_row(session, sweep).id)
                                    .group_by(CellRow.state)).all()
         found = {CellState(state): int(n) for state, n in rows}
         return {state: found.get(state, 0) for state in CellState}

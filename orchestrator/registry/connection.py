@@ -129,8 +129,7 @@ def sweep_row(session: Session, name: str, lock: bool = False) -> SweepRow:
 
 def cell_row(session: Session, sweep: str, ref: str, prefix: bool = False) -> CellRow:
     """The cell ``ref`` of ``sweep`` (or with ``prefix``, the only one starting with it)."""
-    parent = sweep_row(session, sweep)
-    in_sweep = select(CellRow).where(CellRow.sweep_id == parent.id)
+    in_sweep = select(CellRow).where(CellRow.sweep_id == sweep_row(session, sweep).id)
     row = session.scalar(in_sweep.where(CellRow.cell_id == ref))
     if row is not None:
         return row
