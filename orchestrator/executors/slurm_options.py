@@ -12,8 +12,7 @@ from pydantic import BeforeValidator, Field, field_validator
 from orchestrator.executors.base import ExecutorOptions
 from orchestrator.limits import MAX_PARALLEL
 
-# The longest --time an option may ask for: a year.
-MAX_TIME_MINUTES = 365 * 24 * 60
+MAX_TIME_MINUTES = 365 * 24 * 60  # the longest --time an option may ask for: a year
 # The sbatch options ``sbatch_args`` may give, by their full long name: an allow-list, since sbatch
 # (getopt_long) also takes any unambiguous abbreviation (``--arr`` is ``--array``, ``--outp`` is
 # ``--output``), so refusing kappa's own options by name leaves every abbreviation of them open.

@@ -16,8 +16,7 @@ from orchestrator.errors import KappaError
 log = logging.getLogger(__name__)
 
 STATUS_CACHE_S = 1.0
-# The state of a job while the controller does not answer squeue.
-UNREACHABLE = "UNREACHABLE"
+UNREACHABLE = "UNREACHABLE"  # the state of a job while the controller does not answer squeue
 # States in which a job may still run (or run again).
 ACTIVE_STATES = frozenset({
     UNREACHABLE, "PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "STOPPED",

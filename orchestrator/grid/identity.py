@@ -188,8 +188,7 @@ class CellBuilder:
         if self._template is None:
             self._template = self._make_template()
         last = len(a) - 1
-        # Static text between the slots that depend on the last axis.
-        chunks: list[str] = [""]
+        chunks: list[str] = [""]  # static text between the slots that depend on the last axis
         dynamic: list[tuple[Callable[[Assignment], Any], Any]] = []
         for part in self._template:
             if isinstance(part, str):

@@ -35,8 +35,7 @@ from orchestrator.registry.states import (
 CellRef = CellRecord | tuple[str, str]
 """A cell is named by its snapshot or by ``(sweep name, cell id)``."""
 
-# Ids per IN (...) list: far below any database's limit on bound parameters.
-_IDS_PER_QUERY = 500
+_IDS_PER_QUERY = 500  # ids per IN (...) list: far below any database's limit on bound parameters
 # Fields a caller may set without changing state.
 UPDATE_FIELDS = frozenset({"run_dir", "mlflow_run_id", "job_id", "max_retries", "last_error"})
 # Fields a caller may set along with a state change (log_path goes to the new attempt).
