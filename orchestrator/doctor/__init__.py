@@ -81,8 +81,7 @@ class DoctorOptions:
                                 fix="give GiB, e.g. --min-free-gib 50 (the default)"),
                  number_problem(self.timeout_s, "--timeout", 0, MAX_WAIT_S, low_open=True,
                                 fix="give seconds, e.g. --timeout 180 (the default)"))
-        problems = [problem for problem in found if problem is not None]
-        if problems:
+        if problems := [problem for problem in found if problem is not None]:
             raise UserInputError("invalid kappa doctor option", problems)
 
 

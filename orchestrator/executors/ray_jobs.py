@@ -230,8 +230,7 @@ class RayJobsExecutor(Executor):
     def submit(self, argv: tuple[str, ...], env: Mapping[str, str], cwd: Path, log_path: Path,
                resources: JobResources = JobResources()) -> RayJob:
         """Submit ``argv`` as a new Ray job; one the cluster can never hold raises."""
-        why = self.fits(resources)
-        if why is not None:
+        if (why := self.fits(resources)) is not None:
             raise RayJobsError(f"the Ray cluster at {self.address} can never run this job: {why}")
         submission_id = f"kappa-{log_path.stem}-{secrets.token_hex(4)}"
         shown, secret = split_secrets(self.job_env(env))

@@ -246,8 +246,7 @@ class SlurmExecutor(Executor):
 
     def _adopt(self, job_dir: Path, why: str) -> str:
         """The id of the job SLURM holds for ``job_dir`` after a failed sbatch, if any."""
-        found = self._comments().get(f"kappa:{job_dir}")
-        if found:
+        if found := self._comments().get(f"kappa:{job_dir}"):
             return found
         raise SlurmUnreachable(f"sbatch failed before it answered, and SLURM holds no job "
                                f"for it: {why}")

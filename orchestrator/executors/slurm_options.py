@@ -95,8 +95,7 @@ class SlurmOptions(ExecutorOptions):
                 raise ValueError(f"{arg[:40]!r}...: longer than {SBATCH_ARG_MAX_CHARS} characters")
             if not arg.startswith("--"):
                 raise ValueError(f"{arg!r}: give sbatch options in their long form, --name=value")
-            name = arg.split("=", 1)[0]
-            if name not in SBATCH_ARGS_ALLOWED:
+            if (name := arg.split("=", 1)[0]) not in SBATCH_ARGS_ALLOWED:
                 raise ValueError(
                     f"{name!r} is not an sbatch option kappa passes on (by its full name; "
                     "kappa sets job name, output, nodes, CPUs, GPUs, time, partition, "

@@ -74,8 +74,7 @@ def expand(spec: Spec, preflight: bool = True, judge: bool = False, models: bool
     reported: set[tuple[str | int, ...]] = set()
     for index, assignment in enumerate(order):
         cell = builder.build(index, assignment)
-        other = by_id.get(cell.cell_id)
-        if other is not None:
+        if (other := by_id.get(cell.cell_id)) is not None:
             if builder.canonical(assignment) != builder.canonical(order[other.index]):
                 raise KappaError(f"cell id collision between cells {other.index} and {index}; "
                                  "please report this")

@@ -126,8 +126,7 @@ class CellBuilder:
                 if key in nested:
                     merged = deep_merge(merged, {key: nested[key]})
             self.shared_given[(key, combo)] = merged.get(key, _MISSING)
-        value = self.shared_given[(key, combo)]
-        if value is not _MISSING:
+        if (value := self.shared_given[(key, combo)]) is not _MISSING:
             given[key] = value
 
     def settings(self, a: Assignment, skip: int | None = None) -> dict[str, Any]:
@@ -231,8 +230,7 @@ class CellBuilder:
         given, axes = prepared[3].copy(), prepared[4].copy()
         if a:
             r = a[-1]
-            own = self.given[-1][r]
-            if own:
+            if own := self.given[-1][r]:
                 given.update(own)
             for key in prepared[5]:  # the shared settings the last axis takes part in
                 self._merge_shared(given, key, a)

@@ -93,8 +93,7 @@ class _Collector:
         message = problem.message
         if not origins:
             fix = fix or "set it in base or in an axis"
-            lacking = self._variant_lacking(parts, records)
-            if lacking is not None:
+            if (lacking := self._variant_lacking(parts, records)) is not None:
                 # Other variants of this axis set it: the one this cell takes forgot to.
                 location, path = lacking.describe(()), lacking.origin
                 message = f"{'.'.join(parts)}: {message}"

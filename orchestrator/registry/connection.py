@@ -105,8 +105,7 @@ def jsonable(value: Any, what: str) -> Any:
 
 def check_fields(fields: Mapping[str, Any], allowed: frozenset[str], what: str) -> None:
     """TypeError naming the fields that are not in ``allowed``."""
-    extra = sorted(set(fields) - allowed)
-    if extra:
+    if extra := sorted(set(fields) - allowed):
         raise TypeError(f"{what} got unknown field(s) {extra}; allowed: {sorted(allowed)}")
 
 
@@ -130,8 +129,7 @@ def sweep_row(session: Session, name: str, lock: bool = False) -> SweepRow:
 def cell_row(session: Session, sweep: str, ref: str, prefix: bool = False) -> CellRow:
     """The cell ``ref`` of ``sweep`` (or with ``prefix``, the only one starting with it)."""
     in_sweep = select(CellRow).where(CellRow.sweep_id == sweep_row(session, sweep).id)
-    row = session.scalar(in_sweep.where(CellRow.cell_id == ref))
-    if row is not None:
+    if (row := session.scalar(in_sweep.where(CellRow.cell_id == ref))) is not None:
         return row
     matches: list[CellRow] = []
     if prefix and ref and ref.isalnum():
