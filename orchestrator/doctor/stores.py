@@ -125,8 +125,7 @@ def check_mlflow(options: DoctorOptions) -> CheckResult:
     fix_server = ("start the tracking server, or point --mlflow / KAPPA_MLFLOW_URI at a "
                   "reachable one (`mlflow server --host 0.0.0.0 --port 5000`)")
     if uri.startswith(("http://", "https://")):
-        why = _server_answers(uri, options.network_timeout_s)
-        if why is not None:
+        if (why := _server_answers(uri, options.network_timeout_s)) is not None:
             return CheckResult("mlflow", Status.PROBLEM, f"tracking server {shown} is "
                                f"unreachable: {redact(why)}", fix=fix_server,
                                details={"uri": shown})

@@ -21,17 +21,15 @@ MAX_TIME_MINUTES = 365 * 24 * 60  # the longest --time an option may ask for: a 
 # than once, elsewhere or not at all (--array, --requeue, --wrap, --export*, --test-only, --wait,
 # --clusters, --hold, --uid, --get-user-env, --container, --dependency, --het-*).
 SBATCH_ARGS_ALLOWED = frozenset({
-    "--mem", "--mem-per-cpu", "--mem-per-gpu", "--exclusive", "--oversubscribe",
-    "--gres", "--gres-flags", "--gpu-bind", "--gpu-freq", "--cpu-freq", "--cpus-per-gpu",
-    "--nodelist", "--exclude", "--reservation", "--licenses", "--tmp", "--hint",
-    "--signal", "--switches", "--mincpus", "--sockets-per-node", "--cores-per-socket",
-    "--threads-per-core", "--core-spec", "--thread-spec", "--network", "--nice",
-    "--priority", "--mail-type", "--mail-user", "--wckey", "--prefer", "--mem-bind",
-    "--spread-job", "--use-min-nodes", "--distribution", "--acctg-freq", "--profile",
-    "--propagate", "--begin", "--deadline", "--delay-boot", "--time-min", "--mcs-label",
-    "--power", "--extra", "--tres-per-task", "--ntasks-per-gpu", "--gpus-per-task",
-    "--ntasks-per-core", "--ntasks-per-socket", "--kill-on-invalid-dep",
-})
+    "--mem", "--mem-per-cpu", "--mem-per-gpu", "--exclusive", "--oversubscribe", "--gres",
+    "--gres-flags", "--gpu-bind", "--gpu-freq", "--cpu-freq", "--cpus-per-gpu", "--nodelist",
+    "--exclude", "--reservation", "--licenses", "--tmp", "--hint", "--signal", "--switches",
+    "--mincpus", "--sockets-per-node", "--cores-per-socket", "--threads-per-core", "--core-spec",
+    "--thread-spec", "--network", "--nice", "--priority", "--mail-type", "--mail-user", "--wckey",
+    "--prefer", "--mem-bind", "--spread-job", "--use-min-nodes", "--distribution", "--acctg-freq",
+    "--profile", "--propagate", "--begin", "--deadline", "--delay-boot", "--time-min",
+    "--mcs-label", "--power", "--extra", "--tres-per-task", "--ntasks-per-gpu", "--gpus-per-task",
+    "--ntasks-per-core", "--ntasks-per-socket", "--kill-on-invalid-dep"})
 SBATCH_ARG_MAX_CHARS = 4096
 
 

@@ -56,15 +56,9 @@ def time_limit_minutes(hours: float | None, factor: float, extra_minutes: int,
 
 def _directives(job: BatchJob) -> list[str]:
     res = job.resources
-    lines = [
-        f"--job-name={job.job_name}",
-        f"--output={job.log_path}",
-        "--open-mode=append",
-        f"--chdir={job.cwd}",
-        f"--nodes={res.nodes}",
-        "--ntasks-per-node=1",
-        f"--cpus-per-task={res.cpus}",
-    ]
+    lines = [f"--job-name={job.job_name}", f"--output={job.log_path}", "--open-mode=append",
+             f"--chdir={job.cwd}", f"--nodes={res.nodes}", "--ntasks-per-node=1",
+             f"--cpus-per-task={res.cpus}"]
     if res.gpus_per_node > 0:
         lines.append(f"--gpus-per-node={res.gpus_per_node}")
     if job.time_minutes is not None:

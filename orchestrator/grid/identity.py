@@ -130,8 +130,7 @@ class CellBuilder:
             given[key] = value
 
     def settings(self, a: Assignment, skip: int | None = None) -> dict[str, Any]:
-        """The cell's settings as given: base with its axis values (but axis ``skip``'s)
-        merged in."""
+        """The cell's settings as given: base, its axis values (but axis ``skip``'s) merged in."""
         given = self.base.copy()
         for i, per_value in self.given_axes:
             if i != skip and per_value[a[i]]:

@@ -139,12 +139,10 @@ class Plan:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able description (what ``kappa plan --json`` prints)."""
         spec = self.spec
-        return {
-            "name": spec.name, "backend": spec.backend, "axes": list(spec.axis_names),
-            "labels": list(self.grid.label_names), "count": self.count,
-            "resources": self.resources.model_dump(mode="json"), "retries": spec.retries,
-            "gpu_hours": self.gpu_hours, "cells": [c._asdict() for c in self.cells],
-        }
+        return {"name": spec.name, "backend": spec.backend, "axes": list(spec.axis_names),
+                "labels": list(self.grid.label_names), "count": self.count,
+                "resources": self.resources.model_dump(mode="json"), "retries": spec.retries,
+                "gpu_hours": self.gpu_hours, "cells": [c._asdict() for c in self.cells]}
 
 
 def _study(spec: Spec, cell: Cell, demand: Demand | None) -> StudyCell:

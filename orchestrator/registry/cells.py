@@ -122,8 +122,7 @@ class CellStore(LeaseStore):
                     "labels": jsonable(cell.labels, f"cell {cell.cell_id} labels"),
                     "state": CellState.PENDING.value, "attempts_count": 0,
                     "max_retries": max_retries, "created_at": now,
-                    "demand": (demands or {}).get(cell.cell_id),
-                }
+                    "demand": (demands or {}).get(cell.cell_id)}
         with self._tx() as session:
             # The row lock serialises concurrent add_cells on PostgreSQL (SQLite's
             # BEGIN IMMEDIATE already does).
