@@ -15,12 +15,7 @@ only. A typical life: ``add_cells`` -> ``transition(c, PENDING, QUEUED)`` ->
 ``finish_attempt(c, SUCCEEDED, exit_code=0, ...)``; retry: ``transition(c, FAILED, PENDING)``."""
 
 from orchestrator.registry.cells import CellRef, CellStore
-from orchestrator.registry.schema import (
-    RegistryMissing,
-    SchemaState,
-    SchemaStatus,
-    head_revision,
-)
+from orchestrator.registry.schema import RegistryMissing, SchemaState, SchemaStatus, head_revision
 from orchestrator.registry.snapshots import AttemptRecord, CellLike, CellRecord, SweepRecord
 from orchestrator.registry.states import (
     TERMINAL_STATES,

@@ -25,12 +25,7 @@ from orchestrator.registry.connection import (
 from orchestrator.registry.leases import LeaseStore, check_fence
 from orchestrator.registry.models import AttemptRow, CellRow, utcnow
 from orchestrator.registry.snapshots import AttemptRecord, CellLike, CellRecord
-from orchestrator.registry.states import (
-    TERMINAL_STATES,
-    AttemptState,
-    CellState,
-    check_transition,
-)
+from orchestrator.registry.states import TERMINAL_STATES, AttemptState, CellState, check_transition
 
 CellRef = CellRecord | tuple[str, str]
 """A cell is named by its snapshot or by ``(sweep name, cell id)``."""
