@@ -26,8 +26,7 @@ class Grid:
     by_id: dict[str, Cell] = field(repr=False, compare=False)
     #: Each cell's ``Backend.demand``, by cell id; empty unless expanded with ``judge``.
     demands: dict[str, Demand] = field(default_factory=dict, repr=False, compare=False)
-    #: Each cell's validated settings, by cell id (what a canary plan starts from); empty
-    #: unless expanded with ``models``.
+    #: Each cell's validated settings, by cell id (a canary starts from them); only with ``models``.
     models: dict[str, BaseModel] = field(default_factory=dict, repr=False, compare=False)
 
     @property
