@@ -1,8 +1,7 @@
 """``kappa doctor``: is this machine (or cluster) ready to run sweeps? Each check of
-:mod:`.environment`, :mod:`.stores` and :mod:`.plugin` (run by :mod:`.run`) is ``ok``,
-``warning`` (works, with a limit), ``problem`` (a sweep would fail; with the fix) or
-``skipped``. They only look: none creates a store; the MLflow probe deletes its run.
-"""
+:mod:`.environment`, :mod:`.stores` and :mod:`.plugin` (run by :mod:`.run`) is ``ok``, ``warning``
+(works, with a limit), ``problem`` (a sweep would fail; with the fix) or ``skipped``. They only
+look: none creates a store; the MLflow probe deletes its run."""
 
 from __future__ import annotations
 
@@ -82,8 +81,7 @@ class DoctorOptions:
                                 fix="give GiB, e.g. --min-free-gib 50 (the default)"),
                  number_problem(self.timeout_s, "--timeout", 0, MAX_WAIT_S, low_open=True,
                                 fix="give seconds, e.g. --timeout 180 (the default)"))
-        problems = [problem for problem in found if problem is not None]
-        if problems:
+        if problems := [problem for problem in found if problem is not None]:
             raise UserInputError("invalid kappa doctor option", problems)
 
 

@@ -26,8 +26,7 @@ def check_python(options: DoctorOptions) -> CheckResult:
     if sys.version_info[:2] < MIN_PYTHON:
         return CheckResult("python", Status.PROBLEM, f"Python {version} is too old",
                            fix="use Python >= 3.11", details=details)
-    return CheckResult("python", Status.OK, f"Python {version} ({sys.executable})",
-                       details=details)
+    return CheckResult("python", Status.OK, f"Python {version} ({sys.executable})", details=details)
 
 
 def installed_version(name: str) -> str | None:
@@ -77,8 +76,7 @@ def check_packages(options: DoctorOptions) -> CheckResult:
         fixes.append("`pip install -e '.[ray]'`")
     status = Status.PROBLEM if problems else Status.WARNING if warnings else Status.OK
     summary = "; ".join(problems + warnings + [shown])
-    return CheckResult("packages", status, summary, fix="; ".join(fixes) or None,
-                       details=details)
+    return CheckResult("packages", status, summary, fix="; ".join(fixes) or None, details=details)
 
 
 def check_gpus(options: DoctorOptions) -> CheckResult:

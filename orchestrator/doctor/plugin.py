@@ -1,8 +1,7 @@
-"""Doctor checks of kappa's verl plug-in, here and in the workers of a Ray cluster.
-``import verl`` loads plug-ins by entry point and swallows their errors (a broken one shows
-only at a cell's first step), so the checks import verl as a run does, in a fresh process
-here (without the ``VERL_USE_EXTERNAL_MODULES`` fallback) and in a Ray task per node.
-"""
+"""Doctor checks of kappa's verl plug-in, here and in the workers of a Ray cluster. ``import verl``
+loads plug-ins by entry point and swallows their errors (a broken one shows only at a cell's first
+step), so the checks import verl as a run does, in a fresh process here (without the
+``VERL_USE_EXTERNAL_MODULES`` fallback) and in a Ray task per node."""
 
 from __future__ import annotations
 
@@ -86,9 +85,8 @@ def verdict(found: dict[str, Any], where: str) -> tuple[Status, str, str | None]
         return (Status.PROBLEM, f"{where}: kappa_verl is importable but declares no "
                 f"'{ENTRY_POINT_GROUP}' entry point", _install_fix())
     if not found.get("loaded"):
-        setting = found.get("external_plugins")
         return (Status.PROBLEM, f"{where}: `import verl` did not load kappa_verl "
-                f"(VERL_USE_EXTERNAL_PLUGINS={setting!r})",
+                f"(VERL_USE_EXTERNAL_PLUGINS={found.get('external_plugins')!r})",
                 "unset VERL_USE_EXTERNAL_PLUGINS, or list 'kappa' in it")
     return Status.OK, f"{where}: loaded by verl {found.get('verl')}'s entry point", None
 
@@ -120,8 +118,7 @@ def check_plugin(options: DoctorOptions) -> CheckResult:
                            fix="give verl's interpreter with --python")
     found = parse_probe(stdout)
     if found is None:
-        tail = (stderr.strip().splitlines() or stdout.strip().splitlines()
-                or ["no output"])[-1]
+        tail = (stderr.strip().splitlines() or stdout.strip().splitlines() or ["no output"])[-1]
         return CheckResult("plugin", Status.PROBLEM, f"the probe process failed: "
                            f"{redact(tail)[:300]}", fix=_install_fix())
     status, summary, fix = verdict(found, python)
@@ -182,8 +179,7 @@ def check_ray(options: DoctorOptions) -> CheckResult:
     if found is None:
         return CheckResult("ray", Status.PROBLEM, f"the probe job on {redact(address)} "
                            f"failed: {redact(why)}",
-                           fix=f"check `{python}` runs on the cluster (--python)",
-                           details=details)
+                           fix=f"check `{python}` runs on the cluster (--python)", details=details)
     nodes = found["nodes"]
     gpus = sum(float(n.get("gpus") or 0) for n in nodes)
     details.update(nodes=len(nodes), gpus=gpus, workers=nodes)
@@ -215,8 +211,7 @@ def _probe_job(client: Any, options: DoctorOptions,
     # drop a connection: both are waited out, up to the deadline.
     while True:
         try:
-            job = client.submit_job(entrypoint=f"{shlex.quote(python)} -c "
-                                               f"{shlex.quote(RAY_PROBE)}",
+            job = client.submit_job(entrypoint=f"{shlex.quote(python)} -c {shlex.quote(RAY_PROBE)}",
                                     submission_id=f"kappa-doctor-{secrets.token_hex(4)}",
                                     runtime_env={"env_vars": {"PYTHONWARNINGS": "ignore"}})
             break

@@ -26,8 +26,7 @@ def run_checks(options: DoctorOptions, only: Iterable[str] = ()) -> list[CheckRe
         "mlflow": stores.check_mlflow, "registry": stores.check_registry,
         "disk": environment.check_disk}
     names = list(dict.fromkeys(only)) or list(checks)
-    unknown = [n for n in names if n not in checks]
-    if unknown:
+    if unknown := [n for n in names if n not in checks]:
         raise UserInputError("unknown doctor check", [Problem(
             "--check", f"no check named {n!r}", found=n, allowed=", ".join(checks))
             for n in unknown])

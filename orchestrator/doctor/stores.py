@@ -1,7 +1,6 @@
-"""Doctor checks of the stores: the MLflow tracking URI and the run registry. A missing
-local store is reported with whether its folder is writable, never created; an existing
-MLflow store gets a real write: a run in ``kappa-doctor``, given a param, then deleted.
-"""
+"""Doctor checks of the stores: the MLflow tracking URI and the run registry. A missing local store
+is reported with whether its folder is writable, never created; an existing MLflow store gets a real
+write: a run in ``kappa-doctor``, given a param, then deleted."""
 
 from __future__ import annotations
 
@@ -111,8 +110,7 @@ def _database_answers(uri: str, timeout_s: float) -> str | None:
 
 def _connect_failure(exc: Exception, url: Any) -> str:
     """The first line of why a connection to ``url`` failed (a timeout says how long)."""
-    reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()
-    first = reason[0] if reason else type(exc).__name__
+    first = (str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__])[0]
     return first + (f" (no answer within {url.query.get('connect_timeout')} s)"
                     if "timeout expired" in first else "")
 
@@ -127,8 +125,7 @@ def check_mlflow(options: DoctorOptions) -> CheckResult:
     fix_server = ("start the tracking server, or point --mlflow / KAPPA_MLFLOW_URI at a "
                   "reachable one (`mlflow server --host 0.0.0.0 --port 5000`)")
     if uri.startswith(("http://", "https://")):
-        why = _server_answers(uri, options.network_timeout_s)
-        if why is not None:
+        if (why := _server_answers(uri, options.network_timeout_s)) is not None:
             return CheckResult("mlflow", Status.PROBLEM, f"tracking server {shown} is "
                                f"unreachable: {redact(why)}", fix=fix_server,
                                details={"uri": shown})
@@ -158,8 +155,7 @@ def check_mlflow(options: DoctorOptions) -> CheckResult:
         return CheckResult("mlflow", Status.PROBLEM, f"cannot write to {shown}: "
                            f"{redact(first)[:300]}", fix=fix_server if local is None else
                            "check the store's file permissions, or run `mlflow db upgrade "
-                           f"{shown}` if MLflow says its schema is old",
-                           details={"uri": shown})
+                           f"{shown}` if MLflow says its schema is old", details={"uri": shown})
     return CheckResult("mlflow", Status.OK, f"{shown}: reachable and writable (a run in "
                        f"experiment {DOCTOR_EXPERIMENT!r} was created and deleted)",
                        details={"uri": shown, "experiment": DOCTOR_EXPERIMENT})

@@ -1,9 +1,8 @@
 """Executors: where a launch runs (local processes, Ray, SLURM, plug-ins).
 
-:data:`EXECUTORS` holds the entry points of group ``kappa.executors``, read on first use,
-so importing this package stays cheap. A job id starts with its executor's
-``job_id_prefix``: :func:`executor_for_job` finds the one that reattaches or cancels it.
-"""
+:data:`EXECUTORS` holds the entry points of group ``kappa.executors``, read on first use, so
+importing this package stays cheap. A job id starts with its executor's ``job_id_prefix``:
+:func:`executor_for_job` finds the one that reattaches or cancels it."""
 
 from __future__ import annotations
 

@@ -1,12 +1,11 @@
 """The executor contract: *where* a launch runs (a local process, a Ray or SLURM job).
 
-An executor starts an argv and hands back a :class:`JobHandle`, knowing nothing of cells or
-MLflow. ``submit`` returns at once (output appended to ``log_path``), reserving what it can
-of :class:`JobResources`; a job id outlives the process (:meth:`Executor.reattach`), and
+An executor starts an argv and hands back a :class:`JobHandle`, knowing nothing of cells or MLflow.
+``submit`` returns at once (output appended to ``log_path``), reserving what it can of
+:class:`JobResources`; a job id outlives the process (:meth:`Executor.reattach`), and
 :meth:`Executor.fits` refuses cells that could never run. Plug-ins (entry point group
-``kappa.executors``) declare ``name``, ``job_id_prefix`` and ``Options`` (set with ``-E
-KEY=VALUE``), and must pass tests/integration/test_executor_conformance.py.
-"""
+``kappa.executors``) declare ``name``, ``job_id_prefix`` and ``Options`` (set with
+``-E KEY=VALUE``), and must pass tests/integration/test_executor_conformance.py."""
 
 from __future__ import annotations
 
@@ -125,9 +124,8 @@ class Executor(ABC):
             if not isinstance(job_id, str) or not job_id.startswith(self.job_id_prefix):
                 with contextlib.suppress(Exception):
                     job.cancel()
-                raise ValueError(f"executor {self.name!r} handed out job id {job_id!r}, "
-                                 f"which lacks its prefix {self.job_id_prefix!r} (the job "
-                                 "was cancelled)")
+                raise ValueError(f"executor {self.name!r} handed out job id {job_id!r}, which "
+                                 f"lacks its prefix {self.job_id_prefix!r} (the job was cancelled)")
             return job
 
         checked._checks_prefix = True  # type: ignore[attr-defined]

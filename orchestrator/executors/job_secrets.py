@@ -1,9 +1,8 @@
-"""A job's secrets, kept out of what a cluster shows everyone: the Ray dashboard shows a
-job's ``runtime_env``, so a tracking URI with a password or a token goes to a user-only file
-in the run folder instead, its path in :data:`SECRET_ENV_FILE_VAR`. The entrypoint is
-:func:`wrapped` to load it first; the verl plug-in loads it in each Ray worker
-(:func:`load_secret_env`). Light imports only: it starts before every job.
-"""
+"""A job's secrets, kept out of what a cluster shows everyone: the Ray dashboard shows a job's
+``runtime_env``, so a tracking URI with a password or a token goes to a user-only file in the run
+folder instead, its path in :data:`SECRET_ENV_FILE_VAR`. The entrypoint is :func:`wrapped` to load
+it first; the verl plug-in loads it in each Ray worker (:func:`load_secret_env`). Light imports
+only: it starts before every job."""
 
 from __future__ import annotations
 
@@ -64,8 +63,7 @@ def wrapped(argv: tuple[str, ...]) -> tuple[str, ...]:
 def main(argv: list[str]) -> int:
     """Load the secrets, then become ``argv`` (same pid: signals reach the command)."""
     if not argv:
-        print("usage: python -m orchestrator.executors.job_secrets CMD [ARG...]",
-              file=sys.stderr)
+        print("usage: python -m orchestrator.executors.job_secrets CMD [ARG...]", file=sys.stderr)
         return 2
     if load_secret_env() is None:
         print(f"kappa: cannot read the job's secrets from {os.environ[SECRET_ENV_FILE_VAR]} "

@@ -1,17 +1,16 @@
 """The tiny process between an executor (local, SLURM) and a job.
 
-Run as ``python -I -S job_wrapper.py JOB_DIR -- ARGV...`` (importing only the standard
-library's :mod:`orchestrator.runs.jobs`), it records ARGV's exit code (negative: that
-signal) in JOB_DIR/``exit`` beside the executor's ``pid.json``, so a *later* orchestrator
-tells a running job from a finished or vanished one. It leads the job's process group and
-ignores SIGTERM: ARGV gets the group's signal, and the wrapper stays to record the end.
+Run as ``python -I -S job_wrapper.py JOB_DIR -- ARGV...`` (importing only the standard library's
+:mod:`orchestrator.runs.jobs`), it records ARGV's exit code (negative: that signal) in
+JOB_DIR/``exit`` beside the executor's ``pid.json``, so a *later* orchestrator tells a running job
+from a finished or vanished one. It leads the job's process group and ignores SIGTERM: ARGV gets the
+group's signal, and the wrapper stays to record the end.
 
 Two guards keep attempts of one run folder from overlapping: ARGV dies with the wrapper
-(``PR_SET_PDEATHSIG``; the executor kills whatever else is left in the group), and every
-attempt writing one log runs under one lock, ``.jobs/<log name>.lock``, handed down to
-ARGV so that it is held while any process of the attempt lives. A relaunch waits for it
-(``KAPPA_RUN_LOCK_WAIT`` seconds, default 600), then exits 75 rather than run beside it.
-"""
+(``PR_SET_PDEATHSIG``; the executor kills whatever else is left in the group), and every attempt
+writing one log runs under one lock, ``.jobs/<log name>.lock``, handed down to ARGV so that it is
+held while any process of the attempt lives. A relaunch waits for it (``KAPPA_RUN_LOCK_WAIT``
+seconds, default 600), then exits 75 rather than run beside it."""
 
 from __future__ import annotations
 
@@ -30,10 +29,6 @@ from orchestrator.runs.jobs import write_exit  # the standard library only
 
 PR_SET_PDEATHSIG = 1
 LOCK_BUSY_EXIT = 75  # EX_TEMPFAIL: the folder's earlier attempt is still running
-
-
-def _ignore(signum: int, frame: object) -> None:
-    """Stay alive when the job's group is signalled; the child gets the signal too."""
 
 
 def _take_run_lock(job_dir: str) -> int | None:
@@ -79,7 +74,9 @@ def main(argv: list[str]) -> int:
         return 2
     job_dir, command = argv[0], argv[2:]
     for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, _ignore)
+        # Stay alive when the job's group is signalled (the child gets the signal too); a
+        # handler, not SIG_IGN, which the child would inherit through exec.
+        signal.signal(signum, lambda *_: None)
     lock = _take_run_lock(job_dir)
     wrapper = os.getpid()
     if lock is None:

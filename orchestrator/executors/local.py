@@ -1,11 +1,10 @@
 """The local executor: jobs as processes on this machine, with GPU and CPU slots.
 
-Each job (argv, never a shell) leads a new session under :mod:`job_wrapper`, so a cancel
-signals the whole tree (SIGTERM, SIGKILL after ``grace_period``). Its id ``local:<job
-folder>`` lets any process reattach: *running* (pid alive, same start time), *finished*
-(``exit`` exists) or *vanished*. A job needing ``n`` GPUs gets ``n`` free devices in
-``CUDA_VISIBLE_DEVICES``; a CPU-only job none, and cores / ``max_parallel`` threads.
-"""
+Each job (argv, never a shell) leads a new session under :mod:`job_wrapper`, so a cancel signals the
+whole tree (SIGTERM, SIGKILL after ``grace_period``). Its id ``local:<job folder>`` lets any process
+reattach: *running* (pid alive, same start time), *finished* (``exit`` exists) or *vanished*. A job
+needing ``n`` GPUs gets ``n`` free devices in ``CUDA_VISIBLE_DEVICES``; a CPU-only job none, and
+cores / ``max_parallel`` threads."""
 
 from __future__ import annotations
 
@@ -49,8 +48,7 @@ def detect_gpus(explicit: Sequence[int | str] | None = None,
     else one index per GPU ``nvidia-smi -L`` lists."""
     if explicit is not None:
         return tuple(str(g) for g in explicit)
-    env = os.environ if environ is None else environ
-    visible = env.get("CUDA_VISIBLE_DEVICES")
+    visible = (os.environ if environ is None else environ).get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
         return tuple(part.strip() for part in visible.split(",") if part.strip())
     smi = shutil.which("nvidia-smi")
@@ -180,8 +178,7 @@ class LocalExecutor(Executor):
                  grace_period: float = 10.0, cpu_count: int | None = None,
                  python: str | None = None) -> None:
         self.devices = detect_gpus(gpus)
-        default_parallel = max(len(self.devices), os.cpu_count() or 1)
-        self.max_parallel = max(1, max_parallel or default_parallel)
+        self.max_parallel = max(1, max_parallel or max(len(self.devices), os.cpu_count() or 1))
         self.grace_period = grace_period
         self.threads_per_job = cpu_threads_per_job(self.max_parallel, cpu_count)
         self.python = python or sys.executable

@@ -1,8 +1,7 @@
-"""The Ray Jobs API as kappa uses it: a client whose every request gives up in time (Ray's
-has no timeout: a dashboard that never answers would hold ``kappa submit`` forever), and
-one job tracked through it (:class:`RayJob`). :func:`no_answer` tells "no answer" (waited
-out, never a verdict on a job) from "the cluster said no".
-"""
+"""The Ray Jobs API as kappa uses it: a client whose every request gives up in time (Ray's has no
+timeout: a dashboard that never answers would hold ``kappa submit`` forever), and one job tracked
+through it (:class:`RayJob`). :func:`no_answer` tells "no answer" (waited out, never a verdict on a
+job) from "the cluster said no"."""
 
 from __future__ import annotations
 
@@ -145,8 +144,7 @@ class RayJob(JobHandle):
             return 0
         if status == "STOPPED":
             return STOPPED_EXIT_CODE
-        info = self._ask("get_job_info", self.submission_id)
-        code = getattr(info, "driver_exit_code", None)
+        code = getattr(self._ask("get_job_info", self.submission_id), "driver_exit_code", None)
         return int(code) if code not in (None, 0) else 1
 
     def wait(self, timeout: float | None = None) -> int | None:

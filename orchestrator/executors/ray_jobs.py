@@ -1,11 +1,10 @@
 """The Ray Jobs executor: each launch is a Ray job's *driver* (verl's ``main_ppo`` calls
 ``ray.init`` itself) on an existing cluster (placement: :mod:`.ray_placement`, docs/ray.md).
-``env``, ``MLFLOW_*`` and ``VERL_USE_EXTERNAL_MODULES=kappa_verl`` go into the runtime_env
-(secrets do not: :mod:`.job_secrets`); ``RAY_OVERRIDE_JOB_RUNTIME_ENV=1`` lets the driver's
-``ray.init(runtime_env=...)`` repeat its keys. A cluster that does not answer when the
-executor is made is a :class:`RayAddressError` (exit 2); later a :class:`RayUnreachableError`,
-"unknown" to the scheduler: a job still runs, ``capacity`` is 0, a submit costs no retry.
-"""
+``env``, ``MLFLOW_*`` and ``VERL_USE_EXTERNAL_MODULES=kappa_verl`` go into the runtime_env (secrets
+do not: :mod:`.job_secrets`); ``RAY_OVERRIDE_JOB_RUNTIME_ENV=1`` lets the driver's
+``ray.init(runtime_env=...)`` repeat its keys. A cluster that does not answer when the executor is
+made is a :class:`RayAddressError` (exit 2); later a :class:`RayUnreachableError`, "unknown" to the
+scheduler: a job still runs, ``capacity`` is 0, a submit costs no retry."""
 
 from __future__ import annotations
 
@@ -87,8 +86,7 @@ def check_address(address: str) -> str:
     or ``auto``. Ray's client *imports* any other ``scheme://`` as a module (``file:///x``),
     ``ray://`` opens a Ray Client session, and a control character reaches request lines."""
     if _has_control(address):
-        raise _refuse("a Ray dashboard address has no spaces, line breaks or control "
-                      "characters")
+        raise _refuse("a Ray dashboard address has no spaces, line breaks or control characters")
     if address == "auto":
         return address
     address_url = dashboard_url(address)
@@ -128,8 +126,7 @@ def check_resources(resources: dict[str, float]) -> dict[str, float]:
                           "control characters", name=repr(name))
         if name in RAY_OWN_RESOURCES:
             raise _refuse("{name} is one of Ray's own resources, not a custom one: a cell's "
-                          "CPUs and GPUs come from the spec's resources (cpus, gpus)",
-                          name=name)
+                          "CPUs and GPUs come from the spec's resources (cpus, gpus)", name=name)
         if not MIN_RESOURCE_GRANULARITY <= amount <= MAX_RESOURCE_QUANTITY:  # NaN is not
             raise _refuse("{name}: {amount} is no amount Ray can reserve (from 0.0001 to "
                           "1e14)", name=name, amount=amount)
@@ -180,8 +177,7 @@ class RayJobsOptions(ExecutorOptions):
     @classmethod
     def _address_from_environment(cls, data: Any) -> Any:
         # Ray's own convention: RAY_ADDRESS names the cluster when nothing else does.
-        if isinstance(data, dict) and data.get("address") is None and os.environ.get(
-                "RAY_ADDRESS"):
+        if isinstance(data, dict) and data.get("address") is None and os.environ.get("RAY_ADDRESS"):
             return {**data, "address": os.environ["RAY_ADDRESS"]}
         return data
 
@@ -234,8 +230,7 @@ class RayJobsExecutor(Executor):
     def submit(self, argv: tuple[str, ...], env: Mapping[str, str], cwd: Path, log_path: Path,
                resources: JobResources = JobResources()) -> RayJob:
         """Submit ``argv`` as a new Ray job; one the cluster can never hold raises."""
-        why = self.fits(resources)
-        if why is not None:
+        if (why := self.fits(resources)) is not None:
             raise RayJobsError(f"the Ray cluster at {self.address} can never run this job: {why}")
         submission_id = f"kappa-{log_path.stem}-{secrets.token_hex(4)}"
         shown, secret = split_secrets(self.job_env(env))
@@ -273,8 +268,7 @@ class RayJobsExecutor(Executor):
         return self._handle(submission_id, log_path)
 
     def _handle(self, submission_id: str, log_path: Path | None) -> RayJob:
-        return RayJob(self._client, submission_id, log_path, self.address,
-                      self.request_timeout_s)
+        return RayJob(self._client, submission_id, log_path, self.address, self.request_timeout_s)
 
     def nodes(self) -> list[RayNode]:
         """The cluster's alive nodes, re-read every ``NODES_TTL_S`` (empty: unknown)."""

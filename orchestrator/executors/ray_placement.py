@@ -1,8 +1,7 @@
-"""Where a Ray job runs (docs/ray.md): Ray runs an entrypoint on the head node unless it
-asks for entrypoint resources, which any node having them then provides. So a cell that *is*
-its workload (embedded) reserves its CPUs, GPUs and custom resources, and a sweep spreads
-over the workers; a self-placing (verl) cell reserves nothing.
-"""
+"""Where a Ray job runs (docs/ray.md): Ray runs an entrypoint on the head node unless it asks for
+entrypoint resources, which any node having them then provides. So a cell that *is* its workload
+(embedded) reserves its CPUs, GPUs and custom resources, and a sweep spreads over the workers; a
+self-placing (verl) cell reserves nothing."""
 
 from __future__ import annotations
 
@@ -75,10 +74,9 @@ def why_not(resources: JobResources, nodes: Iterable[RayNode],
         enough = [n for n in nodes if n.gpus >= per_node]
         if len(enough) >= resources.nodes:
             return None
-        most = max(n.gpus for n in nodes)
         return (f"needs {resources.nodes} node(s) × {per_node} GPU(s) (verl: trainer.nnodes × "
                 f"n_gpus_per_node); the Ray cluster has {len(enough)} node(s) with "
-                f"{per_node} or more GPUs (the most on one node: {most:g}; "
+                f"{per_node} or more GPUs (the most on one node: {max(n.gpus for n in nodes):g}; "
                 f"{sum(n.gpus for n in nodes):g} GPU(s) on {len(nodes)} node(s) in all)")
     if resources.nodes > 1:
         return (f"needs {resources.nodes} nodes, but its entrypoint is its workload and Ray "

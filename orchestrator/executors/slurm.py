@@ -1,16 +1,15 @@
 """The SLURM executor: each launch becomes a SLURM batch job (docs/slurm.md).
 
 kappa writes a batch script (:mod:`.slurm_script`), ``sbatch``es it, follows it with
-``squeue``/``sacct`` (:mod:`.slurm_queue`) and the exit code the job leaves on the shared
-file system, and ``scancel``s it: SLURM's own stable interface, which every site has. Not
-submitit, which runs pickled callables, reads states only from ``sacct`` (none without
-accounting) and wraps a job in one ``srun`` (no room for verl's Ray head and workers).
+``squeue``/``sacct`` (:mod:`.slurm_queue`) and the exit code the job leaves on the shared file
+system, and ``scancel``s it: SLURM's own stable interface, which every site has. Not submitit, which
+runs pickled callables, reads states only from ``sacct`` (none without accounting) and wraps a job
+in one ``srun`` (no room for verl's Ray head and workers).
 
-A job's folder is the local executor's (so the wrapper's run-folder lock works the same),
-holding ``job.sbatch``, ``job.json``, ``exit`` and ``end.json`` (the final state, which
-SLURM without accounting forgets after ``MinJobAge``). The job id
-``slurm:<SLURM id>:<job folder>`` lets any process reattach.
-"""
+A job's folder is the local executor's (so the wrapper's run-folder lock works the same), holding
+``job.sbatch``, ``job.json``, ``exit`` and ``end.json`` (the final state, which SLURM without
+accounting forgets after ``MinJobAge``). The job id ``slurm:<SLURM id>:<job folder>`` lets any
+process reattach."""
 
 from __future__ import annotations
 
@@ -104,8 +103,7 @@ class SlurmJob(JobHandle):
             json.dump({"state": state, "code": code}, fh)
         if state != "COMPLETED" and self.log_path is not None:
             with contextlib.suppress(OSError), open(self.log_path, "a") as log:
-                log.write(f"kappa: SLURM job {self.slurm_id} ended {state} "
-                          f"(exit code {code})\n")
+                log.write(f"kappa: SLURM job {self.slurm_id} ended {state} (exit code {code})\n")
         return code
 
     def wait(self, timeout: float | None = None) -> int | None:
@@ -191,8 +189,7 @@ class SlurmExecutor(Executor):
 
     def _job_env(self, env: Mapping[str, str], resources: JobResources) -> dict[str, str]:
         inherited = {k: v for k, v in os.environ.items() if k not in _NOT_INHERITED}
-        # The launch's own settings win.
-        return {**inherited, **dict.fromkeys(THREAD_VARS, str(resources.cpus)), **env}
+        return {**inherited, **dict.fromkeys(THREAD_VARS, str(resources.cpus)), **env}  # env wins
 
     def submit(self, argv: tuple[str, ...], env: Mapping[str, str], cwd: Path, log_path: Path,
                resources: JobResources = JobResources()) -> SlurmJob:
@@ -249,8 +246,7 @@ class SlurmExecutor(Executor):
 
     def _adopt(self, job_dir: Path, why: str) -> str:
         """The id of the job SLURM holds for ``job_dir`` after a failed sbatch, if any."""
-        found = self._comments().get(f"kappa:{job_dir}")
-        if found:
+        if found := self._comments().get(f"kappa:{job_dir}"):
             return found
         raise SlurmUnreachable(f"sbatch failed before it answered, and SLURM holds no job "
                                f"for it: {why}")
@@ -262,8 +258,7 @@ class SlurmExecutor(Executor):
         slurm_id, _, folder = job_id[len(JOB_ID_PREFIX):].partition(":")
         job_dir = Path(folder)
         record = read_json(job_dir / jobs.SLURM_RECORD) or {}
-        log_path = Path(record["log"]) if "log" in record else None
-        job = SlurmJob(self, slurm_id, job_dir, log_path)
+        job = SlurmJob(self, slurm_id, job_dir, Path(record["log"]) if "log" in record else None)
         if _recorded(job_dir / "end.json", "code") is None \
                 and self.queue.job_state(slurm_id, fresh=True) is None \
                 and jobs.read_exit(job_dir) is None:

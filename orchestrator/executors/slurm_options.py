@@ -1,7 +1,6 @@
-"""What a user may set on the SLURM executor (``-E KEY=VALUE``). Every value becomes an
-``#SBATCH`` line of a script bash runs, so none may hold a line break, and ``sbatch_args``
-passes on only the options of :data:`SBATCH_ARGS_ALLOWED`.
-"""
+"""What a user may set on the SLURM executor (``-E KEY=VALUE``). Every value becomes an ``#SBATCH``
+line of a script bash runs, so none may hold a line break, and ``sbatch_args`` passes on only the
+options of :data:`SBATCH_ARGS_ALLOWED`."""
 
 from __future__ import annotations
 
@@ -13,28 +12,24 @@ from pydantic import BeforeValidator, Field, field_validator
 from orchestrator.executors.base import ExecutorOptions
 from orchestrator.limits import MAX_PARALLEL
 
-# The longest --time an option may ask for: a year.
-MAX_TIME_MINUTES = 365 * 24 * 60
-# The sbatch options ``sbatch_args`` may give, by their full long name: an allow-list,
-# since sbatch (getopt_long) also takes any unambiguous abbreviation (``--arr`` is
-# ``--array``, ``--outp`` is ``--output``), so refusing kappa's own options by name
-# leaves every abbreviation of them open. Left out on purpose: what kappa sets itself
-# (job name, output, chdir, nodes, tasks, CPUs, GPUs, time, partition, account, QOS,
-# constraint, requeue, comment), and what would run the cell other than once, elsewhere
-# or not at all (--array, --requeue, --wrap, --export*, --test-only, --wait, --clusters,
-# --hold, --uid, --get-user-env, --container, --dependency, --het-*).
+MAX_TIME_MINUTES = 365 * 24 * 60  # the longest --time an option may ask for: a year
+# The sbatch options ``sbatch_args`` may give, by their full long name: an allow-list, since sbatch
+# (getopt_long) also takes any unambiguous abbreviation (``--arr`` is ``--array``, ``--outp`` is
+# ``--output``), so refusing kappa's own options by name leaves every abbreviation of them open.
+# Left out on purpose: what kappa sets itself (job name, output, chdir, nodes, tasks, CPUs, GPUs,
+# time, partition, account, QOS, constraint, requeue, comment), and what would run the cell other
+# than once, elsewhere or not at all (--array, --requeue, --wrap, --export*, --test-only, --wait,
+# --clusters, --hold, --uid, --get-user-env, --container, --dependency, --het-*).
 SBATCH_ARGS_ALLOWED = frozenset({
-    "--mem", "--mem-per-cpu", "--mem-per-gpu", "--exclusive", "--oversubscribe",
-    "--gres", "--gres-flags", "--gpu-bind", "--gpu-freq", "--cpu-freq", "--cpus-per-gpu",
-    "--nodelist", "--exclude", "--reservation", "--licenses", "--tmp", "--hint",
-    "--signal", "--switches", "--mincpus", "--sockets-per-node", "--cores-per-socket",
-    "--threads-per-core", "--core-spec", "--thread-spec", "--network", "--nice",
-    "--priority", "--mail-type", "--mail-user", "--wckey", "--prefer", "--mem-bind",
-    "--spread-job", "--use-min-nodes", "--distribution", "--acctg-freq", "--profile",
-    "--propagate", "--begin", "--deadline", "--delay-boot", "--time-min", "--mcs-label",
-    "--power", "--extra", "--tres-per-task", "--ntasks-per-gpu", "--gpus-per-task",
-    "--ntasks-per-core", "--ntasks-per-socket", "--kill-on-invalid-dep",
-})
+    "--mem", "--mem-per-cpu", "--mem-per-gpu", "--exclusive", "--oversubscribe", "--gres",
+    "--gres-flags", "--gpu-bind", "--gpu-freq", "--cpu-freq", "--cpus-per-gpu", "--nodelist",
+    "--exclude", "--reservation", "--licenses", "--tmp", "--hint", "--signal", "--switches",
+    "--mincpus", "--sockets-per-node", "--cores-per-socket", "--threads-per-core", "--core-spec",
+    "--thread-spec", "--network", "--nice", "--priority", "--mail-type", "--mail-user", "--wckey",
+    "--prefer", "--mem-bind", "--spread-job", "--use-min-nodes", "--distribution", "--acctg-freq",
+    "--profile", "--propagate", "--begin", "--deadline", "--delay-boot", "--time-min",
+    "--mcs-label", "--power", "--extra", "--tres-per-task", "--ntasks-per-gpu", "--gpus-per-task",
+    "--ntasks-per-core", "--ntasks-per-socket", "--kill-on-invalid-dep"})
 SBATCH_ARG_MAX_CHARS = 4096
 
 
@@ -63,8 +58,7 @@ class SlurmOptions(ExecutorOptions):
                                   description="partition (sbatch --partition)")
     account: str | None = Field(None, max_length=256,
                                 description="account to charge (sbatch --account)")
-    qos: str | None = Field(None, max_length=256,
-                            description="quality of service (sbatch --qos)")
+    qos: str | None = Field(None, max_length=256, description="quality of service (sbatch --qos)")
     constraint: str | None = Field(
         None, max_length=1024,
         description="node features required (sbatch --constraint), e.g. a100")
@@ -80,9 +74,8 @@ class SlurmOptions(ExecutorOptions):
         64, ge=1, le=MAX_PARALLEL,
         description="kappa's jobs in SLURM's queue at once (pending or running)")
     sbatch_args: Annotated[tuple[str, ...], BeforeValidator(_split_args)] = Field(
-        (), max_length=64, description="further sbatch options in long form, e.g. "
-                                       "'--mem=32G --exclusive' (`docs/slurm.md` lists "
-                                       "those allowed)")
+        (), max_length=64, description="further sbatch options in long form, e.g. '--mem=32G "
+                                       "--exclusive' (`docs/slurm.md` lists those allowed)")
     cancel_wait: float = Field(
         60.0, ge=0, le=86400.0, description="seconds cancel waits for SLURM to end the job")
 
@@ -97,13 +90,10 @@ class SlurmOptions(ExecutorOptions):
         for arg in value:
             _one_line(arg)
             if len(arg) > SBATCH_ARG_MAX_CHARS:
-                raise ValueError(f"{arg[:40]!r}...: longer than {SBATCH_ARG_MAX_CHARS} "
-                                 "characters")
+                raise ValueError(f"{arg[:40]!r}...: longer than {SBATCH_ARG_MAX_CHARS} characters")
             if not arg.startswith("--"):
-                raise ValueError(f"{arg!r}: give sbatch options in their long form, "
-                                 "--name=value")
-            name = arg.split("=", 1)[0]
-            if name not in SBATCH_ARGS_ALLOWED:
+                raise ValueError(f"{arg!r}: give sbatch options in their long form, --name=value")
+            if (name := arg.split("=", 1)[0]) not in SBATCH_ARGS_ALLOWED:
                 raise ValueError(
                     f"{name!r} is not an sbatch option kappa passes on (by its full name; "
                     "kappa sets job name, output, nodes, CPUs, GPUs, time, partition, "
@@ -111,6 +101,3 @@ class SlurmOptions(ExecutorOptions):
                     "requeued, elsewhere or held); allowed: "
                     + " ".join(sorted(SBATCH_ARGS_ALLOWED)))
         return value
-
-
-__all__ = ["MAX_TIME_MINUTES", "SBATCH_ARGS_ALLOWED", "SlurmOptions"]

@@ -1,7 +1,6 @@
-"""What state a SLURM job is in: :class:`SlurmQueue` asks ``squeue`` about all this user's
-jobs at once (at most once a second), ``sacct`` (with accounting) about one the controller
-forgot. A failing ``squeue`` ends no job: one it does not know is :data:`UNREACHABLE`.
-"""
+"""What state a SLURM job is in: :class:`SlurmQueue` asks ``squeue`` about all this user's jobs at
+once (at most once a second), ``sacct`` (with accounting) about one the controller forgot. A failing
+``squeue`` ends no job: one it does not know is :data:`UNREACHABLE`."""
 
 from __future__ import annotations
 
@@ -17,8 +16,7 @@ from orchestrator.errors import KappaError
 log = logging.getLogger(__name__)
 
 STATUS_CACHE_S = 1.0
-# The state of a job while the controller does not answer squeue.
-UNREACHABLE = "UNREACHABLE"
+UNREACHABLE = "UNREACHABLE"  # the state of a job while the controller does not answer squeue
 # States in which a job may still run (or run again).
 ACTIVE_STATES = frozenset({
     UNREACHABLE, "PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "STOPPED",
@@ -108,8 +106,7 @@ class SlurmQueue:
     def _squeue_failed(self, why: str) -> None:
         """Keep what squeue said last; ask again after :data:`STATUS_CACHE_S`."""
         if self._unreachable is None:
-            log.warning("squeue failed (jobs count as still running until it answers): %s",
-                        why)
+            log.warning("squeue failed (jobs count as still running until it answers): %s", why)
         self._unreachable, self._states_at = why, time.monotonic()
 
     def _sacct_state(self, slurm_id: str) -> tuple[str, int | None] | None:
@@ -128,6 +125,5 @@ class SlurmQueue:
         for line in done.stdout.splitlines():
             state, _, exit_code = line.partition("|")
             if state:
-                # "CANCELLED by 0" -> CANCELLED
-                return state.split()[0], _decode_exit(exit_code)
+                return state.split()[0], _decode_exit(exit_code)  # "CANCELLED by 0": CANCELLED
         return None

@@ -1,9 +1,8 @@
 """The batch script a SLURM job runs, a pure function of its inputs (golden files:
-tests/golden/slurm/). On one node the cell's command runs under :mod:`.job_wrapper`; on
-several (self-placing: multi-node verl) a Ray head starts on the first node and a worker on
-each other, then the command on the head with ``RAY_ADDRESS`` set: a port from the job id,
-no dashboard, a Ray token of the job's own (docs/slurm.md).
-"""
+tests/golden/slurm/). On one node the cell's command runs under :mod:`.job_wrapper`; on several
+(self-placing: multi-node verl) a Ray head starts on the first node and a worker on each other, then
+the command on the head with ``RAY_ADDRESS`` set: a port from the job id, no dashboard, a Ray token
+of the job's own (docs/slurm.md)."""
 
 from __future__ import annotations
 
@@ -57,15 +56,9 @@ def time_limit_minutes(hours: float | None, factor: float, extra_minutes: int,
 
 def _directives(job: BatchJob) -> list[str]:
     res = job.resources
-    lines = [
-        f"--job-name={job.job_name}",
-        f"--output={job.log_path}",
-        "--open-mode=append",
-        f"--chdir={job.cwd}",
-        f"--nodes={res.nodes}",
-        "--ntasks-per-node=1",
-        f"--cpus-per-task={res.cpus}",
-    ]
+    lines = [f"--job-name={job.job_name}", f"--output={job.log_path}", "--open-mode=append",
+             f"--chdir={job.cwd}", f"--nodes={res.nodes}", "--ntasks-per-node=1",
+             f"--cpus-per-task={res.cpus}"]
     if res.gpus_per_node > 0:
         lines.append(f"--gpus-per-node={res.gpus_per_node}")
     if job.time_minutes is not None:
@@ -86,8 +79,7 @@ def _one_line(directive: str) -> str:
     """``directive`` if it stays on its ``#SBATCH`` line (the rest of a broken line would
     run in bash); guards what options do not check, such as a run folder's path."""
     if not directive.isprintable():
-        raise ValueError(f"a batch script directive may not hold control characters: "
-                         f"{directive!r}")
+        raise ValueError(f"a batch script directive may not hold control characters: {directive!r}")
     return directive
 
 

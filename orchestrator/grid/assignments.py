@@ -1,7 +1,6 @@
-"""Which cells a spec has: the product of its axes, zips, exclusions and includes. A cell is
-first an *assignment*: per axis (in spec order) the index of its value in that axis's list
-of :class:`AxisValue`, to which includes may append values (``seed: 7``).
-"""
+"""Which cells a spec has: the product of its axes, zips, exclusions and includes. A cell is first
+an *assignment*: per axis (in spec order) the index of its value in that axis's list of
+:class:`AxisValue`, to which includes may append values (``seed: 7``)."""
 
 from __future__ import annotations
 

@@ -11,8 +11,7 @@ from pydantic import BaseModel
 from orchestrator.backends.base import Demand
 from orchestrator.errors import KappaError, Problem, UserInputError
 from orchestrator.grid.assignments import AxisValue, assignments, axis_values, cell_bound
-from orchestrator.grid.cell import Cell
-from orchestrator.grid.identity import CellBuilder
+from orchestrator.grid.identity import Cell, CellBuilder
 from orchestrator.grid.validation import validate_cells
 from orchestrator.limits import DEFAULT_MAX_CELLS, INT32_MAX, MAX_CELLS_ENV, MAX_PROBLEMS, max_cells
 from orchestrator.spec.model import Spec
@@ -27,8 +26,7 @@ class Grid:
     by_id: dict[str, Cell] = field(repr=False, compare=False)
     #: Each cell's ``Backend.demand``, by cell id; empty unless expanded with ``judge``.
     demands: dict[str, Demand] = field(default_factory=dict, repr=False, compare=False)
-    #: Each cell's validated settings, by cell id (what a canary plan starts from); empty
-    #: unless expanded with ``models``.
+    #: Each cell's validated settings, by cell id (a canary starts from them); only with ``models``.
     models: dict[str, BaseModel] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -44,13 +42,12 @@ class Grid:
 
 
 def expand(spec: Spec, preflight: bool = True, judge: bool = False, models: bool = False) -> Grid:
-    """The grid of ``spec`` in its order (docs/spec.md#order-zip-exclude-include), cells named
-    by content hash, validated by the backend and preflighted as one batch (unless
+    """The grid of ``spec`` in its order (docs/spec.md#order-zip-exclude-include), cells named by
+    content hash, validated by the backend and preflighted as one batch (unless
     ``preflight=False``); more than ``max_cells()`` is refused; ``UserInputError`` with every
-    problem. Without ``judge`` each distinct combination is validated once; with it (a
-    submit) every cell once, its demand judged from that model (``Grid.demands``);
-    ``models`` (implies ``judge``) keeps each cell's model too (``Grid.models``).
-    """
+    problem. Without ``judge`` each distinct combination is validated once; with it (a submit) every
+    cell once, its demand judged from that model (``Grid.demands``); ``models`` (implies ``judge``)
+    keeps each cell's model too (``Grid.models``)."""
     from orchestrator.backends import get_backend
 
     backend = get_backend(spec.backend)
@@ -76,8 +73,7 @@ def expand(spec: Spec, preflight: bool = True, judge: bool = False, models: bool
     reported: set[tuple[str | int, ...]] = set()
     for index, assignment in enumerate(order):
         cell = builder.build(index, assignment)
-        other = by_id.get(cell.cell_id)
-        if other is not None:
+        if (other := by_id.get(cell.cell_id)) is not None:
             if builder.canonical(assignment) != builder.canonical(order[other.index]):
                 raise KappaError(f"cell id collision between cells {other.index} and {index}; "
                                  "please report this")
@@ -90,8 +86,7 @@ def expand(spec: Spec, preflight: bool = True, judge: bool = False, models: bool
             duplicates.append(spec.problem(
                 record.origin, "duplicate cells: identical settings and labels",
                 location="cells", found=f"[{other.describe()}] and [{cell.describe()}]",
-                fix="remove the repeated value or variant, or add a label axis to tell "
-                    "them apart"))
+                fix="remove the repeated value or variant, or add a label axis to tell them apart"))
             continue
         by_id[cell.cell_id] = cell
         if judge:
@@ -111,8 +106,7 @@ def expand(spec: Spec, preflight: bool = True, judge: bool = False, models: bool
         raise UserInputError(f"{spec.filename}: invalid settings", unsound[:MAX_PROBLEMS])
     if duplicates:
         raise UserInputError(f"{spec.filename}: duplicate cells", duplicates)
-    return Grid(spec=spec, cells=tuple(by_id.values()), by_id=by_id, demands=demands,
-                models=kept)
+    return Grid(spec=spec, cells=tuple(by_id.values()), by_id=by_id, demands=demands, models=kept)
 
 
 def _check_size(spec: Spec, table: dict[str, list[AxisValue]]) -> None:

@@ -1,14 +1,15 @@
-"""Fast cell settings and ids: each cell assembled from pieces computed once per value.
+"""A cell and its id: one point of the grid, named by the first 12 hex digits of the SHA-256 of the
+canonical JSON of ``{"backend", "settings", "labels"}``, the settings validated and with defaults
+(why: docs/spec.md#cells). :func:`content_id` is the definition; :class:`CellBuilder` computes the
+same fast, each cell assembled from pieces computed once per value.
 
-A cell's canonical JSON is its labels plus its sorted ``"key":value`` settings fragments:
-the same in every cell for settings no axis touches, depending on one axis's value for a
-setting it owns, on a combination for one several axes touch (``model.d_model`` and
-``model.n_heads``). Each fragment is serialized once, from the first validated cell having
-it, into a text template; consecutive cells share all but the last axis's fragments, so a
-cell costs a concatenation, one SHA-256 and its dicts. The result equals
-:func:`orchestrator.grid.cell.content_id` (tested on random specs), assuming a backend's
-validators never rewrite one setting based on another.
-"""
+A cell's canonical JSON is its labels plus its sorted ``"key":value`` settings fragments: the same
+in every cell for settings no axis touches, depending on one axis's value for a setting it owns, on
+a combination for one several axes touch (``model.d_model`` and ``model.n_heads``). Each fragment is
+serialized once, from the first validated cell having it, into a text template; consecutive cells
+share all but the last axis's fragments, so a cell costs a concatenation, one SHA-256 and its dicts.
+The result equals :func:`content_id` (tested on random specs), assuming a backend's validators
+never rewrite one setting based on another."""
 
 from __future__ import annotations
 
@@ -17,23 +18,54 @@ import json
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from operator import itemgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel
 
 from orchestrator.grid.assignments import Assignment, AxisValue
-from orchestrator.grid.cell import ID_LENGTH, Cell, canonical_json
-from orchestrator.spec.model import Spec
+from orchestrator.spec.model import JsonScalarValue, Spec
 from orchestrator.spec.settings_paths import deep_merge, undot
 
+ID_LENGTH = 12
+
+
+def canonical_json(value: Any) -> str:
+    """The one JSON text of ``value`` that ids hash: sorted keys, no whitespace."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def content_id(backend: str, settings_dump: Mapping[str, Any],
+               labels: Mapping[str, JsonScalarValue]) -> str:
+    """The id of a cell with these validated settings (incl. defaults) and labels."""
+    text = canonical_json({"backend": backend, "settings": dict(settings_dump),
+                           "labels": dict(labels)})
+    return hashlib.sha256(text.encode()).hexdigest()[:ID_LENGTH]
+
+
+class Cell(NamedTuple):
+    """One point of the grid (fields: docs/spec.md#cells; ``settings`` is read-only, cells share
+    nested mappings). A named tuple: half the cost of a frozen dataclass to create, which matters
+    at 100k cells."""
+
+    # Shadows tuple.index on purpose: the position in the grid is what callers want.
+    index: int  # type: ignore[assignment]
+    cell_id: str
+    axes: dict[str, JsonScalarValue]
+    labels: dict[str, JsonScalarValue]
+    settings: dict[str, Any]
+
+    def describe(self) -> str:
+        """``baseline=grpo, seed=0`` — the axis values, for humans."""
+        return ", ".join(f"{name}={value}" for name, value in self.axes.items())
+
+
 _MISSING = object()
-# One slot of the text template: the axis positions it depends on, what picks the text
-# from an assignment, and the texts (a list by value for one axis, a dict by combination
-# for several).
+# One slot of the text template: the axis positions it depends on, what picks the text from an
+# assignment, and the texts (a list by value for one axis, a dict by combination for several).
 _Slot = tuple[tuple[int, ...], Callable[[Assignment], Any], Any]
-# Prepared work for cells sharing all but the last axis value: (a[:-1], static text
-# chunks around the dynamic slots, the dynamic slots, settings and axes without the last
-# axis, shared keys that involve the last axis).
+# Prepared work for cells sharing all but the last axis value: (a[:-1], static text chunks around
+# the dynamic slots, the dynamic slots, settings and axes without the last axis, shared keys that
+# involve the last axis).
 _Prepared = tuple[Assignment, list[str], list[tuple[Callable[[Assignment], Any], Any]],
                   dict[str, Any], dict[str, Any], list[str]]
 
@@ -94,13 +126,11 @@ class CellBuilder:
                 if key in nested:
                     merged = deep_merge(merged, {key: nested[key]})
             self.shared_given[(key, combo)] = merged.get(key, _MISSING)
-        value = self.shared_given[(key, combo)]
-        if value is not _MISSING:
+        if (value := self.shared_given[(key, combo)]) is not _MISSING:
             given[key] = value
 
     def settings(self, a: Assignment, skip: int | None = None) -> dict[str, Any]:
-        """The cell's settings as given: base with its axis values (but axis ``skip``'s)
-        merged in."""
+        """The cell's settings as given: base, its axis values (but axis ``skip``'s) merged in."""
         given = self.base.copy()
         for i, per_value in self.given_axes:
             if i != skip and per_value[a[i]]:
@@ -120,8 +150,7 @@ class CellBuilder:
                 dump = dump or model.model_dump(mode="json")
                 # A key another value of the axis sets may be unknown to the backend:
                 # that value's cells fail validation, this valid cell has no such key.
-                self.own_frags[i][r] = {k: _frag(k, dump[k]) for k in self.own_keys[i]
-                                        if k in dump}
+                self.own_frags[i][r] = {k: _frag(k, dump[k]) for k in self.own_keys[i] if k in dump}
         for key in self.shared:
             combo = tuple(a[j] for j in self.shared_axes[key])
             if combo not in self.shared_frags[key]:
@@ -157,8 +186,7 @@ class CellBuilder:
         if self._template is None:
             self._template = self._make_template()
         last = len(a) - 1
-        # Static text between the slots that depend on the last axis.
-        chunks: list[str] = [""]
+        chunks: list[str] = [""]  # static text between the slots that depend on the last axis
         dynamic: list[tuple[Callable[[Assignment], Any], Any]] = []
         for part in self._template:
             if isinstance(part, str):
@@ -201,8 +229,7 @@ class CellBuilder:
         given, axes = prepared[3].copy(), prepared[4].copy()
         if a:
             r = a[-1]
-            own = self.given[-1][r]
-            if own:
+            if own := self.given[-1][r]:
                 given.update(own)
             for key in prepared[5]:  # the shared settings the last axis takes part in
                 self._merge_shared(given, key, a)

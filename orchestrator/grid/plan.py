@@ -1,11 +1,10 @@
 """A sweep's plan: its spec read, its cells validated and preflighted, once per submit.
 
-:func:`load_plan` reads a spec file once, checks it (the spec's and its cells' problems in
-one report), expands the grid and prices it: a :class:`Plan`. A submit stores its
-:class:`SweepPlan` in the registry as JSON beside the spec's text; every later step reads
-that (:func:`stored_plan`), never the YAML again, and one that cannot be read is an error
-naming the sweep and the fix, never a default.
-"""
+:func:`load_plan` reads a spec file once, checks it (the spec's and its cells' problems in one
+report), expands the grid and prices it: a :class:`Plan`. A submit stores its :class:`SweepPlan` in
+the registry as JSON beside the spec's text; every later step reads that (:func:`stored_plan`),
+never the YAML again, and one that cannot be read is an error naming the sweep and the fix, never a
+default."""
 
 from __future__ import annotations
 
@@ -17,8 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from orchestrator.backends.base import Demand
 from orchestrator.errors import Problem, UserInputError
-from orchestrator.grid.cell import Cell
 from orchestrator.grid.expand import Grid, expand
+from orchestrator.grid.identity import Cell
 from orchestrator.spec.loader import SpecReading, read_spec
 from orchestrator.spec.model import JsonScalarValue, Resources, Spec
 from orchestrator.spec.search_block import SearchSpec
@@ -140,12 +139,10 @@ class Plan:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able description (what ``kappa plan --json`` prints)."""
         spec = self.spec
-        return {
-            "name": spec.name, "backend": spec.backend, "axes": list(spec.axis_names),
-            "labels": list(self.grid.label_names), "count": self.count,
-            "resources": self.resources.model_dump(mode="json"), "retries": spec.retries,
-            "gpu_hours": self.gpu_hours, "cells": [c._asdict() for c in self.cells],
-        }
+        return {"name": spec.name, "backend": spec.backend, "axes": list(spec.axis_names),
+                "labels": list(self.grid.label_names), "count": self.count,
+                "resources": self.resources.model_dump(mode="json"), "retries": spec.retries,
+                "gpu_hours": self.gpu_hours, "cells": [c._asdict() for c in self.cells]}
 
 
 def _study(spec: Spec, cell: Cell, demand: Demand | None) -> StudyCell:
@@ -210,5 +207,4 @@ def parse_plan(text: str, filename: str = "<spec>", path: Path | None = None,
 def load_plan(path: str | Path, judge: bool = False, models: bool = False) -> Plan:
     """The plan of the spec file at ``path``, read once (see :func:`parse_plan`)."""
     file = Path(path)
-    return parse_plan(read_yaml_file(file, "spec"), str(file), file, judge=judge,
-                      models=models)
+    return parse_plan(read_yaml_file(file, "spec"), str(file), file, judge=judge, models=models)

@@ -1,9 +1,8 @@
-"""Validate every cell's settings with the backend, each distinct combination once: a *free*
-axis (no cross-field rule reads it, e.g. ``seed``) is valid or not on its own; the others
-are coupled (``coupled_settings``, docs/spec.md#fast-validation-for-backend-authors). The
-first cell of each coupled combination and of each free value is validated. A problem is
-reported once, where its setting is written (``axes.kappa.k200.kl_coef``, ``axes.seed[2]``).
-"""
+"""Validate every cell's settings with the backend, each distinct combination once: a *free* axis
+(no cross-field rule reads it, e.g. ``seed``) is valid or not on its own; the others are coupled
+(``coupled_settings``, docs/spec.md#fast-validation-for-backend-authors). The first cell of each
+coupled combination and of each free value is validated. A problem is reported once, where its
+setting is written (``axes.kappa.k200.kl_coef``, ``axes.seed[2]``)."""
 
 from __future__ import annotations
 
@@ -33,8 +32,7 @@ def coupled_axes(spec: Spec, table: Mapping[str, Sequence[AxisValue]],
                  coupled: frozenset[str] | None) -> list[int]:
     """Positions of the axes whose combinations must be validated together."""
     keys = [set().union(*(v.top_keys for v in table[a])) for a in spec.axes]
-    return [i for i, mine in enumerate(keys)
-            if coupled is None or mine & coupled
+    return [i for i, mine in enumerate(keys) if coupled is None or mine & coupled
             or any(mine & other for j, other in enumerate(keys) if j != i)]
 
 
@@ -95,8 +93,7 @@ class _Collector:
         message = problem.message
         if not origins:
             fix = fix or "set it in base or in an axis"
-            lacking = self._variant_lacking(parts, records)
-            if lacking is not None:
+            if (lacking := self._variant_lacking(parts, records)) is not None:
                 # Other variants of this axis set it: the one this cell takes forgot to.
                 location, path = lacking.describe(()), lacking.origin
                 message = f"{'.'.join(parts)}: {message}"

@@ -1,13 +1,14 @@
-"""Cell rows: registering a sweep's cells, reading cells, attempts and counts, and writing
-them: compare-and-set state changes, attempts, and fields that are not state. Each write
-of a fenced registry (:meth:`~.connection.RegistryConnection.fenced`) first checks that
-its scheduler still holds the sweep's lease.
-"""
+"""Cell rows: registering a sweep's cells, reading cells, attempts and counts, and writing them.
+Every state change is the compare-and-set of :func:`apply_transition`, the only place that sets
+derived fields (times, attempts; a cell back to pending forgets its last run). Each write of a
+fenced registry (:meth:`~.connection.RegistryConnection.fenced`) first checks that its scheduler
+still holds the sweep's lease."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import Table, Text, bindparam, func, insert, or_, select, update
@@ -22,23 +23,76 @@ from orchestrator.registry.connection import (
     updated_one,
 )
 from orchestrator.registry.leases import LeaseStore, check_fence
-from orchestrator.registry.models import CellRow, utcnow
+from orchestrator.registry.models import AttemptRow, CellRow, utcnow
 from orchestrator.registry.snapshots import AttemptRecord, CellLike, CellRecord
-from orchestrator.registry.states import AttemptState, CellState
-from orchestrator.registry.transitions import apply_transition
+from orchestrator.registry.states import TERMINAL_STATES, AttemptState, CellState, check_transition
 
 CellRef = CellRecord | tuple[str, str]
 """A cell is named by its snapshot or by ``(sweep name, cell id)``."""
 
-# Ids per IN (...) list: far below any database's limit on bound parameters.
-_IDS_PER_QUERY = 500
+_IDS_PER_QUERY = 500  # ids per IN (...) list: far below any database's limit on bound parameters
 # Fields a caller may set without changing state.
 UPDATE_FIELDS = frozenset({"run_dir", "mlflow_run_id", "job_id", "max_retries", "last_error"})
+# Fields a caller may set along with a state change (log_path goes to the new attempt).
+TRANSITION_FIELDS = frozenset({"job_id", "exit_code", "last_error", "run_dir", "mlflow_run_id",
+                               "final_metrics", "progress_step", "total_steps", "log_path",
+                               "stop_reason"})
 
 
 def cell_key(cell: CellRef) -> tuple[str, str]:
     """``(sweep name, cell id)`` of a cell named either way."""
     return cell.key if isinstance(cell, CellRecord) else (str(cell[0]), str(cell[1]))
+
+
+def apply_transition(session: Session, row: CellRow,
+                     expected: CellState | str | Iterable[CellState | str], new: CellState | str,
+                     fields: Mapping[str, Any]) -> tuple[bool, AttemptRecord | None]:
+    """Compare-and-set ``row`` from ``expected`` to ``new``: (changed?, attempt opened/closed)."""
+    check_fields(fields, TRANSITION_FIELDS, "transition")
+    sources, target = check_transition([expected] if isinstance(expected, str) else expected, new)
+    values = {k: v for k, v in fields.items() if k != "log_path"}
+    if values.get("final_metrics") is not None:
+        values["final_metrics"] = jsonable(dict(values["final_metrics"]), "final_metrics")
+    now = utcnow()
+    values["state"] = target.value
+    if target is CellState.QUEUED:
+        values["queued_at"] = now
+    elif target is CellState.RUNNING:
+        values.update(started_at=now, finished_at=None, attempts_count=CellRow.attempts_count + 1)
+    elif target in TERMINAL_STATES:
+        values["finished_at"] = now
+    elif target is CellState.PENDING:
+        values.update(queued_at=None, started_at=None, finished_at=None, job_id=None,
+                      exit_code=None, final_metrics=None, stop_reason=None)
+    # One UPDATE ... WHERE state IN (expected): atomic on SQLite and PostgreSQL alike, so
+    # of two processes racing for the same edge exactly one sees rowcount 1.
+    if not updated_one(session, update(CellRow).values(**values).where(
+            CellRow.id == row.id, CellRow.state.in_([s.value for s in sources]))):
+        return False, None
+    session.refresh(row)
+    return True, _record_attempt(session, row, target, fields, now)
+
+
+def _record_attempt(session: Session, row: CellRow, target: CellState,
+                    fields: Mapping[str, Any], now: datetime) -> AttemptRecord | None:
+    sweep_name = row.sweep.name
+    if target is CellState.RUNNING:
+        attempt = AttemptRow(cell_pk=row.id, number=row.attempts_count,
+                             state=AttemptState.RUNNING.value, job_id=fields.get("job_id"),
+                             started_at=now, log_path=fields.get("log_path"))
+        session.add(attempt)
+        session.flush()
+        return AttemptRecord.of(attempt, sweep_name, row.cell_id)
+    if target in TERMINAL_STATES:
+        open_attempt = session.scalar(select(AttemptRow).where(
+            AttemptRow.cell_pk == row.id, AttemptRow.state == AttemptState.RUNNING.value))
+        if open_attempt is not None:
+            open_attempt.state = AttemptState(target.value).value  # as its cell ended
+            open_attempt.finished_at = now
+            open_attempt.exit_code = fields.get("exit_code")
+            session.flush()
+            return AttemptRecord.of(open_attempt, sweep_name, row.cell_id)
+    return None
 
 
 class CellStore(LeaseStore):
@@ -63,8 +117,7 @@ class CellStore(LeaseStore):
                     "labels": jsonable(cell.labels, f"cell {cell.cell_id} labels"),
                     "state": CellState.PENDING.value, "attempts_count": 0,
                     "max_retries": max_retries, "created_at": now,
-                    "demand": (demands or {}).get(cell.cell_id),
-                }
+                    "demand": (demands or {}).get(cell.cell_id)}
         with self._tx() as session:
             # The row lock serialises concurrent add_cells on PostgreSQL (SQLite's
             # BEGIN IMMEDIATE already does).
@@ -75,9 +128,8 @@ class CellStore(LeaseStore):
             if new:
                 session.execute(insert(CellRow), [{**row, "sweep_id": parent.id} for row in new])
             if demands:
-                # A cell without a demand (its settings did not validate at the registry's
-                # upgrade) gets the one given; none is SQL NULL from the migration, JSON
-                # null from an insert.
+                # A cell without a demand (its settings did not validate at the registry's upgrade)
+                # gets the one given; none is SQL NULL from the migration, JSON null from an insert.
                 for row in session.scalars(select(CellRow).where(
                         CellRow.sweep_id == parent.id,
                         or_(CellRow.demand.is_(None), sql_cast(CellRow.demand, Text) == "null"))):
@@ -89,8 +141,7 @@ class CellStore(LeaseStore):
               states: Iterable[CellState | str] | None = None) -> list[CellRecord]:
         """The sweep's cells (optionally only those in ``states``), by index."""
         with self._read() as session:
-            parent = sweep_row(session, sweep)
-            query = select(CellRow).where(CellRow.sweep_id == parent.id)
+            query = select(CellRow).where(CellRow.sweep_id == sweep_row(session, sweep).id)
             if states is not None:
                 query = query.where(CellRow.state.in_([CellState(s).value for s in states]))
             rows = session.scalars(query.order_by(CellRow.index, CellRow.cell_id))
@@ -135,9 +186,8 @@ class CellStore(LeaseStore):
     def counts(self, sweep: str) -> dict[CellState, int]:
         """How many of the sweep's cells are in each state (every state present)."""
         with self._read() as session:
-            parent = sweep_row(session, sweep)
             rows = session.execute(select(CellRow.state, func.count())
-                                   .where(CellRow.sweep_id == parent.id)
+                                   .where(CellRow.sweep_id == sweep_row(session, sweep).id)
                                    .group_by(CellRow.state)).all()
         found = {CellState(state): int(n) for state, n in rows}
         return {state: found.get(state, 0) for state in CellState}
@@ -148,7 +198,7 @@ class CellStore(LeaseStore):
         """Compare-and-set: move the cell to ``new`` iff it is in one of ``expected``;
         ``False`` (nothing changed) when another process got there first. An edge missing
         from ``states.TRANSITIONS`` raises ``IllegalTransition``. ``fields`` (see
-        ``TRANSITION_FIELDS``) are written in the same transaction (``transitions.py``)."""
+        ``TRANSITION_FIELDS``) are written in the same transaction (:func:`apply_transition`)."""
         with self._fenced_row(cell) as (session, row):
             return apply_transition(session, row, expected, new, fields)[0]
 

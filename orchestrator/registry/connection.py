@@ -1,13 +1,12 @@
 """The connection under :class:`~orchestrator.registry.Registry` (opened by
-:meth:`RegistryConnection.open`): engine, sessions (``_tx`` for writes, ``_read`` for
-reads), and the row lookups and value checks the sweep, cell and lease methods share.
-"""
+:meth:`RegistryConnection.open`): engine, sessions (``_tx`` for writes, ``_read`` for reads), and
+the row lookups and value checks the sweep, cell and lease methods share."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Self, cast
 
 from sqlalchemy import CursorResult, Engine, Update, select
@@ -76,10 +75,8 @@ class RegistryConnection:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    @contextmanager
-    def _tx(self) -> Iterator[Session]:
-        with self._sessions.begin() as session:
-            yield session
+    def _tx(self) -> AbstractContextManager[Session]:
+        return self._sessions.begin()
 
     @contextmanager
     def _read(self) -> Iterator[Session]:
@@ -108,8 +105,7 @@ def jsonable(value: Any, what: str) -> Any:
 
 def check_fields(fields: Mapping[str, Any], allowed: frozenset[str], what: str) -> None:
     """TypeError naming the fields that are not in ``allowed``."""
-    extra = sorted(set(fields) - allowed)
-    if extra:
+    if extra := sorted(set(fields) - allowed):
         raise TypeError(f"{what} got unknown field(s) {extra}; allowed: {sorted(allowed)}")
 
 
@@ -132,10 +128,8 @@ def sweep_row(session: Session, name: str, lock: bool = False) -> SweepRow:
 
 def cell_row(session: Session, sweep: str, ref: str, prefix: bool = False) -> CellRow:
     """The cell ``ref`` of ``sweep`` (or with ``prefix``, the only one starting with it)."""
-    parent = sweep_row(session, sweep)
-    in_sweep = select(CellRow).where(CellRow.sweep_id == parent.id)
-    row = session.scalar(in_sweep.where(CellRow.cell_id == ref))
-    if row is not None:
+    in_sweep = select(CellRow).where(CellRow.sweep_id == sweep_row(session, sweep).id)
+    if (row := session.scalar(in_sweep.where(CellRow.cell_id == ref))) is not None:
         return row
     matches: list[CellRow] = []
     if prefix and ref and ref.isalnum():

@@ -1,10 +1,9 @@
 """Connecting to the registry database: SQLite by default, PostgreSQL by URL.
 
-SQLite runs in WAL mode (readers never block the writer), with foreign keys and a busy
-timeout (concurrent kappa processes wait for each other). Every SQLite transaction starts
-with ``BEGIN IMMEDIATE``: the write lock is taken up front, so a read-then-write
-transaction never loses a lock upgrade half-way, and migrations are transactional.
-"""
+SQLite runs in WAL mode (readers never block the writer), with foreign keys and a busy timeout
+(concurrent kappa processes wait for each other). Every SQLite transaction starts with
+``BEGIN IMMEDIATE``: the write lock is taken up front, so a read-then-write transaction never loses
+a lock upgrade half-way, and migrations are transactional."""
 
 from __future__ import annotations
 
@@ -61,8 +60,7 @@ def unreachable(url: URL, exc: Exception) -> UserInputError:
     """The error for a registry server that refused or failed the connection."""
     reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()
     return UserInputError(f"cannot connect to the registry at {display_url(url)}", [Problem(
-        "registry", redact(reason[0] if reason else type(exc).__name__),
-        found=display_url(url),
+        "registry", redact(reason[0] if reason else type(exc).__name__), found=display_url(url),
         fix="check the server is up and the URL's host, port, user and password")])
 
 

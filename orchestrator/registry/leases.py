@@ -1,13 +1,11 @@
-"""Who drives a sweep: a scheduler's lease in the registry (table ``sweep_leases``), a row
-naming its owner (a uuid per scheduler), host and pid, renewed by a heartbeat until
-``expires_at``. Each rule is one transaction: ``take_lease`` locks the row and takes it if
-it is free, ours, expired, or held by a process the caller proves dead (``holder_dead``);
-only the owner renews or releases it (``UPDATE ... WHERE owner = me``); every write of a
-fenced registry (``Registry.fenced``) first locks the row and checks its owner, so a
-scheduler that lost its lease changes nothing (the takeover waits for that lock, and the
-new owner sees every write the old one made). Times are the registry's clock
-(PostgreSQL's ``now()``), so machines whose clocks disagree still agree on expiry.
-"""
+"""Who drives a sweep: a scheduler's lease in the registry (table ``sweep_leases``), a row naming
+its owner (a uuid per scheduler), host and pid, renewed by a heartbeat until ``expires_at``. Each
+rule is one transaction: ``take_lease`` locks the row and takes it if it is free, ours, expired, or
+held by a process the caller proves dead (``holder_dead``); only the owner renews or releases it
+(``UPDATE ... WHERE owner = me``); every write of a fenced registry (``Registry.fenced``) first
+locks the row and checks its owner, so a scheduler that lost its lease changes nothing (the takeover
+waits for that lock, and the new owner sees every write the old one made). Times are the registry's
+clock (PostgreSQL's ``now()``), so machines whose clocks disagree still agree on expiry."""
 
 from __future__ import annotations
 
@@ -154,8 +152,7 @@ class LeaseStore(RegistryConnection):
     """The registry's lease methods."""
 
     def take_lease(self, sweep: str, me: Claimant, seconds: float,
-                   holder_dead: Callable[[Lease], bool] | None = None
-                   ) -> tuple[bool, Lease | None]:
+                   holder_dead: Callable[[Lease], bool] | None = None) -> tuple[bool, Lease | None]:
         """Take ``sweep``'s lease for ``seconds`` (see the rules above): (taken?, the lease)."""
         with self._tx() as session:
             sweep_id = sweep_row(session, sweep).id
@@ -181,8 +178,7 @@ class LeaseStore(RegistryConnection):
         """Extend ``owner``'s lease by ``seconds`` from now; ``False``: it is not theirs."""
         with self._tx() as session:
             now = registry_now(session)
-            return _update_owned(session, sweep, owner, heartbeat_at=now,
-                                 lease_seconds=seconds,
+            return _update_owned(session, sweep, owner, heartbeat_at=now, lease_seconds=seconds,
                                  expires_at=now + timedelta(seconds=seconds))
 
     def release_lease(self, sweep: str, owner: str) -> bool:

@@ -1,6 +1,5 @@
-"""The registry's tables as a typed SQLAlchemy 2 ORM: what the newest migration builds (a
-test checks they agree). Callers get frozen snapshots of these rows, never the rows.
-"""
+"""The registry's tables as a typed SQLAlchemy 2 ORM: what the newest migration builds (a test
+checks they agree). Callers get frozen snapshots of these rows, never the rows."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
-"""The registry schema's version (Alembic migrations shipped in the package). An empty
-database is initialised to the newest revision; an OLDER one is refused with the exact
-``kappa db upgrade --registry URL`` (kappa never migrates data behind a user's back), as
-is a newer one or tables without a stamp. Check and initialisation are one transaction
-under a lock (SQLite's ``BEGIN IMMEDIATE``, a PostgreSQL advisory lock): concurrent first
-opens are safe.
-"""
+"""The registry schema's version (Alembic migrations shipped in the package). An empty database is
+initialised to the newest revision; an OLDER one is refused with the exact
+``kappa db upgrade --registry URL`` (kappa never migrates data behind a user's back), as is a newer
+one or tables without a stamp. Check and initialisation are one transaction under a lock (SQLite's
+``BEGIN IMMEDIATE``, a PostgreSQL advisory lock): concurrent first opens are safe."""
 
 from __future__ import annotations
 
@@ -125,8 +123,7 @@ class RegistryMissing(UserInputError):
 
     def __init__(self, url: str) -> None:
         super().__init__(f"no kappa registry at {url} yet", [Problem(
-            "registry", "the database does not exist yet (or holds no kappa tables)",
-            found=url,
+            "registry", "the database does not exist yet (or holds no kappa tables)", found=url,
             fix="`kappa submit SPEC` creates it; or point KAPPA_HOME, KAPPA_REGISTRY or "
                 "--registry at an existing one")])
 
@@ -164,8 +161,7 @@ def _refusal(status: SchemaStatus, url: str) -> UserInputError:
         return UserInputError(
             "the registry database was created by an older kappa and must be migrated first",
             [Problem("registry", "schema revision is older than this kappa's",
-                     found=f"revision {status.current} at {url}",
-                     allowed=f"revision {status.head}",
+                     found=f"revision {status.current} at {url}", allowed=f"revision {status.head}",
                      fix=f"kappa db upgrade --registry '{url}'")])
     if status.state is SchemaState.NEWER:
         return UserInputError("the registry database was created by a newer kappa", [Problem(

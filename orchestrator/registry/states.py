@@ -57,8 +57,7 @@ def check_transition(expected: Iterable[CellState | str],
     sources = frozenset(CellState(s) for s in expected)
     if not sources:
         raise IllegalTransition(f"transition to {target.value!r} needs at least one expected state")
-    bad = sorted(s.value for s in sources if target not in TRANSITIONS[s])
-    if bad:
+    if bad := sorted(s.value for s in sources if target not in TRANSITIONS[s]):
         allowed = "; ".join(f"{s.value} -> {'|'.join(sorted(t.value for t in TRANSITIONS[s]))}"
                             for s in CellState if s.value in bad)
         raise IllegalTransition(f"illegal transition {'|'.join(bad)} -> {target.value}; "

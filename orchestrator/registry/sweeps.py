@@ -1,18 +1,29 @@
-"""Sweep rows: create, find, list, delete, and the executor a sweep runs on."""
+"""Sweep rows: create, find, list, delete, and the executor a sweep runs on.
+
+Recording a sweep reads the registry, creates the MLflow experiment and parent run, then writes the
+registry rows: two stores no one transaction covers. Two ``kappa submit`` of a spec interleaving
+there would each make a parent run, and a failing one would undo the sweep the other just recorded.
+:func:`sweep_record_lock` makes it exclusive: on PostgreSQL a session advisory lock keyed by the
+sweep's name, on its own connection (across machines; it ends with a dead holder's session); on
+SQLite a ``flock`` on ``<registry.db>.lock`` (one for all sweeps: recording is short and rare); an
+in-memory database is one process's own."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Engine, select, text
 from sqlalchemy.exc import IntegrityError
 
 from orchestrator import paths
 from orchestrator.registry.connection import RegistryConnection, jsonable, sweep_row
 from orchestrator.registry.models import SweepRow, utcnow
 from orchestrator.registry.snapshots import SweepRecord
+from orchestrator.runs.atomic import file_lock, lock_path
 
 
 def spec_hash(spec_text: str) -> str:
@@ -27,10 +38,9 @@ class SweepStore(RegistryConnection):
                      mlflow_experiment_id: str | None = None,
                      mlflow_parent_run_id: str | None = None,
                      plan: str | None = None) -> SweepRecord:
-        """Create the sweep ``name`` or update it; MLflow ids and the plan (JSON of a
-        ``SweepPlan``) are only overwritten when given. The name becomes folder names, so
-        one that is not a single safe name (:func:`orchestrator.paths.check_name`) is
-        refused."""
+        """Create the sweep ``name`` or update it; MLflow ids and the plan (JSON of a ``SweepPlan``)
+        are only overwritten when given. The name becomes folder names, so one that is not a single
+        safe name (:func:`orchestrator.paths.check_name`) is refused."""
         paths.check_name(name)
         for attempt in range(2):
             try:
@@ -98,3 +108,36 @@ class SweepStore(RegistryConnection):
             if row.executor_name is None:
                 return None
             return row.executor_name, dict(row.executor_options or {})
+
+
+def advisory_key(name: str) -> int:
+    """A signed 64-bit PostgreSQL advisory-lock key for ``name``, the same in every process."""
+    digest = hashlib.sha256(f"kappa-sweep:{name}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def sqlite_lock_path(engine: Engine) -> Path | None:
+    """The lock file beside a SQLite registry's database (``None``: in memory)."""
+    database = engine.url.database
+    if not database or database == ":memory:" or database.startswith("file::memory:"):
+        return None
+    return lock_path(Path(database).expanduser().resolve())
+
+
+@contextlib.contextmanager
+def sweep_record_lock(engine: Engine, sweep: str) -> Iterator[None]:
+    """Hold the exclusive right to record ``sweep`` (blocking until it is free)."""
+    if engine.dialect.name == "postgresql":
+        key = advisory_key(sweep)
+        # AUTOCOMMIT: the lock belongs to the session; no transaction stays open with it.
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": key})
+            try:
+                yield
+            finally:
+                conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": key})
+        return
+    path = sqlite_lock_path(engine)
+    with contextlib.nullcontext() if path is None else file_lock(path):
+        yield
+

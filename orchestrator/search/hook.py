@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import UserInputError
-from orchestrator.grid.cell import Cell, content_id
+from orchestrator.grid.identity import Cell, content_id
 from orchestrator.grid.plan import SweepPlan
 from orchestrator.registry import CellRecord, CellState, Registry
 from orchestrator.runs.layout import run_folder

@@ -182,7 +182,7 @@ class Tracker:
                   tags: Mapping[str, str] | None = None) -> tuple[str, bool]:
         """The sweep's parent run id (existing, else new) and whether this call created it
         (only then may a failed submit delete it), the spec logged as ``spec.yaml``. Not
-        atomic: callers serialise it (``orchestrator.registry.locks.sweep_record_lock``)."""
+        atomic: callers serialise it (``orchestrator.registry.sweeps.sweep_record_lock``)."""
         all_tags = {**(tags or {}), **sweep_kind_tags(sweep_name), "kappa.sweep": sweep_name,
                     ROLE_TAG: "sweep", SWEEP_KEY_TAG: sweep_key(sweep_name)}
         run = next(self._search(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from orchestrator.grid.cell import Cell
+from orchestrator.grid.identity import Cell
 
 
 def make_cell(cell_id: str, index: int = 0, axes: Mapping[str, Any] | None = None,

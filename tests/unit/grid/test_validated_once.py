@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from orchestrator.backends.embedded.backend import EmbeddedBackend
 from orchestrator.errors import UserInputError
-from orchestrator.grid.cell import canonical_json
+from orchestrator.grid.identity import canonical_json
 from orchestrator.sweeps.canary import plan_canaries
 from orchestrator.sweeps.submission import prepare
 

@@ -48,7 +48,7 @@ CRASH_SCRIPT = textwrap.dedent(
     elif action == "finish":
         reg.finish_attempt(("toy", sys.argv[5]), CellState.FAILED, exit_code=1)
     elif action == "add":
-        from orchestrator.grid.cell import Cell
+        from orchestrator.grid.identity import Cell
         reg.add_cells("toy", [Cell(i, f"new{i:09d}", {}, {}, {}) for i in range(5)])
     raise SystemExit("the crash point was never reached")
     """

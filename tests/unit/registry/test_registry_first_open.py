@@ -17,8 +17,8 @@ from sqlalchemy import text
 
 from orchestrator.registry import Registry, SchemaState
 from orchestrator.registry.engine import make_engine
-from orchestrator.registry.locks import advisory_key, sqlite_lock_path, sweep_record_lock
 from orchestrator.registry.schema import schema_status
+from orchestrator.registry.sweeps import advisory_key, sqlite_lock_path, sweep_record_lock
 
 SAFETY = 240  # seconds; a guard against hangs, not a speed assertion
 

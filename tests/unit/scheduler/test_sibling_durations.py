@@ -172,7 +172,7 @@ def test_launch_order_uses_the_estimates() -> None:
 
 
 def test_a_restarted_scheduler_orders_from_what_the_registry_holds(tmp_path: Path) -> None:
-    from orchestrator.grid.cell import Cell
+    from orchestrator.grid.identity import Cell
 
     sweep = "sib"
     cells = [Cell(i, f"{i:012x}", {"config": c, "seed": s}, {},
