@@ -63,9 +63,8 @@ class PluginRegistry(MutableMapping[str, str]):
         return self._found
 
     def refresh(self) -> None:
-        """Forget what was found (and loaded), so the next use reads the entry points
-        again: after installing a plug-in in a running process. In-process additions
-        are forgotten too."""
+        """Forget what was found (and loaded), so the next use reads the entry points again: after
+        installing a plug-in in a running process. In-process additions are forgotten too."""
         self._found = None
         self._clashes = {}
         self._loaded = {}

@@ -58,13 +58,12 @@ MAX_HOURS = 10_000.0
 
 # --- numbers that scale a reward or a loss --------------------------------------------------
 MAX_SCALE = 1e6
-"""The largest |reward|, loss coefficient (``kl_coef``, ``entropy_coef``, the overlong
-penalty factor), clip ratio or temperature. Training computes in float32: its largest
-value is about 3.4e38 (1e39 is already infinite, so such a setting ends in NaN at step 1)
-and it holds about 7 significant digits. A scale of 1e6 keeps its squares (a reward's
-variance, 1e12) and its sums over a batch (times 65,536 prompts x 4,096 responses,
-2.7e8) far from overflow, while an O(1) term beside it keeps at least one digit; anything
-larger only loses the rest of the loss in rounding."""
+"""The largest |reward|, loss coefficient (``kl_coef``, ``entropy_coef``, the overlong penalty
+factor), clip ratio or temperature. Training computes in float32: its largest value is about 3.4e38
+(1e39 is already infinite, so such a setting ends in NaN at step 1) and it holds about 7 significant
+digits. A scale of 1e6 keeps its squares (a reward's variance, 1e12) and its sums over a batch
+(times 65,536 prompts x 4,096 responses, 2.7e8) far from overflow, while an O(1) term beside it
+keeps at least one digit; anything larger only loses the rest of the loss in rounding."""
 
 # --- command-line numbers -------------------------------------------------------------------
 MAX_PARALLEL = 1_000_000

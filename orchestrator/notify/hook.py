@@ -2,9 +2,8 @@
 when a cell fails for good and when the sweep has nothing left to run. A failure of its
 own is logged, never raised: notifications cannot change how a sweep runs or ends.
 
-A failed cell of a canary sweep is a ``canary_failed`` message, one failed by a
-``diverged`` rule a ``diverged`` one (not also ``cell_failed``); a canary sweep's own end
-is not reported.
+A failed cell of a canary sweep is a ``canary_failed`` message, one failed by a ``diverged`` rule a
+``diverged`` one (not also ``cell_failed``); a canary sweep's own end is not reported.
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
 """Posting messages off the scheduler's path: a queue and one worker thread.
 
-:meth:`Notifier.send` only enqueues (a full queue drops the message, logged), so the loop
-never waits for a webhook. The worker claims each message's key (at most once across
-restarts), then POSTs it with a timeout, retrying with a growing pause while the
-endpoint fails or does not answer. :meth:`Notifier.close` waits a bounded time for what
-is queued, then leaves the rest to the daemon thread, which dies with the process.
-Nothing it logs quotes the URL unmasked.
+:meth:`Notifier.send` only enqueues (a full queue drops the message, logged), so the loop never
+waits for a webhook. The worker claims each message's key (at most once across restarts), then POSTs
+it with a timeout, retrying with a growing pause while the endpoint fails or does not answer.
+:meth:`Notifier.close` waits a bounded time for what is queued, then leaves the rest to the daemon
+thread, which dies with the process. Nothing it logs quotes the URL unmasked.
 """
 
 from __future__ import annotations

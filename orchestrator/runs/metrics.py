@@ -90,8 +90,7 @@ def parse_row(line: bytes | str) -> MetricRow | None:
 
 @dataclass(frozen=True)
 class MetricsCursor:
-    """Where reading stopped: the file (device, inode) and the byte after the last
-    complete line."""
+    """Where reading stopped: the file (device, inode) and the byte after the last complete line."""
 
     file: tuple[int, int] | None = None
     offset: int = 0

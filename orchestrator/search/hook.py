@@ -1,11 +1,10 @@
 """Adaptive search: Optuna proposes, kappa runs (docs/search.md).
 
-A ``search:`` sweep has one Optuna study per axis combination (:func:`study_name`),
-stored beside the registry (:mod:`.storage`). Each trial is an ordinary cell (labels
-``kappa.study`` and ``kappa.trial``); :class:`SearchHook` tells ended trials and asks new
-ones every pass, and reports the objective and prunes every poll. The studies are the
-record, so a restart loses nothing; a study with a cancelled cell asks no more until a
-resubmit requeues it.
+A ``search:`` sweep has one Optuna study per axis combination (:func:`study_name`), stored beside
+the registry (:mod:`.storage`). Each trial is an ordinary cell (labels ``kappa.study`` and
+``kappa.trial``); :class:`SearchHook` tells ended trials and asks new ones every pass, and reports
+the objective and prunes every poll. The studies are the record, so a restart loses nothing; a study
+with a cancelled cell asks no more until a resubmit requeues it.
 """
 
 from __future__ import annotations

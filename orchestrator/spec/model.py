@@ -138,9 +138,8 @@ class Spec(_Strict):
         None, description="Chat messages (a webhook) when the sweep ends, a cell fails for "
                           "good, a canary fails or a diverged rule fires "
                           "(docs/spec.md#notifications).")
-    # Extension point: multi-phase cells (warm start -> RL -> eval with different
-    # settings) will be described here. Reserved now so that specs fail loudly
-    # instead of silently ignoring it.
+    # Extension point: multi-phase cells (warm start -> RL -> eval with different settings) will be
+    # described here. Reserved now so that specs fail loudly instead of silently ignoring it.
     phases: None = Field(None, description="Reserved for multi-phase cells; not supported yet.")
 
     _source_text: str = PrivateAttr("")

@@ -1,10 +1,9 @@
 """Command-line overrides of a spec in Hydra's grammar (:data:`_GRAMMAR`), read by Hydra's
 own parser (imported only when a command has overrides: it costs about half a second).
 
-Overrides edit the YAML document before anything validates it, so the spec they make is
-exactly the spec edited by hand: :func:`resolve` re-reads the YAML it dumps (the text the
-sweep stores), and a problem at a key an override wrote points at that override
-(``override 2: axes.seed: ...``).
+Overrides edit the YAML document before anything validates it, so the spec they make is exactly the
+spec edited by hand: :func:`resolve` re-reads the YAML it dumps (the text the sweep stores), and a
+problem at a key an override wrote points at that override (``override 2: axes.seed: ...``).
 """
 
 from __future__ import annotations

@@ -139,9 +139,8 @@ def cap_message(hours: SweepHours) -> str:
 
 @dataclass(frozen=True)
 class GroupHours:
-    """What stopping saved in one comparison group (``stop.together``): its label (the
-    axis values its members share), its cells, the steps its stopped members ended at
-    and the hours saved."""
+    """What stopping saved in one comparison group (``stop.together``): its label (the axis values
+    its members share), its cells, the steps its stopped members ended at and the hours saved."""
 
     label: str
     cells: int

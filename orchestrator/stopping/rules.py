@@ -11,9 +11,8 @@ only memoises the plateau test of each prefix.)
   for at least ``patience`` steps.
 * ``threshold``: the first log at or after ``min_steps`` whose value is ``>= at_least``
   (or ``<= at_most``).
-* ``diverged``: the log (at or after ``min_steps``) that completes ``for`` consecutive
-  logs that are non-finite (``nonfinite``) or cross ``below`` / ``above`` (NaN crosses no
-  bound).
+* ``diverged``: the log (at or after ``min_steps``) that completes ``for`` consecutive logs that are
+  non-finite (``nonfinite``) or cross ``below`` / ``above`` (NaN crosses no bound).
 
 :func:`first_stop` takes the earliest (on a tie: diverged, threshold, plateau).
 """
