@@ -25,8 +25,7 @@ from orchestrator.executors import JobHandle
 from orchestrator.grid.plan import SweepPlan
 from orchestrator.paths import is_canary_sweep
 from orchestrator.registry import CellRecord, CellState, Registry
-from orchestrator.runs.cell_file import write_cell_file
-from orchestrator.runs.folder import summary_final
+from orchestrator.runs.folder import summary_final, write_cell_file
 from orchestrator.runs.layout import group_decision_file
 from orchestrator.runs.stop_request import (
     StopRequest,
