@@ -118,8 +118,7 @@ def read_spec(text: str, filename: str = "<spec>", path: Path | None = None,
     no spec can be made at all; else the problems come with it (stand-ins for wrong leaf
     keys), so the cells' problems join the same report (``grid.plan.parse_plan``)."""
     from orchestrator.backends import BACKENDS, get_backend
-    from orchestrator.spec.blocks import search_problems, stop_problems
-    from orchestrator.spec.references import check_references
+    from orchestrator.spec.references import check_references, search_problems, stop_problems
 
     doc = load_yaml(text, filename)
     data = doc.data
