@@ -34,13 +34,9 @@ class Problem:
 
     def render(self) -> str:
         where = ""
-        if self.file:
-            where = self.file
-            if self.line is not None:
-                where += f":{self.line}"
-                if self.column is not None:
-                    where += f":{self.column}"
-            where += ": "
+        if self.file:  # file:line:column (a column only after a line)
+            shown = (self.line, self.column) if self.line is not None else ()
+            where = ":".join([self.file, *(str(n) for n in shown if n is not None)]) + ": "
         text = f"{where}{self.location}: {self.message}" if self.location else where + self.message
         for label, value in (("found:", self.found), ("allowed:", self.allowed),
                              ("fix:", self.fix)):

@@ -92,8 +92,7 @@ def number_problem(value: float, option: str, low: float, high: float | None = N
 def check_number(value: float, option: str, low: float, high: float | None = None, *,
                  low_open: bool = False, fix: str | None = None) -> float:
     """``value`` itself if :func:`number_problem` finds nothing wrong, else UserInputError."""
-    problem = number_problem(value, option, low, high, low_open=low_open, fix=fix)
-    if problem is not None:
+    if problem := number_problem(value, option, low, high, low_open=low_open, fix=fix):
         raise UserInputError(f"bad {option}", [problem])
     return value
 

@@ -63,8 +63,7 @@ def absolute_home() -> Iterator[Path]:
     saved = {name: os.environ.get(name) for name in (HOME_ENV, CACHE_ENV)}
     home = kappa_home()
     os.environ[HOME_ENV] = str(home)
-    cache = saved[CACHE_ENV]
-    if cache:
+    if cache := saved[CACHE_ENV]:
         os.environ[CACHE_ENV] = str(Path(cache).resolve())
     try:
         yield home

@@ -62,12 +62,6 @@ def multiplier(resources: Resources) -> tuple[float, str]:
     return (float(gpus), "GPU-hours") if gpus > 0 else (1.0, "cell-hours")
 
 
-def _hours(start: datetime | None, end: datetime | None) -> float:
-    if start is None or end is None:
-        return 0.0
-    return max(0.0, (end - start).total_seconds() / 3600.0)
-
-
 def is_stopped(cell: CellRecord) -> bool:
     """Whether a stopping rule ended the cell (not the cap, not a cancel)."""
     return bool(cell.stop_reason) and cell.state in (CellState.SUCCEEDED, CellState.FAILED)
@@ -104,7 +98,9 @@ def sweep_hours(cells: Iterable[CellRecord], resources: Resources, cap: float | 
         elif cell.state in (CellState.PENDING, CellState.QUEUED):
             planned += planned_hours(cell, pace, resources)
         else:
-            used += gpus * _hours(cell.started_at, cell.finished_at)
+            if cell.started_at is not None and cell.finished_at is not None:
+                ran = (cell.finished_at - cell.started_at).total_seconds()
+                used += gpus * max(0.0, ran / 3600.0)
             if is_stopped(cell):
                 stopped += 1
                 saved += planned_hours(cell, pace, resources) * unrun_fraction(cell)

@@ -193,8 +193,7 @@ class SweepStopping(SchedulerHook):
     def _end_job(self, watch: _Watch, job: JobHandle) -> None:
         """A backend whose process cannot be asked is ended through its executor (once
         it has reached a group's stop step)."""
-        if not self.backend.stops_itself and not watch.job_ended and (
-                not watch.short_of_group_stop):
+        if not (self.backend.stops_itself or watch.job_ended or watch.short_of_group_stop):
             watch.job_ended = True
             job.cancel()
 
@@ -219,8 +218,9 @@ class SweepStopping(SchedulerHook):
                                                                       request.outcome):
                 # It reached its last step before it saw the request: the rule's decision
                 # stands, recorded in its summary like any stop.
-                summary = synthesize_summary(run_dir, request, _int(ended.get("steps")),
-                                             summary_final(ended))
+                steps = ended.get("steps")
+                summary = synthesize_summary(
+                    run_dir, request, steps if type(steps) is int else None, summary_final(ended))
             elif request.outcome == "failed" or not self.backend.stops_itself:
                 # Diverged is final; a process that cannot be asked was ended by us.
                 summary = self.backend.stopped_summary(run_dir, request)
@@ -276,7 +276,3 @@ class SweepStopping(SchedulerHook):
                                     CellState.CANCELLED.value, cell.mlflow_run_id)
         if count:
             LOG.warning("%s: %d cell(s) cancelled: %s", sweep, count, why)
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
