@@ -179,7 +179,6 @@ def _with_leaf_stand_ins(data: dict[str, Any], exc: ValidationError) -> dict[str
 
 
 def load_spec(path: str | Path, overrides: Sequence[str] = ()) -> Spec:
-    """Read (at most ``MAX_FILE_BYTES``) and parse the spec file at ``path``, ``overrides``
-    applied."""
+    """Read (at most ``MAX_FILE_BYTES``) and parse the spec file at ``path``, overrides applied."""
     file = Path(path)
     return parse_spec(read_yaml_file(file, "spec"), str(file), file, overrides)

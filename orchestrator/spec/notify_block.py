@@ -89,8 +89,7 @@ class NotifySpec(BaseModel):
     @classmethod
     def _valid_url(cls, url: str) -> str:
         url = str(url)
-        why = None if ENV_REFERENCE.match(url) else url_problem(url)
-        if why is not None:
+        if not ENV_REFERENCE.match(url) and (why := url_problem(url)) is not None:
             raise ValueError(f"the URL {why}")
         return url
 
@@ -119,8 +118,7 @@ class NotifySpec(BaseModel):
         value = os.environ.get(name, "").strip()
         if not value:
             raise ValueError(f"notify.url: the environment variable {name} is not set")
-        why = url_problem(value)
-        if why is not None:
+        if (why := url_problem(value)) is not None:
             raise ValueError(f"notify.url: the value of {name} {why}")
         return NotifySpec(url=value, events=self.events)
 
