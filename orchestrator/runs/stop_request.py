@@ -69,15 +69,12 @@ class StopRequest:
     @classmethod
     def from_json(cls, data: Any) -> StopRequest | None:
         """The request in ``data``, or ``None`` if it is not one."""
-        if not isinstance(data, dict):
-            return None
-        outcome = str(data.get("outcome", "succeeded"))
+        outcome = data.get("outcome", "succeeded") if isinstance(data, dict) else None
         if outcome not in ("succeeded", "failed"):
             return None
         try:
-            return cls(rule=str(data["rule"]), step=int(data["step"]),
-                       reason=str(data["reason"]),
-                       outcome="failed" if outcome == "failed" else "succeeded",
+            return cls(rule=str(data["rule"]), step=int(data["step"]), reason=str(data["reason"]),
+                       outcome=outcome,
                        at_step=_optional(int, data.get("at_step")),
                        requested_at=_optional(float, data.get("requested_at")),
                        met_by=_optional(int, data.get("met_by")))
