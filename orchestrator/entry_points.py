@@ -107,9 +107,8 @@ class PluginRegistry(MutableMapping[str, str]):
                 self.kind, "two installed distributions register this name differently",
                 found="; ".join(s.describe() for s in self._clashes[name]),
                 fix="uninstall one of the distributions")])
-        cached = self._loaded.get(name)
-        if cached is not None:
-            return cached
+        if name in self._loaded:
+            return self._loaded[name]
         module_name, _, attr = source.value.partition(":")
         try:
             obj: Any = importlib.import_module(module_name.strip())

@@ -12,8 +12,6 @@ from dataclasses import dataclass
 
 from orchestrator.redact import redact
 
-EXIT_USER_ERROR = 2
-
 
 @dataclass(frozen=True)
 class Problem:
@@ -52,7 +50,7 @@ class KappaError(Exception):
 class UserInputError(KappaError):
     """Input the user can fix. Carries every problem found, not just the first."""
 
-    exit_code = EXIT_USER_ERROR
+    exit_code = 2
 
     def __init__(self, summary: str, problems: Sequence[Problem] = ()) -> None:
         self.summary = summary

@@ -45,11 +45,9 @@ class Notifier:
         self.url = url
         self.sent = sent
         #: seconds one POST may take (``KAPPA_NOTIFY_TIMEOUT``, default 5)
-        self.timeout = timeout if timeout is not None else env_seconds(
-            "KAPPA_NOTIFY_TIMEOUT", 5.0)
+        self.timeout = env_seconds("KAPPA_NOTIFY_TIMEOUT", 5.0) if timeout is None else timeout
         #: seconds :meth:`close` waits for queued messages (``KAPPA_NOTIFY_WAIT``, default 10)
-        self.exit_wait = exit_wait if exit_wait is not None else env_seconds(
-            "KAPPA_NOTIFY_WAIT", 10.0)
+        self.exit_wait = env_seconds("KAPPA_NOTIFY_WAIT", 10.0) if exit_wait is None else exit_wait
         self.backoff = backoff
         self._queue: queue.Queue[object] = queue.Queue(QUEUE_SIZE)
         self._thread: threading.Thread | None = None
@@ -156,8 +154,7 @@ class NotifyHook(SchedulerHook):
             LOG.warning("no notification for cell %s: %s", cell_id, exc)
 
     def on_sweep_end(self, registry: Registry) -> None:
-        """The sweep has nothing left to run: post its end, then wait (bounded) for the
-        queued messages to go out."""
+        """The sweep has nothing left to run: post its end, then wait (bounded) for the queue."""
         try:
             if "sweep_end" in self.config.events and not is_canary_sweep(self.sweep):
                 self.notifier.send(sweep_end(self.status(registry)))

@@ -70,8 +70,7 @@ def save_config(sweep: str, block: NotifySpec | None) -> None:
     """Record (or, for ``None``, remove) what ``sweep``'s schedulers notify."""
     path = sweep_folder(sweep) / NOTIFY_FILE
     if block is None:
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
+        path.unlink(missing_ok=True)
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, block.model_dump_json(), mode=0o600)

@@ -124,10 +124,9 @@ class SearchHook(SchedulerHook):
         for index, start in enumerate(self.plan.studies):
             base = start.cell()
             name = study_name(self.sweep, dict(base.axes))
-            study = optuna.create_study(storage=storage, study_name=name,
-                                        direction=self.search.objective.direction,
-                                        load_if_exists=True,
-                                        pruner=make_pruner(self.search, start.max_steps))
+            study = optuna.create_study(
+                storage=storage, study_name=name, direction=self.search.objective.direction,
+                load_if_exists=True, pruner=make_pruner(self.search, start.max_steps))
             study.sampler = make_sampler(self.search, len(study.get_trials(deepcopy=False)),
                                          index)
             studies.append(_Study(index, name, base, study))
@@ -147,10 +146,7 @@ class SearchHook(SchedulerHook):
         for st in self.studies:
             mine = {c.labels.get(TRIAL_LABEL): c for c in cells
                     if c.labels.get(STUDY_LABEL) == st.name}
-            trials = st.study.get_trials(deepcopy=False)
-            for trial in trials:
-                if trial.state is not TrialState.RUNNING:
-                    continue
+            for trial in st.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
                 cell = mine.get(trial.number)
                 if cell is None:  # asked, then killed before its cell was recorded
                     self._add_cell(registry, st, trial)
