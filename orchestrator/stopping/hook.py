@@ -199,11 +199,9 @@ class SweepStopping(SchedulerHook):
 
     def on_exit(self, cell_id: str, run_dir: Path, code: int,
                 summary: Mapping[str, Any] | None) -> Ending | None:
-        """How the cell ends if a stop was requested: ``succeeded`` with the reason once
-        the run confirmed the stop, ``failed`` with it (no retry) for ``diverged``
-        whatever became of the job, a failed attempt (retried) for a run that reports
-        another stop; ``None`` otherwise (no request, or a job that died before its stop:
-        an ordinary failure, and the request stands for the next attempt)."""
+        """How the cell ends if a stop was requested (see the module docstring); a run that
+        reports another stop is a failed attempt (retried); ``None``: no request, or a job that
+        died before its stop (an ordinary failure; the request stands for the next attempt)."""
         watch = self._watches.pop(cell_id, None)
         self._warn_unlogged(cell_id, watch)
         if self._groups is not None:
