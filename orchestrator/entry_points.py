@@ -4,8 +4,7 @@
 A :class:`PluginRegistry` maps a plug-in's name to its ``"module:attr"`` reference, read
 from the installed distributions on first use only (a scan of every package's metadata),
 so importing it and ``kappa --help`` stay instant. It is a mutable mapping, so a program
-or a test can add a plug-in in-process (``BACKENDS["fake"] = "my_module:FakeBackend"``).
-"""
+or a test can add a plug-in in-process (``BACKENDS["fake"] = "my_module:FakeBackend"``)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """Errors meant for people. Every error a user can fix (a bad spec, an unknown name, a
 registry that needs a migration) is a :class:`UserInputError`: the CLI prints it compactly
 and exits with code 2 (``KAPPA_FULL_ERROR=1``: the full traceback). Rendered errors never
-show a password (:mod:`orchestrator.redact`).
-"""
+show a password (:mod:`orchestrator.redact`)."""
 
 from __future__ import annotations
 
@@ -18,8 +17,7 @@ class Problem:
     """One thing wrong with the user's input, located as precisely as we can.
 
     ``location`` is a dotted path into the input (``axes.kappa.k200.kl_coef``);
-    ``file``/``line``/``column`` (1-based) point into the source file when known.
-    """
+    ``file``/``line``/``column`` (1-based) point into the source file when known."""
 
     location: str
     message: str

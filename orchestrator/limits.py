@@ -1,8 +1,7 @@
 """The bounds every input is held to (docs/spec.md#limits): a file, a YAML document or a
 grid too big to handle is refused before it is handled, and every number a cell takes is
 bounded by what can run and what the registry can store (PostgreSQL's ``INTEGER`` is
-32-bit), so every spec ends in seconds, accepted or refused with a located message.
-"""
+32-bit), so every spec ends in seconds, accepted or refused with a located message."""
 
 from __future__ import annotations
 

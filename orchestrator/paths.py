@@ -2,8 +2,7 @@
 ``KAPPA_HOME`` (made absolute by every command: :func:`absolute_home`); ``KAPPA_REGISTRY``
 / ``--registry`` and ``KAPPA_MLFLOW_URI`` / ``--mlflow`` select other stores. Sweep names
 become folder and file names under it: :func:`check_name` makes sure one can only name one
-entry inside its folder. ``<name>.canary`` holds the canary runs of sweep ``<name>``.
-"""
+entry inside its folder. ``<name>.canary`` holds the canary runs of sweep ``<name>``."""
 
 from __future__ import annotations
 

@@ -9,8 +9,7 @@ only enqueues (a full queue drops the message, logged), so the loop never waits 
 worker claims each message's key (at most once across restarts), then POSTs it with a timeout,
 retrying with a growing pause while the endpoint fails or does not answer. :meth:`Notifier.close`
 waits a bounded time for what is queued, then leaves the rest to the daemon thread, which dies with
-the process. Nothing it logs quotes the URL unmasked.
-"""
+the process. Nothing it logs quotes the URL unmasked."""
 
 from __future__ import annotations
 

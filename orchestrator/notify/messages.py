@@ -5,8 +5,7 @@ last error may quote a URL with a password).
 Each message's ``key`` names what it reports, so that it is sent at most once
 (:class:`orchestrator.notify.store.SentLog`): a cell's failure is keyed by its attempts,
 a sweep's end by every cell's state and attempts (a resubmit that adds or reruns cells
-ends the sweep anew; resuming an ended sweep does not).
-"""
+ends the sweep anew; resuming an ended sweep does not)."""
 
 from __future__ import annotations
 

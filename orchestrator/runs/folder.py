@@ -12,8 +12,7 @@ and what the orchestrator keeps beside it: ``stop-request.json`` (:mod:`.stop_re
 ``cell.json`` (:func:`write_cell_file`), ``.mlflow-run-pending`` (a launch created the cell's
 MLflow run and has not recorded it yet), the MLflow outbox (:mod:`orchestrator.tracking.outbox`),
 ``train.log`` (the launches' output) and ``.jobs/`` (:mod:`.jobs`). Every JSON file is written
-atomically (:mod:`.atomic`); a file that is absent or unreadable reads as ``None``.
-"""
+atomically (:mod:`.atomic`); a file that is absent or unreadable reads as ``None``."""
 
 from __future__ import annotations
 

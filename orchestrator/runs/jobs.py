@@ -5,8 +5,7 @@ writes to ``<log dir>/<log name>``, holding the executor's record of the job
 The token starts with the submit time (hex nanoseconds), so folders sort by age and
 crash recovery can ask for the jobs of the current attempt only: an earlier attempt's
 finished job writes to the same log and must never be taken for this one's. Only the
-standard library is imported (the job wrapper runs with ``python -I -S``).
-"""
+standard library is imported (the job wrapper runs with ``python -I -S``)."""
 
 from __future__ import annotations
 

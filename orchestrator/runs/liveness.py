@@ -3,8 +3,7 @@
 A process is known by its pid and its start time: a pid alone may have been handed to
 someone else since. The start time is kept as clock ticks since boot (what a job's
 ``pid.json`` has always recorded as ``start_ticks``): unlike a wall-clock creation time
-it does not move when the system clock is set.
-"""
+it does not move when the system clock is set."""
 
 from __future__ import annotations
 

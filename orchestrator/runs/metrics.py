@@ -3,8 +3,7 @@
 A line is ``{"step": int, "metrics": {name: float}}``, plus ``"nonfinite": {name: "nan" | "inf" |
 "-inf"}`` for a step's values that are not finite: JSON has no NaN and every reader of ``metrics``
 (MLflow's store too) expects numbers, so they are kept apart, for the ``diverged: {nonfinite:
-true}`` stopping rule.
-"""
+true}`` stopping rule."""
 
 from __future__ import annotations
 

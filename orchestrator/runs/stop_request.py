@@ -11,8 +11,7 @@ to ``metrics.jsonl``) of a run that was never interrupted.
 
 The file is also the record of the decision, read back by a restarted scheduler. It is
 kept across the attempts of a launch; a ``diverged`` one (a final failure) is removed
-only when the user queues the cell again.
-"""
+only when the user queues the cell again."""
 
 from __future__ import annotations
 
@@ -46,8 +45,7 @@ class StopRequest:
     result) or ``failed`` (diverged; never retried); ``at_step``: the step the run will
     stop at (``None`` until a run saw it); ``requested_at``: Unix seconds (for stop
     latency); ``met_by``: for a comparison group's stop (:mod:`orchestrator.stopping.groups`)
-    the step by which every member had met the rule, ``step`` being the group's stop step.
-    """
+    the step by which every member had met the rule, ``step`` being the group's stop step."""
 
     rule: str
     step: int
@@ -165,8 +163,7 @@ class StopPoint:
     ``reached``: the last step an earlier attempt logged (:func:`logged_through`, read before the
     resume). :meth:`due`, asked at every step boundary, records the stop step in the first request
     it finds, never below what was logged already (so a resumed attempt logs the same records and
-    the outbox stays in step), then answers whether that step is reached.
-    """
+    the outbox stays in step), then answers whether that step is reached."""
 
     run_dir: Path
     reached: int = -1

@@ -7,8 +7,7 @@ use), reached through the connection's ``search_path`` (:func:`open_storage`). E
 ordinary cell (labels ``kappa.study`` and ``kappa.trial``); :class:`SearchHook` tells ended trials
 and asks new ones every pass, and reports the objective and prunes every poll. The studies are the
 record, so a restart loses nothing; a study with a cancelled cell asks no more until a resubmit
-requeues it.
-"""
+requeues it."""
 
 from __future__ import annotations
 

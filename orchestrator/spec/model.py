@@ -1,7 +1,6 @@
 """The experiment spec as strict, frozen pydantic models (reference: docs/spec.md): a
 backend, the settings every cell shares (``base``), and the axes whose product is the grid.
-Cross-references need the backend's settings: :mod:`orchestrator.spec.references`.
-"""
+Cross-references need the backend's settings: :mod:`orchestrator.spec.references`."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 message (Slack's incoming-webhook JSON) when a sweep ends, a cell fails for good, a canary
 fails or a ``diverged`` rule fires (docs/spec.md#notifications). A webhook URL is a secret:
 it is shown masked everywhere (:func:`mask_url`, validation errors included), and ``url:
-${NAME}`` reads it from the environment at submit, so the stored spec need not hold it.
-"""
+${NAME}`` reads it from the environment at submit, so the stored spec need not hold it."""
 
 from __future__ import annotations
 

@@ -3,8 +3,7 @@ own parser (imported only when a command has overrides: it costs about half a se
 
 Overrides edit the YAML document before anything validates it, so the spec they make is exactly the
 spec edited by hand: :func:`resolve` re-reads the YAML it dumps (the text the sweep stores), and a
-problem at a key an override wrote points at that override (``override 2: axes.seed: ...``).
-"""
+problem at a key an override wrote points at that override (``override 2: axes.seed: ...``)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Dotted setting paths: which names a settings model accepts, and flattening (a nested
-setting named with dots, ``model.d_model``, or nested, ``model: {d_model: 64}``: one path).
-"""
+setting named with dots, ``model.d_model``, or nested, ``model: {d_model: 64}``: one path)."""
 
 from __future__ import annotations
 

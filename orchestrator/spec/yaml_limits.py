@@ -1,8 +1,7 @@
 """Bounded YAML input (docs/spec.md#limits): a file is read only up to a size, a document
 measured before use. A 1 kB "billion laughs" document composes instantly (aliases share
 nodes) and explodes only when walked as a tree, so :func:`check_graph` measures the
-composed graph first: size with aliases expanded, depth, aliases to a node containing them.
-"""
+composed graph first: size with aliases expanded, depth, aliases to a node containing them."""
 
 from __future__ import annotations
 

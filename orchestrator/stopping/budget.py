@@ -13,8 +13,7 @@ Pure arithmetic over registry snapshots and the spec's ``resources`` (a cell nee
 
 The cap (``stop.gpu_hours``) is a budget: a cell starts only if used + running + its own
 planned hours stay within it. Cells that cannot start wait while cells run (a stop may
-free budget); once nothing runs they are cancelled with the reason ``gpu_hours cap``.
-"""
+free budget); once nothing runs they are cancelled with the reason ``gpu_hours cap``."""
 
 from __future__ import annotations
 

@@ -4,8 +4,7 @@ rule (:meth:`ComparisonGroups.judge`, each poll), and which groups are now to st
 
 Nothing here survives a restart, and nothing needs to: a member's firing step is judged
 again from its run folder, and a group's decision is read back from its file or the stop
-request its members hold (all hold the same one).
-"""
+request its members hold (all hold the same one)."""
 
 from __future__ import annotations
 

@@ -27,8 +27,7 @@ difference as much as the treatment. A group instead stops by this rule:
 So every pair compared in a table was trained for the same number of steps and evaluated
 at the same step ``T`` (``diverged`` still stops a member at once, on its own). The
 functions here are pure; the scheduler (:mod:`.hook`) feeds them what it has read, and
-the offline replay (:mod:`.replay`) what a finished sweep logged.
-"""
+the offline replay (:mod:`.replay`) what a finished sweep logged."""
 
 from __future__ import annotations
 
@@ -74,8 +73,7 @@ class Member:
     ``standing``: ``live`` (running, or waiting to start or retry), ``full`` (ended at its
     full length without stopping) or ``out`` (diverged, failed for good, cancelled).
     ``fired``: the step its own rule fired at (``None``: not yet). ``progress``: the last
-    step it logged. ``every``: the cadence of the rule's metric. ``total``: its last step.
-    """
+    step it logged. ``every``: the cadence of the rule's metric. ``total``: its last step."""
 
     cell_id: str
     standing: Standing

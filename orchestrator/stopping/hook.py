@@ -8,8 +8,7 @@ before that is an ordinary failed attempt (or a requeue), and the request stands
 next attempt, which stops where the first would have. ``diverged`` is final the moment
 it is decided: whatever happens to the job after, the cell fails with that reason and
 is not retried. Nothing here is lost on a restart: a cell's history is re-read from its
-run folder, and a request already made from ``stop-request.json``.
-"""
+run folder, and a request already made from ``stop-request.json``."""
 
 from __future__ import annotations
 

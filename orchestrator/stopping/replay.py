@@ -12,8 +12,7 @@ margin plus the gap, the live ``T`` is the replay's; else it can be one log late
 A cell's numbers at its stop step are the last value of each metric logged at or before
 it: for validation at ``T`` what a run stopped there reports (its final evaluation at
 ``T`` repeats it, for a deterministic trainer). Metrics computed only at the end of a
-run (held-out benchmarks) have no value at ``T`` and are left out.
-"""
+run (held-out benchmarks) have no value at ``T`` and are left out."""
 
 from __future__ import annotations
 

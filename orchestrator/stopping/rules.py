@@ -14,8 +14,7 @@ only memoises the plateau test of each prefix.)
 * ``diverged``: the log (at or after ``min_steps``) that completes ``for`` consecutive logs that are
   non-finite (``nonfinite``) or cross ``below`` / ``above`` (NaN crosses no bound).
 
-:func:`first_stop` takes the earliest (on a tie: diverged, threshold, plateau).
-"""
+:func:`first_stop` takes the earliest (on a tie: diverged, threshold, plateau)."""
 
 from __future__ import annotations
 
