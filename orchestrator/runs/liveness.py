@@ -11,8 +11,7 @@ import os
 
 
 def start_ticks(pid: int) -> int | None:
-    """When process ``pid`` started, in clock ticks since boot; ``None`` if there is no
-    such process (or it cannot be seen)."""
+    """When ``pid`` started, in clock ticks since boot (``None``: no such process to be seen)."""
     import psutil
 
     try:
@@ -23,8 +22,7 @@ def start_ticks(pid: int) -> int | None:
 
 
 def is_running(pid: int, ticks: int | None) -> bool:
-    """Whether ``pid`` runs (a zombie does not) and, given ``ticks``, is the process
-    that started then."""
+    """Whether ``pid`` runs (a zombie does not) and, given ``ticks``, is the one started then."""
     import psutil
 
     try:

@@ -86,8 +86,7 @@ def _spelling(keys: tuple[str, ...]) -> str:
 
 
 def _check_repeated_settings(spec: Spec, problems: list[Problem]) -> None:
-    """A setting written twice in base or in one variant (dotted and nested): YAML would
-    keep one of them silently."""
+    """A setting written twice (dotted and nested) in base or a variant: YAML keeps one silently."""
     blocks: list[tuple[tuple[str | int, ...], dict[str, Any]]] = [(("base",), spec.base)]
     for axis, values in spec.axes.items():
         if isinstance(values, dict):
@@ -96,8 +95,7 @@ def _check_repeated_settings(spec: Spec, problems: list[Problem]) -> None:
         positions: LeafIndex[int] = LeafIndex()  # the earlier leaves' positions
         leaves = written_leaves(settings)
         for j, (leaf, keys) in enumerate(leaves):
-            candidates = positions.overlapping(leaf)
-            if candidates:
+            if candidates := positions.overlapping(leaf):
                 earlier, earlier_keys = leaves[min(candidates)]
                 problems.append(spec.problem(
                     (*where, *keys), f"'{'.'.join(earlier)}' is set twice in {dotted(where)}",
@@ -179,13 +177,11 @@ def _check_assignments(spec: Spec, problems: list[Problem]) -> None:
                         allowed=_show(allowed),
                         fix=did_you_mean(str(value), [str(a) for a in allowed])
                             if isinstance(value, str) else None))
-            if section == "include":
-                missing = [a for a in spec.axes if a not in entry]
-                if missing:
-                    problems.append(spec.problem(
-                        (section, e), "an include is a full assignment: every axis needs a value",
-                        found=f"missing {', '.join(missing)}", allowed=", ".join(spec.axes),
-                        fix=f"add {', '.join(missing)}"))
+            if section == "include" and (missing := [a for a in spec.axes if a not in entry]):
+                problems.append(spec.problem(
+                    (section, e), "an include is a full assignment: every axis needs a value",
+                    found=f"missing {', '.join(missing)}", allowed=", ".join(spec.axes),
+                    fix=f"add {', '.join(missing)}"))
 
 
 def check_references(spec: Spec, settings_model: type[BaseModel]) -> list[Problem]:

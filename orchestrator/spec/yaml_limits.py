@@ -138,8 +138,7 @@ def check_graph(root: yaml.Node, filename: str) -> None:
     distinct = 1
     while stack:
         node, children, depth = stack[-1]
-        step = next(children, None)
-        if step is not None:
+        if (step := next(children, None)) is not None:
             label, child, extra = step
             key = id(child)
             if key in on_path:

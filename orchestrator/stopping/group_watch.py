@@ -78,8 +78,7 @@ class ComparisonGroups:
               cache: PlateauCache) -> StopRequest | None:
         """A running member's new history: a ``diverged`` request (it stops at once, on
         its own), or ``None`` — its group rules only record where they fired."""
-        diverged = first_stop(own_rules(self.rules), history, cache)
-        if diverged is not None:
+        if (diverged := first_stop(own_rules(self.rules), history, cache)) is not None:
             return diverged
         hit = fired_rule(self.rules, history, cache)
         step = hit.step if hit is not None else None

@@ -56,8 +56,7 @@ def values_at(history: MetricHistory, step: int | None) -> dict[str, float]:
     """The last value of every metric logged at or before ``step`` (``None``: the end)."""
     out: dict[str, float] = {}
     for name in history.series:
-        points = [(s, v) for s, v in history.points(name) if step is None or s <= step]
-        if points:
+        if points := [(s, v) for s, v in history.points(name) if step is None or s <= step]:
             out[name] = points[-1][1]
     return out
 
@@ -71,8 +70,7 @@ def replay(cells: Sequence[FinishedCell], rules: StopRules) -> list[Replayed]:
     stops: dict[str, tuple[int, str, bool]] = {}  # cell -> (step, reason, failed)
     alone = own_rules(rules) if rules.grouped else rules
     for cell in cells:
-        request = first_stop(alone, cell.history) if cell.succeeded else None
-        if request is not None:
+        if cell.succeeded and (request := first_stop(alone, cell.history)) is not None:
             stops[cell.cell_id] = (request.step, request.reason, request.outcome == "failed")
     if rules.grouped:
         groups: dict[str, list[FinishedCell]] = defaultdict(list)
