@@ -94,9 +94,7 @@ def _known_keys(path: tuple[Any, ...]) -> list[str]:
         ("stop", "plateau"): PlateauRule, ("stop", "threshold"): ThresholdRule}
     in_diverged = path[:2] == ("stop", "diverged") and len(path) == 3
     model: type[BaseModel] | None = DivergedRule if in_diverged else models.get(tuple(path))
-    if model is None:
-        return []
-    return [field.alias or name for name, field in model.model_fields.items()]
+    return [] if model is None else [f.alias or name for name, f in model.model_fields.items()]
 
 
 @dataclass(frozen=True)
