@@ -79,7 +79,7 @@ def run_search(path: Path) -> dict[str, Any]:
     import optuna
 
     from orchestrator.registry import Registry
-    from orchestrator.search.storage import open_storage
+    from orchestrator.search.hook import open_storage
     from orchestrator.sweeps.driver import submit
 
     start = time.perf_counter()

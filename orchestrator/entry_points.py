@@ -4,8 +4,7 @@
 A :class:`PluginRegistry` maps a plug-in's name to its ``"module:attr"`` reference, read
 from the installed distributions on first use only (a scan of every package's metadata),
 so importing it and ``kappa --help`` stay instant. It is a mutable mapping, so a program
-or a test can add a plug-in in-process (``BACKENDS["fake"] = "my_module:FakeBackend"``).
-"""
+or a test can add a plug-in in-process (``BACKENDS["fake"] = "my_module:FakeBackend"``)."""
 
 from __future__ import annotations
 
@@ -62,14 +61,6 @@ class PluginRegistry(MutableMapping[str, str]):
             self._found = found
         return self._found
 
-    def refresh(self) -> None:
-        """Forget what was found (and loaded), so the next use reads the entry points
-        again: after installing a plug-in in a running process. In-process additions
-        are forgotten too."""
-        self._found = None
-        self._clashes = {}
-        self._loaded = {}
-
     def source(self, name: str) -> PluginSource:
         """Where plug-in ``name`` comes from; an unknown name lists the known ones."""
         sources = self._sources()
@@ -115,9 +106,8 @@ class PluginRegistry(MutableMapping[str, str]):
                 self.kind, "two installed distributions register this name differently",
                 found="; ".join(s.describe() for s in self._clashes[name]),
                 fix="uninstall one of the distributions")])
-        cached = self._loaded.get(name)
-        if cached is not None:
-            return cached
+        if name in self._loaded:
+            return self._loaded[name]
         module_name, _, attr = source.value.partition(":")
         try:
             obj: Any = importlib.import_module(module_name.strip())

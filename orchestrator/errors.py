@@ -1,8 +1,7 @@
 """Errors meant for people. Every error a user can fix (a bad spec, an unknown name, a
 registry that needs a migration) is a :class:`UserInputError`: the CLI prints it compactly
 and exits with code 2 (``KAPPA_FULL_ERROR=1``: the full traceback). Rendered errors never
-show a password (:mod:`orchestrator.redact`).
-"""
+show a password (:mod:`orchestrator.redact`)."""
 
 from __future__ import annotations
 
@@ -12,16 +11,13 @@ from dataclasses import dataclass
 
 from orchestrator.redact import redact
 
-EXIT_USER_ERROR = 2
-
 
 @dataclass(frozen=True)
 class Problem:
     """One thing wrong with the user's input, located as precisely as we can.
 
     ``location`` is a dotted path into the input (``axes.kappa.k200.kl_coef``);
-    ``file``/``line``/``column`` (1-based) point into the source file when known.
-    """
+    ``file``/``line``/``column`` (1-based) point into the source file when known."""
 
     location: str
     message: str
@@ -34,13 +30,9 @@ class Problem:
 
     def render(self) -> str:
         where = ""
-        if self.file:
-            where = self.file
-            if self.line is not None:
-                where += f":{self.line}"
-                if self.column is not None:
-                    where += f":{self.column}"
-            where += ": "
+        if self.file:  # file:line:column (a column only after a line)
+            shown = (self.line, self.column) if self.line is not None else ()
+            where = ":".join([self.file, *(str(n) for n in shown if n is not None)]) + ": "
         text = f"{where}{self.location}: {self.message}" if self.location else where + self.message
         for label, value in (("found:", self.found), ("allowed:", self.allowed),
                              ("fix:", self.fix)):
@@ -56,7 +48,7 @@ class KappaError(Exception):
 class UserInputError(KappaError):
     """Input the user can fix. Carries every problem found, not just the first."""
 
-    exit_code = EXIT_USER_ERROR
+    exit_code = 2
 
     def __init__(self, summary: str, problems: Sequence[Problem] = ()) -> None:
         self.summary = summary

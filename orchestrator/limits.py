@@ -1,8 +1,7 @@
 """The bounds every input is held to (docs/spec.md#limits): a file, a YAML document or a
 grid too big to handle is refused before it is handled, and every number a cell takes is
 bounded by what can run and what the registry can store (PostgreSQL's ``INTEGER`` is
-32-bit), so every spec ends in seconds, accepted or refused with a located message.
-"""
+32-bit), so every spec ends in seconds, accepted or refused with a located message."""
 
 from __future__ import annotations
 
@@ -58,13 +57,12 @@ MAX_HOURS = 10_000.0
 
 # --- numbers that scale a reward or a loss --------------------------------------------------
 MAX_SCALE = 1e6
-"""The largest |reward|, loss coefficient (``kl_coef``, ``entropy_coef``, the overlong
-penalty factor), clip ratio or temperature. Training computes in float32: its largest
-value is about 3.4e38 (1e39 is already infinite, so such a setting ends in NaN at step 1)
-and it holds about 7 significant digits. A scale of 1e6 keeps its squares (a reward's
-variance, 1e12) and its sums over a batch (times 65,536 prompts x 4,096 responses,
-2.7e8) far from overflow, while an O(1) term beside it keeps at least one digit; anything
-larger only loses the rest of the loss in rounding."""
+"""The largest |reward|, loss coefficient (``kl_coef``, ``entropy_coef``, the overlong penalty
+factor), clip ratio or temperature. Training computes in float32: its largest value is about 3.4e38
+(1e39 is already infinite, so such a setting ends in NaN at step 1) and it holds about 7 significant
+digits. A scale of 1e6 keeps its squares (a reward's variance, 1e12) and its sums over a batch
+(times 65,536 prompts x 4,096 responses, 2.7e8) far from overflow, while an O(1) term beside it
+keeps at least one digit; anything larger only loses the rest of the loss in rounding."""
 
 # --- command-line numbers -------------------------------------------------------------------
 MAX_PARALLEL = 1_000_000
@@ -93,8 +91,7 @@ def number_problem(value: float, option: str, low: float, high: float | None = N
 def check_number(value: float, option: str, low: float, high: float | None = None, *,
                  low_open: bool = False, fix: str | None = None) -> float:
     """``value`` itself if :func:`number_problem` finds nothing wrong, else UserInputError."""
-    problem = number_problem(value, option, low, high, low_open=low_open, fix=fix)
-    if problem is not None:
+    if problem := number_problem(value, option, low, high, low_open=low_open, fix=fix):
         raise UserInputError(f"bad {option}", [problem])
     return value
 

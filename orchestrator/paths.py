@@ -2,8 +2,7 @@
 ``KAPPA_HOME`` (made absolute by every command: :func:`absolute_home`); ``KAPPA_REGISTRY``
 / ``--registry`` and ``KAPPA_MLFLOW_URI`` / ``--mlflow`` select other stores. Sweep names
 become folder and file names under it: :func:`check_name` makes sure one can only name one
-entry inside its folder. ``<name>.canary`` holds the canary runs of sweep ``<name>``.
-"""
+entry inside its folder. ``<name>.canary`` holds the canary runs of sweep ``<name>``."""
 
 from __future__ import annotations
 
@@ -63,8 +62,7 @@ def absolute_home() -> Iterator[Path]:
     saved = {name: os.environ.get(name) for name in (HOME_ENV, CACHE_ENV)}
     home = kappa_home()
     os.environ[HOME_ENV] = str(home)
-    cache = saved[CACHE_ENV]
-    if cache:
+    if cache := saved[CACHE_ENV]:
         os.environ[CACHE_ENV] = str(Path(cache).resolve())
     try:
         yield home

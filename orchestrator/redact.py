@@ -1,14 +1,13 @@
 """Masking credentials in anything kappa prints or logs.
 
-A registry or MLflow URL may carry a password (``postgresql://user:secret@host/db``).
-kappa never puts such a URL on a command line (child processes get it through their
-environment) and passes every message, error and log line that could contain one
-through :func:`redact`, which masks the password of every URL-looking substring (with a
-scheme, or without one as Ray takes its address: ``user:pw@head:8265``) and the value of
-``password=...`` key/value pairs (libpq connection strings). The CLI
-applies it to everything it writes (:func:`redacted_output`) and to every log record
-(:func:`install_log_redaction`), so a message that quotes a URL (a database driver's
-error, a cell's ``last_error``) cannot leak one either.
+A registry or MLflow URL may carry a password (``postgresql://user:secret@host/db``). kappa never
+puts such a URL on a command line (child processes get it through their environment) and passes
+every message, error and log line that could contain one through :func:`redact`, which masks the
+password of every URL-looking substring (with a scheme, or without one as Ray takes its address:
+``user:pw@head:8265``) and the value of ``password=...`` key/value pairs (libpq connection strings).
+The CLI applies it to everything it writes (:func:`redacted_output`) and to every log record
+(:func:`install_log_redaction`), so a message that quotes a URL (a database driver's error, a cell's
+``last_error``) cannot leak one either.
 
 >>> redact("cannot reach postgresql://kappa:s3cret@db:5432/reg")
 'cannot reach postgresql://kappa:***@db:5432/reg'

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 
 from orchestrator.analysis.frame import CellResult, frame_from_results
 from orchestrator.errors import Problem, UserInputError
-from orchestrator.runs.cell_file import read_cell_file
 from orchestrator.runs.folder import (
     PROGRESS_FILE,
+    read_cell_file,
     read_progress,
     read_summary,
     summary_final,

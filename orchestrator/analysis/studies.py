@@ -72,7 +72,7 @@ def storage_exists(registry: Registry) -> bool:
     url = registry.engine.url
     if url.get_backend_name() != "sqlite":
         return True
-    from orchestrator.search.storage import optuna_storage_url
+    from orchestrator.search.hook import optuna_storage_url
 
     try:
         sibling = optuna_storage_url(registry.engine)[0].removeprefix("sqlite:///")
@@ -92,8 +92,8 @@ def study_summaries(registry: Registry, sweep: SweepRecord,
         return []
     import optuna
 
+    from orchestrator.search.hook import ERROR_ATTR, open_storage
     from orchestrator.search.samplers import trial_budget
-    from orchestrator.search.storage import ERROR_ATTR, open_storage
 
     storage = open_storage(registry.engine)
     names = set(optuna.study.get_all_study_names(storage))

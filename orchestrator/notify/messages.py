@@ -5,8 +5,7 @@ last error may quote a URL with a password).
 Each message's ``key`` names what it reports, so that it is sent at most once
 (:class:`orchestrator.notify.store.SentLog`): a cell's failure is keyed by its attempts,
 a sweep's end by every cell's state and attempts (a resubmit that adds or reruns cells
-ends the sweep anew; resuming an ended sweep does not).
-"""
+ends the sweep anew; resuming an ended sweep does not)."""
 
 from __future__ import annotations
 
@@ -95,15 +94,10 @@ def main_metric(final: Mapping[str, Any] | None) -> tuple[str, float] | None:
     return None
 
 
-def _first_line(text: str | None) -> str:
-    line = next((x for x in (text or "").splitlines() if x.strip()), "")
-    return redact(line.strip())[:MAX_ERROR]
-
-
 def cell_failed(sweep: str, cell: CellRecord, kind: Event) -> Message:
     """A cell failed for good (``cell_failed``, ``canary_failed`` or ``diverged``)."""
-    why = (redact(cell.stop_reason or "")[:MAX_ERROR] if kind == "diverged"
-           else _first_line(cell.last_error))
+    first_line = next((x.strip() for x in (cell.last_error or "").splitlines() if x.strip()), "")
+    why = redact((cell.stop_reason or "") if kind == "diverged" else first_line)[:MAX_ERROR]
     if kind == "diverged":
         head = f"kappa: cell `{cell.cell_id}` of *{sweep}* diverged"
     elif kind == "canary_failed":

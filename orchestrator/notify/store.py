@@ -4,9 +4,8 @@
   resolved, or ``kappa submit --notify URL``), written by the latest submit (owner-only:
   the URL is a secret; a submit with neither removes it) and read by every scheduler of
   the sweep, so a background one needs neither the spec nor the variable;
-* ``notify-sent.jsonl``: the key of every message a scheduler began to send, so that none
-  goes out twice, across restarts too (one whose scheduler died while sending it is not
-  sent again).
+* ``notify-sent.jsonl``: the key of every message a scheduler began to send, so that none goes out
+  twice, across restarts too (one whose scheduler died while sending it is not sent again).
 """
 
 from __future__ import annotations
@@ -71,8 +70,7 @@ def save_config(sweep: str, block: NotifySpec | None) -> None:
     """Record (or, for ``None``, remove) what ``sweep``'s schedulers notify."""
     path = sweep_folder(sweep) / NOTIFY_FILE
     if block is None:
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
+        path.unlink(missing_ok=True)
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, block.model_dump_json(), mode=0o600)

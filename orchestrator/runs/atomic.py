@@ -1,11 +1,9 @@
 """The one atomic write: a temporary sibling, flushed to disk, renamed over the target.
 
-A reader sees the old file or the new one, never half of either, and a crash leaves at
-most a stray ``.<name>.<pid>.<thread>.tmp`` beside it. Beside it, the one file lock
-(``flock``, freed when its holder dies) that stores and outboxes serialise through. Only
-the standard library is used: the job wrapper (a script run with ``python -I -S``) writes
-its exit file through here.
-"""
+A reader sees the old file or the new one, never half of either, and a crash leaves at most a stray
+``.<name>.<pid>.<thread>.tmp`` beside it. Beside it, the one file lock (``flock``, freed when its
+holder dies) that stores and outboxes serialise through. Only the standard library is used: the job
+wrapper (a script run with ``python -I -S``) writes its exit file through here."""
 
 from __future__ import annotations
 

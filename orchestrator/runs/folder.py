@@ -9,19 +9,17 @@ The backend file contract (what a launched process leaves, :mod:`orchestrator.ba
                      "stopped": {...}?}, written when the run ends
 
 and what the orchestrator keeps beside it: ``stop-request.json`` (:mod:`.stop_request`),
-``cell.json`` (:mod:`.cell_file`), ``.mlflow-run-pending`` (a launch created the cell's
-MLflow run and has not recorded it yet), the MLflow outbox
-(:mod:`orchestrator.tracking.outbox`), ``train.log`` (the launches' output) and ``.jobs/``
-(:mod:`.jobs`). Every JSON file is written atomically (:mod:`.atomic`); a file that is
-absent or unreadable reads as ``None``.
-"""
+``cell.json`` (:func:`write_cell_file`), ``.mlflow-run-pending`` (a launch created the cell's
+MLflow run and has not recorded it yet), the MLflow outbox (:mod:`orchestrator.tracking.outbox`),
+``train.log`` (the launches' output) and ``.jobs/`` (:mod:`.jobs`). Every JSON file is written
+atomically (:mod:`.atomic`); a file that is absent or unreadable reads as ``None``."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from orchestrator.runs.atomic import write_atomic
 
@@ -102,6 +100,37 @@ def read_summary(run_dir: Path | None) -> dict[str, Any] | None:
 def write_summary(run_dir: Path, summary: Mapping[str, Any]) -> None:
     """Record how the run ended (see the module docstring for the shape)."""
     write_json(run_dir / SUMMARY_FILE, dict(summary))
+
+
+class _CellFacts(Protocol):
+    @property
+    def cell_id(self) -> str: ...
+    @property
+    def axes(self) -> Mapping[str, Any]: ...
+    @property
+    def labels(self) -> Any: ...
+
+
+def write_cell_file(run_dir: Path, sweep: str, cell: _CellFacts, state: str,
+                    mlflow_run_id: str | None) -> Path:
+    """Write ``run_dir/cell.json`` (the folder is created if needed): what the run folder is,
+    readable without the registry. Rewritten after each state change of the cell (the registry
+    stays the truth), so a folder copied elsewhere still says which sweep and cell it is, its
+    axes, how it ended and which MLflow run holds its curves (:mod:`orchestrator.analysis.sources`):
+    ``{"sweep", "cell_id", "axes": {name: value}, "labels": {name: label}, "state": "pending" |
+    "running" | "succeeded" | ..., "mlflow_run_id": str | null}``."""
+    labels = cell.labels if isinstance(cell.labels, Mapping) else {}
+    document = {"sweep": sweep, "cell_id": cell.cell_id, "axes": dict(cell.axes),
+                "labels": dict(labels), "state": str(state),
+                "mlflow_run_id": mlflow_run_id or None}
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_json(run_dir / CELL_FILE, document, indent=1, default=str)
+    return run_dir / CELL_FILE
+
+
+def read_cell_file(run_dir: Path) -> dict[str, Any] | None:
+    """``run_dir/cell.json`` as a dict, or ``None`` if absent or unreadable."""
+    return read_json(run_dir / CELL_FILE)
 
 
 def summary_final(summary: Mapping[str, Any] | None) -> dict[str, float]:

@@ -5,14 +5,13 @@ writes to ``<log dir>/<log name>``, holding the executor's record of the job
 The token starts with the submit time (hex nanoseconds), so folders sort by age and
 crash recovery can ask for the jobs of the current attempt only: an earlier attempt's
 finished job writes to the same log and must never be taken for this one's. Only the
-standard library is imported (the job wrapper runs with ``python -I -S``).
-"""
+standard library is imported (the job wrapper runs with ``python -I -S``)."""
 
 from __future__ import annotations
 
 import secrets
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from orchestrator.runs.atomic import write_atomic
@@ -54,18 +53,12 @@ def job_dirs(log_path: Path, since: datetime | None = None) -> list[Path]:
         return []
     found = [d for d in jobs_dir.iterdir() if d.name.startswith(f"{log_path.name}.") and d.is_dir()]
     if since is not None:
-        floor = _epoch_ns(since)
+        # Counted in whole microseconds (what the registry stores): no rounding error.
+        elapsed = since.replace(tzinfo=since.tzinfo or UTC) - datetime(1970, 1, 1, tzinfo=UTC)
+        floor = elapsed // timedelta(microseconds=1) * 1000
         found = [d for d in found
                  if (at := submitted_at_ns(d, log_path.name)) is not None and at >= floor]
     return sorted(found, key=lambda d: d.name, reverse=True)
-
-
-def _epoch_ns(moment: datetime) -> int:
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    # Whole microseconds (what the registry stores) make no rounding error.
-    delta = moment - datetime(1970, 1, 1, tzinfo=UTC)
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
 
 
 def read_exit(job_dir: Path, name: str = EXIT) -> int | None:

@@ -3,8 +3,7 @@
 A process is known by its pid and its start time: a pid alone may have been handed to
 someone else since. The start time is kept as clock ticks since boot (what a job's
 ``pid.json`` has always recorded as ``start_ticks``): unlike a wall-clock creation time
-it does not move when the system clock is set.
-"""
+it does not move when the system clock is set."""
 
 from __future__ import annotations
 
@@ -12,8 +11,7 @@ import os
 
 
 def start_ticks(pid: int) -> int | None:
-    """When process ``pid`` started, in clock ticks since boot; ``None`` if there is no
-    such process (or it cannot be seen)."""
+    """When ``pid`` started, in clock ticks since boot (``None``: no such process to be seen)."""
     import psutil
 
     try:
@@ -24,8 +22,7 @@ def start_ticks(pid: int) -> int | None:
 
 
 def is_running(pid: int, ticks: int | None) -> bool:
-    """Whether ``pid`` runs (a zombie does not) and, given ``ticks``, is the process
-    that started then."""
+    """Whether ``pid`` runs (a zombie does not) and, given ``ticks``, is the one started then."""
     import psutil
 
     try:

@@ -1,14 +1,9 @@
 """``metrics.jsonl``: its lines, written, rewritten and read incrementally.
 
-A line is ``{"step": int, "metrics": {name: float}}``, plus ``"nonfinite": {name: "nan" |
-"inf" | "-inf"}`` for a step's values that are not finite: JSON has no NaN and every
-reader of ``metrics`` (MLflow's store too) expects numbers, so they are kept apart, for
-the ``diverged: {nonfinite: true}`` stopping rule.
-
-:class:`MetricsRead` (what :meth:`orchestrator.backends.base.Backend.read_metrics`
-returns) holds the rows logged since a cursor, or the whole history again
-(``restarted``) when the file was rewritten (a resume drops the steps it will redo).
-"""
+A line is ``{"step": int, "metrics": {name: float}}``, plus ``"nonfinite": {name: "nan" | "inf" |
+"-inf"}`` for a step's values that are not finite: JSON has no NaN and every reader of ``metrics``
+(MLflow's store too) expects numbers, so they are kept apart, for the ``diverged: {nonfinite:
+true}`` stopping rule."""
 
 from __future__ import annotations
 
@@ -90,8 +85,7 @@ def parse_row(line: bytes | str) -> MetricRow | None:
 
 @dataclass(frozen=True)
 class MetricsCursor:
-    """Where reading stopped: the file (device, inode) and the byte after the last
-    complete line."""
+    """Where reading stopped: the file (device, inode) and the byte after the last complete line."""
 
     file: tuple[int, int] | None = None
     offset: int = 0
@@ -99,9 +93,10 @@ class MetricsCursor:
 
 @dataclass(frozen=True)
 class MetricsRead:
-    """Rows logged since the cursor (in logged order) and the cursor to pass next time.
-    ``restarted``: the file was replaced or shortened since the cursor, so ``rows`` is
-    the whole history and what was read before must be forgotten."""
+    """What :meth:`orchestrator.backends.base.Backend.read_metrics` returns: rows logged since the
+    cursor (in logged order) and the cursor to pass next time. ``restarted``: the file was replaced
+    or shortened since the cursor (a resume drops the steps it will redo), so ``rows`` is the whole
+    history and what was read before must be forgotten."""
 
     rows: tuple[MetricRow, ...]
     cursor: Any

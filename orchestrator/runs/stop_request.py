@@ -1,19 +1,17 @@
 """The stop request: ``<run_dir>/stop-request.json``, how a cell is asked to end early.
 
-The scheduler writes it (atomically) when a stopping rule fires or a pruner prunes. It
-is a request, not an outcome. A process that honours it (through :class:`StopPoint`)
-records in it the step it will stop at (``at_step``: the requested step, or a later one
-already logged), trains up to that step if it resumed from an earlier checkpoint, and
-ends there cleanly: a checkpoint, the final evaluation, ``summary.json`` with
-``"stopped": {...the request..., "at_step": N}``, exit 0 (:func:`confirms` tests that
-report). A job that dies on the way leaves the request standing: the next attempt stops
-at the recorded step, with the numbers (and the records, which keep MLflow equal to
-``metrics.jsonl``) of a run that was never interrupted.
+The scheduler writes it (atomically) when a stopping rule fires or a pruner prunes. It is a request,
+not an outcome. A process that honours it (through :class:`StopPoint`) records in it the step it
+will stop at (``at_step``: the requested step, or a later one already logged), trains up to that
+step if it resumed from an earlier checkpoint, and ends there cleanly: a checkpoint, the final
+evaluation, ``summary.json`` with ``"stopped": {...the request..., "at_step": N}``, exit 0
+(:func:`confirms` tests that report). A job that dies on the way leaves the request standing: the
+next attempt stops at the recorded step, with the numbers (and the records, which keep MLflow equal
+to ``metrics.jsonl``) of a run that was never interrupted.
 
 The file is also the record of the decision, read back by a restarted scheduler. It is
 kept across the attempts of a launch; a ``diverged`` one (a final failure) is removed
-only when the user queues the cell again.
-"""
+only when the user queues the cell again."""
 
 from __future__ import annotations
 
@@ -47,8 +45,7 @@ class StopRequest:
     result) or ``failed`` (diverged; never retried); ``at_step``: the step the run will
     stop at (``None`` until a run saw it); ``requested_at``: Unix seconds (for stop
     latency); ``met_by``: for a comparison group's stop (:mod:`orchestrator.stopping.groups`)
-    the step by which every member had met the rule, ``step`` being the group's stop step.
-    """
+    the step by which every member had met the rule, ``step`` being the group's stop step."""
 
     rule: str
     step: int
@@ -70,15 +67,12 @@ class StopRequest:
     @classmethod
     def from_json(cls, data: Any) -> StopRequest | None:
         """The request in ``data``, or ``None`` if it is not one."""
-        if not isinstance(data, dict):
-            return None
-        outcome = str(data.get("outcome", "succeeded"))
+        outcome = data.get("outcome", "succeeded") if isinstance(data, dict) else None
         if outcome not in ("succeeded", "failed"):
             return None
         try:
-            return cls(rule=str(data["rule"]), step=int(data["step"]),
-                       reason=str(data["reason"]),
-                       outcome="failed" if outcome == "failed" else "succeeded",
+            return cls(rule=str(data["rule"]), step=int(data["step"]), reason=str(data["reason"]),
+                       outcome=outcome,
                        at_step=_optional(int, data.get("at_step")),
                        requested_at=_optional(float, data.get("requested_at")),
                        met_by=_optional(int, data.get("met_by")))
@@ -143,10 +137,9 @@ def confirms(summary: Mapping[str, Any] | None, request: StopRequest) -> bool:
 
 
 def logged_through(run_dir: Path) -> int:
-    """The last step the run folder holds a logged record of (``-1``: none): in
-    ``metrics.jsonl`` or in the MLflow outbox, which a resume never shortens. Read it
-    before a resume cuts ``metrics.jsonl`` back. Both files only ever grow in step order,
-    so their tails are enough."""
+    """The last step the run folder holds a logged record of (``-1``: none): in ``metrics.jsonl`` or
+    in the MLflow outbox, which a resume never shortens. Read it before a resume cuts
+    ``metrics.jsonl`` back. Both files only ever grow in step order, so their tails are enough."""
     last = -1
     for path in (run_dir / METRICS_FILE, run_dir / OUTBOX_FILE):
         try:
@@ -167,12 +160,10 @@ def logged_through(run_dir: Path) -> int:
 class StopPoint:
     """A training process's side of the stop request (see the module docstring).
 
-    ``reached``: the last step an earlier attempt logged (:func:`logged_through`, read
-    before the resume). :meth:`due`, asked at every step boundary, records the stop step
-    in the first request it finds, never below what was logged already (so a resumed
-    attempt logs the same records and the outbox stays in step), then answers whether
-    that step is reached.
-    """
+    ``reached``: the last step an earlier attempt logged (:func:`logged_through`, read before the
+    resume). :meth:`due`, asked at every step boundary, records the stop step in the first request
+    it finds, never below what was logged already (so a resumed attempt logs the same records and
+    the outbox stays in step), then answers whether that step is reached."""
 
     run_dir: Path
     reached: int = -1

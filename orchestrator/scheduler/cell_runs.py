@@ -5,7 +5,7 @@ retry, resume or resubmit); the scheduler remembers it while the cell runs and e
 once when the cell ends. A run created but not yet recorded in the registry is flagged
 by a marker in the run folder (``.mlflow-run-pending``), so the next launch looks for it
 instead of making a second one. ``cell.json`` follows the registry
-(:mod:`orchestrator.runs.cell_file`): :meth:`OpenedRuns.end_attempt` writes both.
+(:func:`orchestrator.runs.folder.write_cell_file`): :meth:`OpenedRuns.end_attempt` writes both.
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.registry import CellRecord, CellState, Registry, SweepRecord
-from orchestrator.runs.cell_file import write_cell_file
-from orchestrator.runs.folder import RUN_PENDING_MARKER, write_config
+from orchestrator.runs.folder import RUN_PENDING_MARKER, write_cell_file, write_config
 from orchestrator.runs.layout import run_folder
 from orchestrator.scheduler.ports import RunTracker
 

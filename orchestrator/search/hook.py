@@ -1,12 +1,13 @@
 """Adaptive search: Optuna proposes, kappa runs (docs/search.md).
 
-A ``search:`` sweep has one Optuna study per axis combination (:func:`study_name`),
-stored beside the registry (:mod:`.storage`). Each trial is an ordinary cell (labels
-``kappa.study`` and ``kappa.trial``); :class:`SearchHook` tells ended trials and asks new
-ones every pass, and reports the objective and prunes every poll. The studies are the
-record, so a restart loses nothing; a study with a cancelled cell asks no more until a
-resubmit requeues it.
-"""
+A ``search:`` sweep has one Optuna study per axis combination (:func:`study_name`), stored beside
+the registry, never in its tables (both stamp a table ``alembic_version``): SQLite, a sibling file
+``registry.optuna.db``; PostgreSQL, the same database, schema ``kappa_optuna`` (created on first
+use), reached through the connection's ``search_path`` (:func:`open_storage`). Each trial is an
+ordinary cell (labels ``kappa.study`` and ``kappa.trial``); :class:`SearchHook` tells ended trials
+and asks new ones every pass, and reports the objective and prunes every poll. The studies are the
+record, so a restart loses nothing; a study with a cancelled cell asks no more until a resubmit
+requeues it."""
 
 from __future__ import annotations
 
@@ -24,7 +25,6 @@ from orchestrator.registry import CellRecord, CellState, Registry
 from orchestrator.runs.layout import run_folder
 from orchestrator.scheduler.hooks import Ending, LoopControl, SchedulerHook
 from orchestrator.search.samplers import distributions, make_pruner, make_sampler, trial_budget
-from orchestrator.search.storage import ERROR_ATTR, open_storage
 from orchestrator.spec.search_block import MAX_TRIALS, SearchSpec, with_values
 from orchestrator.stopping.rules import pruned
 
@@ -36,12 +36,44 @@ LOG = logging.getLogger(__name__)
 
 STUDY_LABEL = "kappa.study"
 TRIAL_LABEL = "kappa.trial"
+OPTUNA_SCHEMA = "kappa_optuna"
+#: A study's user attribute holding the error that stopped it (shown by status and tables).
+ERROR_ATTR = "kappa.error"
 
 
 def study_name(sweep: str, axes: dict[str, Any]) -> str:
     """``sweep`` alone, or ``sweep[baseline=grpo,seed=0]`` per axis combination."""
     inner = ",".join(f"{k}={v}" for k, v in axes.items())
     return f"{sweep}[{inner}]" if inner else sweep
+
+
+def optuna_storage_url(registry_engine: Any) -> tuple[str, dict[str, Any]]:
+    """``(url, engine_kwargs)`` of the studies' storage for a registry's engine."""
+    url = registry_engine.url
+    if url.get_backend_name() == "sqlite":
+        database = url.database or ""
+        if not database or database == ":memory:":
+            raise ValueError("an adaptive search needs a registry stored in a file or server")
+        path = Path(database)
+        sibling = path.with_name(f"{path.stem}.optuna{path.suffix or '.db'}")
+        return f"sqlite:///{sibling}", {"connect_args": {"timeout": 60}}
+    if url.get_backend_name() == "postgresql":
+        from sqlalchemy import text
+
+        with registry_engine.begin() as connection:
+            connection.execute(text(f"CREATE SCHEMA IF NOT EXISTS {OPTUNA_SCHEMA}"))
+        rendered = url.render_as_string(hide_password=False)
+        return rendered, {"connect_args": {"options": f"-csearch_path={OPTUNA_SCHEMA}"}}
+    raise ValueError(f"no Optuna storage for a {url.get_backend_name()} registry")
+
+
+def open_storage(registry_engine: Any) -> Any:
+    """The ``optuna.storages.RDBStorage`` of a registry (created on first use)."""
+    import optuna
+
+    url, kwargs = optuna_storage_url(registry_engine)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
 
 
 @dataclass
@@ -91,10 +123,9 @@ class SearchHook(SchedulerHook):
         for index, start in enumerate(self.plan.studies):
             base = start.cell()
             name = study_name(self.sweep, dict(base.axes))
-            study = optuna.create_study(storage=storage, study_name=name,
-                                        direction=self.search.objective.direction,
-                                        load_if_exists=True,
-                                        pruner=make_pruner(self.search, start.max_steps))
+            study = optuna.create_study(
+                storage=storage, study_name=name, direction=self.search.objective.direction,
+                load_if_exists=True, pruner=make_pruner(self.search, start.max_steps))
             study.sampler = make_sampler(self.search, len(study.get_trials(deepcopy=False)),
                                          index)
             studies.append(_Study(index, name, base, study))
@@ -114,10 +145,7 @@ class SearchHook(SchedulerHook):
         for st in self.studies:
             mine = {c.labels.get(TRIAL_LABEL): c for c in cells
                     if c.labels.get(STUDY_LABEL) == st.name}
-            trials = st.study.get_trials(deepcopy=False)
-            for trial in trials:
-                if trial.state is not TrialState.RUNNING:
-                    continue
+            for trial in st.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
                 cell = mine.get(trial.number)
                 if cell is None:  # asked, then killed before its cell was recorded
                     self._add_cell(registry, st, trial)

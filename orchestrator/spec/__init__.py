@@ -3,8 +3,7 @@ problem raised at once as a located ``UserInputError`` (the cells' problems are 
 :func:`orchestrator.grid.plan.load_plan`: what a submit uses)."""
 
 from orchestrator.spec.loader import load_spec, parse_spec
-from orchestrator.spec.model import JsonScalarValue, Resources, Spec, scalar_key
-from orchestrator.spec.schema import spec_json_schema
+from orchestrator.spec.model import JsonScalarValue, Resources, Spec, scalar_key, spec_json_schema
 
 __all__ = ["JsonScalarValue", "Resources", "Spec", "load_spec", "parse_spec", "scalar_key",
            "spec_json_schema"]

@@ -94,9 +94,7 @@ def _known_keys(path: tuple[Any, ...]) -> list[str]:
         ("stop", "plateau"): PlateauRule, ("stop", "threshold"): ThresholdRule}
     in_diverged = path[:2] == ("stop", "diverged") and len(path) == 3
     model: type[BaseModel] | None = DivergedRule if in_diverged else models.get(tuple(path))
-    if model is None:
-        return []
-    return [field.alias or name for name, field in model.model_fields.items()]
+    return [] if model is None else [f.alias or name for name, f in model.model_fields.items()]
 
 
 @dataclass(frozen=True)
@@ -118,8 +116,7 @@ def read_spec(text: str, filename: str = "<spec>", path: Path | None = None,
     no spec can be made at all; else the problems come with it (stand-ins for wrong leaf
     keys), so the cells' problems join the same report (``grid.plan.parse_plan``)."""
     from orchestrator.backends import BACKENDS, get_backend
-    from orchestrator.spec.blocks import search_problems, stop_problems
-    from orchestrator.spec.references import check_references
+    from orchestrator.spec.references import check_references, search_problems, stop_problems
 
     doc = load_yaml(text, filename)
     data = doc.data
@@ -180,7 +177,6 @@ def _with_leaf_stand_ins(data: dict[str, Any], exc: ValidationError) -> dict[str
 
 
 def load_spec(path: str | Path, overrides: Sequence[str] = ()) -> Spec:
-    """Read (at most ``MAX_FILE_BYTES``) and parse the spec file at ``path``, ``overrides``
-    applied."""
+    """Read (at most ``MAX_FILE_BYTES``) and parse the spec file at ``path``, overrides applied."""
     file = Path(path)
     return parse_spec(read_yaml_file(file, "spec"), str(file), file, overrides)

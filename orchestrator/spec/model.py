@@ -1,10 +1,11 @@
 """The experiment spec as strict, frozen pydantic models (reference: docs/spec.md): a
 backend, the settings every cell shares (``base``), and the axes whose product is the grid.
-Cross-references need the backend's settings: :mod:`orchestrator.spec.references`.
-"""
+Cross-references need the backend's settings: :mod:`orchestrator.spec.references`. Editors
+validate a spec with :func:`spec_json_schema` (``# yaml-language-server: $schema=...``)."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -20,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from orchestrator.errors import Problem
+from orchestrator.errors import KappaError, Problem
 from orchestrator.limits import (
     MAX_AXES,
     MAX_CPUS_PER_NODE,
@@ -138,9 +139,8 @@ class Spec(_Strict):
         None, description="Chat messages (a webhook) when the sweep ends, a cell fails for "
                           "good, a canary fails or a diverged rule fires "
                           "(docs/spec.md#notifications).")
-    # Extension point: multi-phase cells (warm start -> RL -> eval with different
-    # settings) will be described here. Reserved now so that specs fail loudly
-    # instead of silently ignoring it.
+    # Extension point: multi-phase cells (warm start -> RL -> eval with different settings) will be
+    # described here. Reserved now so that specs fail loudly instead of silently ignoring it.
     phases: None = Field(None, description="Reserved for multi-phase cells; not supported yet.")
 
     _source_text: str = PrivateAttr("")
@@ -175,3 +175,29 @@ class Spec(_Strict):
     def axis_names(self) -> tuple[str, ...]:
         """Axis names in spec order."""
         return tuple(self.axes)
+
+
+def spec_json_schema() -> dict[str, Any]:
+    """The spec's JSON Schema; ``base`` is checked against the chosen backend's settings."""
+    from orchestrator.backends import BACKENDS, get_backend
+
+    schema = copy.deepcopy(Spec.model_json_schema())
+    schema["title"] = "kappa experiment spec"
+    defs: dict[str, Any] = schema.setdefault("$defs", {})
+    names, branches = [], []
+    for name in sorted(BACKENDS):
+        try:
+            model = get_backend(name).settings_model
+        except (ImportError, KappaError):  # a backend whose extras are missing: no schema
+            continue
+        settings = copy.deepcopy(model.model_json_schema(ref_template="#/$defs/{model}"))
+        defs.update(settings.pop("$defs", {}))
+        key = f"{name}_settings"
+        defs[key] = settings
+        names.append(name)
+        branches.append({"if": {"properties": {"backend": {"const": name}}},
+                         "then": {"properties": {"base": {"$ref": f"#/$defs/{key}"}}}})
+    if branches:
+        schema["properties"]["backend"]["enum"] = names
+        schema["allOf"] = branches
+    return schema

@@ -2,8 +2,7 @@
 message (Slack's incoming-webhook JSON) when a sweep ends, a cell fails for good, a canary
 fails or a ``diverged`` rule fires (docs/spec.md#notifications). A webhook URL is a secret:
 it is shown masked everywhere (:func:`mask_url`, validation errors included), and ``url:
-${NAME}`` reads it from the environment at submit, so the stored spec need not hold it.
-"""
+${NAME}`` reads it from the environment at submit, so the stored spec need not hold it."""
 
 from __future__ import annotations
 
@@ -89,8 +88,7 @@ class NotifySpec(BaseModel):
     @classmethod
     def _valid_url(cls, url: str) -> str:
         url = str(url)
-        why = None if ENV_REFERENCE.match(url) else url_problem(url)
-        if why is not None:
+        if not ENV_REFERENCE.match(url) and (why := url_problem(url)) is not None:
             raise ValueError(f"the URL {why}")
         return url
 
@@ -119,8 +117,7 @@ class NotifySpec(BaseModel):
         value = os.environ.get(name, "").strip()
         if not value:
             raise ValueError(f"notify.url: the environment variable {name} is not set")
-        why = url_problem(value)
-        if why is not None:
+        if (why := url_problem(value)) is not None:
             raise ValueError(f"notify.url: the value of {name} {why}")
         return NotifySpec(url=value, events=self.events)
 

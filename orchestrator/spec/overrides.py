@@ -1,11 +1,9 @@
 """Command-line overrides of a spec in Hydra's grammar (:data:`_GRAMMAR`), read by Hydra's
 own parser (imported only when a command has overrides: it costs about half a second).
 
-Overrides edit the YAML document before anything validates it, so the spec they make is
-exactly the spec edited by hand: :func:`resolve` re-reads the YAML it dumps (the text the
-sweep stores), and a problem at a key an override wrote points at that override
-(``override 2: axes.seed: ...``).
-"""
+Overrides edit the YAML document before anything validates it, so the spec they make is exactly the
+spec edited by hand: :func:`resolve` re-reads the YAML it dumps (the text the sweep stores), and a
+problem at a key an override wrote points at that override (``override 2: axes.seed: ...``)."""
 
 from __future__ import annotations
 
@@ -81,8 +79,7 @@ def _plain(value: Any) -> Any:
 
 
 def _read_one(parser: Any, number: int, text: str) -> Override | Problem:
-    """``text`` read with Hydra's override parser: the override, or what is wrong with it
-    (named by its position, ``override 2``)."""
+    """``text`` read by Hydra's parser: the override, or its problem (at ``override <number>``)."""
     from hydra.errors import HydraException
 
     where = f"override {number}"
@@ -121,10 +118,8 @@ def _step(container: Any, parts: list[str], i: int) -> tuple[Any, int] | None:
     """The key (or list index) at ``parts[i:]`` in ``container``, and the parts it takes:
     the longest dotted join that is a key (a key may hold dots: ``model.d_model``)."""
     if isinstance(container, dict):
-        for j in range(len(parts), i, -1):
-            if ".".join(parts[i:j]) in container:
-                return ".".join(parts[i:j]), j
-        return None
+        j = next((j for j in range(len(parts), i, -1) if ".".join(parts[i:j]) in container), None)
+        return None if j is None else (".".join(parts[i:j]), j)
     index = parts[i]
     if (isinstance(container, list) and index.isascii() and index.isdigit()
             and int(index) < len(container)):

@@ -1,14 +1,17 @@
-"""Cross-reference checks, given the backend's settings model: do axes, labels, zips,
-exclusions and includes fit together? Every problem is collected."""
+"""Cross-reference checks, given the backend: do axes, labels, zips, exclusions and includes fit
+together, and do the ``stop:`` and ``search:`` blocks (:mod:`.stop_block`, :mod:`.search_block`)
+fit the rest of the spec? Every problem is collected, located."""
 
 from __future__ import annotations
 
-from typing import Any
+import importlib.util
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from orchestrator.errors import Problem
+from orchestrator.errors import Problem, UserInputError
 from orchestrator.spec.model import Spec, scalar_key
+from orchestrator.spec.search_block import Distribution, with_values
 from orchestrator.spec.settings_paths import (
     LeafIndex,
     LeafPath,
@@ -18,6 +21,9 @@ from orchestrator.spec.settings_paths import (
     written_leaves,
 )
 from orchestrator.spec.yaml_source import dotted
+
+if TYPE_CHECKING:
+    from orchestrator.backends import Backend
 
 
 def _show(values: list[Any], limit: int = 12) -> str:
@@ -80,8 +86,7 @@ def _spelling(keys: tuple[str, ...]) -> str:
 
 
 def _check_repeated_settings(spec: Spec, problems: list[Problem]) -> None:
-    """A setting written twice in base or in one variant (dotted and nested): YAML would
-    keep one of them silently."""
+    """A setting written twice (dotted and nested) in base or a variant: YAML keeps one silently."""
     blocks: list[tuple[tuple[str | int, ...], dict[str, Any]]] = [(("base",), spec.base)]
     for axis, values in spec.axes.items():
         if isinstance(values, dict):
@@ -90,8 +95,7 @@ def _check_repeated_settings(spec: Spec, problems: list[Problem]) -> None:
         positions: LeafIndex[int] = LeafIndex()  # the earlier leaves' positions
         leaves = written_leaves(settings)
         for j, (leaf, keys) in enumerate(leaves):
-            candidates = positions.overlapping(leaf)
-            if candidates:
+            if candidates := positions.overlapping(leaf):
                 earlier, earlier_keys = leaves[min(candidates)]
                 problems.append(spec.problem(
                     (*where, *keys), f"'{'.'.join(earlier)}' is set twice in {dotted(where)}",
@@ -173,13 +177,11 @@ def _check_assignments(spec: Spec, problems: list[Problem]) -> None:
                         allowed=_show(allowed),
                         fix=did_you_mean(str(value), [str(a) for a in allowed])
                             if isinstance(value, str) else None))
-            if section == "include":
-                missing = [a for a in spec.axes if a not in entry]
-                if missing:
-                    problems.append(spec.problem(
-                        (section, e), "an include is a full assignment: every axis needs a value",
-                        found=f"missing {', '.join(missing)}", allowed=", ".join(spec.axes),
-                        fix=f"add {', '.join(missing)}"))
+            if section == "include" and (missing := [a for a in spec.axes if a not in entry]):
+                problems.append(spec.problem(
+                    (section, e), "an include is a full assignment: every axis needs a value",
+                    found=f"missing {', '.join(missing)}", allowed=", ".join(spec.axes),
+                    fix=f"add {', '.join(missing)}"))
 
 
 def check_references(spec: Spec, settings_model: type[BaseModel]) -> list[Problem]:
@@ -192,3 +194,95 @@ def check_references(spec: Spec, settings_model: type[BaseModel]) -> list[Proble
     _check_zip(spec, problems)
     _check_assignments(spec, problems)
     return problems
+
+
+def stop_problems(spec: Spec) -> list[Problem]:
+    """What the ``stop:`` block gets wrong with the rest of the spec (located problems):
+    ``together`` names axes of this spec and has a rule to stop on; a cap has GPUs to count."""
+    stop = spec.stop
+    if stop is None:
+        return []
+    known = [*spec.axes, *spec.labels]
+    problems = [spec.problem(
+        ["stop", "together", n], f"{name!r} is not an axis of this spec", found=name,
+        allowed=", ".join(known) or "(the spec has no axes)",
+        fix="name the axes whose values the results compare (e.g. [reward_budget])")
+        for n, name in enumerate(stop.together) if name not in known]
+    if len(set(stop.together)) != len(stop.together):
+        problems.append(spec.problem(["stop", "together"], "an axis is named twice",
+                                     found=", ".join(stop.together),
+                                     fix="name each axis once"))
+    if stop.together and not stop.group_metrics():
+        problems.append(spec.problem(
+            ["stop", "together"], "together: needs a plateau or threshold rule to stop on",
+            found="no plateau: or threshold: in stop:",
+            fix="add a plateau: or threshold: rule, or remove together:"))
+    if stop.together and spec.search is not None:
+        problems.append(spec.problem(
+            ["stop", "together"], "comparison groups cannot be used with search:",
+            found="search: and stop.together", fix="remove together: (trials stop alone)"))
+    if stop.gpu_hours is not None and spec.resources.gpu_hours <= 0:
+        problems.append(spec.problem(
+            ["stop", "gpu_hours"], "a GPU-hours cap needs cells that use GPUs",
+            found=f"gpu_hours: {stop.gpu_hours:g} with resources.gpus: {spec.resources.gpus}",
+            fix="set resources: {gpus: N, hours: H} (what one cell needs), or remove gpu_hours"))
+    return problems
+
+
+def search_problems(spec: Spec, backend: Backend) -> list[Problem]:
+    """What the ``search:`` block gets wrong with the backend and the axes (located); the
+    range's corners are validated, then preflighted as one batch."""
+    search = spec.search
+    if search is None:
+        return []
+    problems: list[Problem] = []
+    if search.sampler == "cmaes" and importlib.util.find_spec("cmaes") is None:
+        problems.append(spec.problem(
+            ["search", "sampler"], "the cmaes sampler needs the cmaes package",
+            found="cmaes", fix="pip install cmaes, or use sampler: tpe"))
+    known = settings_paths(backend.settings_model)
+    checkable: dict[str, Distribution] = {}
+    for name, dist in search.space.items():
+        where = ["search", "space", name]
+        if name not in known:
+            problems.append(spec.problem(
+                where, f"the {backend.name} backend has no setting {name!r}", found=name,
+                fix=did_you_mean(name, known) or "search a setting the backend has"))
+        elif name in spec.axes or name in spec.labels:
+            problems.append(spec.problem(
+                where, "a setting cannot be both an axis and searched", found=name,
+                fix=f"remove {name} from axes: or from search.space"))
+        else:
+            checkable[name] = dist
+    corners: list[tuple[str, Any, BaseModel]] = []
+    for name, dist in checkable.items():
+        for value in dist.corners():
+            try:
+                corners.append((name, value, backend.validate(with_values(spec.base,
+                                                                          {name: value}))))
+            except UserInputError as exc:
+                problems += _rejected(spec, name, value, exc)
+                break
+    try:
+        backend.preflight({str(n): model for n, (_, _, model) in enumerate(corners)})
+    except UserInputError:
+        # The batch failed: ask corner by corner (answers are cached) to place each one.
+        rejected: set[str] = set()
+        for name, value, model in corners:
+            if name in rejected:
+                continue
+            try:
+                backend.preflight({"": model})
+            except UserInputError as exc:
+                problems += _rejected(spec, name, value, exc)
+                rejected.add(name)
+    return problems
+
+
+def _rejected(spec: Spec, name: str, value: Any, exc: UserInputError) -> list[Problem]:
+    """The problem of a searched value the backend rejects, at ``search.space.<name>``."""
+    own = [p for p in exc.problems if p.location.split(".")[0] in
+           (name.split(".")[0], "")] or exc.problems[:1]
+    return [spec.problem(["search", "space", name],
+                         f"the backend rejects {name}={value!r}: {p.message}",
+                         found=repr(value), allowed=p.allowed, fix=p.fix) for p in own[:1]]

@@ -1,7 +1,6 @@
 """The spec's ``search:`` block (docs/spec.md#search): an Optuna study of ``trials`` trials
 per axis combination (:mod:`orchestrator.search.hook`). The space is checked against the
-backend by :func:`~.blocks.search_problems`; the objective's metric only once a trial ends.
-"""
+backend by :func:`~.references.search_problems`; the objective's metric only once a trial ends."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Dotted setting paths: which names a settings model accepts, and flattening (a nested
-setting named with dots, ``model.d_model``, or nested, ``model: {d_model: 64}``: one path).
-"""
+setting named with dots, ``model.d_model``, or nested, ``model: {d_model: 64}``: one path)."""
 
 from __future__ import annotations
 
@@ -51,17 +50,16 @@ def flatten(mapping: Mapping[str, Any], prefix: LeafPath = ()) -> dict[LeafPath,
     return leaves
 
 
-def written_leaves(mapping: Mapping[str, Any],
-                   keys: tuple[str, ...] = ()) -> list[tuple[LeafPath, tuple[str, ...]]]:
+def written_leaves(mapping: Mapping[str, Any]) -> list[tuple[LeafPath, tuple[str, ...]]]:
     """Each leaf of ``mapping`` as ``(leaf path, the YAML keys that lead to it)``; unlike
     :func:`flatten` it keeps a leaf written twice, so that the repetition can be reported."""
     leaves: list[tuple[LeafPath, tuple[str, ...]]] = []
     for key, value in mapping.items():
+        path = tuple(str(key).split("."))
         if isinstance(value, Mapping) and value:
-            for leaf, inner in written_leaves(value, ()):
-                leaves.append((tuple(str(key).split(".")) + leaf, (*keys, str(key), *inner)))
+            leaves += [(path + leaf, (str(key), *inner)) for leaf, inner in written_leaves(value)]
         else:
-            leaves.append((tuple(str(key).split(".")), (*keys, str(key))))
+            leaves.append((path, (str(key),)))
     return leaves
 
 

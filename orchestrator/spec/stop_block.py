@@ -1,7 +1,6 @@
 """The spec's ``stop:`` block (docs/spec.md#stopping-rules): rules judged on the metrics a
 run logs (:mod:`orchestrator.stopping.rules`), and the sweep's GPU-hours cap. A misspelt
-metric never fires; the scheduler warns when a cell ended without logging it.
-"""
+metric never fires; the scheduler warns when a cell ended without logging it."""
 
 from __future__ import annotations
 

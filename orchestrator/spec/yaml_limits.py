@@ -1,8 +1,7 @@
 """Bounded YAML input (docs/spec.md#limits): a file is read only up to a size, a document
 measured before use. A 1 kB "billion laughs" document composes instantly (aliases share
 nodes) and explodes only when walked as a tree, so :func:`check_graph` measures the
-composed graph first: size with aliases expanded, depth, aliases to a node containing them.
-"""
+composed graph first: size with aliases expanded, depth, aliases to a node containing them."""
 
 from __future__ import annotations
 
@@ -139,8 +138,7 @@ def check_graph(root: yaml.Node, filename: str) -> None:
     distinct = 1
     while stack:
         node, children, depth = stack[-1]
-        step = next(children, None)
-        if step is not None:
+        if (step := next(children, None)) is not None:
             label, child, extra = step
             key = id(child)
             if key in on_path:

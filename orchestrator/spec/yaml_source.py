@@ -1,7 +1,6 @@
 """YAML text -> plain Python data, keeping the node tree so that a dotted location
 (``axes.kappa.k200.kl_coef``) becomes ``file:line:col``. Two YAML 1.1 surprises are fixed:
-duplicate keys are errors (PyYAML keeps the last) and ``1e-3`` is a float (not a string).
-"""
+duplicate keys are errors (PyYAML keeps the last) and ``1e-3`` is a float (not a string)."""
 
 from __future__ import annotations
 

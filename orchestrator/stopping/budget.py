@@ -13,8 +13,7 @@ Pure arithmetic over registry snapshots and the spec's ``resources`` (a cell nee
 
 The cap (``stop.gpu_hours``) is a budget: a cell starts only if used + running + its own
 planned hours stay within it. Cells that cannot start wait while cells run (a stop may
-free budget); once nothing runs they are cancelled with the reason ``gpu_hours cap``.
-"""
+free budget); once nothing runs they are cancelled with the reason ``gpu_hours cap``."""
 
 from __future__ import annotations
 
@@ -62,12 +61,6 @@ def multiplier(resources: Resources) -> tuple[float, str]:
     return (float(gpus), "GPU-hours") if gpus > 0 else (1.0, "cell-hours")
 
 
-def _hours(start: datetime | None, end: datetime | None) -> float:
-    if start is None or end is None:
-        return 0.0
-    return max(0.0, (end - start).total_seconds() / 3600.0)
-
-
 def is_stopped(cell: CellRecord) -> bool:
     """Whether a stopping rule ended the cell (not the cap, not a cancel)."""
     return bool(cell.stop_reason) and cell.state in (CellState.SUCCEEDED, CellState.FAILED)
@@ -105,7 +98,9 @@ def sweep_hours(cells: Iterable[CellRecord], resources: Resources, cap: float | 
         elif cell.state in (CellState.PENDING, CellState.QUEUED):
             planned += planned_hours(cell, pace, resources)
         else:
-            used += gpus * _hours(cell.started_at, cell.finished_at)
+            if cell.started_at is not None and cell.finished_at is not None:
+                ran = (cell.finished_at - cell.started_at).total_seconds()
+                used += gpus * max(0.0, ran / 3600.0)
             if is_stopped(cell):
                 stopped += 1
                 saved += planned_hours(cell, pace, resources) * unrun_fraction(cell)

@@ -4,8 +4,7 @@ rule (:meth:`ComparisonGroups.judge`, each poll), and which groups are now to st
 
 Nothing here survives a restart, and nothing needs to: a member's firing step is judged
 again from its run folder, and a group's decision is read back from its file or the stop
-request its members hold (all hold the same one).
-"""
+request its members hold (all hold the same one)."""
 
 from __future__ import annotations
 
@@ -79,8 +78,7 @@ class ComparisonGroups:
               cache: PlateauCache) -> StopRequest | None:
         """A running member's new history: a ``diverged`` request (it stops at once, on
         its own), or ``None`` — its group rules only record where they fired."""
-        diverged = first_stop(own_rules(self.rules), history, cache)
-        if diverged is not None:
+        if (diverged := first_stop(own_rules(self.rules), history, cache)) is not None:
             return diverged
         hit = fired_rule(self.rules, history, cache)
         step = hit.step if hit is not None else None

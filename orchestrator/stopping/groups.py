@@ -14,22 +14,20 @@ difference as much as the treatment. A group instead stops by this rule:
   follow the rule among themselves (the table shows the delta as missing or partial);
 * a member that ended at its full length without meeting the rule makes the whole group
   run to full length;
-* once every remaining member has met the rule, every one of them stops at the same step
-  ``T``: the first step at which the rules' metric is logged that lies past the last
-  member's firing step and at least a margin past the furthest member's progress
-  (:data:`MARGIN`, which the scheduler widens by what the fastest member runs in two of
-  its passes: :func:`.group_watch.margin`), so that no member is already past ``T`` when
-  it reads the request. The decision is written once, to a file every member reads
-  (:func:`~orchestrator.runs.stop_request.read_group_request`), then to each member's
-  own request, so a crash between the two leaves no member without it. A member
-  behind ``T`` trains on to ``T``. If ``T`` would not come before the members' last step,
-  nothing is saved and the group runs to the end.
+* once every remaining member has met the rule, every one of them stops at the same step ``T``: the
+  first step at which the rules' metric is logged that lies past the last member's firing step and
+  at least a margin past the furthest member's progress (:data:`MARGIN`, which the scheduler widens
+  by what the fastest member runs in two of its passes: :func:`.group_watch.margin`), so that no
+  member is already past ``T`` when it reads the request. The decision is written once, to a file
+  every member reads (:func:`~orchestrator.runs.stop_request.read_group_request`), then to each
+  member's own request, so a crash between the two leaves no member without it. A member behind
+  ``T`` trains on to ``T``. If ``T`` would not come before the members' last step, nothing is saved
+  and the group runs to the end.
 
 So every pair compared in a table was trained for the same number of steps and evaluated
 at the same step ``T`` (``diverged`` still stops a member at once, on its own). The
 functions here are pure; the scheduler (:mod:`.hook`) feeds them what it has read, and
-the offline replay (:mod:`.replay`) what a finished sweep logged.
-"""
+the offline replay (:mod:`.replay`) what a finished sweep logged."""
 
 from __future__ import annotations
 
@@ -59,9 +57,8 @@ def group_key(axes: Mapping[str, Any], together: Iterable[str]) -> str:
 
 
 def cadence(steps: Sequence[int]) -> int:
-    """Steps between logs of a metric: the most common gap between consecutive logs (the
-    smaller on a tie; a run's final log off the cadence does not change it); 1 without
-    two logs."""
+    """Steps between logs of a metric: the most common gap between consecutive logs (the smaller on
+    a tie; a run's final log off the cadence does not change it); 1 without two logs."""
     gaps = Counter(b - a for a, b in pairwise(sorted(set(steps))))
     if not gaps:
         return 1
@@ -76,8 +73,7 @@ class Member:
     ``standing``: ``live`` (running, or waiting to start or retry), ``full`` (ended at its
     full length without stopping) or ``out`` (diverged, failed for good, cancelled).
     ``fired``: the step its own rule fired at (``None``: not yet). ``progress``: the last
-    step it logged. ``every``: the cadence of the rule's metric. ``total``: its last step.
-    """
+    step it logged. ``every``: the cadence of the rule's metric. ``total``: its last step."""
 
     cell_id: str
     standing: Standing

@@ -8,8 +8,7 @@ before that is an ordinary failed attempt (or a requeue), and the request stands
 next attempt, which stops where the first would have. ``diverged`` is final the moment
 it is decided: whatever happens to the job after, the cell fails with that reason and
 is not retried. Nothing here is lost on a restart: a cell's history is re-read from its
-run folder, and a request already made from ``stop-request.json``.
-"""
+run folder, and a request already made from ``stop-request.json``."""
 
 from __future__ import annotations
 
@@ -25,8 +24,7 @@ from orchestrator.executors import JobHandle
 from orchestrator.grid.plan import SweepPlan
 from orchestrator.paths import is_canary_sweep
 from orchestrator.registry import CellRecord, CellState, Registry
-from orchestrator.runs.cell_file import write_cell_file
-from orchestrator.runs.folder import summary_final
+from orchestrator.runs.folder import summary_final, write_cell_file
 from orchestrator.runs.layout import group_decision_file
 from orchestrator.runs.stop_request import (
     StopRequest,
@@ -194,18 +192,15 @@ class SweepStopping(SchedulerHook):
     def _end_job(self, watch: _Watch, job: JobHandle) -> None:
         """A backend whose process cannot be asked is ended through its executor (once
         it has reached a group's stop step)."""
-        if not self.backend.stops_itself and not watch.job_ended and (
-                not watch.short_of_group_stop):
+        if not (self.backend.stops_itself or watch.job_ended or watch.short_of_group_stop):
             watch.job_ended = True
             job.cancel()
 
     def on_exit(self, cell_id: str, run_dir: Path, code: int,
                 summary: Mapping[str, Any] | None) -> Ending | None:
-        """How the cell ends if a stop was requested: ``succeeded`` with the reason once
-        the run confirmed the stop, ``failed`` with it (no retry) for ``diverged``
-        whatever became of the job, a failed attempt (retried) for a run that reports
-        another stop; ``None`` otherwise (no request, or a job that died before its stop:
-        an ordinary failure, and the request stands for the next attempt)."""
+        """How the cell ends if a stop was requested (see the module docstring); a run that
+        reports another stop is a failed attempt (retried); ``None``: no request, or a job that
+        died before its stop (an ordinary failure; the request stands for the next attempt)."""
         watch = self._watches.pop(cell_id, None)
         self._warn_unlogged(cell_id, watch)
         if self._groups is not None:
@@ -220,8 +215,9 @@ class SweepStopping(SchedulerHook):
                                                                       request.outcome):
                 # It reached its last step before it saw the request: the rule's decision
                 # stands, recorded in its summary like any stop.
-                summary = synthesize_summary(run_dir, request, _int(ended.get("steps")),
-                                             summary_final(ended))
+                steps = ended.get("steps")
+                summary = synthesize_summary(
+                    run_dir, request, steps if type(steps) is int else None, summary_final(ended))
             elif request.outcome == "failed" or not self.backend.stops_itself:
                 # Diverged is final; a process that cannot be asked was ended by us.
                 summary = self.backend.stopped_summary(run_dir, request)
@@ -277,7 +273,3 @@ class SweepStopping(SchedulerHook):
                                     CellState.CANCELLED.value, cell.mlflow_run_id)
         if count:
             LOG.warning("%s: %d cell(s) cancelled: %s", sweep, count, why)
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -12,8 +12,7 @@ margin plus the gap, the live ``T`` is the replay's; else it can be one log late
 A cell's numbers at its stop step are the last value of each metric logged at or before
 it: for validation at ``T`` what a run stopped there reports (its final evaluation at
 ``T`` repeats it, for a deterministic trainer). Metrics computed only at the end of a
-run (held-out benchmarks) have no value at ``T`` and are left out.
-"""
+run (held-out benchmarks) have no value at ``T`` and are left out."""
 
 from __future__ import annotations
 
@@ -57,8 +56,7 @@ def values_at(history: MetricHistory, step: int | None) -> dict[str, float]:
     """The last value of every metric logged at or before ``step`` (``None``: the end)."""
     out: dict[str, float] = {}
     for name in history.series:
-        points = [(s, v) for s, v in history.points(name) if step is None or s <= step]
-        if points:
+        if points := [(s, v) for s, v in history.points(name) if step is None or s <= step]:
             out[name] = points[-1][1]
     return out
 
@@ -72,8 +70,7 @@ def replay(cells: Sequence[FinishedCell], rules: StopRules) -> list[Replayed]:
     stops: dict[str, tuple[int, str, bool]] = {}  # cell -> (step, reason, failed)
     alone = own_rules(rules) if rules.grouped else rules
     for cell in cells:
-        request = first_stop(alone, cell.history) if cell.succeeded else None
-        if request is not None:
+        if cell.succeeded and (request := first_stop(alone, cell.history)) is not None:
             stops[cell.cell_id] = (request.step, request.reason, request.outcome == "failed")
     if rules.grouped:
         groups: dict[str, list[FinishedCell]] = defaultdict(list)

@@ -2,7 +2,7 @@
 
 Each rule gives the earliest step at which it fires, or ``None``. The answer at a step
 depends only on what was logged up to it, so judging the history again from the start (a
-restarted scheduler) gives the same decision at the same step. (:class:`PlateauCache`
+restarted scheduler) gives the same decision at the same step. (:data:`PlateauCache`
 only memoises the plateau test of each prefix.)
 
 * ``plateau``: the first paper's convergence rule (Appendix B.3,
@@ -11,12 +11,10 @@ only memoises the plateau test of each prefix.)
   for at least ``patience`` steps.
 * ``threshold``: the first log at or after ``min_steps`` whose value is ``>= at_least``
   (or ``<= at_most``).
-* ``diverged``: the log (at or after ``min_steps``) that completes ``for`` consecutive
-  logs that are non-finite (``nonfinite``) or cross ``below`` / ``above`` (NaN crosses no
-  bound).
+* ``diverged``: the log (at or after ``min_steps``) that completes ``for`` consecutive logs that are
+  non-finite (``nonfinite``) or cross ``below`` / ``above`` (NaN crosses no bound).
 
-:func:`first_stop` takes the earliest (on a tie: diverged, threshold, plateau).
-"""
+:func:`first_stop` takes the earliest (on a tie: diverged, threshold, plateau)."""
 
 from __future__ import annotations
 
@@ -53,12 +51,9 @@ class MetricHistory:
         return sorted(self.series.get(metric, {}).items())
 
 
-@dataclass
-class PlateauCache:
-    """Memo of the plateau test per prefix, keyed by the prefix's length and last point
-    (a history rewritten with other values misses the memo and is judged afresh)."""
-
-    flags: dict[tuple[str, int, int, float], bool] = field(default_factory=dict)
+PlateauCache = dict[tuple[str, int, int, float], bool]
+"""Memo of the plateau test per prefix, keyed by the metric, the prefix's length and its last point
+(a history rewritten with other values misses the memo and is judged afresh)."""
 
 
 def _plateau_held(metric: str, points: Sequence[Point], n: int,
@@ -67,13 +62,13 @@ def _plateau_held(metric: str, points: Sequence[Point], n: int,
 
     step, value = points[n - 1]
     key = (metric, n, step, value)
-    if cache is not None and key in cache.flags:
-        return cache.flags[key]
+    if cache is not None and key in cache:
+        return cache[key]
     finite = [(s, v) for s, v in points[:n] if math.isfinite(v)]
     held = bool(finite) and math.isfinite(value) and has_plateaued(
         [s for s, _ in finite], [v for _, v in finite])
     if cache is not None:
-        cache.flags[key] = held
+        cache[key] = held
     return held
 
 

@@ -119,7 +119,7 @@ class _Executors:
 
 def _note_cancelled(cell: CellRecord) -> None:
     """Let the cell's ``cell.json`` say so (a missing folder is no reason to fail)."""
-    from orchestrator.runs.cell_file import write_cell_file
+    from orchestrator.runs.folder import write_cell_file
     from orchestrator.runs.layout import run_folder
 
     run_dir = run_folder(cell)

@@ -28,8 +28,7 @@ from orchestrator.paths import CANARY_SUFFIX, is_canary_sweep
 from orchestrator.redact import redact
 from orchestrator.registry import CellState, Registry
 from orchestrator.registry.sweeps import sweep_record_lock
-from orchestrator.runs.cell_file import write_cell_file
-from orchestrator.runs.folder import start_over
+from orchestrator.runs.folder import start_over, write_cell_file
 from orchestrator.spec.model import Spec
 from orchestrator.spec.notify_block import shareable
 from orchestrator.spec.overrides import command_line

@@ -26,8 +26,7 @@ from orchestrator.grid.plan import SweepPlan, stored_plan
 from orchestrator.paths import check_name
 from orchestrator.registry import CellLike, CellRecord, CellState, Registry, SweepRecord
 from orchestrator.runs import layout
-from orchestrator.runs.cell_file import write_cell_file
-from orchestrator.runs.folder import LOG_FILE, write_config
+from orchestrator.runs.folder import LOG_FILE, write_cell_file, write_config
 from orchestrator.scheduler.options import SchedulerOptions
 from orchestrator.sweeps.status import CellStatus, Driver, SweepStatus, active_status
 

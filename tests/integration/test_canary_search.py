@@ -30,7 +30,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def _studies(prefix: str) -> list[str]:
     import optuna
 
-    from orchestrator.search.storage import open_storage
+    from orchestrator.search.hook import open_storage
 
     with Registry.open() as reg:
         return [s.study_name for s in optuna.get_all_study_summaries(open_storage(reg.engine))

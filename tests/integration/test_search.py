@@ -45,7 +45,7 @@ def _kappa(*args: str) -> tuple[int, str]:
 def _trials(sweep: str) -> dict[str, list[tuple[int, str, float | None]]]:
     import optuna
 
-    from orchestrator.search.storage import open_storage
+    from orchestrator.search.hook import open_storage
 
     with Registry.open() as reg:
         storage = open_storage(reg.engine)

@@ -15,7 +15,7 @@ from kit.home import register_backends, seed_mlflow_store
 from kit.kappa_main import KAPPA_SCRIPT
 
 from orchestrator.registry import CellState, Registry
-from orchestrator.search.storage import OPTUNA_SCHEMA
+from orchestrator.search.hook import OPTUNA_SCHEMA
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "registry"))
 from kappa_pg_server import PgServer
@@ -86,7 +86,7 @@ def test_a_search_on_postgres_keeps_optuna_in_its_own_schema(
     assert tables["revision"] == reference["revision"]  # its migration stamp untouched
     import optuna
 
-    from orchestrator.search.storage import open_storage
+    from orchestrator.search.hook import open_storage
 
     with Registry.open() as reg:
         cells = reg.cells("pgsearch")
@@ -110,7 +110,7 @@ def test_two_machines_share_one_study_through_a_postgres_registry(
 
     import optuna
 
-    from orchestrator.search.storage import open_storage
+    from orchestrator.search.hook import open_storage
 
     home, _url = pg_home
     other = tmp_path / "other-home"

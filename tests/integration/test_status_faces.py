@@ -83,7 +83,7 @@ def _trials(reg: Registry, name: str) -> None:
     """Four trial cells of one study, two of them told to Optuna."""
     import optuna
 
-    from orchestrator.search.storage import open_storage
+    from orchestrator.search.hook import open_storage
 
     cells = [make_cell(f"{n:012x}", n, {"baseline": "grpo", **params},
                        {"curve": "search", "steps": 5, **params},

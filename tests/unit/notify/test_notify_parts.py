@@ -12,8 +12,8 @@ import pytest
 from kit.webhook import recording_endpoint, silent_endpoint
 from pydantic import ValidationError
 
+from orchestrator.notify.hook import Notifier
 from orchestrator.notify.messages import Message, cell_failed, sweep_end
-from orchestrator.notify.sender import Notifier
 from orchestrator.notify.store import (
     SentLog,
     command_line_url,

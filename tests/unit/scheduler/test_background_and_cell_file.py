@@ -11,8 +11,7 @@ import pytest
 from kit.cells import make_cell
 
 from orchestrator.analysis.sources import cell_from_run_folder
-from orchestrator.runs.cell_file import read_cell_file, write_cell_file
-from orchestrator.runs.folder import CELL_FILE
+from orchestrator.runs.folder import CELL_FILE, read_cell_file, write_cell_file
 from orchestrator.scheduler.background import BackgroundWork
 
 
