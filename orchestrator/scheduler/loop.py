@@ -34,12 +34,11 @@ from orchestrator.registry import CellRecord, CellState, Registry, SweepRecord
 from orchestrator.runs.folder import LOG_FILE
 from orchestrator.runs.layout import run_folder
 from orchestrator.runs.stop_request import StopRequest
-from orchestrator.scheduler.cell_runs import OpenedRuns
-from orchestrator.scheduler.cells import close_sweep_runs, log_tail, retry_delay
+from orchestrator.scheduler.cell_runs import OpenedRuns, close_sweep_runs, log_tail
 from orchestrator.scheduler.fit import job_resources
 from orchestrator.scheduler.hooks import SchedulerHook, decide_ending
 from orchestrator.scheduler.lease import LeaseLost, SchedulerLease
-from orchestrator.scheduler.options import SchedulerOptions
+from orchestrator.scheduler.options import SchedulerOptions, retry_delay
 from orchestrator.scheduler.order import LaunchOrder, stored_demand
 from orchestrator.scheduler.ports import NullTracker, RunTracker
 from orchestrator.scheduler.recovery import ended_while_away, recover_cells

@@ -17,8 +17,7 @@ from orchestrator.executors import Executor, JobHandle
 from orchestrator.registry import CellRecord, CellState, Registry, SweepRecord
 from orchestrator.runs.folder import LOG_FILE
 from orchestrator.runs.layout import run_folder
-from orchestrator.scheduler.cell_runs import OpenedRuns
-from orchestrator.scheduler.cells import end_stale_runs
+from orchestrator.scheduler.cell_runs import OpenedRuns, end_stale_runs
 from orchestrator.scheduler.hooks import SchedulerHook, decide_ending
 from orchestrator.scheduler.ports import JobFinder, RunTracker
 

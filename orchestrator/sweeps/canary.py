@@ -31,7 +31,7 @@ from orchestrator.paths import canary_sweep
 from orchestrator.registry import CellRecord, CellState
 from orchestrator.runs.folder import LOG_FILE
 from orchestrator.runs.layout import run_folder
-from orchestrator.scheduler.cells import log_tail
+from orchestrator.scheduler.cell_runs import log_tail
 from orchestrator.scheduler.fit import check_fit
 from orchestrator.scheduler.options import SchedulerOptions
 from orchestrator.sweeps.driver import resume

@@ -20,7 +20,7 @@ from orchestrator.backends import Backend
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.executors import Executor, job_id_prefixes
 from orchestrator.registry import CellState, Registry, SweepRecord
-from orchestrator.scheduler.cells import UNFINISHED
+from orchestrator.scheduler.cell_runs import UNFINISHED
 from orchestrator.scheduler.fit import check_fit
 from orchestrator.scheduler.hooks import SchedulerHook
 from orchestrator.scheduler.lease import SweepLockedError
