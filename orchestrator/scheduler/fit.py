@@ -1,11 +1,10 @@
 """What a cell's job asks its executor for, and refusing cells no executor slot can hold.
 
-:func:`job_resources` is the one place a cell's :class:`JobResources` are made (the loop
-submits them, :func:`check_fit` judges them): from its stored
-:class:`~orchestrator.backends.base.Demand` and the spec's ``resources`` (CPUs, hours).
-A cell asking for more than the executor can *ever* give (more GPUs than the machine
-has, more than any node of a Ray cluster) would wait forever, silently ``pending``; so
-``submit``, ``resume`` and ``canary`` ask :meth:`Executor.fits` about every distinct
+:func:`job_resources` is the one place a cell's :class:`JobResources` are made (the loop submits
+them, :func:`check_fit` judges them): from its stored :class:`~orchestrator.backends.base.Demand`
+and the spec's ``resources`` (CPUs, hours). A cell asking for more than the executor can *ever* give
+(more GPUs than the machine has, more than any node of a Ray cluster) would wait forever, silently
+``pending``; so ``submit``, ``resume`` and ``canary`` ask :meth:`Executor.fits` about every distinct
 request first and say what to change, before anything is written or launched.
 """
 

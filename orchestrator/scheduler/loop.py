@@ -1,20 +1,19 @@
 """The scheduler loop: moves one sweep's cells through their states until none is left.
 
-Each state change is one registry transaction (compare-and-set), so the registry is the
-truth and another process (``kappa cancel``, a second ``kappa submit``) can act on the
-sweep meanwhile. The loop recovers what a killed scheduler left (:mod:`.recovery`);
-launches pending cells that fit the free capacity (:mod:`.order`), judged from each
-cell's demand stored at submit (it validates no settings); watches running jobs
-(progress, then ``succeeded``, or ``failed`` and retried after a backoff while retries
-remain); kills the jobs of cells cancelled behind its back; and calls its hooks
-(:mod:`.hooks`: stopping rules and the GPU-hours cap, a search's trials). A launch that
-cannot be made is a failed attempt; a tracking store or executor that is away makes a
-cell wait (or gives its attempt back), uncharged. Cells' MLflow runs may end in the
-background; :meth:`SweepScheduler.run` waits for them before it returns.
+Each state change is one registry transaction (compare-and-set), so the registry is the truth and
+another process (``kappa cancel``, a second ``kappa submit``) can act on the sweep meanwhile. The
+loop recovers what a killed scheduler left (:mod:`.recovery`); launches pending cells that fit the
+free capacity (:mod:`.order`), judged from each cell's demand stored at submit (it validates no
+settings); watches running jobs (progress, then ``succeeded``, or ``failed`` and retried after a
+backoff while retries remain); kills the jobs of cells cancelled behind its back; and calls its
+hooks (:mod:`.hooks`: stopping rules and the GPU-hours cap, a search's trials). A launch that cannot
+be made is a failed attempt; a tracking store or executor that is away makes a cell wait (or gives
+its attempt back), uncharged. Cells' MLflow runs may end in the background;
+:meth:`SweepScheduler.run` waits for them before it returns.
 
-It holds the sweep's lease (:mod:`.lease`) throughout and writes through a registry
-fenced by it: once the lease is lost it raises :class:`~.lease.LeaseLost` before its
-next pass or launch, and any write it still tries changes nothing.
+It holds the sweep's lease (:mod:`.lease`) throughout and writes through a registry fenced by it:
+once the lease is lost it raises :class:`~.lease.LeaseLost` before its next pass or launch, and any
+write it still tries changes nothing.
 """
 
 from __future__ import annotations

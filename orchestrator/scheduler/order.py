@@ -1,23 +1,22 @@
 """The order in which a sweep's pending cells are launched, and which of them fit now.
 
-A sweep's makespan is decided at its end: a long cell started late keeps the cluster
-busy while most GPUs idle. So kappa launches the **longest expected cells first** and,
-when the next cell does not fit in the GPUs free now, **backfills** smaller cells behind
-it that do. A cell's expected length is the sweep's duration model's (:mod:`.durations`):
-seconds once some cell has finished, its declared steps before that.
+A sweep's makespan is decided at its end: a long cell started late keeps the cluster busy while most
+GPUs idle. So kappa launches the **longest expected cells first** and, when the next cell does not
+fit in the GPUs free now, **backfills** smaller cells behind it that do. A cell's expected length is
+the sweep's duration model's (:mod:`.durations`): seconds once some cell has finished, its declared
+steps before that.
 
-First comes one cell of each configuration none of whose cells has started (a *probe*,
-the first in registry order): until one runs, nothing says how long a configuration
-takes, and a long one found late ends the sweep late (on the simulated cluster, ranking
-probes only among equal estimates left a 10.5 h configuration unprobed until hour 55 of
-67). Ties keep registry order. :meth:`LaunchOrder.observe` remakes the estimates from the
-registry before a pass sorts, so a restarted scheduler orders as the one before it did.
+First comes one cell of each configuration none of whose cells has started (a *probe*, the first in
+registry order): until one runs, nothing says how long a configuration takes, and a long one found
+late ends the sweep late (on the simulated cluster, ranking probes only among equal estimates left a
+10.5 h configuration unprobed until hour 55 of 67). Ties keep registry order.
+:meth:`LaunchOrder.observe` remakes the estimates from the registry before a pass sorts, so a
+restarted scheduler orders as the one before it did.
 
-GPU demand is deliberately not a sort key: on simulated clusters (``bench/
-cluster_makespan.py``) largest-GPU-first did worse than registry order whenever lengths
-were not known, and no better when they were. ``LaunchOrder(longest_first=False,
-backfill=False)`` is strict FIFO, the benchmark's baseline; ``siblings=False`` orders by
-declared steps only.
+GPU demand is deliberately not a sort key: on simulated clusters (``bench/cluster_makespan.py``)
+largest-GPU-first did worse than registry order whenever lengths were not known, and no better when
+they were. ``LaunchOrder(longest_first=False, backfill=False)`` is strict FIFO, the benchmark's
+baseline; ``siblings=False`` orders by declared steps only.
 """
 
 from __future__ import annotations

@@ -76,10 +76,9 @@ def find_job(registry: Registry, executor: Executor, cell: CellRecord) -> JobHan
 
 def ended_while_away(registry: Registry, backend: Backend, hooks: Sequence[SchedulerHook],
                      runs: OpenedRuns, cell: CellRecord) -> bool:
-    """A running cell whose job vanished with the last scheduler: whether its hooks
-    decide how it ended (a stop its run confirmed, or ``diverged``, final whatever
-    became of the job), recorded here (its MLflow run is ended with the other ended
-    cells'); otherwise it is to be requeued."""
+    """A running cell whose job vanished with the last scheduler: whether its hooks decide how it
+    ended (a stop its run confirmed, or ``diverged``, final whatever became of the job), recorded
+    here (its MLflow run is ended with the other ended cells'); otherwise it is to be requeued."""
     run_dir = run_folder(cell)
     ending = decide_ending(hooks, cell.cell_id, run_dir, VANISHED_CODE,
                            backend.read_summary(run_dir))

@@ -32,9 +32,8 @@ def is_unreachable(exc: BaseException) -> bool:
 
 
 def with_store_retries(work: Callable[[], T], what: str, budget: float | None = None) -> T:
-    """``work()``, repeated with backoff while the store is unreachable, for up to
-    ``budget`` seconds (default ``KAPPA_STORE_RETRY_SECONDS``, else 300); the last error
-    is raised after."""
+    """``work()``, repeated with backoff while the store is unreachable, for up to ``budget``
+    seconds (default ``KAPPA_STORE_RETRY_SECONDS``, else 300); the last error is raised after."""
     if budget is None:
         try:
             budget = max(0.0, float(os.environ.get("KAPPA_STORE_RETRY_SECONDS", "300")))

@@ -1,10 +1,9 @@
 """The :class:`Tracker`: one MLflow parent run per sweep, one child run per cell.
 
-Call it only AFTER the spec and every cell validated, so a bad spec leaves nothing in
-MLflow (a submit failing midway: :meth:`Tracker.delete_sweep_runs`). A cell's child run
-is made BEFORE launch and left RUNNING (a retry logs into it); the launched process logs
-into it through :meth:`Tracker.env_for_run`. MLflow is imported on first use of
-:attr:`Tracker.client` only.
+Call it only AFTER the spec and every cell validated, so a bad spec leaves nothing in MLflow (a
+submit failing midway: :meth:`Tracker.delete_sweep_runs`). A cell's child run is made BEFORE launch
+and left RUNNING (a retry logs into it); the launched process logs into it through
+:meth:`Tracker.env_for_run`. MLflow is imported on first use of :attr:`Tracker.client` only.
 """
 
 from __future__ import annotations
