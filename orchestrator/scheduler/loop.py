@@ -23,7 +23,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +73,6 @@ class SweepScheduler:
     resources: Resources = field(default_factory=Resources)  # the spec's, per cell
     _running: dict[str, _Running] = field(default_factory=dict, init=False)
     _retry_at: dict[str, float] = field(default_factory=dict, init=False)
-    _sweep_record: SweepRecord | None = field(default=None, init=False)
     _next_cancel_check: float = field(default=0.0, init=False)
     _store_waits: Counter[str] = field(default_factory=Counter, init=False)
     _lease: SchedulerLease | None = field(default=None, init=False)
@@ -105,7 +104,7 @@ class SweepScheduler:
         """Recover, then step until the sweep has nothing left to run; end its runs."""
         try:
             self.recover()
-            self.tracker.sweep_started(self._sweep())
+            self.tracker.sweep_started(self._sweep)
             while True:
                 self.step()
                 if self.options.on_tick is not None:
@@ -122,14 +121,12 @@ class SweepScheduler:
             hook.on_sweep_end(self.registry)
         # Still under the lease: a scheduler for cells submitted meanwhile starts
         # after this and reopens the parent run.
-        close_sweep_runs(self.registry, self._sweep(), self.tracker)
+        close_sweep_runs(self.registry, self._sweep, self.tracker)
 
     def _pause(self) -> None:
-        """Wait up to one poll interval, returning early if the oldest job ends (the
-        executor's own ``wait``), so short cells do not idle out a whole interval."""
+        """Wait up to one poll interval, less if the oldest job ends (short cells do not idle)."""
         if self._running:
-            oldest = next(iter(self._running.values()))
-            oldest.job.wait(self.options.poll_interval)
+            next(iter(self._running.values())).job.wait(self.options.poll_interval)
         else:
             time.sleep(self.options.poll_interval)
 
@@ -151,14 +148,13 @@ class SweepScheduler:
     def recover(self) -> None:
         """Take over whatever an earlier scheduler of this sweep left behind."""
         ended = partial(ended_while_away, self.registry, self.backend, self.hooks, self.runs)
-        for cell, job in recover_cells(self.registry, self._sweep(), self.executor,
+        for cell, job in recover_cells(self.registry, self._sweep, self.executor,
                                        self.tracker, ended):
             self._running[cell.cell_id] = _Running(cell, job, run_folder(cell))
 
+    @cached_property
     def _sweep(self) -> SweepRecord:
-        if self._sweep_record is None:
-            self._sweep_record = self.registry.get_sweep(self.sweep)
-        return self._sweep_record
+        return self.registry.get_sweep(self.sweep)
 
     def stop_cell(self, cell_id: str, request: StopRequest) -> bool:
         """Ask a running cell to stop as a stopping rule would (a pruner's entry point):
@@ -216,7 +212,7 @@ class SweepScheduler:
             return
         try:
             # Every attempt logs into the cell's one child run (:mod:`.cell_runs`).
-            run_id = self.runs.open(self._sweep(), cell, run_dir)
+            run_id = self.runs.open(self._sweep, cell, run_dir)
         except Exception as exc:
             if not is_unreachable(exc):
                 self._fail_launch(cell, run_dir, f"launch failed: {exc}")
@@ -235,9 +231,8 @@ class SweepScheduler:
         # commits, the marker makes a later launch look for the run before making one.
         fields = {"log_path": str(log_path), "run_dir": str(run_dir)} | (
             {"mlflow_run_id": run_id} if run_id else {})
-        started = self.registry.transition(cell, CellState.QUEUED, CellState.RUNNING,
-                                           **fields)
-        if not started:  # cancelled between the claim and the launch
+        if not self.registry.transition(cell, CellState.QUEUED, CellState.RUNNING, **fields):
+            # Cancelled between the claim and the launch.
             if run_id:
                 self.registry.update_cell(cell, mlflow_run_id=run_id)
                 self.tracker.finish(run_id, "KILLED", run_dir)

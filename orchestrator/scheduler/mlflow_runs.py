@@ -88,9 +88,8 @@ class BackgroundWork:
 
 
 def _import_mlflow_parts(tracker: Tracker) -> None:
-    """Import, on this thread, the MLflow modules the background tasks use: two threads
-    importing a package with import cycles (MLflow has them) for the first time at once
-    can deadlock or see half-initialised modules."""
+    """Import, on this thread, the MLflow modules the background tasks use: two threads importing
+    a package with import cycles (MLflow has them) at once can deadlock or see half-made modules."""
     import mlflow.entities
     import mlflow.exceptions
     import mlflow.store.artifact.artifact_repository_registry  # noqa: F401
@@ -127,8 +126,8 @@ class MlflowRunTracker:
         new_id = self.tracker.create_cell_run(
             sweep.mlflow_parent_run_id, cell, sweep.name, git_commit=self._git_commit,
             may_exist=may_exist, experiment_id=sweep.mlflow_experiment_id, log_params=False)
-        # The params follow off the critical path (before any finish of this run: the
-        # worker keeps order). A run found by the search may have them already.
+        # The params follow off the critical path (before any finish of this run: the worker keeps
+        # order). A run found by the search may have them already.
         self._later(new_id, lambda: with_store_retries(
             lambda: self.tracker.log_cell_params(new_id, cell, may_exist), "logging params"))
         return new_id
@@ -149,24 +148,22 @@ class MlflowRunTracker:
     def finish(self, run_id: str, status: str, run_dir: Path | None = None) -> None:
         """Attach the run folder's files and final metrics, then end the run (in the
         background unless built with ``background=False``)."""
-        self._later(run_id, lambda: self._finish_now(run_id, status, run_dir))
+        self._later(run_id, lambda: with_store_retries(
+            lambda: self._end_run(run_id, status, run_dir), f"ending MLflow run {run_id}"))
 
-    def _finish_now(self, run_id: str, status: str, run_dir: Path | None) -> None:
-        def finish() -> None:
-            files = [run_dir / name for name in ARTIFACTS] if run_dir is not None else []
-            if run_dir is not None:
-                # Metrics the trainer could not deliver (MLflow was away) go in first.
-                Outbox(run_dir).deliver(self.tracker.client, run_id)
-            summary = read_summary(run_dir) or {}
-            steps = summary.get("steps")
-            stopped = summary_stop_reason(summary)
-            if stopped:  # the run's reason for ending early, where the UI shows tags
-                self.tracker.client.set_tag(run_id, STOPPED_TAG, stopped[:5000])
-            self.tracker.finish_cell_run(run_id, status, [f for f in files if f.exists()],
-                                         final_metrics=summary_final(summary),
-                                         step=steps if isinstance(steps, int) else 0)
-
-        with_store_retries(finish, f"ending MLflow run {run_id}")
+    def _end_run(self, run_id: str, status: str, run_dir: Path | None) -> None:
+        files = [run_dir / name for name in ARTIFACTS] if run_dir is not None else []
+        if run_dir is not None:
+            # Metrics the trainer could not deliver (MLflow was away) go in first.
+            Outbox(run_dir).deliver(self.tracker.client, run_id)
+        summary = read_summary(run_dir) or {}
+        steps = summary.get("steps")
+        stopped = summary_stop_reason(summary)
+        if stopped:  # the run's reason for ending early, where the UI shows tags
+            self.tracker.client.set_tag(run_id, STOPPED_TAG, stopped[:5000])
+        self.tracker.finish_cell_run(run_id, status, [f for f in files if f.exists()],
+                                     final_metrics=summary_final(summary),
+                                     step=steps if isinstance(steps, int) else 0)
 
     def flush(self) -> None:
         """Wait until every run handed to :meth:`finish` has been ended."""
@@ -175,8 +172,8 @@ class MlflowRunTracker:
 
     def reconcile(self, sweep: SweepRecord, ended: Mapping[str, str],
                   run_dirs: Mapping[str, Path]) -> int:
-        """End the runs of ended cells that are still RUNNING (one search, then a finish
-        per run found); returns how many."""
+        """End the runs of ended cells still RUNNING (one search, then a finish per run found);
+        how many."""
         if not ended or not sweep.mlflow_parent_run_id:
             return 0
         running = set(self.tracker.running_cell_runs(sweep.mlflow_parent_run_id))
