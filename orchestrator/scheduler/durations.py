@@ -35,6 +35,7 @@ import statistics
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from orchestrator.registry import CellRecord, CellState, Registry
@@ -61,10 +62,6 @@ def work_key(settings: Mapping[str, Any], free: frozenset[str]) -> bytes:
     text = json.dumps({k: v for k, v in settings.items() if k not in free}, sort_keys=True,
                       separators=(",", ":"))
     return hashlib.blake2b(text.encode(), digest_size=16).digest()
-
-
-def _utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 def declared_steps(cell: CellRecord) -> int:
@@ -140,7 +137,7 @@ class SiblingDurations:
     the first N finished siblings of each configuration (to measure how many it needs)."""
 
     free: frozenset[str] = DEFAULT_WORK_FREE
-    clock: Callable[[], datetime] = _utcnow
+    clock: Callable[[], datetime] = field(default=partial(datetime.now, UTC))
     sample_limit: int | None = None
     _keys: dict[str, bytes] = field(default_factory=dict, init=False, repr=False)
     # finished cell id -> its sample (None: not one, e.g. retried)

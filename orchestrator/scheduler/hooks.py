@@ -100,8 +100,5 @@ class SchedulerHook(Protocol):
 def decide_ending(hooks: Sequence[SchedulerHook], cell_id: str, run_dir: Path, code: int,
                   summary: Mapping[str, Any] | None) -> Ending | None:
     """Tell every hook that the cell's job ended; the first ending one decides wins."""
-    ending: Ending | None = None
-    for hook in hooks:
-        decided = hook.on_exit(cell_id, run_dir, code, summary)
-        ending = ending or decided
-    return ending
+    endings = [hook.on_exit(cell_id, run_dir, code, summary) for hook in hooks]
+    return next((ending for ending in endings if ending is not None), None)

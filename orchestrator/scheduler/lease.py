@@ -29,7 +29,6 @@ from orchestrator.registry import Registry
 from orchestrator.registry.leases import Claimant, Lease, LeaseLost, lease_seconds
 
 LOG = logging.getLogger(__name__)
-HOST_ID_ENV = "KAPPA_HOST_ID"
 
 __all__ = ["LeaseLost", "SchedulerLease", "SweepLockedError", "holder_alive", "is_driven",
            "lease_seconds", "this_host"]
@@ -58,7 +57,7 @@ def _default_host_id() -> str:
 def this_host() -> tuple[str, str]:
     """(host name, host id); ``KAPPA_HOST_ID`` overrides the id (tests model two
     machines on one host with it)."""
-    return socket.gethostname(), os.environ.get(HOST_ID_ENV) or _default_host_id()
+    return socket.gethostname(), os.environ.get("KAPPA_HOST_ID") or _default_host_id()
 
 
 def holder_alive(lease: Lease) -> bool | None:
@@ -87,9 +86,7 @@ class SchedulerLease:
         self.registry = registry
         self.sweep = sweep
         self.seconds = seconds if seconds is not None else lease_seconds()
-        host, host_id = this_host()
-        pid = os.getpid()
-        self.me = Claimant(str(uuid.uuid4()), host, host_id, pid, start_ticks(pid))
+        self.me = Claimant(str(uuid.uuid4()), *this_host(), os.getpid(), start_ticks(os.getpid()))
         self._deadline = 0.0
         self._lost: str | None = None
         self._stop = threading.Event()
