@@ -20,7 +20,7 @@ from orchestrator.registry import TERMINAL_STATES, CellRecord, CellState, Regist
 from orchestrator.runs.cell_file import write_cell_file
 from orchestrator.runs.folder import RUN_PENDING_MARKER, write_config
 from orchestrator.runs.layout import run_folder
-from orchestrator.scheduler.ports import RunTracker
+from orchestrator.scheduler.hooks import RunTracker
 
 UNFINISHED = (CellState.PENDING, CellState.QUEUED, CellState.RUNNING)
 # How an ended cell's MLflow run ends.

@@ -1,4 +1,4 @@
-"""The scheduler's :class:`~orchestrator.scheduler.ports.RunTracker` on MLflow.
+"""The scheduler's :class:`~orchestrator.scheduler.hooks.RunTracker` on MLflow.
 
 A thin adapter over :class:`orchestrator.tracking.Tracker` (one client per sweep). A cell's child
 run is created under the sweep's parent run just before its first launch; after that the

@@ -18,8 +18,7 @@ from orchestrator.registry import CellRecord, CellState, Registry, SweepRecord
 from orchestrator.runs.folder import LOG_FILE
 from orchestrator.runs.layout import run_folder
 from orchestrator.scheduler.cell_runs import OpenedRuns, end_stale_runs
-from orchestrator.scheduler.hooks import SchedulerHook, decide_ending
-from orchestrator.scheduler.ports import JobFinder, RunTracker
+from orchestrator.scheduler.hooks import JobFinder, RunTracker, SchedulerHook, decide_ending
 
 # The exit code the hooks hear for a job that vanished with an earlier scheduler.
 VANISHED_CODE = -int(signal.SIGKILL)
