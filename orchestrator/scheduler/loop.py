@@ -34,11 +34,10 @@ from orchestrator.runs.folder import LOG_FILE
 from orchestrator.runs.layout import run_folder
 from orchestrator.runs.stop_request import StopRequest
 from orchestrator.scheduler.cell_runs import OpenedRuns, close_sweep_runs, log_tail
-from orchestrator.scheduler.fit import job_resources
 from orchestrator.scheduler.hooks import NullTracker, RunTracker, SchedulerHook, decide_ending
 from orchestrator.scheduler.lease import LeaseLost, SchedulerLease
 from orchestrator.scheduler.options import SchedulerOptions, retry_delay
-from orchestrator.scheduler.order import LaunchOrder, stored_demand
+from orchestrator.scheduler.order import LaunchOrder, job_resources, stored_demand
 from orchestrator.scheduler.recovery import ended_while_away, recover_cells
 from orchestrator.spec.model import Resources
 from orchestrator.tracking.retry import is_unreachable

@@ -21,12 +21,11 @@ from orchestrator.errors import Problem, UserInputError
 from orchestrator.executors import Executor, job_id_prefixes
 from orchestrator.registry import CellState, Registry, SweepRecord
 from orchestrator.scheduler.cell_runs import UNFINISHED
-from orchestrator.scheduler.fit import check_fit
 from orchestrator.scheduler.hooks import RunTracker, SchedulerHook
 from orchestrator.scheduler.lease import SweepLockedError
 from orchestrator.scheduler.loop import SweepScheduler
 from orchestrator.scheduler.options import SchedulerOptions
-from orchestrator.scheduler.order import LaunchOrder, stored_demand
+from orchestrator.scheduler.order import LaunchOrder, check_fit, stored_demand
 from orchestrator.sweeps.detached import start_background
 from orchestrator.sweeps.executor_choice import (
     ExecutorChoice,
