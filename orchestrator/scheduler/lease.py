@@ -30,9 +30,6 @@ from orchestrator.registry.leases import Claimant, Lease, LeaseLost, lease_secon
 
 LOG = logging.getLogger(__name__)
 
-__all__ = ["LeaseLost", "SchedulerLease", "SweepLockedError", "holder_alive", "is_driven",
-           "lease_seconds", "this_host"]
-
 
 class SweepLockedError(KappaError):
     """Another scheduler holds the sweep's lease (``holder``: whose it is)."""
@@ -92,11 +89,6 @@ class SchedulerLease:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    @property
-    def owner(self) -> str:
-        """This scheduler's owner id in the registry."""
-        return self.me.owner
-
     def acquire(self) -> None:
         """Take the lease and start the heartbeat, or raise :class:`SweepLockedError`
         saying who drives the sweep."""
@@ -139,7 +131,7 @@ class SchedulerLease:
                 return
             started = time.monotonic()
             try:
-                renewed = self.registry.renew_lease(self.sweep, self.owner, self.seconds)
+                renewed = self.registry.renew_lease(self.sweep, self.me.owner, self.seconds)
             except Exception as exc:  # the registry is away: retry; the deadline fences
                 LOG.warning("could not renew the lease of %s: %s", self.sweep, exc)
                 continue
@@ -163,7 +155,7 @@ class SchedulerLease:
             self._thread = None
         if self._lost is None:
             try:
-                self.registry.release_lease(self.sweep, self.owner)
+                self.registry.release_lease(self.sweep, self.me.owner)
             except Exception as exc:  # it expires on its own
                 LOG.warning("could not release the lease of %s: %s", self.sweep, exc)
         self._lost = self._lost or "released"

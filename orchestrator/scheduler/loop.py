@@ -86,7 +86,7 @@ class SweepScheduler:
         retrying. :class:`~.lease.LeaseLost` if the lease is lost meanwhile."""
         own = self.registry
         with SchedulerLease(own, self.sweep) as lease:
-            self._lease, self.registry = lease, own.fenced(lease.owner)
+            self._lease, self.registry = lease, own.fenced(lease.me.owner)
             try:
                 self._drive()
             except Exception as exc:
