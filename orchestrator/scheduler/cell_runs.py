@@ -54,10 +54,13 @@ class OpenedRuns:
         """The registry holds the run id now (or the launch was dropped): no marker."""
         (run_dir / RUN_PENDING_MARKER).unlink(missing_ok=True)
 
-    def remember(self, cell_id: str, run_id: str | None, run_dir: Path) -> None:
-        """Keep the cell's run to end it when the cell ends."""
+    def started(self, cell: CellRecord, run_id: str | None, run_dir: Path) -> None:
+        """The attempt is open in the registry (with its run): no marker, the run is kept to end
+        it when the cell ends, and ``cell.json`` says ``running``."""
+        self.recorded(run_dir)
         if run_id:
-            self._known[cell_id] = (run_id, run_dir)
+            self._known[cell.cell_id] = (run_id, run_dir)
+        self.write_cell_file(cell, CellState.RUNNING, run_id)
 
     def run_id(self, cell_id: str) -> str | None:
         """The run this scheduler opened for the cell, if any."""

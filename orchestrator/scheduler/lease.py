@@ -62,9 +62,7 @@ def holder_alive(lease: Lease) -> bool | None:
     (only its heartbeat can tell)."""
     from orchestrator.runs.liveness import is_running
 
-    if lease.host_id != this_host()[1]:
-        return None
-    return is_running(lease.pid, lease.pid_start)
+    return is_running(lease.pid, lease.pid_start) if lease.host_id == this_host()[1] else None
 
 
 def is_driven(sweep: str, registry: Registry) -> bool:

@@ -236,9 +236,7 @@ class SweepScheduler:
                 self.tracker.finish(run_id, "KILLED", run_dir)
             self.runs.recorded(run_dir)
             return
-        self.runs.recorded(run_dir)
-        self.runs.remember(cell.cell_id, run_id, run_dir)
-        self.runs.write_cell_file(cell, CellState.RUNNING, run_id)
+        self.runs.started(cell, run_id, run_dir)
         env = {**launch.env, **(self.tracker.launch_env(run_id) if run_id else {})}
         for hook in self.hooks:
             hook.on_launch(cell.cell_id, run_dir)
@@ -263,8 +261,7 @@ class SweepScheduler:
         self._running[cell.cell_id] = _Running(cell, job, run_dir)
 
     def _fail_launch(self, cell: CellRecord, run_dir: Path, why: str) -> None:
-        """A launch that could not be made: a failed attempt like any other, so the
-        cell's retries apply (a cell that cannot launch at all spends them quickly)."""
+        """A launch that could not be made: a failed attempt like any other (retries apply)."""
         if self.registry.transition(cell, CellState.QUEUED, CellState.RUNNING,
                                     run_dir=str(run_dir)):  # else cancelled meanwhile
             self._fail(cell, last_error=why)
@@ -326,8 +323,7 @@ class SweepScheduler:
             self._finish_run(cell.cell_id, run_status)
 
     def _fail(self, cell: CellRecord, **fields: Any) -> bool:
-        """A failed attempt, retried after a backoff while retries last; whether the
-        registry took it."""
+        """A failed attempt, retried after a backoff while retries last; whether it was taken."""
         if not self.runs.end_attempt(self.registry, cell, CellState.FAILED, **fields):
             return False
         self._after_failure(cell.cell_id)

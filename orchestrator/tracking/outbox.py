@@ -143,8 +143,7 @@ class OutboxSender:
         self._requested = 0
         self._covered = 0
         self._stopping = False
-        self._thread = threading.Thread(target=self._loop, name="kappa-metrics", daemon=True)
-        self._thread.start()
+        threading.Thread(target=self._loop, name="kappa-metrics", daemon=True).start()
 
     def _get_client(self) -> Any:
         if self._client is None:
