@@ -181,8 +181,7 @@ class SiblingDurations:
             mine = per_key.setdefault(sample.key, [])
             if self.sample_limit is None or len(mine) < self.sample_limit:
                 mine.append(sample)
-        used = [s for mine in per_key.values() for s in mine]
-        pace = self._pace = Pace.of(used)
+        pace = self._pace = Pace.of(s for mine in per_key.values() for s in mine)
         self._done = {k: [math.log(s.seconds / pace.seconds(s.steps)) for s in mine]
                       for k, mine in per_key.items() if pace is not None}
         self._within, self._between = spread(list(self._done.values()))
