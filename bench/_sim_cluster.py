@@ -354,9 +354,9 @@ def simulate(cells: list[SimCell], node_gpus: list[int], order: str = "kappa",
     order with backfill) or ``fifo`` (strict registry order). ``sample_limit``: kappa's
     estimates use only the first N finished siblings of each configuration."""
     from orchestrator.registry import Registry
+    from orchestrator.scheduler.hooks import NullTracker
     from orchestrator.scheduler.options import SchedulerOptions
     from orchestrator.scheduler.order import LaunchOrder
-    from orchestrator.scheduler.ports import NullTracker
     from orchestrator.sweeps.driver import build_scheduler
 
     backend = SimBackend()

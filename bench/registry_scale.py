@@ -129,11 +129,10 @@ def measure(url: str, n: int, repeat: int) -> dict[str, tuple[float, float]]:
     from rich.console import Console
 
     from orchestrator.cli.sweep_views import print_sweep, sweep_json, sweeps_table
-    from orchestrator.scheduler.fit import check_fit
+    from orchestrator.scheduler.hooks import NullTracker
     from orchestrator.scheduler.loop import SweepScheduler
     from orchestrator.scheduler.options import SchedulerOptions
-    from orchestrator.scheduler.order import LaunchOrder, stored_demand
-    from orchestrator.scheduler.ports import NullTracker
+    from orchestrator.scheduler.order import LaunchOrder, check_fit, stored_demand
     from orchestrator.spec.model import Resources
     from orchestrator.sweeps.driver import build_scheduler
 

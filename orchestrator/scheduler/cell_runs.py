@@ -1,11 +1,12 @@
-"""Each cell's MLflow run and ``cell.json`` as one scheduler sees them.
+"""Each cell's MLflow run, ``cell.json`` and log as the scheduler and the commands see them.
 
-A launch opens the cell's one child run (created on the first launch, reopened by a
-retry, resume or resubmit); the scheduler remembers it while the cell runs and ends it
-once when the cell ends. A run created but not yet recorded in the registry is flagged
-by a marker in the run folder (``.mlflow-run-pending``), so the next launch looks for it
-instead of making a second one. ``cell.json`` follows the registry
-(:func:`orchestrator.runs.folder.write_cell_file`): :meth:`OpenedRuns.end_attempt` writes both.
+A launch opens the cell's one child run (created on the first launch, reopened by a retry, resume
+or resubmit); the scheduler remembers it while the cell runs and ends it once when the cell ends.
+A run created but not yet recorded in the registry is flagged by a marker in the run folder
+(``.mlflow-run-pending``), so the next launch looks for it instead of making a second one.
+``cell.json`` follows the registry (:func:`orchestrator.runs.folder.write_cell_file`):
+:meth:`OpenedRuns.end_attempt` writes both. Runs a killed scheduler left RUNNING are ended by
+:func:`end_stale_runs`, those of a sweep no scheduler drives by :func:`close_sweep_runs`.
 """
 
 from __future__ import annotations
@@ -15,10 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.registry import CellRecord, CellState, Registry, SweepRecord
+from orchestrator.registry import TERMINAL_STATES, CellRecord, CellState, Registry, SweepRecord
 from orchestrator.runs.folder import RUN_PENDING_MARKER, write_cell_file, write_config
 from orchestrator.runs.layout import run_folder
-from orchestrator.scheduler.ports import RunTracker
+from orchestrator.scheduler.hooks import RunTracker
+
+UNFINISHED = (CellState.PENDING, CellState.QUEUED, CellState.RUNNING)
+# How an ended cell's MLflow run ends.
+RUN_STATUS = {CellState.SUCCEEDED: "FINISHED", CellState.FAILED: "FAILED",
+              CellState.CANCELLED: "KILLED"}
 
 
 @dataclass
@@ -47,10 +53,13 @@ class OpenedRuns:
         """The registry holds the run id now (or the launch was dropped): no marker."""
         (run_dir / RUN_PENDING_MARKER).unlink(missing_ok=True)
 
-    def remember(self, cell_id: str, run_id: str | None, run_dir: Path) -> None:
-        """Keep the cell's run to end it when the cell ends."""
+    def started(self, cell: CellRecord, run_id: str | None, run_dir: Path) -> None:
+        """The attempt is open in the registry (with its run): no marker, the run is kept to end
+        it when the cell ends, and ``cell.json`` says ``running``."""
+        self.recorded(run_dir)
         if run_id:
-            self._known[cell_id] = (run_id, run_dir)
+            self._known[cell.cell_id] = (run_id, run_dir)
+        self.write_cell_file(cell, CellState.RUNNING, run_id)
 
     def run_id(self, cell_id: str) -> str | None:
         """The run this scheduler opened for the cell, if any."""
@@ -87,3 +96,39 @@ class OpenedRuns:
         with contextlib.suppress(OSError):
             write_cell_file(run_folder(cell), self.sweep, cell, state.value,
                             run_id or self.run_id(cell.cell_id) or cell.mlflow_run_id)
+
+
+def log_tail(path: Path, lines: int = 20) -> str:
+    """The last ``lines`` lines of a log (for ``last_error``)."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, 2)
+            fh.seek(max(0, fh.tell() - 8192))
+            text = fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def end_stale_runs(registry: Registry, sweep: SweepRecord, tracker: RunTracker) -> int:
+    """End the MLflow runs of ``sweep``'s ended cells that are still RUNNING; how many."""
+    ended: dict[str, str] = {}
+    run_dirs: dict[str, Path] = {}
+    for cell in registry.cells(sweep.name, list(TERMINAL_STATES)):
+        if cell.mlflow_run_id and cell.state in RUN_STATUS:
+            ended[cell.mlflow_run_id] = RUN_STATUS[cell.state]
+            run_dirs[cell.mlflow_run_id] = run_folder(cell)
+    return tracker.reconcile(sweep, ended, run_dirs) if ended else 0
+
+
+def close_sweep_runs(registry: Registry, sweep: SweepRecord, tracker: RunTracker) -> bool:
+    """For a sweep no scheduler drives (e.g. after ``kappa cancel``): end its ended cells' runs
+    and, if no cell is unfinished, its parent run; whether the parent was ended."""
+    end_stale_runs(registry, sweep, tracker)
+    counts = registry.counts(sweep.name)
+    if any(counts[s] for s in UNFINISHED):
+        tracker.flush()
+        return False
+    tracker.sweep_ended(sweep, {state.value: n for state, n in counts.items()
+                                if state in TERMINAL_STATES})
+    return True

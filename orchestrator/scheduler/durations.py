@@ -1,5 +1,5 @@
-"""How long a cell takes: the sweep's one duration model, for its launch order
-(:mod:`.order`) and its GPU-hours cap (:mod:`orchestrator.stopping.budget`).
+"""How long a cell takes: the sweep's one duration model, for its launch order (:mod:`.order`) and
+its GPU-hours cap (:mod:`orchestrator.stopping.budget`).
 
 * A finished cell's **sample** (:func:`finished_sample`): a succeeded cell of one attempt
   (a retried cell's last one may have resumed halfway), its wall time scaled to its
@@ -10,21 +10,20 @@
   bound) and, once a tenth of its only attempt is done, the time to its last progress
   report over the fraction done.
 
-The cap prices a cell at the pace. The launch order (:class:`SiblingDurations`) moves the
-pace by a cell's *siblings*, the cells doing the same work: settings equal but for those
-that do not change it (:func:`work_free_settings`: a backend's, else ``seed``), in an
-ablation the same configuration under other seeds. Their times (samples, projections)
-move it by the mean of log(time / pace), weighted τ² / (τ² + σ²/n) for n siblings, σ² the
-variance of log times between siblings and τ² that of configurations around the pace
-(empirical-Bayes shrinkage, measured on the finished cells): where seeds take the same
-time the estimate is the siblings' (geometric mean) time; where they vary as much as
-configurations do, the pace (siblings that say nothing are not believed). The longest a
-running sibling has run raises it, weighted as one sibling. Before any cell finished the
-estimate is the declared steps.
+The cap prices a cell at the pace. The launch order (:class:`SiblingDurations`) moves the pace by a
+cell's *siblings*, the cells doing the same work: settings equal but for those that do not change it
+(:func:`work_free_settings`: a backend's, else ``seed``), in an ablation the same configuration
+under other seeds. Their times (samples, projections) move it by the mean of log(time / pace),
+weighted τ² / (τ² + σ²/n) for n siblings, σ² the variance of log times between siblings and τ² that
+of configurations around the pace (empirical-Bayes shrinkage, measured on the finished cells): where
+seeds take the same time the estimate is the siblings' (geometric mean) time; where they vary as
+much as configurations do, the pace (siblings that say nothing are not believed). The longest a
+running sibling has run raises it, weighted as one sibling. Before any cell finished the estimate is
+the declared steps.
 
-Each :meth:`SiblingDurations.observe` reads it all again from the registry, so a
-restarted scheduler makes the same estimates; only what never changes for a cell id is
-cached (its work key, a hash of its settings; a finished cell's sample).
+Each :meth:`SiblingDurations.observe` reads it all again from the registry, so a restarted scheduler
+makes the same estimates; only what never changes for a cell id is cached (its work key, a hash of
+its settings; a finished cell's sample).
 """
 
 from __future__ import annotations
@@ -36,6 +35,7 @@ import statistics
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from orchestrator.registry import CellRecord, CellState, Registry
@@ -62,10 +62,6 @@ def work_key(settings: Mapping[str, Any], free: frozenset[str]) -> bytes:
     text = json.dumps({k: v for k, v in settings.items() if k not in free}, sort_keys=True,
                       separators=(",", ":"))
     return hashlib.blake2b(text.encode(), digest_size=16).digest()
-
-
-def _utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 def declared_steps(cell: CellRecord) -> int:
@@ -141,7 +137,7 @@ class SiblingDurations:
     the first N finished siblings of each configuration (to measure how many it needs)."""
 
     free: frozenset[str] = DEFAULT_WORK_FREE
-    clock: Callable[[], datetime] = _utcnow
+    clock: Callable[[], datetime] = field(default=partial(datetime.now, UTC))
     sample_limit: int | None = None
     _keys: dict[str, bytes] = field(default_factory=dict, init=False, repr=False)
     # finished cell id -> its sample (None: not one, e.g. retried)
@@ -185,8 +181,7 @@ class SiblingDurations:
             mine = per_key.setdefault(sample.key, [])
             if self.sample_limit is None or len(mine) < self.sample_limit:
                 mine.append(sample)
-        used = [s for mine in per_key.values() for s in mine]
-        pace = self._pace = Pace.of(used)
+        pace = self._pace = Pace.of(s for mine in per_key.values() for s in mine)
         self._done = {k: [math.log(s.seconds / pace.seconds(s.steps)) for s in mine]
                       for k, mine in per_key.items() if pace is not None}
         self._within, self._between = spread(list(self._done.values()))
@@ -253,10 +248,9 @@ class SiblingDurations:
 
 
 def spread(groups: list[list[float]]) -> tuple[float | None, float | None]:
-    """(σ², τ²) of values in groups: the pooled variance within groups (``None`` without
-    a group of two), and the variance of the groups' true means, by the method of moments
-    (variance of the group means less what σ² alone gives them; ``None`` with fewer than
-    two groups or no σ²)."""
+    """(σ², τ²) of values in groups: the pooled variance within groups (``None`` without a group of
+    two), and the variance of the groups' true means, by the method of moments (variance of the
+    group means less what σ² alone gives them; ``None`` with fewer than two groups or no σ²)."""
     pairs = [(len(g), statistics.fmean(g)) for g in groups if g]
     free = sum(n - 1 for n, _ in pairs)
     if not free:

@@ -1,23 +1,25 @@
-"""How stopping and search take part in the scheduler loop: the hook protocol.
+"""What plugs into the scheduler loop, as small protocols: anything with their methods plugs in.
 
-The loop (:mod:`.loop`) knows nothing of stopping rules, GPU-hours caps or Optuna
-studies; whoever builds it (:mod:`orchestrator.sweeps`) passes it the sweep's hooks, which
-it calls from its one thread at fixed points of a pass, in the order given. Like an Optuna
-pruner, a hook only judges and asks: the loop changes cell states from its answers, so a
-hook that does nothing (:class:`SchedulerHook`'s defaults) leaves the loop as it was. A
-hook keeps nothing a restart would lose: what it decided is in the registry or the run
-folder (a stop request, a study), and a new scheduler's hooks read it back.
+The loop (:mod:`.loop`) tracks its cells' runs through a :class:`RunTracker` and, recovering after a
+crash, asks an executor that is a :class:`JobFinder` for jobs it never recorded. It knows nothing of
+stopping rules, GPU-hours caps or Optuna studies; whoever builds it (:mod:`orchestrator.sweeps`)
+passes it the sweep's hooks, which it calls from its one thread at fixed points of a pass, in the
+order given. Like an Optuna pruner, a hook only judges and asks: the loop changes cell states from
+its answers, so a hook that does nothing (:class:`SchedulerHook`'s defaults) leaves the loop as it
+was. A hook keeps nothing a restart would lose: what it decided is in the registry or the run folder
+(a stop request, a study), and a new scheduler's hooks read it back.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from orchestrator.executors.base import JobHandle
-from orchestrator.registry import CellRecord, CellState, Registry
+from orchestrator.registry import CellRecord, CellState, Registry, SweepRecord
 from orchestrator.runs.stop_request import StopRequest
 
 
@@ -97,11 +99,63 @@ class SchedulerHook(Protocol):
         return False
 
 
+class RunTracker(Protocol):
+    """The tracking side of a sweep: one child run per cell under the sweep's parent run
+    (the defaults track nothing: :class:`NullTracker`)."""
+
+    def cell_run(self, sweep: SweepRecord, cell: CellRecord, *, may_exist: bool) -> str:
+        """The cell's child run id, RUNNING: ``cell.mlflow_run_id`` reopened, else a new run
+        (``""``: none). ``may_exist``: an earlier launch may have created a run it never
+        recorded, so look for one before creating (the scheduler knows when)."""
+        return ""
+
+    def launch_env(self, run_id: str) -> Mapping[str, str]:
+        """Environment that makes the launched process log into ``run_id``."""
+        return {}
+
+    def finish(self, run_id: str, status: str, run_dir: Path | None = None) -> None:
+        """End the run (``FINISHED``, ``FAILED`` or ``KILLED``), keeping files of ``run_dir``;
+        may complete later, off the caller's path (:meth:`flush` waits for it)."""
+        return None
+
+    def flush(self) -> None:
+        """Wait until every :meth:`finish` so far has reached the store."""
+        return None
+
+    def reconcile(self, sweep: SweepRecord, ended: Mapping[str, str],
+                  run_dirs: Mapping[str, Path]) -> int:
+        """End the runs in ``ended`` (run id -> status) that are still RUNNING: what a
+        scheduler that died before finishing them left. Returns how many it ended."""
+        return 0
+
+    def sweep_started(self, sweep: SweepRecord) -> None:
+        """The sweep's parent run is RUNNING again (a scheduler drives the sweep)."""
+        return None
+
+    def sweep_ended(self, sweep: SweepRecord, counts: Mapping[str, int]) -> None:
+        """End the sweep's parent run: ``FINISHED`` when every cell succeeded, ``FAILED``
+        when one failed, else ``KILLED`` (cancelled cells); ``counts`` (state -> cells)
+        go with it as tags."""
+        return None
+
+
+class NullTracker(RunTracker):
+    """Tracks nothing (for benchmarks and registry-only runs)."""
+
+
+@runtime_checkable
+class JobFinder(Protocol):
+    """Optional executor ability: find jobs by the log they write to (the one gap in
+    crash recovery: a scheduler killed between starting a job and recording its id)."""
+
+    def jobs_for_log(self, log_path: Path, since: datetime | None = None) -> list[str]:
+        """Ids of the jobs submitted with ``log_path``, newest first; with ``since``,
+        only those submitted at or after that moment (of the submitter's clock)."""
+        ...
+
+
 def decide_ending(hooks: Sequence[SchedulerHook], cell_id: str, run_dir: Path, code: int,
                   summary: Mapping[str, Any] | None) -> Ending | None:
     """Tell every hook that the cell's job ended; the first ending one decides wins."""
-    ending: Ending | None = None
-    for hook in hooks:
-        decided = hook.on_exit(cell_id, run_dir, code, summary)
-        ending = ending or decided
-    return ending
+    endings = [hook.on_exit(cell_id, run_dir, code, summary) for hook in hooks]
+    return next((ending for ending in endings if ending is not None), None)

@@ -29,10 +29,6 @@ from orchestrator.registry import Registry
 from orchestrator.registry.leases import Claimant, Lease, LeaseLost, lease_seconds
 
 LOG = logging.getLogger(__name__)
-HOST_ID_ENV = "KAPPA_HOST_ID"
-
-__all__ = ["LeaseLost", "SchedulerLease", "SweepLockedError", "holder_alive", "is_driven",
-           "lease_seconds", "this_host"]
 
 
 class SweepLockedError(KappaError):
@@ -58,7 +54,7 @@ def _default_host_id() -> str:
 def this_host() -> tuple[str, str]:
     """(host name, host id); ``KAPPA_HOST_ID`` overrides the id (tests model two
     machines on one host with it)."""
-    return socket.gethostname(), os.environ.get(HOST_ID_ENV) or _default_host_id()
+    return socket.gethostname(), os.environ.get("KAPPA_HOST_ID") or _default_host_id()
 
 
 def holder_alive(lease: Lease) -> bool | None:
@@ -66,9 +62,7 @@ def holder_alive(lease: Lease) -> bool | None:
     (only its heartbeat can tell)."""
     from orchestrator.runs.liveness import is_running
 
-    if lease.host_id != this_host()[1]:
-        return None
-    return is_running(lease.pid, lease.pid_start)
+    return is_running(lease.pid, lease.pid_start) if lease.host_id == this_host()[1] else None
 
 
 def is_driven(sweep: str, registry: Registry) -> bool:
@@ -87,18 +81,11 @@ class SchedulerLease:
         self.registry = registry
         self.sweep = sweep
         self.seconds = seconds if seconds is not None else lease_seconds()
-        host, host_id = this_host()
-        pid = os.getpid()
-        self.me = Claimant(str(uuid.uuid4()), host, host_id, pid, start_ticks(pid))
+        self.me = Claimant(str(uuid.uuid4()), *this_host(), os.getpid(), start_ticks(os.getpid()))
         self._deadline = 0.0
         self._lost: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-
-    @property
-    def owner(self) -> str:
-        """This scheduler's owner id in the registry."""
-        return self.me.owner
 
     def acquire(self) -> None:
         """Take the lease and start the heartbeat, or raise :class:`SweepLockedError`
@@ -142,7 +129,7 @@ class SchedulerLease:
                 return
             started = time.monotonic()
             try:
-                renewed = self.registry.renew_lease(self.sweep, self.owner, self.seconds)
+                renewed = self.registry.renew_lease(self.sweep, self.me.owner, self.seconds)
             except Exception as exc:  # the registry is away: retry; the deadline fences
                 LOG.warning("could not renew the lease of %s: %s", self.sweep, exc)
                 continue
@@ -166,7 +153,7 @@ class SchedulerLease:
             self._thread = None
         if self._lost is None:
             try:
-                self.registry.release_lease(self.sweep, self.owner)
+                self.registry.release_lease(self.sweep, self.me.owner)
             except Exception as exc:  # it expires on its own
                 LOG.warning("could not release the lease of %s: %s", self.sweep, exc)
         self._lost = self._lost or "released"

@@ -1,20 +1,19 @@
 """The scheduler loop: moves one sweep's cells through their states until none is left.
 
-Each state change is one registry transaction (compare-and-set), so the registry is the
-truth and another process (``kappa cancel``, a second ``kappa submit``) can act on the
-sweep meanwhile. The loop recovers what a killed scheduler left (:mod:`.recovery`);
-launches pending cells that fit the free capacity (:mod:`.order`), judged from each
-cell's demand stored at submit (it validates no settings); watches running jobs
-(progress, then ``succeeded``, or ``failed`` and retried after a backoff while retries
-remain); kills the jobs of cells cancelled behind its back; and calls its hooks
-(:mod:`.hooks`: stopping rules and the GPU-hours cap, a search's trials). A launch that
-cannot be made is a failed attempt; a tracking store or executor that is away makes a
-cell wait (or gives its attempt back), uncharged. Cells' MLflow runs may end in the
-background; :meth:`SweepScheduler.run` waits for them before it returns.
+Each state change is one registry transaction (compare-and-set), so the registry is the truth and
+another process (``kappa cancel``, a second ``kappa submit``) can act on the sweep meanwhile. The
+loop recovers what a killed scheduler left (:mod:`.recovery`); launches pending cells that fit the
+free capacity (:mod:`.order`), judged from each cell's demand stored at submit (it validates no
+settings); watches running jobs (progress, then ``succeeded``, or ``failed`` and retried after a
+backoff while retries remain); kills the jobs of cells cancelled behind its back; and calls its
+hooks (:mod:`.hooks`: stopping rules and the GPU-hours cap, a search's trials). A launch that cannot
+be made is a failed attempt; a tracking store or executor that is away makes a cell wait (or gives
+its attempt back), uncharged. Cells' MLflow runs may end in the background;
+:meth:`SweepScheduler.run` waits for them before it returns.
 
-It holds the sweep's lease (:mod:`.lease`) throughout and writes through a registry
-fenced by it: once the lease is lost it raises :class:`~.lease.LeaseLost` before its
-next pass or launch, and any write it still tries changes nothing.
+It holds the sweep's lease (:mod:`.lease`) throughout and writes through a registry fenced by it:
+once the lease is lost it raises :class:`~.lease.LeaseLost` before its next pass or launch, and any
+write it still tries changes nothing.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any
 
@@ -34,14 +33,11 @@ from orchestrator.registry import CellRecord, CellState, Registry, SweepRecord
 from orchestrator.runs.folder import LOG_FILE
 from orchestrator.runs.layout import run_folder
 from orchestrator.runs.stop_request import StopRequest
-from orchestrator.scheduler.cell_runs import OpenedRuns
-from orchestrator.scheduler.cells import close_sweep_runs, log_tail, retry_delay
-from orchestrator.scheduler.fit import job_resources
-from orchestrator.scheduler.hooks import SchedulerHook, decide_ending
+from orchestrator.scheduler.cell_runs import OpenedRuns, close_sweep_runs, log_tail
+from orchestrator.scheduler.hooks import NullTracker, RunTracker, SchedulerHook, decide_ending
 from orchestrator.scheduler.lease import LeaseLost, SchedulerLease
-from orchestrator.scheduler.options import SchedulerOptions
-from orchestrator.scheduler.order import LaunchOrder, stored_demand
-from orchestrator.scheduler.ports import NullTracker, RunTracker
+from orchestrator.scheduler.options import SchedulerOptions, retry_delay
+from orchestrator.scheduler.order import LaunchOrder, job_resources, stored_demand
 from orchestrator.scheduler.recovery import ended_while_away, recover_cells
 from orchestrator.spec.model import Resources
 from orchestrator.tracking.retry import is_unreachable
@@ -75,7 +71,6 @@ class SweepScheduler:
     resources: Resources = field(default_factory=Resources)  # the spec's, per cell
     _running: dict[str, _Running] = field(default_factory=dict, init=False)
     _retry_at: dict[str, float] = field(default_factory=dict, init=False)
-    _sweep_record: SweepRecord | None = field(default=None, init=False)
     _next_cancel_check: float = field(default=0.0, init=False)
     _store_waits: Counter[str] = field(default_factory=Counter, init=False)
     _lease: SchedulerLease | None = field(default=None, init=False)
@@ -91,7 +86,7 @@ class SweepScheduler:
         retrying. :class:`~.lease.LeaseLost` if the lease is lost meanwhile."""
         own = self.registry
         with SchedulerLease(own, self.sweep) as lease:
-            self._lease, self.registry = lease, own.fenced(lease.owner)
+            self._lease, self.registry = lease, own.fenced(lease.me.owner)
             try:
                 self._drive()
             except Exception as exc:
@@ -107,7 +102,7 @@ class SweepScheduler:
         """Recover, then step until the sweep has nothing left to run; end its runs."""
         try:
             self.recover()
-            self.tracker.sweep_started(self._sweep())
+            self.tracker.sweep_started(self._sweep)
             while True:
                 self.step()
                 if self.options.on_tick is not None:
@@ -124,14 +119,12 @@ class SweepScheduler:
             hook.on_sweep_end(self.registry)
         # Still under the lease: a scheduler for cells submitted meanwhile starts
         # after this and reopens the parent run.
-        close_sweep_runs(self.registry, self._sweep(), self.tracker)
+        close_sweep_runs(self.registry, self._sweep, self.tracker)
 
     def _pause(self) -> None:
-        """Wait up to one poll interval, returning early if the oldest job ends (the
-        executor's own ``wait``), so short cells do not idle out a whole interval."""
+        """Wait up to one poll interval, less if the oldest job ends (short cells do not idle)."""
         if self._running:
-            oldest = next(iter(self._running.values()))
-            oldest.job.wait(self.options.poll_interval)
+            next(iter(self._running.values())).job.wait(self.options.poll_interval)
         else:
             time.sleep(self.options.poll_interval)
 
@@ -153,14 +146,13 @@ class SweepScheduler:
     def recover(self) -> None:
         """Take over whatever an earlier scheduler of this sweep left behind."""
         ended = partial(ended_while_away, self.registry, self.backend, self.hooks, self.runs)
-        for cell, job in recover_cells(self.registry, self._sweep(), self.executor,
+        for cell, job in recover_cells(self.registry, self._sweep, self.executor,
                                        self.tracker, ended):
             self._running[cell.cell_id] = _Running(cell, job, run_folder(cell))
 
+    @cached_property
     def _sweep(self) -> SweepRecord:
-        if self._sweep_record is None:
-            self._sweep_record = self.registry.get_sweep(self.sweep)
-        return self._sweep_record
+        return self.registry.get_sweep(self.sweep)
 
     def stop_cell(self, cell_id: str, request: StopRequest) -> bool:
         """Ask a running cell to stop as a stopping rule would (a pruner's entry point):
@@ -218,7 +210,7 @@ class SweepScheduler:
             return
         try:
             # Every attempt logs into the cell's one child run (:mod:`.cell_runs`).
-            run_id = self.runs.open(self._sweep(), cell, run_dir)
+            run_id = self.runs.open(self._sweep, cell, run_dir)
         except Exception as exc:
             if not is_unreachable(exc):
                 self._fail_launch(cell, run_dir, f"launch failed: {exc}")
@@ -237,17 +229,14 @@ class SweepScheduler:
         # commits, the marker makes a later launch look for the run before making one.
         fields = {"log_path": str(log_path), "run_dir": str(run_dir)} | (
             {"mlflow_run_id": run_id} if run_id else {})
-        started = self.registry.transition(cell, CellState.QUEUED, CellState.RUNNING,
-                                           **fields)
-        if not started:  # cancelled between the claim and the launch
+        if not self.registry.transition(cell, CellState.QUEUED, CellState.RUNNING, **fields):
+            # Cancelled between the claim and the launch.
             if run_id:
                 self.registry.update_cell(cell, mlflow_run_id=run_id)
                 self.tracker.finish(run_id, "KILLED", run_dir)
             self.runs.recorded(run_dir)
             return
-        self.runs.recorded(run_dir)
-        self.runs.remember(cell.cell_id, run_id, run_dir)
-        self.runs.write_cell_file(cell, CellState.RUNNING, run_id)
+        self.runs.started(cell, run_id, run_dir)
         env = {**launch.env, **(self.tracker.launch_env(run_id) if run_id else {})}
         for hook in self.hooks:
             hook.on_launch(cell.cell_id, run_dir)
@@ -272,8 +261,7 @@ class SweepScheduler:
         self._running[cell.cell_id] = _Running(cell, job, run_dir)
 
     def _fail_launch(self, cell: CellRecord, run_dir: Path, why: str) -> None:
-        """A launch that could not be made: a failed attempt like any other, so the
-        cell's retries apply (a cell that cannot launch at all spends them quickly)."""
+        """A launch that could not be made: a failed attempt like any other (retries apply)."""
         if self.registry.transition(cell, CellState.QUEUED, CellState.RUNNING,
                                     run_dir=str(run_dir)):  # else cancelled meanwhile
             self._fail(cell, last_error=why)
@@ -335,8 +323,7 @@ class SweepScheduler:
             self._finish_run(cell.cell_id, run_status)
 
     def _fail(self, cell: CellRecord, **fields: Any) -> bool:
-        """A failed attempt, retried after a backoff while retries last; whether the
-        registry took it."""
+        """A failed attempt, retried after a backoff while retries last; whether it was taken."""
         if not self.runs.end_attempt(self.registry, cell, CellState.FAILED, **fields):
             return False
         self._after_failure(cell.cell_id)

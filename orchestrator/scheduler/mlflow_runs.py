@@ -1,18 +1,22 @@
-"""The scheduler's :class:`~orchestrator.scheduler.ports.RunTracker` on MLflow.
+"""The scheduler's :class:`~orchestrator.scheduler.hooks.RunTracker` on MLflow.
 
-A thin adapter over :class:`orchestrator.tracking.Tracker` (one client per sweep). A
-cell's child run is created under the sweep's parent run just before its first launch;
-after that the registry's ``mlflow_run_id`` is the truth, so a retry or resume reopens
-it without searching (only a launch that may have created a run without recording it,
-``may_exist``, searches first). A run's params and its ending (files, final metrics, the
-``kappa.stopped`` tag, the outbox's undelivered metrics) go through one background thread
-(:mod:`.background`), in order, off the loop's critical path, each waiting out a tracking
-store that went away (:mod:`orchestrator.tracking.retry`); a retry reopening a run waits
-for the run's own pending work first.
+A thin adapter over :class:`orchestrator.tracking.Tracker` (one client per sweep). A cell's child
+run is created under the sweep's parent run just before its first launch; after that the
+registry's ``mlflow_run_id`` is the truth, so a retry or resume reopens it without searching (only
+a launch that may have created a run without recording it, ``may_exist``, searches first). A run's
+params and its ending (files, final metrics, the ``kappa.stopped`` tag, the outbox's undelivered
+metrics) take tens of milliseconds that nothing in the loop waits on, so they go through one
+background thread (:class:`BackgroundWork`), in order, off the loop's critical path, each waiting
+out a tracking store that went away (:mod:`orchestrator.tracking.retry`); a retry reopening a run
+waits for the run's own pending work first.
 """
 
 from __future__ import annotations
 
+import logging
+import queue
+import threading
+from collections import Counter
 from collections.abc import Callable, Mapping
 from functools import cached_property
 from pathlib import Path
@@ -26,20 +30,66 @@ from orchestrator.runs.folder import (
     summary_final,
     summary_stop_reason,
 )
-from orchestrator.scheduler.background import BackgroundWork
 from orchestrator.tracking import Tracker, git_commit
 from orchestrator.tracking.outbox import Outbox
 from orchestrator.tracking.retry import with_store_retries
 
+LOG = logging.getLogger(__name__)
 ARTIFACTS = (CONFIG_FILE, SUMMARY_FILE, LOG_FILE)
 # Set on a cell's run when a stopping rule ended it: the reason (``plateau at step 340 ...``).
 STOPPED_TAG = "kappa.stopped"
 
 
+class BackgroundWork:
+    """Runs submitted callables one at a time, in submission order, on a daemon thread. A task
+    carries a key (the run id) to wait for one run's tasks; a task that fails is logged and
+    dropped: the next scheduler's recovery redoes what it left undone."""
+
+    def __init__(self) -> None:
+        self._queue: queue.Queue[tuple[str, Callable[[], object]]] = queue.Queue()
+        self._pending: Counter[str] = Counter()
+        self._idle = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def submit(self, key: str, task: Callable[[], object]) -> None:
+        """Queue ``task`` (known by ``key``); the worker starts on first use."""
+        with self._idle:
+            self._pending[key] += 1
+        if self._thread is None or not self._thread.is_alive():
+            # Daemon: a scheduler that dies must not hang on it; recovery redoes the work.
+            self._thread = threading.Thread(target=self._work, name="kappa-mlflow-finish",
+                                            daemon=True)
+            self._thread.start()
+        self._queue.put((key, task))
+
+    def wait_for(self, key: str) -> None:
+        """Return once no task of ``key`` is queued or running."""
+        with self._idle:
+            self._idle.wait_for(lambda: self._pending[key] == 0)
+
+    def flush(self) -> None:
+        """Return once every task submitted so far has run."""
+        with self._idle:
+            self._idle.wait_for(lambda: not self._pending)
+
+    def _work(self) -> None:
+        while True:
+            key, task = self._queue.get()
+            try:
+                task()
+            except Exception as exc:  # logged and dropped; recovery redoes it
+                LOG.warning("background task for %s failed: %s", key, exc)
+            finally:
+                with self._idle:
+                    self._pending[key] -= 1
+                    if self._pending[key] <= 0:
+                        del self._pending[key]
+                    self._idle.notify_all()
+
+
 def _import_mlflow_parts(tracker: Tracker) -> None:
-    """Import, on this thread, the MLflow modules the background tasks use: two threads
-    importing a package with import cycles (MLflow has them) for the first time at once
-    can deadlock or see half-initialised modules."""
+    """Import, on this thread, the MLflow modules the background tasks use: two threads importing
+    a package with import cycles (MLflow has them) at once can deadlock or see half-made modules."""
     import mlflow.entities
     import mlflow.exceptions
     import mlflow.store.artifact.artifact_repository_registry  # noqa: F401
@@ -52,7 +102,7 @@ class MlflowRunTracker:
 
     def __init__(self, uri: str | None = None, background: bool = True) -> None:
         self.tracker = Tracker(uri)
-        self._work = BackgroundWork("kappa-mlflow-finish") if background else None
+        self._work = BackgroundWork() if background else None
         self._warm = False
 
     @cached_property
@@ -76,8 +126,8 @@ class MlflowRunTracker:
         new_id = self.tracker.create_cell_run(
             sweep.mlflow_parent_run_id, cell, sweep.name, git_commit=self._git_commit,
             may_exist=may_exist, experiment_id=sweep.mlflow_experiment_id, log_params=False)
-        # The params follow off the critical path (before any finish of this run: the
-        # worker keeps order). A run found by the search may have them already.
+        # The params follow off the critical path (before any finish of this run: the worker keeps
+        # order). A run found by the search may have them already.
         self._later(new_id, lambda: with_store_retries(
             lambda: self.tracker.log_cell_params(new_id, cell, may_exist), "logging params"))
         return new_id
@@ -98,24 +148,22 @@ class MlflowRunTracker:
     def finish(self, run_id: str, status: str, run_dir: Path | None = None) -> None:
         """Attach the run folder's files and final metrics, then end the run (in the
         background unless built with ``background=False``)."""
-        self._later(run_id, lambda: self._finish_now(run_id, status, run_dir))
+        self._later(run_id, lambda: with_store_retries(
+            lambda: self._end_run(run_id, status, run_dir), f"ending MLflow run {run_id}"))
 
-    def _finish_now(self, run_id: str, status: str, run_dir: Path | None) -> None:
-        def finish() -> None:
-            files = [run_dir / name for name in ARTIFACTS] if run_dir is not None else []
-            if run_dir is not None:
-                # Metrics the trainer could not deliver (MLflow was away) go in first.
-                Outbox(run_dir).deliver(self.tracker.client, run_id)
-            summary = read_summary(run_dir) or {}
-            steps = summary.get("steps")
-            stopped = summary_stop_reason(summary)
-            if stopped:  # the run's reason for ending early, where the UI shows tags
-                self.tracker.client.set_tag(run_id, STOPPED_TAG, stopped[:5000])
-            self.tracker.finish_cell_run(run_id, status, [f for f in files if f.exists()],
-                                         final_metrics=summary_final(summary),
-                                         step=steps if isinstance(steps, int) else 0)
-
-        with_store_retries(finish, f"ending MLflow run {run_id}")
+    def _end_run(self, run_id: str, status: str, run_dir: Path | None) -> None:
+        files = [run_dir / name for name in ARTIFACTS] if run_dir is not None else []
+        if run_dir is not None:
+            # Metrics the trainer could not deliver (MLflow was away) go in first.
+            Outbox(run_dir).deliver(self.tracker.client, run_id)
+        summary = read_summary(run_dir) or {}
+        steps = summary.get("steps")
+        stopped = summary_stop_reason(summary)
+        if stopped:  # the run's reason for ending early, where the UI shows tags
+            self.tracker.client.set_tag(run_id, STOPPED_TAG, stopped[:5000])
+        self.tracker.finish_cell_run(run_id, status, [f for f in files if f.exists()],
+                                     final_metrics=summary_final(summary),
+                                     step=steps if isinstance(steps, int) else 0)
 
     def flush(self) -> None:
         """Wait until every run handed to :meth:`finish` has been ended."""
@@ -124,8 +172,8 @@ class MlflowRunTracker:
 
     def reconcile(self, sweep: SweepRecord, ended: Mapping[str, str],
                   run_dirs: Mapping[str, Path]) -> int:
-        """End the runs of ended cells that are still RUNNING (one search, then a finish
-        per run found); returns how many."""
+        """End the runs of ended cells still RUNNING (one search, then a finish per run found);
+        how many."""
         if not ended or not sweep.mlflow_parent_run_id:
             return 0
         running = set(self.tracker.running_cell_runs(sweep.mlflow_parent_run_id))

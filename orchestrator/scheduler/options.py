@@ -1,4 +1,4 @@
-"""The knobs of the scheduler loop."""
+"""The knobs of the scheduler loop, and the backoff before a retry."""
 
 from __future__ import annotations
 
@@ -15,6 +15,11 @@ def env_seconds(name: str, default: float) -> float:
         return float(os.environ[name])
     except (KeyError, ValueError):
         return default
+
+
+def retry_delay(failures: int, base: float, cap: float = 300.0) -> float:
+    """Seconds to wait before retry number ``failures`` (1, 2, ...): ``base * 2**(n-1)``."""
+    return min(cap, base * 2 ** max(0, failures - 1))
 
 
 @dataclass

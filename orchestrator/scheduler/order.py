@@ -1,23 +1,29 @@
-"""The order in which a sweep's pending cells are launched, and which of them fit now.
+"""What a sweep's pending cells ask for: the order they launch in, which fit now, which never can.
 
-A sweep's makespan is decided at its end: a long cell started late keeps the cluster
-busy while most GPUs idle. So kappa launches the **longest expected cells first** and,
-when the next cell does not fit in the GPUs free now, **backfills** smaller cells behind
-it that do. A cell's expected length is the sweep's duration model's (:mod:`.durations`):
-seconds once some cell has finished, its declared steps before that.
+A sweep's makespan is decided at its end: a long cell started late keeps the cluster busy while most
+GPUs idle. So kappa launches the **longest expected cells first** and, when the next cell does not
+fit in the GPUs free now, **backfills** smaller cells behind it that do. A cell's expected length is
+the sweep's duration model's (:mod:`.durations`): seconds once some cell has finished, its declared
+steps before that.
 
-First comes one cell of each configuration none of whose cells has started (a *probe*,
-the first in registry order): until one runs, nothing says how long a configuration
-takes, and a long one found late ends the sweep late (on the simulated cluster, ranking
-probes only among equal estimates left a 10.5 h configuration unprobed until hour 55 of
-67). Ties keep registry order. :meth:`LaunchOrder.observe` remakes the estimates from the
-registry before a pass sorts, so a restarted scheduler orders as the one before it did.
+First comes one cell of each configuration none of whose cells has started (a *probe*, the first in
+registry order): until one runs, nothing says how long a configuration takes, and a long one found
+late ends the sweep late (on the simulated cluster, ranking probes only among equal estimates left a
+10.5 h configuration unprobed until hour 55 of 67). Ties keep registry order.
+:meth:`LaunchOrder.observe` remakes the estimates from the registry before a pass sorts, so a
+restarted scheduler orders as the one before it did.
 
-GPU demand is deliberately not a sort key: on simulated clusters (``bench/
-cluster_makespan.py``) largest-GPU-first did worse than registry order whenever lengths
-were not known, and no better when they were. ``LaunchOrder(longest_first=False,
-backfill=False)`` is strict FIFO, the benchmark's baseline; ``siblings=False`` orders by
-declared steps only.
+GPU demand is deliberately not a sort key: on simulated clusters (``bench/cluster_makespan.py``)
+largest-GPU-first did worse than registry order whenever lengths were not known, and no better when
+they were. ``LaunchOrder(longest_first=False, backfill=False)`` is strict FIFO, the benchmark's
+baseline; ``siblings=False`` orders by declared steps only.
+
+:func:`job_resources` is the one place a cell's :class:`JobResources` are made (the loop submits
+them, :func:`check_fit` judges them): from its stored demand and the spec's ``resources`` (CPUs,
+hours). A cell asking for more than the executor can *ever* give (more GPUs than the machine has,
+more than any node of a Ray cluster) would wait forever, silently ``pending``; so ``submit``,
+``resume`` and ``canary`` ask :meth:`Executor.fits` about every distinct request first and say
+what to change, before anything is written or launched.
 """
 
 from __future__ import annotations
@@ -26,8 +32,11 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from orchestrator.backends.base import Demand
+from orchestrator.errors import Problem, UserInputError
+from orchestrator.executors.base import Executor, JobResources
 from orchestrator.registry import CellRecord, Registry
 from orchestrator.scheduler.durations import SiblingDurations, work_free_settings
+from orchestrator.spec.model import Resources
 
 # A cell whose demand was never judged (its settings no longer validated when the
 # registry was upgraded): it needs nothing, so it is never held back for GPUs; its
@@ -129,3 +138,40 @@ class LaunchOrder:
                     return  # FIFO waits for its head; nothing smaller is left to try
                 continue
             yield cell_id
+
+
+def job_resources(demand: Demand, resources: Resources) -> JobResources:
+    """What one launch of a cell of this ``demand`` asks its executor for: from its
+    settings alone, never from a launch (which may fail for reasons of its moment)."""
+    return JobResources(gpus=demand.gpus, nodes=demand.nodes,
+                        cpus=max(resources.cpus, demand.min_cpus), hours=resources.hours,
+                        self_placing=demand.self_placing)
+
+
+def check_fit(cells: Iterable[tuple[str, Demand | None]], executor: Executor,
+              resources: Resources) -> None:
+    """Raise ``UserInputError`` if any ``(cell id, demand)`` asks for more than
+    ``executor`` can ever give one job; one problem per distinct reason. A cell without
+    a demand (never judged) is left to its launch, which fails it."""
+    too_big: dict[str, list[str]] = {}
+    verdicts: dict[JobResources, str | None] = {}  # a grid has few distinct requests
+    for cell_id, demand in cells:
+        if demand is None:
+            continue
+        need = job_resources(demand, resources)
+        if need not in verdicts:
+            verdicts[need] = executor.fits(need)
+        why = verdicts[need]
+        if why is not None:
+            too_big.setdefault(why, []).append(cell_id)
+    if not too_big:
+        return
+    problems = [Problem(
+        "resources", f"{len(ids)} cell(s) could never start on the {executor.name} executor: {why}",
+        found=f"cells {', '.join(i[:12] for i in ids[:3])}{', …' if len(ids) > 3 else ''}",
+        fix="ask for fewer resources per cell (resources.cpus; the backend's GPU "
+            "settings: device, verl's trainer.nnodes × n_gpus_per_node), or run where "
+            "they exist (CUDA_VISIBLE_DEVICES; a bigger Ray cluster, or -E "
+            "autoscaling=true for one that adds nodes on demand)") for why, ids in too_big.items()]
+    raise UserInputError(
+        f"cells ask for more than the {executor.name} executor can ever give one job", problems)

@@ -17,10 +17,8 @@ from orchestrator.executors import Executor, JobHandle
 from orchestrator.registry import CellRecord, CellState, Registry, SweepRecord
 from orchestrator.runs.folder import LOG_FILE
 from orchestrator.runs.layout import run_folder
-from orchestrator.scheduler.cell_runs import OpenedRuns
-from orchestrator.scheduler.cells import end_stale_runs
-from orchestrator.scheduler.hooks import SchedulerHook, decide_ending
-from orchestrator.scheduler.ports import JobFinder, RunTracker
+from orchestrator.scheduler.cell_runs import OpenedRuns, end_stale_runs
+from orchestrator.scheduler.hooks import JobFinder, RunTracker, SchedulerHook, decide_ending
 
 # The exit code the hooks hear for a job that vanished with an earlier scheduler.
 VANISHED_CODE = -int(signal.SIGKILL)
@@ -77,10 +75,9 @@ def find_job(registry: Registry, executor: Executor, cell: CellRecord) -> JobHan
 
 def ended_while_away(registry: Registry, backend: Backend, hooks: Sequence[SchedulerHook],
                      runs: OpenedRuns, cell: CellRecord) -> bool:
-    """A running cell whose job vanished with the last scheduler: whether its hooks
-    decide how it ended (a stop its run confirmed, or ``diverged``, final whatever
-    became of the job), recorded here (its MLflow run is ended with the other ended
-    cells'); otherwise it is to be requeued."""
+    """A running cell whose job vanished with the last scheduler: whether its hooks decide how it
+    ended (a stop its run confirmed, or ``diverged``, final whatever became of the job), recorded
+    here (its MLflow run is ended with the other ended cells'); otherwise it is to be requeued."""
     run_dir = run_folder(cell)
     ending = decide_ending(hooks, cell.cell_id, run_dir, VANISHED_CODE,
                            backend.read_summary(run_dir))

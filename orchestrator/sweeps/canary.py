@@ -31,9 +31,9 @@ from orchestrator.paths import canary_sweep
 from orchestrator.registry import CellRecord, CellState
 from orchestrator.runs.folder import LOG_FILE
 from orchestrator.runs.layout import run_folder
-from orchestrator.scheduler.cells import log_tail
-from orchestrator.scheduler.fit import check_fit
+from orchestrator.scheduler.cell_runs import log_tail
 from orchestrator.scheduler.options import SchedulerOptions
+from orchestrator.scheduler.order import check_fit
 from orchestrator.sweeps.driver import resume
 from orchestrator.sweeps.executor_choice import (
     ExecutorChoice,

@@ -62,7 +62,7 @@ def cancel(target: str, stores: Stores = Stores(),
 def _close_undriven(registry: Registry, sweeps: set[str], stores: Stores) -> None:
     """End the MLflow runs of cancelled cells, and the parent run of a sweep left with
     nothing to do, where no scheduler is there to do it (a live one does it itself)."""
-    from orchestrator.scheduler.cells import close_sweep_runs
+    from orchestrator.scheduler.cell_runs import close_sweep_runs
     from orchestrator.scheduler.mlflow_runs import MlflowRunTracker
 
     undriven = sorted(s for s in sweeps if not is_driven(s, registry))

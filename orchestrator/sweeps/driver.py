@@ -20,14 +20,12 @@ from orchestrator.backends import Backend
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.executors import Executor, job_id_prefixes
 from orchestrator.registry import CellState, Registry, SweepRecord
-from orchestrator.scheduler.cells import UNFINISHED
-from orchestrator.scheduler.fit import check_fit
-from orchestrator.scheduler.hooks import SchedulerHook
+from orchestrator.scheduler.cell_runs import UNFINISHED
+from orchestrator.scheduler.hooks import RunTracker, SchedulerHook
 from orchestrator.scheduler.lease import SweepLockedError
 from orchestrator.scheduler.loop import SweepScheduler
 from orchestrator.scheduler.options import SchedulerOptions
-from orchestrator.scheduler.order import LaunchOrder, stored_demand
-from orchestrator.scheduler.ports import RunTracker
+from orchestrator.scheduler.order import LaunchOrder, check_fit, stored_demand
 from orchestrator.sweeps.detached import start_background
 from orchestrator.sweeps.executor_choice import (
     ExecutorChoice,

@@ -3,7 +3,6 @@
 Importing this package does not import MLflow; the :class:`Tracker` does on first use.
 """
 
-from orchestrator.tracking.naming import cell_tags, run_name, settings_params
 from orchestrator.tracking.tracker import Tracker, absolute_uri, git_commit
 
-__all__ = ["Tracker", "absolute_uri", "cell_tags", "git_commit", "run_name", "settings_params"]
+__all__ = ["Tracker", "absolute_uri", "git_commit"]

@@ -33,15 +33,11 @@ from orchestrator.runs.folder import (
     read_json,
     write_json,
 )
+from orchestrator.tracking.naming import metric_key
 
 LOG = logging.getLogger(__name__)
 
 MAX_METRICS_PER_CALL = 1000  # MLflow's per-call limit for log_batch
-
-
-def mlflow_key(name: str) -> str:
-    """MLflow rejects '@' in metric names; verl's MLflow logger makes the same substitution."""
-    return name.replace("@", "_at_")
 
 
 def log_metrics(client: Any, run_id: str, metrics: list[Any]) -> None:
@@ -106,10 +102,6 @@ class Outbox:
     def _record_sent(self, run_id: str, sent: int) -> None:
         write_json(self.run_dir / OUTBOX_SENT_FILE, {"run_id": run_id, "sent": sent})
 
-    def unsent(self, run_id: str) -> int:
-        """Records queued for ``run_id`` and not yet confirmed by MLflow."""
-        return max(0, len(_read_lines(self.path)) - self.sent(run_id))
-
     def deliver(self, client: Any, run_id: str) -> int:
         """Send every unsent record to ``run_id`` with ``client`` (an ``MlflowClient``), in
         order, recording progress after each accepted call; how many were sent. MLflow's
@@ -121,7 +113,7 @@ class Outbox:
             batch: list[Metric] = []
             for line in _read_lines(self.path)[sent:]:
                 row = json.loads(line)
-                metrics = [Metric(mlflow_key(k), float(v), int(row["ts"]), int(row["step"]))
+                metrics = [Metric(metric_key(k), float(v), int(row["ts"]), int(row["step"]))
                            for k, v in row["metrics"].items()]
                 if batch and len(batch) + len(metrics) > MAX_METRICS_PER_CALL:
                     log_metrics(client, run_id, batch)
@@ -151,8 +143,7 @@ class OutboxSender:
         self._requested = 0
         self._covered = 0
         self._stopping = False
-        self._thread = threading.Thread(target=self._loop, name="kappa-metrics", daemon=True)
-        self._thread.start()
+        threading.Thread(target=self._loop, name="kappa-metrics", daemon=True).start()
 
     def _get_client(self) -> Any:
         if self._client is None:

@@ -31,15 +31,13 @@ def is_unreachable(exc: BaseException) -> bool:
     return any(word in text for word in _UNREACHABLE)
 
 
-def with_store_retries(work: Callable[[], T], what: str, budget: float | None = None) -> T:
+def with_store_retries(work: Callable[[], T], what: str) -> T:
     """``work()``, repeated with backoff while the store is unreachable, for up to
-    ``budget`` seconds (default ``KAPPA_STORE_RETRY_SECONDS``, else 300); the last error
-    is raised after."""
-    if budget is None:
-        try:
-            budget = max(0.0, float(os.environ.get("KAPPA_STORE_RETRY_SECONDS", "300")))
-        except ValueError:
-            budget = 300.0
+    ``KAPPA_STORE_RETRY_SECONDS`` (default 300); the last error is raised after."""
+    try:
+        budget = max(0.0, float(os.environ.get("KAPPA_STORE_RETRY_SECONDS", "300")))
+    except ValueError:
+        budget = 300.0
     deadline = time.monotonic() + budget
     pause = 0.5
     warned = False

@@ -1,12 +1,11 @@
 """MLflow's local SQLite store: created and migrated once, safely, by many processes.
 
-MLflow creates and migrates its schema on the first call, outside any transaction and
-unlocked. Two processes doing so at once (four ``kappa submit`` on a fresh
-``KAPPA_HOME``) trip over each other ("table _alembic_tmp_... already exists") and leave
-half-made tables that break the store for good. So :func:`prepare_store` makes it under
-an exclusive ``flock`` on ``<mlflow.db>.lock``, taken only when the store is not already
-current (a few-millisecond check), and switches it to write-ahead logging last: a store
-in WAL mode at MLflow's newest revision is a finished one.
+MLflow creates and migrates its schema on the first call, outside any transaction and unlocked. Two
+processes doing so at once (four ``kappa submit`` on a fresh ``KAPPA_HOME``) trip over each other
+("table _alembic_tmp_... already exists") and leave half-made tables that break the store for good.
+So :func:`prepare_store` makes it under an exclusive ``flock`` on ``<mlflow.db>.lock``, taken only
+when the store is not already current (a few-millisecond check), and switches it to write-ahead
+logging last: a store in WAL mode at MLflow's newest revision is a finished one.
 """
 
 from __future__ import annotations
@@ -120,9 +119,8 @@ def repair_interrupted_migration(db: Path) -> list[str]:
 
 
 def use_wal(db: Path) -> bool:
-    """Switch a SQLite store to write-ahead logging (best effort; whether it is on): a
-    commit is one append (twice as fast as a rollback journal), and readers (the UI)
-    never block the scheduler."""
+    """Switch a SQLite store to write-ahead logging (best effort; whether it is on): a commit is one
+    append (twice as fast as a rollback journal), and readers (the UI) never block the scheduler."""
     mode = _query(db, "PRAGMA journal_mode", timeout=5)
     if mode is not None and mode.lower() != "wal":
         mode = _query(db, "PRAGMA journal_mode = WAL", timeout=5)

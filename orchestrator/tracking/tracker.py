@@ -1,15 +1,15 @@
 """The :class:`Tracker`: one MLflow parent run per sweep, one child run per cell.
 
-Call it only AFTER the spec and every cell validated, so a bad spec leaves nothing in
-MLflow (a submit failing midway: :meth:`Tracker.delete_sweep_runs`). A cell's child run
-is made BEFORE launch and left RUNNING (a retry logs into it); the launched process logs
-into it through :meth:`Tracker.env_for_run`. MLflow is imported on first use of
-:attr:`Tracker.client` only.
+Call it only AFTER the spec and every cell validated, so a bad spec leaves nothing in MLflow (a
+submit failing midway: :meth:`Tracker.delete_sweep_runs`). A cell's child run is made BEFORE launch
+and left RUNNING (a retry logs into it); the launched process logs into it through
+:meth:`Tracker.env_for_run`. MLflow is imported on first use of :attr:`Tracker.client` only.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 import subprocess
 import time
@@ -20,7 +20,6 @@ from urllib.parse import urlparse
 
 from orchestrator import paths
 from orchestrator.tracking.naming import (
-    MAX_PARAMS_TAGS_PER_BATCH,
     axis_params,
     batches,
     cell_tags,
@@ -98,8 +97,6 @@ class Tracker:
     def client(self) -> MlflowClient:
         """The MLflow client (imports MLflow; makes a local store: :mod:`.sqlite_store`)."""
         if self._client is None:
-            import logging
-
             from mlflow import MlflowClient
 
             # MLflow announces its schema migrations at INFO on every new store; that is
@@ -185,10 +182,9 @@ class Tracker:
         atomic: callers serialise it (``orchestrator.registry.sweeps.sweep_record_lock``)."""
         all_tags = {**(tags or {}), **sweep_kind_tags(sweep_name), "kappa.sweep": sweep_name,
                     ROLE_TAG: "sweep", SWEEP_KEY_TAG: sweep_key(sweep_name)}
-        run = next(self._search(
-            [experiment_id],
-            f"tags.`{SWEEP_KEY_TAG}` = '{sweep_key(sweep_name)}' and tags.`{ROLE_TAG}` = 'sweep'",
-        ), None)
+        where = (f"tags.`{SWEEP_KEY_TAG}` = '{sweep_key(sweep_name)}' "
+                 f"and tags.`{ROLE_TAG}` = 'sweep'")
+        run = next(self._search([experiment_id], where), None)
         if run is None:
             run_id: str = self.client.create_run(experiment_id, run_name=sweep_name,
                                                  tags=all_tags).info.run_id
@@ -280,7 +276,7 @@ class Tracker:
         if only_missing:
             have = self.client.get_run(run_id).data.params
             params = {k: v for k, v in params.items() if k not in have}
-        for chunk in batches(params, MAX_PARAMS_TAGS_PER_BATCH):
+        for chunk in batches(params):
             self.client.log_batch(run_id, params=[Param(k, v) for k, v in chunk])
         return len(params)
 

@@ -42,7 +42,7 @@ from kit.kappa_main import KAPPA_SCRIPT
 from kit.run_files import progress_step
 
 from orchestrator.registry import CellState, Registry
-from orchestrator.tracking.outbox import mlflow_key
+from orchestrator.tracking.naming import metric_key
 
 SAFETY = 240  # seconds: a guard against hangs, not a speed assertion
 TARGETS = ("orchestrator", "job", "wrapper", "submit")
@@ -171,11 +171,11 @@ def check_nothing_lost(home: Path, procs: Processes, context: str, tracking_uri:
         values: dict[tuple[str, int], float] = {}
         for step in range(steps + 1):
             for key, value in step_metrics(seed_value, step).items():
-                expected.setdefault(mlflow_key(key), Counter())[step] += 1
-                values[mlflow_key(key), step] = value
+                expected.setdefault(metric_key(key), Counter())[step] += 1
+                values[metric_key(key), step] = value
         for key, value in final_metrics(seed_value).items():
-            expected.setdefault(mlflow_key(key), Counter())[steps] += 1
-            values[mlflow_key(key), steps] = value
+            expected.setdefault(metric_key(key), Counter())[steps] += 1
+            values[metric_key(key), steps] = value
         for key, want in expected.items():
             history = client.get_metric_history(run.info.run_id, key)
             got = Counter(m.step for m in history)

@@ -44,7 +44,7 @@ from kit.run_files import job_groups, progress_step
 
 from orchestrator.registry import CellRecord, CellState, Registry
 from orchestrator.sweeps.driver import resume
-from orchestrator.tracking.outbox import mlflow_key
+from orchestrator.tracking.naming import metric_key
 
 SAFETY = 300  # seconds: a guard against hangs, not a speed assertion
 SWEEP = "stop-kill"
@@ -201,7 +201,7 @@ def check_stopped_like_undisturbed(shared: dict[str, Any], kind: str, cell: Cell
     want: dict[str, Counter[int]] = {}
     for step, metrics in got:
         for name in metrics:
-            want.setdefault(mlflow_key(name), Counter())[step] += 1
+            want.setdefault(metric_key(name), Counter())[step] += 1
     history = _mlflow(cell)
     counts = {k: Counter({s: len(v) for s, v in by_step.items()}) for k, by_step in
               history.items()}
@@ -209,7 +209,7 @@ def check_stopped_like_undisturbed(shared: dict[str, Any], kind: str, cell: Cell
     values: dict[tuple[str, int], list[float]] = {}
     for step, metrics in got:  # the final evaluation logs val-core again at its step
         for name, value in _stable(metrics).items():
-            values.setdefault((mlflow_key(name), step), []).append(value)
+            values.setdefault((metric_key(name), step), []).append(value)
     for (key, step), logged in values.items():
         assert sorted(history[key][step]) == sorted(logged), f"{context}: {key}@{step}"
     return at

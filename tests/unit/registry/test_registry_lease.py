@@ -92,10 +92,10 @@ def test_a_scheduler_lease_heartbeats_past_its_length(
                 first.expires_at:
             assert time.monotonic() < deadline, "the heartbeat never renewed the lease"
             time.sleep(0.05)
-        assert now is not None and now.owner == lease.owner
+        assert now is not None and now.owner == lease.me.owner
         lease.check()
         taken, holder = registry.take_lease("toy", B, 60)
-        assert not taken and holder is not None and holder.owner == lease.owner
+        assert not taken and holder is not None and holder.owner == lease.me.owner
         assert holder_alive(holder) is True
         with pytest.raises(SweepLockedError, match=f"pid {os.getpid()}"):
             SchedulerLease(registry, "toy").acquire()
@@ -120,7 +120,7 @@ def test_a_dead_holder_on_this_host_is_replaced_at_once(
     lease = registry.lease("toy")
     assert lease is not None and not lease.expired and holder_alive(lease) is False
     with SchedulerLease(registry, "toy") as mine:  # no need to wait 600 s
-        assert registry.lease("toy").owner == mine.owner  # type: ignore[union-attr]
+        assert registry.lease("toy").owner == mine.me.owner  # type: ignore[union-attr]
 
 
 def test_lease_seconds_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:

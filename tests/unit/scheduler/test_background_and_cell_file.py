@@ -12,7 +12,7 @@ from kit.cells import make_cell
 
 from orchestrator.analysis.sources import cell_from_run_folder
 from orchestrator.runs.folder import CELL_FILE, read_cell_file, write_cell_file
-from orchestrator.scheduler.background import BackgroundWork
+from orchestrator.scheduler.mlflow_runs import BackgroundWork
 
 
 def test_tasks_run_in_order_and_flush_waits_for_all() -> None:
@@ -41,7 +41,7 @@ def test_wait_for_one_key_and_failures_are_logged_not_raised(
 
     work.submit("bad", boom)
     gate.set()
-    with caplog.at_level(logging.WARNING, logger="orchestrator.scheduler.background"):
+    with caplog.at_level(logging.WARNING, logger="orchestrator.scheduler.mlflow_runs"):
         work.wait_for("bad")
         assert ran == ["bad"]
         work.submit("after", lambda: ran.append("after"))  # the worker survived the failure

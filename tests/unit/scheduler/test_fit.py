@@ -1,5 +1,5 @@
 """Cells that ask for more than the executor can ever give are refused up front, not left
-pending (:mod:`orchestrator.scheduler.fit`)."""
+pending (:mod:`orchestrator.scheduler.order`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from orchestrator.errors import UserInputError
 from orchestrator.executors.base import JobResources
 from orchestrator.executors.local import LocalExecutor
 from orchestrator.registry import Registry
-from orchestrator.scheduler.fit import check_fit, job_resources
+from orchestrator.scheduler.order import check_fit, job_resources
 from orchestrator.spec.model import Resources
 from orchestrator.sweeps.driver import submit
 
@@ -61,7 +61,7 @@ def test_a_verl_job_asks_for_the_cpus_its_placement_groups_need() -> None:
     """verl bundles 3 CPUs with each GPU plus one for its TaskRunner: a job given fewer
     (the spec's default ``cpus: 1`` on SLURM) would wait forever with its GPUs idle."""
     from orchestrator.backends.verl.backend import VerlBackend
-    from orchestrator.scheduler.fit import job_resources
+    from orchestrator.scheduler.order import job_resources
     from orchestrator.spec.model import Resources
 
     backend = VerlBackend()

@@ -11,8 +11,9 @@ from kit.fake_backend import FakeBackend
 
 from orchestrator.executors.local import LocalExecutor
 from orchestrator.registry import CellState, Registry
-from orchestrator.scheduler.cells import log_tail, retry_delay
+from orchestrator.scheduler.cell_runs import log_tail
 from orchestrator.scheduler.loop import SweepScheduler
+from orchestrator.scheduler.options import retry_delay
 from orchestrator.sweeps.status import CellStatus, val_accuracy
 
 

@@ -16,8 +16,8 @@ from orchestrator.backends.embedded.backend import EmbeddedBackend
 from orchestrator.backends.embedded.settings import EmbeddedSettings
 from orchestrator.executors.base import Executor, JobHandle, JobResources
 from orchestrator.registry import CellState, Registry
-from orchestrator.scheduler.fit import job_resources
-from orchestrator.scheduler.ports import NullTracker
+from orchestrator.scheduler.hooks import NullTracker
+from orchestrator.scheduler.order import job_resources
 from orchestrator.sweeps.driver import build_scheduler
 from orchestrator.sweeps.submission import prepare
 
