@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 from rich.table import Table
 
@@ -99,7 +100,7 @@ def cells_table(cells: Sequence[CellStatus]) -> Table:
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for cell in cells:
         acc = cell.val_accuracy
-        table.add_row(str(cell.index), cell.cell_id, cell.axes_text,
+        table.add_row(str(cell.index), cell.cell_id, escape(cell.axes_text),
                       f"[{STATE_STYLE[cell.state]}]{cell.state_text}[/]",
                       "" if cell.progress_step is None else cell.step_text,
                       str(cell.attempts), "" if acc is None else f"{acc:.3f}")
@@ -133,7 +134,7 @@ def print_status(console: Console, status: SweepStatus) -> None:
                       f"{status.sweep} --json` lists every cell)", highlight=False)
     for cell in [c for c in status.cells if c.state == "failed" and c.last_error][:3]:
         first = cell.last_error.splitlines()[0] if cell.last_error else ""
-        console.print(f"[red]{cell.cell_id}[/]: {first} (`kappa logs {cell.cell_id}`)")
+        console.print(f"[red]{cell.cell_id}[/]: {escape(first)} (`kappa logs {cell.cell_id}`)")
 
 
 def should_print_progress(counts: Mapping[str, int], last_counts: Mapping[str, int] | None,
@@ -198,7 +199,7 @@ class LiveProgress:
             self.progress.remove_task(self.cell_tasks.pop(cell_id))
         for cell_id, cell in now_running.items():
             if cell_id not in self.cell_tasks:
-                label = f"  {cell_id[:8]} {cell.axes_text}"[:60]
+                label = escape(f"  {cell_id[:8]} {cell.axes_text}"[:60])
                 self.cell_tasks[cell_id] = self.progress.add_task(label, total=None)
             self.progress.update(self.cell_tasks[cell_id], completed=cell.progress_step or 0,
                                  total=cell.planned_steps)

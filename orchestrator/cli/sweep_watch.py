@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 
 from rich.console import Console
+from rich.markup import escape
 
 from orchestrator.cli.sweep_views import counts_text, progress_display
 from orchestrator.sweeps.status import SweepStatus
@@ -34,7 +35,7 @@ def watch(console: Console, sweep: Sweep, interval: float = DEFAULT_INTERVAL,
             for cell in reversed(status.failures()):
                 if (cell.cell_id, cell.attempts) not in seen:
                     seen.add((cell.cell_id, cell.attempts))
-                    console.print(f"[red]{cell.failure_text()}[/]", highlight=False,
+                    console.print(f"[red]{escape(cell.failure_text())}[/]", highlight=False,
                                   markup=True, soft_wrap=True)
             waits = bool(status.unfinished and not status.driver.live)
             if waits and not orphaned:
