@@ -128,7 +128,8 @@ class Sweep:
         record, plan, registry = self.record, self.plan, self.registry
         now = datetime.now(UTC)  # one clock for the sweep's and its groups' projections
         cells = registry.cells(self.name)
-        counts = {s.value: n for s, n in registry.counts(self.name).items()}
+        # From the cells read: the counts and the rows of one status always agree.
+        counts = {s.value: sum(c.state is s for c in cells) for s in CellState}
         cap = plan.stop.gpu_hours if plan.stop is not None else None
         waiting: set[str] = set()
         if cap is not None:
