@@ -61,6 +61,13 @@ class PluginRegistry(MutableMapping[str, str]):
             self._found = found
         return self._found
 
+    def refresh(self) -> None:
+        """Forget what was found (and loaded), so the next use reads the entry points again: after
+        installing a plug-in in a running process. In-process additions are forgotten too."""
+        self._found = None
+        self._clashes = {}
+        self._loaded = {}
+
     def source(self, name: str) -> PluginSource:
         """Where plug-in ``name`` comes from; an unknown name lists the known ones."""
         sources = self._sources()
