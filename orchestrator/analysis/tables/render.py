@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from decimal import ROUND_HALF_UP, Decimal, localcontext
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from orchestrator.analysis.tables.model import Label, Table, TableCell, TableRow
+from orchestrator.analysis.tables.model import Table, TableCell, TableRow
 from orchestrator.errors import unknown_name
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ def _num(value: float, digits: int, signed: bool) -> str:
     return f"{value:.{digits}f}"
 
 
-def cell_text(cell: TableCell, digits: int, show_ci: bool, pm: str = "±") -> str:
+def cell_text(cell: TableCell, digits: int, show_ci: bool) -> str:
     """A cell as plain text: ``59.87 ± 1.20``, ``+6.66 [+2.10, +9.00]†`` or ``— (failed)``. A number
     resting on fewer runs than its row's ``n`` says so: ``30.00 ± 1.10 (n=2)``."""
     if cell.interval is None:
@@ -43,7 +43,7 @@ def cell_text(cell: TableCell, digits: int, show_ci: bool, pm: str = "±") -> st
     if cell.kind == "absolute":
         text = _num(iv.estimate, digits, signed=False)
         if show_ci and iv.half_width is not None:
-            text += f" {pm} {_num(iv.half_width, digits, signed=False)}"
+            text += f" ± {_num(iv.half_width, digits, signed=False)}"
         return text + fewer
     text = _num(iv.estimate, digits, signed=True)
     if show_ci and iv.low is not None and iv.high is not None:
@@ -51,13 +51,10 @@ def cell_text(cell: TableCell, digits: int, show_ci: bool, pm: str = "±") -> st
     return text + (DAGGER if cell.significant else "") + fewer
 
 
-def _label_text(label: Label, yes: str, no: str) -> str:
-    return (yes if label else no) if isinstance(label, bool) else label
-
-
 def _row_labels(row: TableRow, yes: str, no: str) -> list[str]:
-    """The row's labels as text, the first followed by the row's footnote marker."""
-    labels = [_label_text(x, yes, no) for x in row.labels]
+    """The row's labels as text (``yes``/``no`` for a boolean), the first followed by the row's
+    footnote marker."""
+    labels = [(yes if x else no) if isinstance(x, bool) else x for x in row.labels]
     if row.marker and labels:
         labels[0] = f"{labels[0]} {row.marker}"
     return labels
@@ -146,19 +143,15 @@ def to_latex(table: Table) -> str:
                 out.append(r"\midrule")
             out.append(rf"\multicolumn{{{n_cols}}}{{l}}{{\textit{{{_tex(block.title)}}}}} \\")
         for row in block.rows:
-            out.append(_latex_row(row, table) + r" \\")
+            labels = [_tex(x).replace("\0yes", r"$\checkmark$").replace("\0no", r"$\times$")
+                      for x in _row_labels(row, "\0yes", "\0no")]
+            line = " & ".join([*labels, row.n, *_cell_texts(row, table, _tex, r"\textbf{{{}}}")])
+            # After "\\" LaTeX reads a leading "[" as a length ("\\[2pt]"): shield it.
+            out.append(("{}" + line if line.startswith("[") else line) + r" \\")
     out.append(r"\bottomrule")
     out += [rf"\multicolumn{{{n_cols}}}{{l}}{{\footnotesize {_tex(n)}}} \\" for n in table.notes]
     out.append(r"\end{tabular}")
     return "\n".join(out) + "\n"
-
-
-def _latex_row(row: TableRow, table: Table) -> str:
-    labels = [_tex(x).replace("\0yes", r"$\checkmark$").replace("\0no", r"$\times$")
-              for x in _row_labels(row, "\0yes", "\0no")]
-    line = " & ".join([*labels, row.n, *_cell_texts(row, table, _tex, r"\textbf{{{}}}")])
-    # After "\\" LaTeX reads a leading "[" as a length ("\\[2pt]"): shield it.
-    return "{}" + line if line.startswith("[") else line
 
 
 # --- CSV --------------------------------------------------------------------------------
