@@ -234,6 +234,7 @@ def build_report(sweeps: str | Sequence[str], *, registry_url: str | None = None
     from orchestrator.analysis.curves import load_curves
     from orchestrator.analysis.dynamics import PANELS
     from orchestrator.analysis.sources import registry_sweep
+    from orchestrator.analysis.studies import search_section, sweep_studies
     from orchestrator.grid.plan import stored_plan
 
     names = [sweeps] if isinstance(sweeps, str) else list(sweeps)
@@ -241,23 +242,17 @@ def build_report(sweeps: str | Sequence[str], *, registry_url: str | None = None
     found = [registry_sweep(s, paths.registry_url(registry_url)) for s in names]
     infos = [f[0] for f in found if f is not None]
     curves = load_curves(frame, list(PANELS.values()), paths.readable_mlflow_uri(mlflow_uri))
-    if len(names) > 1:
-        specs = "\n".join(f"# --- {i.name} ---\n{i.spec_text}" for i in infos)
-        return render_report(ReportInputs(
-            sweep=" + ".join(names), frame=frame, curves=curves,
-            backend=", ".join(dict.fromkeys(i.backend for i in infos)) or None,
-            spec_text=specs or None, mlflow_ui=mlflow_ui, tables=tables))
-    from orchestrator.analysis.studies import search_section, sweep_studies
-
-    sweep, info = names[0], (infos[0] if infos else None)
-    search_html = search_section(sweep_studies(sweep, registry_url),
-                                 with_plotlyjs=curves is None or curves.empty)
+    several = len(names) > 1
+    info = infos[0] if infos and not several else None
+    specs = "\n".join(f"# --- {i.name} ---\n{i.spec_text}" for i in infos) if several else ""
+    studies = [] if several else sweep_studies(names[0], registry_url)
     return render_report(ReportInputs(
-        sweep=sweep, frame=frame, curves=curves, backend=info.backend if info else None,
-        spec_text=info.spec_text if info else None,
-        plan=stored_plan(sweep, info.plan) if info else None,
+        sweep=" + ".join(names), frame=frame, curves=curves,
+        backend=", ".join(dict.fromkeys(i.backend for i in infos)) or None,
+        spec_text=info.spec_text if info else specs or None,
+        plan=stored_plan(names[0], info.plan) if info else None,
         mlflow_experiment_id=info.mlflow_experiment_id if info else None, mlflow_ui=mlflow_ui,
-        tables=tables, search_html=search_html))
+        tables=tables, search_html=search_section(studies, curves is None or curves.empty)))
 
 
 def write_report(sweeps: str | Sequence[str], target: Path, *, registry_url: str | None = None,
