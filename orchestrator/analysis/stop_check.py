@@ -10,12 +10,14 @@ steps saved; for every row and value, the mean over seeds (Student t interval) l
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.analysis.combined import value_text
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.stopping.replay import FinishedCell, Replayed
 
@@ -85,10 +87,6 @@ class StopCheck:
                             for c in self.comparisons]}
 
 
-def _text(value: Any) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
-
-
 def check(cells: Sequence[FinishedCell], replayed: Sequence[Replayed],
           wall_hours: Mapping[str, float], metric: str, axis: str, base: str,
           seed_axis: str = "seed") -> StopCheck:
@@ -102,11 +100,11 @@ def check(cells: Sequence[FinishedCell], replayed: Sequence[Replayed],
         done = by_id[cell.cell_id]
         if not cell.succeeded or metric not in cell.history.series or done.failed:
             continue
-        row = ", ".join(f"{k}={_text(v)}" for k, v in sorted(cell.axes.items())
+        row = ", ".join(f"{k}={value_text(v)}" for k, v in sorted(cell.axes.items())
                         if k not in (axis, seed_axis))
         final = cell.history.points(metric)[-1][1]
         at = done.values.get(metric, float("nan"))
-        full[(row, _text(cell.axes.get(axis)))][cell.axes.get(seed_axis)] = (
+        full[(row, value_text(cell.axes.get(axis)))][cell.axes.get(seed_axis)] = (
             final, at, done.step if done.step is not None else done.full_step)
     out: list[Comparison] = []
     for (row, value), seeds in sorted(full.items()):
@@ -266,12 +264,10 @@ def compared_axis(delta: str | None, rules: StopRules,
             fix="give --delta AXIS=BASE, e.g. --delta reward_budget=false")])
     axis = rules.together[0]
     values = [c.axes[axis] for c in sorted(cells, key=lambda c: c.index) if axis in c.axes]
-    return axis, _text(values[0]) if values else ""
+    return axis, value_text(values[0]) if values else ""
 
 
 def describe(rules: StopRules) -> str:
     """The rules as the report's first line shows them (JSON, without the GPU-hours cap)."""
-    import json
-
     return json.dumps(rules.model_dump(exclude_defaults=True, by_alias=True,
                                        exclude={"gpu_hours"}), default=str)

@@ -7,6 +7,7 @@ imported)."""
 from __future__ import annotations
 
 import contextlib
+import html
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -185,8 +186,6 @@ def optuna_figures(studies: list[StudySummary]) -> list[tuple[str, Any]]:
 def search_section(studies: list[StudySummary], with_plotlyjs: bool) -> str:
     """The report's search section: each study's line and its Optuna plots (offline HTML:
     plotly.js inlined once, here when the report has no other plotly figure)."""
-    import html
-
     if not studies:
         return ""
     parts = [f"<p>{html.escape(s.line())}</p>" for s in studies]

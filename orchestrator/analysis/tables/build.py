@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+import orchestrator.analysis.tables.compared as compared
+import orchestrator.analysis.tables.provenance as provenance
 from orchestrator.analysis.frame import (
     STEP_COLUMNS,
     STOP_COLUMN,
@@ -24,7 +26,6 @@ from orchestrator.analysis.frame import (
     varying_axes,
 )
 from orchestrator.analysis.stats import paired_bootstrap_columns, t_interval
-from orchestrator.analysis.tables import compared, provenance
 from orchestrator.analysis.tables.labels import (
     delta_label,
     display_axis,
