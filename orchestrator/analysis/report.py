@@ -14,17 +14,23 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.analysis.curves import curve_key
+from orchestrator import paths
+from orchestrator.analysis import plots
+from orchestrator.analysis.combined import results_of
+from orchestrator.analysis.curves import curve_key, load_curves
+from orchestrator.analysis.dynamics import PANELS, build_panels, default_color_axis
 from orchestrator.analysis.frame import axis_column, axis_names, metric_names, varying_axes
+from orchestrator.analysis.sources import registry_sweep
 from orchestrator.analysis.status_matrix import KNOWN_STATES, matrix_cell, status_matrix
+from orchestrator.analysis.studies import best_trials, search_section, sweep_studies
 from orchestrator.analysis.tables import DeltaSpec, TableSpec, build_table, render
 from orchestrator.analysis.tables.labels import default_metric_glob
 from orchestrator.errors import UserInputError
+from orchestrator.grid.plan import SweepPlan, stored_plan
+from orchestrator.runs.atomic import write_atomic
 
 if TYPE_CHECKING:
     import pandas as pd
-
-    from orchestrator.grid.plan import SweepPlan
 
 # A link to dashboards/report.html.j2 (where the project keeps its dashboards); a wheel
 # carries the file itself, so an installed kappa finds it without the repository.
@@ -117,11 +123,7 @@ def table_text(sweeps: Sequence[str], spec: TableSpec, fmt: str, placed: bool,
     """``kappa table``'s text in ``fmt``. Unless options ``placed`` the axes, the table
     follows the sweep's axes (:func:`auto_layout`), and one search sweep without chosen
     metrics shows its best trial per study instead."""
-    from orchestrator.analysis.combined import results_of
-
     if not placed and not spec.metrics and len(sweeps) == 1:
-        from orchestrator.analysis.studies import best_trials, sweep_studies
-
         studies = sweep_studies(sweeps[0], registry_url)
         if studies:
             return best_trials(studies, fmt)
@@ -162,9 +164,6 @@ def _plots(curves: pd.DataFrame | None, seed_axis: str, sweep: str,
     the convergence table names cells by ``names`` (their axes), the id in a tooltip."""
     if curves is None or curves.empty:
         return "", "", ""
-    from orchestrator.analysis import plots
-    from orchestrator.analysis.dynamics import build_panels, default_color_axis
-
     panels = build_panels(curves, default_color_axis(curves, seed_axis))
     if not panels:
         return "", "", ""
@@ -229,14 +228,6 @@ def build_report(sweeps: str | Sequence[str], *, registry_url: str | None = None
                  tables: tuple[tuple[str, TableSpec], ...] = ()) -> str:
     """The report of one stored sweep, or of several read as one (registry, else run
     folders; curves from both stores). Several: no plan, every spec, no search plots."""
-    from orchestrator import paths
-    from orchestrator.analysis.combined import results_of
-    from orchestrator.analysis.curves import load_curves
-    from orchestrator.analysis.dynamics import PANELS
-    from orchestrator.analysis.sources import registry_sweep
-    from orchestrator.analysis.studies import search_section, sweep_studies
-    from orchestrator.grid.plan import stored_plan
-
     names = [sweeps] if isinstance(sweeps, str) else list(sweeps)
     frame = results_of(names, registry_url, mlflow_uri)
     found = [registry_sweep(s, paths.registry_url(registry_url)) for s in names]
@@ -259,8 +250,6 @@ def write_report(sweeps: str | Sequence[str], target: Path, *, registry_url: str
                  mlflow_uri: str | None = None, mlflow_ui: str | None = None,
                  tables: tuple[tuple[str, TableSpec], ...] = ()) -> Path:
     """Write :func:`build_report`'s HTML to ``target`` (its folder made) and return it."""
-    from orchestrator.runs.atomic import write_atomic
-
     html_text = build_report(sweeps, registry_url=registry_url, mlflow_uri=mlflow_uri,
                              mlflow_ui=mlflow_ui, tables=tables)
     target.parent.mkdir(parents=True, exist_ok=True)
