@@ -12,8 +12,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator import paths
+from orchestrator.analysis.curves import from_mlflow_name
 from orchestrator.analysis.frame import CellResult, frame_from_results
 from orchestrator.errors import Problem, UserInputError
+from orchestrator.registry import Registry, RegistryMissing, SweepRecord
+from orchestrator.registry.engine import display_url
 from orchestrator.runs.cell_file import read_cell_file
 from orchestrator.runs.folder import (
     PROGRESS_FILE,
@@ -23,11 +26,10 @@ from orchestrator.runs.folder import (
     summary_stop_reason,
 )
 from orchestrator.runs.layout import sweep_folder
+from orchestrator.tracking import Tracker
 
 if TYPE_CHECKING:
     import pandas as pd
-
-    from orchestrator.registry import SweepRecord
 
 FINAL_METRIC_PREFIX = "eval/"
 
@@ -35,8 +37,6 @@ FINAL_METRIC_PREFIX = "eval/"
 def registry_sweep(sweep: str, registry_url: str) -> tuple[SweepRecord, list[CellResult]] | None:
     """The sweep and its cells (by index) from the registry, or ``None`` if it lacks them
     (or there is no registry: reading never creates one)."""
-    from orchestrator.registry import Registry, RegistryMissing
-
     try:
         registry = Registry.open(registry_url, create=False)
     except RegistryMissing:
@@ -93,9 +93,6 @@ def _final_metrics(cell: CellResult, mlflow_uri: str | None) -> Mapping[str, flo
     if not metrics and cell.run_dir:
         metrics = summary_final(read_summary(Path(cell.run_dir)))
     if not metrics and cell.mlflow_run_id and mlflow_uri:
-        from orchestrator.analysis.curves import from_mlflow_name
-        from orchestrator.tracking import Tracker
-
         with contextlib.suppress(Exception):  # a run deleted from the store: they stay missing
             # Through the Tracker: a store still being created by a first submit is waited for.
             run = Tracker(mlflow_uri).client.get_run(cell.mlflow_run_id)
@@ -116,8 +113,6 @@ def sweep_cells(
     sweep: str, registry_url: str | None = None, mlflow_uri: str | None = None
 ) -> list[CellResult]:
     """The cells of ``sweep`` (what :func:`results` puts in its frame, settings included)."""
-    from orchestrator.registry.engine import display_url
-
     paths.check_name(sweep)  # a name like ../x must not reach run folders
     url = paths.registry_url(registry_url)
     found = registry_sweep(sweep, url)

@@ -17,13 +17,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from orchestrator import paths
 from orchestrator.analysis.combined import value_text
+from orchestrator.analysis.stats import paired_bootstrap_delta, t_interval
+from orchestrator.backends import get_backend
 from orchestrator.errors import Problem, UserInputError
-from orchestrator.stopping.replay import FinishedCell, Replayed
+from orchestrator.grid.plan import SweepPlan, stored_plan
+from orchestrator.registry import CellRecord, CellState, Registry
+from orchestrator.spec.block_file import read_stop_rules
+from orchestrator.stopping.replay import FinishedCell, Replayed, replay
+from orchestrator.stopping.rules import MetricHistory
 
 if TYPE_CHECKING:
-    from orchestrator.grid.plan import SweepPlan
-    from orchestrator.registry import CellRecord
     from orchestrator.spec.stop_block import StopRules
 
 
@@ -92,8 +97,6 @@ def check(cells: Sequence[FinishedCell], replayed: Sequence[Replayed],
           seed_axis: str = "seed") -> StopCheck:
     """The figures of one replay (see the module docstring). ``wall_hours``: each cell's
     measured hours at full length (saved hours scale them by the steps not run)."""
-    from orchestrator.analysis.stats import paired_bootstrap_delta, t_interval
-
     by_id = {r.cell_id: r for r in replayed}
     full: dict[tuple[str, str], dict[Any, tuple[float, float, int]]] = defaultdict(dict)
     for cell in cells:
@@ -170,10 +173,6 @@ def render(result: StopCheck, rules_text: str) -> str:
 
 def load(sweep: str, registry_url: str | None = None) -> tuple[SweepPlan, list[CellRecord]]:
     """The sweep's stored plan and its cells (``UserInputError`` for an unknown sweep)."""
-    from orchestrator import paths
-    from orchestrator.grid.plan import stored_plan
-    from orchestrator.registry import Registry
-
     with Registry.open(paths.registry_url(registry_url), create=False) as reg:
         record = reg.get_sweep(sweep)
         cells = reg.cells(sweep)
@@ -182,10 +181,6 @@ def load(sweep: str, registry_url: str | None = None) -> tuple[SweepPlan, list[C
 
 def finished_cells(cells: Sequence[CellRecord], backend_name: str) -> list[FinishedCell]:
     """Each cell with its whole logged history, read from its run folder."""
-    from orchestrator.backends import get_backend
-    from orchestrator.registry import CellState
-    from orchestrator.stopping.rules import MetricHistory
-
     backend = get_backend(backend_name)
     out = []
     for cell in cells:
@@ -201,8 +196,6 @@ def check_sweep(plan: SweepPlan, cells: Sequence[CellRecord], rules: StopRules,
                 metric: str | None, axis: str, base: str, seed_axis: str = "seed") -> StopCheck:
     """:func:`check` of ``rules`` replayed on a finished sweep's cells (``metric``
     default: the rules' plateau or threshold metric)."""
-    from orchestrator.stopping.replay import replay
-
     name = metric or sorted(rules.group_metrics())[0]
     finished = finished_cells(cells, plan.backend)
     hours = {c.cell_id: (c.finished_at - c.started_at).total_seconds() / 3600
@@ -216,8 +209,6 @@ def chosen_rules(sweep: str, plan: SweepPlan, cells: Sequence[CellRecord],
     or a file holding one), else the sweep's own; ``together`` (comma-separated axes)
     replaces theirs. ``UserInputError`` without a rule to replay, for an axis the sweep
     lacks, or while a cell has not finished."""
-    from orchestrator.spec.block_file import read_stop_rules
-
     if rules_file is None:
         rules = plan.stop
         if rules is None or not rules.group_metrics():

@@ -11,13 +11,14 @@ import html
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from orchestrator import paths
+from orchestrator.analysis.tables.render import frame_table
+from orchestrator.grid.plan import SweepPlan, stored_plan
 from orchestrator.registry import Registry, RegistryMissing, SweepRecord
-
-if TYPE_CHECKING:
-    from orchestrator.grid.plan import SweepPlan
+from orchestrator.search.samplers import trial_budget
+from orchestrator.search.storage import ERROR_ATTR, open_storage, optuna_storage_url
 
 
 @dataclass(frozen=True)
@@ -73,8 +74,6 @@ def storage_exists(registry: Registry) -> bool:
     url = registry.engine.url
     if url.get_backend_name() != "sqlite":
         return True
-    from orchestrator.search.storage import optuna_storage_url
-
     try:
         sibling = optuna_storage_url(registry.engine)[0].removeprefix("sqlite:///")
     except ValueError:
@@ -86,15 +85,10 @@ def study_summaries(registry: Registry, sweep: SweepRecord,
                     plan: SweepPlan | None = None) -> list[StudySummary]:
     """The sweep's studies (empty for a sweep that is not a search); ``plan``: its stored
     plan, if read already."""
-    from orchestrator.grid.plan import stored_plan
-
     search = (plan or stored_plan(sweep.name, sweep.plan)).search
     if search is None or not storage_exists(registry):
         return []
     import optuna
-
-    from orchestrator.search.samplers import trial_budget
-    from orchestrator.search.storage import ERROR_ATTR, open_storage
 
     storage = open_storage(registry.engine)
     names = set(optuna.study.get_all_study_names(storage))
@@ -128,8 +122,6 @@ def best_trials(studies: list[StudySummary], fmt: str) -> str:
     """One row per study in ``fmt`` (markdown, csv, latex or html): its best trial's
     number, value and searched settings, and how many trials ended each way."""
     import pandas as pd
-
-    from orchestrator.analysis.tables.render import frame_table
 
     rows = []
     for study in studies:
