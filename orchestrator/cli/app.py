@@ -12,12 +12,14 @@ import inspect
 import os
 import re
 import sys
+import traceback
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from orchestrator.errors import KappaError, UserInputError
+from orchestrator.paths import absolute_home
 from orchestrator.redact import install_log_redaction, redact, redacted_output
 
 if TYPE_CHECKING:
@@ -125,8 +127,6 @@ def main() -> None:
     log records and errors (tracebacks too: drivers put URLs in messages) are masked
     (:mod:`orchestrator.redact`); ``KAPPA_HOME`` is made absolute once, for the command
     and every process it starts."""
-    from orchestrator.paths import absolute_home
-
     install_log_redaction()
     if os.environ.get(COMPLETE_VAR):  # a shell asks for completions (kappa completion)
         from typer.completion import completion_init
@@ -155,7 +155,5 @@ def _run() -> None:
 
 def _print_traceback(exc: BaseException) -> None:
     """Print ``exc``'s traceback to stderr with any password masked."""
-    import traceback
-
     sys.stderr.write(redact("".join(traceback.format_exception(exc))))
     sys.stderr.flush()

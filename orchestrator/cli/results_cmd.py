@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 
+from orchestrator import paths
 from orchestrator.analysis.status_matrix import DEFAULT_MLFLOW_UI
 from orchestrator.cli.sweep_options import MlflowOption, RegistryOption
 from orchestrator.errors import Problem, UserInputError, unknown_name
@@ -173,7 +174,6 @@ def stop_check(
 
     Example: kappa stop-check toy-table2 --rules plateau.yaml --together reward_budget
     """
-    from orchestrator import paths
     from orchestrator.analysis import stop_check as replay
 
     paths.check_name(sweep)
