@@ -64,8 +64,8 @@ def settings_differences(cells: Sequence[CellResult]) -> dict[tuple[str, str], s
             out.update({(c.sweep, c.cell_id): UNKNOWN_SETTINGS for c in group})
             continue
         flats = [dict(flatten(c.settings or {})) for c in group]
-        keys = sorted({k for f in flats for k in f})
-        differ = [k for k in keys if len({repr(f.get(k)) for f in flats}) > 1]
+        differ = [k for k in sorted({k for f in flats for k in f})
+                  if len({repr(f.get(k)) for f in flats}) > 1]
         for cell, flat in zip(group, flats, strict=True):
             named = [f"{k}={value_text(flat.get(k))}" for k in differ[:MAX_NAMED]]
             more = len(differ) - MAX_NAMED

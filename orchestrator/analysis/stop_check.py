@@ -111,8 +111,7 @@ def check(cells: Sequence[FinishedCell], replayed: Sequence[Replayed],
             final, at, done.step if done.step is not None else done.full_step)
     out: list[Comparison] = []
     for (row, value), seeds in sorted(full.items()):
-        finals = [v[0] for v in seeds.values()]
-        iv = t_interval(finals)
+        iv = t_interval([v[0] for v in seeds.values()])
         out.append(Comparison("mean", row, value, iv.estimate, iv.low, iv.high,
                               sum(v[1] for v in seeds.values()) / len(seeds),
                               tuple(sorted({v[2] for v in seeds.values()})), len(seeds)))

@@ -91,11 +91,11 @@ def study_summaries(registry: Registry, sweep: SweepRecord,
     import optuna
 
     storage = open_storage(registry.engine)
-    names = set(optuna.study.get_all_study_names(storage))
-    mine = sorted(n for n in names if n == sweep.name or n.startswith(f"{sweep.name}["))
     # Studies in grid order where the cells say it (a study's trials carry its name).
     order = {c.labels.get("kappa.study"): c.index for c in registry.cells(sweep.name)}
-    mine.sort(key=lambda n: (order.get(n, 1 << 60), n))
+    mine = sorted((n for n in optuna.study.get_all_study_names(storage)
+                   if n == sweep.name or n.startswith(f"{sweep.name}[")),
+                  key=lambda n: (order.get(n, 1 << 60), n))
     out = []
     for name in mine:
         study = optuna.load_study(study_name=name, storage=storage)
