@@ -159,18 +159,16 @@ def cell_names(frame: pd.DataFrame) -> dict[str, str]:
 
 
 def _plots(curves: pd.DataFrame | None, seed_axis: str, sweep: str,
-           names: dict[str, str] | None = None) -> tuple[str, str, str]:
+           names: dict[str, str]) -> tuple[str, str, str]:
     """(plotly div, base64 PNG, convergence table HTML) — empty strings without curves;
     the convergence table names cells by ``names`` (their axes), the id in a tooltip."""
-    if curves is None or curves.empty:
-        return "", "", ""
-    panels = build_panels(curves, default_color_axis(curves, seed_axis))
+    no_curves = curves is None or curves.empty
+    panels = [] if no_curves else build_panels(curves, default_color_axis(curves, seed_axis))
     if not panels:
         return "", "", ""
     div = plots.to_html(panels, title=f"{sweep}: training dynamics", include_plotlyjs=True)
     png_b64 = base64.b64encode(plots.png(panels)).decode("ascii")
     # Cell ids from bare run folders are folder names: escape them like any text.
-    names = names or {}
     rows = "".join(f'<tr><td title="{html.escape(label)}">'
                    + (html.escape(names[label]) if label in names
                       else f"<code>{html.escape(label)}</code>")
@@ -208,14 +206,14 @@ def render_report(inputs: ReportInputs) -> str:
         plan_cells.append({"cell_id": r["cell_id"], "axes": [r[axis_column(a)] for a in axes],
                            "state": cell.state, "state_class": cell.state_class,
                            "run_id": r.get("mlflow_run_id") or "", "href": cell.href})
-    counts = frame["state"].value_counts()
     plan = None if inputs.plan is None else {
         "count": inputs.plan.cell_count, "resources": inputs.plan.resources.model_dump_json(),
         "gpu_hours": inputs.plan.gpu_hours}
     return env.get_template(TEMPLATE).render(
         sweep=inputs.sweep, backend=inputs.backend, n_cells=len(frame),
         generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), mlflow_ui=inputs.mlflow_ui,
-        counts=[(str(s), int(n)) for s, n in counts.items()], states=KNOWN_STATES,
+        counts=[(str(s), int(n)) for s, n in frame["state"].value_counts().items()],
+        states=KNOWN_STATES,
         matrix=status_matrix(grid, inputs.seed_axis, inputs.mlflow_ui,
                              inputs.mlflow_experiment_id),
         tables=_tables_html(frame, tables), plot_html=plot_html, plot_png=plot_png,

@@ -90,9 +90,6 @@ def frame_table(frame: pd.DataFrame, fmt: str, text: Callable[[str, Any], str],
     return "\n".join([md_row(head), rule, *rows]) + "\n"
 
 
-# --- markdown ---------------------------------------------------------------------------
-
-
 def _md_escape(text: str) -> str:
     return text.replace("|", "\\|")
 
@@ -112,9 +109,6 @@ def to_markdown(table: Table) -> str:
     lines.append("")
     lines += [f"{note}  " for note in table.notes]
     return "\n".join(lines).rstrip() + "\n"
-
-
-# --- LaTeX ------------------------------------------------------------------------------
 
 _LATEX_SPECIAL = {
     "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
@@ -154,9 +148,6 @@ def to_latex(table: Table) -> str:
     return "\n".join(out) + "\n"
 
 
-# --- CSV --------------------------------------------------------------------------------
-
-
 def to_csv(table: Table) -> str:
     """Machine-readable: per column the estimate, CI bounds and (for deltas) significance."""
     buf = io.StringIO()
@@ -181,9 +172,6 @@ def to_csv(table: Table) -> str:
                              str(cell.significant).lower() if cell.kind == "delta" else "", iv.n]
             writer.writerow([*line, row.note or ""] if compared else line)
     return buf.getvalue()
-
-
-# --- HTML -------------------------------------------------------------------------------
 
 
 def to_html(table: Table) -> str:
