@@ -331,14 +331,12 @@ def build_table(frame: pd.DataFrame, spec: TableSpec) -> Table:
         title = None if block is None else display_value(block)
         blocks.append(TableBlock(title, tuple(_embolden(rows, spec, spec.digits))))
     partial = any(c.partial for b in blocks for r in b.rows for c in r.cells)
-    split_rows = any(s != provenance.POOLED for s in sources)
     notes = _notes(spec, factor, delta_axis is not None, partial, _stopped_note(frame))
     if footnotes:
         notes += (compared.EXPLANATION, *footnotes)
-    if combined:
-        notes += provenance.notes(split_rows)
     headers_out = tuple(display_axis(a) for a in header_axes)
     if combined:
+        notes += provenance.notes(any(s != provenance.POOLED for s in sources))
         headers_out += (provenance.SWEEP_HEADER,)
     return Table(label_headers=headers_out, columns=tuple(headers), blocks=tuple(blocks),
                  notes=notes, digits=spec.digits, show_ci=spec.show_ci)
