@@ -59,17 +59,12 @@ def registry_sweep(sweep: str, registry_url: str) -> tuple[SweepRecord, list[Cel
 def cell_from_run_folder(sweep: str, run_dir: Path) -> CellResult:
     """A cell result from a run folder alone."""
     meta = read_cell_file(run_dir) or {}
-    summary = read_summary(run_dir)
-    if summary is not None and summary.get("status"):
-        state = str(summary["status"])
-    elif meta.get("state"):
-        state = str(meta["state"])
-    elif (run_dir / PROGRESS_FILE).exists():
-        state = "running"
-    else:
-        state = "pending"
+    summary = read_summary(run_dir) or {}
+    # The summary's status, else the cell file's state, else whether the run reported yet.
+    state = str(summary.get("status") or meta.get("state")
+                or ("running" if (run_dir / PROGRESS_FILE).exists() else "pending"))
     progress = read_progress(run_dir)
-    steps = (summary or {}).get("steps")
+    steps = summary.get("steps")
     return CellResult(sweep=sweep, cell_id=run_dir.name, state=state,
                       axes=dict(meta.get("axes") or {}), final_metrics=summary_final(summary),
                       run_dir=str(run_dir), mlflow_run_id=meta.get("mlflow_run_id"),
