@@ -241,8 +241,7 @@ def round_half_up(value: float, places: int) -> str:
 
 def _advantage_cells(row: AdvantageRow) -> list[str]:
     out = [f"{row.k}/{row.group_size}"]
-    for _, name in ADVANTAGE_COLUMNS:
-        cell = row.by_construction(name)
+    for cell in (row.by_construction(name) for _, name in ADVANTAGE_COLUMNS):
         out += [round_half_up(cell.pos, 2), round_half_up(cell.neg, 2),
                 round_half_up(cell.kappa, 0)]
     return out
@@ -263,11 +262,9 @@ def advantage_csv(rows: Sequence[AdvantageRow]) -> str:
     writer.writerow(["k", "G"] + [f"{name}_{part}" for _, name in ADVANTAGE_COLUMNS
                                   for part in ("pos", "neg", "kappa")])
     for row in rows:
-        values: list[object] = [row.k, row.group_size]
-        for _, name in ADVANTAGE_COLUMNS:
-            cell = row.by_construction(name)
-            values += [repr(cell.pos), repr(cell.neg), repr(cell.kappa)]
-        writer.writerow(values)
+        cells = [row.by_construction(name) for _, name in ADVANTAGE_COLUMNS]
+        writer.writerow([row.k, row.group_size,
+                         *(repr(v) for c in cells for v in (c.pos, c.neg, c.kappa))])
     return buffer.getvalue()
 
 
