@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
 from orchestrator import paths
 from orchestrator.analysis.status_matrix import DEFAULT_MLFLOW_UI
@@ -19,9 +19,8 @@ if TYPE_CHECKING:
     from orchestrator.sweeps.sweep import Sweep
 
 def _cells_table(status: SweepStatus) -> Table:
-    table = Table(title=f"{status.sweep}: final validation accuracy", title_justify="left")
-    for column in ("cell", "axes", "state", "val acc"):
-        table.add_column(column, justify="right" if column == "val acc" else "left")
+    table = Table("cell", "axes", "state", Column("val acc", justify="right"),
+                  title=f"{status.sweep}: final validation accuracy", title_justify="left")
     for cell in status.cells:
         acc = cell.val_accuracy
         table.add_row(cell.cell_id, cell.axes_text,

@@ -84,13 +84,9 @@ def plan_command(
         sys.stdout.write("\n")
         return
     from rich.console import Console
-    from rich.table import Table
+    from rich.table import Column, Table
 
-    table = Table()
-    table.add_column("#", justify="right")
-    table.add_column("cell id")
-    for axis in spec.axis_names:
-        table.add_column(axis)
+    table = Table(Column("#", justify="right"), "cell id", *spec.axis_names)
     for cell in the_plan.cells[:rows]:
         table.add_row(str(cell.index), cell.cell_id, *(str(v) for v in cell.axes.values()))
     console = Console(highlight=False)
