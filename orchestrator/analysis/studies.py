@@ -71,8 +71,7 @@ class StudySummary:
 
 def storage_exists(registry: Registry) -> bool:
     """Whether the studies' storage exists (never true for a SQLite file not yet made)."""
-    url = registry.engine.url
-    if url.get_backend_name() != "sqlite":
+    if registry.engine.url.get_backend_name() != "sqlite":
         return True
     try:
         sibling = optuna_storage_url(registry.engine)[0].removeprefix("sqlite:///")
