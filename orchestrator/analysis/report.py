@@ -166,7 +166,7 @@ def _plots(curves: pd.DataFrame | None, seed_axis: str, sweep: str,
     panels = [] if no_curves else build_panels(curves, default_color_axis(curves, seed_axis))
     if not panels:
         return "", "", ""
-    div = plots.to_html(panels, title=f"{sweep}: training dynamics", include_plotlyjs=True)
+    div = plots.to_html(panels, title=f"{sweep}: training dynamics")
     png_b64 = base64.b64encode(plots.png(panels)).decode("ascii")
     # Cell ids from bare run folders are folder names: escape them like any text.
     rows = "".join(f'<tr><td title="{html.escape(label)}">'

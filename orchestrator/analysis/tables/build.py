@@ -185,7 +185,7 @@ def _delta_cells(
     return paired, _fraction(len(common), len(base.all_seeds | treat.all_seeds)), note
 
 
-def _embolden(rows: list[TableRow], spec: TableSpec, digits: int) -> list[TableRow]:
+def _embolden(rows: list[TableRow], spec: TableSpec) -> list[TableRow]:
     """Bold the best value per column, separately among absolute rows and among delta rows."""
     sign = 1.0 if spec.higher_is_better else -1.0
     cells = [list(r.cells) for r in rows]
@@ -193,7 +193,7 @@ def _embolden(rows: list[TableRow], spec: TableSpec, digits: int) -> list[TableR
     for kind in ("absolute", "delta"):
         members = [i for i, r in enumerate(rows) if r.kind == kind]
         for j in range(n_cols):
-            scored = [(i, round(sign * iv.estimate, digits)) for i in members
+            scored = [(i, round(sign * iv.estimate, spec.digits)) for i in members
                       if (iv := rows[i].cells[j].interval) is not None]
             if len(scored) < 2:
                 continue
@@ -329,7 +329,7 @@ def build_table(frame: pd.DataFrame, spec: TableSpec) -> Table:
                     row = replace(row, marker=marker, note=note)
                 rows.append(row)
         title = None if block is None else display_value(block)
-        blocks.append(TableBlock(title, tuple(_embolden(rows, spec, spec.digits))))
+        blocks.append(TableBlock(title, tuple(_embolden(rows, spec))))
     partial = any(c.partial for b in blocks for r in b.rows for c in r.cells)
     notes = _notes(spec, factor, delta_axis is not None, partial, _stopped_note(frame))
     if footnotes:
