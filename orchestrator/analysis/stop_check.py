@@ -121,8 +121,7 @@ def check(cells: Sequence[FinishedCell], replayed: Sequence[Replayed],
         common = sorted((s for s in seeds if s in bases), key=str)
         if not common:
             continue
-        delta = paired_bootstrap_delta([bases[s][0] for s in common],
-                                       [seeds[s][0] for s in common])
+        delta = paired_bootstrap_delta([bases[s][0] for s in common], [seeds[s][0] for s in common])
         stopped = sum(seeds[s][1] - bases[s][1] for s in common) / len(common)
         steps = {seeds[s][2] for s in common} | {bases[s][2] for s in common}
         out.append(Comparison("delta", row, value, delta.estimate, delta.low, delta.high,

@@ -182,6 +182,5 @@ def search_section(studies: list[StudySummary], with_plotlyjs: bool) -> str:
     parts = [f"<p>{html.escape(s.line())}</p>" for s in studies]
     for n, (title, figure) in enumerate(optuna_figures(studies)):
         parts.append(f"<h3>{html.escape(title)}</h3>")
-        parts.append(figure.to_html(full_html=False,
-                                    include_plotlyjs=with_plotlyjs and n == 0))
+        parts.append(figure.to_html(full_html=False, include_plotlyjs=with_plotlyjs and n == 0))
     return "\n".join(parts)

@@ -107,8 +107,7 @@ def unwrap_help(doc: str) -> str:
 def _unwrap_helps(group: typer.Typer) -> None:
     """Give every command of ``group`` (and of its sub-groups) its unwrapped help."""
     for command in group.registered_commands:
-        doc = command.help if isinstance(command.help, str) else inspect.getdoc(
-            command.callback)
+        doc = command.help if isinstance(command.help, str) else inspect.getdoc(command.callback)
         if doc:
             command.help = unwrap_help(doc)
     for sub in group.registered_groups:
