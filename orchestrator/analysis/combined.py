@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator import paths
 from orchestrator.analysis.frame import DIFF_COLUMN, CellResult, frame_from_results, hashable_value
+from orchestrator.analysis.sources import results, sweep_cells
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.tracking.naming import flatten
 
@@ -43,7 +44,8 @@ def _with_all_axes(cells: list[CellResult]) -> list[CellResult]:
     return out
 
 
-def _value_text(value: Any) -> str:
+def value_text(value: Any) -> str:
+    """A setting or axis value as a spec writes it (``true``, not ``True``)."""
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
@@ -62,10 +64,10 @@ def settings_differences(cells: Sequence[CellResult]) -> dict[tuple[str, str], s
             out.update({(c.sweep, c.cell_id): UNKNOWN_SETTINGS for c in group})
             continue
         flats = [dict(flatten(c.settings or {})) for c in group]
-        keys = sorted({k for f in flats for k in f})
-        differ = [k for k in keys if len({repr(f.get(k)) for f in flats}) > 1]
+        differ = [k for k in sorted({k for f in flats for k in f})
+                  if len({repr(f.get(k)) for f in flats}) > 1]
         for cell, flat in zip(group, flats, strict=True):
-            named = [f"{k}={_value_text(flat.get(k))}" for k in differ[:MAX_NAMED]]
+            named = [f"{k}={value_text(flat.get(k))}" for k in differ[:MAX_NAMED]]
             more = len(differ) - MAX_NAMED
             text = ", ".join(named) + (f" and {more} more" if more > 0 else "")
             out[(cell.sweep, cell.cell_id)] = text or SAME_SETTINGS
@@ -88,8 +90,6 @@ def results_of(sweeps: Sequence[str], registry_url: str | None = None,
                mlflow_uri: str | None = None) -> pd.DataFrame:
     """One results frame of ``sweeps`` (module docstring); one sweep: exactly
     :func:`orchestrator.analysis.sources.results`."""
-    from orchestrator.analysis.sources import results, sweep_cells
-
     names = check_sweep_names(sweeps)
     if len(names) == 1:
         return results(names[0], registry_url, mlflow_uri)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.analysis.frame import AXIS_PREFIX
 from orchestrator.runs.folder import METRICS_FILE
 from orchestrator.runs.metrics import metric_curves
+from orchestrator.tracking import Tracker
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -36,8 +37,6 @@ def from_mlflow_name(name: str) -> str:
 
 def _mlflow_history(run_id: str, patterns: Sequence[str],
                     mlflow_uri: str) -> dict[str, dict[int, float]]:
-    from orchestrator.tracking import Tracker
-
     # Through the Tracker: a store still being created by a first submit is waited for.
     client = Tracker(mlflow_uri).client
     stored = {from_mlflow_name(n): n for n in sorted(client.get_run(run_id).data.metrics)}

@@ -13,9 +13,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from orchestrator import paths
 from orchestrator.algorithms.convergence import convergence_step
-from orchestrator.analysis.curves import curve_key
+from orchestrator.analysis.combined import results_of
+from orchestrator.analysis.curves import curve_key, load_curves
 from orchestrator.analysis.frame import AXIS_PREFIX
+from orchestrator.analysis.tables.render import frame_table
 from orchestrator.errors import Problem, UserInputError
 
 if TYPE_CHECKING:
@@ -68,8 +71,7 @@ def default_color_axis(curves: pd.DataFrame, seed_axis: str = "seed") -> str | N
 
 def group_colors(groups: Sequence[str]) -> dict[str, str]:
     """A stable colour per group, in order of first appearance."""
-    ordered = list(dict.fromkeys(groups))
-    return {g: PALETTE[i % len(PALETTE)] for i, g in enumerate(ordered)}
+    return {g: PALETTE[i % len(PALETTE)] for i, g in enumerate(dict.fromkeys(groups))}
 
 
 def _mean_curve(label: str, group: str, per_run: pd.DataFrame) -> Curve:
@@ -139,11 +141,6 @@ def convergence_text(sweeps: Sequence[str], metric: str, fmt: str,
                      registry_url: str | None = None, mlflow_uri: str | None = None) -> str:
     """Each cell's convergence step on the ``metric`` curves, as markdown or CSV;
     ``UserInputError`` when cells logged curves but none matches ``metric`` (a typo)."""
-    from orchestrator import paths
-    from orchestrator.analysis.combined import results_of
-    from orchestrator.analysis.curves import load_curves
-    from orchestrator.analysis.tables.render import frame_table
-
     frame = results_of(sweeps, registry_url, mlflow_uri)
     uri = paths.readable_mlflow_uri(mlflow_uri)
     curves = load_curves(frame, [metric], uri)

@@ -92,11 +92,8 @@ def frame_from_results(cells: Iterable[CellResult]) -> pd.DataFrame:
     cells = list(cells)
     # Axes and metrics keep the order in which they first appear (the spec's and the
     # evaluator's order), which is the order tables show them in.
-    axes: dict[str, None] = {}
-    metrics: dict[str, None] = {}
-    for cell in cells:
-        axes.update(dict.fromkeys(cell.axes))
-        metrics.update(dict.fromkeys(cell.final_metrics))
+    axes = list(dict.fromkeys(a for c in cells for a in c.axes))
+    metrics = list(dict.fromkeys(m for c in cells for m in c.final_metrics))
     rows = [{"sweep": c.sweep, "cell_id": c.cell_id, "state": c.state,
              **{axis_column(a): c.axes.get(a) for a in axes},
              **{metric_column(m): _as_float(c.final_metrics.get(m, math.nan)) for m in metrics},

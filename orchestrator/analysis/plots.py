@@ -62,8 +62,8 @@ def png(panels: Sequence[Panel], title: str = "") -> bytes:
     return image.getvalue()
 
 
-def to_html(panels: Sequence[Panel], title: str = "", include_plotlyjs: bool = True) -> str:
-    """The panels as an interactive plotly ``<div>`` (plotly.js inline when asked)."""
+def to_html(panels: Sequence[Panel], title: str = "") -> str:
+    """The panels as an interactive plotly ``<div>``, plotly.js inline (it works offline)."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
@@ -107,5 +107,5 @@ def to_html(panels: Sequence[Panel], title: str = "", include_plotlyjs: bool = T
             ), row=row, col=2)
     fig.update_layout(title=title or None, height=300 * n + 80, template="plotly_white",
                       margin={"l": 50, "r": 20, "t": 60, "b": 40})
-    return str(fig.to_html(full_html=False, include_plotlyjs=include_plotlyjs,
+    return str(fig.to_html(full_html=False, include_plotlyjs=True,
                            config={"displaylogo": False, "responsive": True}))

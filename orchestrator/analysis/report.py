@@ -14,17 +14,23 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.analysis.curves import curve_key
+from orchestrator import paths
+from orchestrator.analysis import plots
+from orchestrator.analysis.combined import results_of
+from orchestrator.analysis.curves import curve_key, load_curves
+from orchestrator.analysis.dynamics import PANELS, build_panels, default_color_axis
 from orchestrator.analysis.frame import axis_column, axis_names, metric_names, varying_axes
+from orchestrator.analysis.sources import registry_sweep
 from orchestrator.analysis.status_matrix import KNOWN_STATES, matrix_cell, status_matrix
+from orchestrator.analysis.studies import best_trials, search_section, sweep_studies
 from orchestrator.analysis.tables import DeltaSpec, TableSpec, build_table, render
 from orchestrator.analysis.tables.labels import default_metric_glob
 from orchestrator.errors import UserInputError
+from orchestrator.grid.plan import SweepPlan, stored_plan
+from orchestrator.runs.atomic import write_atomic
 
 if TYPE_CHECKING:
     import pandas as pd
-
-    from orchestrator.grid.plan import SweepPlan
 
 # A link to dashboards/report.html.j2 (where the project keeps its dashboards); a wheel
 # carries the file itself, so an installed kappa finds it without the repository.
@@ -117,11 +123,7 @@ def table_text(sweeps: Sequence[str], spec: TableSpec, fmt: str, placed: bool,
     """``kappa table``'s text in ``fmt``. Unless options ``placed`` the axes, the table
     follows the sweep's axes (:func:`auto_layout`), and one search sweep without chosen
     metrics shows its best trial per study instead."""
-    from orchestrator.analysis.combined import results_of
-
     if not placed and not spec.metrics and len(sweeps) == 1:
-        from orchestrator.analysis.studies import best_trials, sweep_studies
-
         studies = sweep_studies(sweeps[0], registry_url)
         if studies:
             return best_trials(studies, fmt)
@@ -157,21 +159,16 @@ def cell_names(frame: pd.DataFrame) -> dict[str, str]:
 
 
 def _plots(curves: pd.DataFrame | None, seed_axis: str, sweep: str,
-           names: dict[str, str] | None = None) -> tuple[str, str, str]:
+           names: dict[str, str]) -> tuple[str, str, str]:
     """(plotly div, base64 PNG, convergence table HTML) — empty strings without curves;
     the convergence table names cells by ``names`` (their axes), the id in a tooltip."""
-    if curves is None or curves.empty:
-        return "", "", ""
-    from orchestrator.analysis import plots
-    from orchestrator.analysis.dynamics import build_panels, default_color_axis
-
-    panels = build_panels(curves, default_color_axis(curves, seed_axis))
+    no_curves = curves is None or curves.empty
+    panels = [] if no_curves else build_panels(curves, default_color_axis(curves, seed_axis))
     if not panels:
         return "", "", ""
-    div = plots.to_html(panels, title=f"{sweep}: training dynamics", include_plotlyjs=True)
+    div = plots.to_html(panels, title=f"{sweep}: training dynamics")
     png_b64 = base64.b64encode(plots.png(panels)).decode("ascii")
     # Cell ids from bare run folders are folder names: escape them like any text.
-    names = names or {}
     rows = "".join(f'<tr><td title="{html.escape(label)}">'
                    + (html.escape(names[label]) if label in names
                       else f"<code>{html.escape(label)}</code>")
@@ -209,14 +206,14 @@ def render_report(inputs: ReportInputs) -> str:
         plan_cells.append({"cell_id": r["cell_id"], "axes": [r[axis_column(a)] for a in axes],
                            "state": cell.state, "state_class": cell.state_class,
                            "run_id": r.get("mlflow_run_id") or "", "href": cell.href})
-    counts = frame["state"].value_counts()
     plan = None if inputs.plan is None else {
         "count": inputs.plan.cell_count, "resources": inputs.plan.resources.model_dump_json(),
         "gpu_hours": inputs.plan.gpu_hours}
     return env.get_template(TEMPLATE).render(
         sweep=inputs.sweep, backend=inputs.backend, n_cells=len(frame),
         generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), mlflow_ui=inputs.mlflow_ui,
-        counts=[(str(s), int(n)) for s, n in counts.items()], states=KNOWN_STATES,
+        counts=[(str(s), int(n)) for s, n in frame["state"].value_counts().items()],
+        states=KNOWN_STATES,
         matrix=status_matrix(grid, inputs.seed_axis, inputs.mlflow_ui,
                              inputs.mlflow_experiment_id),
         tables=_tables_html(frame, tables), plot_html=plot_html, plot_png=plot_png,
@@ -229,43 +226,28 @@ def build_report(sweeps: str | Sequence[str], *, registry_url: str | None = None
                  tables: tuple[tuple[str, TableSpec], ...] = ()) -> str:
     """The report of one stored sweep, or of several read as one (registry, else run
     folders; curves from both stores). Several: no plan, every spec, no search plots."""
-    from orchestrator import paths
-    from orchestrator.analysis.combined import results_of
-    from orchestrator.analysis.curves import load_curves
-    from orchestrator.analysis.dynamics import PANELS
-    from orchestrator.analysis.sources import registry_sweep
-    from orchestrator.grid.plan import stored_plan
-
     names = [sweeps] if isinstance(sweeps, str) else list(sweeps)
     frame = results_of(names, registry_url, mlflow_uri)
     found = [registry_sweep(s, paths.registry_url(registry_url)) for s in names]
     infos = [f[0] for f in found if f is not None]
     curves = load_curves(frame, list(PANELS.values()), paths.readable_mlflow_uri(mlflow_uri))
-    if len(names) > 1:
-        specs = "\n".join(f"# --- {i.name} ---\n{i.spec_text}" for i in infos)
-        return render_report(ReportInputs(
-            sweep=" + ".join(names), frame=frame, curves=curves,
-            backend=", ".join(dict.fromkeys(i.backend for i in infos)) or None,
-            spec_text=specs or None, mlflow_ui=mlflow_ui, tables=tables))
-    from orchestrator.analysis.studies import search_section, sweep_studies
-
-    sweep, info = names[0], (infos[0] if infos else None)
-    search_html = search_section(sweep_studies(sweep, registry_url),
-                                 with_plotlyjs=curves is None or curves.empty)
+    several = len(names) > 1
+    info = infos[0] if infos and not several else None
+    specs = "\n".join(f"# --- {i.name} ---\n{i.spec_text}" for i in infos) if several else ""
+    studies = [] if several else sweep_studies(names[0], registry_url)
     return render_report(ReportInputs(
-        sweep=sweep, frame=frame, curves=curves, backend=info.backend if info else None,
-        spec_text=info.spec_text if info else None,
-        plan=stored_plan(sweep, info.plan) if info else None,
+        sweep=" + ".join(names), frame=frame, curves=curves,
+        backend=", ".join(dict.fromkeys(i.backend for i in infos)) or None,
+        spec_text=info.spec_text if info else specs or None,
+        plan=stored_plan(names[0], info.plan) if info else None,
         mlflow_experiment_id=info.mlflow_experiment_id if info else None, mlflow_ui=mlflow_ui,
-        tables=tables, search_html=search_html))
+        tables=tables, search_html=search_section(studies, curves is None or curves.empty)))
 
 
 def write_report(sweeps: str | Sequence[str], target: Path, *, registry_url: str | None = None,
                  mlflow_uri: str | None = None, mlflow_ui: str | None = None,
                  tables: tuple[tuple[str, TableSpec], ...] = ()) -> Path:
     """Write :func:`build_report`'s HTML to ``target`` (its folder made) and return it."""
-    from orchestrator.runs.atomic import write_atomic
-
     html_text = build_report(sweeps, registry_url=registry_url, mlflow_uri=mlflow_uri,
                              mlflow_ui=mlflow_ui, tables=tables)
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -5,13 +5,18 @@ metrics missing everywhere else come from the MLflow run (its latest ``eval/*`` 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from orchestrator import paths
+from orchestrator.analysis.curves import from_mlflow_name
 from orchestrator.analysis.frame import CellResult, frame_from_results
 from orchestrator.errors import Problem, UserInputError
+from orchestrator.registry import Registry, RegistryMissing, SweepRecord
+from orchestrator.registry.engine import display_url
 from orchestrator.runs.folder import (
     PROGRESS_FILE,
     read_cell_file,
@@ -20,11 +25,11 @@ from orchestrator.runs.folder import (
     summary_final,
     summary_stop_reason,
 )
+from orchestrator.runs.layout import sweep_folder
+from orchestrator.tracking import Tracker
 
 if TYPE_CHECKING:
     import pandas as pd
-
-    from orchestrator.registry import SweepRecord
 
 FINAL_METRIC_PREFIX = "eval/"
 
@@ -32,8 +37,6 @@ FINAL_METRIC_PREFIX = "eval/"
 def registry_sweep(sweep: str, registry_url: str) -> tuple[SweepRecord, list[CellResult]] | None:
     """The sweep and its cells (by index) from the registry, or ``None`` if it lacks them
     (or there is no registry: reading never creates one)."""
-    from orchestrator.registry import Registry, RegistryMissing
-
     try:
         registry = Registry.open(registry_url, create=False)
     except RegistryMissing:
@@ -56,17 +59,12 @@ def registry_sweep(sweep: str, registry_url: str) -> tuple[SweepRecord, list[Cel
 def cell_from_run_folder(sweep: str, run_dir: Path) -> CellResult:
     """A cell result from a run folder alone."""
     meta = read_cell_file(run_dir) or {}
-    summary = read_summary(run_dir)
-    if summary is not None and summary.get("status"):
-        state = str(summary["status"])
-    elif meta.get("state"):
-        state = str(meta["state"])
-    elif (run_dir / PROGRESS_FILE).exists():
-        state = "running"
-    else:
-        state = "pending"
+    summary = read_summary(run_dir) or {}
+    # The summary's status, else the cell file's state, else whether the run reported yet.
+    state = str(summary.get("status") or meta.get("state")
+                or ("running" if (run_dir / PROGRESS_FILE).exists() else "pending"))
     progress = read_progress(run_dir)
-    steps = (summary or {}).get("steps")
+    steps = summary.get("steps")
     return CellResult(sweep=sweep, cell_id=run_dir.name, state=state,
                       axes=dict(meta.get("axes") or {}), final_metrics=summary_final(summary),
                       run_dir=str(run_dir), mlflow_run_id=meta.get("mlflow_run_id"),
@@ -77,41 +75,25 @@ def cell_from_run_folder(sweep: str, run_dir: Path) -> CellResult:
 
 def cells_from_run_folders(sweep: str, root: Path | None = None) -> list[CellResult]:
     """Every cell with a run folder under ``root/<sweep>/`` (default: the sweep's folder)."""
-    from orchestrator.paths import check_name
-    from orchestrator.runs.layout import sweep_folder
-
-    base = sweep_folder(check_name(sweep)) if root is None else root / check_name(sweep)
+    base = sweep_folder(paths.check_name(sweep)) if root is None else root / paths.check_name(sweep)
     if not base.is_dir():
         return []
     return [cell_from_run_folder(sweep, d) for d in sorted(base.iterdir()) if d.is_dir()]
 
 
-def _mlflow_final_metrics(run_id: str, mlflow_uri: str) -> Mapping[str, float]:
-    from orchestrator.analysis.curves import from_mlflow_name
-    from orchestrator.tracking import Tracker
-
-    # Through the Tracker: a store still being created by a first submit is waited for.
-    run = Tracker(mlflow_uri).client.get_run(run_id)
-    metrics = {from_mlflow_name(k): float(v) for k, v in run.data.metrics.items()}
-    return {k: v for k, v in metrics.items() if k.startswith(FINAL_METRIC_PREFIX)}
-
-
-def _fill_missing_metrics(cells: list[CellResult], mlflow_uri: str | None) -> list[CellResult]:
-    """Final metrics a cell's source lacks: its ``summary.json``, else its MLflow run."""
-    out = []
-    for cell in cells:
-        metrics: Mapping[str, float] = cell.final_metrics
-        if not metrics and cell.run_dir:
-            metrics = summary_final(read_summary(Path(cell.run_dir)))
-        if not metrics and cell.mlflow_run_id and mlflow_uri:
-            try:
-                metrics = _mlflow_final_metrics(cell.mlflow_run_id, mlflow_uri)
-            except Exception:  # a run deleted from the store leaves the metrics missing
-                metrics = {}
-        if metrics is not cell.final_metrics:
-            cell = replace(cell, final_metrics=metrics)
-        out.append(cell)
-    return out
+def _final_metrics(cell: CellResult, mlflow_uri: str | None) -> Mapping[str, float]:
+    """The cell's final metrics: its source's, else its ``summary.json``'s, else its MLflow
+    run's (latest ``eval/*`` values)."""
+    metrics = cell.final_metrics
+    if not metrics and cell.run_dir:
+        metrics = summary_final(read_summary(Path(cell.run_dir)))
+    if not metrics and cell.mlflow_run_id and mlflow_uri:
+        with contextlib.suppress(Exception):  # a run deleted from the store: they stay missing
+            # Through the Tracker: a store still being created by a first submit is waited for.
+            run = Tracker(mlflow_uri).client.get_run(cell.mlflow_run_id)
+            metrics = {from_mlflow_name(k): float(v) for k, v in run.data.metrics.items()
+                       if k.startswith(FINAL_METRIC_PREFIX)}
+    return metrics
 
 
 def results(
@@ -126,10 +108,6 @@ def sweep_cells(
     sweep: str, registry_url: str | None = None, mlflow_uri: str | None = None
 ) -> list[CellResult]:
     """The cells of ``sweep`` (what :func:`results` puts in its frame, settings included)."""
-    from orchestrator import paths
-    from orchestrator.registry.engine import display_url
-    from orchestrator.runs.layout import sweep_folder
-
     paths.check_name(sweep)  # a name like ../x must not reach run folders
     url = paths.registry_url(registry_url)
     found = registry_sweep(sweep, url)
@@ -139,4 +117,5 @@ def sweep_cells(
             "sweep", "not in the registry and no run folders", found=repr(sweep),
             allowed=f"a sweep in {display_url(url)} or its folder {sweep_folder(sweep)}",
             fix="check the name with `kappa status`, or set KAPPA_HOME / --registry")])
-    return _fill_missing_metrics(cells, paths.readable_mlflow_uri(mlflow_uri))
+    uri = paths.readable_mlflow_uri(mlflow_uri)
+    return [replace(c, final_metrics=_final_metrics(c, uri)) for c in cells]

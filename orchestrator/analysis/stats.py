@@ -61,14 +61,22 @@ def t_interval(values: Values, confidence: float = DEFAULT_CONFIDENCE) -> Interv
     return Interval(mean, mean - half, mean + half, n)
 
 
-def _bootstrap_means(diffs: np.ndarray, seed: int, n_resamples: int) -> np.ndarray:
-    """Means of ``n_resamples`` resamples (with replacement) of the rows of ``diffs``: the
-    count of each row drawn, so the means are one matrix product, not a 3-d gather."""
+def _intervals(diffs: np.ndarray, confidence: float, n_resamples: int,
+               seed: int) -> list[Interval]:
+    """Per column of complete paired differences ``(pairs, columns)``: the mean and, from two
+    pairs on, its percentile bootstrap interval. Columns share one draw of resampled pairs,
+    counted per pair so that the resamples' means are one matrix product, not a 3-d gather."""
     n = diffs.shape[0]
+    means = diffs.mean(axis=0)
+    if n < 2:
+        return [Interval(float(m), None, None, n) for m in means]
     idx = np.random.default_rng(seed).integers(0, n, size=(n_resamples, n))
     flat = (idx + (np.arange(n_resamples) * n)[:, None]).ravel()
     counts = np.bincount(flat, minlength=n_resamples * n).reshape(n_resamples, n)
-    return np.asarray(counts @ diffs / n)
+    alpha = (1.0 - confidence) / 2.0
+    lows, highs = np.quantile(counts @ diffs / n, [alpha, 1.0 - alpha], axis=0)
+    return [Interval(float(m), float(lo), float(hi), n)
+            for m, lo, hi in zip(means, lows, highs, strict=True)]
 
 
 def paired_bootstrap_delta(base: Values, treatment: Values, *,
@@ -85,17 +93,9 @@ def paired_bootstrap_delta(base: Values, treatment: Values, *,
         raise ValueError(f"paired samples must be 1-d and of equal length, got {b.shape} and "
                          f"{t.shape}")
     keep = np.isfinite(b) & np.isfinite(t)
-    diffs = t[keep] - b[keep]
-    n = int(diffs.size)
-    if n == 0:
+    if not keep.any():
         raise ValueError("paired_bootstrap_delta of no complete pairs")
-    mean = float(diffs.mean())
-    if n < 2:
-        return Interval(mean, None, None, n)
-    boot = _bootstrap_means(diffs[:, None], seed, n_resamples)[:, 0]
-    alpha = (1.0 - confidence) / 2.0
-    low, high = np.quantile(boot, [alpha, 1.0 - alpha])
-    return Interval(mean, float(low), float(high), n)
+    return _intervals((t[keep] - b[keep])[:, None], confidence, n_resamples, seed)[0]
 
 
 def paired_bootstrap_columns(base: np.ndarray, treatment: np.ndarray, *,
@@ -104,8 +104,8 @@ def paired_bootstrap_columns(base: np.ndarray, treatment: np.ndarray, *,
                              seed: int = DEFAULT_BOOTSTRAP_SEED) -> list[Interval | None]:
     """:func:`paired_bootstrap_delta` for every column of ``(pairs, columns)`` arrays at once.
     Columns share one draw of resampled pairs, so each column's result equals the single-column call
-    with the same ``seed``; a column with incomplete pairs falls back to that call. ``None`` for a
-    column without a complete pair."""
+    with the same ``seed``; a column with incomplete pairs is computed over its complete ones.
+    ``None`` for a column without a complete pair."""
     b = np.asarray(base, dtype=float)
     t = np.asarray(treatment, dtype=float)
     if b.shape != t.shape or b.ndim != 2:
@@ -113,17 +113,11 @@ def paired_bootstrap_columns(base: np.ndarray, treatment: np.ndarray, *,
     complete = np.isfinite(b) & np.isfinite(t)
     full = complete.all(axis=0)
     out: list[Interval | None] = [None] * b.shape[1]
-    n = b.shape[0]
-    if full.any() and n >= 2:
-        diffs = t[:, full] - b[:, full]
-        boot = _bootstrap_means(diffs, seed, n_resamples)  # (resamples, full columns)
-        alpha = (1.0 - confidence) / 2.0
-        lows, highs = np.quantile(boot, [alpha, 1.0 - alpha], axis=0)
-        means = diffs.mean(axis=0)
-        for k, col in enumerate(np.flatnonzero(full).tolist()):
-            out[col] = Interval(float(means[k]), float(lows[k]), float(highs[k]), n)
-    for j in range(b.shape[1]):
-        if out[j] is None and complete[:, j].any():
-            out[j] = paired_bootstrap_delta(b[:, j], t[:, j], confidence=confidence,
-                                            n_resamples=n_resamples, seed=seed)
+    if full.any():
+        shared = _intervals(t[:, full] - b[:, full], confidence, n_resamples, seed)
+        for col, interval in zip(np.flatnonzero(full).tolist(), shared, strict=True):
+            out[col] = interval
+    for j in np.flatnonzero(~full & complete.any(axis=0)).tolist():
+        out[j] = paired_bootstrap_delta(b[:, j], t[:, j], confidence=confidence,
+                                        n_resamples=n_resamples, seed=seed)
     return out

@@ -19,14 +19,6 @@ KNOWN_STATES: tuple[str, ...] = ("succeeded", "stopped", "failed", "cancelled", 
 DEFAULT_MLFLOW_UI = "http://127.0.0.1:5000"
 
 
-def mlflow_run_url(ui: str, run_id: str, experiment_id: str | None = None) -> str:
-    """The MLflow UI page of a run (the direct route when the experiment is unknown)."""
-    base = ui.rstrip("/")
-    if experiment_id:
-        return f"{base}/#/experiments/{experiment_id}/runs/{run_id}"
-    return f"{base}/#/runs/{run_id}"
-
-
 def state_class(state: str, stop_reason: str | None = None) -> str:
     """The CSS class suffix for a state (unknown states share one colour); a succeeded
     cell a stopping rule ended is ``stopped``."""
@@ -79,11 +71,13 @@ class StatusMatrix:
 
 def matrix_cell(record: dict[str, Any], axes: list[str], ui: str | None,
                 experiment_id: str | None) -> MatrixCell:
-    """A frame record as the report shows it (``href``: its MLflow run, when ``ui`` is known)."""
+    """A frame record as the report shows it (``href``: its run's page in the MLflow UI at
+    ``ui``, when known; the direct route when the experiment is unknown)."""
     state = str(record["state"])
     reason = stop_reason_of(record)
     run_id = record.get("mlflow_run_id")
-    href = mlflow_run_url(ui, run_id, experiment_id) if ui and run_id else None
+    route = f"experiments/{experiment_id}/runs" if experiment_id else "runs"
+    href = f"{ui.rstrip('/')}/#/{route}/{run_id}" if ui and run_id else None
     title = f"{record['cell_id']} · " + ", ".join(f"{a}={record[axis_column(a)]}" for a in axes)
     if reason:
         title += f" · {reason}"

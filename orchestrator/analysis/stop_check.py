@@ -10,18 +10,25 @@ steps saved; for every row and value, the mean over seeds (Student t interval) l
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from orchestrator import paths
+from orchestrator.analysis.combined import value_text
+from orchestrator.analysis.stats import paired_bootstrap_delta, t_interval
+from orchestrator.backends import get_backend
 from orchestrator.errors import Problem, UserInputError
-from orchestrator.stopping.replay import FinishedCell, Replayed
+from orchestrator.grid.plan import SweepPlan, stored_plan
+from orchestrator.registry import CellRecord, CellState, Registry
+from orchestrator.spec.block_file import read_stop_rules
+from orchestrator.stopping.replay import FinishedCell, Replayed, replay
+from orchestrator.stopping.rules import MetricHistory
 
 if TYPE_CHECKING:
-    from orchestrator.grid.plan import SweepPlan
-    from orchestrator.registry import CellRecord
     from orchestrator.spec.stop_block import StopRules
 
 
@@ -85,33 +92,26 @@ class StopCheck:
                             for c in self.comparisons]}
 
 
-def _text(value: Any) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
-
-
 def check(cells: Sequence[FinishedCell], replayed: Sequence[Replayed],
           wall_hours: Mapping[str, float], metric: str, axis: str, base: str,
           seed_axis: str = "seed") -> StopCheck:
     """The figures of one replay (see the module docstring). ``wall_hours``: each cell's
     measured hours at full length (saved hours scale them by the steps not run)."""
-    from orchestrator.analysis.stats import paired_bootstrap_delta, t_interval
-
     by_id = {r.cell_id: r for r in replayed}
     full: dict[tuple[str, str], dict[Any, tuple[float, float, int]]] = defaultdict(dict)
     for cell in cells:
         done = by_id[cell.cell_id]
         if not cell.succeeded or metric not in cell.history.series or done.failed:
             continue
-        row = ", ".join(f"{k}={_text(v)}" for k, v in sorted(cell.axes.items())
+        row = ", ".join(f"{k}={value_text(v)}" for k, v in sorted(cell.axes.items())
                         if k not in (axis, seed_axis))
         final = cell.history.points(metric)[-1][1]
         at = done.values.get(metric, float("nan"))
-        full[(row, _text(cell.axes.get(axis)))][cell.axes.get(seed_axis)] = (
+        full[(row, value_text(cell.axes.get(axis)))][cell.axes.get(seed_axis)] = (
             final, at, done.step if done.step is not None else done.full_step)
     out: list[Comparison] = []
     for (row, value), seeds in sorted(full.items()):
-        finals = [v[0] for v in seeds.values()]
-        iv = t_interval(finals)
+        iv = t_interval([v[0] for v in seeds.values()])
         out.append(Comparison("mean", row, value, iv.estimate, iv.low, iv.high,
                               sum(v[1] for v in seeds.values()) / len(seeds),
                               tuple(sorted({v[2] for v in seeds.values()})), len(seeds)))
@@ -121,8 +121,7 @@ def check(cells: Sequence[FinishedCell], replayed: Sequence[Replayed],
         common = sorted((s for s in seeds if s in bases), key=str)
         if not common:
             continue
-        delta = paired_bootstrap_delta([bases[s][0] for s in common],
-                                       [seeds[s][0] for s in common])
+        delta = paired_bootstrap_delta([bases[s][0] for s in common], [seeds[s][0] for s in common])
         stopped = sum(seeds[s][1] - bases[s][1] for s in common) / len(common)
         steps = {seeds[s][2] for s in common} | {bases[s][2] for s in common}
         out.append(Comparison("delta", row, value, delta.estimate, delta.low, delta.high,
@@ -172,10 +171,6 @@ def render(result: StopCheck, rules_text: str) -> str:
 
 def load(sweep: str, registry_url: str | None = None) -> tuple[SweepPlan, list[CellRecord]]:
     """The sweep's stored plan and its cells (``UserInputError`` for an unknown sweep)."""
-    from orchestrator import paths
-    from orchestrator.grid.plan import stored_plan
-    from orchestrator.registry import Registry
-
     with Registry.open(paths.registry_url(registry_url), create=False) as reg:
         record = reg.get_sweep(sweep)
         cells = reg.cells(sweep)
@@ -184,10 +179,6 @@ def load(sweep: str, registry_url: str | None = None) -> tuple[SweepPlan, list[C
 
 def finished_cells(cells: Sequence[CellRecord], backend_name: str) -> list[FinishedCell]:
     """Each cell with its whole logged history, read from its run folder."""
-    from orchestrator.backends import get_backend
-    from orchestrator.registry import CellState
-    from orchestrator.stopping.rules import MetricHistory
-
     backend = get_backend(backend_name)
     out = []
     for cell in cells:
@@ -203,8 +194,6 @@ def check_sweep(plan: SweepPlan, cells: Sequence[CellRecord], rules: StopRules,
                 metric: str | None, axis: str, base: str, seed_axis: str = "seed") -> StopCheck:
     """:func:`check` of ``rules`` replayed on a finished sweep's cells (``metric``
     default: the rules' plateau or threshold metric)."""
-    from orchestrator.stopping.replay import replay
-
     name = metric or sorted(rules.group_metrics())[0]
     finished = finished_cells(cells, plan.backend)
     hours = {c.cell_id: (c.finished_at - c.started_at).total_seconds() / 3600
@@ -218,8 +207,6 @@ def chosen_rules(sweep: str, plan: SweepPlan, cells: Sequence[CellRecord],
     or a file holding one), else the sweep's own; ``together`` (comma-separated axes)
     replaces theirs. ``UserInputError`` without a rule to replay, for an axis the sweep
     lacks, or while a cell has not finished."""
-    from orchestrator.spec.block_file import read_stop_rules
-
     if rules_file is None:
         rules = plan.stop
         if rules is None or not rules.group_metrics():
@@ -266,12 +253,10 @@ def compared_axis(delta: str | None, rules: StopRules,
             fix="give --delta AXIS=BASE, e.g. --delta reward_budget=false")])
     axis = rules.together[0]
     values = [c.axes[axis] for c in sorted(cells, key=lambda c: c.index) if axis in c.axes]
-    return axis, _text(values[0]) if values else ""
+    return axis, value_text(values[0]) if values else ""
 
 
 def describe(rules: StopRules) -> str:
     """The rules as the report's first line shows them (JSON, without the GPU-hours cap)."""
-    import json
-
     return json.dumps(rules.model_dump(exclude_defaults=True, by_alias=True,
                                        exclude={"gpu_hours"}), default=str)

@@ -7,16 +7,18 @@ imported)."""
 from __future__ import annotations
 
 import contextlib
+import html
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from orchestrator import paths
+from orchestrator.analysis.tables.render import frame_table
+from orchestrator.grid.plan import SweepPlan, stored_plan
 from orchestrator.registry import Registry, RegistryMissing, SweepRecord
-
-if TYPE_CHECKING:
-    from orchestrator.grid.plan import SweepPlan
+from orchestrator.search.hook import ERROR_ATTR, open_storage, optuna_storage_url
+from orchestrator.search.samplers import trial_budget
 
 
 @dataclass(frozen=True)
@@ -69,11 +71,8 @@ class StudySummary:
 
 def storage_exists(registry: Registry) -> bool:
     """Whether the studies' storage exists (never true for a SQLite file not yet made)."""
-    url = registry.engine.url
-    if url.get_backend_name() != "sqlite":
+    if registry.engine.url.get_backend_name() != "sqlite":
         return True
-    from orchestrator.search.hook import optuna_storage_url
-
     try:
         sibling = optuna_storage_url(registry.engine)[0].removeprefix("sqlite:///")
     except ValueError:
@@ -85,22 +84,17 @@ def study_summaries(registry: Registry, sweep: SweepRecord,
                     plan: SweepPlan | None = None) -> list[StudySummary]:
     """The sweep's studies (empty for a sweep that is not a search); ``plan``: its stored
     plan, if read already."""
-    from orchestrator.grid.plan import stored_plan
-
     search = (plan or stored_plan(sweep.name, sweep.plan)).search
     if search is None or not storage_exists(registry):
         return []
     import optuna
 
-    from orchestrator.search.hook import ERROR_ATTR, open_storage
-    from orchestrator.search.samplers import trial_budget
-
     storage = open_storage(registry.engine)
-    names = set(optuna.study.get_all_study_names(storage))
-    mine = sorted(n for n in names if n == sweep.name or n.startswith(f"{sweep.name}["))
     # Studies in grid order where the cells say it (a study's trials carry its name).
     order = {c.labels.get("kappa.study"): c.index for c in registry.cells(sweep.name)}
-    mine.sort(key=lambda n: (order.get(n, 1 << 60), n))
+    mine = sorted((n for n in optuna.study.get_all_study_names(storage)
+                   if n == sweep.name or n.startswith(f"{sweep.name}[")),
+                  key=lambda n: (order.get(n, 1 << 60), n))
     out = []
     for name in mine:
         study = optuna.load_study(study_name=name, storage=storage)
@@ -127,8 +121,6 @@ def best_trials(studies: list[StudySummary], fmt: str) -> str:
     """One row per study in ``fmt`` (markdown, csv, latex or html): its best trial's
     number, value and searched settings, and how many trials ended each way."""
     import pandas as pd
-
-    from orchestrator.analysis.tables.render import frame_table
 
     rows = []
     for study in studies:
@@ -185,13 +177,10 @@ def optuna_figures(studies: list[StudySummary]) -> list[tuple[str, Any]]:
 def search_section(studies: list[StudySummary], with_plotlyjs: bool) -> str:
     """The report's search section: each study's line and its Optuna plots (offline HTML:
     plotly.js inlined once, here when the report has no other plotly figure)."""
-    import html
-
     if not studies:
         return ""
     parts = [f"<p>{html.escape(s.line())}</p>" for s in studies]
     for n, (title, figure) in enumerate(optuna_figures(studies)):
         parts.append(f"<h3>{html.escape(title)}</h3>")
-        parts.append(figure.to_html(full_html=False,
-                                    include_plotlyjs=with_plotlyjs and n == 0))
+        parts.append(figure.to_html(full_html=False, include_plotlyjs=with_plotlyjs and n == 0))
     return "\n".join(parts)

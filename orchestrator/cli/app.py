@@ -1,6 +1,8 @@
 """The ``kappa`` command line: one module per command group, each with ``register(app)``,
-keeping heavy imports (torch, mlflow, ray, sqlalchemy, pandas) inside the command
-functions so that ``kappa --help`` stays instant.
+keeping heavy imports (torch, mlflow, ray, sqlalchemy, pandas) inside the command functions so
+that ``kappa --help`` stays instant; ``kappa completion`` and the answers to a shell's
+completion requests (:func:`main`) come from the same click completion classes (typer's), so
+they always agree.
 """
 
 from __future__ import annotations
@@ -10,16 +12,26 @@ import inspect
 import os
 import re
 import sys
+import traceback
+from enum import StrEnum
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from orchestrator.errors import KappaError, UserInputError
+from orchestrator.paths import absolute_home
 from orchestrator.redact import install_log_redaction, redact, redacted_output
 
-# In the order ``kappa --help`` lists their commands.
+if TYPE_CHECKING:
+    from typer._click import Command
+
+# In the order ``kappa --help`` lists their commands (``completion`` last, below).
 COMMAND_MODULES: tuple[str, ...] = tuple(f"orchestrator.cli.{name}_cmd" for name in (
     "algorithms", "train", "db", "spec", "sweep", "canary", "search", "executors", "ui",
-    "results", "stopcheck", "data", "doctor", "smoke", "completion"))
+    "results", "data", "doctor", "smoke"))
+PROG_NAME = "kappa"
+# The variable click reads to tell a completion request from a normal run.
+COMPLETE_VAR = "_KAPPA_COMPLETE"
 
 app = typer.Typer(
     name="kappa", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -32,6 +44,45 @@ app = typer.Typer(
 
 for _module in COMMAND_MODULES:
     importlib.import_module(_module).register(app)
+
+
+class Shell(StrEnum):
+    """The shells ``kappa completion`` writes a script for."""
+
+    bash = "bash"
+    zsh = "zsh"
+    fish = "fish"
+
+
+def completion_script(root: Command, shell: str) -> str:
+    """The completion script for ``shell`` (``bash``, ``zsh`` or ``fish``) of ``root``, the
+    ``kappa`` click command."""
+    from typer._click.shell_completion import get_completion_class
+    from typer.completion import completion_init
+
+    # Registers typer's completion classes (the app is built without --install-completion).
+    completion_init()
+    comp_cls = get_completion_class(shell)
+    if comp_cls is None:  # Shell() admits only the three registered shells
+        raise ValueError(f"no completion class for {shell}")
+    # The installed command's name, whatever started this process (python -m orchestrator).
+    return comp_cls(root, {}, PROG_NAME, COMPLETE_VAR).source().strip() + "\n"
+
+
+@app.command("completion")
+def completion_cmd(
+    ctx: typer.Context,
+    shell: Annotated[Shell, typer.Argument(help="The shell to complete in.")],
+) -> None:
+    """Print the tab-completion script for SHELL (bash, zsh or fish).
+
+    Commands, options and choices complete as you type. Load it in every new shell:
+    bash: eval "$(kappa completion bash)" in ~/.bashrc (bash 4.4 or newer); zsh: eval
+    "$(kappa completion zsh)" in ~/.zshrc, after compinit; fish: kappa completion fish >
+    ~/.config/fish/completions/kappa.fish. See docs/cli.md#shell-completion.
+    """
+    typer.echo(completion_script(ctx.find_root().command, shell.value), nl=False)
+
 
 # A line that starts an example, a list item or a comment keeps its own line in --help.
 _OWN_LINE = re.compile(r"\s|[-*#$>]|\d+[.)]\s")
@@ -56,8 +107,7 @@ def unwrap_help(doc: str) -> str:
 def _unwrap_helps(group: typer.Typer) -> None:
     """Give every command of ``group`` (and of its sub-groups) its unwrapped help."""
     for command in group.registered_commands:
-        doc = command.help if isinstance(command.help, str) else inspect.getdoc(
-            command.callback)
+        doc = command.help if isinstance(command.help, str) else inspect.getdoc(command.callback)
         if doc:
             command.help = unwrap_help(doc)
     for sub in group.registered_groups:
@@ -76,13 +126,11 @@ def main() -> None:
     log records and errors (tracebacks too: drivers put URLs in messages) are masked
     (:mod:`orchestrator.redact`); ``KAPPA_HOME`` is made absolute once, for the command
     and every process it starts."""
-    from orchestrator.paths import absolute_home
-
     install_log_redaction()
-    if os.environ.get("_KAPPA_COMPLETE"):  # a shell asks for completions (kappa completion)
+    if os.environ.get(COMPLETE_VAR):  # a shell asks for completions (kappa completion)
         from typer.completion import completion_init
 
-        completion_init()  # typer's completion classes (see completion_cmd.completion_script)
+        completion_init()  # typer's completion classes (see completion_script)
     with redacted_output(), absolute_home():
         _run()
 
@@ -106,7 +154,5 @@ def _run() -> None:
 
 def _print_traceback(exc: BaseException) -> None:
     """Print ``exc``'s traceback to stderr with any password masked."""
-    import traceback
-
     sys.stderr.write(redact("".join(traceback.format_exception(exc))))
     sys.stderr.flush()

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from orchestrator.cli.console import make_console
 from orchestrator.cli.sweep_options import (
     ExecutorOption,
     ExecutorOptionsOption,
@@ -135,8 +136,6 @@ def canary_cmd(
     never in the grid's results. Exit 0 when all passed; 2 with each failed canary's
     axes, id and log tail. `kappa submit SPEC --canary` runs them before the grid.
     """
-    from orchestrator.cli.console import make_console
-
     console = make_console()
     if dry_run:
         from orchestrator.sweeps.canary import plan_canaries

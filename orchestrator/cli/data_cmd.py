@@ -31,8 +31,7 @@ def register(app: typer.Typer) -> None:
         from orchestrator.data.prepare import SourceKind, prepare
 
         # prepare() rejects anything but hub/local with a UserInputError (exit 2).
-        kind = cast("SourceKind", source)
-        for split in prepare(dataset, out, kind, local_path, tokenizer):
+        for split in prepare(dataset, out, cast("SourceKind", source), local_path, tokenizer):
             typer.echo(f"{split.name}: {split.rows} rows -> {split.path}")
 
     app.add_typer(data_app, name="data")

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
 from orchestrator import paths
+from orchestrator.analysis.status_matrix import DEFAULT_MLFLOW_UI
 from orchestrator.cli.sweep_views import STATE_STYLE
 from orchestrator.errors import UserInputError
 from orchestrator.redact import redact
@@ -17,13 +18,9 @@ if TYPE_CHECKING:
     from orchestrator.sweeps.stores import Stores
     from orchestrator.sweeps.sweep import Sweep
 
-MLFLOW_UI = "http://127.0.0.1:5000"
-
-
 def _cells_table(status: SweepStatus) -> Table:
-    table = Table(title=f"{status.sweep}: final validation accuracy", title_justify="left")
-    for column in ("cell", "axes", "state", "val acc"):
-        table.add_column(column, justify="right" if column == "val acc" else "left")
+    table = Table("cell", "axes", "state", Column("val acc", justify="right"),
+                  title=f"{status.sweep}: final validation accuracy", title_justify="left")
     for cell in status.cells:
         acc = cell.val_accuracy
         table.add_row(cell.cell_id, cell.axes_text,
@@ -45,14 +42,14 @@ def print_demo_results(console: Console, sweep: Sweep, stores: Stores) -> None:
     console.print(text, markup=False, highlight=False, soft_wrap=True)
     try:
         target = write_report(
-            name, paths.kappa_home() / "reports" / f"{name}.html",
-            registry_url=stores.registry_url, mlflow_uri=stores.mlflow_uri, mlflow_ui=MLFLOW_UI,
+            name, paths.kappa_home() / "reports" / f"{name}.html", registry_url=stores.registry_url,
+            mlflow_uri=stores.mlflow_uri, mlflow_ui=DEFAULT_MLFLOW_UI,
             tables=(("Ablation (kappa demo)", spec),) if spec is not None else ())
         console.print(f"report:    {target}")
     except (UserInputError, OSError) as exc:
         console.print(f"report:    not written ({exc})", markup=False)
     console.print(f"registry:  {sweep.registry.url}")
     console.print(f"MLflow:    {redact(paths.mlflow_uri(stores.mlflow_uri))} — browse it with "
-                  f"`kappa ui {name} --open` ({MLFLOW_UI}); see docs/mlflow-ui.md to "
+                  f"`kappa ui {name} --open` ({DEFAULT_MLFLOW_UI}); see docs/mlflow-ui.md to "
                   "compare runs")
     console.print(f"run folders: {sweep.folder}")

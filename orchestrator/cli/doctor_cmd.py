@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from orchestrator.cli.console import make_console
 from orchestrator.cli.sweep_options import MlflowOption, RegistryOption
 
 if TYPE_CHECKING:
@@ -72,8 +73,6 @@ def doctor_cmd(
 def _print_table(results: list[CheckResult], code: int) -> None:
     from rich.markup import escape
     from rich.table import Table
-
-    from orchestrator.cli.console import make_console
 
     table = Table(title="kappa doctor", show_lines=True)
     for column in ("check", "status", "found", "fix"):

@@ -8,6 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
+from orchestrator.cli.console import make_console
+
 
 def describe_executors() -> list[dict[str, Any]]:
     """Every registered executor, with its options or the reason it cannot be loaded."""
@@ -35,8 +37,6 @@ def executors_cmd(
         return
     from rich.markup import escape
     from rich.table import Table
-
-    from orchestrator.cli.console import make_console
 
     console = make_console()
     table = Table(title="executors (--executor NAME, -E OPTION=VALUE)", show_lines=True)

@@ -1,13 +1,18 @@
 """``kappa export``, ``kappa table``, ``kappa report``, ``kappa convergence``: a sweep's results,
-or several sweeps' read as one (:mod:`orchestrator.analysis.combined`)."""
+or several sweeps' read as one (:mod:`orchestrator.analysis.combined`); ``kappa stop-check``:
+stopping rules replayed on a finished full-length sweep, to choose a rule on yesterday's sweep
+before spending on tomorrow's."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from orchestrator import paths
+from orchestrator.analysis.status_matrix import DEFAULT_MLFLOW_UI
 from orchestrator.cli.sweep_options import MlflowOption, RegistryOption
 from orchestrator.errors import Problem, UserInputError, unknown_name
 
@@ -114,7 +119,7 @@ def report(
         "--out", "--output", "-o",
         help="The HTML file (default: SWEEP-report.html, A+B-report.html for several).")] = None,
     mlflow_ui: Annotated[str, typer.Option(
-        help="MLflow UI base URL the cells link to.")] = "http://127.0.0.1:5000",
+        help="MLflow UI base URL the cells link to.")] = DEFAULT_MLFLOW_UI,
     registry: RegistryOption = None,
     mlflow: MlflowOption = None,
 ) -> None:
@@ -145,9 +150,50 @@ def convergence(
     _emit(convergence_text(sweeps, metric, fmt, registry, mlflow), None)
 
 
+def stop_check(
+    sweep: Annotated[str, typer.Argument(help="A finished sweep, run to full length.")],
+    rules: Annotated[Path | None, typer.Option(
+        "--rules", metavar="FILE",
+        help="YAML holding the stop: block to replay (plateau, threshold, diverged, "
+             "together). Default: the sweep's own stop: block.")] = None,
+    together: Annotated[str | None, typer.Option(
+        metavar="AXES", help="Replace the rules' together: (comma-separated axes; '' for "
+                             "none: every cell stops on its own).")] = None,
+    metric: Annotated[str | None, typer.Option(
+        help="The metric compared (default: the plateau or threshold rule's).")] = None,
+    delta: Annotated[str | None, typer.Option(
+        metavar="AXIS=BASE", help="The compared axis and its base value (default: the "
+                                  "together axis, against its first value).")] = None,
+    seed_axis: Annotated[str, typer.Option(help="Axis of replicate seeds.")] = "seed",
+    json_out: Annotated[Path | None, typer.Option(
+        "--json", metavar="FILE", help="Also write the figures as JSON here.")] = None,
+    registry: RegistryOption = None,
+) -> None:
+    """Replay stopping rules on a finished sweep: for each delta, its value at full length,
+    where the rules would have stopped, and the steps and hours saved.
+
+    Example: kappa stop-check toy-table2 --rules plateau.yaml --together reward_budget
+    """
+    from orchestrator.analysis import stop_check as replay
+
+    paths.check_name(sweep)
+    plan, cells = replay.load(sweep, registry)
+    chosen = replay.chosen_rules(sweep, plan, cells, rules, together)
+    axis, base = replay.compared_axis(delta, chosen, cells)
+    result = replay.check_sweep(plan, cells, chosen, metric, axis, base, seed_axis)
+    early = sum(1 for c in cells if c.stop_reason)
+    if early:
+        typer.echo(f"note: {early} cell(s) of {sweep} were stopped early when it ran; the "
+                   "replay judges only the steps they ran", err=True)
+    typer.echo(replay.render(result, replay.describe(chosen)), nl=False)
+    if json_out is not None:
+        json_out.write_text(json.dumps(result.as_json(), indent=1), encoding="utf-8")
+
+
 def register(app: typer.Typer) -> None:
     """Add the result commands to the ``kappa`` app."""
     app.command("export")(export)
     app.command("table")(table)
     app.command("report")(report)
     app.command("convergence")(convergence)
+    app.command("stop-check")(stop_check)

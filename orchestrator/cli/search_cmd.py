@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from orchestrator.cli.console import make_console
 from orchestrator.cli.sweep_options import (
     ExecutorOption,
     ExecutorOptionsOption,
@@ -53,7 +54,6 @@ def search_cmd(
     a background scheduler runs it; `kappa status SWEEP` shows each study's trials and
     best value, `kappa table SWEEP` the best trial per study.
     """
-    from orchestrator.cli.console import make_console
     from orchestrator.sweeps.detached import scheduler_log
 
     console = make_console()

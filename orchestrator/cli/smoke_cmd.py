@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from orchestrator.cli.console import make_console
 from orchestrator.cli.sweep_options import (
     MaxParallelOption,
     MlflowOption,
@@ -16,6 +17,7 @@ from orchestrator.cli.sweep_options import (
     stores_of,
     submit_spec,
 )
+from orchestrator.errors import Problem, UserInputError
 
 if TYPE_CHECKING:
     from orchestrator.sweeps.stores import Stores
@@ -55,7 +57,6 @@ def smoke_verl_cmd(
     The sweep (verl-smoke-<hash of the rendered spec>) is rerun in full each time.
     """
     from orchestrator.backends.verl import smoke
-    from orchestrator.errors import Problem, UserInputError
     from orchestrator.sweeps.smoke import prepare_smoke, smoke_commands
 
     if not dry_run and (problems := smoke.gpu_problems()):
@@ -76,7 +77,7 @@ def smoke_verl_cmd(
 def _run_and_check(spec: Path, stores: Stores, max_parallel: int | None,
                    as_json: bool) -> None:
     from orchestrator.backends.verl.smoke_check import check_smoke, verdict_lines, verdicts_json
-    from orchestrator.cli.console import make_console
+
     result = submit_spec(make_console(), spec, stores, quiet=as_json, rerun=True, wait=True,
                          max_parallel=max_parallel)
     with stores.open_registry() as reg:

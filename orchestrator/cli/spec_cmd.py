@@ -11,6 +11,7 @@ import typer
 
 from orchestrator.cli.sweep_options import OverridesArgument
 from orchestrator.errors import UserInputError
+from orchestrator.limits import check_number
 
 if TYPE_CHECKING:
     from orchestrator.sweeps.spec_plan import Plan
@@ -63,7 +64,6 @@ def plan_command(
 
     Example: kappa plan experiments/toy/table2.yaml --max-gpu-hours 500 'axes.seed=[0]'
     """
-    from orchestrator.limits import check_number
     from orchestrator.sweeps.spec_plan import load_plan_with
 
     if max_gpu_hours is not None:  # before the spec is read; nan or inf would be no limit
@@ -84,13 +84,9 @@ def plan_command(
         sys.stdout.write("\n")
         return
     from rich.console import Console
-    from rich.table import Table
+    from rich.table import Column, Table
 
-    table = Table()
-    table.add_column("#", justify="right")
-    table.add_column("cell id")
-    for axis in spec.axis_names:
-        table.add_column(axis)
+    table = Table(Column("#", justify="right"), "cell id", *spec.axis_names)
     for cell in the_plan.cells[:rows]:
         table.add_row(str(cell.index), cell.cell_id, *(str(v) for v in cell.axes.values()))
     console = Console(highlight=False)

@@ -53,7 +53,6 @@ def register(app: typer.Typer) -> None:
         from orchestrator.backends.embedded.trainer import train as run_training
 
         assert isinstance(settings, EmbeddedSettings)
-        final = run_training(settings, out)
-        val = {k: v for k, v in final.items() if k.startswith(("val-core/", "eval/"))}
-        for key in sorted(val):
-            typer.echo(f"{key}: {val[key]:.4f}")
+        for key, value in sorted(run_training(settings, out).items()):
+            if key.startswith(("val-core/", "eval/")):
+                typer.echo(f"{key}: {value:.4f}")

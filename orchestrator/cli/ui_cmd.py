@@ -7,8 +7,10 @@ from typing import Annotated
 
 import typer
 
+from orchestrator import paths
 from orchestrator.cli.sweep_options import MlflowOption, RegistryOption
 from orchestrator.errors import Problem, UserInputError
+from orchestrator.redact import redact
 
 
 def _sweep_experiment(sweep: str | None, registry: str | None) -> tuple[str, str] | None:
@@ -53,8 +55,6 @@ def ui_cmd(
     start-up messages. With an MLflow server as the store (--mlflow http://...), no server
     is started: the URL is that server's.
     """
-    from orchestrator import paths
-    from orchestrator.redact import redact
     from orchestrator.tracking import absolute_uri, ui, ui_server
 
     ui_server.check_address(host, port)  # before anything is printed or started

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+import orchestrator.analysis.tables.compared as compared
+import orchestrator.analysis.tables.provenance as provenance
 from orchestrator.analysis.frame import (
     STEP_COLUMNS,
     STOP_COLUMN,
@@ -24,13 +26,6 @@ from orchestrator.analysis.frame import (
     varying_axes,
 )
 from orchestrator.analysis.stats import paired_bootstrap_columns, t_interval
-from orchestrator.analysis.tables.compared import (
-    MARK,
-    RunLength,
-    compare_note,
-    run_length,
-)
-from orchestrator.analysis.tables.compared import explanation as compared_explanation
 from orchestrator.analysis.tables.labels import (
     delta_label,
     display_axis,
@@ -45,14 +40,6 @@ from orchestrator.analysis.tables.model import (
     TableCell,
     TableRow,
 )
-from orchestrator.analysis.tables.provenance import (
-    POOLED,
-    SWEEP_HEADER,
-    settings_texts,
-    source_keys,
-    sweep_label,
-)
-from orchestrator.analysis.tables.provenance import notes as provenance_notes
 from orchestrator.analysis.tables.spec import TableSpec
 from orchestrator.analysis.tables.validate import placements, validate
 from orchestrator.errors import Problem, UserInputError
@@ -73,7 +60,7 @@ class _Group:
     values: np.ndarray  # (succeeded runs, columns)
     other_states: Counter[str]
     all_seeds: frozenset[Hashable] = frozenset()  # every cell's seed, failed ones included
-    lengths: tuple[RunLength, ...] = ()  # per succeeded run, as ``seeds``
+    lengths: tuple[compared.RunLength, ...] = ()  # per succeeded run, as ``seeds``
     sweeps: tuple[str, ...] = ()  # of every cell, in order of appearance
     settings: tuple[str, ...] = ()  # what differs from another sweep's same cells
 
@@ -99,8 +86,7 @@ _EMPTY = _Group(0, (), np.zeros((0, 0)), Counter())
 
 def _filter(frame: pd.DataFrame, spec: TableSpec) -> pd.DataFrame:
     for name, text in spec.where.items():
-        column = frame[axis_column(name)]
-        frame = frame[[value_matches(v, text) for v in column]]
+        frame = frame[[value_matches(v, text) for v in frame[axis_column(name)]]]
     if frame.empty:
         # Each value exists (validated), but no cell has all of them at once.
         raise UserInputError("no cell matches every --where filter together", [Problem(
@@ -125,16 +111,15 @@ def _scale_factor(values: np.ndarray, scale: str) -> float:
     if scale != "auto":
         return 100.0 if scale == "points" else 1.0
     finite = values[np.isfinite(values)]
-    is_accuracy = finite.size > 0 and bool(np.all((finite >= 0.0) & (finite <= 1.0)))
-    return 100.0 if is_accuracy else 1.0
+    return 100.0 if finite.size > 0 and bool(np.all((finite >= 0.0) & (finite <= 1.0))) else 1.0
 
 
-def _lengths(frame: pd.DataFrame) -> list[RunLength]:
+def _lengths(frame: pd.DataFrame) -> list[compared.RunLength]:
     """Each run's last step and whether it ended before its full length."""
     if not set(STEP_COLUMNS) <= set(frame.columns):
-        return [RunLength(None, False)] * len(frame)
+        return [compared.RunLength(None, False)] * len(frame)
     reasons = frame[STOP_COLUMN] if STOP_COLUMN in frame.columns else [None] * len(frame)
-    return [run_length(r, s, t) for r, s, t in
+    return [compared.run_length(r, s, t) for r, s, t in
             zip(reasons, frame["step"], frame["total_steps"], strict=True)]
 
 
@@ -142,10 +127,9 @@ def _groups(
     frame: pd.DataFrame, spec: TableSpec, key_cols: list[list[Any]], values: np.ndarray
 ) -> dict[tuple[Any, ...], _Group]:
     """Runs grouped by the key columns, each with per-seed values and non-success states."""
-    has_seed = spec.seed_axis in axis_names(frame)
     # Without a seed axis every group holds one run; they pair with each other.
     seeds_all = ([hashable_value(v) for v in frame[axis_column(spec.seed_axis)]]
-                 if has_seed else [None] * len(frame))
+                 if spec.seed_axis in axis_names(frame) else [None] * len(frame))
     states = list(frame["state"])
     sweeps = [str(s) for s in frame["sweep"]]
     lengths = _lengths(frame)
@@ -159,7 +143,7 @@ def _groups(
         out[key] = _Group(len(idx), tuple(seeds_all[i] for i in ok), values[ok], other,
                           frozenset(seeds_all[i] for i in idx), tuple(lengths[i] for i in ok),
                           tuple(dict.fromkeys(sweeps[i] for i in idx)),
-                          settings_texts(frame, idx))
+                          provenance.settings_texts(frame, idx))
     return out
 
 
@@ -195,13 +179,13 @@ def _delta_cells(
                    else TableCell(iv, "delta", partial=iv.n < len(common)) for iv in intervals)
     note = None
     if base.lengths and treat.lengths:
-        note = compare_note([(s, base.lengths[b], treat.lengths[t]) for s, b, t in
-                             zip(common, b_rows, t_rows, strict=True)], treatment)
+        note = compared.compare_note([(s, base.lengths[b], treat.lengths[t]) for s, b, t in
+                                      zip(common, b_rows, t_rows, strict=True)], treatment)
     # Seeds on either side, failed ones included: a pair lost to a failure shows as 2/3.
     return paired, _fraction(len(common), len(base.all_seeds | treat.all_seeds)), note
 
 
-def _embolden(rows: list[TableRow], spec: TableSpec, digits: int) -> list[TableRow]:
+def _embolden(rows: list[TableRow], spec: TableSpec) -> list[TableRow]:
     """Bold the best value per column, separately among absolute rows and among delta rows."""
     sign = 1.0 if spec.higher_is_better else -1.0
     cells = [list(r.cells) for r in rows]
@@ -209,7 +193,7 @@ def _embolden(rows: list[TableRow], spec: TableSpec, digits: int) -> list[TableR
     for kind in ("absolute", "delta"):
         members = [i for i, r in enumerate(rows) if r.kind == kind]
         for j in range(n_cols):
-            scored = [(i, round(sign * iv.estimate, digits)) for i in members
+            scored = [(i, round(sign * iv.estimate, spec.digits)) for i in members
                       if (iv := rows[i].cells[j].interval) is not None]
             if len(scored) < 2:
                 continue
@@ -230,11 +214,10 @@ def _stopped_note(frame: pd.DataFrame) -> str | None:
         if state == SUCCEEDED and isinstance(reason, str) and reason)
     if not rules:
         return None
-    n = sum(rules.values())
     kinds = ", ".join(f"{rule} {count}" for rule, count in sorted(rules.items()))
-    return (f"{n} of {len(frame)} runs were stopped early by a stopping rule ({kinds}); "
-            "a stopped run is finished: its numbers are its final evaluation where it "
-            "stopped.")
+    return (f"{sum(rules.values())} of {len(frame)} runs were stopped early by a stopping rule "
+            f"({kinds}); a stopped run is finished: its numbers are its final evaluation where "
+            "it stopped.")
 
 
 def _notes(spec: TableSpec, factor: float, has_delta: bool, partial: bool,
@@ -298,8 +281,8 @@ def build_table(frame: pd.DataFrame, spec: TableSpec) -> Table:
     combined = frame["sweep"].nunique() > 1
     # Several sweeps: a source component splits the rows whose points ran in two sweeps.
     point_axes = [*([delta_axis] if delta_axis else []), spec.seed_axis]
-    sources = (source_keys(frame, row_axes, point_axes) if combined
-               else [POOLED] * len(frame))
+    sources = (provenance.source_keys(frame, row_axes, point_axes) if combined
+               else [provenance.POOLED] * len(frame))
     key_cols = [[hashable_value(v) for v in frame[axis_column(a)]] for a in row_axes]
     key_cols.append(sources)
     if delta_axis:
@@ -340,35 +323,32 @@ def build_table(frame: pd.DataFrame, spec: TableSpec) -> Table:
                 row = TableRow((label, *blank, *_sweep(combined, treat, source, base)), "delta",
                                n_text, cells)
                 if note is not None:
-                    marker = f"{MARK}{len(footnotes) + 1}"
+                    marker = f"{compared.MARK}{len(footnotes) + 1}"
                     where = " · ".join(str(x) for x in (*prefix, *labels) if x != "")
                     footnotes.append(f"{marker} {where}, {label}: {note}.")
                     row = replace(row, marker=marker, note=note)
                 rows.append(row)
         title = None if block is None else display_value(block)
-        blocks.append(TableBlock(title, tuple(_embolden(rows, spec, spec.digits))))
+        blocks.append(TableBlock(title, tuple(_embolden(rows, spec))))
     partial = any(c.partial for b in blocks for r in b.rows for c in r.cells)
-    split_rows = any(s != POOLED for s in sources)
     notes = _notes(spec, factor, delta_axis is not None, partial, _stopped_note(frame))
     if footnotes:
-        notes += (compared_explanation(), *footnotes)
-    if combined:
-        notes += provenance_notes(split_rows)
+        notes += (compared.EXPLANATION, *footnotes)
     headers_out = tuple(display_axis(a) for a in header_axes)
     if combined:
-        headers_out += (SWEEP_HEADER,)
+        notes += provenance.notes(any(s != provenance.POOLED for s in sources))
+        headers_out += (provenance.SWEEP_HEADER,)
     return Table(label_headers=headers_out, columns=tuple(headers), blocks=tuple(blocks),
                  notes=notes, digits=spec.digits, show_ci=spec.show_ci)
 
 
-def _sweep(combined: bool, group: _Group, source: str,
-           base: _Group | None = None) -> tuple[Label, ...]:
+def _sweep(combined: bool, group: _Group, source: str, base: _Group = _EMPTY) -> tuple[Label, ...]:
     """The row's ``Sweep`` label (none for a table of one sweep)."""
     if not combined:
         return ()
     # A delta row of a point run twice: its base's settings name the difference too.
-    settings = group.settings or (base.settings if base is not None else ())
-    return (sweep_label(group.sweeps, source, settings, base.sweeps if base is not None else ()),)
+    settings = group.settings or base.settings
+    return (provenance.sweep_label(group.sweeps, source, settings, base.sweeps),)
 
 
 def _label(value: Any) -> Label:

@@ -68,7 +68,6 @@ def compare_note(pairs: Sequence[tuple[Hashable, RunLength, RunLength]],
     return f"compared at steps {listed} (both runs of each pair alike), stopped early"
 
 
-def explanation() -> str:
-    """The note that introduces the markers."""
-    return (f"{MARK}: a stopping rule ended some runs of this delta before their full length; "
-            "the footnote gives the step at which each pair was compared.")
+# The note that introduces the markers.
+EXPLANATION = (f"{MARK}: a stopping rule ended some runs of this delta before their full length; "
+               "the footnote gives the step at which each pair was compared.")

@@ -44,21 +44,15 @@ def match_metrics(globs: Sequence[str], available: Sequence[str]) -> list[tuple[
     """``(metric, header)`` for every available metric matching any glob, in order; the
     header is what the wildcards matched (``amc23`` for ``eval/*/mean@8``), or the full name
     when a glob has no wildcard or two metrics would get the same header."""
-    found: list[tuple[str, str]] = []
-    seen: set[str] = set()
+    found: dict[str, str] = {}
     for pattern in globs:
         rx = glob_regex(pattern)
         for name in available:
-            m = rx.match(name)
-            if m is None or name in seen:
-                continue
-            seen.add(name)
-            header = "/".join(m.groups()) if m.groups() else name
-            found.append((name, header))
-    headers = [h for _, h in found]
-    if len(set(headers)) != len(headers):
-        return [(name, name) for name, _ in found]
-    return found
+            if (m := rx.match(name)) is not None:
+                found.setdefault(name, "/".join(m.groups()) or name)
+    if len(set(found.values())) != len(found):
+        return [(name, name) for name in found]
+    return list(found.items())
 
 
 _EVAL_AT_K = re.compile(r"^eval/[^/]+/(mean|pass)@(\d+)$")

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from decimal import ROUND_HALF_UP, Decimal, localcontext
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from orchestrator.analysis.tables.model import Label, Table, TableCell, TableRow
+from orchestrator.analysis.tables.model import Table, TableCell, TableRow
 from orchestrator.errors import unknown_name
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ def _num(value: float, digits: int, signed: bool) -> str:
     return f"{value:.{digits}f}"
 
 
-def cell_text(cell: TableCell, digits: int, show_ci: bool, pm: str = "±") -> str:
+def cell_text(cell: TableCell, digits: int, show_ci: bool) -> str:
     """A cell as plain text: ``59.87 ± 1.20``, ``+6.66 [+2.10, +9.00]†`` or ``— (failed)``. A number
     resting on fewer runs than its row's ``n`` says so: ``30.00 ± 1.10 (n=2)``."""
     if cell.interval is None:
@@ -43,7 +43,7 @@ def cell_text(cell: TableCell, digits: int, show_ci: bool, pm: str = "±") -> st
     if cell.kind == "absolute":
         text = _num(iv.estimate, digits, signed=False)
         if show_ci and iv.half_width is not None:
-            text += f" {pm} {_num(iv.half_width, digits, signed=False)}"
+            text += f" ± {_num(iv.half_width, digits, signed=False)}"
         return text + fewer
     text = _num(iv.estimate, digits, signed=True)
     if show_ci and iv.low is not None and iv.high is not None:
@@ -51,13 +51,10 @@ def cell_text(cell: TableCell, digits: int, show_ci: bool, pm: str = "±") -> st
     return text + (DAGGER if cell.significant else "") + fewer
 
 
-def _label_text(label: Label, yes: str, no: str) -> str:
-    return (yes if label else no) if isinstance(label, bool) else label
-
-
 def _row_labels(row: TableRow, yes: str, no: str) -> list[str]:
-    """The row's labels as text, the first followed by the row's footnote marker."""
-    labels = [_label_text(x, yes, no) for x in row.labels]
+    """The row's labels as text (``yes``/``no`` for a boolean), the first followed by the row's
+    footnote marker."""
+    labels = [(yes if x else no) if isinstance(x, bool) else x for x in row.labels]
     if row.marker and labels:
         labels[0] = f"{labels[0]} {row.marker}"
     return labels
@@ -93,9 +90,6 @@ def frame_table(frame: pd.DataFrame, fmt: str, text: Callable[[str, Any], str],
     return "\n".join([md_row(head), rule, *rows]) + "\n"
 
 
-# --- markdown ---------------------------------------------------------------------------
-
-
 def _md_escape(text: str) -> str:
     return text.replace("|", "\\|")
 
@@ -115,9 +109,6 @@ def to_markdown(table: Table) -> str:
     lines.append("")
     lines += [f"{note}  " for note in table.notes]
     return "\n".join(lines).rstrip() + "\n"
-
-
-# --- LaTeX ------------------------------------------------------------------------------
 
 _LATEX_SPECIAL = {
     "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
@@ -146,22 +137,15 @@ def to_latex(table: Table) -> str:
                 out.append(r"\midrule")
             out.append(rf"\multicolumn{{{n_cols}}}{{l}}{{\textit{{{_tex(block.title)}}}}} \\")
         for row in block.rows:
-            out.append(_latex_row(row, table) + r" \\")
+            labels = [_tex(x).replace("\0yes", r"$\checkmark$").replace("\0no", r"$\times$")
+                      for x in _row_labels(row, "\0yes", "\0no")]
+            line = " & ".join([*labels, row.n, *_cell_texts(row, table, _tex, r"\textbf{{{}}}")])
+            # After "\\" LaTeX reads a leading "[" as a length ("\\[2pt]"): shield it.
+            out.append(("{}" + line if line.startswith("[") else line) + r" \\")
     out.append(r"\bottomrule")
     out += [rf"\multicolumn{{{n_cols}}}{{l}}{{\footnotesize {_tex(n)}}} \\" for n in table.notes]
     out.append(r"\end{tabular}")
     return "\n".join(out) + "\n"
-
-
-def _latex_row(row: TableRow, table: Table) -> str:
-    labels = [_tex(x).replace("\0yes", r"$\checkmark$").replace("\0no", r"$\times$")
-              for x in _row_labels(row, "\0yes", "\0no")]
-    line = " & ".join([*labels, row.n, *_cell_texts(row, table, _tex, r"\textbf{{{}}}")])
-    # After "\\" LaTeX reads a leading "[" as a length ("\\[2pt]"): shield it.
-    return "{}" + line if line.startswith("[") else line
-
-
-# --- CSV --------------------------------------------------------------------------------
 
 
 def to_csv(table: Table) -> str:
@@ -188,9 +172,6 @@ def to_csv(table: Table) -> str:
                              str(cell.significant).lower() if cell.kind == "delta" else "", iv.n]
             writer.writerow([*line, row.note or ""] if compared else line)
     return buf.getvalue()
-
-
-# --- HTML -------------------------------------------------------------------------------
 
 
 def to_html(table: Table) -> str:
@@ -260,8 +241,7 @@ def round_half_up(value: float, places: int) -> str:
 
 def _advantage_cells(row: AdvantageRow) -> list[str]:
     out = [f"{row.k}/{row.group_size}"]
-    for _, name in ADVANTAGE_COLUMNS:
-        cell = row.by_construction(name)
+    for cell in (row.by_construction(name) for _, name in ADVANTAGE_COLUMNS):
         out += [round_half_up(cell.pos, 2), round_half_up(cell.neg, 2),
                 round_half_up(cell.kappa, 0)]
     return out
@@ -282,11 +262,9 @@ def advantage_csv(rows: Sequence[AdvantageRow]) -> str:
     writer.writerow(["k", "G"] + [f"{name}_{part}" for _, name in ADVANTAGE_COLUMNS
                                   for part in ("pos", "neg", "kappa")])
     for row in rows:
-        values: list[object] = [row.k, row.group_size]
-        for _, name in ADVANTAGE_COLUMNS:
-            cell = row.by_construction(name)
-            values += [repr(cell.pos), repr(cell.neg), repr(cell.kappa)]
-        writer.writerow(values)
+        cells = [row.by_construction(name) for _, name in ADVANTAGE_COLUMNS]
+        writer.writerow([row.k, row.group_size,
+                         *(repr(v) for c in cells for v in (c.pos, c.neg, c.kappa))])
     return buffer.getvalue()
 
 

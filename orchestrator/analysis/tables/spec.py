@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from orchestrator.backends.validation import problems_from_validation_error
 from orchestrator.errors import Problem, UserInputError
 
 Scale = Literal["auto", "points", "raw"]
@@ -89,8 +90,6 @@ def options_spec(rows: str | None, delta: str | None, cross: str | None,
     """The spec ``kappa table``'s options describe: ``rows`` and ``cross`` comma-separated
     axes ('' for none), ``delta`` ``AXIS=BASE``, each ``where`` ``AXIS=VALUE``, the other
     ``fields`` as they are (``None``: the default). Every problem a ``UserInputError``."""
-    from orchestrator.backends.validation import problems_from_validation_error
-
     try:
         delta_spec = DeltaSpec.parse(delta) if delta else None
     except ValueError as exc:
