@@ -17,8 +17,11 @@ from orchestrator.runs.stop_request import StopRequest, stopped_block
 from orchestrator.tracking.outbox import Outbox, OutboxSender
 
 
-def mlflow_target(environ: Mapping[str, str] = os.environ) -> tuple[str, str] | None:
-    """``(MLFLOW_RUN_ID, MLFLOW_TRACKING_URI)`` when both are set: the run a launch logs to."""
+def mlflow_target(environ: Mapping[str, str] | None = None) -> tuple[str, str] | None:
+    """``(MLFLOW_RUN_ID, MLFLOW_TRACKING_URI)`` when both are set: the run a launch logs to.
+    ``environ``: this process's environment as it is now (not a default bound at import:
+    code that rebinds ``os.environ`` would leave such a default reading a stale mapping)."""
+    environ = os.environ if environ is None else environ
     run_id, uri = environ.get("MLFLOW_RUN_ID"), environ.get("MLFLOW_TRACKING_URI")
     return (run_id, uri) if run_id and uri else None
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -186,6 +185,6 @@ class MetricsFeed:
 def feed_from_env(run_dir: Path, environ: Mapping[str, str] | None = None) -> MetricsFeed | None:
     """A feed into the run named by ``MLFLOW_RUN_ID`` on ``MLFLOW_TRACKING_URI``, when both
     are set (else ``None``: a launch without MLflow keeps its metrics in files only)."""
-    target = mlflow_target(os.environ if environ is None else environ)
+    target = mlflow_target(environ)
     return None if target is None else MetricsFeed(run_dir, *target)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import random
 from collections import Counter
 from pathlib import Path
@@ -65,8 +66,11 @@ def test_steps_redone_by_two_resumes_reach_mlflow_once(
     second.close(30)
     third = _attempt(out, 21, 40, 20)
     assert third.close(30)
+    seen = (os.environ.get("MLFLOW_RUN_ID"), os.environ.get("MLFLOW_TRACKING_URI"),
+            third._sender is not None, sorted(p.name for p in out.iterdir()))
     for key in ("loss", "step_x2"):
-        assert _steps(client, run_id, key) == Counter(range(41))  # each step exactly once
+        # each step exactly once
+        assert _steps(client, run_id, key) == Counter(range(41)), (run_id, seen)
     values = {m.step: m.value for m in client.get_metric_history(run_id, "step_x2")}
     assert values == {s: 2.0 * s for s in range(41)}
 
