@@ -253,7 +253,7 @@ def resume_cmd(
     a background scheduler does it.
     """
     from orchestrator.sweeps.detached import scheduler_log, start_background
-    from orchestrator.sweeps.driver import resume
+    from orchestrator.sweeps.driver import resumable, resume
     from orchestrator.sweeps.executor_choice import choose_executor
 
     stores = stores_of(registry, mlflow)
@@ -261,7 +261,7 @@ def resume_cmd(
     choice = executor_choice(executor, ray_address, executor_option)
     paths.check_name(sweep)
     with stores.open_registry(create=False) as reg:
-        reg.get_sweep(sweep)  # an unknown sweep fails here (and in front of the user)
+        resumable(reg, sweep)  # an unknown or unfinished sweep fails here, in front of the user
     if not wait:
         chosen = choose_executor(sweep, choice, stores)  # so does a bad --executor / option
         start_background(sweep, stores, max_parallel, chosen)

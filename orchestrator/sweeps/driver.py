@@ -114,15 +114,13 @@ def resume(
     left (e.g. cells submitted after it decided to stop).
     """
     from orchestrator.backends import get_backend
-    from orchestrator.grid.plan import stored_plan
     from orchestrator.scheduler.mlflow_runs import MlflowRunTracker
 
     opts = options or SchedulerOptions()
     if max_parallel is not None:
         opts.max_parallel = max_parallel
     with stores.open_registry() as registry:
-        record_ = registry.get_sweep(sweep)  # unknown sweep: UserInputError listing known ones
-        stored_plan(sweep, record_.plan)  # unreadable: UserInputError before anything is written
+        record_ = resumable(registry, sweep)
         backend = get_backend(record_.backend)
         tracker = MlflowRunTracker(stores.mlflow_uri)
         if executor is None:
@@ -154,6 +152,23 @@ def resume(
                 # The sweep as it is when this one takes over (a resubmit may change it).
                 scheduler = build_scheduler(registry, registry.get_sweep(sweep), backend,
                                             executor, tracker, opts)
+
+
+def resumable(registry: Registry, sweep: str) -> SweepRecord:
+    """``sweep``'s record if it can be resumed; an unknown sweep, an unreadable plan, or a
+    grid recorded without its cells is a ``UserInputError`` (before anything is written)."""
+    from orchestrator.grid.plan import stored_plan
+
+    record_ = registry.get_sweep(sweep)  # an unknown sweep: the error lists the known ones
+    plan = stored_plan(sweep, record_.plan)
+    if plan.search is None and plan.cell_count and not registry.cell_keys(sweep):
+        # A submit killed between recording the sweep and its cells (one transaction
+        # each): resuming would run nothing and call the sweep done.
+        raise UserInputError(f"sweep {sweep} was recorded without its cells", [Problem(
+            "sweep", f"its submit was cut short before its {plan.cell_count} cells were "
+                     "recorded", found=sweep,
+            fix="submit its spec again (`kappa submit SPEC`): it records the cells")])
+    return record_
 
 
 def build_scheduler(registry: Registry, sweep: SweepRecord, backend: Backend,

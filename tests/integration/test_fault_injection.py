@@ -186,8 +186,10 @@ def check_nothing_lost(home: Path, procs: Processes, context: str, tracking_uri:
 
 
 def _recorded() -> bool:
+    """Whether the sweep made it in with its cells (a submit killed between recording the
+    sweep and its cells leaves a sweep that `kappa resume` refuses: it says to submit)."""
     with Registry.open() as registry:
-        return registry.find_sweep("faults") is not None
+        return registry.find_sweep("faults") is not None and bool(registry.cell_keys("faults"))
 
 
 def _drive(procs: Processes, spec: Path) -> subprocess.Popen[bytes]:
