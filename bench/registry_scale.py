@@ -7,9 +7,9 @@ For each database and size N, on a fresh database holding one sweep of N cells (
 with ~1 KB of settings, like a verl cell's), it times what a user and the scheduler do
 against it:
 
-* ``status``      ``kappa status SWEEP``'s code path (``print_sweep`` to a console that
+* ``status``      ``kappa status SWEEP``'s code path (``print_status`` to a console that
                   discards its output): counts, every cell, hours, the cells table;
-* ``status json`` ``kappa status SWEEP --json`` (``sweep_json``);
+* ``status json`` ``kappa status SWEEP --json`` (``SweepStatus.as_json``);
 * ``list``        ``kappa status`` without a sweep (the sweeps table);
 * ``resume scan`` what ``kappa resume`` reads before it launches anything: the fit of
                   every waiting cell (``check_fit``) and ``SweepScheduler.recover``
@@ -128,13 +128,14 @@ def measure(url: str, n: int, repeat: int) -> dict[str, tuple[float, float]]:
     """(wall, CPU) seconds per operation on a fresh database at ``url`` with ``n`` cells."""
     from rich.console import Console
 
-    from orchestrator.cli.sweep_views import print_sweep, sweep_json, sweeps_table
+    from orchestrator.cli.sweep_views import print_status, sweeps_table
     from orchestrator.scheduler.hooks import NullTracker
     from orchestrator.scheduler.loop import SweepScheduler
     from orchestrator.scheduler.options import SchedulerOptions
     from orchestrator.scheduler.order import LaunchOrder, check_fit, stored_demand
     from orchestrator.spec.model import Resources
     from orchestrator.sweeps.driver import build_scheduler
+    from orchestrator.sweeps.sweep import Sweep
 
     out: dict[str, tuple[float, float]] = {}
     backend = SimBackend()
@@ -149,12 +150,19 @@ def measure(url: str, n: int, repeat: int) -> dict[str, tuple[float, float]]:
 
         def status() -> None:
             console = Console(file=io.StringIO(), width=160)
-            print_sweep(console, registry, record, None)
+            print_status(console, Sweep(registry, SWEEP, record).status())
+
+        def listing() -> None:
+            statuses = []
+            for handle in Sweep.every(registry):
+                statuses.append(handle.active_status())
+                handle.close()
+            Console(file=io.StringIO()).print(sweeps_table(statuses))
 
         out["status"] = best(status, repeat)
-        out["status json"] = best(lambda: sweep_json(registry, record, None), repeat)
-        out["list"] = best(lambda: Console(file=io.StringIO()).print(sweeps_table(registry)),
-                           repeat)
+        out["status json"] = best(lambda: Sweep(registry, SWEEP, record).status().as_json(),
+                                  repeat)
+        out["list"] = best(listing, repeat)
 
         def resume_scan() -> None:
             waiting = registry.cells(SWEEP, [CellState.PENDING, CellState.QUEUED])

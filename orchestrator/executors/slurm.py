@@ -71,6 +71,10 @@ class SlurmJob(JobHandle):
         self.job_id = f"{JOB_ID_PREFIX}{slurm_id}:{job_dir}"
         self._code: int | None = None
 
+    def state(self, fresh: bool = False) -> tuple[str, int | None] | None:
+        """SLURM's ``(state, exit code)`` for the job (``None``: SLURM forgot it)."""
+        return self.executor.queue.job_state(self.slurm_id, fresh)
+
     def poll(self, fresh: bool = False) -> int | None:
         """``None`` while the job is queued or runs, else its exit code (``fresh``: ask now)."""
         if self._code is None:  # another process may have recorded the end
