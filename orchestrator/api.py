@@ -87,7 +87,9 @@ def cells(sweeps: Sweeps, registry: str | None = None,
 
     Columns: ``sweep``, ``cell_id``, ``state``, ``axis.<name>`` per axis, ``metric.<name>``
     per final metric, ``run_dir``, ``mlflow_run_id``, ``stop_reason``, ``step`` (where the
-    cell ended), ``total_steps``; of several sweeps, also ``settings_diff``.
+    cell ended), ``total_steps``, ``numerics`` (what computed its numbers) and
+    ``prov.<section>.<field>`` (the code and machine that made them); of several sweeps,
+    also ``settings_diff``.
 
     >>> frame = api.cells(["toy-demo", "toy-demo-more-seeds"])
     >>> frame.groupby("axis.baseline")["state"].value_counts()

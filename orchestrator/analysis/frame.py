@@ -7,7 +7,12 @@ the order the axes first appear; ``metric.<name>``, final metrics
 ``mlflow_run_id`` (``None`` when unknown); ``stop_reason``, why a stopping rule ended the cell
 early (``plateau at step 340 (...)``), else ``None``: a stopped cell that ``succeeded`` is
 finished, its numbers count; ``step``, the last step the cell reported (where it ended, for a
-finished cell), and ``total_steps``, the length it was set to run (``None`` when unknown).
+finished cell), and ``total_steps``, the length it was set to run (``None`` when unknown);
+``numerics``, a short name of what computed the cell's numbers (backend and its numerics
+version, library versions, CPU kernel set, GPU: :func:`orchestrator.runs.provenance.label`),
+then ``prov.<section>.<field>``, everything its latest attempt recorded about the code and
+the machine that made it (``prov.code.commit``, ``prov.numerics.torch``,
+``prov.machine.host``; :mod:`orchestrator.runs.provenance`), ``None`` where not recorded.
 
 A frame of several sweeps (:func:`orchestrator.analysis.combined.results_of`) has one more
 column, ``settings_diff``: for a cell whose axes also ran in another of the sweeps, what
@@ -36,6 +41,8 @@ ID_COLUMNS: tuple[str, ...] = ("sweep", "cell_id", "state")
 LOCATION_COLUMNS: tuple[str, ...] = ("run_dir", "mlflow_run_id")
 STOP_COLUMN = "stop_reason"
 STEP_COLUMNS: tuple[str, ...] = ("step", "total_steps")
+NUMERICS_COLUMN = "numerics"
+PROVENANCE_PREFIX = "prov."
 DIFF_COLUMN = "settings_diff"
 SUCCEEDED = "succeeded"
 
@@ -56,6 +63,8 @@ class CellResult:
     total_steps: int | None = None
     #: The cell's settings (not a frame column: what tells two sweeps' cells apart).
     settings: Mapping[str, Any] | None = field(default=None, compare=False)
+    #: What made the cell's numbers (:mod:`orchestrator.runs.provenance`), if recorded.
+    provenance: Mapping[str, Any] | None = field(default=None, compare=False)
 
 
 def axis_column(name: str) -> str:
@@ -89,19 +98,27 @@ def frame_from_results(cells: Iterable[CellResult]) -> pd.DataFrame:
     """Build the results frame from cell results (any order of axes and metrics)."""
     import pandas as pd
 
+    from orchestrator.runs import provenance
+
     cells = list(cells)
     # Axes and metrics keep the order in which they first appear (the spec's and the
     # evaluator's order), which is the order tables show them in.
     axes = list(dict.fromkeys(a for c in cells for a in c.axes))
     metrics = list(dict.fromkeys(m for c in cells for m in c.final_metrics))
+    made = {c.cell_id: provenance.flat(c.provenance) for c in cells}
+    recorded = list(dict.fromkeys(name for flat in made.values() for name in flat))
     rows = [{"sweep": c.sweep, "cell_id": c.cell_id, "state": c.state,
              **{axis_column(a): c.axes.get(a) for a in axes},
              **{metric_column(m): _as_float(c.final_metrics.get(m, math.nan)) for m in metrics},
              "run_dir": c.run_dir, "mlflow_run_id": c.mlflow_run_id, STOP_COLUMN: c.stop_reason,
-             "step": c.step, "total_steps": c.total_steps}
+             "step": c.step, "total_steps": c.total_steps,
+             NUMERICS_COLUMN: (provenance.label(provenance.numerics_key(c.provenance))
+                               if c.provenance else None),
+             **{PROVENANCE_PREFIX + n: made[c.cell_id].get(n) for n in recorded}}
             for c in cells]
     columns = [*ID_COLUMNS, *map(axis_column, axes), *map(metric_column, metrics),
-               *LOCATION_COLUMNS, STOP_COLUMN, *STEP_COLUMNS]
+               *LOCATION_COLUMNS, STOP_COLUMN, *STEP_COLUMNS, NUMERICS_COLUMN,
+               *(PROVENANCE_PREFIX + n for n in recorded)]
     # Object dtype first, so axis values keep their Python types (bool, int, str, None)
     # rather than being coerced to floats and NaN.
     frame = pd.DataFrame(rows, columns=columns, dtype=object)

@@ -223,11 +223,15 @@ def render_report(inputs: ReportInputs) -> str:
 
 def build_report(sweeps: str | Sequence[str], *, registry_url: str | None = None,
                  mlflow_uri: str | None = None, mlflow_ui: str | None = None,
-                 tables: tuple[tuple[str, TableSpec], ...] = ()) -> str:
+                 tables: tuple[tuple[str, TableSpec], ...] = (), strict: bool = False) -> str:
     """The report of one stored sweep, or of several read as one (registry, else run
-    folders; curves from both stores). Several: no plan, every spec, no search plots."""
+    folders; curves from both stores). Several: no plan, every spec, no search plots.
+    ``strict``: refused (exit 2) when its finished runs differ in numerics."""
+    from orchestrator.analysis.tables.numerics import check_runs, finished_keys
+
     names = [sweeps] if isinstance(sweeps, str) else list(sweeps)
     frame = results_of(names, registry_url, mlflow_uri)
+    check_runs(finished_keys(frame), "--strict", strict)
     found = [registry_sweep(s, paths.registry_url(registry_url)) for s in names]
     infos = [f[0] for f in found if f is not None]
     curves = load_curves(frame, list(PANELS.values()), paths.readable_mlflow_uri(mlflow_uri))
@@ -246,10 +250,10 @@ def build_report(sweeps: str | Sequence[str], *, registry_url: str | None = None
 
 def write_report(sweeps: str | Sequence[str], target: Path, *, registry_url: str | None = None,
                  mlflow_uri: str | None = None, mlflow_ui: str | None = None,
-                 tables: tuple[tuple[str, TableSpec], ...] = ()) -> Path:
+                 tables: tuple[tuple[str, TableSpec], ...] = (), strict: bool = False) -> Path:
     """Write :func:`build_report`'s HTML to ``target`` (its folder made) and return it."""
     html_text = build_report(sweeps, registry_url=registry_url, mlflow_uri=mlflow_uri,
-                             mlflow_ui=mlflow_ui, tables=tables)
+                             mlflow_ui=mlflow_ui, tables=tables, strict=strict)
     target.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(target, html_text)
     return target

@@ -17,6 +17,7 @@ from orchestrator.analysis.frame import CellResult, frame_from_results
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.registry import Registry, RegistryMissing, SweepRecord
 from orchestrator.registry.engine import display_url
+from orchestrator.runs import provenance
 from orchestrator.runs.folder import (
     PROGRESS_FILE,
     read_cell_file,
@@ -52,6 +53,7 @@ def registry_sweep(sweep: str, registry_url: str) -> tuple[SweepRecord, list[Cel
                        if isinstance(v, int | float)},
         run_dir=c.run_dir, mlflow_run_id=c.mlflow_run_id, stop_reason=c.stop_reason,
         step=c.progress_step, total_steps=c.total_steps, settings=dict(c.settings or {}),
+        provenance=c.provenance,
     ) for c in cells]
     return record, results
 
@@ -70,7 +72,8 @@ def cell_from_run_folder(sweep: str, run_dir: Path) -> CellResult:
                       run_dir=str(run_dir), mlflow_run_id=meta.get("mlflow_run_id"),
                       stop_reason=summary_stop_reason(summary),
                       step=steps if isinstance(steps, int) else (progress or (None, None))[0],
-                      total_steps=progress[1] if progress and progress[1] else None)
+                      total_steps=progress[1] if progress and progress[1] else None,
+                      provenance=summary.get("provenance") or provenance.read(run_dir))
 
 
 def cells_from_run_folders(sweep: str, root: Path | None = None) -> list[CellResult]:

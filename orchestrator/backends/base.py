@@ -30,6 +30,11 @@ runs is the executor's business. Every backend honours:
   before a grid (:mod:`orchestrator.sweeps.canary`). It must validate, keep every
   setting that decides which code runs, and never change what a cache shared with the
   full run is keyed by. The default is the settings unchanged (canaried at full size).
+* ``numerics_version`` is bumped by a developer whenever a change alters the numbers a run
+  produces (a trainer fix, a new default inside the backend); :meth:`~Backend.numerics`
+  adds the versions of the libraries that compute them, as installed where kappa runs.
+  The launched process records them, and what only its machine knows, in its run folder
+  (:mod:`orchestrator.runs.provenance`); finished cells made by other numerics are stale.
 """
 
 from __future__ import annotations
@@ -94,6 +99,13 @@ class Backend(ABC):
     canary_free_settings: ClassVar[frozenset[str]] = frozenset({"seed"})
     #: Whether a launched process honours a stop request itself (module docstring).
     stops_itself: ClassVar[bool] = False
+    #: Bumped whenever a change alters the numbers a run produces (module docstring).
+    numerics_version: ClassVar[str] = "1"
+
+    def numerics(self) -> dict[str, str]:
+        """The numerics installed here: the backend, its numerics version and the versions
+        of the libraries it computes with that kappa can read without importing them."""
+        return {"backend": self.name, "version": self.numerics_version}
 
     def validate(self, settings: Mapping[str, Any]) -> BaseModel:
         """The validated settings model, or ``UserInputError`` with all problems."""

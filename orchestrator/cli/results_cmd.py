@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -21,8 +21,24 @@ OutputOption = Annotated[Path | None, typer.Option(
 SweepsArgument = Annotated[list[str], typer.Argument(
     help="Sweep name; several are read as one: cells matched by their axes, the sweep of "
     "each number shown.", show_default=False)]
+StrictOption = Annotated[bool, typer.Option(
+    "--strict", help="Refuse (exit 2) when the runs compared were computed by different "
+    "numerics (backend version, torch/verl/vLLM/CUDA, CPU kernels, GPU model); without it "
+    "such numbers are marked ‡ and the difference is named.")]
 EXPORT_FORMATS = ("csv", "parquet", "json")
 BETTER = ("higher", "lower")
+
+
+def _numerics(runs: Any, strict: bool) -> None:
+    """Say on stderr what differs in the numerics of these finished runs (a results frame
+    or registry cells: :func:`~orchestrator.analysis.tables.numerics.finished_keys`); exit 2
+    instead with ``strict``."""
+    from orchestrator.analysis.tables.numerics import check_runs, finished_keys
+
+    differ = check_runs(finished_keys(runs), "--strict", strict)
+    if differ is not None:
+        typer.echo(f"note: {differ} (see the numerics and prov.* columns of `kappa export`)",
+                   err=True)
 
 
 def _emit(text: str, output: Path | None) -> None:
@@ -40,8 +56,10 @@ def export(
     output: OutputOption = None,
     registry: RegistryOption = None,
     mlflow: MlflowOption = None,
+    strict: StrictOption = False,
 ) -> None:
-    """Export the results frame: one row per cell (axis.*, metric.*, state, run, steps)."""
+    """Export the results frame: one row per cell (axis.*, metric.*, state, run, steps, and
+    what made its numbers: numerics, prov.*)."""
     from orchestrator.analysis.combined import results_of
     from orchestrator.analysis.frame import frame_text, write_parquet
     from orchestrator.analysis.studies import with_trials
@@ -52,6 +70,7 @@ def export(
         raise UserInputError("parquet is binary", [Problem(
             "--out", "parquet needs a file", fix="add --out results.parquet")])
     frame = with_trials(results_of(sweeps, registry, mlflow), sweeps, registry)
+    _numerics(frame, strict)
     if fmt == "parquet":
         assert output is not None
         write_parquet(frame, output)
@@ -92,6 +111,7 @@ def table(
     output: OutputOption = None,
     registry: RegistryOption = None,
     mlflow: MlflowOption = None,
+    strict: StrictOption = False,
 ) -> None:
     """Print an ablation table: rows of baselines, '+ RB' delta rows, blocks per model."""
     from orchestrator.analysis.combined import check_sweep_names
@@ -108,7 +128,7 @@ def table(
     spec = options_spec(
         rows, delta, cross, where or [], blocks=blocks, metrics=metrics, seed_axis=seed_axis,
         scale=scale, higher_is_better=better == "higher", show_ci=ci, confidence=confidence,
-        n_resamples=resamples, bootstrap_seed=bootstrap_seed)
+        n_resamples=resamples, bootstrap_seed=bootstrap_seed).model_copy(update={"strict": strict})
     placed = rows is not None or bool(delta or cross or blocks)
     _emit(table_text(sweeps, spec, fmt, placed, registry, mlflow), output)
 
@@ -122,6 +142,7 @@ def report(
         help="MLflow UI base URL the cells link to.")] = DEFAULT_MLFLOW_UI,
     registry: RegistryOption = None,
     mlflow: MlflowOption = None,
+    strict: StrictOption = False,
 ) -> None:
     """Write one self-contained HTML report (grid, tables, plots, plan, spec); works offline."""
     from orchestrator.analysis.combined import check_sweep_names
@@ -130,7 +151,8 @@ def report(
     # Before anything is read, and the default file name stays here.
     names = check_sweep_names(sweeps)
     target = write_report(names, output or Path(f"{'+'.join(names)}-report.html"),
-                          registry_url=registry, mlflow_uri=mlflow, mlflow_ui=mlflow_ui)
+                          registry_url=registry, mlflow_uri=mlflow, mlflow_ui=mlflow_ui,
+                          strict=strict)
     typer.echo(f"wrote {target}")
 
 
@@ -141,12 +163,15 @@ def convergence(
     fmt: Annotated[str, typer.Option("--format", "-f", help="markdown | csv")] = "markdown",
     registry: RegistryOption = None,
     mlflow: MlflowOption = None,
+    strict: StrictOption = False,
 ) -> None:
     """Convergence step of every cell (docs/algorithms.md#convergence-step)."""
+    from orchestrator.analysis.combined import results_of
     from orchestrator.analysis.dynamics import convergence_text
 
     if fmt not in ("markdown", "csv"):
         raise unknown_name("format", fmt, ("markdown", "csv"), "--format")
+    _numerics(results_of(sweeps, registry, mlflow), strict)
     _emit(convergence_text(sweeps, metric, fmt, registry, mlflow), None)
 
 
@@ -168,6 +193,7 @@ def stop_check(
     json_out: Annotated[Path | None, typer.Option(
         "--json", metavar="FILE", help="Also write the figures as JSON here.")] = None,
     registry: RegistryOption = None,
+    strict: StrictOption = False,
 ) -> None:
     """Replay stopping rules on a finished sweep: for each delta, its value at full length,
     where the rules would have stopped, and the steps and hours saved.
@@ -178,6 +204,7 @@ def stop_check(
 
     paths.check_name(sweep)
     plan, cells = replay.load(sweep, registry)
+    _numerics(cells, strict)
     chosen = replay.chosen_rules(sweep, plan, cells, rules, together)
     axis, base = replay.compared_axis(delta, chosen, cells)
     result = replay.check_sweep(plan, cells, chosen, metric, axis, base, seed_axis)

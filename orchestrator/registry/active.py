@@ -25,7 +25,8 @@ NEWEST_FAILURES = 3
 #: The cell columns read, named as :class:`~orchestrator.registry.CellRecord`'s fields.
 CELL_COLUMNS = ("cell_id", "index", "axes", "state", "progress_step", "total_steps",
                 "demand", "attempts_count", "max_retries", "exit_code", "last_error",
-                "stop_reason", "final_metrics", "run_dir", "mlflow_run_id", "finished_at")
+                "stop_reason", "final_metrics", "run_dir", "mlflow_run_id", "finished_at",
+                "provenance")
 _LEASE_COLUMNS = ("owner", "host", "host_id", "pid", "pid_start", "lease_seconds",
                   "acquired_at", "heartbeat_at", "expires_at")
 

@@ -36,7 +36,7 @@ UPDATE_FIELDS = frozenset({"run_dir", "mlflow_run_id", "job_id", "max_retries", 
 # Fields a caller may set along with a state change (log_path goes to the new attempt).
 TRANSITION_FIELDS = frozenset({"job_id", "exit_code", "last_error", "run_dir", "mlflow_run_id",
                                "final_metrics", "progress_step", "total_steps", "log_path",
-                               "stop_reason"})
+                               "stop_reason", "provenance"})
 
 
 def cell_key(cell: CellRef) -> tuple[str, str]:
@@ -51,8 +51,9 @@ def apply_transition(session: Session, row: CellRow,
     check_fields(fields, TRANSITION_FIELDS, "transition")
     sources, target = check_transition([expected] if isinstance(expected, str) else expected, new)
     values = {k: v for k, v in fields.items() if k != "log_path"}
-    if values.get("final_metrics") is not None:
-        values["final_metrics"] = jsonable(dict(values["final_metrics"]), "final_metrics")
+    for name in ("final_metrics", "provenance"):
+        if values.get(name) is not None:
+            values[name] = jsonable(dict(values[name]), name)
     now = utcnow()
     values["state"] = target.value
     if target is CellState.QUEUED:
@@ -63,7 +64,7 @@ def apply_transition(session: Session, row: CellRow,
         values["finished_at"] = now
     elif target is CellState.PENDING:
         values.update(queued_at=None, started_at=None, finished_at=None, job_id=None,
-                      exit_code=None, final_metrics=None, stop_reason=None)
+                      exit_code=None, final_metrics=None, stop_reason=None, provenance=None)
     # One UPDATE ... WHERE state IN (expected): atomic on SQLite and PostgreSQL alike, so
     # of two processes racing for the same edge exactly one sees rowcount 1.
     if not updated_one(session, update(CellRow).values(**values).where(
@@ -90,6 +91,7 @@ def _record_attempt(session: Session, row: CellRow, target: CellState,
             open_attempt.state = AttemptState(target.value).value  # as its cell ended
             open_attempt.finished_at = now
             open_attempt.exit_code = fields.get("exit_code")
+            open_attempt.provenance = row.provenance if fields.get("provenance") else None
             session.flush()
             return AttemptRecord.of(open_attempt, sweep_name, row.cell_id)
     return None
@@ -214,10 +216,12 @@ class CellStore(LeaseStore):
     def finish_attempt(self, cell: CellRef, state: CellState | str, *,
                        exit_code: int | None = None, last_error: str | None = None,
                        final_metrics: Mapping[str, Any] | None = None,
-                       stop_reason: str | None = None) -> bool:
-        """``running -> state`` (terminal), closing the open attempt (``stop_reason``: why)."""
+                       stop_reason: str | None = None,
+                       provenance: Mapping[str, Any] | None = None) -> bool:
+        """``running -> state`` (terminal), closing the open attempt (``stop_reason``: why;
+        ``provenance``: what made its numbers, kept with the attempt and the cell)."""
         given = {"last_error": last_error, "final_metrics": final_metrics,
-                 "stop_reason": stop_reason}
+                 "stop_reason": stop_reason, "provenance": provenance}
         return self.transition(cell, (CellState.RUNNING,), state, exit_code=exit_code,
                                **{k: v for k, v in given.items() if v is not None})
 

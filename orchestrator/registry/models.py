@@ -111,6 +111,8 @@ class CellRow(Base):
     # What the scheduler needs of the cell (orchestrator.backends.base.Demand, as JSON),
     # judged from its validated settings when it was added (0005); NULL: never judged.
     demand: Mapped[dict[str, Any] | None]
+    # What made the latest ended attempt's numbers (orchestrator.runs.provenance; 0006).
+    provenance: Mapped[dict[str, Any] | None]
     created_at: Mapped[datetime]
     queued_at: Mapped[datetime | None]
     started_at: Mapped[datetime | None]
@@ -137,6 +139,8 @@ class AttemptRow(Base):
     finished_at: Mapped[datetime | None]
     exit_code: Mapped[int | None] = mapped_column(Integer)
     log_path: Mapped[str | None] = mapped_column(Text)
+    # What made this attempt's numbers, as its process recorded it (0006); NULL: none.
+    provenance: Mapped[dict[str, Any] | None]
 
     cell: Mapped[CellRow] = relationship(back_populates="attempts")
 

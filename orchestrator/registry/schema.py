@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 # Spelled out so that opening an up-to-date registry (every command does) is one SELECT
 # without importing Alembic (~1 s); a test checks it is the newest migration's id.
-HEAD_REVISION = "0005_sweep_plan"
+HEAD_REVISION = "0006_provenance"
 # Any constant works; it only has to be the same for every kappa process.
 _PG_LOCK_KEY = 0x6B61707061  # "kappa"
 

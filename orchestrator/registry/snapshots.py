@@ -79,6 +79,9 @@ class CellRecord:
     #: What the scheduler needs of the cell, judged at submit (``Demand.to_json``), or
     #: ``None`` when it never was (settings that no longer validated at an upgrade).
     demand: Mapping[str, Any] | None = None
+    #: What made the latest ended attempt's numbers (:mod:`orchestrator.runs.provenance`),
+    #: or ``None`` (none ended yet, or made before kappa recorded it).
+    provenance: Mapping[str, Any] | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -103,12 +106,11 @@ class CellRecord:
         """Snapshot a row (inside its session), or a cell from the values it was inserted with."""
         get = row.get if isinstance(row, Mapping) else partial(getattr, row)
         values: dict[str, Any] = {name: get(name) for name in _CELL_COLUMNS}
-        final, demand = values["final_metrics"], values["demand"]
+        copied = {name: None if values[name] is None else dict(values[name])
+                  for name in ("final_metrics", "demand", "provenance")}
         return cls(**{**values, "sweep_name": sweep_name, "axes": dict(values["axes"]),
                       "settings": dict(values["settings"]), "labels": dict(values["labels"]),
-                      "state": CellState(values["state"]),
-                      "final_metrics": None if final is None else dict(final),
-                      "demand": None if demand is None else dict(demand)})
+                      "state": CellState(values["state"]), **copied})
 
 
 @dataclass(frozen=True)
@@ -124,6 +126,7 @@ class AttemptRecord:
     finished_at: datetime | None
     exit_code: int | None
     log_path: str | None
+    provenance: Mapping[str, Any] | None = None
 
     @classmethod
     def of(cls, row: AttemptRow, sweep_name: str, cell_id: str) -> AttemptRecord:

@@ -6,7 +6,8 @@ The backend file contract (what a launched process leaves, :mod:`orchestrator.ba
     metrics.jsonl   one line per logged step (:mod:`.metrics`)
     progress.json   {"step": int, "total_steps": int}, rewritten as training advances
     summary.json    {"status": str, "steps": int, "final": {name: float},
-                     "stopped": {...}?}, written when the run ends
+                     "stopped": {...}?, "provenance": {...}?}, written when the run ends
+    provenance.json what made the attempt's numbers (:mod:`.provenance`), written as it starts
 
 and what the orchestrator keeps beside it: ``stop-request.json`` (:mod:`.stop_request`),
 ``cell.json`` (:func:`write_cell_file`), ``.mlflow-run-pending`` (a launch created the cell's
@@ -27,6 +28,7 @@ CONFIG_FILE = "config.yaml"
 METRICS_FILE = "metrics.jsonl"
 PROGRESS_FILE = "progress.json"
 SUMMARY_FILE = "summary.json"
+PROVENANCE_FILE = "provenance.json"
 STOP_REQUEST_FILE = "stop-request.json"
 CELL_FILE = "cell.json"
 RUN_PENDING_MARKER = ".mlflow-run-pending"
@@ -98,8 +100,10 @@ def read_summary(run_dir: Path | None) -> dict[str, Any] | None:
 
 
 def write_summary(run_dir: Path, summary: Mapping[str, Any]) -> None:
-    """Record how the run ended (see the module docstring for the shape)."""
-    write_json(run_dir / SUMMARY_FILE, dict(summary))
+    """Record how the run ended (see the module docstring for the shape), with what made
+    its numbers when the attempt recorded that."""
+    made = read_json(run_dir / PROVENANCE_FILE)
+    write_json(run_dir / SUMMARY_FILE, dict(summary) | ({"provenance": made} if made else {}))
 
 
 class _CellFacts(Protocol):

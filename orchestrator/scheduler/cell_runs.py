@@ -17,7 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.registry import TERMINAL_STATES, CellRecord, CellState, Registry, SweepRecord
-from orchestrator.runs.folder import RUN_PENDING_MARKER, write_cell_file, write_config
+from orchestrator.runs import provenance
+from orchestrator.runs.folder import (
+    PROVENANCE_FILE,
+    RUN_PENDING_MARKER,
+    write_cell_file,
+    write_config,
+)
 from orchestrator.runs.layout import run_folder
 from orchestrator.scheduler.hooks import RunTracker
 
@@ -42,6 +48,8 @@ class OpenedRuns:
         # A submit killed before it wrote this folder (or a folder deleted since) costs
         # nothing: the launch is made from the registry.
         write_config(run_dir, cell.settings)
+        # What an earlier attempt recorded must not pass for this one's.
+        (run_dir / PROVENANCE_FILE).unlink(missing_ok=True)
         marker = run_dir / RUN_PENDING_MARKER
         may_exist = marker.exists()
         if not cell.mlflow_run_id:
@@ -82,8 +90,10 @@ class OpenedRuns:
                     **fields: Any) -> bool:
         """End the cell's attempt as ``state`` (``Registry.finish_attempt`` with ``fields``)
         and, once the registry took it, mirror it in ``cell.json``; whether it took it
-        (``False``: the cell had left ``running``, e.g. cancelled)."""
-        if not registry.finish_attempt(cell, state, **fields):
+        (``False``: the cell had left ``running``, e.g. cancelled), with the provenance its
+        process recorded in the run folder."""
+        made = provenance.read(run_folder(cell))
+        if not registry.finish_attempt(cell, state, provenance=made, **fields):
             return False
         self.write_cell_file(cell, state)
         return True

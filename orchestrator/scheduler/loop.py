@@ -32,6 +32,7 @@ from orchestrator.executors import Executor, JobHandle
 from orchestrator.registry import CellRecord, CellState, Registry, SweepRecord
 from orchestrator.runs.folder import LOG_FILE
 from orchestrator.runs.layout import run_folder
+from orchestrator.runs.provenance import EXECUTOR_ENV
 from orchestrator.runs.stop_request import StopRequest
 from orchestrator.scheduler.cell_runs import OpenedRuns, close_sweep_runs, log_tail
 from orchestrator.scheduler.hooks import NullTracker, RunTracker, SchedulerHook, decide_ending
@@ -237,7 +238,8 @@ class SweepScheduler:
             self.runs.recorded(run_dir)
             return
         self.runs.started(cell, run_id, run_dir)
-        env = {**launch.env, **(self.tracker.launch_env(run_id) if run_id else {})}
+        env = {**launch.env, **(self.tracker.launch_env(run_id) if run_id else {}),
+               EXECUTOR_ENV: self.executor.name}  # the job records who ran it
         for hook in self.hooks:
             hook.on_launch(cell.cell_id, run_dir)
         self._check_lease()  # a scheduler paused since its last pass starts nothing

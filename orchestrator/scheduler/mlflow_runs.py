@@ -22,6 +22,7 @@ from functools import cached_property
 from pathlib import Path
 
 from orchestrator.registry import CellRecord, SweepRecord
+from orchestrator.runs import provenance
 from orchestrator.runs.folder import (
     CONFIG_FILE,
     LOG_FILE,
@@ -161,6 +162,9 @@ class MlflowRunTracker:
         stopped = summary_stop_reason(summary)
         if stopped:  # the run's reason for ending early, where the UI shows tags
             self.tracker.client.set_tag(run_id, STOPPED_TAG, stopped[:5000])
+        made = summary.get("provenance") or provenance.read(run_dir)
+        for name, value in provenance.flat(made).items():  # searchable: tags.`kappa.numerics.torch`
+            self.tracker.client.set_tag(run_id, f"kappa.{name}", value[:5000])
         self.tracker.finish_cell_run(run_id, status, [f for f in files if f.exists()],
                                      final_metrics=summary_final(summary),
                                      step=steps if isinstance(steps, int) else 0)

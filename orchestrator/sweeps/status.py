@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.redact import redact
 from orchestrator.registry import TERMINAL_STATES, CellRecord, CellState, SweepRecord
+from orchestrator.runs import provenance
 from orchestrator.scheduler.lease import holder_alive
 from orchestrator.stopping.budget import CAP_REASON, GroupHours, SweepHours
 
@@ -65,6 +66,8 @@ class CellStatus:
     stop_reason: str | None
     waiting: str | None  # why a pending cell cannot start yet
     finished_at: datetime | None
+    #: What made its numbers (:mod:`orchestrator.runs.provenance`), when recorded.
+    provenance: Mapping[str, Any] | None = None
 
     @classmethod
     def of(cls, cell: CellRecord | Mapping[str, Any], waiting: str | None = None
@@ -81,7 +84,7 @@ class CellStatus:
                    get("total_steps") or int(demand.get("steps") or 0) or None,
                    get("exit_code"), dict(get("final_metrics") or {}), get("run_dir"),
                    get("mlflow_run_id"), get("last_error"), get("stop_reason"), waiting,
-                   get("finished_at"))
+                   get("finished_at"), get("provenance"))
 
     @property
     def val_accuracy(self) -> float | None:
@@ -124,7 +127,8 @@ class CellStatus:
                 "exit_code": self.exit_code, "val_accuracy": self.val_accuracy,
                 "final_metrics": dict(self.final_metrics), "run_dir": self.run_dir,
                 "mlflow_run_id": self.mlflow_run_id, "last_error": self.last_error,
-                "stop_reason": self.stop_reason, "waiting": self.waiting}
+                "stop_reason": self.stop_reason, "waiting": self.waiting,
+                "provenance": None if self.provenance is None else dict(self.provenance)}
 
 
 @dataclass(frozen=True)
@@ -210,6 +214,13 @@ class SweepStatus:
         """The running cells, by index."""
         return tuple(c for c in self.cells if c.state == "running")
 
+    @property
+    def environments(self) -> str:
+        """What made the ended cells' numbers, in one line (``1 environment (...)``), or
+        ``""`` when no cell recorded it (:func:`orchestrator.runs.provenance.environments`)."""
+        return provenance.environments([c.provenance for c in self.cells
+                                        if c.state in TERMINAL and c.final_metrics])
+
     def failures(self) -> list[CellStatus]:
         """The failed cells among :attr:`cells`, newest first."""
         failed = [c for c in self.cells if c.state == "failed"]
@@ -232,6 +243,7 @@ class SweepStatus:
             "groups": [{"label": g.label, "cells": g.cells, "steps": list(g.steps),
                         "saved": round(g.saved, 4), "hours": g.hours.as_json()}
                        for g in self.groups],
+            "environments": self.environments,
             "cells": [c.as_json() for c in self.cells],
             "studies": [_study_json(s) for s in self.studies],
             "notify": None if self.notify is None else dict(self.notify),

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-import subprocess
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -55,24 +54,6 @@ def absolute_uri(uri: str) -> str:
     if "://" not in uri and not uri.startswith("sqlite:"):
         return Path(uri).resolve().as_uri()
     return uri
-
-
-def git_commit(path: Path | None = None) -> str | None:
-    """The commit checked out at ``path`` (default: the current folder), or ``None``
-    outside a git repository or before its first commit. A dirty tree gets ``-dirty``."""
-    def git(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["git", *args], cwd=path, capture_output=True, text=True,
-                              check=False, timeout=timeout)
-
-    try:
-        head = git("rev-parse", "--verify", "--quiet", "HEAD", timeout=10)
-        if head.returncode != 0 or not head.stdout.strip():
-            return None
-        dirty = git("status", "--porcelain", "--untracked-files=no", timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    commit = head.stdout.strip()
-    return f"{commit}-dirty" if dirty.returncode == 0 and dirty.stdout.strip() else commit
 
 
 def sweep_key(sweep_name: str) -> str:

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Hashable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 import orchestrator.analysis.tables.compared as compared
+import orchestrator.analysis.tables.numerics as numerics
 import orchestrator.analysis.tables.provenance as provenance
 from orchestrator.analysis.frame import (
     STEP_COLUMNS,
@@ -63,6 +64,7 @@ class _Group:
     lengths: tuple[compared.RunLength, ...] = ()  # per succeeded run, as ``seeds``
     sweeps: tuple[str, ...] = ()  # of every cell, in order of appearance
     settings: tuple[str, ...] = ()  # what differs from another sweep's same cells
+    keys: tuple[numerics.Key, ...] = ()  # per succeeded run, as ``seeds``: its numerics
 
     def state_text(self) -> str:
         if self.n_total == 0:
@@ -133,6 +135,7 @@ def _groups(
     states = list(frame["state"])
     sweeps = [str(s) for s in frame["sweep"]]
     lengths = _lengths(frame)
+    keys = numerics.run_keys(frame)
     members: dict[tuple[Any, ...], list[int]] = {}
     for i in range(len(frame)):
         members.setdefault(tuple(col[i] for col in key_cols), []).append(i)
@@ -143,7 +146,7 @@ def _groups(
         out[key] = _Group(len(idx), tuple(seeds_all[i] for i in ok), values[ok], other,
                           frozenset(seeds_all[i] for i in idx), tuple(lengths[i] for i in ok),
                           tuple(dict.fromkeys(sweeps[i] for i in idx)),
-                          provenance.settings_texts(frame, idx))
+                          provenance.settings_texts(frame, idx), tuple(keys[i] for i in ok))
     return out
 
 
@@ -161,15 +164,16 @@ def _absolute_cells(group: _Group, spec: TableSpec, n_cols: int) -> tuple[TableC
 
 def _delta_cells(
     base: _Group, treat: _Group, spec: TableSpec, n_cols: int, treatment: str = "treatment"
-) -> tuple[tuple[TableCell, ...], str, str | None]:
-    """Delta cells, the row's ``n`` (seeds paired, out of the seeds either side has) and the
-    step its pairs were compared at when some stopped early (:mod:`.compared`)."""
+) -> tuple[tuple[TableCell, ...], str, str | None, str | None]:
+    """Delta cells, the row's ``n`` (seeds paired, out of the seeds either side has), the
+    step its pairs were compared at when some stopped early (:mod:`.compared`) and what
+    differs in the numerics of the paired runs (:mod:`.numerics`)."""
     base_seeds = set(base.seeds)
     common = [s for s in treat.seeds if s in base_seeds]
     if not common:
         reason = treat.state_text() if not treat.seeds else "no base run"
         cells = tuple(TableCell(None, "delta", missing=reason) for _ in range(n_cols))
-        return cells, _fraction(0, len(base.all_seeds | treat.all_seeds)), None
+        return cells, _fraction(0, len(base.all_seeds | treat.all_seeds)), None, None
     b_rows = [base.seeds.index(s) for s in common]
     t_rows = [treat.seeds.index(s) for s in common]
     intervals = paired_bootstrap_columns(
@@ -181,8 +185,10 @@ def _delta_cells(
     if base.lengths and treat.lengths:
         note = compared.compare_note([(s, base.lengths[b], treat.lengths[t]) for s, b, t in
                                       zip(common, b_rows, t_rows, strict=True)], treatment)
+    differ = numerics.note([*(base.keys[b] for b in b_rows), *(treat.keys[t] for t in t_rows)]
+                           if base.keys and treat.keys else [])
     # Seeds on either side, failed ones included: a pair lost to a failure shows as 2/3.
-    return paired, _fraction(len(common), len(base.all_seeds | treat.all_seeds)), note
+    return paired, _fraction(len(common), len(base.all_seeds | treat.all_seeds)), note, differ
 
 
 def _embolden(rows: list[TableRow], spec: TableSpec) -> list[TableRow]:
@@ -296,50 +302,75 @@ def build_table(frame: pd.DataFrame, spec: TableSpec) -> Table:
         split = len(label_axes) + 1
         layout.setdefault(block, {}).setdefault(rest[:split], []).extend(rest[split:])
     blocks = []
-    footnotes: list[str] = []
+    marks = _Marks()
     for block, by_label in layout.items():
         prefix: tuple[Any, ...] = () if block is None else (block,)
         rows: list[TableRow] = []
         for label_key, delta_values in by_label.items():
             source = label_key[-1]
             labels: tuple[Label, ...] = tuple(_label(v) for v in label_key[:-1])
+            where = " · ".join(str(x) for x in (*prefix, *labels) if x != "")
             if delta_axis is None or spec.delta is None:
                 group = groups[(*prefix, *label_key)]
-                rows.append(TableRow(labels + _sweep(combined, group, source), "absolute",
-                                     group.n_text(), _absolute_cells(group, spec, n_cols)))
+                rows.append(marks.add(TableRow(
+                    labels + _sweep(combined, group, source), "absolute", group.n_text(),
+                    _absolute_cells(group, spec, n_cols)), where, numerics.note(group.keys)))
                 continue
             base_values = [v for v in delta_values if value_matches(v, spec.delta.base)]
             treatments = [v for v in delta_values if not value_matches(v, spec.delta.base)]
             base = groups[(*prefix, *label_key, base_values[0])] if base_values else _EMPTY
             if not label_axes:
                 labels = (_label(base_values[0]) if base_values else spec.delta.base,)
-            rows.append(TableRow(labels + _sweep(combined, base, source), "absolute",
-                                 base.n_text(), _absolute_cells(base, spec, n_cols)))
+            where = " · ".join(str(x) for x in (*prefix, *labels) if x != "")
+            rows.append(marks.add(TableRow(
+                labels + _sweep(combined, base, source), "absolute", base.n_text(),
+                _absolute_cells(base, spec, n_cols)), where, numerics.note(base.keys)))
             for value in treatments:
                 treat = groups[(*prefix, *label_key, value)]
                 label = delta_label(delta_axis, value, only_treatment=len(treatments) == 1)
-                cells, n_text, note = _delta_cells(base, treat, spec, n_cols, label)
+                cells, n_text, note, differ = _delta_cells(base, treat, spec, n_cols, label)
                 blank: tuple[Label, ...] = ("",) * (len(header_axes) - 1)
                 row = TableRow((label, *blank, *_sweep(combined, treat, source, base)), "delta",
                                n_text, cells)
-                if note is not None:
-                    marker = f"{compared.MARK}{len(footnotes) + 1}"
-                    where = " · ".join(str(x) for x in (*prefix, *labels) if x != "")
-                    footnotes.append(f"{marker} {where}, {label}: {note}.")
-                    row = replace(row, marker=marker, note=note)
-                rows.append(row)
+                row = marks.add(row, f"{where}, {label}", note, compared.MARK)
+                rows.append(marks.add(row, f"{where}, {label}", differ))
         title = None if block is None else display_value(block)
         blocks.append(TableBlock(title, tuple(_embolden(rows, spec))))
     partial = any(c.partial for b in blocks for r in b.rows for c in r.cells)
+    if spec.strict:
+        numerics.refuse(marks.differing, "--strict")
     notes = _notes(spec, factor, delta_axis is not None, partial, _stopped_note(frame))
-    if footnotes:
-        notes += (compared.EXPLANATION, *footnotes)
+    if any(f.startswith(compared.MARK) for f in marks.footnotes):
+        notes += (compared.EXPLANATION,)
+    if marks.differing:
+        notes += (numerics.explanation(),)
+    notes += tuple(marks.footnotes)
     headers_out = tuple(display_axis(a) for a in header_axes)
     if combined:
         notes += provenance.notes(any(s != provenance.POOLED for s in sources))
         headers_out += (provenance.SWEEP_HEADER,)
     return Table(label_headers=headers_out, columns=tuple(headers), blocks=tuple(blocks),
                  notes=notes, digits=spec.digits, show_ci=spec.show_ci)
+
+
+@dataclass
+class _Marks:
+    """The table's footnotes, numbered in order across both kinds (``§1``, ``‡2``)."""
+
+    footnotes: list[str] = field(default_factory=list)
+    differing: list[str] = field(default_factory=list)  # ``row: note`` of each ‡ mark
+
+    def add(self, row: TableRow, where: str, note: str | None,
+            symbol: str = numerics.MARK) -> TableRow:
+        """``row`` with a footnote marker for ``note`` (unchanged when ``None``)."""
+        if note is None:
+            return row
+        marker = f"{symbol}{len(self.footnotes) + 1}"
+        self.footnotes.append(f"{marker} {where}: {note}.")
+        if symbol == numerics.MARK:
+            self.differing.append(f"{where}: {note}")
+        return replace(row, marker=" ".join(filter(None, (row.marker, marker))),
+                       note="; ".join(filter(None, (row.note, note))))
 
 
 def _sweep(combined: bool, group: _Group, source: str, base: _Group = _EMPTY) -> tuple[Label, ...]:

@@ -46,6 +46,7 @@ class TableSpec(_Strict):
       ``eval/*/mean@k`` (whatever k the runs logged), else ``val-core/*/acc/mean@1``.
     * ``where``: ``axis -> value`` filters applied first.
     * ``seed_axis``: the axis whose values are replicates (mean, CI, pairing).
+    * ``strict``: refuse rather than mark (``‡``) numbers whose runs differ in numerics.
     """
 
     rows: tuple[str, ...] = ("baseline",)
@@ -63,6 +64,8 @@ class TableSpec(_Strict):
     average: bool = True
     higher_is_better: bool = True
     digits: int = Field(2, ge=0, le=6)
+    #: Refuse (exit 2) a table whose rows or deltas pool runs of different numerics.
+    strict: bool = False
 
     @model_validator(mode="after")
     def _cross_or_rows(self) -> TableSpec:

@@ -28,6 +28,15 @@ class EmbeddedBackend(Backend):
     })
     # The trainer checks for a stop request after every step (trainer.train).
     stops_itself: ClassVar[bool] = True
+    # Bump whenever a change to the trainer, the toy tasks, the warm start or a default
+    # inside this backend alters the numbers a run produces.
+    numerics_version: ClassVar[str] = "1"
+
+    def numerics(self) -> dict[str, str]:
+        """The embedded numerics: this backend's version and the installed torch."""
+        from importlib.metadata import version
+
+        return {**super().numerics(), "torch": version("torch")}
 
     def launch(self, settings: Mapping[str, Any], run_dir: Path, demand: Demand) -> LaunchSpec:
         """``python -m orchestrator train <run_dir>/config.yaml --out <run_dir>`` (pure)."""

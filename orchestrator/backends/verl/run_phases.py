@@ -79,12 +79,29 @@ def _refresh(settings: VerlSettings, run_dir: Path, feed: logs.MetricsFeed | Non
         feed.pump()
 
 
+def record_provenance(run_dir: Path) -> None:
+    """This attempt's provenance: the verl backend's numerics version, the versions of
+    verl, vLLM, torch and CUDA this machine runs it with, and its GPUs."""
+    from orchestrator.backends.verl.backend import VerlBackend
+    from orchestrator.runs import provenance
+
+    numerics = VerlBackend().numerics() | provenance.library_versions("verl", "vllm", "torch")
+    try:
+        import torch  # the GPUs and CUDA version are torch's to tell
+
+        numerics["cuda"] = str(torch.version.cuda)
+    except ImportError:
+        pass
+    provenance.write(run_dir, numerics)
+
+
 def run(settings: VerlSettings, run_dir: Path) -> int:
     """Run every pending phase; 0 when the cell has reached ``max_steps``. Metrics go to
     MLflow (when ``MLFLOW_RUN_ID`` and ``MLFLOW_TRACKING_URI`` are set) through the run
     folder's outbox; at the end the driver waits a bounded time for MLflow to take them."""
     run_dir = run_dir.resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
+    record_provenance(run_dir)
     feed = logs.feed_from_env(run_dir)
     try:
         _refresh(settings, run_dir, feed)  # queues what a killed earlier driver did not

@@ -52,6 +52,7 @@ def test_schema_columns_in_order() -> None:
         "stop_reason",
         "step",
         "total_steps",
+        "numerics",
     ]
     assert axis_names(frame) == ["baseline", "seed", "lr"]
     assert metric_names(frame) == ["eval/b2/mean@8", "eval/b1/mean@8"]

@@ -14,7 +14,7 @@ from orchestrator.errors import UserInputError
 from orchestrator.grid.plan import SweepPlan, parse_plan, stored_plan
 from orchestrator.registry import Registry
 from orchestrator.registry.engine import make_engine
-from orchestrator.registry.schema import upgrade_schema
+from orchestrator.registry.schema import HEAD_REVISION, upgrade_schema
 from orchestrator.spec.stop_block import StopRules
 
 SPEC = "name: old\nbackend: embedded\naxes:\n  seed: [0, 1]\nresources: {gpus: 1}\n" \
@@ -43,7 +43,7 @@ def test_upgrading_a_0004_registry_plans_its_sweeps(registry_url: str) -> None:
                 {"id": sweep_id, "name": name, "spec": spec_text, "t": "2026-01-01 00:00:00"})
     before, after = upgrade_schema(engine)
     engine.dispose()
-    assert (before.current, after.current) == ("0004_scheduler_lease", "0005_sweep_plan")
+    assert (before.current, after.current) == ("0004_scheduler_lease", HEAD_REVISION)
     with Registry.open(registry_url) as reg:
         plan = stored_plan("old", reg.get_sweep("old").plan)
         assert plan == parse_plan(SPEC).sweep_plan()

@@ -13,7 +13,7 @@ from sqlalchemy import text
 
 from orchestrator.registry import Registry
 from orchestrator.registry.engine import make_engine
-from orchestrator.registry.schema import upgrade_schema
+from orchestrator.registry.schema import HEAD_REVISION, upgrade_schema
 
 #: What an older kappa stored, edited since (a misspelt setting): it no longer plans.
 BROKEN = "name: old\nbackend: embedded\nbase: {max_stepz: 3}\naxes:\n  seed: [0]\n"
@@ -32,7 +32,7 @@ def test_the_upgrade_names_what_no_longer_plans(
     with caplog.at_level(logging.WARNING):
         before, after = upgrade_schema(engine)
     engine.dispose()
-    assert (before.current, after.current) == ("0004_scheduler_lease", "0005_sweep_plan")
+    assert (before.current, after.current) == ("0004_scheduler_lease", HEAD_REVISION)
     warned = " ".join(r.getMessage() for r in caplog.records)
     # The problem itself, not only "invalid settings (1 problem(s)):".
     assert "sweep old" in warned and "base.max_stepz" in warned, warned
@@ -80,4 +80,4 @@ def test_the_upgrade_waits_for_a_running_scheduler(registry_url: str) -> None:
                      {"t": "2026-01-01 00:00:00"})
     before, after = upgrade_schema(engine)
     engine.dispose()
-    assert (before.current, after.current) == ("0004_scheduler_lease", "0005_sweep_plan")
+    assert (before.current, after.current) == ("0004_scheduler_lease", HEAD_REVISION)

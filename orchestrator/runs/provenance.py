@@ -1,0 +1,193 @@
+"""What made a run's numbers: kappa's code, the backend's numerics and the machine.
+
+The launched process writes ``provenance.json`` into its run folder when an attempt starts
+(:func:`write`); the scheduler stores it with the attempt when it ends (the registry, the
+cell's MLflow run as ``kappa.*`` tags). Its shape::
+
+    {"kappa":    {"version": "0.1.0", "commit": "6496929…" | null, "dirty": bool | null},
+     "numerics": {"backend": "embedded", "version": "1", "torch": "2.13.0", ...},
+     "machine":  {"cpu_capability": "AVX512", "threads": 2, "gpu": "NVIDIA H200" | null,
+                  "gpu_count": 0, "python": "3.11.9", "host": "node-3", "executor": "local"}}
+
+``numerics`` is what a change of would change a run's numbers: the backend's own numerics
+version (bumped by a developer whenever a change alters results) and the versions of the
+libraries that compute them. Two runs are *comparable* when their :func:`numerics_key` agree
+(the numerics plus the CPU kernel set and the GPU model, which change floating-point
+results too); host, thread count, Python and kappa's commit are recorded but not compared
+(a commit that changes numbers must bump the numerics version: that is the contract).
+
+Only the standard library is imported at module level; torch is read only when it is
+already imported by the process that records (a job), so a reader pays nothing for it.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from orchestrator.runs.folder import PROVENANCE_FILE, read_json, write_json
+
+EXECUTOR_ENV = "KAPPA_EXECUTOR"  # set by the scheduler in a job's environment
+# The machine's fields that change floating-point results, compared with the numerics.
+_COMPARED_MACHINE = ("cpu_capability", "gpu")
+_LABELS = {"cpu_capability": "CPU kernels", "gpu": "GPU"}
+
+
+def git_commit(path: Path | None = None) -> str | None:
+    """The commit checked out at ``path`` (default: the current folder), or ``None``
+    outside a git repository or before its first commit. A dirty tree gets ``-dirty``."""
+    def git(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["git", *args], cwd=path, capture_output=True, text=True,
+                              check=False, timeout=timeout)
+
+    try:
+        head = git("rev-parse", "--verify", "--quiet", "HEAD", timeout=10)
+        if head.returncode != 0 or not head.stdout.strip():
+            return None
+        dirty = git("status", "--porcelain", "--untracked-files=no", timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    commit = head.stdout.strip()
+    return f"{commit}-dirty" if dirty.returncode == 0 and dirty.stdout.strip() else commit
+
+
+@cache
+def kappa_source() -> dict[str, Any]:
+    """kappa's version and, from a git checkout, its commit and whether tracked files differ
+    from it (``None`` for both when kappa is installed without its repository)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        installed = version("kappa-orchestrator")
+    except PackageNotFoundError:
+        installed = "unknown"
+    root = Path(__file__).resolve().parents[2]
+    commit = git_commit(root) if (root / ".git").exists() else None
+    if commit is None:
+        return {"version": installed, "commit": None, "dirty": None}
+    return {"version": installed, "commit": commit.removesuffix("-dirty"),
+            "dirty": commit.endswith("-dirty")}
+
+
+def library_versions(*names: str) -> dict[str, str]:
+    """The installed versions of the named distributions (missing ones left out)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {}
+    for name in names:
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            continue
+    return found
+
+
+def machine(executor: str | None = None) -> dict[str, Any]:
+    """The machine this process runs on (torch's fields only when torch is imported)."""
+    torch = sys.modules.get("torch")
+    capability = gpu = None
+    threads = gpu_count = None
+    if torch is not None:
+        capability = str(torch.backends.cpu.get_cpu_capability())
+        threads = int(torch.get_num_threads())
+        gpu_count = int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
+        gpu = str(torch.cuda.get_device_name(0)) if gpu_count else None
+    return {"cpu_capability": capability, "threads": threads, "gpu": gpu,
+            "gpu_count": gpu_count, "python": platform.python_version(),
+            "host": socket.gethostname(),
+            "executor": executor or os.environ.get(EXECUTOR_ENV) or None}
+
+
+def collect(numerics: Mapping[str, str]) -> dict[str, Any]:
+    """This process's provenance with the backend's ``numerics`` (see the module's doc)."""
+    return {"kappa": dict(kappa_source()), "numerics": dict(numerics), "machine": machine()}
+
+
+def write(run_dir: Path, numerics: Mapping[str, str]) -> dict[str, Any]:
+    """Record this attempt's provenance in ``run_dir`` (atomically); what was written."""
+    record = collect(numerics)
+    write_json(run_dir / PROVENANCE_FILE, record)
+    return record
+
+
+def read(run_dir: Path | str | None) -> dict[str, Any] | None:
+    """The provenance a run folder holds, or ``None`` (none written, unreadable)."""
+    return None if run_dir is None else read_json(Path(run_dir) / PROVENANCE_FILE)
+
+
+def flat(record: Mapping[str, Any] | None) -> dict[str, str]:
+    """The record as ``{"code.commit": ..., "numerics.torch": ..., "machine.host": ...}``
+    (text values, unknown ones left out): MLflow tags and export columns."""
+    sections = {"code": "kappa", "numerics": "numerics", "machine": "machine"}
+    return {f"{name}.{k}": str(v) for name, key in sections.items()
+            for k, v in dict((record or {}).get(key) or {}).items() if v is not None}
+
+
+def numerics_key(record: Mapping[str, Any] | None) -> dict[str, str]:
+    """What two runs must share to be compared: the numerics and the compared machine
+    fields, as text; empty for a run without provenance (an older kappa's)."""
+    if not record:
+        return {}
+    key = {str(k): str(v) for k, v in dict(record.get("numerics") or {}).items()}
+    host = dict(record.get("machine") or {})
+    for name in _COMPARED_MACHINE:
+        if host.get(name) is not None:
+            key[name] = str(host[name])
+    return key
+
+
+def label(key: Mapping[str, str]) -> str:
+    """A short name of one set of numerics: ``embedded v1, torch 2.13.0, CPU kernels AVX512``."""
+    if not key:
+        return "unknown (no provenance)"
+    head = f"{key['backend']} v{key['version']}" if "backend" in key and "version" in key else ""
+    rest = [f"{_LABELS.get(k, k)} {v}" for k, v in key.items() if k not in ("backend", "version")]
+    return ", ".join(part for part in (head, *rest) if part)
+
+
+def differences(keys: Sequence[Mapping[str, str]]) -> list[str]:
+    """What differs among several runs' :func:`numerics_key` (``torch 2.13.0 vs 2.12.0``),
+    one entry per field, values in first-seen order; empty when they agree. A run without
+    provenance differs from every run with some."""
+    if len({tuple(sorted(k.items())) for k in keys}) <= 1:
+        return []
+    if any(not k for k in keys):
+        return ["provenance unknown for some runs (made before kappa recorded it)"]
+    found = []
+    for name in dict.fromkeys(n for k in keys for n in k):
+        values = list(dict.fromkeys(k.get(name, "—") for k in keys))
+        if len(values) > 1:
+            found.append(f"{_LABELS.get(name, name)} {' vs '.join(values)}")
+    return found
+
+
+def stale_against(recorded: Mapping[str, Any] | None, installed: Mapping[str, str]) -> list[str]:
+    """How a finished run's recorded numerics differ from the installed backend's
+    (``numerics version 1 vs 2``), on the fields the installed side knows; empty when none
+    differs. A run without provenance is stale (it was made before kappa recorded any)."""
+    if not recorded:
+        return ["no provenance recorded"]
+    made = dict(recorded.get("numerics") or {})
+    return [f"{k} {made.get(k, '—')} vs {v}" for k, v in installed.items()
+            if str(made.get(k)) != str(v)]
+
+
+def environments(records: Sequence[Mapping[str, Any] | None]) -> str:
+    """One line on what made a set of runs' numbers: ``1 environment (embedded v1, torch
+    2.13.0, CPU kernels AVX512)``, or how many there were and what differs among them;
+    runs without provenance are counted apart. Empty for no runs with provenance."""
+    keys = [numerics_key(r) for r in records if r]
+    unknown = len(records) - len(keys)
+    if not keys:
+        return ""
+    distinct = list({tuple(sorted(k.items())): k for k in keys}.values())
+    head = (f"1 environment ({label(distinct[0])})" if len(distinct) == 1 else
+            f"{len(distinct)} environments: {'; '.join(differences(distinct))} differ")
+    return head + (f"; {unknown} run(s) without provenance" if unknown else "")
