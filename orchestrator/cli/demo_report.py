@@ -35,7 +35,8 @@ def print_demo_results(console: Console, sweep: Sweep, stores: Stores) -> None:
     from orchestrator.analysis.sources import results
 
     name = sweep.name
-    console.print(_cells_table(sweep.status()))
+    status = sweep.status()
+    console.print(_cells_table(status))
     spec, text = ablation_table(results(name, stores.registry_url, stores.mlflow_uri))
     console.print(f"\n[bold]{name}[/]: ablation table"
                   + (f" ({spec.metrics}, mean ± 95% CI over seeds)" if spec else ""))
@@ -53,3 +54,6 @@ def print_demo_results(console: Console, sweep: Sweep, stores: Stores) -> None:
                   f"`kappa ui {name} --open` ({DEFAULT_MLFLOW_UI}); see docs/mlflow-ui.md to "
                   "compare runs")
     console.print(f"run folders: {sweep.folder}")
+    # Last, so a pasted demo output says which code and machine made its numbers.
+    console.print(f"made by:   {status.made_by or 'not recorded'}", markup=False,
+                  highlight=False)

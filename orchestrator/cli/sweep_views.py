@@ -123,6 +123,7 @@ def print_status(console: Console, status: SweepStatus) -> None:
         plain(f"overrides: {status.overrides_text}")
     console.print(hours_text(status), highlight=False)
     plain(groups_text(status))
+    plain(f"made by: {status.made_by}" if status.made_by else "")
     if status.notify is not None:
         plain(f"notifications: {status.notify['url']} on {', '.join(status.notify['events'])}")
     for study in status.studies:

@@ -49,6 +49,8 @@ class EndedSweep(Protocol):
     def cells(self) -> Sequence[EndedCell]: ...
     @property
     def hours(self) -> Any: ...  # SweepHours (unit, used) or None
+    @property
+    def made_by(self) -> str: ...  # the numerics and code behind its numbers ("" unknown)
 
 MAX_ERROR = 300  # characters of a cell's last error quoted in a message
 
@@ -130,6 +132,8 @@ def sweep_end(status: EndedSweep) -> Message:
         fields.append(("best cell", f"`{best.cell_id}` ({axes_text(best)}): "
                                     f"{name} = {value:.4f}"))
         text += f"; best {name} = {value:.4f} ({axes_text(best)})"
+    if status.made_by:  # "1 environment (...)", or what differs among the runs
+        fields.append(("made by", status.made_by))
     if status.counts.get("failed"):
         fields.append(("failed", f"kappa status {status.sweep}"))
     digest = hashlib.sha256("\n".join(

@@ -191,3 +191,25 @@ def environments(records: Sequence[Mapping[str, Any] | None]) -> str:
     head = (f"1 environment ({label(distinct[0])})" if len(distinct) == 1 else
             f"{len(distinct)} environments: {'; '.join(differences(distinct))} differ")
     return head + (f"; {unknown} run(s) without provenance" if unknown else "")
+
+
+def code_versions(records: Sequence[Mapping[str, Any] | None]) -> list[str]:
+    """The distinct kappa versions that made these runs, in first-seen order: ``0.1.0 at
+    6496929`` (the commit's first 7 digits, ``-dirty`` when files differed from it)."""
+    found = []
+    for record in records:
+        code = dict((record or {}).get("kappa") or {})
+        if not code:
+            continue
+        commit = code.get("commit")
+        at = f" at {str(commit)[:7]}{'-dirty' if code.get('dirty') else ''}" if commit else ""
+        found.append(f"{code.get('version', '?')}{at}")
+    return list(dict.fromkeys(found))
+
+
+def made_by(records: Sequence[Mapping[str, Any] | None]) -> str:
+    """One line on the numerics and the kappa code that made these runs (``""``: none
+    recorded): ``1 environment (embedded v1, ...); kappa 0.1.0 at 6496929``."""
+    where = environments(records)
+    code = code_versions(records)
+    return "; ".join(filter(None, [where, f"kappa {', '.join(code)}" if code else ""]))

@@ -215,11 +215,12 @@ class SweepStatus:
         return tuple(c for c in self.cells if c.state == "running")
 
     @property
-    def environments(self) -> str:
-        """What made the ended cells' numbers, in one line (``1 environment (...)``), or
-        ``""`` when no cell recorded it (:func:`orchestrator.runs.provenance.environments`)."""
-        return provenance.environments([c.provenance for c in self.cells
-                                        if c.state in TERMINAL and c.final_metrics])
+    def made_by(self) -> str:
+        """What made the ended cells' numbers, in one line (``1 environment (...); kappa
+        0.1.0 at 6496929``), or ``""`` when no cell recorded it
+        (:func:`orchestrator.runs.provenance.made_by`)."""
+        return provenance.made_by([c.provenance for c in self.cells
+                                   if c.state in TERMINAL and c.final_metrics])
 
     def failures(self) -> list[CellStatus]:
         """The failed cells among :attr:`cells`, newest first."""
@@ -243,7 +244,7 @@ class SweepStatus:
             "groups": [{"label": g.label, "cells": g.cells, "steps": list(g.steps),
                         "saved": round(g.saved, 4), "hours": g.hours.as_json()}
                        for g in self.groups],
-            "environments": self.environments,
+            "made_by": self.made_by,
             "cells": [c.as_json() for c in self.cells],
             "studies": [_study_json(s) for s in self.studies],
             "notify": None if self.notify is None else dict(self.notify),

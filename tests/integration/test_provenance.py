@@ -73,7 +73,8 @@ def test_the_cells_mlflow_run_status_json_export_and_api_show_it(
     assert tags["kappa.machine.cpu_capability"] == made["machine"]["cpu_capability"]
 
     status = api.status(NAME).as_json()
-    assert status["environments"].startswith("1 environment (embedded v")
+    assert status["made_by"].startswith("1 environment (embedded v")
+    assert f"; kappa {made['kappa']['version']}" in status["made_by"]
     assert status["cells"][0]["provenance"] == made
 
     frame = api.cells(NAME)

@@ -178,3 +178,22 @@ def test_what_is_stored_of_a_spec_never_holds_a_literal_webhook_secret() -> None
     # Nothing secret to hide: a ${NAME} reference, a bare host, or no block.
     for block in (NotifySpec(url="${HOOK}"), NotifySpec(url="https://hooks.example"), None):
         assert shareable(text, ["x=1"], block) == (text, ("x=1",))
+
+
+def test_the_sweep_end_says_which_numerics_made_its_numbers() -> None:
+    def made(torch: str) -> dict[str, object]:
+        return {"kappa": {"version": "0.1.0", "commit": "abcdef0123", "dirty": False},
+                "numerics": {"backend": "embedded", "version": "1", "torch": torch},
+                "machine": {"cpu_capability": "AVX2", "gpu": None}}
+
+    final = {"val-core/x/acc/mean@1": 0.5}
+    same = [cell(c, CellState.SUCCEEDED, i, final_metrics=final, provenance=made("2.13.0"))
+            for i, c in enumerate("ab")]
+    fields = dict(sweep_end(_status(same)).fields)
+    assert fields["made by"] == ("1 environment (embedded v1, torch 2.13.0, CPU kernels AVX2); "
+                                 "kappa 0.1.0 at abcdef0")
+    mixed = [*same, cell("c", CellState.SUCCEEDED, 2, final_metrics=final,
+                         provenance=made("2.12.0"))]
+    assert dict(sweep_end(_status(mixed)).fields)["made by"].startswith(
+        "2 environments: torch 2.13.0 vs 2.12.0 differ")
+    assert "made by" not in dict(sweep_end(_status([cell("d", CellState.SUCCEEDED, 0)])).fields)
