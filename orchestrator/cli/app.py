@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 # In the order ``kappa --help`` lists their commands (``completion`` last, below).
 COMMAND_MODULES: tuple[str, ...] = tuple(f"orchestrator.cli.{name}_cmd" for name in (
     "algorithms", "train", "db", "spec", "sweep", "canary", "search", "executors", "ui",
-    "results", "data", "doctor", "smoke"))
+    "results", "seeds", "data", "doctor", "smoke"))
 PROG_NAME = "kappa"
 # The variable click reads to tell a completion request from a normal run.
 COMPLETE_VAR = "_KAPPA_COMPLETE"
