@@ -48,9 +48,13 @@ def main() -> int:
     args, _ = parser.parse_known_args()
     os.environ["KAPPA_HOME"] = tempfile.mkdtemp(prefix="kappa-bench-preflight-")
     os.environ.pop("KAPPA_VERL_PREFLIGHT", None)
+    import importlib.metadata
+
     import orchestrator.backends.verl.preflight as pf
 
-    if pf.verl_version() is None:
+    try:  # as the preflight itself reads it: without importing verl
+        importlib.metadata.version("verl")
+    except importlib.metadata.PackageNotFoundError:
         print("verl is not installed: nothing to measure")
         return 0
     cells = grid(args.cells)
