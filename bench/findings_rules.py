@@ -12,12 +12,17 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
 from orchestrator.analysis.stats import Interval, t_interval
+from orchestrator.analysis.verdict import (
+    CONTRADICTS,
+    INCONCLUSIVE,
+    REPRODUCES,
+    directional_verdict,
+)
 
-REPRODUCES, CONTRADICTS, INCONCLUSIVE, NOT_TESTED = (
-    "reproduces", "contradicts", "inconclusive", "not tested")
+NOT_TESTED = "not tested"
+_SIDE = {REPRODUCES: "the interval lies above 0", CONTRADICTS: "the interval lies below 0",
+         INCONCLUSIVE: "the interval includes 0"}
 # "No lasting gain" / "not better" claims: a gain under this many points is no gain.
 EQUIVALENCE_MARGIN = 0.02
 
@@ -41,40 +46,11 @@ class Verdict:
                 f"[{iv.low * scale:+.{digits}f}, {iv.high * scale:+.{digits}f}] (n={iv.n})")
 
 
-def fixed_groups_interval(diffs: Mapping[str, Sequence[float]],
-                          confidence: float = 0.95) -> Interval:
-    """Interval of the average over fixed groups (e.g. six baselines) of per-group mean
-    differences, the seeds being the replicates: the variance is pooled within groups.
-
-    With groups ``g`` of ``n_g`` replicates, the estimate is ``mean_g(mean(d_g))`` and its
-    variance ``sum_g s²/n_g / G²`` with ``s²`` pooled over ``sum(n_g − 1)`` degrees of
-    freedom. Groups with no replicate are an error (the caller decides what is missing).
-    """
-    from scipy.special import stdtrit
-
-    groups = {k: np.asarray(v, dtype=float) for k, v in diffs.items()}
-    if not groups or any(v.size == 0 for v in groups.values()):
-        raise ValueError("every group needs at least one difference")
-    estimate = float(np.mean([v.mean() for v in groups.values()]))
-    n = sum(v.size for v in groups.values())
-    dof = sum(v.size - 1 for v in groups.values())
-    if dof < 1:
-        return Interval(estimate, None, None, n)
-    pooled = sum(float(((v - v.mean()) ** 2).sum()) for v in groups.values()) / dof
-    g = len(groups)
-    se = math.sqrt(sum(pooled / v.size for v in groups.values())) / g
-    half = float(stdtrit(dof, 0.5 + confidence / 2.0)) * se
-    return Interval(estimate, estimate - half, estimate + half, n)
-
-
 def directional(interval: Interval, claim: str) -> Verdict:
     """Claim "the difference is above 0": reproduces when the interval is above 0,
-    contradicts when below, inconclusive otherwise."""
-    if interval.low is not None and interval.low > 0:
-        return Verdict(interval, REPRODUCES, f"{claim}: the interval lies above 0")
-    if interval.high is not None and interval.high < 0:
-        return Verdict(interval, CONTRADICTS, f"{claim}: the interval lies below 0")
-    return Verdict(interval, INCONCLUSIVE, f"{claim}: the interval includes 0")
+    contradicts when below, inconclusive otherwise (``kappa demo`` applies the same rule)."""
+    verdict = directional_verdict(interval)
+    return Verdict(interval, verdict, f"{claim}: {_SIDE[verdict]}")
 
 
 def no_gain(interval: Interval, claim: str, margin: float = EQUIVALENCE_MARGIN) -> Verdict:

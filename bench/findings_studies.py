@@ -19,10 +19,11 @@ from findings_rules import (
     Verdict,
     all_reproduce,
     directional,
-    fixed_groups_interval,
     paired,
     t_verdict,
 )
+
+from orchestrator.analysis.stats import fixed_groups_interval
 
 if TYPE_CHECKING:
     from findings import Sweep

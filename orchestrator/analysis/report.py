@@ -23,7 +23,7 @@ from orchestrator.analysis.frame import axis_column, axis_names, metric_names, v
 from orchestrator.analysis.sources import registry_sweep
 from orchestrator.analysis.status_matrix import KNOWN_STATES, matrix_cell, status_matrix
 from orchestrator.analysis.studies import best_trials, search_section, sweep_studies
-from orchestrator.analysis.tables import DeltaSpec, TableSpec, build_table, render
+from orchestrator.analysis.tables import DeltaSpec, Table, TableSpec, build_table, render
 from orchestrator.analysis.tables.labels import default_metric_glob
 from orchestrator.errors import UserInputError
 from orchestrator.grid.plan import SweepPlan, stored_plan
@@ -106,16 +106,18 @@ def demo_table_spec(axes: Sequence[str], metrics: str) -> TableSpec:
     return TableSpec(rows=rows, delta=delta, metrics=metrics, seed_axis="seed")
 
 
-def ablation_table(frame: pd.DataFrame) -> tuple[TableSpec | None, str]:
-    """``kappa demo``'s ablation table as markdown (and its spec), or why there is none."""
+def ablation_table(frame: pd.DataFrame) -> tuple[TableSpec | None, Table | None, str]:
+    """``kappa demo``'s ablation table: its spec, the table and its markdown, or why there
+    is none (``None, None, why``)."""
     metrics = default_metric_glob(metric_names(frame))
     if metrics is None:
-        return None, "no evaluation metrics (eval/*/mean@k, val-core/*/acc/mean@1): no table"
+        return None, None, "no evaluation metrics (eval/*/mean@k, val-core/*/acc/mean@1): no table"
     spec = demo_table_spec(axis_names(frame), metrics)
     try:
-        return spec, render(build_table(frame, spec), "markdown")
+        table = build_table(frame, spec)
     except UserInputError as exc:
-        return None, f"no ablation table: {exc.render()}"
+        return None, None, f"no ablation table: {exc.render()}"
+    return spec, table, render(table, "markdown")
 
 
 def table_text(sweeps: Sequence[str], spec: TableSpec, fmt: str, placed: bool,

@@ -3,9 +3,10 @@
 
 For one metric and one compared axis (``AXIS=BASE``), cells are paired by seed within
 each comparison row (the cells equal in every other axis). For every treatment value
-and row: the paired delta at full length with its 95% bootstrap interval over seeds, the
-delta where the rules would have stopped, the steps the pairs were compared at, and the
-steps saved; for every row and value, the mean over seeds (Student t interval) likewise.
+and row: the paired delta at full length with its 95% paired t-interval over seeds (as
+``kappa table``'s), the delta where the rules would have stopped, the steps the pairs were
+compared at, and the steps saved; for every row and value, the mean over seeds (Student t
+interval) likewise.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator import paths
 from orchestrator.analysis.combined import value_text
-from orchestrator.analysis.stats import paired_bootstrap_delta, t_interval
+from orchestrator.analysis.stats import t_interval
 from orchestrator.backends import get_backend
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.grid.plan import SweepPlan, stored_plan
@@ -121,7 +122,7 @@ def check(cells: Sequence[FinishedCell], replayed: Sequence[Replayed],
         common = sorted((s for s in seeds if s in bases), key=str)
         if not common:
             continue
-        delta = paired_bootstrap_delta([bases[s][0] for s in common], [seeds[s][0] for s in common])
+        delta = t_interval([seeds[s][0] - bases[s][0] for s in common])
         stopped = sum(seeds[s][1] - bases[s][1] for s in common) / len(common)
         steps = {seeds[s][2] for s in common} | {bases[s][2] for s in common}
         out.append(Comparison("delta", row, value, delta.estimate, delta.low, delta.high,

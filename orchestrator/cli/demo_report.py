@@ -14,9 +14,13 @@ from orchestrator.errors import UserInputError
 from orchestrator.redact import redact
 
 if TYPE_CHECKING:
+    import pandas as pd
+
+    from orchestrator.analysis.tables import Table as AblationTable
     from orchestrator.sweeps.status import SweepStatus
     from orchestrator.sweeps.stores import Stores
     from orchestrator.sweeps.sweep import Sweep
+
 
 def _cells_table(status: SweepStatus) -> Table:
     table = Table("cell", "axes", "state", Column("val acc", justify="right"),
@@ -30,14 +34,16 @@ def _cells_table(status: SweepStatus) -> Table:
 
 
 def print_demo_results(console: Console, sweep: Sweep, stores: Stores) -> None:
-    """Per-cell accuracies, the ablation table, the report, then where everything is."""
+    """Per-cell accuracies, the ablation table, the report, where everything is, then the
+    closing lines (:func:`closing_lines`)."""
     from orchestrator.analysis.report import ablation_table, write_report
     from orchestrator.analysis.sources import results
 
     name = sweep.name
     status = sweep.status()
     console.print(_cells_table(status))
-    spec, text = ablation_table(results(name, stores.registry_url, stores.mlflow_uri))
+    frame = results(name, stores.registry_url, stores.mlflow_uri)
+    spec, table, text = ablation_table(frame)
     console.print(f"\n[bold]{name}[/]: ablation table"
                   + (f" ({spec.metrics}, mean ± 95% CI over seeds)" if spec else ""))
     console.print(text, markup=False, highlight=False, soft_wrap=True)
@@ -54,6 +60,17 @@ def print_demo_results(console: Console, sweep: Sweep, stores: Stores) -> None:
                   f"`kappa ui {name} --open` ({DEFAULT_MLFLOW_UI}); see docs/mlflow-ui.md to "
                   "compare runs")
     console.print(f"run folders: {sweep.folder}")
-    # Last, so a pasted demo output says which code and machine made its numbers.
-    console.print(f"made by:   {status.made_by or 'not recorded'}", markup=False,
-                  highlight=False)
+    for line in closing_lines(table, frame, status.made_by):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def closing_lines(table: AblationTable | None, frame: pd.DataFrame, made_by: str = "") -> list[str]:
+    """The lines that end the demo's output: the verdict the findings page's rule gives the
+    table's pooled '+ RB' delta (:mod:`orchestrator.analysis.verdict`), when it has one, then
+    which code and machine made its numbers (last, so a pasted output says so)."""
+    from orchestrator.analysis.verdict import verdict_line
+
+    steps = [int(s) for s in frame["total_steps"].dropna()] if "total_steps" in frame else []
+    verdict = verdict_line(table, steps) if table is not None else None
+    return [*([] if verdict is None else [f"verdict:   {verdict}"]),
+            f"made by:   {made_by or 'not recorded'}"]

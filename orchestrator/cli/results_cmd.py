@@ -106,8 +106,6 @@ def table(
         help="higher | lower: which end of each column is bold (best).")] = "higher",
     ci: Annotated[bool, typer.Option("--ci/--no-ci", help="Show confidence intervals.")] = True,
     confidence: Annotated[float, typer.Option(help="Confidence level of the intervals.")] = 0.95,
-    resamples: Annotated[int, typer.Option(help="Bootstrap resamples for delta CIs.")] = 10_000,
-    bootstrap_seed: Annotated[int, typer.Option(help="Seed of the bootstrap (deterministic).")] = 0,
     output: OutputOption = None,
     registry: RegistryOption = None,
     mlflow: MlflowOption = None,
@@ -127,8 +125,8 @@ def table(
         raise unknown_name("direction", better, BETTER, "--better")
     spec = options_spec(
         rows, delta, cross, where or [], blocks=blocks, metrics=metrics, seed_axis=seed_axis,
-        scale=scale, higher_is_better=better == "higher", show_ci=ci, confidence=confidence,
-        n_resamples=resamples, bootstrap_seed=bootstrap_seed).model_copy(update={"strict": strict})
+        scale=scale, higher_is_better=better == "higher", show_ci=ci, confidence=confidence
+    ).model_copy(update={"strict": strict})
     placed = rows is not None or bool(delta or cross or blocks)
     _emit(table_text(sweeps, spec, fmt, placed, registry, mlflow), output)
 

@@ -26,7 +26,7 @@ from orchestrator.analysis.frame import (
     hashable_value,
     varying_axes,
 )
-from orchestrator.analysis.stats import paired_bootstrap_columns, t_interval
+from orchestrator.analysis.stats import t_interval
 from orchestrator.analysis.tables.labels import (
     delta_label,
     display_axis,
@@ -34,7 +34,6 @@ from orchestrator.analysis.tables.labels import (
     value_matches,
 )
 from orchestrator.analysis.tables.model import (
-    MIN_PAIRS_FOR_MARK,
     Label,
     Table,
     TableBlock,
@@ -172,15 +171,20 @@ def _delta_cells(
     common = [s for s in treat.seeds if s in base_seeds]
     if not common:
         reason = treat.state_text() if not treat.seeds else "no base run"
-        cells = tuple(TableCell(None, "delta", missing=reason) for _ in range(n_cols))
-        return cells, _fraction(0, len(base.all_seeds | treat.all_seeds)), None, None
+        missing = tuple(TableCell(None, "delta", missing=reason) for _ in range(n_cols))
+        return missing, _fraction(0, len(base.all_seeds | treat.all_seeds)), None, None
     b_rows = [base.seeds.index(s) for s in common]
     t_rows = [treat.seeds.index(s) for s in common]
-    intervals = paired_bootstrap_columns(
-        base.values[b_rows], treat.values[t_rows], confidence=spec.confidence,
-        n_resamples=spec.n_resamples, seed=spec.bootstrap_seed)
-    paired = tuple(TableCell(None, "delta", missing="no metric") if iv is None
-                   else TableCell(iv, "delta", partial=iv.n < len(common)) for iv in intervals)
+    # A paired delta is the mean of the per-seed differences, with their t-interval.
+    cells: list[TableCell] = []
+    for column in (treat.values[t_rows] - base.values[b_rows]).T:
+        diffs = column[np.isfinite(column)]
+        if diffs.size == 0:
+            cells.append(TableCell(None, "delta", missing="no metric"))
+            continue
+        iv = t_interval(diffs, spec.confidence)
+        cells.append(TableCell(iv, "delta", partial=iv.n < len(common),
+                               differences=tuple(diffs.tolist())))
     note = None
     if base.lengths and treat.lengths:
         note = compared.compare_note([(s, base.lengths[b], treat.lengths[t]) for s, b, t in
@@ -188,7 +192,7 @@ def _delta_cells(
     differ = numerics.note([*(base.keys[b] for b in b_rows), *(treat.keys[t] for t in t_rows)]
                            if base.keys and treat.keys else [])
     # Seeds on either side, failed ones included: a pair lost to a failure shows as 2/3.
-    return paired, _fraction(len(common), len(base.all_seeds | treat.all_seeds)), note, differ
+    return tuple(cells), _fraction(len(common), len(base.all_seeds | treat.all_seeds)), note, differ
 
 
 def _embolden(rows: list[TableRow], spec: TableSpec) -> list[TableRow]:
@@ -240,10 +244,8 @@ def _notes(spec: TableSpec, factor: float, has_delta: bool, partial: bool,
         interval = "[low, high] = " if spec.show_ci else ""
         notes.append("Delta rows: signed change vs the row's own base, paired by seed (n = "
                      f"seeds with both runs, of all seeds either side has); {interval}"
-                     f"{pct}% paired bootstrap CI over seeds ({spec.n_resamples} resamples, "
-                     f"seed {spec.bootstrap_seed}); † = CI excludes 0, marked from "
-                     f"{MIN_PAIRS_FOR_MARK} pairs on (with few pairs it mostly means every "
-                     "pair moved the same way).")
+                     f"{pct}% paired t-interval over seeds (Student t, n − 1 degrees of "
+                     "freedom, as for the means); † = the interval excludes 0.")
     better = "best" if spec.higher_is_better else "best (lowest)"
     notes.append(f"Bold: {better} per column within each block (absolute and delta rows "
                  "separately). — = no usable run (cell states in parentheses).")

@@ -9,10 +9,6 @@ from orchestrator.analysis.stats import Interval
 
 RowKind = Literal["absolute", "delta"]
 
-# A bootstrap over n pairs excludes 0 whenever every pair moved the same way, which with
-# no effect at all happens with probability 2^(1-n): one time in two for 2 pairs. Below 3
-# pairs the mark would say nothing.
-MIN_PAIRS_FOR_MARK = 3
 Label = str | bool
 
 
@@ -25,13 +21,14 @@ class TableCell:
     missing: str | None = None
     bold: bool = False
     partial: bool = False  # rests on fewer runs than the row's n (a metric some runs lack)
+    differences: tuple[float, ...] = ()  # a delta's per-seed differences, in the table's units
 
     @property
     def significant(self) -> bool:
-        """A delta whose confidence interval, over at least ``MIN_PAIRS_FOR_MARK`` pairs,
-        excludes zero."""
+        """A delta whose confidence interval excludes zero. The paired t-interval keeps its
+        coverage from 2 pairs on (wide there), so the mark needs no minimum of pairs."""
         return (self.kind == "delta" and self.interval is not None
-                and self.interval.n >= MIN_PAIRS_FOR_MARK and self.interval.excludes_zero)
+                and self.interval.excludes_zero)
 
 
 @dataclass(frozen=True)

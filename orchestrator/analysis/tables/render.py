@@ -122,7 +122,7 @@ def _tex(text: str) -> str:
     text = "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text)
     return (text.replace("±", r"$\pm$").replace(DAGGER, r"$^\dagger$")
             .replace(MISSING, "---").replace("×", r"$\times$").replace("≥", r"$\geq$")
-            .replace("§", r"\S{}").replace("‡", r"\ddag{}"))
+            .replace("§", r"\S{}").replace("‡", r"\ddag{}").replace("−", "$-$"))
 
 
 def to_latex(table: Table) -> str:

@@ -58,8 +58,6 @@ class TableSpec(_Strict):
     seed_axis: str = "seed"
     scale: Scale = "auto"
     confidence: float = Field(0.95, gt=0.0, lt=1.0)
-    n_resamples: int = Field(10_000, ge=100)
-    bootstrap_seed: int = 0
     show_ci: bool = True
     average: bool = True
     higher_is_better: bool = True

@@ -1,18 +1,12 @@
-"""Statistics on known samples: t-intervals and the paired bootstrap."""
+"""Statistics on known samples: t-intervals and the pooled interval of fixed groups."""
 
 from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
 
-from orchestrator.analysis.stats import (
-    Interval,
-    paired_bootstrap_columns,
-    paired_bootstrap_delta,
-    t_interval,
-)
+from orchestrator.analysis.stats import Interval, fixed_groups_interval, t_interval
 
 
 def test_t_interval_of_a_known_sample() -> None:
@@ -40,58 +34,28 @@ def test_t_interval_single_value_has_no_interval_and_ignores_nan() -> None:
         t_interval([float("nan")])
 
 
-def test_paired_bootstrap_constant_difference_is_exact() -> None:
-    iv = paired_bootstrap_delta([0.5, 0.6, 0.7], [0.6, 0.7, 0.8])
-    assert iv.estimate == pytest.approx(0.1)
-    assert iv.low == pytest.approx(0.1)
-    assert iv.high == pytest.approx(0.1)
-    assert iv.excludes_zero
+def test_fixed_groups_interval_matches_the_pooled_formula() -> None:
+    diffs = {"a": [1.0, 2.0, 3.0], "b": [4.0, 6.0]}
+    iv = fixed_groups_interval(diffs)
+    # estimate: mean of group means (2 and 5); pooled s² = (2 + 2) / 3; se = sqrt(s²/3 + s²/2)/2
+    s2 = 4.0 / 3.0
+    se = math.sqrt(s2 / 3 + s2 / 2) / 2
+    from scipy.stats import t
+
+    half = t.ppf(0.975, 3) * se
+    assert iv.estimate == pytest.approx(3.5)
+    assert (iv.low, iv.high, iv.n) == (pytest.approx(3.5 - half), pytest.approx(3.5 + half), 5)
 
 
-def test_paired_bootstrap_is_deterministic_and_bounded_by_the_sample() -> None:
-    base = np.array([50.0, 52.0, 54.0, 51.0])
-    treat = base + np.array([10.0, 11.0, 12.0, 13.0])
-    a = paired_bootstrap_delta(base, treat, seed=7)
-    b = paired_bootstrap_delta(base, treat, seed=7)
-    assert a == b
-    assert a.estimate == pytest.approx(11.5)
-    assert a.low is not None and a.high is not None
-    assert 10.0 <= a.low < 11.5 < a.high <= 13.0
-    assert a.excludes_zero
+def test_fixed_groups_ignore_differences_between_groups() -> None:
+    # Groups far apart but each tight: between-group spread is not noise about the average.
+    tight = fixed_groups_interval({"a": [0.10, 0.11, 0.09], "b": [-0.05, -0.04, -0.06]})
+    assert tight.low is not None and tight.high is not None
+    assert tight.high - tight.low < 0.05
 
 
-def test_paired_bootstrap_pairs_not_pools() -> None:
-    # Large between-seed spread, tiny consistent gain: only pairing sees it.
-    base = np.array([10.0, 50.0, 90.0])
-    iv = paired_bootstrap_delta(base, base + 1.0)
-    assert iv.excludes_zero
-    mixed = paired_bootstrap_delta([0.0, 0.0, 0.0, 0.0], [1.0, -1.0, 2.0, -2.0])
-    assert not mixed.excludes_zero
-
-
-def test_paired_bootstrap_drops_incomplete_pairs_and_checks_shapes() -> None:
-    iv = paired_bootstrap_delta([1.0, float("nan"), 3.0], [2.0, 5.0, 4.0])
-    assert iv.n == 2
-    assert iv.estimate == pytest.approx(1.0)
+def test_one_replicate_per_group_gives_no_interval() -> None:
+    iv = fixed_groups_interval({"a": [1.0], "b": [2.0]})
+    assert iv.low is None and iv.estimate == 1.5
     with pytest.raises(ValueError):
-        paired_bootstrap_delta([1.0, 2.0], [1.0])
-    single = paired_bootstrap_delta([1.0], [3.0])
-    assert single == Interval(2.0, None, None, 1)
-
-
-def test_column_bootstrap_equals_the_single_column_call() -> None:
-    rng = np.random.default_rng(3)
-    base = rng.normal(50, 5, (6, 3))
-    treat = base + rng.normal(2, 1, (6, 3))
-    treat[2, 1] = np.nan  # column 1 has an incomplete pair: falls back
-    got = paired_bootstrap_columns(base, treat, n_resamples=2000, seed=5)
-    for j in range(3):
-        want = paired_bootstrap_delta(base[:, j], treat[:, j], n_resamples=2000, seed=5)
-        iv = got[j]
-        assert iv is not None
-        assert iv.estimate == pytest.approx(want.estimate)
-        assert (iv.low, iv.high) == pytest.approx((want.low, want.high))
-        assert iv.n == want.n
-    assert got[1] is not None and got[1].n == 5
-    empty = paired_bootstrap_columns(np.full((2, 1), np.nan), np.ones((2, 1)))
-    assert empty == [None]
+        fixed_groups_interval({"a": []})

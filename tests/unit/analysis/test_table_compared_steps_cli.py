@@ -11,7 +11,7 @@ from kit.cli import run_kappa
 
 from orchestrator.registry import CellState, Registry
 
-OPTS = ("--delta", "reward_budget=false", "--resamples", "200")
+OPTS = ("--delta", "reward_budget=false")
 STOPPED = "plateau at step {} (val-core/x/acc/mean@1)"
 
 
@@ -52,3 +52,17 @@ def test_table_names_the_step_of_each_delta(tmp_path: Path, monkeypatch: pytest.
     assert "steps differ (base vs + RB): 120 vs 150 (seed 1)" in apart.out
     latex = run_kappa(capsys, "table", "apart", *OPTS, "--format", "latex")
     assert r"+ RB \S{}1 &" in latex.out
+
+
+def test_delta_rows_say_their_interval_and_the_bootstrap_options_are_gone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("KAPPA_HOME", str(tmp_path))
+    _store("full", {})
+    table = run_kappa(capsys, "table", "full", *OPTS)
+    assert "95% paired t-interval over seeds (Student t, n − 1 degrees of freedom" in table.out
+    assert "bootstrap" not in table.out
+    # The options of the bootstrap meant nothing once it went: typer's unknown option.
+    for option in ("--resamples", "--bootstrap-seed"):
+        gone = run_kappa(capsys, "table", "full", *OPTS, option, "200")
+        assert gone.code == 2 and "No such option" in gone.output, gone.output

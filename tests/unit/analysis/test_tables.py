@@ -10,7 +10,6 @@ import pandas as pd
 import pytest
 
 from orchestrator.analysis.frame import CellResult, frame_from_results
-from orchestrator.analysis.stats import paired_bootstrap_delta
 from orchestrator.analysis.tables import DeltaSpec, TableSpec, build_table, render
 from orchestrator.analysis.tables.render import cell_text
 from orchestrator.errors import UserInputError
@@ -83,7 +82,7 @@ def _seeded(values: dict[tuple[str, bool, int], float | None]) -> pd.DataFrame:
     return frame_from_results(cells)
 
 
-def test_seeds_give_t_intervals_and_paired_bootstrap_deltas() -> None:
+def test_seeds_give_t_intervals_and_paired_t_deltas() -> None:
     frame = _seeded(
         {
             ("grpo", False, 0): 0.50,
@@ -109,11 +108,12 @@ def test_seeds_give_t_intervals_and_paired_bootstrap_deltas() -> None:
     assert iv is not None and iv.estimate == pytest.approx(52.0)
     assert iv.half_width == pytest.approx(half)
     assert cell_text(base.cells[0], 2, True) == f"52.00 ± {half:.2f}"
-    expected = paired_bootstrap_delta([50.0, 52.0, 54.0], [60.0, 63.0, 66.0])
+    # paired differences 10, 11, 12 points: sd 1, so the same t quantile over sem 1/sqrt(3)
     got = delta.cells[0].interval
-    assert got is not None and expected.low is not None and expected.high is not None
-    assert got.estimate == pytest.approx(11.0)
-    assert got.low == pytest.approx(expected.low) and got.high == pytest.approx(expected.high)
+    assert got is not None and got.estimate == pytest.approx(11.0)
+    d_half = 4.302652729749464 / math.sqrt(3)
+    assert (got.low, got.high) == pytest.approx((11.0 - d_half, 11.0 + d_half))
+    assert delta.cells[0].differences == pytest.approx((10.0, 11.0, 12.0))
     assert delta.cells[0].significant
     assert cell_text(delta.cells[0], 2, True).endswith("]†")
     assert (base.n, delta.n) == ("3", "3")
@@ -253,3 +253,15 @@ def test_list_valued_axes_group_like_any_other() -> None:
     assert [(r.labels[0], r.n) for r in rows] == [("[0.2, 0.28]", "2"), ("[0.1, 0.1]", "1")]
     assert rows[0].cells[0].interval is not None
     assert rows[0].cells[0].interval.estimate == pytest.approx(50.0)
+
+
+def test_notes_name_the_delta_interval_and_its_mark() -> None:
+    frame = _seeded({("grpo", rb, s): 0.5 + 0.01 * s + 0.05 * rb
+                     for rb in (False, True) for s in range(3)})
+    spec = TableSpec(delta=DeltaSpec(axis="reward_budget", base="false"),
+                     metrics="eval/*/mean@8", confidence=0.9)
+    notes = build_table(frame, spec).notes
+    (delta,) = [n for n in notes if n.startswith("Delta rows:")]
+    assert ("[low, high] = 90% paired t-interval over seeds (Student t, n − 1 degrees of "
+            "freedom, as for the means); † = the interval excludes 0.") in delta
+    assert "bootstrap" not in " ".join(notes)

@@ -14,7 +14,7 @@ from orchestrator.analysis.tables import DeltaSpec, TableSpec, build_table, rend
 from orchestrator.analysis.tables.compared import RunLength, compare_note, run_length
 
 SPEC = TableSpec(rows=("baseline",), delta=DeltaSpec(axis="reward_budget", base="false"),
-                 metrics="eval/*/mean@8", n_resamples=200)
+                 metrics="eval/*/mean@8")
 
 
 def cell(sweep: str, rb: bool, seed: int, value: float, *, steps: int = 3,

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from orchestrator.analysis.frame import CellResult, frame_from_results
-from orchestrator.analysis.stats import paired_bootstrap_delta
+from orchestrator.analysis.stats import Interval
 from orchestrator.analysis.tables import DeltaSpec, TableSpec, build_table, render
 from orchestrator.analysis.tables.render import cell_text
 from orchestrator.errors import UserInputError
@@ -60,11 +60,11 @@ def test_delta_without_row_axes_labels_rows_with_the_delta_axis() -> None:
     assert len({line.count("|") for line in md[:5]}) == 1
     head, *lines = list(csv.reader(io.StringIO(render(table, "csv"))))
     assert all(len(line) == len(head) for line in lines)
-    # seed-wise diffs for inf: +4, +5, +6 points -> mean +5, bootstrapped over pairs.
+    # seed-wise diffs for inf: +4, +5, +6 points -> mean +5, a paired t-interval over pairs.
     iv = rows[2].cells[0].interval
-    expected = paired_bootstrap_delta([50.0, 50.0, 50.0], [54.0, 55.0, 56.0])
+    expected = _scipy_t([4.0, 5.0, 6.0])
     assert iv is not None and iv.estimate == pytest.approx(5.0)
-    assert (iv.low, iv.high) == pytest.approx((expected.low, expected.high))
+    assert (iv.low, iv.high) == pytest.approx(expected)
 
 
 def test_non_boolean_row_axis_with_inf_and_t_intervals_by_hand() -> None:
@@ -153,10 +153,10 @@ def test_paired_stats_use_the_pairs_present_and_say_how_many() -> None:
     base, delta = table.blocks[0].rows
     assert (base.n, delta.n) == ("3", "2/3")
     iv = delta.cells[0].interval
-    expected = paired_bootstrap_delta([50.0, 53.0], [56.0, 57.0])
     assert iv is not None and iv.n == 2 and iv.estimate == pytest.approx(5.0)
-    assert (iv.low, iv.high) == pytest.approx((expected.low, expected.high))
-    assert (iv.low, iv.high) == pytest.approx((4.0, 6.0))  # two pairs: diffs 6 and 4
+    # two pairs, diffs 6 and 4: sd sqrt(2), sem 1, t_{0.975, 1} = 12.706 (not their range)
+    assert (iv.low, iv.high) == pytest.approx((5.0 - 12.706204736174698, 5.0 + 12.706204736174698))
+    assert not delta.cells[0].significant
     assert "of all seeds either side has" in render(table, "markdown")
 
 
@@ -267,7 +267,7 @@ def test_odd_benchmark_names_in_every_format() -> None:
     assert "<th>50%&amp;more</th>" in render(table, "html")
 
 
-def test_many_seeds_bootstrap_matches_a_direct_resample() -> None:
+def test_many_seeds_delta_is_scipys_paired_t_interval() -> None:
     rng = np.random.default_rng(3)
     base = rng.uniform(0.3, 0.5, 6)
     treat = base + rng.normal(0.02, 0.01, 6)
@@ -279,20 +279,25 @@ def test_many_seeds_bootstrap_matches_a_direct_resample() -> None:
     spec = TableSpec(rows=(), delta=DeltaSpec.parse("reward_budget=false"), average=False)
     iv = build_table(frame_from_results(cells), spec).blocks[0].rows[1].cells[0].interval
     diffs = (treat - base) * 100
-    idx = np.random.default_rng(0).integers(0, 6, size=(10_000, 6))
-    means = diffs[idx].mean(axis=1)
     assert iv is not None and iv.estimate == pytest.approx(diffs.mean())
-    assert (iv.low, iv.high) == pytest.approx(tuple(np.quantile(means, [0.025, 0.975])))
+    assert (iv.low, iv.high) == pytest.approx(_scipy_t(diffs))
 
 
-def test_a_delta_is_marked_only_from_three_pairs_on() -> None:
-    from orchestrator.analysis.stats import Interval
-    from orchestrator.analysis.tables.model import MIN_PAIRS_FOR_MARK, TableCell
+def _scipy_t(diffs: Any) -> tuple[float, float]:
+    """The 95% paired t-interval of ``diffs`` as scipy.stats computes it."""
+    from scipy import stats
 
-    def cell(n: int) -> TableCell:
-        return TableCell(Interval(2.0, 1.0, 3.0, n), "delta")
+    d = np.asarray(diffs, dtype=float)
+    low, high = stats.t.interval(0.95, d.size - 1, loc=d.mean(), scale=stats.sem(d))
+    return float(low), float(high)
 
-    assert MIN_PAIRS_FOR_MARK == 3
-    assert not cell(2).significant  # two pairs that moved alike: a coin flip under no effect
-    assert cell(3).significant
+
+def test_a_delta_is_marked_wherever_its_interval_excludes_0() -> None:
+    from orchestrator.analysis.tables.model import TableCell
+
+    # Two pairs: the t-interval is wide but honest, so its mark needs no minimum of pairs.
+    assert TableCell(Interval(2.0, 1.0, 3.0, 2), "delta").significant
+    assert TableCell(Interval(-2.0, -3.0, -1.0, 3), "delta").significant
     assert not TableCell(Interval(2.0, -1.0, 3.0, 5), "delta").significant
+    assert not TableCell(Interval(2.0, None, None, 1), "delta").significant  # one pair
+    assert not TableCell(Interval(2.0, 1.0, 3.0, 3), "absolute").significant

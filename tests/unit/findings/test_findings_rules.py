@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 
@@ -17,37 +16,9 @@ from findings_rules import (
     NOT_TESTED,
     REPRODUCES,
     all_reproduce,
-    fixed_groups_interval,
     paired,
     t_verdict,
 )
-
-
-def test_fixed_groups_interval_matches_the_pooled_formula() -> None:
-    diffs = {"a": [1.0, 2.0, 3.0], "b": [4.0, 6.0]}
-    iv = fixed_groups_interval(diffs)
-    # estimate: mean of group means (2 and 5); pooled s² = (2 + 2) / 3; se = sqrt(s²/3 + s²/2)/2
-    s2 = 4.0 / 3.0
-    se = math.sqrt(s2 / 3 + s2 / 2) / 2
-    from scipy.stats import t
-
-    half = t.ppf(0.975, 3) * se
-    assert iv.estimate == pytest.approx(3.5)
-    assert (iv.low, iv.high, iv.n) == (pytest.approx(3.5 - half), pytest.approx(3.5 + half), 5)
-
-
-def test_fixed_groups_ignore_differences_between_groups() -> None:
-    # Groups far apart but each tight: between-group spread is not noise about the average.
-    tight = fixed_groups_interval({"a": [0.10, 0.11, 0.09], "b": [-0.05, -0.04, -0.06]})
-    assert tight.low is not None and tight.high is not None
-    assert tight.high - tight.low < 0.05
-
-
-def test_one_replicate_per_group_gives_no_interval() -> None:
-    iv = fixed_groups_interval({"a": [1.0], "b": [2.0]})
-    assert iv.low is None and iv.estimate == 1.5
-    with pytest.raises(ValueError):
-        fixed_groups_interval({"a": []})
 
 
 @pytest.mark.parametrize(("diffs", "rule", "expected"), [

@@ -136,6 +136,12 @@ def test_stop_check_counts_what_the_rule_changed() -> None:
     (delta,) = deltas
     assert delta.steps == (120,) and delta.n == 3
     assert delta.full == pytest.approx(0.80 - 0.61)
+    # Its interval is the paired t-interval of the seeds' differences 0.20, 0.19, 0.18 (a
+    # bootstrap over three pairs would give their range, [0.18, 0.20]).
+    from scipy.stats import t
+
+    half = t.ppf(0.975, 2) * 0.01 / math.sqrt(3)
+    assert (delta.low, delta.high) == pytest.approx((0.19 - half, 0.19 + half))
     assert delta.stopped == pytest.approx(0.80 * 120 / 150 - 0.61)
     assert not delta.sign_changed
     assert result.count("mean")[1] == 2  # two means with an interval
