@@ -53,9 +53,11 @@ def test_demo_prints_the_ablation_table_and_writes_the_report(
     html = report.read_text()
     assert "Ablation (kappa demo)" in html and "demo-mini" in html
     assert "registry:" in out and "MLflow:" in out and "kappa ui" in out
-    # It ends with the findings page's rule on the pooled '+ RB' delta: +5 in every pair.
-    last = out.rstrip().splitlines()[-1]
-    assert last.startswith("verdict:   RB − baseline, Average: +5.00 [+5.00, +5.00] (n=4 pairs, "
+    # It ends with the findings page's rule on the pooled '+ RB' delta (+5 in every pair),
+    # then which code and machine made the numbers (this is the fake backend: none recorded).
+    verdict, made = out.rstrip().splitlines()[-2:]
+    assert made == "made by:   not recorded", out
+    assert verdict.startswith("verdict:   RB − baseline, Average: +5.00 [+5.00, +5.00] (n=4 pairs, "
                            "2 baselines, pooled paired t): reproduces"), out
 
 

@@ -45,7 +45,8 @@ def test_the_line_is_the_pooled_paired_interval_of_the_average_column() -> None:
     frame = _frame(GAIN)
     _, table, _ = ablation_table(frame)
     assert table is not None
-    (line,) = closing_lines(table, frame)
+    line, made = closing_lines(table, frame, "1 environment (embedded v1)")
+    assert made == "made by:   1 environment (embedded v1)"
     # Both benchmarks move by the gain, so the Average's differences are the gains (points):
     # grpo -0.1 ± its spread, drgrpo +0.2; pooled within baselines over 2 + 2 = 4 df.
     from scipy.stats import t
@@ -77,8 +78,8 @@ def test_no_delta_no_line() -> None:
     frame = _frame(GAIN)
     only_base = frame[frame["axis.reward_budget"] == False]  # noqa: E712
     _, table, _ = ablation_table(only_base.reset_index(drop=True))
-    assert table is not None and closing_lines(table, only_base) == []
-    assert closing_lines(None, frame) == []
+    assert table is not None and closing_lines(table, only_base) == ["made by:   not recorded"]
+    assert closing_lines(None, frame) == ["made by:   not recorded"]
 
 
 def test_one_seed_per_baseline_has_no_interval_and_says_so() -> None:
