@@ -7,7 +7,7 @@ CORE  := $(VENV)/.kappa-core
 STAMP := $(VENV)/.kappa-full
 PYTEST_ARGS ?=
 
-.PHONY: env sysdeps demo findings test test-all lint bench clean
+.PHONY: env sysdeps demo base-models findings test test-all lint bench clean
 
 # Two layers: the core (what `make demo` needs) and the full set for the tests
 # (dev tools, Ray, verl and its plug-in).
@@ -35,6 +35,12 @@ sysdeps:
 ## The main job: a toy sweep (GRPO and Dr.GRPO x +-RB x 3 seeds) on the embedded CPU trainer.
 demo: $(CORE)
 	$(VENV)/bin/kappa demo experiments/toy/demo.yaml
+
+## Rebuild the base models kappa ships (orchestrator/backends/embedded/base_models/) from the
+## warm-start settings of experiments/toy/*.yaml, on this machine's CPU kernels. Only when
+## the warm start's recipe changes: other machines then load the new files.
+base-models: $(CORE)
+	$(PY) scripts/build_base_models.py
 
 ## The papers' findings at laptop scale: run the miniature studies from scratch and
 ## rewrite docs/findings.md with their verdicts (about 2 hours on two cores).

@@ -38,9 +38,12 @@ def installed_version(name: str) -> str | None:
 
 
 def check_packages(options: DoctorOptions) -> CheckResult:
-    """Versions of verl, its rollout engines, torch (and CUDA), Ray and MLflow. Missing verl
-    or rollout engines is a warning (the embedded backend needs neither; they belong on GPU
-    nodes); a verl other than the plug-in's is a problem."""
+    """Versions of verl, its rollout engines, torch (and CUDA), Ray and MLflow, and kappa's
+    shipped base models intact. Missing verl or rollout engines is a warning (the embedded
+    backend needs neither; they belong on GPU nodes); a verl other than the plug-in's, or a
+    shipped base model that fails its checksum, is a problem."""
+    from orchestrator.backends.embedded.shipped import damaged_files
+
     versions = {name: installed_version(name) for name in PACKAGES}
     skinny = versions.pop("mlflow-skinny")  # MLflow's client-only distribution counts too
     versions["mlflow"] = versions["mlflow"] or skinny
@@ -57,6 +60,9 @@ def check_packages(options: DoctorOptions) -> CheckResult:
         if versions[core] is None:
             problems.append(f"{core} is not installed")
             fixes.append("`pip install -e .` in the kappa checkout")
+    for damaged in damaged_files():
+        problems.append(damaged.message)
+        fixes.append(damaged.fix or "")
     verl = versions["verl"]
     if verl is None:
         warnings.append("verl is not installed (only the embedded backend can run here)")

@@ -21,7 +21,7 @@ import sys, torch
 from orchestrator.backends.embedded.settings import EmbeddedSettings
 from orchestrator.backends.embedded.warmstart import load_or_build
 ws = load_or_build(EmbeddedSettings(**{tiny!r}), torch.device("cpu"))
-print("cached" if ws.from_cache else "built")
+print(ws.source)
 """
 
 
@@ -43,7 +43,8 @@ def test_built_once_then_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     settings = EmbeddedSettings(**TINY)
     first = load_or_build(settings, torch.device("cpu"))
     second = load_or_build(settings, torch.device("cpu"))
-    assert (first.from_cache, second.from_cache) == (False, True)
+    assert (first.source, second.source) == ("built", "cache")
+    assert first.sha256 == second.sha256
     assert first.path == cache_path(settings) and first.path.is_relative_to(tmp_path)
     assert all(torch.equal(a, b) for a, b in zip(first.model.state_dict().values(),
                                                  second.model.state_dict().values(), strict=True))
@@ -57,4 +58,4 @@ def test_two_processes_building_at_once(tmp_path: Path) -> None:
                               text=True) for _ in range(2)]
     outputs = sorted(p.communicate()[0].strip() for p in procs)
     assert [p.returncode for p in procs] == [0, 0]
-    assert outputs == ["built", "cached"]  # the second waited for the first, then reused it
+    assert outputs == ["built", "cache"]  # the second waited for the first, then reused it

@@ -77,9 +77,9 @@ def test_a_damaged_cache_file_is_rebuilt_over(
     path.parent.mkdir(parents=True, exist_ok=True)
     plant(path)
     warm = load_or_build(settings, torch.device("cpu"))
-    assert not warm.from_cache and warm.steps == 2
+    assert warm.source == "built" and warm.steps == 2
     assert "ignored and rebuilt" in capsys.readouterr().err
-    assert load_or_build(settings, torch.device("cpu")).from_cache  # a good file now
+    assert load_or_build(settings, torch.device("cpu")).source == "cache"  # a good file now
 
 
 def test_a_cell_over_a_garbage_cache_succeeds_on_its_first_attempt(
@@ -101,4 +101,4 @@ def test_a_cell_over_a_garbage_cache_succeeds_on_its_first_attempt(
         [cell] = reg.cells("garbage-cache")
     assert (cell.state, cell.attempts_count) == (CellState.SUCCEEDED, 1)
     assert "ignored and rebuilt" in (Path(cell.run_dir or "") / "train.log").read_text()
-    assert load_or_build(settings, torch.device("cpu")).from_cache
+    assert load_or_build(settings, torch.device("cpu")).source == "cache"

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from orchestrator.backends.base import Backend, Demand, LaunchSpec
 from orchestrator.backends.embedded.settings import EmbeddedSettings
 from orchestrator.backends.rl_settings import CANARY_STEPS, canary_intervention_steps
+from orchestrator.errors import UserInputError
 from orchestrator.runs.folder import CONFIG_FILE
 
 
@@ -37,6 +38,16 @@ class EmbeddedBackend(Backend):
         from importlib.metadata import version
 
         return {**super().numerics(), "torch": version("torch")}
+
+    def preflight(self, cells: Mapping[str, BaseModel]) -> None:
+        """Refuse cells whose shipped base model is damaged: they would fail at their first
+        step (:func:`.shipped.verified`), and nothing is recorded before this."""
+        from orchestrator.backends.embedded.shipped import problems
+
+        found = problems({label: s for label, s in cells.items()
+                          if isinstance(s, EmbeddedSettings)})
+        if found:
+            raise UserInputError("damaged shipped base model", found)
 
     def launch(self, settings: Mapping[str, Any], run_dir: Path, demand: Demand) -> LaunchSpec:
         """``python -m orchestrator train <run_dir>/config.yaml --out <run_dir>`` (pure)."""

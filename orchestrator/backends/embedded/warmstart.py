@@ -4,20 +4,22 @@ The warm start plays the part of the pretrained base model. Its seed is ``warm_s
 not the cell's RL seed: every seed of a sweep starts from the same policy (as every seed of
 a paper's run starts from one checkpoint), and the RL seed varies only the RL run.
 
-The result is cached under ``cache_dir()/embedded/`` by a content hash of everything that
-determines it, so later cells reuse it. A file lock makes a second process wait for the
+Settings that match a base model shipped with kappa (:mod:`.shipped`) load that file, so
+every machine starts RL from the same weights. Any other warm start is built here and cached
+under ``cache_dir()/embedded/`` by a content hash of everything that determines it (torch's
+version included), so later cells reuse it. A file lock makes a second process wait for the
 first instead of building it twice, and the file is written to a temporary name then
 renamed, so a reader never sees half a file."""
 
 from __future__ import annotations
 
 import fcntl
-import hashlib
-import json
+import io
 import pickle
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import torch
 
@@ -31,23 +33,26 @@ from orchestrator.backends.embedded.model import (
     token_log_probs,
 )
 from orchestrator.backends.embedded.settings import EmbeddedSettings
+from orchestrator.backends.embedded.shipped import digest, key_content, sha256_file, verified
 from orchestrator.backends.embedded.tasks import EOS, TASKS, TOKENIZER, Task, stable_seed
 from orchestrator.runs.atomic import replacing
 
-_FORMAT_VERSION = 1
 _PROBE_SIZE = 128
 _PROBE_EVERY = 25
 
 
 @dataclass(frozen=True)
 class WarmStart:
-    """A warm-started policy and how it got there."""
+    """A warm-started policy and how it got there: ``source`` says whether its weights are
+    kappa's shipped file, this machine's cache, or were built just now; ``sha256`` is the
+    checksum of the weights file at ``path``."""
 
     model: TinyGPT
     steps: int
     probe_accuracy: float
     path: Path
-    from_cache: bool
+    source: Literal["shipped", "cache", "built"]
+    sha256: str
 
 
 def model_shape(settings: EmbeddedSettings) -> ModelShape:
@@ -58,18 +63,8 @@ def model_shape(settings: EmbeddedSettings) -> ModelShape:
 
 
 def cache_key(settings: EmbeddedSettings) -> str:
-    """Content hash of everything the warm-start weights depend on."""
-    content = {
-        "version": _FORMAT_VERSION,
-        "task": settings.task,
-        "model": asdict(model_shape(settings)),
-        "warm_start": settings.warm_start.model_dump(mode="json"),
-        # The warm start trains around the held-out validation prompts, which depend on
-        # it: two val_size values must not share weights trained on the other's set.
-        "val_size": settings.val_size,
-        "torch": torch.__version__.split("+")[0],
-    }
-    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:20]
+    """Content hash of everything the locally built warm-start weights depend on."""
+    return digest({**key_content(settings), "torch": torch.__version__.split("+")[0]})
 
 
 def cache_path(settings: EmbeddedSettings) -> Path:
@@ -110,31 +105,48 @@ def _train(settings: EmbeddedSettings, task: Task,
     return model, step, accuracy
 
 
+def build(settings: EmbeddedSettings, path: Path, device: torch.device) -> WarmStart:
+    """Train the warm start of these settings and write it to ``path`` (atomically)."""
+    model, steps, accuracy = _train(settings, TASKS[settings.task], device)
+    # Saved through a buffer: torch.save names the archive inside after the file it writes
+    # (a temporary name here), which would make equal weights differ in their checksum.
+    buffer = io.BytesIO()
+    torch.save({"model": model.state_dict(), "steps": steps, "probe_accuracy": accuracy}, buffer)
+    with replacing(path) as tmp:
+        tmp.write_bytes(buffer.getvalue())
+    return WarmStart(model, steps, accuracy, path, "built", sha256_file(path))
+
+
 def load_or_build(settings: EmbeddedSettings, device: torch.device) -> WarmStart:
-    """The cached warm start of these settings, building (and caching) it if needed."""
+    """The shipped base model of these settings if kappa ships one (``UserInputError`` if
+    that file is damaged), else the cached warm start, building (and caching) it if needed."""
+    if (shipped := verified(settings)) is not None:
+        return _load(shipped.path, settings, device, "shipped")
     path = cache_path(settings)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         if path.exists() and (cached := _read_cached(path, settings, device)) is not None:
             return cached
-        model, steps, accuracy = _train(settings, TASKS[settings.task], device)
-        with replacing(path) as tmp:
-            torch.save({"model": model.state_dict(), "steps": steps,
-                        "probe_accuracy": accuracy}, tmp)
-        return WarmStart(model, steps, accuracy, path, False)
+        return build(settings, path, device)
+
+
+def _load(path: Path, settings: EmbeddedSettings, device: torch.device,
+          source: Literal["shipped", "cache"]) -> WarmStart:
+    # weights_only=True: a pickle that would run code never runs.
+    blob = torch.load(path, map_location=device, weights_only=True)
+    model = TinyGPT(model_shape(settings)).to(device)
+    model.load_state_dict(blob["model"])
+    return WarmStart(model, int(blob["steps"]), float(blob["probe_accuracy"]), path, source,
+                     sha256_file(path))
 
 
 def _read_cached(path: Path, settings: EmbeddedSettings, device: torch.device) -> WarmStart | None:
     """The warm start cached at ``path``, or ``None`` when the file cannot be one: not plain
-    data (read with ``weights_only=True``, a pickle that would run code never runs),
-    truncated, garbage, or weights of another shape. Such a file is rebuilt over (the build
-    is deterministic); failing the cell instead would fail every retry the same way."""
+    data, truncated, garbage, or weights of another shape. Such a file is rebuilt over (the
+    build is deterministic); failing the cell instead would fail every retry the same way."""
     try:
-        blob = torch.load(path, map_location=device, weights_only=True)
-        model = TinyGPT(model_shape(settings)).to(device)
-        model.load_state_dict(blob["model"])
-        return WarmStart(model, int(blob["steps"]), float(blob["probe_accuracy"]), path, True)
+        return _load(path, settings, device, "cache")
     except pickle.UnpicklingError:
         why = "not a plain-data warm start"
     except Exception as exc:  # whatever a damaged file makes torch raise: a cache miss

@@ -84,5 +84,5 @@ def test_unsafe_warm_start_cache_is_rebuilt_not_run(tmp_path: Path,
     torch.save({"model": _Payload(marker), "steps": 1, "probe_accuracy": 0.0}, path)
     warm = warmstart.load_or_build(settings, torch.device("cpu"))
     assert not marker.exists()
-    assert not warm.from_cache and warm.steps >= 1
-    assert warmstart.load_or_build(settings, torch.device("cpu")).from_cache  # rebuilt over
+    assert warm.source == "built" and warm.steps >= 1
+    assert warmstart.load_or_build(settings, torch.device("cpu")).source == "cache"  # rebuilt

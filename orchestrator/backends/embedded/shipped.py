@@ -1,0 +1,134 @@
+"""The base models shipped with kappa: warm starts built once by
+``scripts/build_base_models.py`` and kept as package data in ``base_models/``, listed in its
+``manifest.json`` with their checksums.
+
+A warm start built on the user's machine depends on its CPU kernels (AVX-512 and AVX2 round
+differently, and 600 optimizer steps amplify that into different weights), so two machines
+would start RL from different models. A cell whose warm-start settings match a shipped
+model loads that file instead, whatever the machine or torch version: its key
+(:func:`base_key`) leaves both out. A shipped file whose checksum is not the manifest's is
+refused, never rebuilt, since a rebuilt model would differ from every other machine's.
+
+Torch-free, so ``kappa plan``'s preflight stays light."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from orchestrator.backends.embedded.settings import EmbeddedSettings
+from orchestrator.errors import Problem, UserInputError
+
+FORMAT_VERSION = 1  # of the warm start's training recipe: bump when it changes the weights
+FOLDER = Path(__file__).parent / "base_models"
+MANIFEST = "manifest.json"
+BUILD_SCRIPT = "scripts/build_base_models.py"
+
+
+def key_content(settings: EmbeddedSettings) -> dict[str, Any]:
+    """Everything the warm-start weights depend on except the machine and torch's version."""
+    from orchestrator.backends.embedded.tasks import TOKENIZER
+
+    return {
+        "version": FORMAT_VERSION,
+        "task": settings.task,
+        "model": {"vocab_size": TOKENIZER.vocab_size, **settings.model.model_dump()},
+        "warm_start": settings.warm_start.model_dump(mode="json"),
+        # The warm start trains around the held-out validation prompts, which depend on
+        # it: two val_size values must not share weights trained on the other's set.
+        "val_size": settings.val_size,
+    }
+
+
+def digest(content: Mapping[str, Any]) -> str:
+    """The 20-hex-digit content hash that names a warm start."""
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def base_key(settings: EmbeddedSettings) -> str:
+    """The key of the shipped base model these settings would load."""
+    return digest(key_content(settings))
+
+
+def sha256_file(path: Path) -> str:
+    """The file's SHA-256, hex."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@dataclass(frozen=True)
+class ShippedModel:
+    """A manifest entry: the file and the checksum it must have."""
+
+    key: str
+    path: Path
+    sha256: str
+
+
+def manifest() -> dict[str, dict[str, Any]]:
+    """The manifest's entries by key; none when kappa ships no manifest."""
+    path = FOLDER / MANIFEST
+    if not path.exists():
+        return {}
+    models: dict[str, dict[str, Any]] = json.loads(path.read_text())["models"]
+    return models
+
+
+def lookup(settings: EmbeddedSettings,
+           models: Mapping[str, Mapping[str, Any]] | None = None) -> ShippedModel | None:
+    """The shipped base model of these settings, if kappa ships one (``models``: the
+    manifest's entries, when the caller has read them already)."""
+    key = base_key(settings)
+    entry = (manifest() if models is None else models).get(key)
+    if entry is None:
+        return None
+    return ShippedModel(key, FOLDER / entry["file"], entry["sha256"])
+
+
+def damage(model: ShippedModel) -> Problem | None:
+    """What is wrong with a shipped file (missing, or not its checksum); ``None``: intact."""
+    found = sha256_file(model.path) if model.path.is_file() else "no such file"
+    if found == model.sha256:
+        return None
+    return Problem(
+        "warm_start", f"the shipped base model {model.path} fails its checksum: it is refused "
+        "(a rebuilt one would differ from every other machine's)",
+        found=found, allowed=f"sha256 {model.sha256}",
+        fix="reinstall kappa (`pip install --force-reinstall kappa-orchestrator`; in a git "
+            f"checkout, `git checkout -- {model.path.parent}`), or rebuild the shipped models "
+            f"on this machine with `python {BUILD_SCRIPT}`")
+
+
+def verified(settings: EmbeddedSettings) -> ShippedModel | None:
+    """The intact shipped base model of these settings; ``None`` when none is shipped;
+    ``UserInputError`` when the shipped file is damaged."""
+    model = lookup(settings)
+    if model is not None and (problem := damage(model)) is not None:
+        raise UserInputError("damaged shipped base model", [problem])
+    return model
+
+
+def problems(cells: Mapping[str, EmbeddedSettings]) -> list[Problem]:
+    """The embedded backend's preflight: a problem at ``<label>.warm_start`` for each cell
+    whose shipped base model is damaged (each file hashed once)."""
+    models = manifest()
+    found: dict[str, Problem | None] = {}
+    out = []
+    for label, settings in cells.items():
+        model = lookup(settings, models)
+        if model is None:
+            continue
+        if model.key not in found:
+            found[model.key] = damage(model)
+        if (problem := found[model.key]) is not None:
+            out.append(replace(problem, location=".".join(filter(None, (label, "warm_start")))))
+    return out
+
+
+def damaged_files() -> list[Problem]:
+    """Every shipped file that is missing or fails its checksum (``kappa doctor``)."""
+    models = [ShippedModel(key, FOLDER / e["file"], e["sha256"]) for key, e in manifest().items()]
+    return [p for p in map(damage, models) if p is not None]
