@@ -14,7 +14,6 @@ checkpoint and ends with the same metrics as an uninterrupted run: all randomnes
 
 from __future__ import annotations
 
-import hashlib
 import sys
 import time
 from collections import defaultdict
@@ -74,7 +73,7 @@ def train(settings: EmbeddedSettings, out_dir: Path,
     t0 = time.perf_counter()
     warm = load_or_build(settings, device)
     warm_seconds = time.perf_counter() - t0
-    record_provenance(out_dir, warm.path)
+    record_provenance(out_dir, warm.sha256)
     policy = warm.model
     ref = frozen_copy(policy) if algo.use_kl_loss else None
     optimizer = torch.optim.AdamW(policy.parameters(), lr=settings.learning_rate, weight_decay=0.0)
@@ -134,14 +133,14 @@ def train(settings: EmbeddedSettings, out_dir: Path,
     return final
 
 
-def record_provenance(out_dir: Path, base_model: Path) -> None:
-    """This attempt's provenance: the embedded numerics, the base model's weights file (its
-    SHA-256: the start every number depends on) and this machine."""
+def record_provenance(out_dir: Path, base_model_sha256: str) -> None:
+    """This attempt's provenance: the embedded numerics, the base model's weights (their
+    file's SHA-256, first 16 digits: the start every number depends on) and this machine."""
     from orchestrator.backends.embedded.backend import EmbeddedBackend
     from orchestrator.runs import provenance
 
-    weights = hashlib.sha256(base_model.read_bytes()).hexdigest()[:16]
-    provenance.write(out_dir, EmbeddedBackend().numerics() | {"base_model": weights})
+    numerics = EmbeddedBackend().numerics() | {"base_model": base_model_sha256[:16]}
+    provenance.write(out_dir, numerics)
 
 
 def rl_step(settings: EmbeddedSettings, policy: TinyGPT, ref: TinyGPT | None,
