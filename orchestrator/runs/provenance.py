@@ -35,6 +35,9 @@ from typing import Any
 from orchestrator.runs.folder import PROVENANCE_FILE, read_json, write_json
 
 EXECUTOR_ENV = "KAPPA_EXECUTOR"  # set by the scheduler in a job's environment
+SECTIONS = ("kappa", "numerics", "machine")
+MAX_BYTES = 64 * 1024  # a provenance file is a few hundred bytes; anything far larger is not one
+MAX_TEXT = 500  # characters kept of one field (a host name, a version)
 # The machine's fields that change floating-point results, compared with the numerics.
 _COMPARED_MACHINE = ("cpu_capability", "gpu")
 _LABELS = {"cpu_capability": "CPU kernels", "gpu": "GPU"}
@@ -118,8 +121,26 @@ def write(run_dir: Path, numerics: Mapping[str, str]) -> dict[str, Any]:
 
 
 def read(run_dir: Path | str | None) -> dict[str, Any] | None:
-    """The provenance a run folder holds, or ``None`` (none written, unreadable)."""
-    return None if run_dir is None else read_json(Path(run_dir) / PROVENANCE_FILE)
+    """The provenance a run folder holds, or ``None``: none written, unreadable, larger
+    than :data:`MAX_BYTES`, or not of the shape :func:`collect` writes (the job's process
+    writes it, and whatever it wrote goes into the registry and MLflow: only sections of
+    short text, number or boolean fields are kept)."""
+    if run_dir is None:
+        return None
+    path = Path(run_dir) / PROVENANCE_FILE
+    try:
+        if not path.is_file() or path.stat().st_size > MAX_BYTES:
+            return None
+    except OSError:
+        return None
+    found = read_json(path)
+    if found is None:
+        return None
+    kept = {section: {str(k)[:MAX_TEXT]: v if not isinstance(v, str) else v[:MAX_TEXT]
+                      for k, v in found[section].items()
+                      if v is None or isinstance(v, str | int | float | bool)}
+            for section in SECTIONS if isinstance(found.get(section), dict)}
+    return kept or None
 
 
 def flat(record: Mapping[str, Any] | None) -> dict[str, str]:

@@ -111,3 +111,23 @@ def test_export_notes_runs_of_other_numerics_and_strict_refuses_them(
             conn.execute(update(CellRow).where(CellRow.cell_id == cell.cell_id)
                          .values(provenance=made))
         engine.dispose()
+
+
+@pytest.mark.parametrize("content", [
+    "not json", "[1, 2]", '{"numerics": [1]}', "{" + '"a": 1, ' * 20_000 + '"b": 2}',
+    '{"numerics": {"backend": "embedded", "torch": {"nested": "junk"}, "x": "' + "y" * 2000
+    + '"}, "machine": "no", "evil": {"k": "v"}}',
+])
+def test_a_hostile_provenance_file_is_ignored_or_trimmed(tmp_path: Path, content: str) -> None:
+    from orchestrator.runs import provenance
+
+    (tmp_path / provenance.PROVENANCE_FILE).write_text(content, encoding="utf-8")
+    found = provenance.read(tmp_path)
+    if found is None:
+        return
+    # Only the known sections, only short scalar fields.
+    assert set(found) <= set(provenance.SECTIONS)
+    for fields in found.values():
+        assert all(isinstance(v, str | int | float | bool) or v is None for v in fields.values())
+        assert all(len(v) <= provenance.MAX_TEXT for v in fields.values() if isinstance(v, str))
+    assert provenance.label(provenance.numerics_key(found))  # renders without error
