@@ -2,8 +2,9 @@
 own parser (imported only when a command has overrides: it costs about half a second).
 
 Overrides edit the YAML document before anything validates it, so the spec they make is exactly the
-spec edited by hand: :func:`resolve` re-reads the YAML it dumps (the text the sweep stores), and a
-problem at a key an override wrote points at that override (``override 2: axes.seed: ...``)."""
+spec edited by hand: :func:`resolve` re-reads the YAML it dumps (the text the sweep stores; the
+overrides themselves are kept as data, in the sweep's plan), and a problem at a key an override
+wrote points at that override (``override 2: axes.seed: ...``)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from orchestrator.spec.yaml_source import (
     dump_yaml,
     float_or_word,
     load_yaml,
+    one_line,
 )
 
 Op = Literal["set", "add", "force", "delete"]
@@ -61,9 +63,9 @@ def _shell_word(text: str) -> str:
 
 
 def command_line(texts: Sequence[str]) -> str:
-    """The overrides as one shell-quoted line (``base.max_steps=20 'axes.seed=[0,1]'``)."""
-    line = " ".join(_shell_word(t) for t in texts)
-    return line.replace("\r", "\\r").replace("\n", "\\n")
+    """The overrides as one shell-quoted line (``base.max_steps=20 'axes.seed=[0,1]'``), for
+    display: a line break or control character in one shows as its escape."""
+    return one_line(" ".join(_shell_word(t) for t in texts))
 
 
 def _plain(value: Any) -> Any:
@@ -238,9 +240,11 @@ def resolve(doc: SourceDocument, texts: Sequence[str]) -> tuple[OverriddenDocume
             written.append((_flat(done), ov))
     if problems:
         raise UserInputError(f"{doc.filename}: invalid overrides", problems)
-    header = (f"# {doc.filename.replace(chr(10), ' ')} as resolved with command-line "
-              f"overrides:\n#   {command_line(texts)}\n")
-    text = header + dump_yaml(data)
+    # The overrides are data (the sweep's plan keeps them), never spliced into this text:
+    # a line break YAML knows (U+2028, NEL) in one would end the comment and turn the
+    # rest into spec keys. The file name is escaped for the comment for the same reason.
+    text = (f"# {one_line(doc.filename)} as resolved with command-line overrides "
+            "(`kappa status SWEEP` lists them)\n" + dump_yaml(data))
     reread = load_yaml(text, f"{doc.filename} (with overrides)").data
     return OverriddenDocument(data=reread, root=doc.root, filename=doc.filename,
                               written=tuple(written)), text
