@@ -26,6 +26,23 @@ MAX_PROBLEMS = 100
 MAX_SUGGESTION_CANDIDATES = 1000
 """A "did you mean" is looked for among at most this many names."""
 
+# --- command-line overrides (checked before Hydra's parser sees them) ------------------------
+MAX_OVERRIDES = 1000
+"""Overrides on one command line."""
+MAX_OVERRIDE_CHARS = 10_000
+"""Characters of one override."""
+MAX_OVERRIDES_CHARS = 100_000
+"""Characters of all the overrides together."""
+MAX_OVERRIDE_ITEMS = 1000
+"""Items of lists and mappings (counted by their commas) in all the overrides together: Hydra's
+parser takes time growing with the square of a list's length (1,000 items: 0.3 s; 20,000: 79 s)."""
+MAX_OVERRIDE_NESTING = 32
+"""Lists, mappings and calls open at once in one override."""
+MAX_OVERRIDE_KEY_PARTS = 32
+"""Dotted parts of one override's key (``axes.kappa.k5.reward_correct`` has 4)."""
+MAX_NUMBER_DIGITS = 100
+"""Digits of one number in an override (Python reads no integer of more than 4,300)."""
+
 # --- grids ---------------------------------------------------------------------------------
 DEFAULT_MAX_CELLS = 100_000
 """Most cells a grid may have unless ``KAPPA_MAX_CELLS`` allows more."""

@@ -47,6 +47,15 @@ def is_canary_sweep(name: str) -> bool:
     return name.endswith(CANARY_SUFFIX)
 
 
+#: Endings of the sweeps kappa names itself, never a spec's name (what each holds).
+RESERVED_SUFFIXES = {CANARY_SUFFIX: "canary runs"}
+
+
+def reserved_suffix(name: str) -> str | None:
+    """The ending of ``name`` that is kappa's own (:data:`RESERVED_SUFFIXES`), if any."""
+    return next((s for s in RESERVED_SUFFIXES if name.endswith(s)), None)
+
+
 def kappa_home() -> Path:
     """The state folder (created on demand by whoever writes into it)."""
     return Path(os.environ.get(HOME_ENV, ".kappa")).resolve()

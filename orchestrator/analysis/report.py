@@ -28,6 +28,7 @@ from orchestrator.analysis.tables.labels import default_metric_glob
 from orchestrator.errors import UserInputError
 from orchestrator.grid.plan import SweepPlan, stored_plan
 from orchestrator.runs.atomic import write_atomic
+from orchestrator.spec.overrides import command_line
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -210,7 +211,7 @@ def render_report(inputs: ReportInputs) -> str:
                            "run_id": r.get("mlflow_run_id") or "", "href": cell.href})
     plan = None if inputs.plan is None else {
         "count": inputs.plan.cell_count, "resources": inputs.plan.resources.model_dump_json(),
-        "gpu_hours": inputs.plan.gpu_hours}
+        "gpu_hours": inputs.plan.gpu_hours, "overrides": command_line(inputs.plan.overrides)}
     return env.get_template(TEMPLATE).render(
         sweep=inputs.sweep, backend=inputs.backend, n_cells=len(frame),
         generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), mlflow_ui=inputs.mlflow_ui,

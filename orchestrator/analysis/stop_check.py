@@ -12,6 +12,7 @@ interval) likewise.
 from __future__ import annotations
 
 import json
+import stat
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,7 +26,9 @@ from orchestrator.backends import get_backend
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.grid.plan import SweepPlan, stored_plan
 from orchestrator.registry import CellRecord, CellState, Registry
+from orchestrator.runs.atomic import write_atomic
 from orchestrator.spec.block_file import read_stop_rules
+from orchestrator.spec.settings_paths import did_you_mean
 from orchestrator.stopping.replay import FinishedCell, Replayed, replay
 from orchestrator.stopping.rules import MetricHistory
 
@@ -197,6 +200,14 @@ def check_sweep(plan: SweepPlan, cells: Sequence[CellRecord], rules: StopRules,
     default: the rules' plateau or threshold metric)."""
     name = metric or sorted(rules.group_metrics())[0]
     finished = finished_cells(cells, plan.backend)
+    logged = sorted(set().union(*(c.history.series for c in finished)))
+    if name not in logged:  # else every figure would be empty, and exit 0
+        shown = ", ".join(logged[:40]) + (f", ... ({len(logged) - 40} more)"
+                                          if len(logged) > 40 else "")
+        raise UserInputError(f"no cell of the sweep logged {name!r}", [Problem(
+            "--metric" if metric else "--rules", "a metric no cell logged", found=repr(name),
+            allowed=shown or "(no cell logged a metric)",
+            fix=did_you_mean(name, logged) or "name a metric the cells logged")])
     hours = {c.cell_id: (c.finished_at - c.started_at).total_seconds() / 3600
              for c in cells if c.started_at and c.finished_at}
     return check(finished, replay(finished, rules), hours, name, axis, base, seed_axis)
@@ -247,6 +258,16 @@ def compared_axis(delta: str | None, rules: StopRules,
         if not sep or not axis:
             raise UserInputError("invalid --delta", [Problem(
                 "--delta", "expected AXIS=BASE", found=delta, fix="e.g. reward_budget=false")])
+        axes = sorted({a for c in cells for a in c.axes})
+        values = sorted({value_text(c.axes[axis]) for c in cells if axis in c.axes})
+        if not values:
+            raise UserInputError("--delta: not an axis of the sweep", [Problem(
+                "--delta", f"the sweep has no axis {axis!r}", found=delta,
+                allowed=", ".join(axes), fix="name one of its axes: AXIS=BASE")])
+        if base not in values:  # else no row would have a base, and every delta be missing
+            raise UserInputError("--delta: a value the axis never takes", [Problem(
+                "--delta", f"{axis} never takes {base!r}", found=delta,
+                allowed=", ".join(values), fix=f"e.g. --delta {axis}={values[0]}")])
         return axis, base
     if len(rules.together) != 1:
         raise UserInputError("which axis to compare?", [Problem(
@@ -261,3 +282,38 @@ def describe(rules: StopRules) -> str:
     """The rules as the report's first line shows them (JSON, without the GPU-hours cap)."""
     return json.dumps(rules.model_dump(exclude_defaults=True, by_alias=True,
                                        exclude={"gpu_hours"}), default=str)
+
+
+def _json_refused(path: Path, why: str) -> UserInputError:
+    return UserInputError(f"--json: cannot write {path}", [Problem(
+        "--json", why, found=str(path),
+        fix="give --json the path of a new or regular file in a folder you can write")])
+
+
+def json_target(path: Path) -> Path:
+    """Where ``--json`` writes (a symbolic link followed): a regular file, or a new one in an
+    existing folder. A folder, FIFO, device or socket is refused unopened: a FIFO waits for a
+    reader forever, and the atomic write's rename would replace a device (``/dev/full``)."""
+    target = path.resolve()
+    try:
+        mode = target.stat().st_mode
+    except FileNotFoundError:
+        if not target.parent.is_dir():
+            raise _json_refused(path, "its folder does not exist") from None
+        return target
+    except OSError as exc:
+        raise _json_refused(path, exc.strerror or str(exc)) from None
+    if stat.S_ISDIR(mode):
+        raise _json_refused(path, "this is a folder, not a file")
+    if not stat.S_ISREG(mode):
+        raise _json_refused(path, "this is not a regular file (a FIFO, device or socket)")
+    return target
+
+
+def write_json(result: StopCheck, path: Path) -> None:
+    """Write ``result``'s figures to ``path`` (from :func:`json_target`) whole or not at all;
+    a write that fails (a full disk, no permission) is a ``UserInputError`` naming it."""
+    try:
+        write_atomic(path, json.dumps(result.as_json(), indent=1))
+    except OSError as exc:
+        raise _json_refused(path, f"cannot be written: {exc.strerror or exc}") from None

@@ -5,7 +5,6 @@ before spending on tomorrow's."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -201,6 +200,8 @@ def stop_check(
     from orchestrator.analysis import stop_check as replay
 
     paths.check_name(sweep)
+    if json_out is not None:
+        json_out = replay.json_target(json_out)  # refused before any work, as a bad --rules
     plan, cells = replay.load(sweep, registry)
     _numerics(cells, strict)
     chosen = replay.chosen_rules(sweep, plan, cells, rules, together)
@@ -212,7 +213,7 @@ def stop_check(
                    "replay judges only the steps they ran", err=True)
     typer.echo(replay.render(result, replay.describe(chosen)), nl=False)
     if json_out is not None:
-        json_out.write_text(json.dumps(result.as_json(), indent=1), encoding="utf-8")
+        replay.write_json(result, json_out)
 
 
 def register(app: typer.Typer) -> None:

@@ -52,7 +52,13 @@ def submit_cmd(
         "--notify", metavar="URL",
         help="Post a chat message (Slack webhook JSON) to URL when the sweep ends, a cell "
              "fails for good, a canary fails or a diverged rule fires; instead of the "
-             "spec's notify: URL (its events kept).")] = None,
+             "spec's notify: URL (its events kept). `ps` shows it to every user of the "
+             "machine while this runs: --notify-env keeps it off the command line.")] = None,
+    notify_env: Annotated[str | None, typer.Option(
+        "--notify-env", metavar="NAME",
+        help="As --notify, with the URL read from the environment variable NAME (e.g. "
+             "export KAPPA_SLACK_WEBHOOK=https://...; --notify-env KAPPA_SLACK_WEBHOOK).")
+        ] = None,
     max_parallel: MaxParallelOption = None,
     executor: ExecutorOption = None,
     executor_option: ExecutorOptionsOption = None,
@@ -72,7 +78,7 @@ def submit_cmd(
     """
     from orchestrator.sweeps.detached import scheduler_log
 
-    _notify_url(ctx, notify)  # a bad URL: exit 2 here, nothing written
+    _notify_url(ctx, notify, notify_env)  # a bad URL: exit 2 here, nothing written
     console = make_console()
     choice = executor_choice(executor, ray_address, executor_option)
     source: Path | PreparedSweep = spec
@@ -97,12 +103,13 @@ def submit_cmd(
                       f"`kappa status {result.sweep}` shows progress")
 
 
-def _notify_url(ctx: typer.Context, url: str | None) -> None:
-    """``--notify URL`` (checked) for the sweeps this command records, until it ends."""
+def _notify_url(ctx: typer.Context, url: str | None, env: str | None) -> None:
+    """``--notify URL`` or ``--notify-env NAME`` (checked) for the sweeps this command
+    records, until it ends."""
     from orchestrator.sweeps.driver import notify_instead
 
-    if url is not None:
-        scope = notify_instead(url)
+    if url is not None or env is not None:
+        scope = notify_instead(url, env)
         scope.__enter__()
         ctx.call_on_close(lambda: scope.__exit__(None, None, None))
 

@@ -6,13 +6,17 @@ is a ``canary_failed`` message, one failed by a ``diverged`` rule a ``diverged``
 
 Posting is off the scheduler's path, through a queue and one worker thread: :meth:`Notifier.send`
 only enqueues (a full queue drops the message, logged), so the loop never waits for a webhook. The
-worker claims each message's key (at most once across restarts), then POSTs it with a timeout,
-retrying with a growing pause while the endpoint fails or does not answer. :meth:`Notifier.close`
+worker claims each message's key (at most once across restarts), then POSTs it with a timeout.
+Each message is delivered at most once (a chat webhook de-duplicates nothing): it is sent again,
+after a growing pause, only when it certainly did not arrive: no connection was made or the request
+could not be sent, or the endpoint answered 429 or 503 (not taken, try later). A request sent but
+not answered in time may have arrived, so it is not sent again (logged). :meth:`Notifier.close`
 waits a bounded time for what is queued, then leaves the rest to the daemon thread, which dies with
 the process. Nothing it logs quotes the URL unmasked."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import queue
@@ -32,6 +36,7 @@ from orchestrator.spec.notify_block import Event, NotifySpec, mask_url
 
 LOG = logging.getLogger(__name__)
 ATTEMPTS = 3
+NOT_TAKEN = (429, 503)  # answers that say the message was not taken: sent again later
 QUEUE_SIZE = 256
 _STOP = object()
 
@@ -105,12 +110,13 @@ class Notifier:
                     answer.read(1024)
                 self.delivered.append(message.key)
                 return
-            except urllib.error.HTTPError as exc:
-                why = f"HTTP {exc.code}"
-                # A 4xx (but "too many requests") refuses this message: trying again won't do.
-                final = 400 <= exc.code < 500 and exc.code != 429
-            except (OSError, ValueError) as exc:  # refused, unreachable, timed out
-                why, final = type(exc).__name__, False
+            except urllib.error.HTTPError as exc:  # answered: only "not now" was not taken
+                why, final = f"HTTP {exc.code}", exc.code not in NOT_TAKEN
+            except urllib.error.URLError as exc:  # urllib's error before the request was sent
+                why, final = type(exc.reason).__name__, False
+            except (OSError, ValueError, http.client.HTTPException) as exc:
+                # Sent, then no (readable) answer: it may have arrived; never twice.
+                why, final = f"{type(exc).__name__} after the request was sent", True
             if final or attempt >= ATTEMPTS:
                 LOG.warning("notification %s to %s not sent after %d attempt(s): %s",
                             message.kind, mask_url(self.url), attempt, why)

@@ -1,9 +1,10 @@
 """What a sweep's notifications keep in its folder (``runs/<sweep>/``):
 
 * ``notify.json``: where and when to post (the spec's ``notify:`` block with ``${NAME}``
-  resolved, or ``kappa submit --notify URL``), written by the latest submit (owner-only:
-  the URL is a secret; a submit with neither removes it) and read by every scheduler of
-  the sweep, so a background one needs neither the spec nor the variable;
+  resolved, or ``kappa submit --notify URL`` / ``--notify-env NAME``), written by the
+  latest submit (owner-only: the URL is a secret; a submit with neither removes it) and
+  read by every scheduler of the sweep, so a background one needs neither the spec nor
+  the variable;
 * ``notify-sent.jsonl``: the key of every message a scheduler began to send, so that none goes out
   twice, across restarts too (one whose scheduler died while sending it is not sent again).
 """
@@ -23,7 +24,7 @@ from pydantic import ValidationError
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.runs.atomic import write_atomic
 from orchestrator.runs.layout import NOTIFY_FILE, NOTIFY_SENT_FILE, sweep_folder
-from orchestrator.spec.notify_block import NotifySpec, mask_url, url_problem
+from orchestrator.spec.notify_block import ENV_REFERENCE, NotifySpec, mask_url, url_problem
 
 LOG = logging.getLogger(__name__)
 
@@ -32,14 +33,31 @@ LOG = logging.getLogger(__name__)
 _COMMAND_LINE_URL: ContextVar[str | None] = ContextVar("kappa_notify_url", default=None)
 
 
+def environment_url(name: str) -> str:
+    """``--notify-env NAME``: the URL held by the environment variable ``NAME``, so that it
+    is on no command line (``ps`` shows those to every user of the machine); a
+    ``UserInputError`` (exit 2) if ``NAME`` is no variable name or the variable is unset."""
+    if not ENV_REFERENCE.match(f"${{{name}}}"):
+        raise UserInputError("--notify-env: not a variable name", [Problem(
+            "--notify-env", "not an environment variable's name", found=repr(name[:200]),
+            allowed="letters, digits and _, not starting with a digit",
+            fix="--notify-env KAPPA_SLACK_WEBHOOK (the name, without $)")])
+    url = os.environ.get(name, "").strip()
+    if not url:
+        raise UserInputError(f"--notify-env: {name} is not set", [Problem(
+            "--notify-env", f"the environment variable {name} is not set",
+            fix=f"export {name}=https://hooks.slack.com/services/... before this command")])
+    return url
+
+
 @contextmanager
-def command_line_url(url: str | None) -> Iterator[None]:
+def command_line_url(url: str | None, option: str = "--notify") -> Iterator[None]:
     """Within the block, sweeps recorded notify ``url`` rather than what their spec says
     (``None``: the spec decides); a URL that cannot take a JSON POST is a
-    ``UserInputError`` (exit 2) quoting it masked."""
+    ``UserInputError`` (exit 2) at ``option``, quoting it masked."""
     if url is not None and (why := url_problem(url)) is not None:
-        raise UserInputError("--notify: not a webhook URL", [Problem(
-            "--notify", f"the URL {why}", found=mask_url(url),
+        raise UserInputError(f"{option}: not a webhook URL", [Problem(
+            option, f"the URL {why}", found=mask_url(url),
             fix="give the webhook's full URL, e.g. https://hooks.slack.com/services/...")])
     token = _COMMAND_LINE_URL.set(url)
     try:

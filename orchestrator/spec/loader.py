@@ -11,6 +11,7 @@ from pydantic import BaseModel, ValidationError
 
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.limits import MAX_PROBLEMS, more_problems
+from orchestrator.paths import RESERVED_SUFFIXES, reserved_suffix
 from orchestrator.spec.model import AXIS_TAGS, Resources, Spec
 from orchestrator.spec.settings_paths import did_you_mean
 from orchestrator.spec.stop_block import DivergedRule, PlateauRule, StopRules, ThresholdRule
@@ -150,11 +151,22 @@ def read_spec(text: str, filename: str = "<spec>", path: Path | None = None,
             allowed=", ".join(sorted(BACKENDS)), fix=did_you_mean(spec.backend, BACKENDS))])
     backend = get_backend(spec.backend)
     references = check_references(spec, backend.settings_model)
-    problems = deferred + references + stop_problems(spec) + search_problems(spec, backend)
+    problems = (deferred + _name_problems(spec) + references + stop_problems(spec)
+                + search_problems(spec, backend))
     return SpecReading(
         spec, tuple(problems),
         axes_sound=all(p.location.startswith(("exclude", "include")) for p in references),
         selections_sound=not references)
+
+
+def _name_problems(spec: Spec) -> list[Problem]:
+    """A name that ends as kappa's own sweeps do (``<name>.canary``) would be taken for one
+    of them (a canary sweep's end is never posted, its rules never applied)."""
+    if (suffix := reserved_suffix(spec.name)) is None:
+        return []
+    return [spec.problem(["name"], f"names ending in {suffix!r} are reserved for "
+                         f"{RESERVED_SUFFIXES[suffix]}", found=repr(spec.name),
+                         fix=f"drop the {suffix!r} ending")]
 
 
 def parse_spec(text: str, filename: str = "<spec>", path: Path | None = None,

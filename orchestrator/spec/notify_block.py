@@ -131,20 +131,17 @@ def shareable(text: str, overrides: Sequence[str],
     """The spec's YAML ``text`` and command-line ``overrides`` as kappa stores and shows them
     (registry, MLflow, the report), a literal webhook URL of ``block`` masked (schedulers
     read it from the sweep's owner-only ``notify.json``). An override of ``notify`` that
-    spells the URL otherwise shows ``***``, in the text's header line too; a body that does
-    not hold the URL literally (YAML escapes) is dumped again masked, comments lost."""
+    spells the URL otherwise shows ``***``; a body that does not hold the URL literally
+    (YAML escapes) is dumped again masked, comments lost."""
     masked = None if block is None or block.env_name is not None else mask_url(block.url)
     if block is None or masked is None or masked == block.url:
         return text, tuple(overrides)
-    from orchestrator.spec.overrides import command_line
     from orchestrator.spec.yaml_source import dump_yaml, load_yaml
 
     url = block.url
     shown = tuple(o.replace(url, masked) if url in o
                   else o.split("=", 1)[0] + "=***" if _sets_notify(o) else o
                   for o in overrides)
-    if shown != tuple(overrides):  # the resolved text's header quotes the overrides
-        text = text.replace(command_line(overrides), command_line(shown))
     if url in text:
         return text.replace(url, masked), shown
     data = load_yaml(text, "<stored spec>").data

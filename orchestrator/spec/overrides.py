@@ -2,8 +2,9 @@
 own parser (imported only when a command has overrides: it costs about half a second).
 
 Overrides edit the YAML document before anything validates it, so the spec they make is exactly the
-spec edited by hand: :func:`resolve` re-reads the YAML it dumps (the text the sweep stores), and a
-problem at a key an override wrote points at that override (``override 2: axes.seed: ...``)."""
+spec edited by hand: :func:`resolve` re-reads the YAML it dumps (the text the sweep stores; the
+overrides themselves are kept as data, in the sweep's plan), and a problem at a key an override
+wrote points at that override (``override 2: axes.seed: ...``)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from orchestrator.errors import Problem, UserInputError
+from orchestrator.limits import MAX_PROBLEMS, more_problems
+from orchestrator.spec.override_limits import bounds_problems
 from orchestrator.spec.settings_paths import did_you_mean
 from orchestrator.spec.yaml_source import (
     SourceDocument,
@@ -21,6 +24,7 @@ from orchestrator.spec.yaml_source import (
     dump_yaml,
     float_or_word,
     load_yaml,
+    one_line,
 )
 
 Op = Literal["set", "add", "force", "delete"]
@@ -61,21 +65,24 @@ def _shell_word(text: str) -> str:
 
 
 def command_line(texts: Sequence[str]) -> str:
-    """The overrides as one shell-quoted line (``base.max_steps=20 'axes.seed=[0,1]'``)."""
-    line = " ".join(_shell_word(t) for t in texts)
-    return line.replace("\r", "\\r").replace("\n", "\\n")
+    """The overrides as one shell-quoted line (``base.max_steps=20 'axes.seed=[0,1]'``), for
+    display: a line break or control character in one shows as its escape."""
+    return one_line(" ".join(_shell_word(t) for t in texts))
 
 
 def _plain(value: Any) -> Any:
     """A copy sharing nothing (an override of one alias does not change the other), non-finite
-    floats as the words ``inf``/``-inf``/``nan`` (as :func:`~.yaml_source.load_yaml` reads)."""
+    floats as the words ``inf``/``-inf``/``nan`` (as :func:`~.yaml_source.load_yaml` reads);
+    a ``TypeError`` naming anything else Hydra makes (a ``range(...)`` inside a list)."""
     if isinstance(value, float):
         return float_or_word(value)
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_plain(v) for v in value]
-    return value
+    if value is None or isinstance(value, str | int):
+        return value
+    raise TypeError(type(value).__name__)
 
 
 def _read_one(parser: Any, number: int, text: str) -> Override | Problem:
@@ -85,7 +92,7 @@ def _read_one(parser: Any, number: int, text: str) -> Override | Problem:
     where = f"override {number}"
     try:
         parsed = parser.parse_override(text)
-    except HydraException as exc:
+    except (HydraException, ValueError) as exc:  # ValueError: a number Python cannot read
         bare = "=" not in text and not text.startswith("~")
         return Problem(location=where, message=f"not an override: {str(exc).strip()}",
                        found=repr(text), allowed=_GRAMMAR,
@@ -105,9 +112,15 @@ def _read_one(parser: Any, number: int, text: str) -> Override | Problem:
                        fix=f"give a list: '{key}=[...]' (an axis), or quote a value with a "
                        "comma: key='a,b'")
     has_value = parsed.value_type is not None
+    try:
+        value = _plain(parsed.value()) if has_value else None
+    except (HydraException, ValueError, TypeError) as exc:
+        return Problem(location=f"{where}: {key}", message="not a value: a Hydra sweep "
+                       f"(range, choice, glob, interval) inside it ({exc})", found=repr(text),
+                       allowed="text, numbers, true/false, null, [lists] and {mappings}",
+                       fix="list the values themselves: 'axes.seed=[0,1,2]'")
     return Override(number=number, text=text, op=_OPS[parsed.type.name], key=key,
-                    value=_plain(parsed.value()) if has_value else None,
-                    has_value=has_value)
+                    value=value, has_value=has_value)
 
 
 def _short(value: Any) -> str:
@@ -222,6 +235,8 @@ def resolve(doc: SourceDocument, texts: Sequence[str]) -> tuple[OverriddenDocume
     (what the sweep stores); every override that cannot apply in one ``UserInputError``."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
+    if too_large := bounds_problems(texts):  # before Hydra's parser: see override_limits
+        raise UserInputError(f"{doc.filename}: overrides too large", too_large)
     parser = OverridesParser.create()
     data = _plain(doc.data)
     written: list[tuple[tuple[str, ...], Override]] = []
@@ -237,10 +252,14 @@ def resolve(doc: SourceDocument, texts: Sequence[str]) -> tuple[OverriddenDocume
         else:
             written.append((_flat(done), ov))
     if problems:
-        raise UserInputError(f"{doc.filename}: invalid overrides", problems)
-    header = (f"# {doc.filename.replace(chr(10), ' ')} as resolved with command-line "
-              f"overrides:\n#   {command_line(texts)}\n")
-    text = header + dump_yaml(data)
+        shown = problems[:MAX_PROBLEMS] + ([more_problems(len(problems) - MAX_PROBLEMS)]
+                                           if len(problems) > MAX_PROBLEMS else [])
+        raise UserInputError(f"{doc.filename}: invalid overrides", shown)
+    # The overrides are data (the sweep's plan keeps them), never spliced into this text:
+    # a line break YAML knows (U+2028, NEL) in one would end the comment and turn the
+    # rest into spec keys. The file name is escaped for the comment for the same reason.
+    text = (f"# {one_line(doc.filename)} as resolved with command-line overrides "
+            "(`kappa status SWEEP` lists them)\n" + dump_yaml(data))
     reread = load_yaml(text, f"{doc.filename} (with overrides)").data
     return OverriddenDocument(data=reread, root=doc.root, filename=doc.filename,
                               written=tuple(written)), text

@@ -202,7 +202,7 @@ class SweepStopping(SchedulerHook):
         reports another stop is a failed attempt (retried); ``None``: no request, or a job that
         died before its stop (an ordinary failure; the request stands for the next attempt)."""
         watch = self._watches.pop(cell_id, None)
-        self._warn_unlogged(cell_id, watch)
+        self._warn_unlogged(cell_id, run_dir, watch)
         if self._groups is not None:
             self._groups.changed = True  # a member leaving may let its group stop
         request = read_stop_request(run_dir)
@@ -232,11 +232,18 @@ class SweepStopping(SchedulerHook):
             return Ending(CellState.SUCCEEDED, final, request.reason, None)
         return Ending(CellState.FAILED, final, request.reason, f"stopped: {request.reason}")
 
-    def _warn_unlogged(self, cell_id: str, watch: _Watch | None) -> None:
-        """A rule whose metric a run never logged is likely misspelt: say so, once."""
+    def _warn_unlogged(self, cell_id: str, run_dir: Path, watch: _Watch | None) -> None:
+        """A rule whose metric a run never logged is likely misspelt: say so, once. Judged
+        on the run's whole history: what this scheduler read may be only the part since it
+        (re)started, or nothing of the metric at all (a group's stop already decided)."""
         if watch is None or self.rules is None or watch.rows_seen == 0:
             return
-        for metric in sorted(self.rules.metrics() - set(watch.history.series) - self._warned):
+        missing = self.rules.metrics() - set(watch.history.series) - self._warned
+        if missing:
+            whole = MetricHistory()
+            whole.add(self.backend.read_metrics(run_dir, None).rows, frozenset(missing))
+            missing -= set(whole.series)
+        for metric in sorted(missing):
             self._warned.add(metric)
             LOG.warning("stopping rule metric %r was never logged by cell %s (misspelt?)",
                         metric, cell_id)

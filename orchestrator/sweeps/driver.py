@@ -52,12 +52,19 @@ def _check_running_jobs(registry: Registry, sweep: str, executor_name: str) -> N
             fix=f"`kappa resume {sweep} --executor {foreign[0]}` (with its options)")])
 
 
-def notify_instead(url: str) -> AbstractContextManager[None]:
-    """Within the block, the sweeps recorded post their notifications to ``url`` (checked
-    now: a bad one is exit 2, nothing written) instead of their spec's ``notify:`` URL."""
-    from orchestrator.notify.store import command_line_url
+def notify_instead(url: str | None, env: str | None = None) -> AbstractContextManager[None]:
+    """Within the block, the sweeps recorded post their notifications to ``url``, or to the
+    URL in the environment variable ``env`` (checked now: a bad one is exit 2, nothing
+    written), instead of their spec's ``notify:`` URL."""
+    from orchestrator.notify.store import command_line_url, environment_url
 
-    return command_line_url(url)
+    if env is None:
+        return command_line_url(url)
+    if url is not None:
+        raise UserInputError("--notify and --notify-env: one URL, please", [Problem(
+            "--notify-env", "given with --notify", fix="keep --notify-env (the URL stays off "
+            "the command line) and drop --notify")])
+    return command_line_url(environment_url(env), "--notify-env")
 
 
 def submit(

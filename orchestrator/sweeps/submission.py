@@ -22,9 +22,7 @@ from pydantic import BaseModel
 
 from orchestrator.backends import Backend, get_backend
 from orchestrator.backends.base import Demand
-from orchestrator.errors import UserInputError
 from orchestrator.grid.plan import SweepPlan
-from orchestrator.paths import CANARY_SUFFIX, is_canary_sweep
 from orchestrator.redact import redact
 from orchestrator.registry import CellState, Registry
 from orchestrator.registry.sweeps import sweep_record_lock
@@ -81,11 +79,7 @@ def prepare(spec_path: str | Path, models: bool = False,
     keeps the overrides: what the sweep stores, so everything later shows what ran."""
     # Each cell validated once, its demand judged (and its model kept if asked).
     planned = load_plan_with(spec_path, overrides, judge=True, models=models)
-    spec = planned.spec
-    if is_canary_sweep(spec.name):
-        raise UserInputError(f"{spec.filename}: reserved sweep name", [spec.problem(
-            ["name"], f"names ending in {CANARY_SUFFIX!r} are reserved for canary runs",
-            found=repr(spec.name), fix=f"drop the {CANARY_SUFFIX!r} ending")])
+    spec = planned.spec  # a name kappa reserves for its own sweeps was refused there
     backend = get_backend(spec.backend)
     # A search's grid cells are its studies' starting points; its cells are the trials,
     # added by the scheduler as Optuna asks for them (orchestrator.search.hook).

@@ -8,7 +8,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from kit.cli import process, run_kappa
+from kit.cli import process, run_kappa, user_error
 from kit.home import use_home
 from kit.wait import wait_until
 from kit.webhook import recording_endpoint, silent_endpoint
@@ -110,6 +110,34 @@ def test_the_spec_block_with_an_environment_variable_and_chosen_events(
     assert ran.code == 2 and "KAPPA_TEST_HOOK is not set" in ran.output, ran.output
     with Registry.open() as reg:
         assert reg.find_sweep("blk2") is None
+
+
+@pytest.mark.parametrize("how", ["--notify-env", "override"])
+def test_the_url_from_the_environment_never_on_the_command_line(
+        how: str, home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    with recording_endpoint() as (base, received):
+        monkeypatch.setenv("KAPPA_TEST_HOOK", f"{base}/hook/{SECRET}")
+        given = (["--notify-env", "KAPPA_TEST_HOOK"] if how == "--notify-env"
+                 else ["+notify.url=${KAPPA_TEST_HOOK}", "+notify.events=[sweep_end]"])
+        assert not any(SECRET in arg for arg in given)
+        ran = run_kappa(capsys, "submit", str(spec(tmp_path, "env")), *given, "--wait")
+        assert ran.code == 1, ran.output
+        assert "sweep_end" in received.kinds() and set(received.paths) == {f"/hook/{SECRET}"}
+    assert SECRET not in ran.output + _stored_text("env")
+    # Refused before anything is written: unset, no variable name, not a URL, with --notify.
+    for args, said in (
+            (["--notify-env", "KAPPA_NO_HOOK"], "KAPPA_NO_HOOK is not set"),
+            (["--notify-env", "$KAPPA_TEST_HOOK"], "not an environment variable's name"),
+            (["--notify-env", "KAPPA_TEST_HOOK", "--notify", f"{base}/x"], "given with --notify")):
+        (problem,) = user_error(capsys, "submit", str(spec(tmp_path, "env2")), *args).problems
+        assert problem.location == "--notify-env" and said in problem.message, problem
+    monkeypatch.setenv("KAPPA_TEST_HOOK", f"ftp://hooks.example/{SECRET}")
+    ran = run_kappa(capsys, "submit", str(spec(tmp_path, "env2")), "--notify-env",
+                    "KAPPA_TEST_HOOK")
+    assert ran.code == 2 and "--notify-env" in ran.err and SECRET not in ran.output
+    with Registry.open() as reg:
+        assert reg.find_sweep("env2") is None
 
 
 def _stored_text(sweep: str) -> str:

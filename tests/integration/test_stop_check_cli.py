@@ -4,7 +4,10 @@ length and where the group would have stopped; and its refusals of bad input."""
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -82,3 +85,73 @@ def test_bad_input_is_refused_with_the_place_and_the_fix(
     assert error.problems[0].location == "--rules"
     ran = run_kappa(capsys, "stop-check", "no-such-sweep", "--rules", rules)
     assert ran.code == 2 and "Traceback" not in ran.output
+
+
+def test_a_delta_value_or_metric_the_sweep_never_has_is_refused_with_the_known_ones(
+        finished: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rules = _rules(tmp_path, "threshold: {metric: score, at_least: 0.6}\ntogether: [arm]\n")
+    (problem,) = user_error(capsys, "stop-check", finished, "--rules", rules,
+                            "--delta", "arm=middle").problems
+    assert problem.location == "--delta" and problem.allowed == "early, late"
+    (problem,) = user_error(capsys, "stop-check", finished, "--rules", rules,
+                            "--delta", "armz=early").problems
+    assert problem.location == "--delta" and "arm" in (problem.allowed or "")
+    (problem,) = user_error(capsys, "stop-check", finished, "--rules", rules,
+                            "--metric", "scroe").problems
+    assert problem.location == "--metric" and "score" in (problem.allowed or "")
+    assert problem.fix == "did you mean 'score'?"
+    never = _rules(tmp_path, "threshold: {metric: val/acc, at_least: 0.6}\ntogether: [arm]\n")
+    (problem,) = user_error(capsys, "stop-check", finished, "--rules", never).problems
+    assert problem.location == "--rules" and problem.found == "'val/acc'"
+
+
+def test_json_goes_only_to_a_regular_file_whole_and_nothing_hangs(
+        finished: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    rules = _rules(tmp_path, "threshold: {metric: score, at_least: 0.6}\ntogether: [arm]\n")
+    fifo = tmp_path / "figures.fifo"
+    os.mkfifo(fifo)
+    # A reader is open, so a write the command should not make would not block the test.
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    folder = tmp_path / "a-folder"
+    folder.mkdir()
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    targets = [fifo, folder, a_file / "figures.json", tmp_path / "no-such" / "f.json",
+               tmp_path / "dev-full-link"]
+    (tmp_path / "dev-full-link").symlink_to("/dev/full")
+    try:
+        os.mknod(tmp_path / "full", stat.S_IFCHR | 0o666, os.makedev(1, 7))  # /dev/full's
+        targets.append(tmp_path / "full")
+    except (PermissionError, OSError):
+        pass  # no right to make devices here: the link above still names one
+    for target in targets:
+        (problem,) = user_error(capsys, "stop-check", finished, "--rules", rules,
+                                "--json", str(target)).problems
+        assert problem.location == "--json" and problem.found == str(target), target
+    assert os.read(reader, 1) == b""  # nothing was written to the FIFO
+    os.close(reader)
+    assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
+    # A write that fails (a full disk): exit 2, and no file, not half of one.
+    from orchestrator.analysis import stop_check
+
+    def no_space(path: object, content: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(stop_check, "write_atomic", no_space)
+    out = tmp_path / "figures.json"
+    (problem,) = user_error(capsys, "stop-check", finished, "--rules", rules,
+                            "--json", str(out)).problems
+    assert "No space left on device" in problem.message and not out.exists()
+
+
+@pytest.mark.parametrize("source", ["fifo", "/dev/zero"])
+def test_a_rules_file_that_could_hang_is_refused(
+        finished: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], source: str) -> None:
+    path = tmp_path / "rules.fifo"
+    if source == "fifo":
+        os.mkfifo(path)
+    else:
+        path = Path(source)
+    (problem,) = user_error(capsys, "stop-check", finished, "--rules", str(path)).problems
+    assert problem.location == "--rules" and "not a regular file" in problem.message

@@ -12,6 +12,7 @@ import pytest
 from kit.cli import run_kappa
 from kit.fake_backend import write_spec
 from kit.home import use_home
+from markupsafe import escape as html_escape
 
 from orchestrator.grid.plan import parse_plan, stored_plan
 from orchestrator.registry import CellState, Registry
@@ -40,8 +41,8 @@ def test_submit_records_the_resolved_spec_and_the_overrides(
     assert [c.state for c in cells] == [CellState.SUCCEEDED] * 2
     assert sorted(c.settings["steps"] for c in cells) == [1, 1]
     # The stored text is the resolved spec: planned again, it makes the very same cells.
-    assert sweep.spec_text.startswith(f"# {spec} as resolved with command-line overrides:\n"
-                                      f"#   {TYPED}\n")
+    assert sweep.spec_text.startswith(f"# {spec} as resolved with command-line overrides (")
+    assert "name: ovr-quick\n" in sweep.spec_text and TYPED not in sweep.spec_text
     replanned = parse_plan(sweep.spec_text, "stored")
     assert sorted(c.cell_id for c in replanned.cells) == sorted(c.cell_id for c in cells)
     assert stored_plan(sweep.name, sweep.plan).overrides == OVERRIDES
@@ -55,7 +56,8 @@ def test_submit_records_the_resolved_spec_and_the_overrides(
     ran = run_kappa(capsys, "report", "ovr-quick", "--out", str(tmp_path / "r.html"))
     assert ran.code == 0, ran.output
     html = (tmp_path / "r.html").read_text()
-    assert "as resolved with command-line overrides" in html and "name=ovr-quick" in html
+    assert "as resolved with command-line overrides" in html
+    assert f"command-line overrides <code>{html_escape(TYPED)}</code>" in html
     # What status shows.
     ran = run_kappa(capsys, "status", "ovr-quick", "--json")
     assert ran.code == 0 and json.loads(ran.out)["overrides"] == list(OVERRIDES), ran.output

@@ -1,12 +1,14 @@
 """Local webhook endpoints for the notification tests: one that records every JSON POST
-(and answers 200), one that accepts connections and never answers."""
+(and answers 200), one that accepts connections and never reads them, one that reads each
+request and never answers."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -38,15 +40,17 @@ class Received:
 
 
 @contextmanager
-def recording_endpoint() -> Iterator[tuple[str, Received]]:
-    """``(base URL, what it received)`` of a server that answers every POST with 200."""
+def recording_endpoint(answers: Sequence[int] = ()) -> Iterator[tuple[str, Received]]:
+    """``(base URL, what it received)`` of a server that answers the first POSTs with the
+    statuses ``answers``, then every POST with 200."""
     received = Received()
+    statuses = list(answers)
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length", "0"))
             received.add(self.path, json.loads(self.rfile.read(length) or b"{}"))
-            self.send_response(200)
+            self.send_response(statuses.pop(0) if statuses else 200)
             self.send_header("Content-Type", "text/plain")
             self.end_headers()
             self.wfile.write(b"ok")
@@ -75,3 +79,42 @@ def silent_endpoint() -> Iterator[str]:
         yield f"http://127.0.0.1:{sock.getsockname()[1]}"
     finally:
         sock.close()
+
+
+@contextmanager
+def hanging_endpoint() -> Iterator[tuple[str, list[bytes]]]:
+    """``(base URL, the requests it read)`` of a server that accepts each connection, reads
+    the whole request and never answers (the connection is held open until the end)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    requests: list[bytes] = []
+    held: list[socket.socket] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = sock.accept()
+            except OSError:  # closed: the test is over
+                return
+            held.append(conn)
+            data = b""
+            while b"\r\n\r\n" not in data and (chunk := conn.recv(65536)):
+                data += chunk
+            head, _, body = data.partition(b"\r\n\r\n")
+            length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                           if line.lower().startswith(b"content-length:")), 0)
+            while len(body) < length and (chunk := conn.recv(65536)):
+                body += chunk
+            requests.append(body)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}", requests
+    finally:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)  # wakes the accept() (close alone does not)
+        sock.close()
+        for conn in held:
+            conn.close()

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kit.webhook import recording_endpoint, silent_endpoint
+from kit.webhook import hanging_endpoint, recording_endpoint, silent_endpoint
 from pydantic import ValidationError
 
 from orchestrator.notify.hook import Notifier
@@ -156,6 +156,34 @@ def test_a_silent_endpoint_costs_the_caller_nothing_but_the_bounded_close(
     assert SECRET not in caplog.text
 
 
+def test_a_hanging_endpoint_gets_each_message_once() -> None:
+    """At most once: an endpoint that reads the request and never answers may have posted
+    it, so it is not sent again (before, it was sent again after each 5 s timeout)."""
+    with hanging_endpoint() as (base, requests):
+        notifier = Notifier(f"{base}/hook", SentLog("s"), timeout=0.2, exit_wait=30,
+                            backoff=0.01)
+        notifier.send(Message("sweep_end", "sweep_end:abc", "kappa: sweep *s* ended"))
+        notifier.close()  # returns once the worker gave up
+        assert [json.loads(body)["text"] for body in requests] == ["kappa: sweep *s* ended"]
+    assert notifier.delivered == []
+
+
+@pytest.mark.parametrize(("answers", "posts", "delivered"), [
+    ((503, 429), 3, True),  # "not now": not taken, so sent again
+    ((500,), 1, False),  # it may have been taken: never twice
+    ((404,), 1, False),
+])
+def test_only_an_answer_saying_not_taken_is_sent_again(
+        answers: tuple[int, ...], posts: int, delivered: bool) -> None:
+    with recording_endpoint(answers) as (base, received):
+        notifier = Notifier(f"{base}/hook", SentLog("s"), timeout=5, exit_wait=30,
+                            backoff=0.01)
+        notifier.send(Message("cell_failed", "k", "text"))
+        notifier.close()
+        assert len(received.bodies) == posts
+    assert notifier.delivered == (["k"] if delivered else [])
+
+
 def test_what_is_stored_of_a_spec_never_holds_a_literal_webhook_secret() -> None:
     url = "https://hooks.example/services/T0/B0/tok"
     text = f"name: s\nnotify: {{url: '{url}'}}  # the team's channel\n"
@@ -167,14 +195,13 @@ def test_what_is_stored_of_a_spec_never_holds_a_literal_webhook_secret() -> None
     _, shown = shareable(text, ["++notify.url='https://hooks.example/services/T0/B0/t\\ok'"],
                          NotifySpec(url=url))
     assert shown == ("++notify.url=***",)
-    # ... and so in the resolved text's header, which quotes the overrides as typed.
-    from orchestrator.spec.overrides import command_line
+    # The resolved text such an override makes holds the URL only where the spec does.
+    from orchestrator.spec.loader import read_spec
 
     escaped = "++notify.url='https://hooks.example/services/T0/B0/t\\ok'"
-    resolved = f"# s.yaml as resolved with command-line overrides:\n#   " \
-               f"{command_line([escaped])}\nname: s\nnotify: {{url: '{url}'}}\n"
-    stored, _ = shareable(resolved, [escaped], NotifySpec(url=url))
-    assert "T0/B0" not in stored and "notify: {url: 'https://hooks.example/***'}" in stored
+    spec = read_spec(text, "s.yaml", None, [escaped]).spec
+    stored, _ = shareable(spec.source_text, [escaped], spec.notify)
+    assert "T0/B0" not in stored and "https://hooks.example/***" in stored
     # Nothing secret to hide: a ${NAME} reference, a bare host, or no block.
     for block in (NotifySpec(url="${HOOK}"), NotifySpec(url="https://hooks.example"), None):
         assert shareable(text, ["x=1"], block) == (text, ("x=1",))

@@ -58,6 +58,30 @@ def test_canary_sweep_names_are_reserved(tmp_path: Path) -> None:
         _plan(tmp_path, SPEC.replace("name: plan-canaries", "name: mine.canary"))
 
 
+@pytest.mark.parametrize("command", ["validate", "plan", "submit", "canary", "search"])
+def test_a_reserved_name_is_refused_by_every_command_that_reads_a_spec(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        command: str) -> None:
+    """A name ending as kappa's own sweeps do would be taken for one (a ``.canary`` sweep's
+    end is never posted): refused in the file and as an override, where `validate` and
+    `plan` used to say it was fine."""
+    from kit.cli import user_error
+
+    from orchestrator.paths import RESERVED_SUFFIXES
+
+    monkeypatch.setenv("KAPPA_HOME", str(tmp_path / "home"))
+    good = tmp_path / "good.yaml"
+    good.write_text(SPEC)
+    for suffix in RESERVED_SUFFIXES:
+        named = tmp_path / "named.yaml"
+        named.write_text(SPEC.replace("name: plan-canaries", f"name: mine{suffix}"))
+        for args in ([str(named)], [str(good), f"name=mine{suffix}"]):
+            error = user_error(capsys, command, *args)
+            assert [p.location.removeprefix("override 1: ") for p in error.problems] == [
+                "name"], error.problems
+    assert not (tmp_path / "home").exists()  # refused before anything is written
+
+
 def test_a_search_gets_one_canary_per_study_configuration_and_no_search(
         tmp_path: Path) -> None:
     text = SPEC.replace("name: plan-canaries", "name: searched") + (

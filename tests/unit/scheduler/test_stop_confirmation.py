@@ -242,3 +242,35 @@ def test_running_cells_are_judged_while_a_sweep_is_still_launching(tmp_path: Pat
         assert reg.counts("burst")[CellState.RUNNING] == 6
     # The first cell launched was judged after each later launch, not once the pass ended.
     assert judged.polls.count(judged.polls[0]) >= 4, judged.polls
+
+
+def test_never_logged_is_judged_on_the_whole_history_after_a_restart(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A scheduler restarted while its cell trains on to its group's stop reads the run's
+    rows but judges nothing more, so its view of the history lacked the very metric the
+    cell stopped on: "never logged (misspelt?)" was printed for it."""
+    from types import SimpleNamespace
+
+    from orchestrator.spec.stop_block import StopRules
+
+    rules = StopRules.model_validate({"threshold": {"metric": "score", "at_least": 0.5},
+                                      "together": ["arm"]})
+    (tmp_path / "metrics.jsonl").write_text("".join(
+        json.dumps({"step": s, "metrics": {"score": s / 4}}) + "\n" for s in (1, 2, 3, 4)))
+    group_stop = StopRequest("threshold", 6, "threshold at step 6 (score >= 0.5)", met_by=2)
+    write_stop_request(tmp_path, group_stop)
+    restarted = SweepStopping(FakeBackend(), rules, sweep="s")
+    restarted.on_poll(SimpleNamespace(), SimpleNamespace(cell_id="c"),  # type: ignore[arg-type]
+                      tmp_path, IdleJob())
+    with caplog.at_level("WARNING", logger="orchestrator.stopping.hook"):
+        ending = restarted.on_exit("c", tmp_path, 0, _summary(group_stop, 6))
+    assert ending is not None and ending.stop_reason == group_stop.reason
+    assert "never logged" not in caplog.text
+    # A metric the run really never logged is still named.
+    typo = SweepStopping(FakeBackend(), StopRules.model_validate(
+        {"threshold": {"metric": "scroe", "at_least": 0.5}}), sweep="s")
+    typo.on_poll(SimpleNamespace(), SimpleNamespace(cell_id="c"),  # type: ignore[arg-type]
+                 tmp_path, IdleJob())
+    with caplog.at_level("WARNING", logger="orchestrator.stopping.hook"):
+        typo.on_exit("c", tmp_path, 0, None)
+    assert "'scroe' was never logged by cell c" in caplog.text

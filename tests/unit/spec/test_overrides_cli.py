@@ -169,13 +169,61 @@ def test_resolved_text_reads_back_to_the_same_spec() -> None:
                  "base.max_steps=inf", "+axes.model.d_model=[16,32]"]
     reading = read_spec(text, "s.yaml", None, overrides)
     source = reading.spec.source_text
-    assert source.startswith("# s.yaml as resolved with command-line overrides:\n#   "
-                             + command_line(overrides))
+    # The overrides are not quoted in it: the sweep keeps them as data (its plan).
+    assert source.startswith("# s.yaml as resolved with command-line overrides (")
+    assert "lr_note='2024" not in source.splitlines()[0]
     again = read_spec(source, "again.yaml")
     assert again.spec.model_dump() == reading.spec.model_dump()
     assert reading.spec.description == "1e-3"  # text that YAML 1.2 would read as a number
     assert reading.spec.axis_names[-1] == "model.d_model"  # one axis name, dots and all
     assert command_line(["a=1", "b='x y'", "c=[0, 1]"]) == "a=1 \"b='x y'\" 'c=[0, 1]'"
+
+
+#: Overrides that crashed Hydra's parser (RecursionError, ValueError, a RangeSweep in the
+#: resolved YAML) or took minutes in it (a 20,000-item list: 79 s); each is refused before
+#: it is parsed, with the limit it passes (orchestrator.limits, docs/spec.md#limits).
+HOSTILE = {
+    "nested lists": ("+base.x=" + "[" * 1000 + "1" + "]" * 1000, "nested 1,000 deep"),
+    "nested mappings": ("+base.x=" + "{a:" * 1000 + "1" + "}" * 1000, "nested 1,000 deep"),
+    "nested calls": ("base.x=" + "int(" * 1000 + "1" + ")" * 1000, "nested 1,000 deep"),
+    "dotted key": ("+base." + ".".join(["a"] * 1000) + "=1", "a key of 1,001 dotted parts"),
+    "digits": ("base.max_steps=" + "9" * 5000, "a number of 5,000 digits"),
+    "digits and _": ("base.max_steps=" + "9_" * 3000 + "9", "a number of 6,001 digits"),
+    "range in a list": ("axes.baseline=[range(0,10)]", "a Hydra sweep"),
+    "20,000 items": ("axes.seed=[" + ",".join(map(str, range(20_000))) + "]",
+                     "108,901 characters"),
+    "4,990 short items": ("axes.seed=[" + ",".join(["0"] * 4990) + "]",
+                          "4,989 list and mapping items"),
+    "long": ("description=" + "x" * 20_000, "20,012 characters"),
+}
+
+
+@pytest.mark.parametrize("case", HOSTILE, ids=str)
+def test_a_hostile_override_is_refused_with_its_limit(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, case: str) -> None:
+    override, said = HOSTILE[case]
+    error = user_error(capsys, "validate", str(_write(tmp_path / "s.yaml", SPEC)), override)
+    assert any(said in p.message for p in error.problems), error.problems
+    assert all(p.location.startswith("override 1") for p in error.problems)
+
+
+def test_many_overrides_are_bounded_together(capsys: pytest.CaptureFixture[str],
+                                             tmp_path: Path) -> None:
+    from orchestrator import limits
+
+    spec = str(_write(tmp_path / "s.yaml", SPEC))
+    error = user_error(capsys, "validate", spec, *["retries=1"] * (limits.MAX_OVERRIDES + 1))
+    assert error.problems[0].location == "overrides"
+    error = user_error(capsys, "validate", spec, *["description=" + "x" * 9_980] * 11)
+    assert [p.location for p in error.problems] == ["overrides"]
+    assert "109,912 characters in all" in error.problems[0].message
+    lists = ["axes.seed=[" + ",".join(["0"] * 600) + "]"] * 2  # 599 commas each
+    error = user_error(capsys, "validate", spec, *lists)
+    assert [p.message.split(" (")[0] for p in error.problems] == [
+        "1,198 list and mapping items in all"]
+    code, out = _plan(capsys, _write(tmp_path / "t.yaml", SPEC), "base.max_steps=" + "9" * 9,
+                      "+base.note='" + "[" * 100 + ",," * 500 + "'")  # quoted text: not counted
+    assert "base.max_steps" in out and code == 2, out  # refused by the setting's own range
 
 
 @settings(max_examples=300, deadline=None)
@@ -184,7 +232,12 @@ def test_resolved_text_reads_back_to_the_same_spec() -> None:
     st.text(st.sampled_from("abxy.+~=[]{},:'\"\\ 0123456789-_$@/()*"), max_size=30),
     st.sampled_from(["axes.seed=", "base.", "~", "++", "exclude.", "axes.kappa.k5"]).flatmap(
         lambda head: st.text(st.sampled_from("a.0=[]{}~,'1"), max_size=12).map(
-            lambda tail: head + tail))), max_size=4))
+            lambda tail: head + tail)),
+    st.sampled_from([text for text, _ in HOSTILE.values()]),
+    st.sampled_from(["axes.seed=", "+base.x=", "base."]).flatmap(  # deep, long, many digits
+        lambda head: st.tuples(st.sampled_from(["[", "{a:", "int(", "9", "a.", ","]),
+                               st.integers(0, 2000)).map(lambda p: head + p[0] * p[1]))),
+    max_size=4))
 def test_any_override_is_applied_or_a_user_error(texts: list[str]) -> None:
     from orchestrator.errors import UserInputError
     from orchestrator.spec.loader import read_spec
