@@ -47,7 +47,7 @@ class PreparedSweep:
 
     spec: Spec
     backend: Backend
-    cells: tuple[Any, ...]  # orchestrator.grid.Cell
+    cells: tuple[Any, ...]  # orchestrator.grid.Cell, its settings resolved (Grid.resolved)
     plan: SweepPlan
     demands: Mapping[str, Demand] = field(default_factory=dict)
     #: Each cell's validated settings, by cell id (``prepare(..., models=True)``: what
@@ -88,8 +88,12 @@ def prepare(spec_path: str | Path, models: bool = False,
             found=repr(spec.name), fix=f"drop the {CANARY_SUFFIX!r} ending")])
     backend = get_backend(spec.backend)
     # A search's grid cells are its studies' starting points; its cells are the trials,
-    # added by the scheduler as Optuna asks for them (orchestrator.search.hook).
-    cells = () if spec.search is not None else tuple(planned.cells)
+    # added by the scheduler as Optuna asks for them (orchestrator.search.hook). A cell is
+    # stored, and launched, with the resolved settings its id hashes: a job run by a later
+    # kappa must not fill in that kappa's defaults.
+    resolved = planned.grid.resolved
+    cells = () if spec.search is not None else tuple(
+        c._replace(settings=resolved[c.cell_id]) for c in planned.cells)
     demands = {c.cell_id: planned.grid.demands[c.cell_id] for c in cells}
     sweep_plan = planned.sweep_plan()
     if overrides:
