@@ -11,6 +11,8 @@ against it:
                   discards its output): counts, every cell, hours, the cells table;
 * ``status json`` ``kappa status SWEEP --json`` (``SweepStatus.as_json``);
 * ``list``        ``kappa status`` without a sweep (the sweeps table);
+* ``stale check`` what ``kappa plan`` and ``submit`` read of a recorded sweep: which of
+                  its succeeded cells other numerics made (``stale_cells``);
 * ``resume scan`` what ``kappa resume`` reads before it launches anything: the fit of
                   every waiting cell (``check_fit``) and ``SweepScheduler.recover``
                   (queued, running, failed and ended cells);
@@ -63,8 +65,8 @@ from orchestrator.registry import CellState, Registry  # noqa: E402
 
 SWEEP = "scale"
 RUNNING = 64
-OPS = ("status", "status json", "list", "resume scan", "first pass", "pass", "pass before",
-       "loop check", "check before")
+OPS = ("status", "status json", "list", "stale check", "resume scan", "first pass", "pass",
+       "pass before", "loop check", "check before")
 # The rest of a cell's settings, as a verl cell carries them (~1 KB of JSON).
 CONFIG: dict[str, str | int | float | bool] = {
     **{f"actor_rollout_ref.actor.opt_{i}": 0.001 * i for i in range(12)},
@@ -135,6 +137,7 @@ def measure(url: str, n: int, repeat: int) -> dict[str, tuple[float, float]]:
     from orchestrator.scheduler.order import LaunchOrder, check_fit, stored_demand
     from orchestrator.spec.model import Resources
     from orchestrator.sweeps.driver import build_scheduler
+    from orchestrator.sweeps.staleness import stale_cells
     from orchestrator.sweeps.sweep import Sweep
 
     out: dict[str, tuple[float, float]] = {}
@@ -163,6 +166,9 @@ def measure(url: str, n: int, repeat: int) -> dict[str, tuple[float, float]]:
         out["status json"] = best(lambda: Sweep(registry, SWEEP, record).status().as_json(),
                                   repeat)
         out["list"] = best(listing, repeat)
+        ids = {cell_id for cell_id, _ in registry.cell_keys(SWEEP)}
+        out["stale check"] = best(lambda: stale_cells(registry, SWEEP, ids, backend.numerics()),
+                                  repeat)
 
         def resume_scan() -> None:
             waiting = registry.cells(SWEEP, [CellState.PENDING, CellState.QUEUED])

@@ -9,12 +9,14 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from orchestrator.cli.sweep_options import OverridesArgument
+from orchestrator import paths
+from orchestrator.cli.sweep_options import OverridesArgument, RegistryOption
 from orchestrator.errors import UserInputError
 from orchestrator.limits import check_number
 
 if TYPE_CHECKING:
     from orchestrator.sweeps.spec_plan import Plan
+    from orchestrator.sweeps.staleness import StaleCells
 
 _SPEC_ARG = typer.Argument(
     ..., help="The experiment spec (YAML), e.g. experiments/toy/table2.yaml.", show_default=False)
@@ -57,10 +59,13 @@ def plan_command(
         None, "--max-gpu-hours", help="Refuse (exit 2) if the plan needs more GPU-hours."),
     rows: int = typer.Option(
         200, "--rows", min=0, help="Show at most this many cells in the table."),
+    registry: RegistryOption = None,
 ) -> None:
     """Expand a spec into cells and show them with the total GPU-hours.
 
-    GPU-hours = cells × resources.gpus × resources.nodes × resources.hours.
+    GPU-hours = cells × resources.gpus × resources.nodes × resources.hours. If the registry
+    records the spec's sweep, also lists its finished cells that other numerics made than
+    the installed ones (stale: `kappa submit SPEC --rerun-stale` runs them again).
 
     Example: kappa plan experiments/toy/table2.yaml --max-gpu-hours 500 'axes.seed=[0]'
     """
@@ -79,8 +84,12 @@ def plan_command(
             [spec.problem(("resources",), _cost(the_plan), found=_hours(the_plan.gpu_hours),
                           allowed=f"<= {_hours(max_gpu_hours)}",
                           fix="exclude cells, shorten resources.hours, or raise --max-gpu-hours")])
+    stale = _stale(the_plan, registry)
     if as_json:
-        json.dump(the_plan.to_dict(), sys.stdout, indent=2)
+        shown = the_plan.to_dict()
+        if stale:
+            shown["stale"] = stale.as_json()
+        json.dump(shown, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return
     from rich.console import Console
@@ -95,6 +104,29 @@ def plan_command(
     if the_plan.count > rows:
         console.print(f"... and {the_plan.count - rows} more cells (--rows, or --json for all)")
     console.print(f"{_cost(the_plan)}; retries: {spec.retries}")
+    if stale:
+        from orchestrator.sweeps.staleness import rerun_command
+
+        for line in stale.lines(rerun_command(spec_file, overrides or ())):
+            console.print(line, markup=False, soft_wrap=True)
+
+
+def _stale(the_plan: Plan, registry: str | None) -> StaleCells | None:
+    """The plan's finished cells that are stale, if the registry records its sweep; a
+    registry that cannot be read is said on stderr, and the plan shown all the same."""
+    url = paths.registry_url(registry)
+    file = paths.local_store_path(url) if url.startswith("sqlite:///") else None
+    if file is not None and not file.exists():
+        return None  # no registry yet, so nothing ran (and plan stays free of SQLAlchemy)
+    from orchestrator.sweeps.staleness import recorded_stale
+
+    try:
+        return recorded_stale(registry, the_plan.spec.name, the_plan.spec.backend,
+                              set(the_plan.grid.by_id))
+    except UserInputError as exc:
+        fixes = "".join(f"; {p.fix}" for p in exc.problems[:1] if p.fix)
+        typer.echo(f"kappa: stale results not checked: {exc.summary}{fixes}", err=True)
+        return None
 
 
 def schema_command(

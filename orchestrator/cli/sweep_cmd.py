@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from orchestrator.sweeps.stores import Stores
-    from orchestrator.sweeps.submission import PreparedSweep
+    from orchestrator.sweeps.submission import PreparedSweep, SubmitResult
 
 DEFAULT_DEMO_SPEC = Path("experiments/toy/table2.yaml")
 
@@ -44,6 +44,11 @@ def submit_cmd(
         "--wait", help="Run the sweep here and return when it has ended.")] = False,
     rerun: Annotated[bool, typer.Option(
         "--rerun", help="Run succeeded cells again too (in fresh run folders).")] = False,
+    rerun_stale: Annotated[bool, typer.Option(
+        "--rerun-stale", help="Run again (in fresh run folders) the succeeded cells that "
+                              "other numerics made than the installed ones (backend "
+                              "numerics version, torch): those `kappa plan SPEC` lists as "
+                              "stale. Without it they are kept.")] = False,
     canary: Annotated[bool, typer.Option(
         "--canary", help="First run every distinct cell configuration for a few steps "
                          "(`kappa canary`), here; submit only if all passed (else exit 2)."
@@ -69,14 +74,16 @@ def submit_cmd(
     """Submit SPEC: validate it and every cell, record the sweep, and run it.
 
     Resubmitting adds only new cells and retries failed or cancelled ones; succeeded cells
-    never run again unless --rerun. Without --wait a background scheduler runs the sweep
-    (log: .kappa/scheduler/<sweep>.log) and this returns at once; follow it with
-    `kappa status SWEEP`. With --canary the canaries run first, in the foreground.
+    never run again unless --rerun, or --rerun-stale for those made by other numerics than
+    the installed ones (listed as stale, and kept, without it). Without --wait a background
+    scheduler runs the sweep (log: .kappa/scheduler/<sweep>.log) and this returns at once;
+    follow it with `kappa status SWEEP`. With --canary the canaries run first, in the foreground.
     Cells run on --executor (`kappa executors` lists those installed and their -E options).
     OVERRIDEs change the spec as an edit of its file would (Hydra grammar, docs/cli.md); the
     sweep stores the resolved spec and the overrides (`kappa status SWEEP` shows them).
     """
     from orchestrator.sweeps.detached import scheduler_log
+    from orchestrator.sweeps.staleness import rerun_command
 
     _notify_url(ctx, notify, notify_env)  # a bad URL: exit 2 here, nothing written
     console = make_console()
@@ -93,14 +100,23 @@ def submit_cmd(
         source = outcome.plan.grid  # the spec was read and planned once, for both
     result = submit_spec(console, source, stores_of(registry, mlflow), quiet=not wait,
                          rerun=rerun, wait=wait, max_parallel=max_parallel, choice=choice,
-                         overrides=overrides or ())
+                         overrides=overrides or (), rerun_stale=rerun_stale)
     console.print(f"sweep [bold]{result.sweep}[/]: {result.total_cells} cells, "
                   f"{result.new_cells} new, {result.requeued_cells} requeued")
+    if not rerun:  # --rerun ran every finished cell again
+        _print_stale(console, result, rerun_command(spec, overrides or ()), rerun_stale)
     if wait:
         _print_final(console, stores_of(registry, mlflow), result.sweep)
     else:
         console.print(f"running in the background (log: {scheduler_log(result.sweep)}); "
                       f"`kappa status {result.sweep}` shows progress")
+
+
+def _print_stale(console: Console, result: SubmitResult, hint: str,
+                 rerun_stale: bool = False) -> None:
+    """The submit's stale cells: kept (and ``hint``, how to rerun them) or run again."""
+    for line in result.stale.lines(hint, rerun_stale):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def _notify_url(ctx: typer.Context, url: str | None, env: str | None) -> None:
@@ -288,12 +304,14 @@ def demo_cmd(
 ) -> None:
     """The main job: run SPEC (the toy Table 2 sweep) here, then show its results."""
     from orchestrator.cli.demo_report import print_demo_results
+    from orchestrator.sweeps.staleness import rerun_command
     from orchestrator.sweeps.sweep import Sweep
 
     console = make_console()
     stores = stores_of(registry, mlflow)
     console.print(f"[bold]kappa demo[/]: submitting {spec} and waiting for every cell")
     result = submit_spec(console, spec, stores, wait=True, max_parallel=max_parallel)
+    _print_stale(console, result, rerun_command(spec))
     with stores.open_registry() as reg:
         print_demo_results(console, Sweep.open(reg, result.sweep), stores)
 

@@ -101,7 +101,7 @@ def submit_spec(console: Console, spec: Path | PreparedSweep, stores: Stores,
                 quiet: bool = False, vet: Callable[[PreparedSweep], None] | None = None,
                 rerun: bool = False, wait: bool = False, max_parallel: int | None = None,
                 choice: ExecutorChoice | None = None,
-                overrides: Sequence[str] = ()) -> SubmitResult:
+                overrides: Sequence[str] = (), rerun_stale: bool = False) -> SubmitResult:
     """Submit ``spec`` (a path, with command-line ``overrides``, or the sweep prepared from
     it) with progress and Ctrl-C handled; ``vet`` may refuse the prepared sweep. A bad spec
     or override is exit 2, nothing written."""
@@ -116,7 +116,7 @@ def submit_spec(console: Console, spec: Path | PreparedSweep, stores: Stores,
         if vet is not None:
             vet(prepared)
         return submit(prepared, stores, rerun=rerun, wait=wait, max_parallel=max_parallel,
-                      options=options, choice=choice)
+                      options=options, choice=choice, rerun_stale=rerun_stale)
 
 
 def executor_choice(executor: str | None, ray_address: str | None,

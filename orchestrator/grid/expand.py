@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -28,6 +29,10 @@ class Grid:
     demands: dict[str, Demand] = field(default_factory=dict, repr=False, compare=False)
     #: Each cell's validated settings, by cell id (a canary starts from them); only with ``models``.
     models: dict[str, BaseModel] = field(default_factory=dict, repr=False, compare=False)
+    #: Each cell's resolved settings, by cell id: its validated model's dump, every default
+    #: filled in, which its id hashes (what a submit stores and launches); only with ``judge``.
+    resolved: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False,
+                                                compare=False)
 
     @property
     def label_names(self) -> tuple[str, ...]:
@@ -46,8 +51,9 @@ def expand(spec: Spec, preflight: bool = True, judge: bool = False, models: bool
     content hash, validated by the backend and preflighted as one batch (unless
     ``preflight=False``); more than ``max_cells()`` is refused; ``UserInputError`` with every
     problem. Without ``judge`` each distinct combination is validated once; with it (a submit) every
-    cell once, its demand judged from that model (``Grid.demands``); ``models`` (implies ``judge``)
-    keeps each cell's model too (``Grid.models``)."""
+    cell once, its demand judged and its resolved settings dumped from that model
+    (``Grid.demands``, ``Grid.resolved``); ``models`` (implies ``judge``) keeps each cell's model
+    too (``Grid.models``)."""
     from orchestrator.backends import get_backend
 
     backend = get_backend(spec.backend)
@@ -67,6 +73,7 @@ def expand(spec: Spec, preflight: bool = True, judge: bool = False, models: bool
     validate_cells(spec, backend, table, order, builder.settings, on_valid, preflight)
     by_id: dict[str, Cell] = {}  # the grid's cells, in order
     demands: dict[str, Demand] = {}
+    resolved: dict[str, dict[str, Any]] = {}
     kept: dict[str, BaseModel] = {}
     unsound: list[Problem] = []
     duplicates = []
@@ -100,13 +107,15 @@ def expand(spec: Spec, preflight: bool = True, judge: bool = False, models: bool
                                 for p in exc.problems]
                     continue
             demands[cell.cell_id] = backend.demand(model)
+            resolved[cell.cell_id] = model.model_dump(mode="json")
             if models:
                 kept[cell.cell_id] = model
     if unsound:
         raise UserInputError(f"{spec.filename}: invalid settings", unsound[:MAX_PROBLEMS])
     if duplicates:
         raise UserInputError(f"{spec.filename}: duplicate cells", duplicates)
-    return Grid(spec=spec, cells=tuple(by_id.values()), by_id=by_id, demands=demands, models=kept)
+    return Grid(spec=spec, cells=tuple(by_id.values()), by_id=by_id, demands=demands, models=kept,
+                resolved=resolved)
 
 
 def _check_size(spec: Spec, table: dict[str, list[AxisValue]]) -> None:

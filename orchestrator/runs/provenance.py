@@ -41,6 +41,7 @@ MAX_TEXT = 500  # characters kept of one field (a host name, a version)
 # The machine's fields that change floating-point results, compared with the numerics.
 _COMPARED_MACHINE = ("cpu_capability", "gpu")
 _LABELS = {"cpu_capability": "CPU kernels", "gpu": "GPU"}
+_STALE_LABELS = {"version": "numerics version"}
 
 
 def git_commit(path: Path | None = None) -> str | None:
@@ -189,15 +190,15 @@ def differences(keys: Sequence[Mapping[str, str]]) -> list[str]:
     return found
 
 
-def stale_against(recorded: Mapping[str, Any] | None, installed: Mapping[str, str]) -> list[str]:
-    """How a finished run's recorded numerics differ from the installed backend's
-    (``numerics version 1 vs 2``), on the fields the installed side knows; empty when none
-    differs. A run without provenance is stale (it was made before kappa recorded any)."""
-    if not recorded:
+def stale_against(made: Mapping[str, Any] | None, installed: Mapping[str, str]) -> list[str]:
+    """How the numerics a finished run recorded (its record's ``numerics``) differ from the
+    installed backend's (``numerics version 1 vs 2``, ``torch 2.12.0 vs 2.13.0``), on the
+    fields the installed side knows; empty when none differs. A run that recorded none is
+    stale (it was made before kappa recorded any)."""
+    if not made:
         return ["no provenance recorded"]
-    made = dict(recorded.get("numerics") or {})
-    return [f"{k} {made.get(k, '—')} vs {v}" for k, v in installed.items()
-            if str(made.get(k)) != str(v)]
+    return [f"{_STALE_LABELS.get(k, k)} {made.get(k, '—')} vs {v}"
+            for k, v in installed.items() if str(made.get(k)) != str(v)]
 
 
 def environments(records: Sequence[Mapping[str, Any] | None]) -> str:

@@ -225,9 +225,10 @@ class SearchHook(SchedulerHook):
             st.study.tell(trial.number, state=TrialState.FAIL)
             return
         labels = {**st.base.labels, STUDY_LABEL: st.name, TRIAL_LABEL: trial.number}
+        resolved = validated.model_dump(mode="json")  # stored as its id hashes it
         cell = Cell(st.index * MAX_TRIALS + trial.number,
-                    content_id(self.backend.name, validated.model_dump(mode="json"), labels),
-                    {**st.base.axes, **trial.params}, labels, settings)
+                    content_id(self.backend.name, resolved, labels),
+                    {**st.base.axes, **trial.params}, labels, resolved)
         # What the scheduler needs of the trial, judged now from its validated settings
         # and stored with its cell: the loop validates nothing.
         demand = self.backend.demand(validated).to_json()

@@ -135,7 +135,7 @@ def plan_canaries(grid: PreparedSweep) -> CanaryPlan:
         before = model.model_dump(mode="json")
         changes = {k: (before.get(k), v) for k, v in dump.items() if before.get(k) != v}
         cell = Cell(len(found), content_id(backend.name, dump, first.labels),
-                    dict(first.axes), dict(first.labels), settings)
+                    dict(first.axes), dict(first.labels), dump)
         found[key] = (cell, list(members), changes)
         demands[cell.cell_id] = backend.demand(canary)
     try:  # one batch: the canaries' problems are located by the cell each stands for

@@ -76,11 +76,14 @@ def submit(
     options: SchedulerOptions | None = None,
     executor: Executor | None = None,
     choice: ExecutorChoice | None = None,
+    rerun_stale: bool = False,
 ) -> SubmitResult:
     """Validate ``spec_path`` (or a sweep :func:`prepare` made already) entirely, record
     the sweep, then run it (here or detached). ``choice`` (default: the sweep's last
     executor, else local) is checked, and a ray_jobs cluster reached, before anything is
-    written; ``executor`` overrides it.
+    written; ``executor`` overrides it. A resubmit runs failed and cancelled cells again,
+    succeeded ones with ``rerun``, stale ones (other numerics than the installed ones,
+    ``SubmitResult.stale``) with ``rerun_stale``.
     """
     from orchestrator.notify.store import effective, save_config
     from orchestrator.tracking import Tracker
@@ -94,7 +97,8 @@ def submit(
               prepared.spec.resources)
     notify = effective(prepared.spec.notify)  # an unset ${NAME}: refused, nothing written
     with stores.open_registry() as registry:
-        result = record(prepared, registry, Tracker(stores.mlflow_uri), rerun=rerun)
+        result = record(prepared, registry, Tracker(stores.mlflow_uri), rerun=rerun,
+                        rerun_stale=rerun_stale)
         if chosen is not None:
             remember_executor(result.sweep, chosen, registry)
     save_config(result.sweep, notify)  # the latest submit decides what is notified

@@ -7,8 +7,10 @@ the cell: the scheduler validates nothing); it writes nothing, so a bad spec fai
 :func:`record` write: the MLflow experiment and parent run, the sweep row (one per spec
 name), the new cells (a resubmit adds only those) and their run folders; a brand-new
 sweep whose recording fails midway is removed again. A resubmit queues cells that ended
-``failed`` or ``cancelled`` again, ``succeeded`` ones only with ``rerun=True`` (their old
-run folder kept beside the new one as ``<cell id>.prev-<n>``).
+``failed`` or ``cancelled`` again, ``succeeded`` ones only with ``rerun=True``, or with
+``rerun_stale=True`` those that other numerics made than the installed ones
+(:mod:`.staleness`); a rerun starts afresh, its old run folder kept beside the new one as
+``<cell id>.prev-<n>`` (so no checkpoint of it is resumed).
 """
 
 from __future__ import annotations
@@ -27,10 +29,12 @@ from orchestrator.redact import redact
 from orchestrator.registry import CellState, Registry
 from orchestrator.registry.sweeps import sweep_record_lock
 from orchestrator.runs.folder import start_over, write_cell_file
+from orchestrator.runs.layout import run_folder
 from orchestrator.spec.model import Spec
 from orchestrator.spec.notify_block import shareable
 from orchestrator.spec.overrides import command_line
 from orchestrator.sweeps.spec_plan import load_plan_with
+from orchestrator.sweeps.staleness import StaleCells, stale_cells
 from orchestrator.sweeps.sweep import Sweep
 
 #: The MLflow parent run's tag holding the overrides (shell-quoted, as typed).
@@ -45,7 +49,7 @@ class PreparedSweep:
 
     spec: Spec
     backend: Backend
-    cells: tuple[Any, ...]  # orchestrator.grid.Cell
+    cells: tuple[Any, ...]  # orchestrator.grid.Cell, its settings resolved (Grid.resolved)
     plan: SweepPlan
     demands: Mapping[str, Demand] = field(default_factory=dict)
     #: Each cell's validated settings, by cell id (``prepare(..., models=True)``: what
@@ -68,6 +72,9 @@ class SubmitResult:
     requeued_cells: int
     experiment_id: str
     parent_run_id: str
+    #: Its finished cells that other numerics made than the installed ones (found before
+    #: any requeue; run again with ``rerun_stale``, kept otherwise).
+    stale: StaleCells
 
 
 def prepare(spec_path: str | Path, models: bool = False,
@@ -82,8 +89,12 @@ def prepare(spec_path: str | Path, models: bool = False,
     spec = planned.spec  # a name kappa reserves for its own sweeps was refused there
     backend = get_backend(spec.backend)
     # A search's grid cells are its studies' starting points; its cells are the trials,
-    # added by the scheduler as Optuna asks for them (orchestrator.search.hook).
-    cells = () if spec.search is not None else tuple(planned.cells)
+    # added by the scheduler as Optuna asks for them (orchestrator.search.hook). A cell is
+    # stored, and launched, with the resolved settings its id hashes: a job run by a later
+    # kappa must not fill in that kappa's defaults.
+    resolved = planned.grid.resolved
+    cells = () if spec.search is not None else tuple(
+        c._replace(settings=resolved[c.cell_id]) for c in planned.cells)
     demands = {c.cell_id: planned.grid.demands[c.cell_id] for c in cells}
     sweep_plan = planned.sweep_plan()
     if overrides:
@@ -97,19 +108,22 @@ def record(
     registry: Registry,
     tracker: Any,  # orchestrator.tracking.Tracker
     rerun: bool = False,
+    rerun_stale: bool = False,
 ) -> SubmitResult:
-    """Write the validated sweep: MLflow parent run, registry rows, run folders.
+    """Write the validated sweep: MLflow parent run, registry rows, run folders; requeue
+    what ended failed or cancelled (and succeeded with ``rerun``, stale with
+    ``rerun_stale``: module docstring).
 
     One process at a time per sweep (:func:`sweep_record_lock`): a concurrent submit of
     the same spec waits, then finds the sweep and its parent run recorded and adds only
     what is new; and a submit failing midway removes only what it created itself.
     """
     with sweep_record_lock(registry.engine, prepared.name):
-        return _record(prepared, registry, tracker, rerun)
+        return _record(prepared, registry, tracker, rerun, rerun_stale)
 
 
 def _record(prepared: PreparedSweep, registry: Registry, tracker: Any,
-            rerun: bool) -> SubmitResult:
+            rerun: bool, rerun_stale: bool) -> SubmitResult:
     spec = prepared.spec
     is_new = registry.find_sweep(spec.name) is None
     experiment_id = tracker.ensure_experiment(spec.name)
@@ -135,25 +149,34 @@ def _record(prepared: PreparedSweep, registry: Registry, tracker: Any,
             if run_is_new:  # a parent run found in MLflow predates this submit: kept
                 tracker.delete_sweep_runs(parent_run_id)
         raise
+    stale = stale_cells(registry, spec.name, {c.cell_id for c in prepared.cells},
+                        prepared.backend.numerics())
     # Not the cells this call added: one of those already cancelled was cancelled by a
     # `kappa cancel` that ran after they were added, and must stay so.
-    requeued = _requeue_finished(registry, spec.name, rerun, {c.cell_id for c in new})
+    requeued = _requeue_finished(registry, spec.name, rerun, {c.cell_id for c in new},
+                                 stale.cell_ids if rerun_stale else ())
     return SubmitResult(sweep=spec.name, total_cells=len(prepared.cells), new_cells=len(new),
                         requeued_cells=requeued, experiment_id=experiment_id,
-                        parent_run_id=parent_run_id)
+                        parent_run_id=parent_run_id, stale=stale)
 
 
-def _requeue_finished(registry: Registry, sweep: str, rerun: bool, added: set[str]) -> int:
+def _requeue_finished(registry: Registry, sweep: str, rerun: bool, added: set[str],
+                      stale: Sequence[str]) -> int:
     again: list[CellState] = [CellState.FAILED, CellState.CANCELLED]
     if rerun:
         again.append(CellState.SUCCEEDED)
+    cells = registry.cells(sweep, again)
+    if stale and not rerun:  # just those: a sweep's succeeded cells may be 100,000
+        cells += [c for c in registry.cells_by_id(sweep, stale)
+                  if c.state is CellState.SUCCEEDED]
     count = 0
-    for cell in registry.cells(sweep, again):
+    for cell in cells:
         if cell.cell_id in added:
             continue
-        if cell.state is CellState.SUCCEEDED and cell.run_dir:  # rerun in a fresh folder
-            start_over(Path(cell.run_dir), cell.settings)
-            write_cell_file(Path(cell.run_dir), cell.sweep_name, cell, CellState.PENDING.value,
+        if cell.state is CellState.SUCCEEDED:  # rerun afresh: no old checkpoint resumed
+            folder = run_folder(cell)
+            start_over(folder, cell.settings)
+            write_cell_file(folder, cell.sweep_name, cell, CellState.PENDING.value,
                             cell.mlflow_run_id)
         if registry.transition(cell, cell.state, CellState.PENDING):
             # A fresh retry budget: the user asked for this run.

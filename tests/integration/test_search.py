@@ -21,6 +21,8 @@ from kit.fake_backend import SEARCH_METRIC, search_spec
 from kit.home import use_home
 from kit.kappa_main import KAPPA_SCRIPT
 
+from orchestrator.backends import get_backend
+from orchestrator.grid.identity import content_id
 from orchestrator.registry import CellState, Registry
 
 SAFETY = 180  # seconds; a guard against hangs, not a speed assertion
@@ -68,6 +70,10 @@ def test_search_runs_trials_as_cells_one_study_per_axis_value(
         cells = reg.cells("srch")
         sweep = reg.get_sweep("srch")
     assert len(cells) == 6 and all(c.state is CellState.SUCCEEDED for c in cells)
+    backend = get_backend(sweep.backend)
+    for cell in cells:  # stored resolved, as the id hashes them
+        assert cell.settings == backend.validate(cell.settings).model_dump(mode="json")
+        assert content_id(backend.name, cell.settings, cell.labels) == cell.cell_id
     for name, trials in studies.items():
         assert sorted(n for n, _, _ in trials) == [0, 1, 2]
         assert all(state == "COMPLETE" for _, state, _ in trials)

@@ -15,6 +15,7 @@ from kit.cli import run_kappa
 from pydantic import BaseModel
 
 from orchestrator.backends.embedded.backend import EmbeddedBackend
+from orchestrator.backends.embedded.settings import EmbeddedSettings
 from orchestrator.errors import UserInputError
 from orchestrator.grid.identity import canonical_json
 from orchestrator.sweeps.canary import plan_canaries
@@ -53,6 +54,12 @@ def validations(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     return seen
 
 
+def _resolved(validated: Counter[str]) -> set[str]:
+    """What the settings validated resolve to (defaults filled in), as cells carry them."""
+    return {canonical_json(EmbeddedSettings.model_validate_json(text).model_dump(mode="json"))
+            for text in validated}
+
+
 def test_a_sweep_submit_validates_each_cell_once(tmp_path: Path,
                                                  validations: Counter[str]) -> None:
     spec = tmp_path / "once.yaml"
@@ -60,8 +67,8 @@ def test_a_sweep_submit_validates_each_cell_once(tmp_path: Path,
     prepared = prepare(spec)
     assert len(prepared.cells) == 12
     assert set(prepared.demands) == {c.cell_id for c in prepared.cells}
-    assert {canonical_json(c.settings) for c in prepared.cells} == set(validations)
-    assert set(validations.values()) == {1}
+    assert {canonical_json(c.settings) for c in prepared.cells} == _resolved(validations)
+    assert len(validations) == 12 and set(validations.values()) == {1}
 
 
 def test_a_search_submit_validates_each_starting_cell_once(
@@ -86,8 +93,8 @@ def test_the_canary_path_validates_each_cell_and_each_canary_once(
     assert len(canaries) == 4  # seeds share one
     # Each grid cell at its submit's validation (the canary starts from that model), each
     # canary when it is planned; nothing twice.
-    assert set(validations) == cells | set(canaries)
-    assert set(validations.values()) == {1}
+    assert _resolved(validations) == cells | set(canaries)
+    assert len(validations) == 12 + 4 and set(validations.values()) == {1}
     assert set(plan.sweep().demands) == {c.cell.cell_id for c in plan.canaries}
 
 

@@ -10,6 +10,7 @@ from orchestrator.backends import get_backend
 from orchestrator.backends.embedded.settings import EmbeddedSettings
 from orchestrator.backends.rl_settings import canary_intervention_steps
 from orchestrator.errors import UserInputError
+from orchestrator.grid.identity import content_id
 from orchestrator.sweeps.canary import CanaryPlan, describe_changes, plan_canaries
 from orchestrator.sweeps.submission import prepare
 
@@ -46,6 +47,17 @@ def test_cells_differing_in_seed_or_only_in_length_share_a_canary(tmp_path: Path
     sweep = plan.sweep()
     assert (sweep.name, sweep.spec.retries) == ("plan-canaries.canary", 0)
     assert {c.cell_id for c in sweep.cells}.isdisjoint(c.cell_id for c in plan.grid.cells)
+
+
+def test_grid_and_canary_cells_carry_the_resolved_settings_their_ids_hash(
+        tmp_path: Path) -> None:
+    plan = _plan(tmp_path)
+    backend = get_backend("embedded")
+    cells = [*plan.grid.cells, *(c.cell for c in plan.canaries)]
+    for cell in cells:  # what the registry stores and the job runs: no default left out
+        assert cell.settings == backend.validate(cell.settings).model_dump(mode="json")
+        assert content_id("embedded", cell.settings, cell.labels) == cell.cell_id
+    assert "clip_ratio" in cells[0].settings  # a default the spec never wrote
 
 
 def test_planning_twice_gives_the_same_canary_ids(tmp_path: Path) -> None:
