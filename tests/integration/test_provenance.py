@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from kit.cli import run_kappa
 from kit.home import use_home
-from kit.tiny_spec import tiny_embedded
+from kit.tiny_spec import finished_tiny_sweep
 from sqlalchemy import create_engine, update
 
 from orchestrator import api, paths
@@ -19,7 +19,6 @@ from orchestrator.backends.embedded.backend import EmbeddedBackend
 from orchestrator.registry import CellState, Registry
 from orchestrator.registry.models import CellRow
 from orchestrator.runs.folder import read_summary
-from orchestrator.sweeps.driver import submit
 
 NAME = "prov"
 
@@ -27,13 +26,7 @@ NAME = "prov"
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One finished two-cell sweep (its KAPPA_HOME)."""
-    home = tmp_path_factory.mktemp("prov")
-    with pytest.MonkeyPatch.context() as mp:
-        use_home(home / "home", mp)
-        spec = home / "spec.yaml"
-        spec.write_text(tiny_embedded(NAME, {"reward_budget": [False, True]}, max_steps=2))
-        submit(spec, wait=True, max_parallel=2)
-    return home / "home"
+    return finished_tiny_sweep(tmp_path_factory.mktemp("prov"), NAME) / "home"
 
 
 def test_each_attempt_and_its_cell_record_code_numerics_and_machine(

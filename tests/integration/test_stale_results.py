@@ -13,7 +13,7 @@ import pytest
 import yaml
 from kit.cli import run_kappa
 from kit.home import use_home
-from kit.tiny_spec import tiny_embedded
+from kit.tiny_spec import finished_tiny_sweep
 from sqlalchemy import create_engine, update
 
 from orchestrator import paths
@@ -22,7 +22,6 @@ from orchestrator.grid.identity import content_id
 from orchestrator.registry import CellRecord, CellState, Registry
 from orchestrator.registry.models import CellRow
 from orchestrator.runs.folder import CONFIG_FILE
-from orchestrator.sweeps.driver import submit
 
 NAME = "numerics-bump"
 
@@ -30,13 +29,7 @@ NAME = "numerics-bump"
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One finished two-cell sweep: its folder (``spec.yaml``, ``home/``)."""
-    root = tmp_path_factory.mktemp("stale")
-    with pytest.MonkeyPatch.context() as mp:
-        use_home(root / "home", mp)
-        spec = root / "spec.yaml"
-        spec.write_text(tiny_embedded(NAME, {"reward_budget": [False, True]}, max_steps=2))
-        submit(spec, wait=True, max_parallel=2)
-    return root
+    return finished_tiny_sweep(tmp_path_factory.mktemp("stale"), NAME)
 
 
 def _cells() -> list[CellRecord]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from pathlib import Path
 
 BASE: dict[str, object] = {
     "task": "arithmetic", "group_size": 4, "prompts_per_step": 4, "ppo_mini_batches": 1,
@@ -22,3 +23,19 @@ def tiny_embedded(name: str, axes: Mapping[str, object], **base: object) -> str:
     lines += [f"  {k}: {json.dumps(v)}" for k, v in settings.items()]
     lines += ["axes:"] + [f"  {k}: {json.dumps(v)}" for k, v in axes.items()]
     return "\n".join(lines) + "\n"
+
+
+def finished_tiny_sweep(root: Path, name: str) -> Path:
+    """Submit and wait for a two-cell tiny sweep (``reward_budget`` off and on, two steps)
+    with ``root/spec.yaml`` and ``KAPPA_HOME`` ``root/home``; ``root``."""
+    import pytest
+
+    from kit.home import use_home
+    from orchestrator.sweeps.driver import submit
+
+    with pytest.MonkeyPatch.context() as mp:
+        use_home(root / "home", mp)
+        spec = root / "spec.yaml"
+        spec.write_text(tiny_embedded(name, {"reward_budget": [False, True]}, max_steps=2))
+        submit(spec, wait=True, max_parallel=2)
+    return root
