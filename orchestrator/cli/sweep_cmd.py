@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -185,30 +184,32 @@ def logs_cmd(
         "--follow", "-f", help="Keep printing new output until the cell ends.")] = False,
     registry: RegistryOption = None,
 ) -> None:
-    """Print a cell's training log (all its attempts, appended)."""
+    """Print a cell's training log (all its attempts, appended); exit 1 if it has none."""
+    from orchestrator.errors import KappaError
+    from orchestrator.runs.log_follow import stream_log
     from orchestrator.sweeps.cancelling import find_cell
     from orchestrator.sweeps.sweep import Sweep
+
+    def write(text: str) -> None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
 
     with stores_of(registry, None).open_registry(create=False) as reg:
         record = find_cell(reg, cell)
         sweep = Sweep(reg, record.sweep_name)
         path = sweep.log_file(record)
-        offset = 0
-        while True:
-            if path.exists():
-                with open(path, "rb") as fh:
-                    fh.seek(offset)
-                    chunk = fh.read()
-                offset += len(chunk)
-                sys.stdout.write(chunk.decode("utf-8", errors="replace"))
-                sys.stdout.flush()
-            if not follow:
-                if not path.exists():
-                    typer.echo(f"(no log yet at {path}; cell is {record.state.value})", err=True)
-                return
-            if sweep.cell_ended(record.cell_id):
-                return
-            time.sleep(0.5)
+        if stream_log(path, write, (lambda: sweep.cell_ended(record.cell_id)) if follow
+                      else None):
+            return
+        record = reg.get_cell(record.sweep_name, record.cell_id)
+    if not record.attempts_count:
+        why = "never launched"
+    elif path.parent.is_dir():
+        why = f"its jobs wrote none (`kappa status {record.sweep_name}` shows its error)"
+    else:
+        why = (f"its run folder is gone (moved or deleted; run folders are looked for "
+               f"under KAPPA_HOME, now {paths.kappa_home()})")
+    raise KappaError(f"no log at {path}: cell {record.cell_id} is {record.state.value}, {why}")
 
 
 def cancel_cmd(
