@@ -186,7 +186,6 @@ def logs_cmd(
 ) -> None:
     """Print a cell's training log (all its attempts, appended); exit 1 if it has none."""
     from orchestrator.errors import KappaError
-    from orchestrator.runs.log_follow import stream_log
     from orchestrator.sweeps.cancelling import find_cell
     from orchestrator.sweeps.sweep import Sweep
 
@@ -197,10 +196,9 @@ def logs_cmd(
     with stores_of(registry, None).open_registry(create=False) as reg:
         record = find_cell(reg, cell)
         sweep = Sweep(reg, record.sweep_name)
-        path = sweep.log_file(record)
-        if stream_log(path, write, (lambda: sweep.cell_ended(record.cell_id)) if follow
-                      else None):
+        if sweep.write_log(record, write, follow):
             return
+        path = sweep.log_file(record)
         record = reg.get_cell(record.sweep_name, record.cell_id)
     if not record.attempts_count:
         why = "never launched"
@@ -240,6 +238,9 @@ def resume_cmd(
     wait: Annotated[bool, typer.Option(
         "--wait", help="Run here and return when the sweep has ended.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress output.")] = False,
+    log_events: Annotated[bool, typer.Option(
+        "--log-events", hidden=True,  # what a background scheduler writes to its log
+        help="A line on stderr for each launch, retry, stop and end.")] = False,
     max_parallel: MaxParallelOption = None,
     executor: ExecutorOption = None,
     executor_option: ExecutorOptionsOption = None,
@@ -253,10 +254,13 @@ def resume_cmd(
     from their last checkpoint in the same run folder) and runs the rest. Without --wait
     a background scheduler does it.
     """
+    from orchestrator.sweeps.detached import log_events as log_to_stderr
     from orchestrator.sweeps.detached import scheduler_log, start_background
     from orchestrator.sweeps.driver import resumable, resume
     from orchestrator.sweeps.executor_choice import choose_executor
 
+    if log_events:
+        log_to_stderr()
     stores = stores_of(registry, mlflow)
     console = make_console()
     choice = executor_choice(executor, ray_address, executor_option)

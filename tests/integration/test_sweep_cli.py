@@ -128,6 +128,14 @@ def test_status_logs_cancel_and_background_submit(home: Path, tmp_path: Path) ->
         return counts[CellState.CANCELLED] == 1 and counts[CellState.SUCCEEDED] == 1
 
     wait_until(sweep_over, "the background scheduler to finish")
+    # Its log says what it launched and how each cell ended, a line each.
+    scheduler = home / "scheduler" / "cli-bg.log"
+    wait_until(lambda: "nothing left to run" in scheduler.read_text(), "the scheduler's end")
+    log = scheduler.read_text()
+    for line in (f"launched {first} (attempt 1)", f"launched {second} (attempt 1)",
+                 f"{first} cancelled after 1 attempt(s)",
+                 f"{second} succeeded after 1 attempt(s)"):
+        assert line in log, log
     table = process("status", "cli-bg").stdout
     assert "succeeded" in table and "cancelled" in table and "0.51" in table
     assert "cli-bg" in process("status").stdout
