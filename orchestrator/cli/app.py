@@ -46,6 +46,21 @@ for _module in COMMAND_MODULES:
     importlib.import_module(_module).register(app)
 
 
+def _print_version(asked: bool) -> None:
+    if asked:
+        import orchestrator
+
+        typer.echo(orchestrator.version_line())
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(version: Annotated[bool, typer.Option(
+        "--version", is_eager=True, callback=_print_version,
+        help="Print kappa's version and git commit, and exit.")] = False) -> None:
+    """kappa's own options (before the command)."""
+
+
 class Shell(StrEnum):
     """The shells ``kappa completion`` writes a script for."""
 
