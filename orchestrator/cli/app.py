@@ -91,10 +91,10 @@ def completion_cmd(
 ) -> None:
     """Print the tab-completion script for SHELL (bash, zsh or fish).
 
-    Commands, options and choices complete as you type. Load it in every new shell:
-    bash: eval "$(kappa completion bash)" in ~/.bashrc (bash 4.4 or newer); zsh: eval
-    "$(kappa completion zsh)" in ~/.zshrc, after compinit; fish: kappa completion fish >
-    ~/.config/fish/completions/kappa.fish. See docs/cli.md#shell-completion.
+    Commands, options, their values, sweep names and cell ids complete as you type. Load
+    it in every new shell: bash: eval "$(kappa completion bash)" in ~/.bashrc (bash 4.4 or
+    newer); zsh: eval "$(kappa completion zsh)" in ~/.zshrc, after compinit; fish: kappa
+    completion fish > ~/.config/fish/completions/kappa.fish. See docs/cli.md#shell-completion.
     """
     typer.echo(completion_script(ctx.find_root().command, shell.value), nl=False)
 

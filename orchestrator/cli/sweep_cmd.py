@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from orchestrator import paths
+from orchestrator.cli.completions import cell_ids, sweep_names, sweeps_and_cells
 from orchestrator.cli.console import make_console
 from orchestrator.cli.sweep_options import (
     ExecutorOption,
@@ -118,8 +119,8 @@ def _print_final(console: Console, stores: Stores, sweep: str) -> None:
 
 
 def status_cmd(
-    sweep: Annotated[str | None, typer.Argument(help="A sweep name (default: list sweeps).")
-                     ] = None,
+    sweep: Annotated[str | None, typer.Argument(
+        help="A sweep name (default: list sweeps).", autocompletion=sweep_names)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
     watch: Annotated[bool, typer.Option(
         "--watch", "-w", help="Follow SWEEP live until it ends: progress bars and each "
@@ -179,7 +180,8 @@ def _watch(sweep: str | None, as_json: bool, interval: float, registry: str | No
 
 
 def logs_cmd(
-    cell: Annotated[str, typer.Argument(help="A cell id (or a unique prefix of one).")],
+    cell: Annotated[str, typer.Argument(
+        help="A cell id (or a unique prefix of one).", autocompletion=cell_ids)],
     follow: Annotated[bool, typer.Option(
         "--follow", "-f", help="Keep printing new output until the cell ends.")] = False,
     registry: RegistryOption = None,
@@ -211,7 +213,8 @@ def logs_cmd(
 
 
 def cancel_cmd(
-    target: Annotated[str, typer.Argument(help="A sweep name, or one cell's id.")],
+    target: Annotated[str, typer.Argument(
+        help="A sweep name, or one cell's id.", autocompletion=sweeps_and_cells)],
     executor_option: ExecutorOptionsOption = None,
     ray_address: RayAddressOption = None,
     registry: RegistryOption = None,
@@ -234,7 +237,8 @@ def cancel_cmd(
 
 
 def resume_cmd(
-    sweep: Annotated[str, typer.Argument(help="The sweep to finish.")],
+    sweep: Annotated[str, typer.Argument(
+        help="The sweep to finish.", autocompletion=sweep_names)],
     wait: Annotated[bool, typer.Option(
         "--wait", help="Run here and return when the sweep has ended.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress output.")] = False,
