@@ -50,6 +50,21 @@ def flush_seconds() -> float:
         return 60.0
 
 
+# Every metric the trainer logs, as globs (``*``: a benchmark's name, or ``k``): what a stop
+# rule may watch (``Backend.known_metrics``). tests/integration/test_embedded_baselines.py
+# checks every name each baseline logs against it.
+LOGGED_METRICS = frozenset({
+    "actor/entropy", "actor/entropy_loss", "actor/pg_loss", "actor/pg_clipfrac",
+    "actor/pg_clipfrac_lower", "actor/ppo_kl", "actor/kl_loss", "actor/kl_coef",
+    "actor/clipfrac_upper", "actor/clipfrac_lower", "actor/grad_norm", "actor/loss",
+    "actor/kappa_eff", "critic/score/mean", "critic/score/max", "critic/score/min",
+    "critic/acc/mean", "critic/advantages/mean", "critic/advantages/max",
+    "critic/advantages/min", "response_length/mean", "response_length/clip_ratio",
+    "batch/num_gen_batches", "batch/kept_groups", "timing_s/gen", "timing_s/update",
+    "timing_s/step", "timing_s/warm_start", "perf/throughput", "warm_start/val_acc",
+    "warm_start/steps", "warm_start/probe_acc", "val-core/*/acc/mean@1", "eval/*/greedy@1",
+    "eval/*/mean@*", "eval/*/pass@*"})
+
 # The step metrics a progress line shows, and how it names them.
 PROGRESS_METRICS = (("critic/score/mean", "score"), ("critic/acc/mean", "acc"),
                     ("actor/entropy", "entropy"))
