@@ -258,13 +258,16 @@ def resume_cmd(
     from their last checkpoint in the same run folder) and runs the rest. Without --wait
     a background scheduler does it.
     """
-    from orchestrator.sweeps.detached import log_events as log_to_stderr
-    from orchestrator.sweeps.detached import scheduler_log, start_background
+    from orchestrator.sweeps.detached import (
+        log_events_to_stderr,
+        scheduler_log,
+        start_background,
+    )
     from orchestrator.sweeps.driver import resumable, resume
     from orchestrator.sweeps.executor_choice import choose_executor
 
     if log_events:
-        log_to_stderr()
+        log_events_to_stderr()
     stores = stores_of(registry, mlflow)
     console = make_console()
     choice = executor_choice(executor, ray_address, executor_option)

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from orchestrator.sweeps.submission import PreparedSweep, SubmitResult
     from orchestrator.sweeps.sweep import SchedulerOptions
 
+
 def _executor_names() -> list[str]:
     from orchestrator.cli.executors_cmd import executor_names
 

@@ -1,5 +1,5 @@
 """A background scheduler: ``kappa resume SWEEP --wait`` detached from this process, its
-output (one line per launch, retry, stop and end: :func:`log_events`) in its log."""
+output (one line per launch, retry, stop and end: :func:`log_events_to_stderr`) in its log."""
 
 from __future__ import annotations
 
@@ -29,11 +29,12 @@ def kappa_command() -> list[str]:
 def start_background(sweep: str, stores: Stores = Stores(),
                      max_parallel: int | None = None,
                      choice: ExecutorChoice | None = None) -> int:
-    """Start ``kappa resume SWEEP --wait --log-events`` (:func:`kappa_command`) detached from this
-    process, logging to :func:`scheduler_log`; its pid. It waits for (or takes over from)
-    any scheduler already driving the sweep, on the executor ``choice``. URLs and options
-    (any of which may carry a password) go through its environment (:meth:`Stores.env`,
-    :meth:`ExecutorChoice.env`), never its command line, which ``ps`` shows.
+    """Start ``kappa resume SWEEP --wait --log-events`` (:func:`kappa_command`) detached
+    from this process, logging to :func:`scheduler_log`; its pid. It waits for (or takes
+    over from) any scheduler already driving the sweep, on the executor ``choice``. URLs
+    and options (any of which may carry a password) go through its environment
+    (:meth:`Stores.env`, :meth:`ExecutorChoice.env`), never its command line, which ``ps``
+    shows.
     """
     log = scheduler_log(paths.check_name(sweep))
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -51,12 +52,12 @@ def start_background(sweep: str, stores: Stores = Stores(),
     return proc.pid
 
 
-def log_events() -> None:
+def log_events_to_stderr() -> None:
     """Send kappa's log records from INFO up to stderr, one timestamped line each: what the
     scheduler launched, retried, stopped and ended (a detached scheduler's stderr is its
     log; without this, records under WARNING went nowhere and its log stayed empty)."""
     handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%Y-%m-%d %H:%M:%S"))
-    root = logging.getLogger("orchestrator")
-    root.addHandler(handler)
-    root.setLevel(logging.INFO)
+    kappa = logging.getLogger("orchestrator")
+    kappa.addHandler(handler)
+    kappa.setLevel(logging.INFO)
