@@ -10,3 +10,14 @@ lazily by each subpackage (docs/architecture.md).
 """
 
 __version__ = "0.1.0"
+
+
+def version_line() -> str:
+    """``kappa --version``: the installed version and, from a git checkout, the commit
+    (``dirty`` when tracked files differ from it), as runs record it."""
+    from orchestrator.runs.provenance import kappa_source
+
+    code = kappa_source()
+    if code["commit"] is None:
+        return f"kappa {code['version']} (no git checkout)"
+    return f"kappa {code['version']} (commit {code['commit']}{', dirty' if code['dirty'] else ''})"

@@ -89,11 +89,23 @@ def cells(sweeps: Sweeps, registry: str | None = None,
     per final metric, ``run_dir``, ``mlflow_run_id``, ``stop_reason``, ``step`` (where the
     cell ended), ``total_steps``, ``numerics`` (what computed its numbers) and
     ``prov.<section>.<field>`` (the code and machine that made them); of several sweeps,
-    also ``settings_diff``.
+    also ``settings_diff``. An axis column, ``step`` and ``total_steps`` have the dtype
+    their values share (``Int64``, ``boolean``, ``string``, ...; nullable: a cell that never
+    ran has no step); only an axis of mixed types is ``object``.
 
     >>> frame = api.cells(["toy-demo", "toy-demo-more-seeds"])
     >>> frame.groupby("axis.baseline")["state"].value_counts()
     """
+    frame = _frame(sweeps, registry, mlflow)
+    for column in frame.columns:
+        if (column.startswith("axis.") or column in ("step", "total_steps")) and \
+                frame[column].dtype == object:
+            frame[column] = frame[column].convert_dtypes()
+    return frame
+
+
+def _frame(sweeps: Sweeps, registry: str | None, mlflow: str | None) -> pd.DataFrame:
+    """The results frame as ``kappa export`` and ``kappa table`` read it (untyped)."""
     from orchestrator.analysis.combined import results_of
 
     return results_of(_names(sweeps), registry, mlflow)
@@ -129,7 +141,7 @@ def histories(sweeps: Sweeps, metrics: str | Sequence[str] = "*",
     from orchestrator import paths
     from orchestrator.analysis.curves import curve_key, load_curves
 
-    frame = cells(sweeps, registry, mlflow)
+    frame = _frame(sweeps, registry, mlflow)
     patterns = [metrics] if isinstance(metrics, str) else list(metrics)
     curves = load_curves(frame, patterns, paths.readable_mlflow_uri(mlflow))
     combined = frame["sweep"].nunique() > 1
@@ -172,21 +184,35 @@ def table_text(sweeps: Sweeps, fmt: str = "markdown", registry: str | None = Non
     """
     from orchestrator.analysis.tables import build_table, render
 
-    frame = cells(sweeps, registry, mlflow)
+    frame = _frame(sweeps, registry, mlflow)
     return render(build_table(frame, _table_spec(frame, layout)), fmt)
 
 
 def table(sweeps: Sweeps, registry: str | None = None, mlflow: str | None = None,
           **layout: Any) -> pd.DataFrame:
     """The ablation table as numbers: one row per table row (``block``, its labels,
-    ``kind`` absolute or delta, ``n``) and per column the estimate, ``low``, ``high``,
-    ``significant`` and ``n``; ``compared`` where a stopping rule ended a delta's pairs early.
-    ``layout`` as in :func:`table_text`.
+    ``base``, ``kind`` absolute or delta, ``n``) and per column the estimate, ``low``,
+    ``high``, ``significant`` (``boolean``) and ``n``; ``compared`` where a stopping rule
+    ended a delta's pairs early. ``base`` names a delta row's base row (its labels, joined by
+    `` · ``: the absolute row above it); ``<NA>`` on absolute rows. ``layout`` as in
+    :func:`table_text`.
 
     >>> t = api.table("toy-demo", metrics="eval/*/mean@8")
-    >>> t[t["kind"] == "delta"][["Method", "Average", "Average low", "Average high"]]
+    >>> t[t["kind"] == "delta"][["Method", "base", "Average", "Average low", "Average high"]]
     """
     import pandas as pd
 
     text = table_text(sweeps, "csv", registry, mlflow, **layout)
-    return pd.read_csv(io.StringIO(text), keep_default_na=False, na_values=[""])
+    frame = pd.read_csv(io.StringIO(text), keep_default_na=False, na_values=[""])
+    frame["block"] = frame["block"].astype("string")
+    for column in frame.columns[frame.columns.str.endswith(" significant")]:
+        frame[column] = frame[column].astype("boolean")
+    labels = list(frame.columns[1:frame.columns.get_loc("kind")])
+    named = frame[labels].astype("string").fillna("").agg(
+        lambda row: " · ".join(v for v in row if v), axis=1)
+    # A delta row's base is the absolute row above it, in its block.
+    base = named.where(frame["kind"] == "absolute").groupby(
+        frame["block"].fillna("")).ffill()
+    frame.insert(frame.columns.get_loc("kind"), "base",
+                 base.where(frame["kind"] == "delta").astype("string"))
+    return frame

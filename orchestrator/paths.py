@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import lru_cache
 from pathlib import Path
 
 from orchestrator.errors import Problem, UserInputError
@@ -124,6 +125,29 @@ def mlflow_artifact_root() -> Path:
 def runs_root() -> Path:
     """Run folders live at ``runs_root() / <sweep name> / <cell id>``."""
     return kappa_home() / "runs"
+
+
+@lru_cache(maxsize=8)
+def _runs_root_of(home: str, cwd: str) -> str:
+    """:func:`runs_root` for ``KAPPA_HOME=home`` seen from ``cwd`` (cached: asked per cell)."""
+    return str((Path(cwd) / home).resolve() / "runs")
+
+
+def rehomed_run_dir(stored: str | None, sweep: str) -> str | None:
+    """A run folder as the registry recorded it (absolute, under the ``KAPPA_HOME`` of its
+    submit), where it is now: a folder of ``sweep`` under another home's ``runs/`` that is
+    not there any more is the same folder under today's :func:`runs_root` (the home was
+    moved); anything else as stored. Called for every cell read: only string checks unless
+    the folder lies outside today's home."""
+    if not stored:
+        return stored
+    path = Path(stored)
+    if path.parent.name != sweep or path.parent.parent.name != "runs":
+        return stored  # not a folder the path rule made
+    root = _runs_root_of(os.environ.get(HOME_ENV, ".kappa"), os.getcwd())
+    if stored.startswith(root + os.sep) or path.exists():
+        return stored
+    return os.path.join(root, sweep, path.name)
 
 
 def cache_dir() -> Path:

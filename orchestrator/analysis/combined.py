@@ -3,12 +3,15 @@
 Cells are matched by their axes: a follow-up sweep with more seeds, or a new variant run
 against last week's baselines, lands in the same rows as the first sweep's cells. An axis
 one sweep lacks takes the value the cell's settings give it (a sweep that never varied
-``reward_budget`` still ran with one), else ``None``.
+``reward_budget`` still ran with one), else ``None``. A seed is a replicate wherever it is
+set: a ``seed`` set in ``base`` counts as the seed axis, so two sweeps that each set one
+seed pool like the seeds of one axis.
 
-A cell whose axes also ran in another of the sweeps is a different run of the same point:
-it is never pooled with it silently. The frame's ``settings_diff`` column names what differs
-in its settings (``max_steps=3``, or ``same settings``), and tables show such rows once per
-sweep (:mod:`orchestrator.analysis.tables.provenance`).
+Cells of the same axes (the seed aside) in several sweeps are pooled only when their
+settings agree apart from the seed and no seed ran twice; otherwise they are never pooled
+silently. The frame's ``settings_diff`` column names what differs in their settings
+(``max_steps=3``, or ``same settings`` for a repeated seed), and tables show such rows once
+per sweep (:mod:`orchestrator.analysis.tables.provenance`).
 """
 
 from __future__ import annotations
@@ -26,14 +29,18 @@ from orchestrator.tracking.naming import flatten
 if TYPE_CHECKING:
     import pandas as pd
 
+SEED = "seed"  # the setting, and axis, of replicate seeds
 SAME_SETTINGS = "same settings"
 UNKNOWN_SETTINGS = "settings unknown"
 MAX_NAMED = 3  # differing settings named per cell; the rest are counted
 
 
 def _with_all_axes(cells: list[CellResult]) -> list[CellResult]:
-    """Every cell with every sweep's axes: a missing one from its settings, else ``None``."""
+    """Every cell with every sweep's axes (and ``seed`` wherever a cell's settings set it): a
+    missing one from its settings, else ``None``."""
     names = list(dict.fromkeys(a for c in cells for a in c.axes))
+    if SEED not in names and any(SEED in (c.settings or {}) for c in cells):
+        names.append(SEED)
     out = []
     for cell in cells:
         missing = [a for a in names if a not in cell.axes]
@@ -49,28 +56,40 @@ def value_text(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
+def _seed(cell: CellResult) -> str:
+    return repr(hashable_value(cell.axes.get(SEED)))
+
+
 def settings_differences(cells: Sequence[CellResult]) -> dict[tuple[str, str], str]:
-    """``(sweep, cell_id) -> text`` for cells whose axes also ran in another sweep: what
-    differs in their settings (their own values), or ``same settings``."""
+    """``(sweep, cell_id) -> text`` for the cells not to be pooled across sweeps: cells of the
+    same axes (the seed aside) in several sweeps whose settings differ beyond the seed (what
+    differs, their own values), or that repeat a seed of another sweep (``same settings``;
+    ``settings unknown`` when a sweep is known only from its run folders)."""
     by_point: dict[tuple[Any, ...], list[CellResult]] = {}
     for cell in cells:
-        key = tuple(sorted((a, repr(hashable_value(v))) for a, v in cell.axes.items()))
+        key = tuple(sorted((a, repr(hashable_value(v))) for a, v in cell.axes.items()
+                           if a != SEED))
         by_point.setdefault(key, []).append(cell)
     out: dict[tuple[str, str], str] = {}
     for group in by_point.values():
         if len({c.sweep for c in group}) < 2:
             continue
-        if any(c.settings is None for c in group):
-            out.update({(c.sweep, c.cell_id): UNKNOWN_SETTINGS for c in group})
+        sweeps_of: dict[str, set[str]] = {}  # seed -> the sweeps that ran it
+        for cell in group:
+            sweeps_of.setdefault(_seed(cell), set()).add(cell.sweep)
+        repeated = [c for c in group if len(sweeps_of[_seed(c)]) > 1]
+        if any(c.settings is None for c in group):  # judged by the seeds alone
+            out.update({(c.sweep, c.cell_id): UNKNOWN_SETTINGS for c in repeated})
             continue
-        flats = [dict(flatten(c.settings or {})) for c in group]
+        flats = [{k: v for k, v in flatten(c.settings or {}) if k != SEED} for c in group]
         differ = [k for k in sorted({k for f in flats for k in f})
                   if len({repr(f.get(k)) for f in flats}) > 1]
-        for cell, flat in zip(group, flats, strict=True):
+        out.update({(c.sweep, c.cell_id): SAME_SETTINGS for c in repeated})
+        for cell, flat in zip(group, flats, strict=True) if differ else ():
             named = [f"{k}={value_text(flat.get(k))}" for k in differ[:MAX_NAMED]]
             more = len(differ) - MAX_NAMED
-            text = ", ".join(named) + (f" and {more} more" if more > 0 else "")
-            out[(cell.sweep, cell.cell_id)] = text or SAME_SETTINGS
+            out[(cell.sweep, cell.cell_id)] = ", ".join(named) + (
+                f" and {more} more" if more > 0 else "")
     return out
 
 

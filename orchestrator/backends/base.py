@@ -107,6 +107,12 @@ class Backend(ABC):
         of the libraries it computes with that kappa can read without importing them."""
         return {"backend": self.name, "version": self.numerics_version}
 
+    def known_metrics(self) -> frozenset[str] | None:
+        """Every metric a run logs, as globs (``val-core/*/acc/mean@1``): a stopping rule on
+        another is refused. ``None`` (the default): the backend cannot know (a plug-in may
+        log its own), so a rule's metric is not checked, only warned about."""
+        return None
+
     def validate(self, settings: Mapping[str, Any]) -> BaseModel:
         """The validated settings model, or ``UserInputError`` with all problems."""
         from orchestrator.backends.validation import validate_model

@@ -46,6 +46,21 @@ for _module in COMMAND_MODULES:
     importlib.import_module(_module).register(app)
 
 
+def _print_version(asked: bool) -> None:
+    if asked:
+        import orchestrator
+
+        typer.echo(orchestrator.version_line())
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(version: Annotated[bool, typer.Option(
+        "--version", is_eager=True, callback=_print_version,
+        help="Print kappa's version and git commit, and exit.")] = False) -> None:
+    """kappa's own options (before the command)."""
+
+
 class Shell(StrEnum):
     """The shells ``kappa completion`` writes a script for."""
 
@@ -76,10 +91,10 @@ def completion_cmd(
 ) -> None:
     """Print the tab-completion script for SHELL (bash, zsh or fish).
 
-    Commands, options and choices complete as you type. Load it in every new shell:
-    bash: eval "$(kappa completion bash)" in ~/.bashrc (bash 4.4 or newer); zsh: eval
-    "$(kappa completion zsh)" in ~/.zshrc, after compinit; fish: kappa completion fish >
-    ~/.config/fish/completions/kappa.fish. See docs/cli.md#shell-completion.
+    Commands, options, their values, sweep names and cell ids complete as you type. Load
+    it in every new shell: bash: eval "$(kappa completion bash)" in ~/.bashrc (bash 4.4 or
+    newer); zsh: eval "$(kappa completion zsh)" in ~/.zshrc, after compinit; fish: kappa
+    completion fish > ~/.config/fish/completions/kappa.fish. See docs/cli.md#shell-completion.
     """
     typer.echo(completion_script(ctx.find_root().command, shell.value), nl=False)
 

@@ -11,6 +11,13 @@ import typer
 from orchestrator.cli.console import make_console
 
 
+def executor_names() -> list[str]:
+    """The names of the installed executors (their entry points: nothing is loaded)."""
+    from orchestrator.executors import EXECUTORS
+
+    return list(EXECUTORS)
+
+
 def describe_executors() -> list[dict[str, Any]]:
     """Every registered executor, with its options or the reason it cannot be loaded."""
     from orchestrator.executors import EXECUTORS, executor_class

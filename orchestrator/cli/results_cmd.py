@@ -12,6 +12,7 @@ import typer
 
 from orchestrator import paths
 from orchestrator.analysis.status_matrix import DEFAULT_MLFLOW_UI
+from orchestrator.cli.completions import sweep_names, values
 from orchestrator.cli.sweep_options import MlflowOption, RegistryOption
 from orchestrator.errors import Problem, UserInputError, unknown_name
 
@@ -19,13 +20,28 @@ OutputOption = Annotated[Path | None, typer.Option(
     "--out", "--output", "-o", help="Write here instead of standard output.")]
 SweepsArgument = Annotated[list[str], typer.Argument(
     help="Sweep name; several are read as one: cells matched by their axes, the sweep of "
-    "each number shown.", show_default=False)]
+    "each number shown.", show_default=False, autocompletion=sweep_names)]
 StrictOption = Annotated[bool, typer.Option(
     "--strict", help="Refuse (exit 2) when the runs compared were computed by different "
     "numerics (backend version, torch/verl/vLLM/CUDA, CPU kernels, GPU model); without it "
     "such numbers are marked ‡ and the difference is named.")]
 EXPORT_FORMATS = ("csv", "parquet", "json")
 BETTER = ("higher", "lower")
+CONVERGENCE_FORMATS = ("markdown", "csv")
+
+
+def _table_formats() -> list[str]:
+    from orchestrator.analysis.tables import RENDERERS
+
+    return list(RENDERERS)
+
+
+def _scales() -> tuple[str, ...]:
+    from typing import get_args
+
+    from orchestrator.analysis.tables.spec import Scale
+
+    return get_args(Scale)
 
 
 def _numerics(runs: Any, strict: bool) -> None:
@@ -51,7 +67,8 @@ def _emit(text: str, output: Path | None) -> None:
 
 def export(
     sweeps: SweepsArgument,
-    fmt: Annotated[str, typer.Option("--format", "-f", help="csv | parquet | json")] = "csv",
+    fmt: Annotated[str, typer.Option("--format", "-f", help="csv | parquet | json",
+                                     autocompletion=values(EXPORT_FORMATS))] = "csv",
     output: OutputOption = None,
     registry: RegistryOption = None,
     mlflow: MlflowOption = None,
@@ -99,10 +116,13 @@ def table(
     where: Annotated[list[str] | None, typer.Option(help="AXIS=VALUE filter (repeatable).")] = None,
     seed_axis: Annotated[str, typer.Option(help="Axis of replicate seeds.")] = "seed",
     fmt: Annotated[str, typer.Option(
-        "--format", "-f", help="markdown | latex | csv | html")] = "markdown",
-    scale: Annotated[str, typer.Option(help="auto (points when in [0,1]) | points | raw")] = "auto",
+        "--format", "-f", help="markdown | latex | csv | html",
+        autocompletion=values(_table_formats))] = "markdown",
+    scale: Annotated[str, typer.Option(help="auto (points when in [0,1]) | points | raw",
+                                       autocompletion=values(_scales))] = "auto",
     better: Annotated[str, typer.Option(
-        help="higher | lower: which end of each column is bold (best).")] = "higher",
+        help="higher | lower: which end of each column is bold (best).",
+        autocompletion=values(BETTER))] = "higher",
     ci: Annotated[bool, typer.Option("--ci/--no-ci", help="Show confidence intervals.")] = True,
     confidence: Annotated[float, typer.Option(help="Confidence level of the intervals.")] = 0.95,
     output: OutputOption = None,
@@ -157,7 +177,8 @@ def convergence(
     sweeps: SweepsArgument,
     metric: Annotated[str, typer.Option(
         help="Glob of the validation-accuracy curves.")] = "val-core/*/acc/mean@1",
-    fmt: Annotated[str, typer.Option("--format", "-f", help="markdown | csv")] = "markdown",
+    fmt: Annotated[str, typer.Option("--format", "-f", help="markdown | csv",
+                                     autocompletion=values(CONVERGENCE_FORMATS))] = "markdown",
     registry: RegistryOption = None,
     mlflow: MlflowOption = None,
     strict: StrictOption = False,
@@ -166,14 +187,15 @@ def convergence(
     from orchestrator.analysis.combined import results_of
     from orchestrator.analysis.dynamics import convergence_text
 
-    if fmt not in ("markdown", "csv"):
-        raise unknown_name("format", fmt, ("markdown", "csv"), "--format")
+    if fmt not in CONVERGENCE_FORMATS:
+        raise unknown_name("format", fmt, CONVERGENCE_FORMATS, "--format")
     _numerics(results_of(sweeps, registry, mlflow), strict)
     _emit(convergence_text(sweeps, metric, fmt, registry, mlflow), None)
 
 
 def stop_check(
-    sweep: Annotated[str, typer.Argument(help="A finished sweep, run to full length.")],
+    sweep: Annotated[str, typer.Argument(
+        help="A finished sweep, run to full length.", autocompletion=sweep_names)],
     rules: Annotated[Path | None, typer.Option(
         "--rules", metavar="FILE",
         help="YAML holding the stop: block to replay (plateau, threshold, diverged, "

@@ -9,12 +9,20 @@ from typing import Annotated
 import typer
 
 from orchestrator import paths
+from orchestrator.cli.completions import sweep_names, values
 from orchestrator.cli.sweep_options import RegistryOption
 from orchestrator.errors import Problem, UserInputError, unknown_name
 
 
+def _spendings() -> list[str]:
+    from orchestrator.analysis.seed_check import SPENDING
+
+    return list(SPENDING)
+
+
 def seed_check(
-    sweep: Annotated[str, typer.Argument(help="A finished sweep that ran --max seeds or more.")],
+    sweep: Annotated[str, typer.Argument(
+        help="A finished sweep that ran --max seeds or more.", autocompletion=sweep_names)],
     delta: Annotated[str, typer.Option(
         metavar="AXIS=BASE", help="The compared axis and its base value, e.g. "
                                   "reward_budget=false.")],
@@ -28,8 +36,8 @@ def seed_check(
         help="Chance, over all looks, of calling a zero difference positive or negative.")
     ] = 0.05,
     spending: Annotated[str, typer.Option(
-        help="How alpha is spent over the looks: obrien-fleming (little early) | pocock.")
-    ] = "obrien-fleming",
+        help="How alpha is spent over the looks: obrien-fleming (little early) | pocock.",
+        autocompletion=values(_spendings))] = "obrien-fleming",
     metric: Annotated[str | None, typer.Option(
         help="Glob of the final metrics compared (their mean per cell). Default: the "
              "table's eval/*/mean@k, i.e. its Average column; with --rules, the rules' metric.")

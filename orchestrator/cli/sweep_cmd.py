@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from orchestrator import paths
+from orchestrator.cli.completions import cell_ids, sweep_names, sweeps_and_cells
 from orchestrator.cli.console import make_console
 from orchestrator.cli.sweep_options import (
     ExecutorOption,
@@ -142,8 +142,8 @@ def _print_final(console: Console, stores: Stores, sweep: str) -> None:
 
 
 def status_cmd(
-    sweep: Annotated[str | None, typer.Argument(help="A sweep name (default: list sweeps).")
-                     ] = None,
+    sweep: Annotated[str | None, typer.Argument(
+        help="A sweep name (default: list sweeps).", autocompletion=sweep_names)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
     watch: Annotated[bool, typer.Option(
         "--watch", "-w", help="Follow SWEEP live until it ends: progress bars and each "
@@ -203,39 +203,41 @@ def _watch(sweep: str | None, as_json: bool, interval: float, registry: str | No
 
 
 def logs_cmd(
-    cell: Annotated[str, typer.Argument(help="A cell id (or a unique prefix of one).")],
+    cell: Annotated[str, typer.Argument(
+        help="A cell id (or a unique prefix of one).", autocompletion=cell_ids)],
     follow: Annotated[bool, typer.Option(
         "--follow", "-f", help="Keep printing new output until the cell ends.")] = False,
     registry: RegistryOption = None,
 ) -> None:
-    """Print a cell's training log (all its attempts, appended)."""
+    """Print a cell's training log (all its attempts, appended); exit 1 if it has none."""
+    from orchestrator.errors import KappaError
     from orchestrator.sweeps.cancelling import find_cell
     from orchestrator.sweeps.sweep import Sweep
+
+    def write(text: str) -> None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
 
     with stores_of(registry, None).open_registry(create=False) as reg:
         record = find_cell(reg, cell)
         sweep = Sweep(reg, record.sweep_name)
+        if sweep.write_log(record, write, follow):
+            return
         path = sweep.log_file(record)
-        offset = 0
-        while True:
-            if path.exists():
-                with open(path, "rb") as fh:
-                    fh.seek(offset)
-                    chunk = fh.read()
-                offset += len(chunk)
-                sys.stdout.write(chunk.decode("utf-8", errors="replace"))
-                sys.stdout.flush()
-            if not follow:
-                if not path.exists():
-                    typer.echo(f"(no log yet at {path}; cell is {record.state.value})", err=True)
-                return
-            if sweep.cell_ended(record.cell_id):
-                return
-            time.sleep(0.5)
+        record = reg.get_cell(record.sweep_name, record.cell_id)
+    if not record.attempts_count:
+        why = "never launched"
+    elif path.parent.is_dir():
+        why = f"its jobs wrote none (`kappa status {record.sweep_name}` shows its error)"
+    else:
+        why = (f"its run folder is gone (moved or deleted; run folders are looked for "
+               f"under KAPPA_HOME, now {paths.kappa_home()})")
+    raise KappaError(f"no log at {path}: cell {record.cell_id} is {record.state.value}, {why}")
 
 
 def cancel_cmd(
-    target: Annotated[str, typer.Argument(help="A sweep name, or one cell's id.")],
+    target: Annotated[str, typer.Argument(
+        help="A sweep name, or one cell's id.", autocompletion=sweeps_and_cells)],
     executor_option: ExecutorOptionsOption = None,
     ray_address: RayAddressOption = None,
     registry: RegistryOption = None,
@@ -258,10 +260,14 @@ def cancel_cmd(
 
 
 def resume_cmd(
-    sweep: Annotated[str, typer.Argument(help="The sweep to finish.")],
+    sweep: Annotated[str, typer.Argument(
+        help="The sweep to finish.", autocompletion=sweep_names)],
     wait: Annotated[bool, typer.Option(
         "--wait", help="Run here and return when the sweep has ended.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress output.")] = False,
+    log_events: Annotated[bool, typer.Option(
+        "--log-events", hidden=True,  # what a background scheduler writes to its log
+        help="A line on stderr for each launch, retry, stop and end.")] = False,
     max_parallel: MaxParallelOption = None,
     executor: ExecutorOption = None,
     executor_option: ExecutorOptionsOption = None,
@@ -275,10 +281,16 @@ def resume_cmd(
     from their last checkpoint in the same run folder) and runs the rest. Without --wait
     a background scheduler does it.
     """
-    from orchestrator.sweeps.detached import scheduler_log, start_background
+    from orchestrator.sweeps.detached import (
+        log_events_to_stderr,
+        scheduler_log,
+        start_background,
+    )
     from orchestrator.sweeps.driver import resumable, resume
     from orchestrator.sweeps.executor_choice import choose_executor
 
+    if log_events:
+        log_events_to_stderr()
     stores = stores_of(registry, mlflow)
     console = make_console()
     choice = executor_choice(executor, ray_address, executor_option)

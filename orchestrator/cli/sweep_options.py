@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from orchestrator.cli.completions import values
 from orchestrator.limits import MAX_PARALLEL
 
 if TYPE_CHECKING:
@@ -21,6 +22,13 @@ if TYPE_CHECKING:
     from orchestrator.sweeps.stores import Stores
     from orchestrator.sweeps.submission import PreparedSweep, SubmitResult
     from orchestrator.sweeps.sweep import SchedulerOptions
+
+
+def _executor_names() -> list[str]:
+    from orchestrator.cli.executors_cmd import executor_names
+
+    return executor_names()
+
 
 OverridesArgument = Annotated[list[str] | None, typer.Argument(
     metavar="OVERRIDE", show_default=False,
@@ -40,7 +48,8 @@ ExecutorOption = Annotated[str | None, typer.Option(
     "--executor", metavar="NAME",
     help="Where cells run: local, ray_jobs or an installed plug-in (`kappa executors` "
          "lists them and their options; default: what the sweep used last, else local). "
-         "Remembered, with its options, for the sweep's later resume and cancel.")]
+         "Remembered, with its options, for the sweep's later resume and cancel.",
+    autocompletion=values(_executor_names))]
 ExecutorOptionsOption = Annotated[list[str] | None, typer.Option(
     "--executor-option", "-E", metavar="KEY=VALUE",
     help="An option of the executor (repeatable), e.g. -E max_parallel=4; a list or "

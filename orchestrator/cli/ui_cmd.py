@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from orchestrator import paths
+from orchestrator.cli.completions import sweep_names
 from orchestrator.cli.sweep_options import MlflowOption, RegistryOption
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.redact import redact
@@ -40,7 +41,8 @@ def _sweep_experiment(sweep: str | None, registry: str | None) -> tuple[str, str
 
 def ui_cmd(
     sweep: Annotated[str | None, typer.Argument(
-        help="The sweep to land on (default: the newest one).")] = None,
+        help="The sweep to land on (default: the newest one).",
+        autocompletion=sweep_names)] = None,
     port: Annotated[int, typer.Option("--port", help="Port to serve on.")] = 5000,
     host: Annotated[str, typer.Option("--host", help="Interface to bind.")] = "127.0.0.1",
     open_browser: Annotated[bool, typer.Option(

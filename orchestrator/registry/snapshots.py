@@ -9,6 +9,7 @@ from datetime import datetime
 from functools import partial
 from typing import Any, Protocol
 
+from orchestrator.paths import rehomed_run_dir
 from orchestrator.registry.models import AttemptRow, CellRow, SweepRow
 from orchestrator.registry.states import TERMINAL_STATES, AttemptState, CellState
 
@@ -108,6 +109,8 @@ class CellRecord:
         values: dict[str, Any] = {name: get(name) for name in _CELL_COLUMNS}
         copied = {name: None if values[name] is None else dict(values[name])
                   for name in ("final_metrics", "demand", "provenance")}
+        # A moved KAPPA_HOME: each run folder where it is now (paths.rehomed_run_dir).
+        values["run_dir"] = rehomed_run_dir(values["run_dir"], sweep_name)
         return cls(**{**values, "sweep_name": sweep_name, "axes": dict(values["axes"]),
                       "settings": dict(values["settings"]), "labels": dict(values["labels"]),
                       "state": CellState(values["state"]), **copied})

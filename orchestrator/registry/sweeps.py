@@ -85,6 +85,12 @@ class SweepStore(RegistryConnection):
             rows = session.scalars(select(SweepRow).order_by(SweepRow.created_at.desc()))
             return [SweepRecord.of(row) for row in rows]
 
+    def sweep_names(self) -> list[str]:
+        """Every sweep's name, newest first (only the names are read)."""
+        with self._read() as session:
+            return list(session.scalars(select(SweepRow.name).order_by(
+                SweepRow.created_at.desc())))
+
     def delete_sweep(self, name: str) -> bool:
         """Delete a sweep with its cells and attempts; ``False`` if there was none."""
         with self._tx() as session:

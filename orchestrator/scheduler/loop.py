@@ -97,10 +97,14 @@ class SweepScheduler:
                 raise lease.lost_error() from exc
             finally:
                 self._lease, self.registry = None, own
-        return own.counts(self.sweep)
+        counts = own.counts(self.sweep)
+        LOG.info("sweep %s: nothing left to run (%s)", self.sweep, ", ".join(
+            f"{n} {state.value}" for state, n in counts.items() if n))
+        return counts
 
     def _drive(self) -> None:
         """Recover, then step until the sweep has nothing left to run; end its runs."""
+        LOG.info("driving sweep %s", self.sweep)
         try:
             self.recover()
             self.tracker.sweep_started(self._sweep)
@@ -150,6 +154,8 @@ class SweepScheduler:
         for cell, job in recover_cells(self.registry, self._sweep, self.executor,
                                        self.tracker, ended):
             self._running[cell.cell_id] = _Running(cell, job, run_folder(cell))
+            LOG.info("reattached to %s (attempt %d): job %s", cell.cell_id,
+                     cell.attempts_count, job.job_id)
 
     @cached_property
     def _sweep(self) -> SweepRecord:
@@ -261,6 +267,8 @@ class SweepScheduler:
             job.cancel()  # lost the sweep while submitting: the new owner runs the cell
             raise
         self._running[cell.cell_id] = _Running(cell, job, run_dir)
+        LOG.info("launched %s (attempt %d): job %s", cell.cell_id, cell.attempts_count + 1,
+                 job.job_id)
 
     def _fail_launch(self, cell: CellRecord, run_dir: Path, why: str) -> None:
         """A launch that could not be made: a failed attempt like any other (retries apply)."""
@@ -334,8 +342,10 @@ class SweepScheduler:
     def _after_failure(self, cell_id: str) -> None:
         cell = self.registry.get_cell(self.sweep, cell_id)
         if cell.state is CellState.FAILED and cell.retries_left > 0:
-            self._retry_at[cell_id] = time.monotonic() + retry_delay(
-                cell.attempts_count, self.options.retry_backoff)
+            delay = retry_delay(cell.attempts_count, self.options.retry_backoff)
+            self._retry_at[cell_id] = time.monotonic() + delay
+            LOG.info("%s failed (attempt %d: %s); retried in %.3g s", cell_id,
+                     cell.attempts_count, _first_line(cell.last_error), delay)
         else:
             self._finish_run(cell_id, "FAILED")
 
@@ -367,5 +377,15 @@ class SweepScheduler:
 
     def _finish_run(self, cell_id: str, status: str) -> None:
         self.runs.finish(self.registry, cell_id, status)
+        cell = self.registry.get_cell(self.sweep, cell_id)
+        ended = f"stopped ({cell.state.value})" if cell.stop_reason else cell.state.value
+        why = cell.stop_reason or (_first_line(cell.last_error)
+                                   if cell.state is CellState.FAILED else "")
+        LOG.info("%s %s after %d attempt(s)%s", cell_id, ended, cell.attempts_count,
+                 f": {why}" if why else "")
         for hook in self.hooks:  # e.g. a notification of a cell that failed for good
             hook.on_cell_end(self.registry, cell_id, status)
+
+
+def _first_line(text: str | None) -> str:
+    return (text or "").strip().partition("\n")[0][:200]

@@ -151,8 +151,8 @@ def read_spec(text: str, filename: str = "<spec>", path: Path | None = None,
             allowed=", ".join(sorted(BACKENDS)), fix=did_you_mean(spec.backend, BACKENDS))])
     backend = get_backend(spec.backend)
     references = check_references(spec, backend.settings_model)
-    problems = (deferred + _name_problems(spec) + references + stop_problems(spec)
-                + search_problems(spec, backend))
+    problems = [*deferred, *_name_problems(spec), *references, *stop_problems(spec, backend),
+                *search_problems(spec, backend)]
     return SpecReading(
         spec, tuple(problems),
         axes_sound=all(p.location.startswith(("exclude", "include")) for p in references),

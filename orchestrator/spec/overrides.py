@@ -172,8 +172,9 @@ def _apply(data: dict[str, Any], ov: Override) -> tuple[str | int, ...] | Proble
         spelled_right = not path and rest[0] in _TOP_KEYS  # absent, not misspelled
         hint = None if spelled_right else (
             did_you_mean(".".join(rest), known) or did_you_mean(rest[0], known))
-        if ov.op == "set":
-            fix = f"to add it, write +{ov.text}" + (f" ({hint})" if hint else "")
+        if ov.op == "set":  # the closest real key first: a typo is likelier than a new key
+            fix = (f"{hint} (or, to add {rest[-1]}, write +{ov.text})" if hint
+                   else f"to add it, write +{ov.text}")
         else:
             fix = hint or "leave this override out: there is nothing to delete"
         return ov.problem(

@@ -5,6 +5,8 @@ fit the rest of the spec? Every problem is collected, located."""
 from __future__ import annotations
 
 import importlib.util
+import logging
+from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
@@ -24,6 +26,8 @@ from orchestrator.spec.yaml_source import dotted
 
 if TYPE_CHECKING:
     from orchestrator.backends import Backend
+
+LOG = logging.getLogger(__name__)
 
 
 def _show(values: list[Any], limit: int = 12) -> str:
@@ -196,14 +200,15 @@ def check_references(spec: Spec, settings_model: type[BaseModel]) -> list[Proble
     return problems
 
 
-def stop_problems(spec: Spec) -> list[Problem]:
+def stop_problems(spec: Spec, backend: Backend) -> list[Problem]:
     """What the ``stop:`` block gets wrong with the rest of the spec (located problems):
-    ``together`` names axes of this spec and has a rule to stop on; a cap has GPUs to count."""
+    each rule watches a metric the backend logs (:func:`_metric_problems`), ``together``
+    names axes of this spec and has a rule to stop on; a cap has GPUs to count."""
     stop = spec.stop
     if stop is None:
         return []
     known = [*spec.axes, *spec.labels]
-    problems = [spec.problem(
+    problems = _metric_problems(spec, backend) + [spec.problem(
         ["stop", "together", n], f"{name!r} is not an axis of this spec", found=name,
         allowed=", ".join(known) or "(the spec has no axes)",
         fix="name the axes whose values the results compare (e.g. [reward_budget])")
@@ -227,6 +232,30 @@ def stop_problems(spec: Spec) -> list[Problem]:
             found=f"gpu_hours: {stop.gpu_hours:g} with resources.gpus: {spec.resources.gpus}",
             fix="set resources: {gpus: N, hours: H} (what one cell needs), or remove gpu_hours"))
     return problems
+
+
+def _metric_problems(spec: Spec, backend: Backend) -> list[Problem]:
+    """A rule's metric that the backend never logs is refused, with the names it logs (a
+    misspelt metric would never fire); a backend that cannot know gets a warning."""
+    assert spec.stop is not None
+    stop = spec.stop
+    rules = [(("stop", "plateau"), stop.plateau), (("stop", "threshold"), stop.threshold),
+             *((("stop", "diverged", i), rule) for i, rule in enumerate(stop.diverged))]
+    watched = [(where, rule.metric) for where, rule in rules if rule is not None]
+    known = backend.known_metrics() if watched else None
+    if known is None:
+        if watched:
+            LOG.warning("warning: the %s backend cannot list the metrics it logs (a plug-in "
+                        "may add its own), so the stop rules' %s are not checked; the "
+                        "scheduler warns when a cell ends without logging one", backend.name,
+                        ", ".join(sorted({metric for _, metric in watched})))
+        return []
+    logged = ", ".join(sorted(known)) + " (* is any name)"
+    return [spec.problem(
+        (*where, "metric"), f"the {backend.name} backend never logs this metric, so the "
+        "rule would never fire", found=metric, allowed=logged,
+        fix=did_you_mean(metric, known) or "watch a metric the backend logs")
+        for where, metric in watched if not any(fnmatchcase(metric, p) for p in known)]
 
 
 def search_problems(spec: Spec, backend: Backend) -> list[Problem]:

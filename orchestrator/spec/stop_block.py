@@ -1,6 +1,7 @@
 """The spec's ``stop:`` block (docs/spec.md#stopping-rules): rules judged on the metrics a
-run logs (:mod:`orchestrator.stopping.rules`), and the sweep's GPU-hours cap. A misspelt
-metric never fires; the scheduler warns when a cell ended without logging it."""
+run logs (:mod:`orchestrator.stopping.rules`), and the sweep's GPU-hours cap. A metric the
+backend never logs is refused where it says what it logs (``Backend.known_metrics``); else
+the scheduler warns when a cell ended without logging it."""
 
 from __future__ import annotations
 

@@ -134,14 +134,14 @@ def _cells_of(registry: Registry, target: str) -> list[CellRecord]:
     if registry.find_sweep(target) is not None:
         return registry.cells(target)
     matches = []
-    for sweep in registry.list_sweeps():
+    for sweep in registry.sweep_names():
         try:
-            matches.append(registry.get_cell(sweep.name, target))
+            matches.append(registry.get_cell(sweep, target))
         except Exception:  # not in this sweep
             continue
     if len(matches) == 1:
         return matches
-    known = ", ".join(s.name for s in registry.list_sweeps()) or "(none)"
+    known = ", ".join(registry.sweep_names()) or "(none)"
     if matches:
         raise UserInputError(f"'{target}' names cells in several sweeps", [Problem(
             "target", "ambiguous cell id", found=target,

@@ -27,6 +27,7 @@ from orchestrator.paths import check_name
 from orchestrator.registry import CellLike, CellRecord, CellState, Registry, SweepRecord
 from orchestrator.runs import layout
 from orchestrator.runs.folder import LOG_FILE, write_cell_file, write_config
+from orchestrator.runs.log_follow import stream_log
 from orchestrator.scheduler.options import SchedulerOptions
 from orchestrator.sweeps.status import CellStatus, Driver, SweepStatus, active_status
 
@@ -93,9 +94,15 @@ class Sweep:
         """The training log of ``cell`` (every attempt's output, appended)."""
         return layout.run_folder(cell) / LOG_FILE
 
-    def cell_ended(self, cell_id: str) -> bool:
-        """Whether the cell ``cell_id`` has ended (succeeded, failed or cancelled)."""
-        return self.registry.get_cell(self.name, cell_id).is_terminal
+    def write_log(self, cell: CellRecord, write: Callable[[str], None],
+                  follow: bool = False) -> bool:
+        """Write ``cell``'s training log; ``follow``: and what is appended until the cell
+        has succeeded, failed or been cancelled
+        (:func:`~orchestrator.runs.log_follow.stream_log`). Whether it had one."""
+        def ended() -> bool:
+            return self.registry.get_cell(self.name, cell.cell_id).is_terminal
+
+        return stream_log(self.log_file(cell), write, ended if follow else None)
 
     # -- recording ------------------------------------------------------------------
     def record_cells(self, cells: Sequence[CellLike], demands: Mapping[str, Any],

@@ -12,10 +12,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from kit.cells import make_cells
 from kit.cli import process
 from kit.kappa_main import KAPPA_SCRIPT
 
 from orchestrator.cli.app import unwrap_help
+from orchestrator.registry import Registry
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +71,60 @@ def test_bash_script_completes_commands_options_and_choices(kappa_bin: Path) -> 
     assert "--wait" in _bash_complete(script, kappa_bin, "kappa", "submit", "--wa")
     assert _bash_complete(script, kappa_bin, "kappa", "completion", "") == [
         "bash", "zsh", "fish"]
+
+
+def _record_sweeps(home: Path) -> dict[str, list[str]]:
+    """Two recorded sweeps (their cells' ids by sweep) in a registry under ``home``."""
+    made = {"alpha-run": make_cells(2, "a"), "beta-run": make_cells(1, "b")}
+    with Registry.open(f"sqlite:///{home / 'registry.db'}") as reg:
+        for name, cells in made.items():
+            reg.upsert_sweep(name, backend="embedded", spec_text=f"name: {name}\n")
+            reg.add_cells(name, cells, max_retries=0)
+    return {name: [c.cell_id for c in cells] for name, cells in made.items()}
+
+
+def test_bash_completes_sweep_names_cell_ids_and_option_values(
+        kappa_bin: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    script = process("completion", "bash").stdout
+    home = tmp_path / "home"
+    monkeypatch.setenv("KAPPA_HOME", str(home))
+    # No registry yet: nothing offered, nothing created, no error.
+    assert _bash_complete(script, kappa_bin, "kappa", "status", "") == []
+    assert not home.exists()
+    home.mkdir()
+    ids = _record_sweeps(home)
+    assert sorted(_bash_complete(script, kappa_bin, "kappa", "status", "")) == [
+        "alpha-run", "beta-run"]
+    assert _bash_complete(script, kappa_bin, "kappa", "table", "alpha-run", "b") == ["beta-run"]
+    assert _bash_complete(script, kappa_bin, "kappa", "resume", "al") == ["alpha-run"]
+    assert sorted(_bash_complete(script, kappa_bin, "kappa", "logs", "a")) == sorted(
+        ids["alpha-run"])
+    assert sorted(_bash_complete(script, kappa_bin, "kappa", "cancel", "b")) == sorted(
+        ["beta-run", *ids["beta-run"]])
+    # --registry typed before the Tab is the registry read.
+    other = tmp_path / "other"
+    other.mkdir()
+    assert _bash_complete(script, kappa_bin, "kappa", "status", "--registry",
+                          f"sqlite:///{other / 'registry.db'}", "") == []
+    assert list(other.iterdir()) == []
+    assert _bash_complete(script, kappa_bin, "kappa", "export", "--format", "") == [
+        "csv", "parquet", "json"]
+    assert _bash_complete(script, kappa_bin, "kappa", "table", "--scale", "p") == ["points"]
+    assert _bash_complete(script, kappa_bin, "kappa", "table", "--format", "l") == ["latex"]
+    assert _bash_complete(script, kappa_bin, "kappa", "seed-check", "--spending", "p") == [
+        "pocock"]
+    assert "local" in _bash_complete(script, kappa_bin, "kappa", "submit", "--executor", "")
+
+
+def test_a_broken_registry_completes_nothing(kappa_bin: Path, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "registry.db").write_bytes(b"not a database")
+    monkeypatch.setenv("KAPPA_HOME", str(home))
+    script = process("completion", "bash").stdout
+    assert _bash_complete(script, kappa_bin, "kappa", "logs", "") == []
+    assert sorted(p.name for p in home.iterdir()) == ["registry.db"]
 
 
 def test_zsh_and_fish_answers_name_the_command() -> None:

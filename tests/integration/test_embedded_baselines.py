@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import math
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from orchestrator.backends.embedded.backend import EmbeddedBackend
 from orchestrator.backends.embedded.settings import EmbeddedSettings
 from orchestrator.backends.embedded.trainer import train
 
@@ -50,6 +52,10 @@ def _check_common(final: dict[str, float], lines: list[dict[str, Any]]) -> None:
         assert key in final and math.isfinite(final[key]), key
     # Only the validation set is reported as val-core; held-out sets are eval/*.
     assert [k for k in final if k.startswith("val-core/")] == ["val-core/add-val/acc/mean@1"]
+    # Every name logged is one the backend declares (what stop rules are checked against).
+    known = EmbeddedBackend().known_metrics()
+    logged = {name for line in lines for name in line["metrics"]}
+    assert {n for n in logged if not any(fnmatchcase(n, p) for p in known)} == set()
 
 
 @pytest.mark.parametrize("reward_budget", [False, True], ids=["plain", "rb"])

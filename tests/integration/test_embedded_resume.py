@@ -67,8 +67,14 @@ def test_kill_and_resume_matches_uninterrupted(tmp_path: Path) -> None:
     config.write_text(yaml.safe_dump(CONFIG))
 
     straight = tmp_path / "straight"
-    subprocess.run(_command(config, straight), env={**env, "MLFLOW_RUN_ID": runs["straight"]},
-                   check=True, capture_output=True)
+    log = subprocess.run(_command(config, straight),
+                         env={**env, "MLFLOW_RUN_ID": runs["straight"]},
+                         check=True, capture_output=True, text=True).stdout
+    # Redirected output (a run folder's train.log) gets a line per step while it trains.
+    steps = [line.split(" step ")[1].split()[0] for line in log.splitlines()
+             if line.startswith("[kappa] ") and " step " in line]
+    assert steps == [f"{s}/10" for s in range(11)], log
+    assert "score " in log and "entropy " in log and "val acc " in log
 
     resumed = tmp_path / "resumed"
     env["MLFLOW_RUN_ID"] = runs["resumed"]

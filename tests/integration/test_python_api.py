@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from kit.home import seed_mlflow_store
 from kit.synthetic import synthetic_cells, write_run_folders
@@ -73,3 +74,24 @@ def test_functions_on_run_folders(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     table = api.table(["toy", "toy2"], delta="reward_budget=false")
     assert list(table["Sweep"]) == ["toy, toy2", "toy, toy2"] and list(table["n"]) == [3, 3]
     assert api.table_text("toy", rows="baseline,reward_budget").startswith("| Method |")
+
+
+def test_table_rows_name_their_base_and_columns_are_typed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KAPPA_HOME", str(tmp_path))
+    cells = synthetic_cells("toy", baselines=("grpo", "drgrpo"), seeds=(0, 1, 2),
+                            benchmarks=("arith",))
+    write_run_folders(tmp_path / "runs", cells, steps=20)
+    table = api.table("toy")
+    # Two rows are both "+ RB": each names the row it is a delta of.
+    assert list(table["Method"]) == ["DrGRPO", "+ RB", "GRPO", "+ RB"]
+    assert table["base"].tolist() == [pd.NA, "DrGRPO", pd.NA, "GRPO"]
+    assert table["Average significant"].dtype == "boolean"
+    assert table["block"].dtype == "string" and table["block"].isna().all()
+    frame = api.cells("toy")
+    assert frame["axis.seed"].dtype == "Int64" and frame["step"].dtype == "Int64"
+    assert frame["axis.reward_budget"].dtype == "boolean"
+    assert frame["axis.baseline"].dtype == "string"
+    assert api.final_metrics("toy")["axis.seed"].dtype == "Int64"
+    # The CLI's table is what it was: no base column there.
+    assert "base" not in api.table_text("toy", fmt="csv").splitlines()[0].split(",")

@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -119,7 +120,7 @@ def test_status_logs_cancel_and_background_submit(home: Path, tmp_path: Path) ->
     assert "resuming from step 0" in process("logs", first[:8]).stdout
 
     assert "cancelled 1 cell" in process("cancel", first).stdout
-    (home / "runs" / "cli-bg" / second / "go").touch()
+    _follow_while_it_runs(home / "runs" / "cli-bg" / second, second)
 
     def sweep_over() -> bool:
         with Registry.open() as reg:
@@ -127,11 +128,43 @@ def test_status_logs_cancel_and_background_submit(home: Path, tmp_path: Path) ->
         return counts[CellState.CANCELLED] == 1 and counts[CellState.SUCCEEDED] == 1
 
     wait_until(sweep_over, "the background scheduler to finish")
+    # Its log says what it launched and how each cell ended, a line each.
+    scheduler = home / "scheduler" / "cli-bg.log"
+    wait_until(lambda: "nothing left to run" in scheduler.read_text(), "the scheduler's end")
+    log = scheduler.read_text()
+    for line in (f"launched {first} (attempt 1)", f"launched {second} (attempt 1)",
+                 f"{first} cancelled after 1 attempt(s)",
+                 f"{second} succeeded after 1 attempt(s)"):
+        assert line in log, log
     table = process("status", "cli-bg").stdout
     assert "succeeded" in table and "cancelled" in table and "0.51" in table
     assert "cli-bg" in process("status").stdout
     assert process("cancel", "no-such-thing", code=None).returncode == 2
     assert process("logs", "no-such-cell", code=None).returncode == 2
+
+
+def _follow_while_it_runs(run_dir: Path, cell: str) -> None:
+    """``kappa logs CELL -f`` on a running cell prints what is appended to its log as it
+    is appended, and returns (exit 0) once the cell has ended, its last lines printed."""
+    follower = subprocess.Popen([sys.executable, str(KAPPA_SCRIPT), "logs", cell, "-f"],
+                                stdout=subprocess.PIPE, text=True)
+    seen: list[str] = []
+    reader = threading.Thread(target=lambda: seen.extend(follower.stdout or ()), daemon=True)
+    reader.start()
+    try:
+        wait_until(lambda: any("resuming from step 0" in line for line in seen),
+                   "the log so far")
+        with open(run_dir / "train.log", "a") as log:
+            log.write("appended while following\n")
+        wait_until(lambda: "appended while following\n" in seen, "the appended line")
+        assert follower.poll() is None  # the cell runs on: still following
+        (run_dir / "go").touch()
+        assert follower.wait(SAFETY) == 0
+    finally:
+        follower.kill()
+        follower.wait()
+    reader.join(SAFETY)
+    assert seen[-1] == "fake trainer: done\n"
 
 
 @pytest.mark.parametrize("given", ["relative", "unset"])

@@ -4,6 +4,7 @@ processes (the fake backend, tests/kit/fake_backend.py)."""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -78,9 +79,11 @@ def test_resubmit_is_idempotent_and_adds_only_new_cells(home: Path, tmp_path: Pa
     assert len(prev) == 3  # old run folders kept beside the fresh ones
 
 
-def test_retries_with_backoff_until_success(home: Path, tmp_path: Path) -> None:
+def test_retries_with_backoff_until_success(home: Path, tmp_path: Path,
+                                           caplog: pytest.LogCaptureFixture) -> None:
     spec = write_spec(tmp_path / "s.yaml", "sched-retry", seeds=1, retries=2, fail_first=2)
-    submit(spec, wait=True)
+    with caplog.at_level(logging.INFO, "orchestrator.scheduler"):
+        submit(spec, wait=True)
     with Registry.open() as reg:
         (cell,) = reg.cells("sched-retry")
         assert cell.state is CellState.SUCCEEDED
@@ -88,6 +91,17 @@ def test_retries_with_backoff_until_success(home: Path, tmp_path: Path) -> None:
     assert [(a.state.value, a.exit_code) for a in attempts] == [
         ("failed", 3), ("failed", 3), ("succeeded", 0)]
     assert launches(Path(cell.run_dir or "")) == [0, 0, 0]
+    # The scheduler's log: one line for each launch, retry and end.
+    lines = [r.getMessage() for r in caplog.records if r.name == "orchestrator.scheduler.loop"]
+    c = cell.cell_id
+    expected = ["driving sweep sched-retry"]
+    for attempt in (1, 2):
+        expected += [f"launched {c} (attempt {attempt}): job local:",
+                     f"{c} failed (attempt {attempt}: exit code 3); retried in"]
+    expected += [f"launched {c} (attempt 3): job local:", f"{c} succeeded after 3 attempt(s)",
+                 "sweep sched-retry: nothing left to run (1 succeeded)"]
+    assert len(lines) == len(expected), lines
+    assert all(line.startswith(start) for line, start in zip(lines, expected, strict=True)), lines
 
 
 def test_retries_are_bounded(home: Path, tmp_path: Path) -> None:

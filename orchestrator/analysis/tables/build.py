@@ -287,9 +287,8 @@ def build_table(frame: pd.DataFrame, spec: TableSpec) -> Table:
     header_axes = label_axes or ([delta_axis] if delta_axis else [])
     row_axes = [*([spec.blocks] if spec.blocks else []), *label_axes]
     combined = frame["sweep"].nunique() > 1
-    # Several sweeps: a source component splits the rows whose points ran in two sweeps.
-    point_axes = [*([delta_axis] if delta_axis else []), spec.seed_axis]
-    sources = (provenance.source_keys(frame, row_axes, point_axes) if combined
+    # Several sweeps: a source component splits the rows its settings_diff keeps apart.
+    sources = (provenance.source_keys(frame, row_axes) if combined
                else [provenance.POOLED] * len(frame))
     key_cols = [[hashable_value(v) for v in frame[axis_column(a)]] for a in row_axes]
     key_cols.append(sources)

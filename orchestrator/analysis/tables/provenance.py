@@ -2,9 +2,10 @@
 
 Such a table gets a ``Sweep`` label column: the sweep(s) of each row's runs (for a delta row,
 its treatment runs, then ``vs`` its base runs' sweeps when they differ). Rows pool the sweeps'
-cells (more seeds, a new variant against old baselines) unless the same point (same axes,
-seed included) ran in two sweeps: then that row is shown once per sweep, named with what
-differs in that sweep's settings, never averaged together.
+cells (more seeds, a new variant against old baselines) unless the frame's ``settings_diff``
+keeps some apart (:func:`orchestrator.analysis.combined.settings_differences`: their settings
+differ beyond the seed, or a seed ran twice): then that row is shown once per sweep, named
+with what differs in that sweep's settings, never averaged together.
 """
 
 from __future__ import annotations
@@ -21,10 +22,9 @@ SWEEP_HEADER = "Sweep"
 POOLED = ""  # the source key of rows whose sweeps are pooled
 
 
-def source_keys(frame: pd.DataFrame, row_axes: Sequence[str],
-                point_axes: Sequence[str]) -> list[str]:
-    """Per cell: ``POOLED``, or its sweep when its row (``row_axes``) holds a point
-    (``row_axes`` + ``point_axes``) that ran in more than one sweep."""
+def source_keys(frame: pd.DataFrame, row_axes: Sequence[str]) -> list[str]:
+    """Per cell: ``POOLED``, or its sweep when its row (``row_axes``) holds a cell that
+    must not be averaged with other sweeps' (a ``settings_diff``)."""
     present = set(axis_names(frame))
 
     def column(axis: str) -> list[Any]:
@@ -32,12 +32,9 @@ def source_keys(frame: pd.DataFrame, row_axes: Sequence[str],
                 else [None] * len(frame))
 
     rows = list(zip(*(column(a) for a in row_axes), strict=True)) or [()] * len(frame)
-    points = list(zip(*(column(a) for a in point_axes), strict=True)) or [()] * len(frame)
+    diffs = frame[DIFF_COLUMN] if DIFF_COLUMN in frame.columns else [None] * len(frame)
+    split = {row for row, diff in zip(rows, diffs, strict=True) if isinstance(diff, str)}
     sweeps = [str(s) for s in frame["sweep"]]
-    seen: dict[tuple[Any, ...], set[str]] = {}
-    for row, point, sweep in zip(rows, points, sweeps, strict=True):
-        seen.setdefault((row, point), set()).add(sweep)
-    split = {row for (row, _), where in seen.items() if len(where) > 1}
     return [sweep if row in split else POOLED for row, sweep in zip(rows, sweeps, strict=True)]
 
 
@@ -66,8 +63,9 @@ def notes(split: bool) -> tuple[str, ...]:
            "treatment runs, then 'vs' its base runs' sweeps when they differ); rows pool "
            "the sweeps' cells by their axes."]
     if split:
-        out.append("A sweep name with settings in parentheses: the same cells (same axes and "
-                   "seed) ran in more than one sweep; each sweep's runs are shown on their "
-                   "own rows, never averaged together; the parentheses say what differs in "
-                   "that sweep's settings.")
+        out.append("A sweep name with settings in parentheses: cells of the same axes ran "
+                   "in more than one sweep with settings that differ beyond the seed, or "
+                   "with the same seed; each sweep's runs are shown on their own rows, "
+                   "never averaged together; the parentheses say what differs in that "
+                   "sweep's settings.")
     return tuple(out)

@@ -49,6 +49,12 @@ class EmbeddedBackend(Backend):
         if found:
             raise UserInputError("damaged shipped base model", found)
 
+    def known_metrics(self) -> frozenset[str]:
+        """What the trainer logs (``metrics.LOGGED_METRICS``)."""
+        from orchestrator.backends.embedded.metrics import LOGGED_METRICS
+
+        return LOGGED_METRICS
+
     def launch(self, settings: Mapping[str, Any], run_dir: Path, demand: Demand) -> LaunchSpec:
         """``python -m orchestrator train <run_dir>/config.yaml --out <run_dir>`` (pure)."""
         return LaunchSpec(argv=(sys.executable, "-m", "orchestrator", "train",

@@ -1,6 +1,7 @@
 """The trainer's side of its run folder (``metrics.jsonl``, ``progress.json``,
-``summary.json``, :mod:`orchestrator.runs`), MLflow, and the terminal progress bar. The
-trainer never creates or ends MLflow runs; the orchestrator owns them."""
+``summary.json``, :mod:`orchestrator.runs`), MLflow, and progress: a bar on a terminal, a
+line per step (or every few) in a log. The trainer never creates or ends MLflow runs; the
+orchestrator owns them."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -48,21 +50,66 @@ def flush_seconds() -> float:
         return 60.0
 
 
+# Every metric the trainer logs, as globs (``*``: a benchmark's name, or ``k``): what a stop
+# rule may watch (``Backend.known_metrics``). tests/integration/test_embedded_baselines.py
+# checks every name each baseline logs against it.
+LOGGED_METRICS = frozenset({
+    "actor/entropy", "actor/entropy_loss", "actor/pg_loss", "actor/pg_clipfrac",
+    "actor/pg_clipfrac_lower", "actor/ppo_kl", "actor/kl_loss", "actor/kl_coef",
+    "actor/clipfrac_upper", "actor/clipfrac_lower", "actor/grad_norm", "actor/loss",
+    "actor/kappa_eff", "critic/score/mean", "critic/score/max", "critic/score/min",
+    "critic/acc/mean", "critic/advantages/mean", "critic/advantages/max",
+    "critic/advantages/min", "response_length/mean", "response_length/clip_ratio",
+    "batch/num_gen_batches", "batch/kept_groups", "timing_s/gen", "timing_s/update",
+    "timing_s/step", "timing_s/warm_start", "perf/throughput", "warm_start/val_acc",
+    "warm_start/steps", "warm_start/probe_acc", "val-core/*/acc/mean@1", "eval/*/greedy@1",
+    "eval/*/mean@*", "eval/*/pass@*"})
+
+# The step metrics a progress line shows, and how it names them.
+PROGRESS_METRICS = (("critic/score/mean", "score"), ("critic/acc/mean", "acc"),
+                    ("actor/entropy", "entropy"))
+
+
+def progress_line(done: int, total: int, metrics: Mapping[str, float],
+                  now: datetime | None = None) -> str:
+    """One step's line for a log: time, ``step done/total``, then score, accuracy, entropy
+    and any validation accuracy the step logged (metrics it lacks are left out)."""
+    stamp = (now or datetime.now()).isoformat(sep=" ", timespec="seconds")
+    shown = [f"{name} {metrics[key]:.3f}" for key, name in PROGRESS_METRICS if key in metrics]
+    shown += [f"val acc {value:.3f}" for key, value in metrics.items()
+              if key.startswith("val-core/")]
+    return "  ".join([f"[kappa] {stamp} step {done}/{total}", *shown])
+
+
+def progress_every(total: int) -> int:
+    """Steps between progress lines: every step, or about 100 lines for a long run."""
+    return max(1, total // 100)
+
+
 @contextmanager
-def progress_bar(total: int, done: int,
-                 enabled: bool) -> Iterator[Callable[[dict[str, float]], None]]:
-    """A rich progress bar on a terminal (nothing when output is redirected); yields advance()."""
-    if not enabled:
-        yield lambda metrics: None
+def progress_display(total: int, done: int,
+                     bar: bool) -> Iterator[Callable[[int, dict[str, float]], None]]:
+    """Yields ``advance(done, metrics)``: a rich progress bar on a terminal (``bar``), else a
+    flushed :func:`progress_line` every :func:`progress_every` steps, the last step and every
+    validated step (redirected output: the run folder's log, which ``kappa logs -f`` follows)."""
+    if not bar:
+        every = progress_every(total)
+
+        def line(step: int, metrics: dict[str, float]) -> None:
+            if step % every == 0 or step == total or any(k.startswith("val-core/")
+                                                         for k in metrics):
+                print(progress_line(step, total, metrics), flush=True)
+
+        yield line
         return
     from rich.progress import Progress
 
-    with Progress(transient=True) as bar:
-        task_id = bar.add_task("RL steps", total=total, completed=done)
+    with Progress(transient=True) as progress:
+        task_id = progress.add_task("RL steps", total=total, completed=done)
 
-        def advance(metrics: dict[str, float]) -> None:
+        def advance(step: int, metrics: dict[str, float]) -> None:
             score = metrics.get("critic/score/mean", float("nan"))
-            bar.update(task_id, advance=1, description=f"RL steps  score {score:.3f}")
+            progress.update(task_id, completed=step, description=f"RL steps  score {score:.3f}")
 
         yield advance
 

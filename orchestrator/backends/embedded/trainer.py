@@ -41,7 +41,7 @@ from orchestrator.backends.embedded.checkpoint import (
     save_checkpoint,
 )
 from orchestrator.backends.embedded.evaluation import evaluate, greedy_accuracy
-from orchestrator.backends.embedded.metrics import RunFiles, progress_bar
+from orchestrator.backends.embedded.metrics import RunFiles, progress_display
 from orchestrator.backends.embedded.model import (
     Sequences,
     TinyGPT,
@@ -62,7 +62,8 @@ from orchestrator.runs.stop_request import StopPoint, logged_through
 
 def train(settings: EmbeddedSettings, out_dir: Path,
           progress: bool | None = None) -> dict[str, float]:
-    """Run one cell to completion in ``out_dir`` (resuming if it was started); final metrics."""
+    """Run one cell to completion in ``out_dir`` (resuming if it was started); final metrics.
+    ``progress``: a progress bar (default: when stdout is a terminal), else progress lines."""
     out_dir.mkdir(parents=True, exist_ok=True)
     device = resolve_device(settings.device)
     task = TASKS[settings.task]
@@ -92,15 +93,15 @@ def train(settings: EmbeddedSettings, out_dir: Path,
     # earlier attempt logged (MLflow has it), so the resumed records match the old ones.
     stopping = StopPoint(out_dir, logged_through(out_dir))
     files.resume_from(saved)
-    if start == 0:
-        acc = greedy_accuracy(policy, task, val_problems, settings.max_response_length)
-        files.log(0, {val_key: acc, "warm_start/val_acc": acc, "warm_start/steps": warm.steps,
-                      "warm_start/probe_acc": warm.probe_accuracy,
-                      "timing_s/warm_start": warm_seconds})
-
-    show = sys.stdout.isatty() if progress is None else progress
+    bar = sys.stdout.isatty() if progress is None else progress
     last = start
-    with progress_bar(settings.max_steps, start, show) as advance:
+    with progress_display(settings.max_steps, start, bar) as advance:
+        if start == 0:
+            acc = greedy_accuracy(policy, task, val_problems, settings.max_response_length)
+            files.log(0, {val_key: acc, "warm_start/val_acc": acc, "warm_start/steps": warm.steps,
+                          "warm_start/probe_acc": warm.probe_accuracy,
+                          "timing_s/warm_start": warm_seconds})
+            advance(0, {val_key: acc})
         for step in range(start, settings.max_steps):
             # A stop request (a stopping rule fired) ends the run at this step boundary,
             # or trains on to the step it was promised at (a resumed attempt).
@@ -116,7 +117,7 @@ def train(settings: EmbeddedSettings, out_dir: Path,
             if done % settings.checkpoint_every == 0 or done == settings.max_steps:
                 save_checkpoint(out_dir, done, policy, optimizer)
                 saved = done
-            advance(metrics)
+            advance(done, metrics)
     stop = stopping.request
     if stop is not None:
         print(f"[kappa] stopped at step {last}: {stop.reason}", flush=True)

@@ -130,3 +130,30 @@ def test_the_report_names_cells_by_their_axes_and_sweep() -> None:
     html = render_report(ReportInputs(sweep="a + b", frame=frame, curves=curves))
     assert '<td title="a/same-id">a, reward_budget=False</td>' in html
     assert '<td title="b/same-id">b, reward_budget=True</td>' in html
+
+
+def test_a_seed_set_in_base_is_a_replicate_like_a_seed_axis() -> None:
+    def based(sweep: str, rb: bool, seed: int, value: float, steps: int = 3) -> CellResult:
+        # Each sweep sets its one seed in base: seed is not an axis of either.
+        axes = {"baseline": "grpo", "reward_budget": rb}
+        return CellResult(sweep, f"{sweep}-{int(rb)}", "succeeded", axes,
+                          {"eval/x/mean@8": value},
+                          settings={"max_steps": steps, "seed": seed, **axes})
+
+    first = [based("s0", rb, 0, 0.5 + 0.1 * rb) for rb in (False, True)]
+    second = [based("s1", rb, 1, 0.52 + 0.1 * rb) for rb in (False, True)]
+    frame = combined(first + second)
+    assert list(frame["axis.seed"]) == [0, 0, 1, 1]
+    assert frame[DIFF_COLUMN].isna().all()
+    text = render(build_table(frame, SPEC), "markdown")
+    rows = lines(text)
+    assert [r.split(" | ")[:3] for r in rows[2:]] == [["| GRPO", "s0, s1", "2"],
+                                                      ["| + RB", "s0, s1", "2"]]
+    assert "never averaged" not in text
+    # Settings that differ beyond the seed are still never averaged, and named.
+    longer = [based("s2", rb, 2, 0.9, steps=6) for rb in (False, True)]
+    text = render(build_table(combined(first + longer), SPEC), "markdown")
+    assert [r.split(" | ")[:3] for r in lines(text)[2:]] == [
+        ["| GRPO", "s0 (max_steps=3)", "1"], ["| + RB", "s0 (max_steps=3)", "1"],
+        ["| GRPO", "s2 (max_steps=6)", "1"], ["| + RB", "s2 (max_steps=6)", "1"]]
+    assert "never averaged together" in text and "differ beyond the seed" in text

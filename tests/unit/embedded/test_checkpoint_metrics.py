@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from orchestrator.backends.embedded.checkpoint import (
     save_checkpoint,
 )
 from orchestrator.backends.embedded.evaluation import pass_at_k
-from orchestrator.backends.embedded.metrics import RunFiles
+from orchestrator.backends.embedded.metrics import RunFiles, progress_display, progress_line
 from orchestrator.backends.embedded.model import ModelShape, build_model
 from orchestrator.backends.embedded.tasks import TOKENIZER
 from orchestrator.runs.metrics import truncate_metrics
@@ -105,3 +106,22 @@ def test_pass_at_k_unbiased_estimator(n: int, c: int, k: int, expected: float) -
 def test_pass_at_k_rejects_bad_counts() -> None:
     with pytest.raises(ValueError):
         pass_at_k(4, 5, 2)
+
+
+def test_progress_lines_name_step_time_and_main_metrics() -> None:
+    metrics = {"critic/score/mean": 0.25, "actor/entropy": 1.5, "timing_s/step": 0.1,
+               "val-core/add-val/acc/mean@1": 0.875}
+    line = progress_line(3, 10, metrics, now=datetime(2026, 12, 5, 10, 31, 2))
+    assert line == ("[kappa] 2026-12-05 10:31:02 step 3/10  score 0.250  entropy 1.500  "
+                    "val acc 0.875")
+
+
+def test_redirected_progress_prints_a_flushed_line_every_few_steps(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with progress_display(250, 0, bar=False) as advance:
+        for step in range(1, 251):
+            advance(step, {"critic/score/mean": 0.5} | (
+                {"val-core/x/acc/mean@1": 0.5} if step == 7 else {}))
+    steps = [int(line.split(" step ")[1].split("/")[0])
+             for line in capsys.readouterr().out.splitlines()]
+    assert steps == sorted({7, *range(2, 251, 2)})  # every 2nd step of 250, and validations

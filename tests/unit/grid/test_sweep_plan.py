@@ -26,7 +26,7 @@ axes:
   learning_rate: [1.0e-3, 2.0e-3]
 resources: {gpus: 1, hours: 2}
 retries: 1
-stop: {gpu_hours: 5, plateau: {metric: val/acc, patience: 3}}
+stop: {gpu_hours: 5, plateau: {metric: val-core/arith-val/acc/mean@1, patience: 3}}
 """
 
 SEARCH = """\

@@ -205,9 +205,9 @@ def test_unknown_fields_are_refused(registry: Registry) -> None:
 
 def test_update_cell_and_counts(registry: Registry) -> None:
     cells = registry.add_cells("toy", make_cells(3))
-    registry.update_cell(cells[0], mlflow_run_id="run0", run_dir="/runs/toy/c0")
+    registry.update_cell(cells[0], mlflow_run_id="run0", run_dir="/scratch/toy/c0")
     stored = registry.get_cell("toy", cells[0].cell_id)
-    assert (stored.mlflow_run_id, stored.run_dir) == ("run0", "/runs/toy/c0")
+    assert (stored.mlflow_run_id, stored.run_dir) == ("run0", "/scratch/toy/c0")
     registry.transition(cells[1], "pending", "queued")
     registry.transition(cells[2], "pending", "cancelled")
     counts = registry.counts("toy")

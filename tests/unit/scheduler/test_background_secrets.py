@@ -51,8 +51,8 @@ def test_store_urls_travel_in_the_environment(tmp_path: Path,
                            choice=ExecutorChoice("ray_jobs", {"address": ray}))
     assert _wait(pid) == 0
     seen = json.loads(record.read_text())
-    assert seen["argv"][1:] == ["resume", "toy", "--wait", "--quiet", "--max-parallel", "2",
-                                "--executor", "ray_jobs"]
+    assert seen["argv"][1:] == ["resume", "toy", "--wait", "--quiet", "--log-events",
+                                "--max-parallel", "2", "--executor", "ray_jobs"]
     assert seen["env"] == {"KAPPA_REGISTRY": registry, "KAPPA_MLFLOW_URI": mlflow,
                            "KAPPA_HOME": str(tmp_path / "home"),
                            "KAPPA_EXECUTOR_OPTIONS": json.dumps({"address": ray})}

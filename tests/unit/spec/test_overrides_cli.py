@@ -133,7 +133,7 @@ def test_bad_overrides_are_all_reported_at_once_naming_each(
                            "override 6: base.task.x", "override 7: retries",
                            "override 8: exclude.3.seed", "override 9"]
     assert found["override 1: base.max_stesp"].fix == (
-        "to add it, write +base.max_stesp=20 (did you mean 'max_steps'?)")
+        "did you mean 'max_steps'? (or, to add max_stesp, write +base.max_stesp=20)")
     assert "not an override" in found["override 2"].message
     assert "no labels" in found["override 3: labels"].message
     assert found["override 4: name"].message == "already in the spec"

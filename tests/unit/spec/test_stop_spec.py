@@ -3,6 +3,7 @@ schema, and reading it back from a stored spec."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.grid.plan import parse_plan, stored_plan
 from orchestrator.spec import parse_spec
+from orchestrator.spec.loader import read_spec
 from orchestrator.spec.model import Resources
 
 HEAD = "name: s\nbackend: embedded\nbase: {max_steps: 10}\naxes:\n  seed: [0, 1]\n"
@@ -116,16 +118,41 @@ def test_a_stored_plan_gives_its_rules_and_resources_back() -> None:
 
 
 def test_together_names_axes_and_needs_a_rule_to_stop_on() -> None:
-    spec = parse_spec(HEAD + "stop:\n  threshold: {metric: acc, at_least: 0.9}\n"
+    spec = parse_spec(HEAD + "stop:\n  threshold: {metric: critic/acc/mean, at_least: 0.9}\n"
                              "  together: [seed]\n", "spec.yaml")
     assert spec.stop is not None and spec.stop.grouped and spec.stop.together == ("seed",)
     found = {p.location: p for p in problems(
-        HEAD + "stop:\n  diverged: [{metric: e, below: 0.01}]\n"
+        HEAD + "stop:\n  diverged: [{metric: actor/entropy, below: 0.01}]\n"
                "  together: [reward_budget, seed, seed]\n")}
     assert set(found) == {"stop.together[0]", "stop.together"}
     assert found["stop.together[0]"].allowed == "seed"
     assert "reward_budget" in (found["stop.together[0]"].found or "")
     messages = [p.message for p in problems(
-        HEAD + "stop:\n  diverged: [{metric: e, below: 0.01}]\n  together: [seed]\n")]
+        HEAD + "stop:\n  diverged: [{metric: actor/entropy, below: 0.01}]\n  together: [seed]\n")]
     assert any("needs a plateau or threshold rule" in m for m in messages)
     assert problems(HEAD + "stop: {together: seed}\n")[0].location == "stop.together"
+
+
+def test_a_metric_the_backend_never_logs_is_refused_with_the_names_it_logs() -> None:
+    found = {p.location: p for p in problems(
+        HEAD + "stop:\n  plateau: {metric: val-core/arith-val/acc/mean@1}\n"
+               "  diverged: [{metric: actor/entropi, below: 0.01},"
+               " {metric: eval/x/mean@8, nonfinite: true}]\n")}
+    assert list(found) == ["stop.diverged[0].metric"]  # benchmark names and k are free
+    problem = found["stop.diverged[0].metric"]
+    assert problem.found == "actor/entropi" and problem.fix == "did you mean 'actor/entropy'?"
+    assert "actor/entropy, " in (problem.allowed or "")
+    assert "never fire" in problem.message
+
+
+def test_a_backend_that_cannot_know_its_metrics_gets_a_warning(
+        caplog: pytest.LogCaptureFixture) -> None:
+    from orchestrator.backends.verl.backend import VerlBackend
+
+    assert VerlBackend().known_metrics() is None
+    spec = HEAD.replace("embedded", "verl").replace("{max_steps: 10}", "{}")
+    with caplog.at_level(logging.WARNING, "orchestrator.spec"):
+        reading = read_spec(spec + "stop:\n  diverged: [{metric: actor/entropi, below: 0.01}]\n")
+    assert not [p for p in reading.problems if p.location.startswith("stop")]
+    assert "verl backend cannot list the metrics" in caplog.text
+    assert "actor/entropi" in caplog.text
