@@ -50,8 +50,8 @@ def doctor_cmd(
 
     Each check is ok, warning or problem (with the fix), or skipped (and why). Exit 0
     when nothing is a problem (warnings allowed), else 2. Every network request and
-    probe is bounded (--timeout). Creates no registry, MLflow store or KAPPA_HOME; on an
-    existing MLflow store it creates a run in experiment `kappa-doctor` and deletes it.
+    probe is bounded (--timeout). Creates and writes nothing: no registry, MLflow store
+    or KAPPA_HOME, and nothing in existing ones.
     """
     from orchestrator.doctor import DoctorOptions
     from orchestrator.doctor.run import exit_code, run_checks

@@ -1,6 +1,7 @@
-"""Doctor checks of the stores: the MLflow tracking URI and the run registry. A missing local store
-is reported with whether its folder is writable, never created; an existing MLflow store gets a real
-write: a run in ``kappa-doctor``, given a param, then deleted."""
+"""Doctor checks of the stores: the MLflow tracking URI and the run registry. Nothing is created
+or written: a missing local store is reported with whether its folder is writable; an existing
+local MLflow store's schema is compared with the installed MLflow's and its files' permissions
+checked; a server or database store is read."""
 
 from __future__ import annotations
 
@@ -17,8 +18,6 @@ from orchestrator.doctor import CheckResult, DoctorOptions, Status
 from orchestrator.doctor.environment import nearest_existing
 from orchestrator.errors import UserInputError
 from orchestrator.redact import redact
-
-DOCTOR_EXPERIMENT = "kappa-doctor"
 
 
 def _missing_local(name: str, where: str, created_by: str) -> CheckResult:
@@ -116,12 +115,15 @@ def _connect_failure(exc: Exception, url: Any) -> str:
 
 
 def check_mlflow(options: DoctorOptions) -> CheckResult:
-    """The tracking URI answers and takes a write (a throwaway run, deleted again)."""
+    """The tracking store answers (a read) and, if local, is at the installed MLflow's
+    schema and writable (its files' permissions); nothing is written."""
     uri = paths.mlflow_uri(options.mlflow)
     shown = redact(uri)
     local = paths.local_store_path(uri)
     if local is not None and not local.exists():
         return _missing_local("mlflow", str(local), "the first `kappa submit`")
+    if local is not None and uri.startswith("sqlite:"):
+        return _check_local_sqlite(local, shown)
     fix_server = ("start the tracking server, or point --mlflow / KAPPA_MLFLOW_URI at a "
                   "reachable one (`mlflow server --host 0.0.0.0 --port 5000`)")
     if uri.startswith(("http://", "https://")):
@@ -137,28 +139,50 @@ def check_mlflow(options: DoctorOptions) -> CheckResult:
                                f"unreachable: {redact(why)}", fix="check the database "
                                "server is up and the URI's host, port, user and password",
                                details={"uri": shown})
-    from orchestrator.tracking.tracker import Tracker
-
-    tracker = Tracker(uri)
     try:
+        from mlflow import MlflowClient
+
+        from orchestrator.tracking import absolute_uri
+
         with _fail_fast_http(options.network_timeout_s):
-            client = tracker.client
-            experiment = tracker.ensure_experiment(DOCTOR_EXPERIMENT)
-            run = client.create_run(experiment, run_name="kappa-doctor-probe",
-                                    tags={"kappa.doctor": "true"})
-            try:
-                client.log_param(run.info.run_id, "probe", "write")
-            finally:
-                client.delete_run(run.info.run_id)
+            MlflowClient(tracking_uri=absolute_uri(uri)).search_experiments(max_results=1)
     except Exception as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        return CheckResult("mlflow", Status.PROBLEM, f"cannot write to {shown}: "
+        return CheckResult("mlflow", Status.PROBLEM, f"cannot read {shown}: "
                            f"{redact(first)[:300]}", fix=fix_server if local is None else
                            "check the store's file permissions, or run `mlflow db upgrade "
                            f"{shown}` if MLflow says its schema is old", details={"uri": shown})
-    return CheckResult("mlflow", Status.OK, f"{shown}: reachable and writable (a run in "
-                       f"experiment {DOCTOR_EXPERIMENT!r} was created and deleted)",
-                       details={"uri": shown, "experiment": DOCTOR_EXPERIMENT})
+    return CheckResult("mlflow", Status.OK, f"{shown}: reachable (read only: nothing was "
+                       "written)", details={"uri": shown})
+
+
+def _check_local_sqlite(db: Path, shown: str) -> CheckResult:
+    """A local SQLite store: at the installed MLflow's schema revision, and its file, its
+    folder (SQLite's write-ahead log) and the artifact folder writable."""
+    from orchestrator.tracking.sqlite_store import newest_revision, schema_revision
+
+    details = {"uri": shown, "revision": schema_revision(db), "head": newest_revision(db)}
+    if details["revision"] is None:
+        return CheckResult("mlflow", Status.PROBLEM, f"{db} is not an MLflow store",
+                           fix="point --mlflow / KAPPA_MLFLOW_URI at an MLflow store, or move "
+                               "the file away (the first `kappa submit` makes a new one)",
+                           details=details)
+    if details["head"] is not None and details["revision"] != details["head"]:
+        return CheckResult("mlflow", Status.PROBLEM, f"{shown} is at schema revision "
+                           f"{details['revision']}, not the installed MLflow's "
+                           f"{details['head']}", fix=f"`mlflow db upgrade {shown}` (a store "
+                           "made by a newer MLflow: upgrade MLflow)", details=details)
+    artifacts = nearest_existing(paths.mlflow_artifact_root())
+    blocked = [str(p) for p, mode in ((db, os.W_OK), (db.parent, os.W_OK | os.X_OK),
+                                      (artifacts, os.W_OK | os.X_OK))
+               if not os.access(p, mode)]
+    if blocked:
+        return CheckResult("mlflow", Status.PROBLEM, f"{shown}: not writable: "
+                           f"{', '.join(blocked)}", fix="check the store's file permissions "
+                           "(or set KAPPA_HOME to a folder of yours)", details=details)
+    return CheckResult("mlflow", Status.OK, f"{shown}: at schema revision "
+                       f"{details['revision']} (current) and writable (nothing was written)",
+                       details=details)
 
 
 def check_registry(options: DoctorOptions) -> CheckResult:

@@ -48,9 +48,19 @@ def prepare_store(db: Path, create: Callable[[], object]) -> bool:
 
 
 def _mlflow_version() -> str:
-    from mlflow.version import VERSION
+    """The installed MLflow's version, read from its metadata (importing it takes seconds)."""
+    from importlib.metadata import PackageNotFoundError, version
 
-    return str(VERSION)
+    try:
+        return version("mlflow")
+    except PackageNotFoundError:  # the client-only distribution
+        return version("mlflow-skinny")
+
+
+def newest_revision(db: Path) -> str | None:
+    """The installed MLflow's schema revision: as ``db``'s lock file noted it, else asked
+    of MLflow (``None``: cannot tell)."""
+    return _noted_head(db) or mlflow_head_revision()
 
 
 def _noted_head(db: Path) -> str | None:

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from kit.cli import kappa
+from kit.home import seed_mlflow_store
 
 from orchestrator.registry.engine import make_engine
 from orchestrator.registry.schema import HEAD_REVISION, known_revisions, upgrade_schema
@@ -56,8 +57,8 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_a_good_setup_passes(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Existing stores at the current schema, the plug-in installed: exit 0, and the
-    MLflow probe run is created and deleted for real."""
+    """Existing stores at the current schema, the plug-in installed: exit 0, and nothing
+    is written to the MLflow store (no experiment, no run, not a byte)."""
     from mlflow import MlflowClient
     from mlflow.entities import ViewType
 
@@ -68,6 +69,7 @@ def test_a_good_setup_passes(home: Path, capsys: pytest.CaptureFixture[str]) -> 
         pass
     uri = f"sqlite:///{home / 'mlflow.db'}"
     Tracker(uri).client.search_experiments()
+    before = {p.name: p.read_bytes() for p in home.iterdir() if p.name.startswith("mlflow.db")}
     code, checks = doctor_json(capsys, "--min-free-gib", "0")
     assert code == 0, checks
     assert list(checks) == ["python", "packages", "gpus", "plugin", "ray", "mlflow",
@@ -84,12 +86,11 @@ def test_a_good_setup_passes(home: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert checks["ray"]["status"] == "skipped" and "RAY_ADDRESS" in checks["ray"]["summary"]
     assert checks["disk"]["status"] == "ok"
     assert checks["mlflow"]["status"] == "ok", checks["mlflow"]
+    assert "current" in checks["mlflow"]["summary"], checks["mlflow"]
+    assert {p.name: p.read_bytes() for p in home.iterdir()
+            if p.name.startswith("mlflow.db")} == before
     client = MlflowClient(tracking_uri=uri)
-    experiment = client.get_experiment_by_name("kappa-doctor")
-    assert experiment is not None
-    ids = [experiment.experiment_id]
-    assert client.search_runs(ids, run_view_type=ViewType.ACTIVE_ONLY) == []
-    assert len(client.search_runs(ids, run_view_type=ViewType.DELETED_ONLY)) == 1
+    assert [e.name for e in client.search_experiments(view_type=ViewType.ALL)] == ["Default"]
 
 
 def test_no_gpu_is_a_warning_not_a_problem(home: Path, monkeypatch: pytest.MonkeyPatch,
@@ -115,6 +116,23 @@ def test_a_new_machine_passes_and_nothing_is_created(
     assert "does not exist yet" in checks["mlflow"]["summary"]
     assert not home.exists(), tree(home)
     assert tree(home.parent) == []
+
+
+@pytest.mark.parametrize(("revision", "words"), [("0000old", "mlflow db upgrade"),
+                                                 (None, "not an MLflow store")])
+def test_a_local_mlflow_store_of_another_schema_is_a_problem(
+        home: Path, capsys: pytest.CaptureFixture[str], revision: str | None,
+        words: str) -> None:
+    import sqlite3
+
+    db = home / "mlflow.db"
+    seed_mlflow_store(home)
+    with sqlite3.connect(db) as conn:
+        conn.execute("DROP TABLE alembic_version" if revision is None else
+                     f"UPDATE alembic_version SET version_num = '{revision}'")
+    code, checks = doctor_json(capsys, "--check", "mlflow")
+    assert code == 2 and checks["mlflow"]["status"] == "problem", checks
+    assert words in checks["mlflow"]["summary"] + (checks["mlflow"]["fix"] or ""), checks
 
 
 def test_unreachable_mlflow_server_is_a_problem(home: Path,
@@ -245,9 +263,9 @@ def test_an_unreachable_registry_server_is_a_problem(
 
 
 @pytest.mark.slow
-def test_a_real_mlflow_server_takes_the_probe_run(
+def test_a_real_mlflow_server_is_read_not_written(
         home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Through HTTP: ok while the server runs (the run is created and deleted), a problem
+    """Through HTTP: ok while the server runs (read only: no experiment made), a problem
     once it is stopped."""
     from mlflow import MlflowClient
     from mlflow.entities import ViewType
@@ -263,11 +281,8 @@ def test_a_real_mlflow_server_takes_the_probe_run(
         code, checks = doctor_json(capsys, "--mlflow", base, "--check", "mlflow")
         assert code == 0 and checks["mlflow"]["status"] == "ok", checks
         client = MlflowClient(tracking_uri=base)
-        experiment = client.get_experiment_by_name("kappa-doctor")
-        assert experiment is not None
-        deleted = client.search_runs([experiment.experiment_id],
-                                     run_view_type=ViewType.DELETED_ONLY)
-        assert len(deleted) == 1
+        assert [e.name for e in client.search_experiments(view_type=ViewType.ALL)] == [
+            "Default"]
     finally:
         stop(proc)
     code, checks = doctor_json(capsys, "--mlflow", base, "--check", "mlflow")
