@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator import paths
-from orchestrator.analysis.tables.render import frame_table
 from orchestrator.grid.plan import SweepPlan, stored_plan
 from orchestrator.registry import Registry, RegistryMissing, SweepRecord
 from orchestrator.search.hook import ERROR_ATTR, open_storage, optuna_storage_url
@@ -121,6 +120,8 @@ def best_trials(studies: list[StudySummary], fmt: str) -> str:
     """One row per study in ``fmt`` (markdown, csv, latex or html): its best trial's
     number, value and searched settings, and how many trials ended each way."""
     import pandas as pd
+
+    from orchestrator.analysis.tables.render import frame_table  # numpy: not for `status`
 
     rows = []
     for study in studies:
