@@ -8,7 +8,6 @@ from rich.console import Console
 from rich.table import Column, Table
 
 from orchestrator import paths
-from orchestrator.analysis.status_matrix import DEFAULT_MLFLOW_UI
 from orchestrator.cli.sweep_views import STATE_STYLE
 from orchestrator.errors import UserInputError
 from orchestrator.redact import redact
@@ -38,6 +37,7 @@ def print_demo_results(console: Console, sweep: Sweep, stores: Stores) -> None:
     closing lines (:func:`closing_lines`)."""
     from orchestrator.analysis.report import ablation_table, write_report
     from orchestrator.analysis.sources import results
+    from orchestrator.tracking.ui import ui_base
 
     name = sweep.name
     status = sweep.status()
@@ -50,14 +50,15 @@ def print_demo_results(console: Console, sweep: Sweep, stores: Stores) -> None:
     try:
         target = write_report(
             name, paths.kappa_home() / "reports" / f"{name}.html", registry_url=stores.registry_url,
-            mlflow_uri=stores.mlflow_uri, mlflow_ui=DEFAULT_MLFLOW_UI,
+            mlflow_uri=stores.mlflow_uri,
             tables=(("Ablation (kappa demo)", spec),) if spec is not None else ())
         console.print(f"report:    {target}")
     except (UserInputError, OSError) as exc:
         console.print(f"report:    not written ({exc})", markup=False)
     console.print(f"registry:  {sweep.registry.url}")
-    console.print(f"MLflow:    {redact(paths.mlflow_uri(stores.mlflow_uri))} — browse it with "
-                  f"`kappa ui {name} --open` ({DEFAULT_MLFLOW_UI}); see docs/mlflow-ui.md to "
+    uri = paths.mlflow_uri(stores.mlflow_uri)
+    console.print(f"MLflow:    {redact(uri)} — browse it with `kappa ui {name} --open` "
+                  f"({ui_base(uri)}); see docs/mlflow-ui.md to "
                   "compare runs")
     console.print(f"run folders: {sweep.folder}")
     for line in closing_lines(table, frame, status.made_by):
