@@ -192,8 +192,12 @@ def _plots(curves: pd.DataFrame | None, frame: pd.DataFrame, compared: str | Non
     """(one SVG per quantity, convergence table HTML): colour = the ``compare`` axis, one
     facet per combination of the other varying axes; nothing without curves. The
     convergence table names cells by their axes, the id in a tooltip."""
-    no_curves = curves is None or curves.empty
-    panels = [] if no_curves else build_panels(curves, compared, facet_by=facets)
+    if curves is None or curves.empty:
+        return [], ""
+    # Curves made by hand may lack an axis's column: it neither colours nor splits them.
+    drawn = [a for a in (compared, *facets) if a and axis_column(a) in curves.columns]
+    panels = build_panels(curves, compared if compared in drawn else None,
+                          facet_by=[a for a in facets if a in drawn])
     if not panels:
         return [], ""
     figures = [plots.svg(p, compared) for p in panels]
