@@ -14,8 +14,8 @@ import pytest
 from kit.svg_lines import line_colors
 from kit.synthetic import synthetic_cells, write_run_folders
 
-from orchestrator.analysis.frame import CellResult
 from orchestrator.analysis.dynamics import PALETTE
+from orchestrator.analysis.frame import CellResult
 from orchestrator.analysis.report import build_report
 from orchestrator.tracking.ui import LOCAL_UI
 
@@ -177,7 +177,10 @@ def test_mlflow_links_follow_the_tracking_uri(tmp_path: Path,
     html = build_report(sweep)
     assert f'href="{LOCAL_UI}/#/experiments/7/runs/run0000"' in html
     assert f"(start it with <code>kappa ui {sweep}</code>)" in html
-    # Port 9 (discard) refuses at once: nothing is read from the server (curves are local).
+    # Port 9 (discard) refuses at once, and MLflow is told not to retry: the two cells
+    # without final metrics ask the server, which leaves them without.
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "2")
     html = build_report(sweep, mlflow_uri="http://user:secret@127.0.0.1:9")
     assert 'href="http://127.0.0.1:9/#/experiments/7/runs/run0000"' in html
     assert "start it with" not in html and "secret" not in html
