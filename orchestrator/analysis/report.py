@@ -257,6 +257,14 @@ def render_report(inputs: ReportInputs) -> str:
         spec_text=inputs.spec_text, search_html=inputs.search_html)
 
 
+def mlflow_ui_address(mlflow_uri: str | None = None) -> str:
+    """Where the MLflow UI of the store (``--mlflow``, else the configured one) is browsed
+    (:func:`orchestrator.tracking.ui.ui_base`)."""
+    from orchestrator.tracking import ui
+
+    return ui.ui_base(paths.mlflow_uri(mlflow_uri))
+
+
 def build_report(sweeps: str | Sequence[str], *, registry_url: str | None = None,
                  mlflow_uri: str | None = None, mlflow_ui: str | None = None,
                  tables: tuple[tuple[str, TableSpec], ...] = (), strict: bool = False,
@@ -289,7 +297,7 @@ def build_report(sweeps: str | Sequence[str], *, registry_url: str | None = None
         spec_text=info.spec_text if info else specs or None,
         plan=stored_plan(names[0], info.plan) if info else None,
         mlflow_experiment_id=info.mlflow_experiment_id if info else None,
-        mlflow_ui=mlflow_ui or ui.ui_base(uri), mlflow_start=start, tables=tables,
+        mlflow_ui=mlflow_ui or mlflow_ui_address(mlflow_uri), mlflow_start=start, tables=tables,
         search_html=search_section(studies), compare=compare))
 
 

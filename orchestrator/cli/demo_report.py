@@ -35,9 +35,8 @@ def _cells_table(status: SweepStatus) -> Table:
 def print_demo_results(console: Console, sweep: Sweep, stores: Stores) -> None:
     """Per-cell accuracies, the ablation table, the report, where everything is, then the
     closing lines (:func:`closing_lines`)."""
-    from orchestrator.analysis.report import ablation_table, write_report
+    from orchestrator.analysis.report import ablation_table, mlflow_ui_address, write_report
     from orchestrator.analysis.sources import results
-    from orchestrator.tracking.ui import ui_base
 
     name = sweep.name
     status = sweep.status()
@@ -56,9 +55,9 @@ def print_demo_results(console: Console, sweep: Sweep, stores: Stores) -> None:
     except (UserInputError, OSError) as exc:
         console.print(f"report:    not written ({exc})", markup=False)
     console.print(f"registry:  {sweep.registry.url}")
-    uri = paths.mlflow_uri(stores.mlflow_uri)
-    console.print(f"MLflow:    {redact(uri)} — browse it with `kappa ui {name} --open` "
-                  f"({ui_base(uri)}); see docs/mlflow-ui.md to "
+    console.print(f"MLflow:    {redact(paths.mlflow_uri(stores.mlflow_uri))} — browse it with "
+                  f"`kappa ui {name} --open` ({mlflow_ui_address(stores.mlflow_uri)}); see "
+                  "docs/mlflow-ui.md to "
                   "compare runs")
     console.print(f"run folders: {sweep.folder}")
     for line in closing_lines(table, frame, status.made_by):
