@@ -41,32 +41,31 @@ PALETTE: tuple[str, ...] = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7
 
 @dataclass(frozen=True)
 class Curve:
-    """One line: steps and values, with the group it is coloured by."""
+    """One line: steps and values, the group it is coloured by and the facet it is drawn in."""
 
     label: str
     group: str
     steps: tuple[float, ...]
     values: tuple[float, ...]
+    facet: str = ""
 
 
 @dataclass(frozen=True)
 class Panel:
-    """A panel's individual runs, per-group averages, overall average and convergence marks."""
+    """One quantity (``metric``, a glob): its individual runs, per facet and group averages
+    over runs (seeds), per group averages over every run, and convergence marks."""
 
     title: str
+    metric: str
     runs: tuple[Curve, ...]
     group_means: tuple[Curve, ...]
-    overall_mean: Curve | None
+    pooled_means: tuple[Curve, ...]
     convergence: Mapping[str, float]  # run label -> convergence step (accuracy panel only)
 
-
-def default_color_axis(curves: pd.DataFrame, seed_axis: str = "seed") -> str | None:
-    """The first axis that varies across cells, other than seeds."""
-    for column in curves.columns:
-        is_axis = column.startswith(AXIS_PREFIX) and column != AXIS_PREFIX + seed_axis
-        if is_axis and curves[column].astype(str).nunique() > 1:
-            return column[len(AXIS_PREFIX) :]
-    return None
+    @property
+    def facets(self) -> list[str]:
+        """The facets, in order of first appearance."""
+        return list(dict.fromkeys(c.facet for c in self.runs))
 
 
 def group_colors(groups: Sequence[str]) -> dict[str, str]:
@@ -74,40 +73,50 @@ def group_colors(groups: Sequence[str]) -> dict[str, str]:
     return {g: PALETTE[i % len(PALETTE)] for i, g in enumerate(dict.fromkeys(groups))}
 
 
-def _mean_curve(label: str, group: str, per_run: pd.DataFrame) -> Curve:
+def _mean_curve(label: str, group: str, per_run: pd.DataFrame, facet: str = "") -> Curve:
     mean = per_run.groupby("step", sort=True)["value"].mean()
-    return Curve(label, group, tuple(map(float, mean.index)), tuple(map(float, mean)))
+    return Curve(label, group, tuple(map(float, mean.index)), tuple(map(float, mean)), facet)
+
+
+def _labels(record: dict[str, Any], axes: Sequence[str]) -> str:
+    return ", ".join(f"{a}={record[AXIS_PREFIX + a]}" for a in axes)
 
 
 def build_panels(curves: pd.DataFrame, color_by: str | None = None,
-                 panels: Mapping[str, str] = PANELS) -> list[Panel]:
-    """Panels from long-form curves (:func:`orchestrator.analysis.curves.load_curves`)."""
+                 panels: Mapping[str, str] = PANELS,
+                 facet_by: Sequence[str] = ()) -> list[Panel]:
+    """Panels from long-form curves (:func:`orchestrator.analysis.curves.load_curves`): runs
+    grouped (coloured) by the ``color_by`` axis, in one facet per combination of the
+    ``facet_by`` axes (``axis=value, ...``; ``""`` without them)."""
     out: list[Panel] = []
-    group_col = AXIS_PREFIX + color_by if color_by else None
     for title, glob in panels.items():
         selected = curves[[fnmatch.fnmatchcase(m, glob) for m in curves["metric"]]]
         if selected.empty:
             continue
         # Several matching metrics (benchmarks) become their mean per cell and step.
         per_cell = selected.groupby(["cell_id", "step"], sort=False, as_index=False)["value"].mean()
-        group_of: dict[str, str] = {r["cell_id"]: str(r[group_col]) if group_col else "all"
-                                    for r in selected.drop_duplicates("cell_id").to_dict("records")}
+        cells = selected.drop_duplicates("cell_id").to_dict("records")
+        group_of = {r["cell_id"]: str(r[AXIS_PREFIX + color_by]) if color_by else "all"
+                    for r in cells}
+        facet_of = {r["cell_id"]: _labels(r, facet_by) for r in cells}
         per_cell["group"] = per_cell["cell_id"].map(group_of)
+        per_cell["facet"] = per_cell["cell_id"].map(facet_of)
         runs = []
         marks: dict[str, float] = {}
         for cell_id, run in per_cell.groupby("cell_id", sort=False):
             run = run.sort_values("step")
             curve = Curve(str(cell_id), group_of[str(cell_id)], tuple(map(float, run["step"])),
-                          tuple(map(float, run["value"])))
+                          tuple(map(float, run["value"])), facet_of[str(cell_id)])
             runs.append(curve)
             if title == ACCURACY_PANEL:
                 step = convergence_step(curve.steps, curve.values)
                 if step is not None:
                     marks[curve.label] = step
-        means = tuple(_mean_curve(f"mean {g}", str(g), sub)
-                      for g, sub in per_cell.groupby("group", sort=False))
-        overall = _mean_curve("mean of all runs", "all", per_cell) if len(runs) > 1 else None
-        out.append(Panel(title, tuple(runs), means, overall, marks))
+        means = tuple(_mean_curve(f"mean {g}", str(g), sub, str(f))
+                      for (f, g), sub in per_cell.groupby(["facet", "group"], sort=False))
+        pooled = tuple(_mean_curve(f"mean {g}", str(g), sub)
+                       for g, sub in per_cell.groupby("group", sort=False))
+        out.append(Panel(title, glob, tuple(runs), means, pooled, marks))
     return out
 
 

@@ -1,19 +1,23 @@
-"""Plots of training dynamics, a static PNG (matplotlib) and an interactive HTML (plotly):
-each panel's individual runs (convergence steps marked) beside their averages, which shows
-the first paper's "averaging effect"."""
+"""Plots of training dynamics as inline SVG (matplotlib): one figure per quantity, one
+subplot (facet) per combination of the axes that are not compared, runs coloured by the
+compared axis, so each run is drawn beside its compared counterpart. Seeds are thin lines
+with their mean drawn thick; with several facets a last one pools every run per compared
+value (the first paper's "averaging effect"). Static SVG keeps the report small (no
+plotly.js) and offline.
+
+Every line carries an SVG id ``run|<metric>|<group>|<cell>`` or ``mean|<metric>|<group>|<facet>``
+(whitespace as ``_``), so tests and readers of the file can tell which line is which.
+"""
 
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+import math
+import re
 
 from orchestrator.analysis.dynamics import Curve, Panel, group_colors
 
-OVERALL_COLOR = "#000000"
-
-
-def _colors(panels: Sequence[Panel]) -> dict[str, str]:
-    return group_colors([c.group for p in panels for c in p.runs])
+FACET_COLUMNS = 3
 
 
 def _marked(curve: Curve, step: float) -> float:
@@ -22,90 +26,72 @@ def _marked(curve: Curve, step: float) -> float:
     return curve.values[nearest]
 
 
-def png(panels: Sequence[Panel], title: str = "") -> bytes:
-    """The panels as one PNG image (rows = panels; columns = runs | averages)."""
+def line_id(kind: str, metric: str, group: str, name: str) -> str:
+    """The SVG id of a line (see the module's docstring)."""
+    return "|".join(re.sub(r"\s+", "_", part) for part in (kind, metric, group, name))
+
+
+def svg(panel: Panel, compared: str | None) -> str:
+    """``panel`` as one ``<svg>`` element: a subplot per facet (and a pooled one when there
+    are several), lines coloured by the ``compared`` axis's value, a legend naming it."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
-    colors = _colors(panels)
-    n = max(1, len(panels))
-    fig, axes = plt.subplots(n, 2, figsize=(11, 2.8 * n), squeeze=False, sharex="row")
-    for row, panel in enumerate(panels):
-        ax_runs, ax_mean = axes[row]
-        for curve in panel.runs:
-            ax_runs.plot(curve.steps, curve.values, color=colors[curve.group], lw=0.9, alpha=0.7)
-            if curve.label in panel.convergence:
-                step = panel.convergence[curve.label]
-                ax_runs.plot([step], [_marked(curve, step)], marker="v", ms=6,
-                             color=colors[curve.group], markeredgecolor="black")
-        for curve in panel.group_means:
-            ax_mean.plot(curve.steps, curve.values, color=colors.get(curve.group, OVERALL_COLOR),
-                         lw=1.6, label=curve.group)
-        if panel.overall_mean is not None:
-            ax_mean.plot(panel.overall_mean.steps, panel.overall_mean.values,
-                         color=OVERALL_COLOR, lw=2.2, ls="--", label="all runs")
-        ax_runs.set_title(f"{panel.title}: individual runs", fontsize=9)
-        ax_mean.set_title(f"{panel.title}: average over runs", fontsize=9)
-        ax_mean.legend(fontsize=7, loc="best")
-        for ax in (ax_runs, ax_mean):
-            ax.set_xlabel("step", fontsize=8)
-            ax.tick_params(labelsize=7)
+    colors = group_colors([c.group for c in panel.runs])
+    facets = panel.facets
+    pooled = len(facets) > 1
+    n = len(facets) + pooled
+    cols = min(FACET_COLUMNS, n)
+    rows = math.ceil(n / cols)
+    # Text stays text (small, searchable); fixed ids keep the file the same run to run.
+    with plt.rc_context({"svg.fonttype": "none", "svg.hashsalt": "kappa"}):
+        fig, grid = plt.subplots(rows, cols, figsize=(4.0 * cols, 2.6 * rows + 0.5),
+                                 squeeze=False, sharex=True, sharey=True, layout="constrained")
+        axes = list(grid.flat)
+        for ax, facet in zip(axes, facets, strict=False):
+            runs = [c for c in panel.runs if c.facet == facet]
+            seeds = {g: sum(c.group == g for c in runs) for g in colors}
+            for curve in runs:
+                several = seeds[curve.group] > 1
+                ax.plot(curve.steps, curve.values, color=colors[curve.group],
+                        lw=0.8 if several else 1.6, alpha=0.45 if several else 1.0,
+                        gid=line_id("run", panel.metric, curve.group, curve.label))
+                if curve.label in panel.convergence:
+                    step = panel.convergence[curve.label]
+                    ax.plot([step], [_marked(curve, step)], marker="v", ms=5, ls="none",
+                            color=colors[curve.group], markeredgecolor="black")
+            for mean in panel.group_means:
+                if mean.facet == facet and seeds.get(mean.group, 0) > 1:
+                    ax.plot(mean.steps, mean.values, color=colors[mean.group], lw=2.0,
+                            gid=line_id("mean", panel.metric, mean.group, facet))
+            ax.set_title(facet or "every run", fontsize=9)
+        if pooled:
+            ax = axes[len(facets)]
+            for mean in panel.pooled_means:
+                ax.plot(mean.steps, mean.values, color=colors[mean.group], lw=2.0,
+                        gid=line_id("mean", panel.metric, mean.group, "all"))
+            ax.set_title("all: mean over every run", fontsize=9)
+        for i, ax in enumerate(axes):
+            if i >= n:
+                ax.set_visible(False)
+                continue
             ax.grid(alpha=0.3)
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    image = io.BytesIO()
-    fig.savefig(image, format="png", dpi=110)
-    plt.close(fig)
-    return image.getvalue()
-
-
-def to_html(panels: Sequence[Panel], title: str = "") -> str:
-    """The panels as an interactive plotly ``<div>``, plotly.js inline (it works offline)."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
-    colors = _colors(panels)
-    n = max(1, len(panels))
-    subtitles = [f"{p.title}: {side}" for p in panels
-                 for side in ("individual runs", "average over runs")]
-    fig = make_subplots(rows=n, cols=2, subplot_titles=subtitles or None,
-                        vertical_spacing=0.08 / n * 4)
-    shown: set[str] = set()
-    for row, panel in enumerate(panels, start=1):
-        for curve in panel.runs:
-            fig.add_trace(go.Scatter(
-                x=curve.steps, y=curve.values, mode="lines", name=curve.group,
-                legendgroup=curve.group, showlegend=curve.group not in shown,
-                line={"color": colors[curve.group], "width": 1}, opacity=0.7,
-                hovertemplate=(
-                    f"{curve.label}<br>step %{{x}}<br>%{{y:.4f}}<extra>{curve.group}</extra>"),
-            ), row=row, col=1)
-            shown.add(curve.group)
-            if curve.label in panel.convergence:
-                step = panel.convergence[curve.label]
-                fig.add_trace(go.Scatter(
-                    x=[step], y=[_marked(curve, step)], mode="markers", showlegend=False,
-                    legendgroup=curve.group,
-                    marker={"symbol": "triangle-down", "size": 9, "color": colors[curve.group],
-                            "line": {"color": "black", "width": 1}},
-                    hovertemplate=f"{curve.label}<br>converged at step %{{x:.0f}}<extra></extra>",
-                ), row=row, col=1)
-        for curve in panel.group_means:
-            fig.add_trace(go.Scatter(
-                x=curve.steps, y=curve.values, mode="lines", name=f"mean {curve.group}",
-                legendgroup=curve.group, showlegend=False,
-                line={"color": colors.get(curve.group, OVERALL_COLOR), "width": 2},
-            ), row=row, col=2)
-        if panel.overall_mean is not None:
-            fig.add_trace(go.Scatter(
-                x=panel.overall_mean.steps, y=panel.overall_mean.values, mode="lines",
-                name="mean of all runs", showlegend=row == 1, legendgroup="overall",
-                line={"color": OVERALL_COLOR, "width": 2.5, "dash": "dash"},
-            ), row=row, col=2)
-    fig.update_layout(title=title or None, height=300 * n + 80, template="plotly_white",
-                      margin={"l": 50, "r": 20, "t": 60, "b": 40})
-    return str(fig.to_html(full_html=False, include_plotlyjs=True,
-                           config={"displaylogo": False, "responsive": True}))
+            ax.tick_params(labelsize=7)
+            if i % cols == 0:
+                ax.set_ylabel(panel.metric, fontsize=8)
+            if i + cols >= n:
+                ax.set_xlabel("step", fontsize=8)
+                ax.xaxis.set_tick_params(labelbottom=True)
+        handles = [Line2D([], [], color=c, lw=2, label=f"{compared}={g}" if compared else g)
+                   for g, c in colors.items()]
+        fig.legend(handles=handles, loc="outside upper right", fontsize=8, frameon=False,
+                   ncols=min(len(handles), 4))
+        fig.suptitle(f"{panel.title} ({panel.metric})", x=0.01, ha="left", fontsize=11)
+        image = io.BytesIO()
+        fig.savefig(image, format="svg", metadata={"Date": None})
+        plt.close(fig)
+    text = image.getvalue().decode("utf-8")
+    return text[text.index("<svg"):]  # inline: no XML prolog or doctype

@@ -6,7 +6,6 @@ and ``kappa demo``."""
 
 from __future__ import annotations
 
-import base64
 import html
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -18,14 +17,14 @@ from orchestrator import paths
 from orchestrator.analysis import plots
 from orchestrator.analysis.combined import results_of
 from orchestrator.analysis.curves import curve_key, load_curves
-from orchestrator.analysis.dynamics import PANELS, build_panels, default_color_axis
+from orchestrator.analysis.dynamics import PANELS, build_panels
 from orchestrator.analysis.frame import axis_column, axis_names, metric_names, varying_axes
 from orchestrator.analysis.sources import registry_sweep
 from orchestrator.analysis.status_matrix import KNOWN_STATES, matrix_cell, status_matrix
 from orchestrator.analysis.studies import best_trials, search_section, sweep_studies
 from orchestrator.analysis.tables import DeltaSpec, Table, TableSpec, build_table, render
 from orchestrator.analysis.tables.labels import default_metric_glob
-from orchestrator.errors import UserInputError
+from orchestrator.errors import Problem, UserInputError
 from orchestrator.grid.plan import SweepPlan, stored_plan
 from orchestrator.runs.atomic import write_atomic
 from orchestrator.spec.overrides import command_line
@@ -37,6 +36,7 @@ if TYPE_CHECKING:
 # carries the file itself, so an installed kappa finds it without the repository.
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 TEMPLATE = "report.html.j2"
+DELTA_AXIS = "reward_budget"  # the axis the main table's '+ RB' rows compare
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,8 @@ class ReportInputs:
     tables: tuple[tuple[str, TableSpec], ...] = field(default_factory=tuple)
     seed_axis: str = "seed"
     search_html: str = ""  # a search's Optuna plots (studies.search_section)
+    compare: str | None = None  # the axis the plots colour by (default: compared_axis's)
+    mlflow_start: str = ""  # the command that serves the UI the links point to, if any
 
 
 def default_tables(frame: pd.DataFrame, seed_axis: str = "seed") -> list[tuple[str, TableSpec]]:
@@ -67,19 +69,19 @@ def default_tables(frame: pd.DataFrame, seed_axis: str = "seed") -> list[tuple[s
     placed = [a for a in varying if a != blocks]
     common: dict[str, Any] = {"metrics": glob, "blocks": blocks, "seed_axis": seed_axis}
     specs: list[tuple[str, TableSpec]] = []
-    if "reward_budget" in varying:
-        values = [str(v).lower() for v in frame[axis_column("reward_budget")]]
+    if DELTA_AXIS in varying:
+        values = [str(v).lower() for v in frame[axis_column(DELTA_AXIS)]]
         base = "false" if "false" in values else values[0]
         # With nothing else varying, the RB axis labels the rows itself (RB ✗, then + RB).
-        rows = tuple(a for a in placed if a != "reward_budget") or (
+        rows = tuple(a for a in placed if a != DELTA_AXIS) or (
             ("baseline",) if "baseline" in axes else ())
         specs.append(("Main table (signed deltas vs each baseline)", TableSpec(
-            rows=rows, delta=DeltaSpec(axis="reward_budget", base=base), **common)))
-    if "use_kl_loss" in varying and "reward_budget" in varying:
+            rows=rows, delta=DeltaSpec(axis=DELTA_AXIS, base=base), **common)))
+    if "use_kl_loss" in varying and DELTA_AXIS in varying:
         others = {a: str(frame[axis_column(a)].iloc[0]) for a in placed
-                  if a not in ("use_kl_loss", "reward_budget")}
+                  if a not in ("use_kl_loss", DELTA_AXIS)}
         specs.append(("Crossing table (absolute scores)", TableSpec(
-            cross=("use_kl_loss", "reward_budget"), where=others, **common)))
+            cross=("use_kl_loss", DELTA_AXIS), where=others, **common)))
     if not specs and placed:
         specs.append(("Results", TableSpec(rows=tuple(placed), **common)))
     return specs
@@ -161,16 +163,45 @@ def cell_names(frame: pd.DataFrame) -> dict[str, str]:
     return out
 
 
-def _plots(curves: pd.DataFrame | None, seed_axis: str, sweep: str,
-           names: dict[str, str]) -> tuple[str, str, str]:
-    """(plotly div, base64 PNG, convergence table HTML) — empty strings without curves;
-    the convergence table names cells by ``names`` (their axes), the id in a tooltip."""
-    no_curves = curves is None or curves.empty
-    panels = [] if no_curves else build_panels(curves, default_color_axis(curves, seed_axis))
+def compared_axis(frame: pd.DataFrame, seed_axis: str = "seed", requested: str | None = None,
+                  tables: Sequence[tuple[str, TableSpec]] = ()) -> str | None:
+    """The axis the report compares: ``requested`` (``--compare``), else the first of
+    ``tables``' delta axes, else ``reward_budget`` (the main table's, :func:`default_tables`)
+    when it varies, else the first varying axis; never the seed (seeds are replicates).
+    ``UserInputError`` when ``requested`` does not vary."""
+    varying = varying_axes(frame, exclude=[seed_axis])
+    if requested is not None:
+        if requested not in varying:
+            raise UserInputError("cannot compare on --compare", [Problem(
+                "--compare", "not an axis that varies across the sweep's cells (seeds are "
+                "replicates, never compared)", found=requested,
+                allowed=", ".join(varying) or "none: no axis varies",
+                fix="name one of the allowed axes, or leave --compare out")])
+        return requested
+    deltas = [spec.delta.axis for _, spec in tables
+              if spec.delta is not None and spec.delta.axis in varying]
+    if deltas:
+        return deltas[0]
+    if DELTA_AXIS in varying:
+        return DELTA_AXIS
+    return varying[0] if varying else None
+
+
+def _plots(curves: pd.DataFrame | None, frame: pd.DataFrame, compared: str | None,
+           facets: list[str]) -> tuple[list[str], str]:
+    """(one SVG per quantity, convergence table HTML): colour = the ``compare`` axis, one
+    facet per combination of the other varying axes; nothing without curves. The
+    convergence table names cells by their axes, the id in a tooltip."""
+    if curves is None or curves.empty:
+        return [], ""
+    # Curves made by hand may lack an axis's column: it neither colours nor splits them.
+    drawn = [a for a in (compared, *facets) if a and axis_column(a) in curves.columns]
+    panels = build_panels(curves, compared if compared in drawn else None,
+                          facet_by=[a for a in facets if a in drawn])
     if not panels:
-        return "", "", ""
-    div = plots.to_html(panels, title=f"{sweep}: training dynamics")
-    png_b64 = base64.b64encode(plots.png(panels)).decode("ascii")
+        return [], ""
+    figures = [plots.svg(p, compared) for p in panels]
+    names = cell_names(frame)
     # Cell ids from bare run folders are folder names: escape them like any text.
     rows = "".join(f'<tr><td title="{html.escape(label)}">'
                    + (html.escape(names[label]) if label in names
@@ -178,7 +209,7 @@ def _plots(curves: pd.DataFrame | None, seed_axis: str, sweep: str,
                    + f"</td><td>{step:.0f}</td></tr>"
                    for p in panels for label, step in p.convergence.items())
     conv_html = f'<table class="convergence"><tr><th>cell</th><th>step</th></tr>{rows}</table>'
-    return div, png_b64, conv_html if rows else ""
+    return figures, conv_html if rows else ""
 
 
 def _grid_frame(frame: pd.DataFrame) -> pd.DataFrame:
@@ -199,8 +230,9 @@ def render_report(inputs: ReportInputs) -> str:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE_DIR), autoescape=True,
                              undefined=jinja2.StrictUndefined)
     tables = inputs.tables or tuple(default_tables(frame, inputs.seed_axis))
-    plot_html, plot_png, conv_html = _plots(inputs.curves, inputs.seed_axis, inputs.sweep,
-                                            cell_names(frame))
+    compared = compared_axis(frame, inputs.seed_axis, inputs.compare, tables)
+    facets = [a for a in varying_axes(frame, exclude=[inputs.seed_axis]) if a != compared]
+    figures, conv_html = _plots(inputs.curves, frame, compared, facets)
     grid = _grid_frame(frame)
     axes = axis_names(grid)
     plan_cells = []
@@ -215,22 +247,35 @@ def render_report(inputs: ReportInputs) -> str:
     return env.get_template(TEMPLATE).render(
         sweep=inputs.sweep, backend=inputs.backend, n_cells=len(frame),
         generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), mlflow_ui=inputs.mlflow_ui,
+        mlflow_start=inputs.mlflow_start, compared=compared, facets=facets,
         counts=[(str(s), int(n)) for s, n in frame["state"].value_counts().items()],
         states=KNOWN_STATES,
         matrix=status_matrix(grid, inputs.seed_axis, inputs.mlflow_ui,
                              inputs.mlflow_experiment_id),
-        tables=_tables_html(frame, tables), plot_html=plot_html, plot_png=plot_png,
+        tables=_tables_html(frame, tables), figures=figures,
         convergence_html=conv_html, plan=plan, axes=axes, plan_cells=plan_cells,
         spec_text=inputs.spec_text, search_html=inputs.search_html)
 
 
+def mlflow_ui_address(mlflow_uri: str | None = None) -> str:
+    """Where the MLflow UI of the store (``--mlflow``, else the configured one) is browsed
+    (:func:`orchestrator.tracking.ui.ui_base`)."""
+    from orchestrator.tracking import ui
+
+    return ui.ui_base(paths.mlflow_uri(mlflow_uri))
+
+
 def build_report(sweeps: str | Sequence[str], *, registry_url: str | None = None,
                  mlflow_uri: str | None = None, mlflow_ui: str | None = None,
-                 tables: tuple[tuple[str, TableSpec], ...] = (), strict: bool = False) -> str:
+                 tables: tuple[tuple[str, TableSpec], ...] = (), strict: bool = False,
+                 compare: str | None = None) -> str:
     """The report of one stored sweep, or of several read as one (registry, else run
     folders; curves from both stores). Several: no plan, every spec, no search plots.
-    ``strict``: refused (exit 2) when its finished runs differ in numerics."""
+    ``strict``: refused (exit 2) when its finished runs differ in numerics. ``compare``:
+    the axis the plots colour by (:func:`compared_axis`). Cells link to ``mlflow_ui``,
+    default the UI of the tracking store (:func:`orchestrator.tracking.ui.ui_base`)."""
     from orchestrator.analysis.tables.numerics import check_runs, finished_keys
+    from orchestrator.tracking import ui
 
     names = [sweeps] if isinstance(sweeps, str) else list(sweeps)
     frame = results_of(names, registry_url, mlflow_uri)
@@ -239,6 +284,10 @@ def build_report(sweeps: str | Sequence[str], *, registry_url: str | None = None
     infos = [f[0] for f in found if f is not None]
     curves = load_curves(frame, list(PANELS.values()), paths.readable_mlflow_uri(mlflow_uri))
     several = len(names) > 1
+    uri = paths.mlflow_uri(mlflow_uri)
+    # A local store has no UI until `kappa ui` serves it: the report says how.
+    start = "" if mlflow_ui is not None or ui.is_server(uri) else (
+        "kappa ui" if several else f"kappa ui {names[0]}")
     info = infos[0] if infos and not several else None
     specs = "\n".join(f"# --- {i.name} ---\n{i.spec_text}" for i in infos) if several else ""
     studies = [] if several else sweep_studies(names[0], registry_url)
@@ -247,16 +296,18 @@ def build_report(sweeps: str | Sequence[str], *, registry_url: str | None = None
         backend=", ".join(dict.fromkeys(i.backend for i in infos)) or None,
         spec_text=info.spec_text if info else specs or None,
         plan=stored_plan(names[0], info.plan) if info else None,
-        mlflow_experiment_id=info.mlflow_experiment_id if info else None, mlflow_ui=mlflow_ui,
-        tables=tables, search_html=search_section(studies, curves is None or curves.empty)))
+        mlflow_experiment_id=info.mlflow_experiment_id if info else None,
+        mlflow_ui=mlflow_ui or mlflow_ui_address(mlflow_uri), mlflow_start=start, tables=tables,
+        search_html=search_section(studies), compare=compare))
 
 
 def write_report(sweeps: str | Sequence[str], target: Path, *, registry_url: str | None = None,
                  mlflow_uri: str | None = None, mlflow_ui: str | None = None,
-                 tables: tuple[tuple[str, TableSpec], ...] = (), strict: bool = False) -> Path:
+                 tables: tuple[tuple[str, TableSpec], ...] = (), strict: bool = False,
+                 compare: str | None = None) -> Path:
     """Write :func:`build_report`'s HTML to ``target`` (its folder made) and return it."""
     html_text = build_report(sweeps, registry_url=registry_url, mlflow_uri=mlflow_uri,
-                             mlflow_ui=mlflow_ui, tables=tables, strict=strict)
+                             mlflow_ui=mlflow_ui, tables=tables, strict=strict, compare=compare)
     target.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(target, html_text)
     return target

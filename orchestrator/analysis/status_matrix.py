@@ -16,7 +16,6 @@ if TYPE_CHECKING:
 
 KNOWN_STATES: tuple[str, ...] = ("succeeded", "stopped", "failed", "cancelled", "running",
                                   "queued", "pending")
-DEFAULT_MLFLOW_UI = "http://127.0.0.1:5000"
 
 
 def state_class(state: str, stop_reason: str | None = None) -> str:
@@ -87,7 +86,7 @@ def matrix_cell(record: dict[str, Any], axes: list[str], ui: str | None,
 
 
 def status_matrix(frame: pd.DataFrame, seed_axis: str = "seed",
-                  mlflow_ui: str | None = DEFAULT_MLFLOW_UI,
+                  mlflow_ui: str | None = None,
                   experiment_id: str | None = None) -> StatusMatrix:
     """The grid of ``frame`` as a :class:`StatusMatrix`."""
     varying = varying_axes(frame)

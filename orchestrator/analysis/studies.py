@@ -175,13 +175,13 @@ def optuna_figures(studies: list[StudySummary]) -> list[tuple[str, Any]]:
     return figures
 
 
-def search_section(studies: list[StudySummary], with_plotlyjs: bool) -> str:
+def search_section(studies: list[StudySummary]) -> str:
     """The report's search section: each study's line and its Optuna plots (offline HTML:
-    plotly.js inlined once, here when the report has no other plotly figure)."""
+    plotly.js inlined once, with the first plot; only a search's report carries it)."""
     if not studies:
         return ""
     parts = [f"<p>{html.escape(s.line())}</p>" for s in studies]
     for n, (title, figure) in enumerate(optuna_figures(studies)):
         parts.append(f"<h3>{html.escape(title)}</h3>")
-        parts.append(figure.to_html(full_html=False, include_plotlyjs=with_plotlyjs and n == 0))
+        parts.append(figure.to_html(full_html=False, include_plotlyjs=n == 0))
     return "\n".join(parts)

@@ -8,7 +8,6 @@ from rich.console import Console
 from rich.table import Column, Table
 
 from orchestrator import paths
-from orchestrator.analysis.status_matrix import DEFAULT_MLFLOW_UI
 from orchestrator.cli.sweep_views import STATE_STYLE
 from orchestrator.errors import UserInputError
 from orchestrator.redact import redact
@@ -36,7 +35,7 @@ def _cells_table(status: SweepStatus) -> Table:
 def print_demo_results(console: Console, sweep: Sweep, stores: Stores) -> None:
     """Per-cell accuracies, the ablation table, the report, where everything is, then the
     closing lines (:func:`closing_lines`)."""
-    from orchestrator.analysis.report import ablation_table, write_report
+    from orchestrator.analysis.report import ablation_table, mlflow_ui_address, write_report
     from orchestrator.analysis.sources import results
 
     name = sweep.name
@@ -50,14 +49,15 @@ def print_demo_results(console: Console, sweep: Sweep, stores: Stores) -> None:
     try:
         target = write_report(
             name, paths.kappa_home() / "reports" / f"{name}.html", registry_url=stores.registry_url,
-            mlflow_uri=stores.mlflow_uri, mlflow_ui=DEFAULT_MLFLOW_UI,
+            mlflow_uri=stores.mlflow_uri,
             tables=(("Ablation (kappa demo)", spec),) if spec is not None else ())
         console.print(f"report:    {target}")
     except (UserInputError, OSError) as exc:
         console.print(f"report:    not written ({exc})", markup=False)
     console.print(f"registry:  {sweep.registry.url}")
     console.print(f"MLflow:    {redact(paths.mlflow_uri(stores.mlflow_uri))} — browse it with "
-                  f"`kappa ui {name} --open` ({DEFAULT_MLFLOW_UI}); see docs/mlflow-ui.md to "
+                  f"`kappa ui {name} --open` ({mlflow_ui_address(stores.mlflow_uri)}); see "
+                  "docs/mlflow-ui.md to "
                   "compare runs")
     console.print(f"run folders: {sweep.folder}")
     for line in closing_lines(table, frame, status.made_by):

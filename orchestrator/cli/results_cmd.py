@@ -11,7 +11,6 @@ from typing import Annotated, Any
 import typer
 
 from orchestrator import paths
-from orchestrator.analysis.status_matrix import DEFAULT_MLFLOW_UI
 from orchestrator.cli.completions import sweep_names, values
 from orchestrator.cli.sweep_options import MlflowOption, RegistryOption
 from orchestrator.errors import Problem, UserInputError, unknown_name
@@ -155,8 +154,13 @@ def report(
     output: Annotated[Path | None, typer.Option(
         "--out", "--output", "-o",
         help="The HTML file (default: SWEEP-report.html, A+B-report.html for several).")] = None,
-    mlflow_ui: Annotated[str, typer.Option(
-        help="MLflow UI base URL the cells link to.")] = DEFAULT_MLFLOW_UI,
+    compare: Annotated[str | None, typer.Option(
+        "--compare", metavar="AXIS",
+        help="The axis the plots compare (colour); the other axes but the seed get one plot "
+             "each. Default: reward_budget when it varies, else the first varying axis.")] = None,
+    mlflow_ui: Annotated[str | None, typer.Option(
+        help="MLflow UI base URL the cells link to (default: the tracking server, or where "
+             "`kappa ui` serves a local store).")] = None,
     registry: RegistryOption = None,
     mlflow: MlflowOption = None,
     strict: StrictOption = False,
@@ -169,7 +173,7 @@ def report(
     names = check_sweep_names(sweeps)
     target = write_report(names, output or Path(f"{'+'.join(names)}-report.html"),
                           registry_url=registry, mlflow_uri=mlflow, mlflow_ui=mlflow_ui,
-                          strict=strict)
+                          strict=strict, compare=compare)
     typer.echo(f"wrote {target}")
 
 

@@ -43,6 +43,8 @@ def ui_cmd(
     sweep: Annotated[str | None, typer.Argument(
         help="The sweep to land on (default: the newest one).",
         autocompletion=sweep_names)] = None,
+    # tracking.ui.UI_PORT, which reports link to (a literal: this module loads with every
+    # command, and the tracking package is not light).
     port: Annotated[int, typer.Option("--port", help="Port to serve on.")] = 5000,
     host: Annotated[str, typer.Option("--host", help="Interface to bind.")] = "127.0.0.1",
     open_browser: Annotated[bool, typer.Option(

@@ -13,6 +13,8 @@ from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
 WORKFLOW_QUERY = {"workflowType": "machine_learning"}
 SERVER_SCHEMES = ("http", "https")
+UI_PORT = 5000  # where `kappa ui` serves a local store by default
+LOCAL_UI = f"http://127.0.0.1:{UI_PORT}"
 
 
 def sweep_filter(sweep: str) -> str:
@@ -39,6 +41,12 @@ def experiments_url(base: str) -> str:
 def is_server(uri: str) -> bool:
     """Whether the tracking URI is an MLflow server (whose own UI is at that address)."""
     return urlsplit(uri).scheme in SERVER_SCHEMES
+
+
+def ui_base(uri: str) -> str:
+    """Where the MLflow UI of the store at ``uri`` is: an MLflow server's own address, else
+    (a local store) the address `kappa ui` serves it at by default."""
+    return without_credentials(uri) if is_server(uri) else LOCAL_UI
 
 
 def without_credentials(url: str) -> str:

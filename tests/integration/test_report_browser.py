@@ -1,5 +1,6 @@
 """The sweep report end to end: a real spec, grid and registry, run folders with curves,
-then the HTML opened in headless Chromium (rendered tables and plots, no console errors).
+then the HTML opened in headless Chromium (rendered tables and plots coloured by the
+compared axis, no console errors).
 """
 
 from __future__ import annotations
@@ -10,10 +11,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from kit.svg_lines import line_colors
 from kit.synthetic import synthetic_cells, write_run_folders
 
+from orchestrator.analysis.dynamics import PALETTE
 from orchestrator.analysis.frame import CellResult
 from orchestrator.analysis.report import build_report
+from orchestrator.tracking.ui import LOCAL_UI
 
 ROOT = Path(__file__).resolve().parents[2]
 TOY_SPEC = ROOT / "experiments" / "toy" / "table2.yaml"
@@ -88,7 +92,10 @@ def test_report_content_is_self_contained(report_file: Path) -> None:
     assert html.count('<tr class="delta"><td class="label">+ RB</td><td class="n">1</td>') == 5
     assert "no base run" not in html
     assert "— (failed)" in html and "— (running)" in html
-    assert "Plotly.newPlot" in html and "data:image/png;base64," in html
+    # Plots are inline SVG, one per quantity, coloured by the axis the main table compares.
+    assert html.count('<div class="plot"><svg') == 4 and "<script" not in html
+    assert "Compared: <b>reward_budget</b> (colour) · one plot per <b>baseline</b>" in html
+    assert len(html.encode()) < 1_000_000, len(html.encode())
     assert "name: toy-table2" in html and "12 cell(s)" in html
     # Offline: nothing is loaded from elsewhere.
     assert not re.search(r"<(script|img|link|iframe)[^>]+(src|href)=\"https?:", html)
@@ -138,8 +145,12 @@ def test_report_renders_in_headless_chromium(report_file: Path, tmp_path: Path) 
     assert dom.returncode == 0, dom.stderr[-2000:]
     console = [line for line in dom.stderr.splitlines() if ":CONSOLE" in line]
     assert console == [], console
-    # Plotly drew its SVGs (JavaScript ran); the tables and the matrix are in the DOM.
-    assert dom.stdout.count('class="main-svg"') >= 2
+    # The browser parsed the inline SVGs: every run's line is coloured by its reward_budget.
+    colors = line_colors(dom.stdout)
+    runs = {k: c for k, c in colors.items() if k.startswith("run|val-core/")}
+    assert len(runs) == 12, sorted(colors)
+    expected = {"False": PALETTE[0].lower(), "True": PALETTE[1].lower()}
+    assert all(c == expected[k.split("|")[2]] for k, c in colors.items()), colors
     assert 'class="kappa-table"' in dom.stdout and 'id="status-matrix"' in dom.stdout
     subprocess.run(
         [
@@ -155,3 +166,21 @@ def test_report_renders_in_headless_chromium(report_file: Path, tmp_path: Path) 
         check=False,
     )
     assert shot.exists() and shot.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_mlflow_links_follow_the_tracking_uri(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A local store: links to where `kappa ui` serves it, and the report says how to start
+    it; an MLflow server: links to the server itself (without its credentials)."""
+    monkeypatch.setenv("KAPPA_HOME", str(tmp_path / "home"))
+    sweep = _stored_sweep(tmp_path / "home")
+    html = build_report(sweep)
+    assert f'href="{LOCAL_UI}/#/experiments/7/runs/run0000"' in html
+    assert f"(start it with <code>kappa ui {sweep}</code>)" in html
+    # Port 9 (discard) refuses at once, and MLflow is told not to retry: the two cells
+    # without final metrics ask the server, which leaves them without.
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "2")
+    html = build_report(sweep, mlflow_uri="http://user:secret@127.0.0.1:9")
+    assert 'href="http://127.0.0.1:9/#/experiments/7/runs/run0000"' in html
+    assert "start it with" not in html and "secret" not in html
