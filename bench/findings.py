@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +27,9 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
+import findings_replicas as replicas  # noqa: E402
 from findings_kappa import write_kappa, write_kappa_scaled  # noqa: E402
+from findings_replicas import Replica  # noqa: E402
 from findings_studies import (  # noqa: E402
     SUMMARY,
     Study,
@@ -56,6 +58,16 @@ STUDIES: tuple[Study, ...] = (
     Study("spurious", ROOT / "experiments/toy/spurious_rewards.yaml", "toy-spurious",
           write_spurious),
 )
+
+# The same spec run again where the verdict should not change: the other CPU kernel set
+# (ATEN_CPU_CAPABILITY=avx2) and seeds no run had used. Run by hand into the study's
+# KAPPA_HOME (docs/findings.md says how); a replica the home lacks is left out.
+REPLICAS: dict[str, tuple[Replica, ...]] = {
+    "table2_300": (Replica("AVX2 kernels", "toy-table2-300-avx2"),
+                   Replica("seeds 31–33", "toy-table2-300-heldout")),
+    "entropy": (Replica("AVX2 kernels", "toy-entropy-avx2"),),
+    "kappa_scaled": (Replica("AVX2 kernels", "toy-kappa-scaled-avx2"),),
+}
 
 
 @dataclass(frozen=True)
@@ -125,10 +137,42 @@ def run_study(study: Study, env: dict[str, str], index: int, total: int) -> None
           flush=True)
 
 
-def read_sweep(study: Study, env: dict[str, str]) -> Sweep:
-    """The study's results frame through ``kappa export``."""
-    text = kappa(["export", study.sweep, "-f", "csv"], env)
-    return Sweep(study.sweep, pd.read_csv(io.StringIO(text)), env)
+def read_sweep(name: str, env: dict[str, str]) -> Sweep:
+    """A sweep's results frame through ``kappa export``."""
+    text = kappa(["export", name, "-f", "csv"], env)
+    return Sweep(name, pd.read_csv(io.StringIO(text)), env)
+
+
+def finished(name: str, env: dict[str, str]) -> bool:
+    """Whether the home has the sweep and none of its cells is still to run."""
+    done = subprocess.run([KAPPA, "status", name, "--json"], env=env, capture_output=True,
+                          text=True, cwd=ROOT)
+    if done.returncode != 0:
+        return False
+    counts = json.loads(done.stdout)["counts"]
+    return not any(counts.get(state) for state in ("pending", "running", "queued"))
+
+
+def write_section(study: Study, env: dict[str, str]) -> str:
+    """The study's section: its writer's text, what made the numbers, and each replica
+    found in the home judged by the same writer."""
+    def run(args: list[str]) -> str:
+        return kappa(args, env)
+
+    text = study.write(read_sweep(study.sweep, env))
+    lines = [f"<!-- study:{study.key} -->", text, "",
+             f"Made by: {replicas.made_by(run, study.sweep)}."]
+    for replica in REPLICAS.get(study.key, ()):
+        if not finished(replica.sweep, env):
+            print(f"[findings] {replica.sweep}: not finished in this home, so the "
+                  f"replication '{replica.label}' is left out", flush=True)
+            continue
+        with replicas.figures_aside():
+            again = study.write(read_sweep(replica.sweep, env))
+        verdicts = replicas.compare(replicas.summary_rows(text), replicas.summary_rows(again))
+        lines.append(replicas.block(replica.label, replica.sweep,
+                                    replicas.made_by(run, replica.sweep), verdicts))
+    return "\n".join(lines)
 
 
 def rewrite_doc(sections: dict[str, str]) -> None:
@@ -147,9 +191,12 @@ def _summary_table(sections: list[str]) -> str:
     """One row per finding, collected from the hidden rows the studies' sections carry."""
     rows = [line.removeprefix(SUMMARY).removesuffix("-->").strip()
             for part in sections for line in part.splitlines() if line.startswith(SUMMARY)]
-    head = ("| # | claim | where | toy result (95% CI, n) | verdict | why | regenerate |\n"
-            "| --- | --- | --- | --- | --- | --- | --- |")
-    return "### Summary\n\n" + "\n".join([head, *(f"| {row} |" for row in rows)])
+    again = replicas.replications(sections)
+    head = ("| # | claim | where | toy result (95% CI, n) | verdict | why | regenerate "
+            "| replications (same rule) |\n| --- | --- | --- | --- | --- | --- | --- | --- |")
+    return "### Summary\n\n" + "\n".join(
+        [head, *(f"| {row} | {again.get(row.split(' | ', 1)[0].strip(), '—')} |"
+                 for row in rows)])
 
 
 def _split_sections(text: str) -> dict[str, str]:
@@ -187,8 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     for i, study in enumerate(chosen, 1):
         if args.home is None:
             run_study(study, env, i, len(chosen))
-        writer: Callable[[Sweep], str] = study.write
-        sections[study.key] = f"<!-- study:{study.key} -->\n" + writer(read_sweep(study, env))
+        sections[study.key] = write_section(study, env)
         rewrite_doc(sections)  # after each study, so a long run shows its progress
     print(f"[findings] wrote {DOC.relative_to(ROOT)}", flush=True)
     return 0
