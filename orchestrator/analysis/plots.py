@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import math
 import re
+from typing import Any
 
 from orchestrator.analysis.dynamics import Curve, Panel, group_colors
 
@@ -90,8 +91,18 @@ def svg(panel: Panel, compared: str | None) -> str:
         fig.legend(handles=handles, loc="outside upper right", fontsize=8, frameon=False,
                    ncols=min(len(handles), 4))
         fig.suptitle(f"{panel.title} ({panel.metric})", x=0.01, ha="left", fontsize=11)
-        image = io.BytesIO()
-        fig.savefig(image, format="svg", metadata={"Date": None})
+        text = figure_svg(fig)
         plt.close(fig)
+    return text
+
+
+def figure_svg(fig: Any) -> str:
+    """A matplotlib figure as one inline ``<svg>`` element (no XML prolog or doctype, no
+    date, stable ids: the same figure gives the same text)."""
+    import matplotlib.pyplot as plt
+
+    image = io.BytesIO()
+    with plt.rc_context({"svg.fonttype": "none", "svg.hashsalt": "kappa"}):
+        fig.savefig(image, format="svg", metadata={"Date": None})
     text = image.getvalue().decode("utf-8")
-    return text[text.index("<svg"):]  # inline: no XML prolog or doctype
+    return text[text.index("<svg"):]

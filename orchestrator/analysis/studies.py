@@ -156,32 +156,46 @@ def with_trials(frame: Any, sweeps: Sequence[str], registry_url: str | None = No
         states.get((s, n)) for s, n in zip(study, number, strict=True)]})
 
 
-def optuna_figures(studies: list[StudySummary]) -> list[tuple[str, Any]]:
-    """``(title, plotly figure)``: per study, Optuna's optimization history, parameter
-    importances (with two or more complete trials and params) and slice plot."""
-    import optuna.visualization as vis
+def optuna_figures(studies: list[StudySummary]) -> list[tuple[str, str]]:
+    """``(title, inline SVG)``: per study, Optuna's optimization history, parameter
+    importances (with two or more complete trials and params) and slice plot, drawn by
+    Optuna's matplotlib backend (static, so a search's report stays small and offline)."""
+    import warnings
 
-    figures: list[tuple[str, Any]] = []
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import optuna.visualization.matplotlib as vis
+
+    from orchestrator.analysis.plots import figure_svg
+
+    def draw(title: str, plot: Any, study: Any) -> None:
+        with warnings.catch_warnings():  # Optuna marks its matplotlib plots experimental
+            warnings.simplefilter("ignore")
+            axes = plot(study)
+        first = axes.flat[0] if hasattr(axes, "flat") else axes
+        figures.append((title, figure_svg(first.figure)))
+        plt.close(first.figure)
+
+    figures: list[tuple[str, str]] = []
     for study in studies:
         if study.study is None or not study.count("COMPLETE"):
             continue
-        figures.append((f"{study.name}: optimization history",
-                        vis.plot_optimization_history(study.study)))
+        draw(f"{study.name}: optimization history", vis.plot_optimization_history, study.study)
         if study.count("COMPLETE") >= 2 and study.best and len(study.best.params) >= 1:
             with contextlib.suppress(RuntimeError, ValueError):  # too few points to judge
-                figures.append((f"{study.name}: parameter importances",
-                                vis.plot_param_importances(study.study)))
-        figures.append((f"{study.name}: slice plot", vis.plot_slice(study.study)))
+                draw(f"{study.name}: parameter importances", vis.plot_param_importances,
+                     study.study)
+        draw(f"{study.name}: slice plot", vis.plot_slice, study.study)
     return figures
 
 
 def search_section(studies: list[StudySummary]) -> str:
-    """The report's search section: each study's line and its Optuna plots (offline HTML:
-    plotly.js inlined once, with the first plot; only a search's report carries it)."""
+    """The report's search section: each study's line and its Optuna plots (inline SVG)."""
     if not studies:
         return ""
     parts = [f"<p>{html.escape(s.line())}</p>" for s in studies]
-    for n, (title, figure) in enumerate(optuna_figures(studies)):
-        parts.append(f"<h3>{html.escape(title)}</h3>")
-        parts.append(figure.to_html(full_html=False, include_plotlyjs=n == 0))
+    for title, image in optuna_figures(studies):
+        parts += [f"<h3>{html.escape(title)}</h3>", image]
     return "\n".join(parts)

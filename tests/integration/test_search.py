@@ -111,6 +111,8 @@ def test_search_runs_trials_as_cells_one_study_per_axis_value(
     code, out = kappa(capsys, "report", "srch", "-o", str(report))
     text = report.read_text()
     assert code == 0 and "Search (Optuna)" in text and "optimization history" in text, out
+    # Optuna's plots are static SVG: the report carries no plotly.js (4.6 MB alone).
+    assert text.count("<svg") >= 4 and "plotly" not in text.lower(), len(text)
 
 
 def _wait_for_first_trial(home: Path, sweep: str, proc: subprocess.Popen[bytes]) -> None:
