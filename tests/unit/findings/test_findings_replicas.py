@@ -57,4 +57,4 @@ def test_a_replicas_figures_never_replace_the_pages(tmp_path: Path,
     with replicas.figures_aside():
         fs.FIGURES.mkdir(parents=True)
         (fs.FIGURES / "entropy.png").write_bytes(b"x")
-    assert fs.FIGURES == tmp_path / "figures" and not (tmp_path / "figures" / ".replica").exists()
+    assert tmp_path / "figures" == fs.FIGURES and not (tmp_path / "figures" / ".replica").exists()
