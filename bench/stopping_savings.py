@@ -10,8 +10,8 @@ Reported: RL steps run, the sweep's wall time and the cells' summed wall time (c
 what GPU-hours are on a GPU cluster), the hours kappa's own accounting says the rule saved
 (``kappa status``), and the final table of both — each number of the plateau run against
 the full run's 95% CI: the baselines' means (Student t) and the +RB rows' paired deltas
-(paired t; the figures of 2026-12-02 in README.md used the bootstrap intervals kappa had then,
-which at 2-3 seeds are the pairs' range). Both runs use the same
+(paired t; the figures of 2026-12-02 in docs/benchmarks.md used the bootstrap intervals
+kappa had then, which at 2-3 seeds are the pairs' range). Both runs use the same
 validation cadence, and warm-start caches are built before timing, so both load them.
 
 ``--together reward_budget`` gives the live rule a comparison group (docs/spec.md

@@ -140,7 +140,7 @@ def test_default_columns_follow_what_the_runs_logged(app: typer.Typer, tmp_path:
 
     write_run_folders(tmp_path / "runs", synthetic_cells("k4", seeds=(0,), k=4,
                                                          benchmarks=("a", "b")), steps=5)
-    # No layout options: laid out like the report's main table (the README's tour).
+    # No layout options: laid out like the report's main table (the README's tour, docs/results.md).
     lines = _run(app, "table", "k4").splitlines()
     assert lines[0] == "| Method | n | a | b | Average |"
     assert "| GRPO | 1 |" in "\n".join(lines) and lines[3].startswith("| + RB | 1 |")
