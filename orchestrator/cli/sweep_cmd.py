@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from orchestrator.sweeps.stores import Stores
     from orchestrator.sweeps.submission import PreparedSweep, SubmitResult
 
-DEFAULT_DEMO_SPEC = Path("experiments/toy/table2.yaml")
+DEFAULT_DEMO_SPEC = Path("experiments/toy/demo.yaml")
 
 
 def submit_cmd(
@@ -314,7 +314,8 @@ def demo_cmd(
     registry: RegistryOption = None,
     mlflow: MlflowOption = None,
 ) -> None:
-    """The main job: run SPEC (the toy Table 2 sweep) here, then show its results."""
+    """The main job: run SPEC (the toy demo: GRPO and Dr.GRPO ± RB, 3 seeds) here, then
+    show its results."""
     from orchestrator.cli.demo_report import print_demo_results
     from orchestrator.sweeps.staleness import rerun_command
     from orchestrator.sweeps.sweep import Sweep
