@@ -46,6 +46,22 @@ def _setting_path(model: type[BaseModel], loc: Sequence[int | str]) -> tuple[int
     return tuple(path)
 
 
+def _admits(annotation: Any, kinds: tuple[type, ...]) -> bool:
+    """Whether a field's type admits a value of one of ``kinds`` (through unions)."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType, typing.Annotated):  # metadata admits none
+        return any(_admits(a, kinds) for a in args)
+    if origin is typing.Literal:
+        return any(type(a) in kinds for a in args)
+    return annotation in kinds
+
+
+def numbers_only(annotation: Any) -> bool:
+    """Whether a field of type ``annotation`` takes numbers but not booleans: pydantic would
+    read ``True`` there as 1 (``seed: true`` quietly running as seed 1)."""
+    return _admits(annotation, (int, float)) and not _admits(annotation, (bool,))
+
+
 def _merged_message(messages: Sequence[str]) -> str:
     """One message for a value every member of a union refused."""
     if len(messages) == 1:
@@ -55,7 +71,7 @@ def _merged_message(messages: Sequence[str]) -> str:
     return "; or ".join(messages)
 
 
-def problems_from_validation_error(exc: ValidationError, prefix: str = "",
+def problems_from_validation_error(exc: ValidationError,
                                    model: type[BaseModel] | None = None) -> list[Problem]:
     """One :class:`Problem` per pydantic error, located by dotted path; with ``model``
     (the model validated), locations stop at setting names, and the errors a union's
@@ -67,8 +83,7 @@ def problems_from_validation_error(exc: ValidationError, prefix: str = "",
         grouped.setdefault(key, []).append(dict(err))
     problems = []
     for loc, errs in grouped.items():
-        dotted = ".".join(str(part) for part in loc)
-        location = f"{prefix}.{dotted}" if prefix and dotted else (prefix or dotted)
+        location = ".".join(str(part) for part in loc)
         found, kind = errs[0].get("input"), errs[0].get("type", "")
         # "Value error, " is pydantic's prefix for a validator's own message.
         messages = list(dict.fromkeys(str(e["msg"]).removeprefix("Value error, ") for e in errs))
@@ -78,10 +93,10 @@ def problems_from_validation_error(exc: ValidationError, prefix: str = "",
     return problems
 
 
-def validate_model(model: type[M], data: Mapping[str, Any], what: str, prefix: str = "") -> M:
+def validate_model(model: type[M], data: Mapping[str, Any], what: str) -> M:
     """Validate ``data`` against ``model``; raise one ``UserInputError`` listing every problem."""
     try:
         return model.model_validate(dict(data))
     except ValidationError as exc:
-        problems = problems_from_validation_error(exc, prefix, model)
+        problems = problems_from_validation_error(exc, model)
         raise UserInputError(f"invalid {what}", problems) from None
