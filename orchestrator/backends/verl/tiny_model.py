@@ -14,6 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from orchestrator.runs.folder import read_json
+
 MARKER = "kappa_tiny.json"
 # Bump when what is built changes (so old folders are rebuilt, not reused).
 FORMAT = 3
@@ -56,11 +58,7 @@ def corpus(lines: int = 2000, seed: int = 0) -> list[str]:
 
 
 def _is_built(out_dir: Path, record: dict[str, Any]) -> bool:
-    try:
-        found: dict[str, Any] = json.loads((out_dir / MARKER).read_text())
-    except (OSError, ValueError):
-        return False
-    return found == record
+    return read_json(out_dir / MARKER) == record
 
 
 def _publish(build_dir: Path, out_dir: Path, record: dict[str, Any]) -> None:
