@@ -5,12 +5,13 @@ bundle's value (:meth:`RLSettings.resolve_algorithm`, docs/algorithms.md#baselin
 from __future__ import annotations
 
 import math
+import types
+import typing
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
 
 from orchestrator.algorithms.bundles import BUNDLES, Backend, ResolvedAlgorithm, resolve
-from orchestrator.backends.validation import numbers_only
 from orchestrator.limits import (
     MAX_ATTEMPTS,
     MAX_BATCH,
@@ -55,6 +56,16 @@ LearningRate = Annotated[float, Field(gt=0, le=MAX_LEARNING_RATE),
                          BeforeValidator(check_learning_rate)]
 
 
+def _admits(annotation: Any, kinds: tuple[type, ...]) -> bool:
+    """Whether a field's type admits a value of one of ``kinds`` (through unions)."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType, Annotated):  # Annotated's metadata admits none
+        return any(_admits(a, kinds) for a in args)
+    if origin is Literal:
+        return any(type(a) in kinds for a in args)
+    return annotation in kinds
+
+
 class StrictModel(BaseModel):
     """A settings model: unknown keys are errors and instances never change."""
 
@@ -65,9 +76,12 @@ class StrictModel(BaseModel):
     @field_validator("*", mode="before")
     @classmethod
     def _no_bool_as_number(cls, value: Any, info: ValidationInfo) -> Any:
-        if isinstance(value, bool) and info.field_name is not None \
-                and numbers_only(cls.model_fields[info.field_name].annotation):
-            raise ValueError("a boolean is not a number here")
+        # Pydantic reads True as 1: `seed: true` or `group_size: yes` would quietly run
+        # as 1. A number setting takes numbers only.
+        if isinstance(value, bool) and info.field_name is not None:
+            annotation = cls.model_fields[info.field_name].annotation
+            if _admits(annotation, (int, float)) and not _admits(annotation, (bool,)):
+                raise ValueError("a boolean is not a number here")
         return value
 
 

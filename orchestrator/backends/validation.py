@@ -46,22 +46,6 @@ def _setting_path(model: type[BaseModel], loc: Sequence[int | str]) -> tuple[int
     return tuple(path)
 
 
-def _admits(annotation: Any, kinds: tuple[type, ...]) -> bool:
-    """Whether a field's type admits a value of one of ``kinds`` (through unions)."""
-    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
-    if origin in (typing.Union, types.UnionType, typing.Annotated):  # metadata admits none
-        return any(_admits(a, kinds) for a in args)
-    if origin is typing.Literal:
-        return any(type(a) in kinds for a in args)
-    return annotation in kinds
-
-
-def numbers_only(annotation: Any) -> bool:
-    """Whether a field of type ``annotation`` takes numbers but not booleans: pydantic would
-    read ``True`` there as 1 (``seed: true`` quietly running as seed 1)."""
-    return _admits(annotation, (int, float)) and not _admits(annotation, (bool,))
-
-
 def _merged_message(messages: Sequence[str]) -> str:
     """One message for a value every member of a union refused."""
     if len(messages) == 1:

@@ -16,12 +16,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, get_args
 
 from pydantic import BaseModel, ConfigDict, model_validator
 from pydantic_core import PydanticCustomError
-
-from orchestrator.backends.validation import numbers_only
 
 
 @dataclass(frozen=True)
@@ -73,6 +71,20 @@ def poll_until(poll: Callable[[], int | None], timeout: float | None, first_dela
     return code
 
 
+def _numeric_only(annotation: Any) -> bool:
+    """Whether a field of type ``annotation`` holds only numbers (``float | None``,
+    ``Annotated[int, ...]``), where a boolean would be read as 0 or 1."""
+    def leaves(tp: Any) -> list[Any]:
+        args = get_args(tp)
+        if args and getattr(tp, "__metadata__", None) is not None:
+            return leaves(args[0])  # Annotated[T, ...]: T
+        return [leaf for arg in args for leaf in leaves(arg)] if args else [tp]
+
+    found = leaves(annotation)  # not a set: a leaf may be unhashable (Callable's [args])
+    return any(t in (int, float) for t in found) and all(
+        t in (int, float, type(None)) for t in found)
+
+
 class ExecutorOptions(BaseModel):
     """What a user may set on an executor: described fields, numbers finite and not bools."""
 
@@ -84,7 +96,7 @@ class ExecutorOptions(BaseModel):
         if isinstance(data, dict):
             for key, value in data.items():
                 field = cls.model_fields.get(key)
-                if isinstance(value, bool) and field and numbers_only(field.annotation):
+                if isinstance(value, bool) and field and _numeric_only(field.annotation):
                     raise PydanticCustomError("bool_for_number", "{option}: a boolean is "
                                               "not a number", {"option": key})
         return data
