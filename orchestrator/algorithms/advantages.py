@@ -1,9 +1,7 @@
-"""Group-relative advantage constructions (docs/algorithms.md#advantages): outcome rewards
-``(groups, G)`` in, advantages of the same shape out (one per response, later put on
-each of its tokens). Edge cases follow verl's ``compute_grpo_outcome_advantage``: a
-group of one response has mean 0 and std 1, an all-equal group gets advantage 0. Group
-statistics are computed in float64 (float16/bfloat16, and float32 with large G, lose digits
-in mean and std); the result is rounded once, back to the rewards' floating dtype."""
+"""Group-relative advantages (docs/algorithms.md#advantages): rewards ``(groups, G)`` in, one
+advantage per response out. Edge cases follow verl's ``compute_grpo_outcome_advantage``; group
+statistics are computed in float64 (16-bit floats, and float32 at large G, lose digits) and rounded
+once, back to the rewards' floating dtype."""
 
 from __future__ import annotations
 
@@ -50,10 +48,9 @@ def _all_equal(rewards: Tensor) -> Tensor:
 
 
 def grpo(rewards: Tensor, std: StdKind = "unbiased", eps: float = 1e-6) -> Tensor:
-    """GRPO: ``(r_i − mean(r)) / (std(r) + eps)`` per group. ``std="unbiased"`` (N−1, verl's
-    default) or ``"population"`` (N, the first paper's Table 1). Groups of one response use std 1,
-    as verl does. A group of equal rewards gets exactly 0 (its deviations are 0 by definition; float
-    rounding of the mean must not turn them into ``±tiny / eps``). Non-finite rewards raise
+    """GRPO: ``(r_i − mean(r)) / (std(r) + eps)`` per group, ``std`` unbiased (verl's default) or
+    population (the first paper's Table 1). A group of one response uses std 1; equal rewards give
+    exactly 0 (float rounding of the mean must not make ``±tiny / eps``). Non-finite rewards raise
     ``ValueError``."""
     if std not in STD_KINDS:
         raise AlgorithmError(f"unknown std kind '{std}'", [Issue(
@@ -83,9 +80,8 @@ def drgrpo(rewards: Tensor) -> Tensor:
 
 
 def reward_budget_shares(rewards: Tensor) -> Tensor:
-    """Reward budgeting's normalised rewards ``R_i = g_i / Σ_j g_j`` with ``g_i = r_i − min r``.
-    Each non-skipped group's shares sum to 1; a group whose gaps sum to 0 (all rewards equal, or a
-    single response) is skipped and gets all-zero shares."""
+    """Reward budgeting's shares ``R_i = g_i / Σ_j g_j``, ``g_i = r_i − min r``: each group's sum to
+    1, but a group whose gaps sum to 0 (all equal, or one response) is skipped: all zeros."""
     r = _as_groups(rewards)
     wide = r.to(torch.float64)
     gaps = wide - wide.min(dim=1, keepdim=True).values
@@ -98,10 +94,8 @@ def reward_budget_shares(rewards: Tensor) -> Tensor:
 
 
 def reward_budget(rewards: Tensor) -> Tensor:
-    """Reward budgeting (RB): ``A_i = R_i − 1/G``; a skipped group contributes 0 everywhere. A unit
-    budget per prompt is shared in proportion to the positive gaps above the group's minimum reward,
-    so with ``k`` correct binary answers a correct one gets ``1/k − 1/G`` and a wrong one ``−1/G``.
-    """
+    """Reward budgeting (RB): ``A_i = R_i − 1/G``, 0 for a skipped group; with ``k`` correct binary
+    answers a correct one gets ``1/k − 1/G``, a wrong one ``−1/G``."""
     r = _as_groups(rewards)
     wide = r.to(torch.float64)
     shares = reward_budget_shares(wide)
@@ -116,9 +110,9 @@ ADVANTAGES: dict[str, AdvantageFn] = {
 
 
 def advantages(name: str, rewards: Tensor, **options: object) -> Tensor:
-    """Advantages of ``rewards`` ``(groups, G)`` under the construction ``name`` (a key of
-    :data:`ADVANTAGES`: ``grpo`` with options ``std`` and ``eps``, ``drgrpo``,
-    ``reward_budget``). Unknown names or options raise ``AlgorithmError``."""
+    """Advantages of ``rewards`` ``(groups, G)`` by construction ``name`` (a key of
+    :data:`ADVANTAGES`; ``grpo`` takes ``std`` and ``eps``); unknown names or options raise
+    ``AlgorithmError``."""
     if (fn := ADVANTAGES.get(name)) is None:
         raise unknown_name("advantage", name, ADVANTAGES, "advantage")
     allowed = list(inspect.signature(fn).parameters)[1:]

@@ -1,8 +1,7 @@
-"""The six baseline bundles, every recipe constant in one table, and their resolution
-(docs/algorithms.md#baseline-bundles); a cell's explicit settings win over its bundle
-(:func:`resolve`). Where verl's own recipes differ (docs/verl.md#recipes) the row says so
-in ``on_verl``. Both backends resolve a cell into the one :class:`ResolvedAlgorithm`.
-Pure Python: importing this loads no torch."""
+"""The six baseline bundles, every recipe constant in one table
+(docs/algorithms.md#baseline-bundles; ``on_verl`` where verl's recipes differ), and :func:`resolve`,
+which applies a cell's explicit settings into the one :class:`ResolvedAlgorithm` both backends run.
+Pure Python: no torch."""
 
 from __future__ import annotations
 
@@ -100,10 +99,9 @@ def resolve(
     dynamic_sampling: bool | None, overlong_penalty: bool | None, kl_loss_type: str,
     overlong_buffer: int,
 ) -> ResolvedAlgorithm:
-    """``bundle`` with a cell's explicit settings applied (``None`` = the bundle's). ``clip_ratio``
-    sets both ratios and ``clip_ratio_low`` / ``clip_ratio_high`` win over it. ``clip_ratio: inf``
-    also lifts the dual clip unless ``clip_ratio_c`` is given, since a dual clip would still bound
-    the ratio. A κ setting names β explicitly: giving ``kl_coef`` turns the KL loss on unless
+    """``bundle`` with a cell's explicit settings applied (``None``: the bundle's). ``clip_ratio``
+    sets both ratios, ``clip_ratio_low``/``_high`` win over it, and ``clip_ratio: inf`` lifts the
+    dual clip too unless ``clip_ratio_c`` is given. Giving ``kl_coef`` turns the KL loss on unless
     ``use_kl_loss`` says otherwise."""
     low: Ratio = bundle.clip_ratio_low
     high: Ratio = bundle.clip_ratio_high

@@ -49,8 +49,8 @@ def run_length(grid_points: int = GRID_POINTS) -> int:
 
 
 def plateau_mask(y: np.ndarray, eps_local: float, eps_remain: float, window: int) -> np.ndarray:
-    """Which points of ``y`` are flat: locally (over ``window``) and for all that remains. Points
-    without a full window after them are never flat."""
+    """Which points of ``y`` are flat, locally (over ``window``) and for all that remains; a point
+    without a full window after it never is."""
     y = np.asarray(y, dtype=float)
     n = y.size
     mask = np.zeros(n, dtype=bool)
@@ -101,9 +101,9 @@ def fit_convergence(steps: Points, values: Points,
 
 
 def convergence_step(steps: Points, values: Points) -> float | None:
-    """The convergence step of a validation-accuracy curve (docs/algorithms.md#convergence-step).
-    Returns a step on the 400-point grid between the first and last logged step, or ``None`` when
-    the curve never settles or has fewer than six distinct steps."""
+    """The convergence step of a validation-accuracy curve (docs/algorithms.md#convergence-step): a
+    step on the 400-point grid, or ``None`` when the curve never settles or has fewer than six
+    distinct steps."""
     fit = fit_convergence(steps, values)
     return None if fit is None else fit.step
 

@@ -13,9 +13,9 @@ from orchestrator.algorithms.masking import masked_mean
 
 
 def entropy_from_logits(logits: Tensor) -> Tensor:
-    """Shannon entropy of ``softmax(logits)`` over the last axis: ``(B, T, V)`` -> ``(B, T)``. Uses
-    ``logsumexp(z) − Σ softmax(z)·z`` (verl's formula), which stays finite for large logits and is
-    differentiable (the entropy-bonus loss backpropagates through it)."""
+    """Shannon entropy of ``softmax(logits)`` over the last axis, ``(B, T, V)`` -> ``(B, T)``, as
+    verl computes it (``logsumexp(z) − Σ softmax(z)·z``): finite for large logits, and
+    differentiable (the entropy bonus backpropagates)."""
     # 16-bit logits are widened: the two terms nearly cancel for peaked distributions.
     wide = logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
     probs = torch.softmax(wide, dim=-1)
@@ -35,9 +35,9 @@ class ClipFractions(NamedTuple):
 
 def clip_fractions(old_log_prob: Tensor, log_prob: Tensor, advantages: Tensor, mask: Tensor,
                    clip_ratio_low: float, clip_ratio_high: float) -> ClipFractions:
-    """Clip activation, upper and lower separately (the second paper's clip activation rate).
-    ``upper + lower`` equals verl's ``actor/pg_clipfrac`` for the vanilla loss. (verl's
-    ``actor/pg_clipfrac_lower`` is something else: the dual clip.)"""
+    """Clip activation, upper and lower apart (the second paper's); ``upper + lower`` is verl's
+    ``actor/pg_clipfrac`` for the vanilla loss (verl's ``actor/pg_clipfrac_lower`` is the dual
+    clip's)."""
     ratio = torch.exp(log_prob - old_log_prob)
     if advantages.dim() == 1:
         advantages = advantages.unsqueeze(-1).expand_as(ratio)
@@ -49,11 +49,9 @@ def clip_fractions(old_log_prob: Tensor, log_prob: Tensor, advantages: Tensor, m
 
 def kappa_eff(seq_logp_new: Tensor, seq_logp_old: Tensor, correct: Tensor,
               group_index: Tensor) -> float | None:
-    """Effective sharpening: mean over (correct, incorrect) pairs of one prompt of
-    ``[log π_new(o⁺) − log π_new(o⁻)] − [log π_old(o⁺) − log π_old(o⁻)]``. Inputs are
-    ``(N,)``: summed sequence log-probs after and before the update, a correct flag and the
-    prompt (group) id of each response. Every pair in the batch weighs the same; ``None``
-    when the batch has no such pair."""
+    """Effective sharpening (docs/algorithms.md#diagnostics) from four ``(N,)`` tensors: summed
+    sequence log-probs after and before the update, a 0/1 correct flag and the prompt (group) id of
+    each response; every pair weighs the same. ``None`` without a pair."""
     shapes = [tuple(t.shape) for t in (seq_logp_new, seq_logp_old, correct, group_index)]
     if len(shapes[0]) != 1 or len(set(shapes)) != 1:
         raise ValueError(f"kappa_eff needs four (N,) tensors; got {shapes}")
@@ -82,10 +80,9 @@ def skewness_phi(b: float) -> float: ...
 @overload
 def skewness_phi(b: Tensor) -> Tensor: ...
 def skewness_phi(b: float | Tensor) -> float | Tensor:
-    """Two-armed skewness (second paper, Remark 4.2): ``Φ = 1 + (1 − 2b)·log(b / (1 − b))``. For
-    ``π = (b, 1 − b)`` with ``0 < b < 1``; ``Φ ≥ 0`` exactly for b in about [0.176, 0.824]. At
-    ``b = 0`` or ``1`` it is ``−inf`` (the limit, for a float or a tensor alike); ``b`` outside
-    ``[0, 1]`` or NaN raises ``ValueError``."""
+    """Two-armed skewness (second paper, Remark 4.2) of ``π = (b, 1 − b)``: ``Φ = 1 + (1 − 2b)·log(b
+    / (1 − b))``, ``−inf`` at ``b = 0`` or ``1``; ``b`` outside ``[0, 1]`` or NaN raises
+    ``ValueError``."""
     if isinstance(b, Tensor):
         if not bool(((b >= 0) & (b <= 1)).all()):
             raise ValueError("skewness_phi: every b must lie in [0, 1]")

@@ -1,7 +1,6 @@
-"""The error of ``orchestrator.algorithms``: an unknown name, option or setting. A
-``ValueError``, so a caller outside kappa (verl's plug-in) sees the usual type; each
-:class:`Issue` has the fields of :class:`orchestrator.errors.Problem`, so a command can
-turn it into kappa's exit-2 ``UserInputError`` with the same text."""
+"""The error of ``orchestrator.algorithms``: an unknown name, option or setting. A ``ValueError``
+(what verl's plug-in expects); each :class:`Issue` has the fields of
+:class:`orchestrator.errors.Problem`, so a command can report it as a ``UserInputError``."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""Masked reductions and the three loss-aggregation modes (docs/algorithms.md#aggregation-modes).
-
-Semantics follow verl 0.9.1 (``verl.utils.torch_functional.masked_mean`` and
-``verl.trainer.ppo.core_algos.agg_loss`` with a single data-parallel rank) so that
-losses and metrics agree with verl to floating-point precision."""
+"""Masked reductions and the loss-aggregation modes (docs/algorithms.md#aggregation-modes), as verl
+0.9.1's ``masked_mean`` and ``agg_loss`` (one data-parallel rank) compute them, so losses and
+metrics agree with verl to floating-point precision."""
 
 from __future__ import annotations
 
@@ -30,16 +28,15 @@ def masked_sum(values: Tensor, mask: Tensor, dim: int | None = None) -> Tensor:
 
 
 def masked_mean(values: Tensor, mask: Tensor, dim: int | None = None) -> Tensor:
-    """Mean of ``values`` over the positions where ``mask`` is non-zero (verl's definition). The
-    denominator carries verl's ``1e-8``, so an all-zero mask yields 0, not NaN. The count is summed
-    in the mask's own dtype, as verl does, so results match bit for bit."""
+    """Mean of ``values`` where ``mask`` is non-zero, verl's way: the count summed in the mask's
+    dtype plus ``1e-8`` (bit-for-bit; an all-zero mask yields 0)."""
     count = mask.sum() if dim is None else mask.sum(dim=dim)
     return masked_sum(values, mask, dim) / (count + MASKED_MEAN_EPS)
 
 
 def broadcast_to_tokens(adv: Tensor, mask: Tensor) -> Tensor:
-    """Copy one value per response onto each of its tokens: ``(B,)`` -> ``(B, T)``. Padded positions
-    get 0, as in verl (``scores.unsqueeze(-1) * response_mask``)."""
+    """One value per response onto each of its tokens: ``(B,)`` -> ``(B, T)``, 0 on padding (verl's
+    ``scores.unsqueeze(-1) * response_mask``)."""
     if adv.dim() != 1 or mask.dim() != 2 or adv.shape[0] != mask.shape[0]:
         raise ValueError(f"broadcast_to_tokens needs adv (B,) and mask (B, T); got "
                          f"{tuple(adv.shape)} and {tuple(mask.shape)}")
@@ -48,16 +45,10 @@ def broadcast_to_tokens(adv: Tensor, mask: Tensor) -> Tensor:
 
 def aggregate(loss_mat: Tensor, mask: Tensor, mode: str,
               loss_scale_factor: float | None = None) -> Tensor:
-    """Reduce a per-token loss matrix ``(B, T)`` to a scalar; a batch with no valid token at
-    all gives 0 (verl: NaN).
-
-    - ``token-mean``: sum over every valid token of the batch / number of valid tokens.
-    - ``seq-mean-token-mean``: mean over each response's tokens, then mean over responses
-      (responses with no valid token are left out).
-    - ``seq-mean-token-sum-norm``: each response's token sum, mean over responses, divided
-      by ``loss_scale_factor`` (Dr.GRPO; the only mode it is meaningful for): ``None`` is
-      the padded length ``T``, as in verl; the maximum response length is a constant one.
-    """
+    """Reduce a per-token loss ``(B, T)`` to a scalar by ``mode`` (``token-mean``,
+    ``seq-mean-token-mean``: responses without a valid token left out, or
+    ``seq-mean-token-sum-norm``: divided by ``loss_scale_factor``, default the padded length ``T``
+    as in verl). A batch without a valid token gives 0 (verl: NaN)."""
     if mode not in AGG_MODES:
         raise unknown_name("loss aggregation mode", mode, AGG_MODES, "loss_agg_mode")
     if loss_mat.shape != mask.shape or loss_mat.dim() != 2:

@@ -1,11 +1,7 @@
-"""The actor's token-level losses (docs/algorithms.md#policy-losses): the policy-gradient losses
-and their registry, and the KL penalty to the reference policy (docs/algorithms.md#kl-estimators).
-Each follows the function of the same name in verl 0.9.1's ``core_algos.py`` (masking, clamps, dual
-clip, metrics, aggregation), so both backends optimise the same objective. The covariance-based
-entropy-preserving losses, Clip-Cov and KL-Cov, treat the few valid tokens of a batch with the
-largest centred covariance ``c_t`` differently (verl's ``compute_policy_loss_clip_cov`` and
-``compute_policy_loss_kl_cov``). KL estimators have verl's clamps, and straight-through variants
-(a trailing ``+``: the value, with the gradient of k2)."""
+"""The actor's token-level losses (docs/algorithms.md#policy-losses) and the KL penalty to the
+reference policy (docs/algorithms.md#kl-estimators), each following the function of the same name in
+verl 0.9.1's ``core_algos.py`` (masking, clamps, dual clip, metrics, aggregation), so both backends
+optimise the same objective."""
 
 from __future__ import annotations
 
@@ -34,13 +30,12 @@ _KL_COV = BUNDLES["kl_cov"].policy_loss_params
 def vanilla(old_log_prob: Tensor, log_prob: Tensor, advantages: Tensor, response_mask: Tensor, *,
             agg_mode: str, clip_ratio_low: float, clip_ratio_high: float, clip_ratio_c: float = 3.0,
             loss_scale_factor: float | None = None) -> tuple[Tensor, dict[str, float]]:
-    """PPO clipped surrogate with separate low/high ratios and dual clip for ``A < 0``. Per token:
-    ``max(−ρA, −clip(ρ, 1−ε_low, 1+ε_high)A)``, and for ``A < 0`` also ``min(·, −cA)``. ``ε = inf``
-    on both sides means no clipping at all, dual clip included **(choice; verl reaches it with
-    clip_ratio_low = clip_ratio_high = clip_ratio_c = 1e9)**; ``clip_ratio_c = inf`` switches off
-    only the dual clip. Metrics: ``actor/pg_clipfrac`` (share of valid tokens where the ratio clip
-    binds), ``actor/pg_clipfrac_lower`` (where the dual clip binds), ``actor/ppo_kl`` (masked mean
-    of ``log π_old − log π_θ``), ``actor/pg_loss``."""
+    """PPO clipped surrogate with separate low/high ratios and, for ``A < 0``, the dual clip
+    ``−cA``. ``ε = inf`` on both sides means no clipping at all, dual clip included **(choice; verl
+    reaches it with all three ratios 1e9)**; ``clip_ratio_c = inf`` lifts only the dual clip.
+    Metrics: ``actor/pg_loss``, ``actor/pg_clipfrac`` (the ratio clip binds),
+    ``actor/pg_clipfrac_lower`` (the dual clip binds), ``actor/ppo_kl`` (masked mean of ``log π_old
+    − log π_θ``)."""
     no_clip = math.isinf(clip_ratio_low) and math.isinf(clip_ratio_high)
     dual_c = math.inf if no_clip else clip_ratio_c
     log_ratio = torch.clamp(log_prob - old_log_prob, min=-LOG_RATIO_CLAMP, max=LOG_RATIO_CLAMP)
@@ -71,13 +66,10 @@ def vanilla(old_log_prob: Tensor, log_prob: Tensor, advantages: Tensor, response
 def gspo(old_log_prob: Tensor, log_prob: Tensor, advantages: Tensor, response_mask: Tensor, *,
          agg_mode: str, clip_ratio_low: float, clip_ratio_high: float, clip_ratio_c: float = 3.0,
          loss_scale_factor: float | None = None) -> tuple[Tensor, dict[str, float]]:
-    """GSPO: a sequence-level ratio shared by every token of a response.
-    ``s_i = exp(mean_t(log π_θ − log π_old))`` over the response's valid tokens; each token uses
-    ``sg[s_i] · π_θ(o_t) / sg[π_θ(o_t)]`` (value ``s_i``, gradient of ``log π_θ(o_t)`` scaled by
-    ``s_i``), clipped to ``[1−ε_low, 1+ε_high]``. No dual clip (``clip_ratio_c`` is accepted and
-    ignored, as in verl). The log of the token ratio is clamped at 10. Pass
-    ``agg_mode="seq-mean-token-mean"`` for the paper's GSPO; verl 0.9.1 honours the configured mode.
-    ``actor/pg_clipfrac_lower`` is always 0."""
+    """GSPO: every token of a response takes the sequence-level ratio ``s_i = exp(mean_t(log π_θ −
+    log π_old))`` as value and the gradient of ``log π_θ(o_t)`` scaled by it, clipped to ``[1−ε_low,
+    1+ε_high]``, its log clamped at 10; no dual clip (``clip_ratio_c`` is ignored, as in verl). The
+    paper's GSPO is ``agg_mode="seq-mean-token-mean"``; ``actor/pg_clipfrac_lower`` is always 0."""
     del clip_ratio_c  # GSPO has no dual clip; kept in the signature for a uniform dispatch.
     log_ratio = log_prob - old_log_prob
     mask = response_mask.to(log_prob.dtype)
@@ -101,10 +93,9 @@ def gspo(old_log_prob: Tensor, log_prob: Tensor, advantages: Tensor, response_ma
 def clip_cov_selection(log_prob: Tensor, advantages: Tensor, response_mask: Tensor,
                        already_clipped: Tensor, *, clip_cov_ratio: float, clip_cov_lb: float,
                        clip_cov_ub: float, generator: torch.Generator | None = None) -> Tensor:
-    """Boolean ``(B, T)``: the tokens whose gradient Clip-Cov stops. Candidates are valid tokens not
-    already clipped by the ratio clip with ``clip_cov_lb < c_t < clip_cov_ub``;
-    ``max(1, int(ratio · #valid tokens))`` of them are drawn uniformly at random (``generator``
-    makes the draw reproducible)."""
+    """Boolean ``(B, T)``: the tokens whose gradient Clip-Cov stops: ``max(1, int(ratio · #valid))``
+    drawn uniformly (reproducibly with ``generator``) from the valid tokens the ratio clip left,
+    with ``clip_cov_lb < c_t < clip_cov_ub``."""
     valid = response_mask.bool()
     adv_centred = advantages - masked_mean(advantages, response_mask)
     logp_centred = log_prob.detach() - masked_mean(log_prob.detach(), response_mask)
@@ -125,10 +116,9 @@ def clip_cov(old_log_prob: Tensor, log_prob: Tensor, advantages: Tensor, respons
              clip_cov_lb: float = _CLIP_COV["clip_cov_lb"],
              clip_cov_ub: float = _CLIP_COV["clip_cov_ub"],
              generator: torch.Generator | None = None) -> tuple[Tensor, dict[str, float]]:
-    """Clip-Cov: the PPO clip surrogate with the selected tokens' loss (and gradient) zeroed. No
-    dual clip and no log-ratio clamp, as in verl. Metrics: ``actor/pg_clipfrac`` is the share of
-    valid tokens selected by the covariance rule (verl's definition); ``actor/ppo_kl``;
-    ``actor/pg_loss``."""
+    """Clip-Cov: the PPO clip surrogate with the selected tokens' loss and gradient zeroed; no dual
+    clip, no log-ratio clamp (as in verl). ``actor/pg_clipfrac`` is the share of valid tokens
+    selected (verl's definition)."""
     del clip_ratio_c  # verl's Clip-Cov has no dual clip.
     if not clip_cov_ratio > 0:
         raise ValueError(f"clip_cov_ratio must be > 0; got {clip_cov_ratio}")
@@ -170,11 +160,10 @@ def kl_cov(old_log_prob: Tensor, log_prob: Tensor, advantages: Tensor, response_
            clip_ratio_c: float = 3.0, loss_scale_factor: float | None = None,
            kl_cov_ratio: float = _KL_COV["kl_cov_ratio"],
            ppo_kl_coef: float = _KL_COV["ppo_kl_coef"]) -> tuple[Tensor, dict[str, float]]:
-    """KL-Cov: unclipped ``−ρA`` everywhere, plus ``ppo_kl_coef · |log π_θ − log π_old|`` on
-    the top ``kl_cov_ratio`` of tokens by covariance. No clipping (verl ignores the clip
-    ratios here; they are accepted for a uniform dispatch). Defaults are the paper recipe's
-    (2e-3, 1); verl's yaml defaults are 2e-4 and 0.1. Metrics: ``actor/ppo_kl`` is the
-    masked mean of ``|log-ratio|`` (verl's definition), and ``actor/pg_loss``."""
+    """KL-Cov: unclipped ``−ρA``, plus ``ppo_kl_coef · |log π_θ − log π_old|`` on the top
+    ``kl_cov_ratio`` of tokens by covariance (clip ratios accepted and ignored, as verl does).
+    Defaults are the paper recipe's (2e-3, 1; verl's yaml: 2e-4, 0.1); ``actor/ppo_kl`` is the
+    masked mean of ``|log-ratio|`` (verl's)."""
     del clip_ratio_low, clip_ratio_high, clip_ratio_c
     if not kl_cov_ratio > 0:
         raise ValueError(f"kl_cov_ratio must be > 0; got {kl_cov_ratio}")
@@ -223,11 +212,9 @@ def policy_loss(name: str, old_log_prob: Tensor, log_prob: Tensor, advantages: T
                 clip_ratio_high: float, clip_ratio_c: float = 3.0,
                 loss_scale_factor: float | None = None,
                 **loss_options: object) -> tuple[Tensor, dict[str, float]]:
-    """The scalar policy loss ``name`` and its metrics (verl keys, Python floats). Tensors are
-    ``(B, T)``; ``advantages`` may also be ``(B,)`` (one value per response). ``loss_scale_factor``
-    is the normaliser of ``seq-mean-token-sum-norm`` (default: T). Loss-specific options:
-    ``clip_cov`` takes ``clip_cov_ratio``, ``clip_cov_lb``, ``clip_cov_ub``, ``generator``;
-    ``kl_cov`` takes ``kl_cov_ratio``, ``ppo_kl_coef``."""
+    """The scalar policy loss ``name`` and its metrics (verl keys, floats). Tensors are ``(B, T)``,
+    ``advantages`` may be ``(B,)``; ``loss_scale_factor`` normalises ``seq-mean-token-sum-norm``
+    (default: T); loss-specific options: :func:`loss_options`."""
     _validate(name, clip_ratio_low, clip_ratio_high, clip_ratio_c, loss_options)
     if advantages.dim() == 1:
         advantages = advantages.unsqueeze(-1).expand_as(log_prob)

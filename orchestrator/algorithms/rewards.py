@@ -13,9 +13,8 @@ from torch import Tensor
 
 
 def scale_rewards(correct: Tensor, reward_correct: float, reward_incorrect: float) -> Tensor:
-    """Verifier reward: ``reward_correct`` where ``correct`` else ``reward_incorrect``. With
-    ``(r⁺, r⁻) = (5, 0)`` and β = 0.001 this is the κ = 5000 setting
-    (docs/algorithms.md#kappa-settings)."""
+    """Verifier reward: ``reward_correct`` where ``correct``, else ``reward_incorrect`` (a κ
+    setting, docs/algorithms.md#kappa-settings)."""
     high = torch.full(correct.shape, float(reward_correct), dtype=torch.get_default_dtype())
     low = torch.full(correct.shape, float(reward_incorrect), dtype=torch.get_default_dtype())
     return torch.where(correct.bool(), high, low)
@@ -30,10 +29,9 @@ def _coin(seed: int, prompt_id: int, response_index: int) -> float:
 
 
 def random_rewards(prompt_ids: Tensor, response_index: Tensor, seed: int) -> Tensor:
-    """Spurious rewards: Bernoulli(0.5), a pure function of ``(seed, prompt id, response index)``
-    (not of the response text, the batching or the call order). ``prompt_ids`` and
-    ``response_index`` are integer tensors that broadcast together (e.g. ``(groups, 1)`` and
-    ``(1, G)``); the result has their broadcast shape, as floats 0/1."""
+    """Spurious Bernoulli(0.5) rewards, a pure function of ``(seed, prompt id, response index)``;
+    the integer ``prompt_ids`` and ``response_index`` broadcast together (``(groups, 1)`` and ``(1,
+    G)``) into the result's shape, floats 0/1."""
     if prompt_ids.is_floating_point() or response_index.is_floating_point():
         raise ValueError("random_rewards needs integer prompt_ids and response_index")
     ids, idx = torch.broadcast_tensors(prompt_ids, response_index)
@@ -43,9 +41,8 @@ def random_rewards(prompt_ids: Tensor, response_index: Tensor, seed: int) -> Ten
 
 
 def entropy_reward(rewards: Tensor, seq_entropy: Tensor, coef: float) -> Tensor:
-    """``R(o) + coef · H(π_θ(o))``: ``seq_entropy`` is each response's mean token entropy under the
-    rollout policy (:func:`~orchestrator.algorithms.diagnostics.entropy_from_logits`), detached
-    (kappa's choice, docs/algorithms.md#entropy-interventions): a reward, not a loss term."""
+    """``R(o) + coef · H(π_θ(o))``, ``seq_entropy`` each response's mean token entropy under the
+    rollout policy, detached: a reward, not a loss term."""
     if rewards.shape != seq_entropy.shape:
         raise ValueError(f"entropy_reward needs rewards and seq_entropy of one shape; got "
                          f"{tuple(rewards.shape)} and {tuple(seq_entropy.shape)}")
@@ -56,11 +53,9 @@ def entropy_reward(rewards: Tensor, seq_entropy: Tensor, coef: float) -> Tensor:
 
 
 def dynamic_sampling_keep(rewards: Tensor) -> Tensor:
-    """Which groups to keep ``(groups,)`` from rewards ``(groups, G)``: a group whose rewards are
-    all equal (exactly, so ``[0.1, 0.1, 0.1]`` too) carries no learning signal and is dropped
-    (DAPO's ``0 < #correct < G``), as is a group of one response (verl 0.9.1's ``filter_groups``
-    keeps it). All dropped is all False, never an error: the caller decides how often to
-    resample. Non-finite rewards raise ``ValueError`` (NaN would keep a broken group)."""
+    """Which groups ``(groups,)`` of rewards ``(groups, G)`` to keep: not those whose rewards are
+    all exactly equal, nor one of a single response (verl 0.9.1 keeps it). All dropped is all False:
+    the caller resamples. Non-finite rewards raise ``ValueError``."""
     if rewards.dim() != 2:
         raise ValueError(f"rewards must be shaped (groups, G); got {tuple(rewards.shape)}")
     if rewards.is_floating_point() and not bool(torch.isfinite(rewards).all()):
@@ -72,10 +67,9 @@ def dynamic_sampling_keep(rewards: Tensor) -> Tensor:
 
 def overlong_penalty(lengths: Tensor, max_length: int, cache_length: int,
                      penalty_factor: float = 1.0) -> Tensor:
-    """DAPO's soft over-long punishment, added to the reward of each response. 0 up to
-    ``max_length − cache_length`` tokens, then falling linearly to ``−penalty_factor`` at exactly
-    ``max_length``, and ``−penalty_factor`` beyond it (DAPO's ``R_length``; verl's dapo reward
-    manager never sees longer responses, and clamping keeps the penalty bounded)."""
+    """DAPO's soft over-long penalty, added to each response's reward: 0 up to ``max_length −
+    cache_length`` tokens, falling linearly to ``−penalty_factor`` at ``max_length`` and staying
+    there beyond (verl never sees longer; the clamp bounds it)."""
     if not 0 < cache_length <= max_length:
         raise ValueError(f"need 0 < cache_length <= max_length; got cache_length={cache_length}, "
                          f"max_length={max_length}")

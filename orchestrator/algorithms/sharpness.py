@@ -25,8 +25,8 @@ def sharpness_kappa(adv_pos: Tensor, adv_neg: Tensor | float, beta: float) -> Te
 def sharpness_kappa(
     adv_pos: float | Tensor, adv_neg: float | Tensor, beta: float
 ) -> float | Tensor:
-    """Sharpness factor ``κ = (A⁺ − A⁻) / β`` of a correct/incorrect pair. With raw rewards in place
-    of advantages it is the κ of a reward setting (docs/algorithms.md#kappa-settings)."""
+    """``κ = (A⁺ − A⁻) / β`` of a correct/incorrect pair; on raw rewards, the κ of a reward setting
+    (docs/algorithms.md#kappa-settings)."""
     if not (math.isfinite(beta) and beta > 0):
         raise ValueError(f"beta must be a finite number > 0; got {beta}")
     return (adv_pos - adv_neg) / beta
@@ -76,10 +76,9 @@ def _validate(group_size: int, beta: float, std: str) -> None:
 def advantage_table(
     group_size: int, beta: float, std: StdKind = "population"
 ) -> list[AdvantageRow]:
-    """Rows ``k = 1 .. G−1`` of binary-reward advantages and κ for RB, DrGRPO and GRPO. Computed
-    with :func:`~orchestrator.algorithms.advantages.advantages` itself, GRPO with ``eps = 0`` (the
-    analytic values; every row has a non-zero std). ``G = 8, β = 0.001`` with the population std
-    reproduces the first paper's Table 1."""
+    """Rows ``k = 1 .. G−1`` of binary-reward advantages and κ for RB, DrGRPO and GRPO, computed by
+    :func:`~orchestrator.algorithms.advantages.advantages` itself (GRPO with ``eps = 0``: the
+    analytic values). ``G = 8, β = 0.001`` with the population std is the first paper's Table 1."""
     _validate(group_size, beta, std)
     rows = []
     # One group per k: the first k responses correct (reward 1), the rest 0. Built in

@@ -1,41 +1,29 @@
-"""The backend contract: what a launch of one cell *is*.
-
-A backend turns a cell's resolved settings into a process to run (an argv list, never a
-shell string) and reads what that process leaves in its run folder; where the process
-runs is the executor's business. Every backend honours:
+"""The backend contract: what a launch of one cell *is* (where it runs is the executor's business).
+A backend turns a cell's resolved settings into a process (an argv, never a shell string) and reads
+what that process leaves in its run folder. Every backend honours:
 
 * ``settings_model`` is a strict, frozen pydantic model; a cell is valid iff
   :meth:`~Backend.validate` returns (problems located at the dotted setting names);
   :meth:`~Backend.preflight` checks a batch once per submit.
-* :meth:`~Backend.demand` is judged once where a cell is validated and stored with it,
-  so the scheduler validates nothing; :meth:`~Backend.launch` is pure (writes, starts
-  and validates nothing): the launched process validates its settings when it starts,
-  runs to completion in ``run_dir``, and run again there resumes from the latest
-  checkpoint.
-* The launched process honours ``MLFLOW_TRACKING_URI`` and ``MLFLOW_RUN_ID`` when set:
-  it logs its metrics into that existing run (batched, one call per step) and never
-  creates or ends a run of its own.
-* The run folder holds ``metrics.jsonl`` (one ``{"step": int, "metrics": {name: float}}``
-  per line), ``progress.json`` (``{"step": int, "total_steps": int}``, rewritten as
-  training advances) and, on success, ``summary.json`` (``{"status": "succeeded",
-  "steps": int, "final": {name: float}}``), with verl's metric names
-  (docs/architecture.md#metric-names).
-* A backend whose process honours a stop request (``stops_itself``,
-  :mod:`orchestrator.runs.stop_request`) ends with a checkpoint, a final evaluation and a
-  ``summary.json`` carrying ``"stopped"``; any other is ended by the scheduler through
-  its executor and ``stopped_summary`` writes its summary from the last metrics.
-* ``canary_settings(settings, model)`` is the smallest run of a cell's settings that still
-  exercises the whole path a full run takes (start, warm start or model load, rewards, a
-  few optimizer steps, a checkpoint, the final write-out); ``kappa canary`` runs it
-  before a grid (:mod:`orchestrator.sweeps.canary`). It must validate, keep every
-  setting that decides which code runs, and never change what a cache shared with the
-  full run is keyed by. The default is the settings unchanged (canaried at full size).
-* ``numerics_version`` is bumped by a developer whenever a change alters the numbers a run
-  produces (a trainer fix, a new default inside the backend); :meth:`~Backend.numerics`
-  adds the versions of the libraries that compute them, as installed where kappa runs.
-  The launched process records them, and what only its machine knows, in its run folder
-  (:mod:`orchestrator.runs.provenance`); finished cells made by other numerics are stale.
-"""
+* :meth:`~Backend.demand` is judged where a cell is validated and stored with it (the
+  scheduler validates nothing); :meth:`~Backend.launch` is pure: the process validates its
+  settings as it starts, runs to completion in ``run_dir``, and run again there resumes.
+* With ``MLFLOW_TRACKING_URI`` and ``MLFLOW_RUN_ID`` set, the process logs its metrics into
+  that existing run (one batched call per step), never creating or ending a run.
+* It leaves ``metrics.jsonl``, ``progress.json`` and, on success, ``summary.json`` (shapes:
+  :mod:`orchestrator.runs.folder`), with verl's metric names (docs/architecture.md#metric-names).
+* A process that honours a stop request (``stops_itself``, :mod:`orchestrator.runs.stop_request`)
+  ends with a checkpoint, a final evaluation and a ``summary.json`` carrying ``"stopped"``; any
+  other is ended by the scheduler and ``stopped_summary`` writes its summary from the last metrics.
+* ``canary_settings(settings, model)``: the smallest run that still takes a full run's whole path
+  (start, warm start or model load, rewards, a few optimizer steps, a checkpoint, the write-out),
+  run by ``kappa canary`` (:mod:`orchestrator.sweeps.canary`). It must validate, keep every
+  setting that decides which code runs, and not change what a cache shared with the full run is
+  keyed by. Default: the settings unchanged.
+* ``numerics_version`` is bumped whenever a change alters the numbers a run produces;
+  :meth:`~Backend.numerics` adds the versions of the libraries computing them. The process
+  records them and its machine (:mod:`orchestrator.runs.provenance`); finished cells made by
+  other numerics are stale."""
 
 from __future__ import annotations
 

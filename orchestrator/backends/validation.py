@@ -55,7 +55,7 @@ def _merged_message(messages: Sequence[str]) -> str:
     return "; or ".join(messages)
 
 
-def problems_from_validation_error(exc: ValidationError, prefix: str = "",
+def problems_from_validation_error(exc: ValidationError,
                                    model: type[BaseModel] | None = None) -> list[Problem]:
     """One :class:`Problem` per pydantic error, located by dotted path; with ``model``
     (the model validated), locations stop at setting names, and the errors a union's
@@ -67,8 +67,7 @@ def problems_from_validation_error(exc: ValidationError, prefix: str = "",
         grouped.setdefault(key, []).append(dict(err))
     problems = []
     for loc, errs in grouped.items():
-        dotted = ".".join(str(part) for part in loc)
-        location = f"{prefix}.{dotted}" if prefix and dotted else (prefix or dotted)
+        location = ".".join(str(part) for part in loc)
         found, kind = errs[0].get("input"), errs[0].get("type", "")
         # "Value error, " is pydantic's prefix for a validator's own message.
         messages = list(dict.fromkeys(str(e["msg"]).removeprefix("Value error, ") for e in errs))
@@ -78,10 +77,10 @@ def problems_from_validation_error(exc: ValidationError, prefix: str = "",
     return problems
 
 
-def validate_model(model: type[M], data: Mapping[str, Any], what: str, prefix: str = "") -> M:
+def validate_model(model: type[M], data: Mapping[str, Any], what: str) -> M:
     """Validate ``data`` against ``model``; raise one ``UserInputError`` listing every problem."""
     try:
         return model.model_validate(dict(data))
     except ValidationError as exc:
-        problems = problems_from_validation_error(exc, prefix, model)
+        problems = problems_from_validation_error(exc, model)
         raise UserInputError(f"invalid {what}", problems) from None

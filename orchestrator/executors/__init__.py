@@ -1,8 +1,6 @@
-"""Executors: where a launch runs (local processes, Ray, SLURM, plug-ins).
-
-:data:`EXECUTORS` holds the entry points of group ``kappa.executors``, read on first use, so
-importing this package stays cheap. A job id starts with its executor's ``job_id_prefix``:
-:func:`executor_for_job` finds the one that reattaches or cancels it."""
+"""Executors: where a launch runs (local processes, Ray, SLURM, plug-ins): :data:`EXECUTORS`,
+the entry points of group ``kappa.executors`` (read on first use). A job id starts with its
+executor's ``job_id_prefix``: :func:`executor_for_job` finds the one that reattaches it."""
 
 from __future__ import annotations
 
@@ -34,16 +32,20 @@ def executor_class(name: str) -> type[Executor]:
 
 
 def validate_options(name: str, options: Mapping[str, Any]) -> ExecutorOptions:
-    """``options`` checked against executor ``name``'s ``Options`` (every problem at once)."""
+    """``options`` checked against executor ``name``'s ``Options`` (every problem at once;
+    ``None``, an unset CLI shortcut, means the option's default)."""
     from pydantic import ValidationError
 
     model = executor_class(name).Options
     try:
-        # ``None`` means "not given" (an unset CLI shortcut): the option's default.
         return model.model_validate({k: v for k, v in options.items() if v is not None})
     except ValidationError as exc:
-        problems = [_problem(name, model, error) for error in exc.errors()]
-        raise UserInputError(f"bad options for executor {name}", problems) from None
+        raise _bad_options(name, model, exc.errors()) from None
+
+
+def _bad_options(name: str, model: type[ExecutorOptions], errors: Any) -> UserInputError:
+    return UserInputError(f"bad options for executor {name}",
+                          [_problem(name, model, error) for error in errors])
 
 
 def _problem(name: str, model: type[ExecutorOptions], error: Any) -> Problem:
@@ -106,15 +108,14 @@ def with_option(name: str, valid: ExecutorOptions, key: str, value: Any) -> Exec
     try:
         checked = adapter.validate_python(value, strict=isinstance(value, bool))
     except ValidationError as exc:
-        problems = [_problem(name, model, {**error, "loc": (key, *error.get("loc", ()))})
-                    for error in exc.errors()]
-        raise UserInputError(f"bad options for executor {name}", problems) from None
+        raise _bad_options(name, model, [{**error, "loc": (key, *error.get("loc", ()))}
+                                         for error in exc.errors()]) from None
     return valid.model_copy(update={key: checked})
 
 
 def executor_options(name: str, **options: Any) -> dict[str, Any]:
-    """The non-``None`` ``options`` executor ``name`` takes: options offered to whichever
-    executor has them (``--max-parallel``), not one executor's shortcuts."""
+    """The non-``None`` ``options`` executor ``name`` takes (``--max-parallel`` is offered to
+    whichever executor has it)."""
     fields = executor_class(name).Options.model_fields
     return {k: v for k, v in options.items() if k in fields and v is not None}
 

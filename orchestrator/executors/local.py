@@ -1,10 +1,10 @@
 """The local executor: jobs as processes on this machine, with GPU and CPU slots.
 
 Each job (argv, never a shell) leads a new session under :mod:`job_wrapper`, so a cancel signals the
-whole tree (SIGTERM, SIGKILL after ``grace_period``). Its id ``local:<job folder>`` lets any process
-reattach: *running* (pid alive, same start time), *finished* (``exit`` exists) or *vanished*. A job
-needing ``n`` GPUs gets ``n`` free devices in ``CUDA_VISIBLE_DEVICES``; a CPU-only job none, and
-cores / ``max_parallel`` threads."""
+whole tree (SIGTERM, SIGKILL after ``grace_period``). Any process reattaches ``local:<job folder>``:
+*running* (pid alive, same start time), *finished* (``exit`` exists) or *vanished*. A job needing
+``n`` GPUs gets ``n`` free devices in ``CUDA_VISIBLE_DEVICES``; a CPU-only job, cores /
+``max_parallel`` threads."""
 
 from __future__ import annotations
 
@@ -103,9 +103,8 @@ class LocalJob(JobHandle):
         # Read again: the wrapper may have written its exit file just before it ended.
         self._code = read_exit(self.job_dir)
         if self._code is None:
-            # The wrapper died without recording an end: kill what is left of the job's
-            # group so it cannot run beside a relaunch. (Linux reuses the group id, the dead
-            # wrapper's pid, only once the group is empty: a stranger has nothing left.)
+            # The wrapper died unrecorded: kill what is left of the group so it cannot run
+            # beside a relaunch (Linux reuses a group id only once the group is empty).
             if not is_stranger(self.pid, self.start_ticks):
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(self.pid, signal.SIGKILL)
@@ -128,8 +127,7 @@ class LocalJob(JobHandle):
             return
         self._signal_group(signal.SIGTERM)
         code = self.wait(self.grace_period)
-        # Stragglers that ignored SIGTERM (or a wrapper that is stuck) get SIGKILL.
-        self._signal_group(signal.SIGKILL)
+        self._signal_group(signal.SIGKILL)  # stragglers that ignored SIGTERM
         if code is None:
             self.wait(self.grace_period)
         if read_exit(self.job_dir) is None:
@@ -184,17 +182,18 @@ class LocalExecutor(Executor):
         self.python = python or sys.executable
         self._active: dict[str, LocalJob] = {}
 
-    def _reap(self) -> None:
-        self._active = {k: job for k, job in self._active.items() if job.poll() is None}
-
     def _free_devices(self) -> list[str]:
         busy = {d for job in self._active.values() for d in job.gpus}
         return [d for d in self.devices if d not in busy]
 
+    def running(self) -> int:
+        """Jobs this executor knows to be running (submitted or reattached)."""
+        self._active = {k: job for k, job in self._active.items() if job.poll() is None}
+        return len(self._active)
+
     def capacity(self, gpus: int = 0) -> int:
         """How many more jobs needing ``gpus`` GPUs could start now."""
-        self._reap()
-        slots = self.max_parallel - len(self._active)
+        slots = self.max_parallel - self.running()
         if gpus > 0:
             slots = min(slots, len(self._free_devices()) // gpus)
         return max(0, slots)
@@ -202,11 +201,6 @@ class LocalExecutor(Executor):
     def most_gpus(self) -> int:
         """Every device this executor may hand out."""
         return len(self.devices)
-
-    def running(self) -> int:
-        """Jobs this executor knows to be running (submitted or reattached)."""
-        self._reap()
-        return len(self._active)
 
     def _job_env(self, env: Mapping[str, str], devices: list[str]) -> dict[str, str]:
         full = dict(os.environ)

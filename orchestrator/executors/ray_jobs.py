@@ -55,8 +55,7 @@ LOG = logging.getLogger(__name__)
 FORWARDED_PREFIXES = ("MLFLOW_",)
 DEFAULT_ENV = {"VERL_USE_EXTERNAL_MODULES": "kappa_verl", "RAY_OVERRIDE_JOB_RUNTIME_ENV": "1"}
 METADATA_KEY = "kappa"
-# A head whose Jobs API answers before its job agent has registered (fresh or restarted
-# cluster, busy machine) refuses submissions with this; Ray says to try again later.
+# What a head whose job agent has not registered yet (a fresh or busy cluster) refuses with.
 TRANSIENT_REFUSALS = ("No available agent to submit job",)
 SUBMIT_RETRY_S = 120.0
 SUBMIT_RETRY_INTERVAL_S = 2.0
@@ -65,8 +64,7 @@ SUBMIT_RETRY_INTERVAL_S = 2.0
 SUBMIT_UNANSWERED_RETRIES = 1
 # Nodes join and leave (autoscaling, failures); their list is read again after this.
 NODES_TTL_S = 30.0
-# Ray's limits (ray._private.ray_constants), restated: importing ray here would make
-# `kappa --help` slow.
+# Ray's limits (ray._private.ray_constants), restated: importing ray would slow `kappa --help`.
 MIN_RESOURCE_GRANULARITY = 0.0001
 MAX_RESOURCE_QUANTITY = 100e12
 RAY_OWN_RESOURCES = ("CPU", "GPU", "memory", "object_store_memory")
@@ -293,10 +291,9 @@ class RayJobsExecutor(Executor):
             LOG.warning("%s; no job is submitted until it answers", exc)
             return 0
         slots = self.max_parallel - len(active)
-        nodes = self.nodes()
-        if nodes and not self.autoscaling and gpus > sum(n.gpus for n in nodes):
-            return 0
-        if nodes:
+        if nodes := self.nodes():
+            if not self.autoscaling and gpus > sum(n.gpus for n in nodes):
+                return 0
             pending = sum(1 for job in active if status_name(job.status) == "PENDING")
             room = free_slots(gpus, nodes, (job.metadata or {} for job in active))
             slots = min(slots, room + max(0, self.max_pending - pending))

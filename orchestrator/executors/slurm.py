@@ -1,15 +1,13 @@
-"""The SLURM executor: each launch becomes a SLURM batch job (docs/slurm.md).
+"""The SLURM executor: each launch a batch job (docs/slurm.md): a script (:mod:`.slurm_script`),
+``sbatch``, ``squeue``/``sacct`` (:mod:`.slurm_queue`) and the exit code left on the shared file
+system, ``scancel``; SLURM's own stable interface, on every site (not submitit: it runs pickled
+callables, needs ``sacct`` for states and wraps a job in one ``srun``, no room for verl's Ray head
+and workers).
 
-kappa writes a batch script (:mod:`.slurm_script`), ``sbatch``es it, follows it with
-``squeue``/``sacct`` (:mod:`.slurm_queue`) and the exit code the job leaves on the shared file
-system, and ``scancel``s it: SLURM's own stable interface, which every site has. Not submitit, which
-runs pickled callables, reads states only from ``sacct`` (none without accounting) and wraps a job
-in one ``srun`` (no room for verl's Ray head and workers).
-
-A job's folder is the local executor's (so the wrapper's run-folder lock works the same), holding
+A job's folder is the local executor's (so the wrapper's run-folder lock works the same), with
 ``job.sbatch``, ``job.json``, ``exit`` and ``end.json`` (the final state, which SLURM without
-accounting forgets after ``MinJobAge``). The job id ``slurm:<SLURM id>:<job folder>`` lets any
-process reattach."""
+accounting forgets after ``MinJobAge``). Any process reattaches ``slurm:<SLURM id>:<job folder>``.
+"""
 
 from __future__ import annotations
 
@@ -94,8 +92,8 @@ class SlurmJob(JobHandle):
         return self._code
 
     def _record_end(self, state: str, code: int) -> int:
-        """Keep the final state beside the job (SLURM may forget it) and note it in the
-        log; the first process here does both."""
+        """Keep the final state beside the job (SLURM may forget it) and note it in the log; the
+        first process here does both."""
         try:
             fd = os.open(self.job_dir / "end.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
@@ -217,9 +215,9 @@ class SlurmExecutor(Executor):
         return job
 
     def _sbatch(self, job_dir: Path, script: Path, env: Mapping[str, str]) -> str:
-        """``sbatch`` the job of ``job_dir``; its SLURM id. A controller out of reach is asked
-        again for ``SUBMIT_RETRY_S``. After a failure mid-request the job may exist all the
-        same, so SLURM is asked for one with this folder's comment (not a second job)."""
+        """``sbatch`` the job of ``job_dir``: its SLURM id. A controller out of reach is asked again
+        for ``SUBMIT_RETRY_S``; after a failure mid-request the job may exist all the same, so SLURM
+        is asked for one with this folder's comment."""
         argv = ["sbatch", "--parsable", f"--comment=kappa:{job_dir}", str(script)]
         deadline = time.monotonic() + SUBMIT_RETRY_S
         while True:
@@ -272,10 +270,10 @@ class SlurmExecutor(Executor):
         return job
 
     def jobs_for_log(self, log_path: Path, since: datetime | None = None) -> list[str]:
-        """Ids of the jobs submitted with ``log_path`` (since ``since``; newest first). The SLURM
-        id is in the job folder, else in the ``kappa:<job folder>`` comment SLURM keeps; a
-        folder whose job never reached SLURM ends the list (older ones are an earlier
-        submit's). :class:`SlurmUnreachable` rather than a guess if SLURM does not answer."""
+        """Ids of the jobs submitted with ``log_path`` (since ``since``; newest first): the SLURM id
+        from the job folder, else from the ``kappa:<job folder>`` comment SLURM keeps; a folder
+        whose job never reached SLURM ends the list. :class:`SlurmUnreachable` rather than a guess
+        if SLURM does not answer."""
         ids: list[str] = []
         comments: dict[str, str] | None = None
         for job_dir in jobs.job_dirs(log_path, since):

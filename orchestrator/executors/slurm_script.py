@@ -14,8 +14,7 @@ from pathlib import Path
 
 from orchestrator.executors.base import JobResources
 
-# How long the batch script waits for every Ray node to join (or for a head that died)
-# before giving up with exit 70.
+# How long the batch script waits for every Ray node to join before exit 70.
 RAY_JOIN_TIMEOUT_S = 300
 RAY_JOIN_FAILED_EXIT = 70  # EX_SOFTWARE
 # No dashboard: the cell is the Ray driver itself (no Jobs API needed), and a dashboard

@@ -1,9 +1,7 @@
-"""The one atomic write: a temporary sibling, flushed to disk, renamed over the target.
-
-A reader sees the old file or the new one, never half of either, and a crash leaves at most a stray
-``.<name>.<pid>.<thread>.tmp`` beside it. Beside it, the one file lock (``flock``, freed when its
-holder dies) that stores and outboxes serialise through. Only the standard library is used: the job
-wrapper (a script run with ``python -I -S``) writes its exit file through here."""
+"""The one atomic write (a temporary sibling, flushed, renamed over the target: a reader sees
+the old file or the new one, a crash leaves at most a stray ``.<name>.<pid>.<thread>.tmp``) and
+the one file lock (``flock``, freed when its holder dies). Standard library only: the job
+wrapper (``python -I -S``) writes its exit file through here."""
 
 from __future__ import annotations
 
@@ -17,10 +15,9 @@ from pathlib import Path
 
 @contextlib.contextmanager
 def replacing(path: str | os.PathLike[str], mode: int | None = None) -> Iterator[Path]:
-    """A fresh temporary sibling of ``path`` to fill (by name: ``torch.save``, parquet
-    writers), flushed and renamed over ``path`` when the block ends without error (and
-    removed when it raises). ``mode``: the file's permission bits, set before anything
-    is written (default: what the umask leaves of 0666)."""
+    """A fresh temporary sibling of ``path`` to fill by name (``torch.save``, parquet), renamed
+    over ``path`` when the block ends without error, removed when it raises. ``mode``: its
+    permission bits, set before anything is written (default: the umask's of 0666)."""
     target = Path(path)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:

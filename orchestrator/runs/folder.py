@@ -9,11 +9,10 @@ The backend file contract (what a launched process leaves, :mod:`orchestrator.ba
                      "stopped": {...}?, "provenance": {...}?}, written when the run ends
     provenance.json what made the attempt's numbers (:mod:`.provenance`), written as it starts
 
-and what the orchestrator keeps beside it: ``stop-request.json`` (:mod:`.stop_request`),
-``cell.json`` (:func:`write_cell_file`), ``.mlflow-run-pending`` (a launch created the cell's
-MLflow run and has not recorded it yet), the MLflow outbox (:mod:`orchestrator.tracking.outbox`),
-``train.log`` (the launches' output) and ``.jobs/`` (:mod:`.jobs`). Every JSON file is written
-atomically (:mod:`.atomic`); a file that is absent or unreadable reads as ``None``."""
+and beside it the orchestrator's ``stop-request.json`` (:mod:`.stop_request`), ``cell.json``
+(:func:`write_cell_file`), ``.mlflow-run-pending`` (a launch created the cell's MLflow run and
+has not recorded it yet), the MLflow outbox (:mod:`orchestrator.tracking.outbox`), ``train.log``
+and ``.jobs/`` (:mod:`.jobs`). JSON is written atomically; absent or unreadable is ``None``."""
 
 from __future__ import annotations
 
@@ -49,8 +48,7 @@ def read_json(path: Path) -> dict[str, Any] | None:
 
 
 def write_json(path: Path, data: Any, **dumps: Any) -> None:
-    """Write ``data`` as JSON to ``path`` atomically (``dumps``: :func:`json.dumps`'s
-    options; keys keep their insertion order)."""
+    """Write ``data`` as JSON to ``path`` atomically (``dumps``: :func:`json.dumps`'s options)."""
     write_atomic(path, json.dumps(data, **dumps))
 
 
@@ -117,12 +115,10 @@ class _CellFacts(Protocol):
 
 def write_cell_file(run_dir: Path, sweep: str, cell: _CellFacts, state: str,
                     mlflow_run_id: str | None) -> Path:
-    """Write ``run_dir/cell.json`` (the folder is created if needed): what the run folder is,
-    readable without the registry. Rewritten after each state change of the cell (the registry
-    stays the truth), so a folder copied elsewhere still says which sweep and cell it is, its
-    axes, how it ended and which MLflow run holds its curves (:mod:`orchestrator.analysis.sources`):
-    ``{"sweep", "cell_id", "axes": {name: value}, "labels": {name: label}, "state": "pending" |
-    "running" | "succeeded" | ..., "mlflow_run_id": str | null}``."""
+    """Write ``run_dir/cell.json`` (made if needed), rewritten after each state change (the
+    registry stays the truth), so a folder copied elsewhere still says which sweep and cell it
+    is, how it ended and which MLflow run holds its curves (:mod:`orchestrator.analysis.sources`):
+    ``{"sweep", "cell_id", "axes", "labels", "state", "mlflow_run_id": str | null}``."""
     labels = cell.labels if isinstance(cell.labels, Mapping) else {}
     document = {"sweep": sweep, "cell_id": cell.cell_id, "axes": dict(cell.axes),
                 "labels": dict(labels), "state": str(state),
@@ -138,8 +134,8 @@ def read_cell_file(run_dir: Path) -> dict[str, Any] | None:
 
 
 def summary_final(summary: Mapping[str, Any] | None) -> dict[str, float]:
-    """The numeric entries of a summary's ``final`` mapping (a metric written as ``null``
-    or text is missing, not a reason to fail reading the whole sweep)."""
+    """The numeric entries of a summary's ``final`` (a ``null`` or text value is missing, not
+    a reason to fail reading the whole sweep)."""
     final = (summary or {}).get("final")
     if not isinstance(final, Mapping):
         return {}

@@ -1,11 +1,8 @@
-"""Job folders: ``<log dir>/.jobs/<log name>.<token>/``, one per submit of a job that
-writes to ``<log dir>/<log name>``, holding the executor's record of the job
-(``pid.json`` or ``job.json``) and ``exit``, the exit code the job wrapper writes.
-
-The token starts with the submit time (hex nanoseconds), so folders sort by age and
-crash recovery can ask for the jobs of the current attempt only: an earlier attempt's
-finished job writes to the same log and must never be taken for this one's. Only the
-standard library is imported (the job wrapper runs with ``python -I -S``)."""
+"""Job folders: ``<log dir>/.jobs/<log name>.<token>/``, one per submit of a job writing to
+``<log dir>/<log name>``, holding the executor's record (``pid.json`` or ``job.json``) and
+``exit``, the exit code the job wrapper writes. The token starts with the submit time (hex ns),
+so crash recovery can ask for the current attempt's jobs only (an earlier attempt's finished job
+writes to the same log). Standard library only: the job wrapper runs with ``python -I -S``."""
 
 from __future__ import annotations
 
@@ -42,11 +39,8 @@ def submitted_at_ns(job_dir: Path, log_name: str) -> int | None:
 
 
 def job_dirs(log_path: Path, since: datetime | None = None) -> list[Path]:
-    """The job folders of submits writing to ``log_path``, newest first; with ``since``,
-    only those submitted at or after it (a naive ``since`` is UTC).
-
-    ``since`` must come from the submitter's own clock (the scheduler stamps an
-    attempt's start just before it submits): both times are then one clock's."""
+    """The job folders of submits writing to ``log_path``, newest first; with ``since`` (UTC if
+    naive, from the submitter's own clock, as the scheduler stamps it), those at or after it."""
     log_path = Path(log_path).resolve()
     jobs_dir = log_path.parent / JOBS_DIR
     if not jobs_dir.is_dir():

@@ -1,9 +1,6 @@
-"""Is a recorded process still the one we started? Asked through psutil.
-
-A process is known by its pid and its start time: a pid alone may have been handed to
-someone else since. The start time is kept as clock ticks since boot (what a job's
-``pid.json`` has always recorded as ``start_ticks``): unlike a wall-clock creation time
-it does not move when the system clock is set."""
+"""Is a recorded process still the one we started? Asked through psutil, by pid and start time
+(a pid may have been handed to someone else since), the latter in clock ticks since boot (a
+job's ``pid.json`` ``start_ticks``), which do not move when the system clock is set."""
 
 from __future__ import annotations
 

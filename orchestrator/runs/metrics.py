@@ -1,9 +1,6 @@
-"""``metrics.jsonl``: its lines, written, rewritten and read incrementally.
-
-A line is ``{"step": int, "metrics": {name: float}}``, plus ``"nonfinite": {name: "nan" | "inf" |
-"-inf"}`` for a step's values that are not finite: JSON has no NaN and every reader of ``metrics``
-(MLflow's store too) expects numbers, so they are kept apart, for the ``diverged: {nonfinite:
-true}`` stopping rule."""
+"""``metrics.jsonl``, one line a step: ``{"step": int, "metrics": {name: float}}``, plus
+``"nonfinite": {name: "nan" | "inf" | "-inf"}`` for values JSON cannot hold (every reader of
+``metrics``, MLflow too, expects numbers), kept for ``diverged: {nonfinite: true}``."""
 
 from __future__ import annotations
 
@@ -17,8 +14,7 @@ from typing import Any
 
 from orchestrator.runs.atomic import write_atomic
 
-MetricRow = tuple[int, dict[str, float]]
-"""One logged step: ``(step, {name: value})``, non-finite values included."""
+MetricRow = tuple[int, dict[str, float]]  # (step, {name: value}), non-finite values included
 
 
 def metrics_line(step: int, metrics: Mapping[str, float]) -> tuple[str, dict[str, float]]:
@@ -93,10 +89,9 @@ class MetricsCursor:
 
 @dataclass(frozen=True)
 class MetricsRead:
-    """What :meth:`orchestrator.backends.base.Backend.read_metrics` returns: rows logged since the
-    cursor (in logged order) and the cursor to pass next time. ``restarted``: the file was replaced
-    or shortened since the cursor (a resume drops the steps it will redo), so ``rows`` is the whole
-    history and what was read before must be forgotten."""
+    """``Backend.read_metrics``' answer: rows logged since the cursor, in order, and the cursor
+    to pass next. ``restarted``: the file was replaced or shortened (a resume drops the steps it
+    redoes), so ``rows`` is the whole history and what was read before must be forgotten."""
 
     rows: tuple[MetricRow, ...]
     cursor: Any

@@ -1,23 +1,19 @@
 """What made a run's numbers: kappa's code, the backend's numerics and the machine.
 
-The launched process writes ``provenance.json`` into its run folder when an attempt starts
-(:func:`write`); the scheduler stores it with the attempt when it ends (the registry, the
-cell's MLflow run as ``kappa.*`` tags). Its shape::
+The launched process writes ``provenance.json`` when an attempt starts (:func:`write`); the
+scheduler stores it with the attempt (the registry, MLflow ``kappa.*`` tags). Its shape::
 
     {"kappa":    {"version": "0.1.0", "commit": "6496929…" | null, "dirty": bool | null},
      "numerics": {"backend": "embedded", "version": "1", "torch": "2.13.0", ...},
      "machine":  {"cpu_capability": "AVX512", "threads": 2, "gpu": "NVIDIA H200" | null,
                   "gpu_count": 0, "python": "3.11.9", "host": "node-3", "executor": "local"}}
 
-``numerics`` is what a change of would change a run's numbers: the backend's own numerics
-version (bumped by a developer whenever a change alters results) and the versions of the
-libraries that compute them. Two runs are *comparable* when their :func:`numerics_key` agree
-(the numerics plus the CPU kernel set and the GPU model, which change floating-point
-results too); host, thread count, Python and kappa's commit are recorded but not compared
-(a commit that changes numbers must bump the numerics version: that is the contract).
-
-Only the standard library is imported at module level; torch is read only when it is
-already imported by the process that records (a job), so a reader pays nothing for it.
+``numerics`` is the backend's numerics version (bumped whenever a change alters results)
+and the versions of the libraries that compute them. Two runs are *comparable* when their
+:func:`numerics_key` agree (the numerics plus the CPU kernel set and the GPU model); host,
+threads, Python and kappa's commit are recorded, not compared (a commit that changes numbers
+must bump the numerics version: that is the contract). Torch is read only when the recording
+process imported it already, so a reader pays nothing for it.
 """
 
 from __future__ import annotations
@@ -93,7 +89,7 @@ def library_versions(*names: str) -> dict[str, str]:
     return found
 
 
-def machine(executor: str | None = None) -> dict[str, Any]:
+def machine() -> dict[str, Any]:
     """The machine this process runs on (torch's fields only when torch is imported)."""
     torch = sys.modules.get("torch")
     capability = gpu = None
@@ -106,19 +102,13 @@ def machine(executor: str | None = None) -> dict[str, Any]:
     return {"cpu_capability": capability, "threads": threads, "gpu": gpu,
             "gpu_count": gpu_count, "python": platform.python_version(),
             "host": socket.gethostname(),
-            "executor": executor or os.environ.get(EXECUTOR_ENV) or None}
+            "executor": os.environ.get(EXECUTOR_ENV) or None}
 
 
-def collect(numerics: Mapping[str, str]) -> dict[str, Any]:
-    """This process's provenance with the backend's ``numerics`` (see the module's doc)."""
-    return {"kappa": dict(kappa_source()), "numerics": dict(numerics), "machine": machine()}
-
-
-def write(run_dir: Path, numerics: Mapping[str, str]) -> dict[str, Any]:
-    """Record this attempt's provenance in ``run_dir`` (atomically); what was written."""
-    record = collect(numerics)
-    write_json(run_dir / PROVENANCE_FILE, record)
-    return record
+def write(run_dir: Path, numerics: Mapping[str, str]) -> None:
+    """Record this attempt's provenance, with the backend's ``numerics``, in ``run_dir``."""
+    write_json(run_dir / PROVENANCE_FILE, {"kappa": dict(kappa_source()),
+                                           "numerics": dict(numerics), "machine": machine()})
 
 
 def read(run_dir: Path | str | None) -> dict[str, Any] | None:
@@ -126,17 +116,13 @@ def read(run_dir: Path | str | None) -> dict[str, Any] | None:
     than :data:`MAX_BYTES`, or not of the shape :func:`collect` writes (the job's process
     writes it, and whatever it wrote goes into the registry and MLflow: only sections of
     short text, number or boolean fields are kept)."""
-    if run_dir is None:
-        return None
-    path = Path(run_dir) / PROVENANCE_FILE
+    path = None if run_dir is None else Path(run_dir) / PROVENANCE_FILE
     try:
-        if not path.is_file() or path.stat().st_size > MAX_BYTES:
+        if path is None or not path.is_file() or path.stat().st_size > MAX_BYTES:
             return None
     except OSError:
         return None
-    found = read_json(path)
-    if found is None:
-        return None
+    found = read_json(path) or {}
     kept = {section: {str(k)[:MAX_TEXT]: v if not isinstance(v, str) else v[:MAX_TEXT]
                       for k, v in found[section].items()
                       if v is None or isinstance(v, str | int | float | bool)}
@@ -232,6 +218,6 @@ def code_versions(records: Sequence[Mapping[str, Any] | None]) -> list[str]:
 def made_by(records: Sequence[Mapping[str, Any] | None]) -> str:
     """One line on the numerics and the kappa code that made these runs (``""``: none
     recorded): ``1 environment (embedded v1, ...); kappa 0.1.0 at 6496929``."""
-    where = environments(records)
     code = code_versions(records)
-    return "; ".join(filter(None, [where, f"kappa {', '.join(code)}" if code else ""]))
+    return "; ".join(filter(None, [environments(records),
+                                   f"kappa {', '.join(code)}" if code else ""]))

@@ -1,17 +1,14 @@
 """The stop request: ``<run_dir>/stop-request.json``, how a cell is asked to end early.
 
-The scheduler writes it (atomically) when a stopping rule fires or a pruner prunes. It is a request,
-not an outcome. A process that honours it (through :class:`StopPoint`) records in it the step it
-will stop at (``at_step``: the requested step, or a later one already logged), trains up to that
-step if it resumed from an earlier checkpoint, and ends there cleanly: a checkpoint, the final
-evaluation, ``summary.json`` with ``"stopped": {...the request..., "at_step": N}``, exit 0
-(:func:`confirms` tests that report). A job that dies on the way leaves the request standing: the
-next attempt stops at the recorded step, with the numbers (and the records, which keep MLflow equal
-to ``metrics.jsonl``) of a run that was never interrupted.
-
-The file is also the record of the decision, read back by a restarted scheduler. It is
-kept across the attempts of a launch; a ``diverged`` one (a final failure) is removed
-only when the user queues the cell again."""
+The scheduler writes it when a stopping rule fires or a pruner prunes; it is also the record of
+that decision for a restarted scheduler, kept across a launch's attempts (a ``diverged`` one, a
+final failure, goes only when the user queues the cell again). A process that honours it
+(:class:`StopPoint`) records the step it will stop at (``at_step``: the requested step, or a later
+one already logged), trains up to it if it resumed from earlier, and ends there cleanly: a
+checkpoint, the final evaluation, ``summary.json`` with ``"stopped": {...the request...,
+"at_step": N}``, exit 0 (:func:`confirms`). A job that dies on the way leaves the request
+standing: the next attempt stops at the recorded step, with the numbers (and records, so MLflow
+equals ``metrics.jsonl``) of a run never interrupted."""
 
 from __future__ import annotations
 
@@ -94,9 +91,9 @@ def read_stop_request(run_dir: Path) -> StopRequest | None:
     return StopRequest.from_json(read_json(run_dir / STOP_REQUEST_FILE))
 
 
+# In a comparison group member's run folder: the path of the group's decision file (one
+# write delivers the stop to every member, so a crash cannot leave some without it).
 GROUP_POINTER = "stop-group"
-"""In a comparison group member's run folder: the path of the group's decision file (one
-write delivers the stop to every member, so a crash cannot leave some without it)."""
 
 
 def point_to_group(run_dir: Path, decision_file: Path) -> None:
@@ -158,12 +155,10 @@ def logged_through(run_dir: Path) -> int:
 
 @dataclass
 class StopPoint:
-    """A training process's side of the stop request (see the module docstring).
-
-    ``reached``: the last step an earlier attempt logged (:func:`logged_through`, read before the
-    resume). :meth:`due`, asked at every step boundary, records the stop step in the first request
-    it finds, never below what was logged already (so a resumed attempt logs the same records and
-    the outbox stays in step), then answers whether that step is reached."""
+    """A training process's side of the stop request. ``reached``: the last step an earlier
+    attempt logged (:func:`logged_through`, read before the resume). :meth:`due`, asked at every
+    step boundary, records the stop step in the first request it finds, never below what was
+    logged (so a resumed attempt logs the same records), then says whether it is reached."""
 
     run_dir: Path
     reached: int = -1
@@ -187,11 +182,10 @@ class StopPoint:
 
 def synthesize_summary(run_dir: Path, request: StopRequest, step: int | None,
                        final: dict[str, float] | None = None) -> dict[str, Any]:
-    """Write ``summary.json`` for a run ended from outside on ``request``: ``final``
-    (default: the last finite value of every metric in ``metrics.jsonl``, at the last
-    step logged there, whatever ``step`` says: a progress file read a moment apart from
-    the metrics may lag or lead them by a step, and the final values must be those of
-    the step reported) at ``step``. Status is the request's outcome."""
+    """Write ``summary.json`` (status: the request's outcome) for a run ended from outside on
+    ``request``: ``final`` at ``step``, by default the last finite value of every metric in
+    ``metrics.jsonl`` at the last step logged there, whatever ``step`` says (a progress file
+    read a moment apart may lag or lead the metrics by a step)."""
     if final is None:
         final, last = last_values(run_dir / METRICS_FILE)
         step = last if last >= 0 else step

@@ -1,7 +1,6 @@
-"""The trainer's side of its run folder (``metrics.jsonl``, ``progress.json``,
-``summary.json``, :mod:`orchestrator.runs`), MLflow, and progress: a bar on a terminal, a
-line per step (or every few) in a log. The trainer never creates or ends MLflow runs; the
-orchestrator owns them."""
+"""The trainer's side of its run folder (:mod:`orchestrator.runs`) and of MLflow (it never creates
+or ends MLflow runs: the orchestrator owns them), and its progress: a bar on a terminal, else a line
+per step (or every few) in the log."""
 
 from __future__ import annotations
 
@@ -21,8 +20,7 @@ from orchestrator.tracking.outbox import Outbox, OutboxSender
 
 def mlflow_target(environ: Mapping[str, str] | None = None) -> tuple[str, str] | None:
     """``(MLFLOW_RUN_ID, MLFLOW_TRACKING_URI)`` when both are set: the run a launch logs to.
-    ``environ``: this process's environment as it is now (not a default bound at import:
-    code that rebinds ``os.environ`` would leave such a default reading a stale mapping)."""
+    ``environ`` defaults to ``os.environ`` as it is now, not as bound at import."""
     environ = os.environ if environ is None else environ
     run_id, uri = environ.get("MLFLOW_RUN_ID"), environ.get("MLFLOW_TRACKING_URI")
     return (run_id, uri) if run_id and uri else None
@@ -81,19 +79,14 @@ def progress_line(done: int, total: int, metrics: Mapping[str, float],
     return "  ".join([f"[kappa] {stamp} step {done}/{total}", *shown])
 
 
-def progress_every(total: int) -> int:
-    """Steps between progress lines: every step, or about 100 lines for a long run."""
-    return max(1, total // 100)
-
-
 @contextmanager
 def progress_display(total: int, done: int,
                      bar: bool) -> Iterator[Callable[[int, dict[str, float]], None]]:
     """Yields ``advance(done, metrics)``: a rich progress bar on a terminal (``bar``), else a
-    flushed :func:`progress_line` every :func:`progress_every` steps, the last step and every
-    validated step (redirected output: the run folder's log, which ``kappa logs -f`` follows)."""
+    flushed :func:`progress_line` every few steps, at the last and at every validated step (for
+    the run folder's log, which ``kappa logs -f`` follows)."""
     if not bar:
-        every = progress_every(total)
+        every = max(1, total // 100)  # every step, or about 100 lines for a long run
 
         def line(step: int, metrics: dict[str, float]) -> None:
             if step % every == 0 or step == total or any(k.startswith("val-core/")
@@ -115,10 +108,9 @@ def progress_display(total: int, done: int,
 
 
 class RunFiles:
-    """Writes one run folder's metrics, progress and summary (the backend file contract).
-    With :func:`mlflow_target` set, every record also goes to the run folder's MLflow outbox,
-    which a background sender delivers: exactly once across resumes, and training never
-    waits on (or dies of) a tracking server that is away."""
+    """Writes one run folder's metrics, progress and summary. With :func:`mlflow_target` set, every
+    record also goes to the run folder's MLflow outbox, delivered by a background sender: exactly
+    once across resumes, and training never waits on (or dies of) a tracking server that is away."""
 
     def __init__(self, out_dir: Path, total_steps: int) -> None:
         self.out_dir = out_dir
@@ -129,10 +121,9 @@ class RunFiles:
         self._seq = 0  # position of the next record in the run's record sequence
 
     def resume_from(self, last_step: int) -> None:
-        """Forget the lines a resume from ``last_step`` redoes (``-1``: a fresh start). MLflow
-        keeps what earlier attempts sent; the outbox knows each record's position, so a redone
-        record is not sent twice. Kept lines an earlier attempt never queued (MLflow switched
-        on between attempts) are queued now."""
+        """Forget the lines a resume from ``last_step`` redoes (``-1``: a fresh start). The outbox
+        knows each record's position, so a redone record is not sent twice; kept lines no earlier
+        attempt queued (MLflow switched on since) are queued now."""
         kept = truncate_metrics(self.metrics_path, last_step)
         self._seq = len(kept)
         if self._sender is not None:
@@ -143,8 +134,7 @@ class RunFiles:
             self._sender.wake()
 
     def log(self, step: int, metrics: Mapping[str, float]) -> None:
-        """Append one step's metrics; queue the finite ones for MLflow (see
-        :mod:`orchestrator.runs.metrics`)."""
+        """Append one step's metrics; queue the finite ones for MLflow."""
         clean = append_metrics(self.metrics_path, step, metrics)
         if self._sender is not None:
             self._sender.outbox.put(self._seq, step, clean)

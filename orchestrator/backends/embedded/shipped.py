@@ -77,15 +77,17 @@ def manifest() -> dict[str, dict[str, Any]]:
     return models
 
 
+def shipped_models() -> dict[str, ShippedModel]:
+    """Every model the manifest lists, by key."""
+    return {key: ShippedModel(key, FOLDER / entry["file"], entry["sha256"])
+            for key, entry in manifest().items()}
+
+
 def lookup(settings: EmbeddedSettings,
-           models: Mapping[str, Mapping[str, Any]] | None = None) -> ShippedModel | None:
-    """The shipped base model of these settings, if kappa ships one (``models``: the
-    manifest's entries, when the caller has read them already)."""
-    key = base_key(settings)
-    entry = (manifest() if models is None else models).get(key)
-    if entry is None:
-        return None
-    return ShippedModel(key, FOLDER / entry["file"], entry["sha256"])
+           models: Mapping[str, ShippedModel] | None = None) -> ShippedModel | None:
+    """The shipped base model of these settings, if kappa ships one (``models``: what
+    :func:`shipped_models` gave, when the caller has it already)."""
+    return (shipped_models() if models is None else models).get(base_key(settings))
 
 
 def damage(model: ShippedModel) -> Problem | None:
@@ -114,7 +116,7 @@ def verified(settings: EmbeddedSettings) -> ShippedModel | None:
 def problems(cells: Mapping[str, EmbeddedSettings]) -> list[Problem]:
     """The embedded backend's preflight: a problem at ``<label>.warm_start`` for each cell
     whose shipped base model is damaged (each file hashed once)."""
-    models = manifest()
+    models = shipped_models()
     found: dict[str, Problem | None] = {}
     out = []
     for label, settings in cells.items():
@@ -130,5 +132,4 @@ def problems(cells: Mapping[str, EmbeddedSettings]) -> list[Problem]:
 
 def damaged_files() -> list[Problem]:
     """Every shipped file that is missing or fails its checksum (``kappa doctor``)."""
-    models = [ShippedModel(key, FOLDER / e["file"], e["sha256"]) for key, e in manifest().items()]
-    return [p for p in map(damage, models) if p is not None]
+    return [p for p in map(damage, shipped_models().values()) if p is not None]

@@ -1,14 +1,12 @@
-"""verl's file logger → kappa's run-folder files (metrics.jsonl, progress.json, summary.json)
-and the run folder's MLflow outbox. verl writes ``{"step": n, "data": {...}}`` lines and
-truncates its file when it starts, so the phase driver gives every launch its own file under
-``verl_logs/``, merged here (a later launch wins for a step it repeated after a resume).
+"""verl's file logger → kappa's run-folder files (metrics.jsonl, progress.json, summary.json) and
+the run folder's MLflow outbox. verl writes ``{"step": n, "data": {...}}`` lines and truncates its
+file when it starts, so the phase driver gives every launch its own file under ``verl_logs/``,
+merged here (a later launch wins for a step it repeated after a resume).
 
-verl cells reach MLflow exactly once, as the embedded trainer's metrics do
-(docs/verl.md#launch-and-phases): a point is queued once per (phase, step, metric); the phase
-is part of the identity because the final evaluation (its own phase) validates at the last
-training step, which training logged too. Each record notes its phase (the outbox's
-``origin``), so a relaunched driver reads the queued points back from the outbox and queues
-only what no earlier driver did."""
+verl cells reach MLflow exactly once (docs/verl.md#launch-and-phases): a point is queued once per
+(phase, step, metric), the phase included because the final evaluation validates at the last
+training step, which training logged too. Each record notes its phase (the outbox's ``origin``), so
+a relaunched driver queues only what no earlier driver did."""
 
 from __future__ import annotations
 
@@ -16,7 +14,7 @@ import json
 import logging
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -60,22 +58,26 @@ def read_lines(path: Path, start: int = 0, finite: bool = True) -> tuple[Rows, i
     return rows, start + end
 
 
-def new_rows(run_dir: Path, offsets: dict[str, int]) -> tuple[Rows, dict[str, int]]:
-    """Every launch's lines logged after ``offsets`` (file name -> byte), launch by launch,
-    non-finite values kept; and the new offsets (the stopping rules' input)."""
-    rows: Rows = []
-    after = dict(offsets)
+def _read_logs(run_dir: Path, offsets: dict[str, int],
+               finite: bool = True) -> Iterator[tuple[Path, Rows]]:
+    """Each launch's log and its lines after ``offsets`` (file name -> byte, advanced here)."""
     for path in log_files(run_dir):
-        got, after[path.name] = read_lines(path, offsets.get(path.name, 0), finite=False)
-        rows += got
-    return rows, after
+        rows, offsets[path.name] = read_lines(path, offsets.get(path.name, 0), finite)
+        yield path, rows
+
+
+def new_rows(run_dir: Path, offsets: dict[str, int]) -> tuple[Rows, dict[str, int]]:
+    """Every launch's lines logged after ``offsets``, launch by launch, non-finite values
+    kept; and the new offsets (the stopping rules' input)."""
+    after = dict(offsets)
+    return [row for _, rows in _read_logs(run_dir, after, finite=False) for row in rows], after
 
 
 def merged_metrics(run_dir: Path) -> dict[int, dict[str, float]]:
     """All steps logged by every launch in ``run_dir``, merged by step."""
     merged: dict[int, dict[str, float]] = {}
-    for path in log_files(run_dir):
-        for step, metrics in read_lines(path)[0]:
+    for _, rows in _read_logs(run_dir, {}):
+        for step, metrics in rows:
             merged.setdefault(step, {}).update(metrics)
     return dict(sorted(merged.items()))
 
@@ -105,17 +107,15 @@ def write_final_summary(run_dir: Path, steps: int) -> None:
 
 
 def verl_metric_key(name: str) -> str:
-    """A verl metric name as MLflow stores it: ``@`` → ``_at_`` and odd characters → ``_``
-    (:func:`~orchestrator.tracking.naming.metric_key`), and no empty, ``.`` or ``..`` path
-    parts, which MLflow refuses (``a//b``): a refused name would hold up every later
-    point behind it in the outbox."""
+    """A verl metric name as MLflow stores it: ``@`` → ``_at_``, odd characters → ``_``
+    (:func:`~orchestrator.tracking.naming.metric_key`), and no empty, ``.`` or ``..`` path part,
+    which MLflow refuses (a refused name would hold up every later point in the outbox)."""
     parts = [p if p not in (".", "..") else p.replace(".", "_")
              for p in metric_key(name).split("/") if p]
     return "/".join(parts) or "_"
 
 
-Point = tuple[str, int, str]
-"""A point's identity: (phase, step, MLflow key)."""
+Point = tuple[str, int, str]  # a point's identity: (phase, step, MLflow key)
 
 
 def phase_of(log: Path) -> str:
@@ -154,8 +154,7 @@ class MetricsFeed:
     def pump(self) -> int:
         """Queue every complete line logged since the last pump; how many records."""
         count = 0
-        for path in log_files(self.run_dir):
-            rows, self._offsets[path.name] = read_lines(path, self._offsets.get(path.name, 0))
+        for path, rows in _read_logs(self.run_dir, self._offsets):
             for step, metrics in rows:
                 count += self._queue(phase_of(path), step, metrics)
         if count:

@@ -41,8 +41,7 @@ def _label(cell: CellRecord) -> str:
     return " ".join(f"{k}={v}" for k, v in cell.axes.items()) or cell.cell_id
 
 
-def metric_problems(history: Mapping[str, Mapping[int, float]],
-                    steps: Sequence[int] = tuple(range(1, SMOKE_STEPS + 1))) -> list[str]:
+def metric_problems(history: Mapping[str, Mapping[int, float]]) -> list[str]:
     """What the logged ``history`` (metric -> step -> value) lacks, one line per miss."""
     problems = []
     for key, positive in REQUIRED_METRICS.items():
@@ -50,7 +49,7 @@ def metric_problems(history: Mapping[str, Mapping[int, float]],
         if not values:
             problems.append(f"{key}: never logged")
             continue
-        for step in steps:
+        for step in range(1, SMOKE_STEPS + 1):
             value = values.get(step)
             if value is None:
                 problems.append(f"{key}: no value at step {step}")

@@ -10,8 +10,11 @@ import contextlib
 import json
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from orchestrator.runs.folder import read_json
 
 MARKER = "kappa_tiny.json"
 # Bump when what is built changes (so old folders are rebuilt, not reused).
@@ -55,11 +58,7 @@ def corpus(lines: int = 2000, seed: int = 0) -> list[str]:
 
 
 def _is_built(out_dir: Path, record: dict[str, Any]) -> bool:
-    try:
-        found: dict[str, Any] = json.loads((out_dir / MARKER).read_text())
-    except (OSError, ValueError):
-        return False
-    return found == record
+    return read_json(out_dir / MARKER) == record
 
 
 def _publish(build_dir: Path, out_dir: Path, record: dict[str, Any]) -> None:
@@ -85,6 +84,18 @@ def _publish(build_dir: Path, out_dir: Path, record: dict[str, Any]) -> None:
             out_dir.rename(stale / out_dir.name)
         shutil.rmtree(stale, ignore_errors=True)
     raise RuntimeError(f"could not publish {build_dir} as {out_dir}: it keeps changing")
+
+
+def _build(out_dir: Path, record: dict[str, Any], fill: Callable[[Path], None]) -> Path:
+    """``out_dir`` as ``fill`` makes it, in a temporary sibling then published; an existing
+    build of the same ``record`` is reused."""
+    out_dir = Path(out_dir)
+    if not _is_built(out_dir, record):
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        build = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+        fill(build)
+        _publish(build, out_dir, record)
+    return out_dir
 
 
 def _save_tokenizer(target: Path, vocab_size: int, seed: int) -> None:
@@ -127,15 +138,8 @@ def build_tokenizer(out_dir: Path, vocab_size: int = DEFAULT_VOCAB, seed: int = 
     an existing build with the same arguments is reused."""
     if vocab_size < 256 + len(SPECIAL_TOKENS):
         raise ValueError(f"vocab_size {vocab_size} is below the 256 bytes + special tokens")
-    out_dir = Path(out_dir)
     record = {"kind": "tokenizer", "format": FORMAT, "vocab_size": vocab_size, "seed": seed}
-    if _is_built(out_dir, record):
-        return out_dir
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    build = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    _save_tokenizer(build, vocab_size, seed)
-    _publish(build, out_dir, record)
-    return out_dir
+    return _build(out_dir, record, lambda build: _save_tokenizer(build, vocab_size, seed))
 
 
 def build_tiny_model(out_dir: Path, vocab_size: int = DEFAULT_VOCAB, layers: int = 2,
@@ -150,49 +154,45 @@ def build_tiny_model(out_dir: Path, vocab_size: int = DEFAULT_VOCAB, layers: int
     existing build with the same arguments is reused."""
     if hidden_size % heads or heads % kv_heads:
         raise ValueError("hidden_size must divide by heads, and heads by kv_heads")
-    out_dir = Path(out_dir)
     record = {"kind": "model", "format": FORMAT, "vocab_size": vocab_size, "layers": layers,
               "hidden_size": hidden_size, "heads": heads, "kv_heads": kv_heads,
               "intermediate_size": intermediate_size, "max_positions": max_positions,
               "seed": seed}
-    if _is_built(out_dir, record):
-        return out_dir
-    import torch
-    from transformers import (
-        GenerationConfig,
-        PreTrainedTokenizerFast,
-        Qwen2Config,
-        Qwen2ForCausalLM,
-    )
 
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    build = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    _save_tokenizer(build, vocab_size, seed)
-    tokenizer = PreTrainedTokenizerFast.from_pretrained(str(build))
-    if len(tokenizer) > vocab_size:
-        raise ValueError(f"the tokenizer has {len(tokenizer)} tokens, more than {vocab_size}")
-    eos, pad = tokenizer.convert_tokens_to_ids([EOS, PAD])
-    config = Qwen2Config(
-        vocab_size=vocab_size, hidden_size=hidden_size, intermediate_size=intermediate_size,
-        num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
-        max_position_embeddings=max_positions, tie_word_embeddings=True,
-        bos_token_id=None, eos_token_id=eos, pad_token_id=pad, use_cache=True)
-    with torch.random.fork_rng(devices=[]):  # the caller's random stream is theirs
-        torch.manual_seed(seed)
-        model: Any = Qwen2ForCausalLM(config)
-    model.to(torch.bfloat16)
-    model.config.dtype = torch.bfloat16
-    # Stop tokens only: vLLM takes a generation config's sampling fields as defaults, and
-    # the sampling settings are verl's to give (temperature, response length).
-    model.generation_config = GenerationConfig(eos_token_id=[eos, pad], pad_token_id=pad)
-    from transformers.utils import logging as hf_logging
+    def fill(build: Path) -> None:
+        import torch
+        from transformers import (
+            GenerationConfig,
+            PreTrainedTokenizerFast,
+            Qwen2Config,
+            Qwen2ForCausalLM,
+        )
+        from transformers.utils import logging as hf_logging
 
-    bar = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()  # a "Writing model shards" bar for one tiny file
-    try:
-        model.save_pretrained(str(build))
-    finally:
-        if bar:
-            hf_logging.enable_progress_bar()
-    _publish(build, out_dir, record)
-    return out_dir
+        _save_tokenizer(build, vocab_size, seed)
+        tokenizer = PreTrainedTokenizerFast.from_pretrained(str(build))
+        if len(tokenizer) > vocab_size:
+            raise ValueError(f"the tokenizer has {len(tokenizer)} tokens, more than {vocab_size}")
+        eos, pad = tokenizer.convert_tokens_to_ids([EOS, PAD])
+        config = Qwen2Config(
+            vocab_size=vocab_size, hidden_size=hidden_size, intermediate_size=intermediate_size,
+            num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
+            max_position_embeddings=max_positions, tie_word_embeddings=True,
+            bos_token_id=None, eos_token_id=eos, pad_token_id=pad, use_cache=True)
+        with torch.random.fork_rng(devices=[]):  # the caller's random stream is theirs
+            torch.manual_seed(seed)
+            model: Any = Qwen2ForCausalLM(config)
+        model.to(torch.bfloat16)
+        model.config.dtype = torch.bfloat16
+        # Stop tokens only: vLLM takes a generation config's sampling fields as defaults,
+        # and the sampling settings are verl's to give (temperature, response length).
+        model.generation_config = GenerationConfig(eos_token_id=[eos, pad], pad_token_id=pad)
+        bar = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()  # a "Writing model shards" bar for one tiny file
+        try:
+            model.save_pretrained(str(build))
+        finally:
+            if bar:
+                hf_logging.enable_progress_bar()
+
+    return _build(out_dir, record, fill)
