@@ -14,10 +14,13 @@ from pathlib import Path
 
 
 @contextlib.contextmanager
-def replacing(path: str | os.PathLike[str], mode: int | None = None) -> Iterator[Path]:
-    """A fresh temporary sibling of ``path`` to fill by name (``torch.save``, parquet), renamed
-    over ``path`` when the block ends without error, removed when it raises. ``mode``: its
-    permission bits, set before anything is written (default: the umask's of 0666)."""
+def replacing(path: str | os.PathLike[str], mode: int | None = None,
+              durable: bool = True) -> Iterator[Path]:
+    """A fresh temporary sibling of ``path`` to fill by name (``torch.save``, parquet), flushed
+    to disk and renamed over ``path`` when the block ends without error, removed when it raises.
+    ``mode``: its permission bits, set before anything is written (default: the umask's of
+    0666). ``durable=False`` skips the flush: readers still see all or nothing, but after a
+    power cut the file may be empty; only for mirrors rewritten from a durable source."""
     target = Path(path)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
@@ -29,18 +32,19 @@ def replacing(path: str | os.PathLike[str], mode: int | None = None) -> Iterator
         finally:
             os.close(fd)
         yield tmp
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
+        if durable:
+            with open(tmp, "rb") as fh:
+                os.fsync(fh.fileno())
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
 
 
 def write_atomic(path: str | os.PathLike[str], content: str | bytes,
-                 mode: int | None = None) -> None:
+                 mode: int | None = None, durable: bool = True) -> None:
     """Write ``content`` (text is UTF-8) to ``path`` atomically (see :func:`replacing`)."""
     data = content.encode("utf-8") if isinstance(content, str) else content
-    with replacing(path, mode) as tmp:
+    with replacing(path, mode, durable) as tmp:
         tmp.write_bytes(data)
 
 

@@ -16,6 +16,7 @@ and ``.jobs/`` (:mod:`.jobs`). JSON is written atomically; absent or unreadable 
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -47,17 +48,24 @@ def read_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def write_json(path: Path, data: Any, **dumps: Any) -> None:
-    """Write ``data`` as JSON to ``path`` atomically (``dumps``: :func:`json.dumps`'s options)."""
-    write_atomic(path, json.dumps(data, **dumps))
+def write_json(path: Path, data: Any, durable: bool = True, **dumps: Any) -> None:
+    """Write ``data`` as JSON to ``path`` atomically (``dumps``: :func:`json.dumps`'s
+    options; ``durable``: :func:`~orchestrator.runs.atomic.replacing`'s)."""
+    write_atomic(path, json.dumps(data, **dumps), durable=durable)
 
 
 def write_config(run_dir: Path, settings: Mapping[str, Any]) -> None:
-    """Create ``run_dir`` with the cell's resolved settings as ``config.yaml``."""
+    """Create ``run_dir`` with the cell's resolved settings as ``config.yaml`` (left as it
+    is when it already holds them: submit writes it, each launch makes sure of it)."""
     import yaml
 
+    text = yaml.safe_dump(dict(settings), sort_keys=False)
+    config = run_dir / CONFIG_FILE
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        if config.read_text() == text:
+            return
     run_dir.mkdir(parents=True, exist_ok=True)
-    write_atomic(run_dir / CONFIG_FILE, yaml.safe_dump(dict(settings), sort_keys=False))
+    write_atomic(config, text)
 
 
 def start_over(run_dir: Path, settings: Mapping[str, Any]) -> None:
@@ -88,8 +96,9 @@ def read_progress(run_dir: Path) -> tuple[int, int] | None:
 
 
 def write_progress(run_dir: Path, step: int, total_steps: int) -> None:
-    """Record how far training got."""
-    write_json(run_dir / PROGRESS_FILE, {"step": step, "total_steps": total_steps})
+    """Record how far training got (a progress mirror: not flushed to disk each step)."""
+    write_json(run_dir / PROGRESS_FILE, {"step": step, "total_steps": total_steps},
+               durable=False)
 
 
 def read_summary(run_dir: Path | None) -> dict[str, Any] | None:
@@ -124,7 +133,8 @@ def write_cell_file(run_dir: Path, sweep: str, cell: _CellFacts, state: str,
                 "labels": dict(labels), "state": str(state),
                 "mlflow_run_id": mlflow_run_id or None}
     run_dir.mkdir(parents=True, exist_ok=True)
-    write_json(run_dir / CELL_FILE, document, indent=1, default=str)
+    # A mirror of the registry, rewritten at each state change: no flush to disk needed.
+    write_json(run_dir / CELL_FILE, document, durable=False, indent=1, default=str)
     return run_dir / CELL_FILE
 
 
