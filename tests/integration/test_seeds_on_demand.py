@@ -89,3 +89,33 @@ def test_seeds_are_added_only_where_a_comparison_is_undecided(
     by_cell = {(r["axis.baseline"], r["axis.reward_budget"]): r for r in rows}
     assert by_cell["grpo", "True"]["seeds.decision"] == "positive"
     assert by_cell["noisy", "False"]["seeds.decision"] == "base"
+
+
+@pytest.mark.slow
+def test_a_real_embedded_sweep_with_the_block_ends_with_its_replays_decisions(
+        home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The tiny embedded trainer (what it decides is up to training): the sweep ends, every
+    row holds the seeds its replay says it needed, and the decisions are the replay's."""
+    from kit.tiny_spec import tiny_embedded
+
+    spec = tmp_path / "embedded.yaml"
+    spec.write_text(tiny_embedded("seeds-embedded", {"reward_budget": [False, True]},
+                                  max_steps=2)
+                    + "seeds: {start: 2, max: 3, compare: {reward_budget: false}, "
+                      "metric: 'val-core/*/acc/mean@1'}\n")
+    submit(spec, wait=True, max_parallel=2)
+    with Registry.open() as reg:
+        cells = reg.cells("seeds-embedded")
+        status = Sweep(reg, "seeds-embedded").status()
+    assert {c.state for c in cells} == {CellState.SUCCEEDED}
+    assert status.seeds is not None
+    (live,) = status.seeds.as_json()["comparisons"]
+    out = tmp_path / "replay.json"
+    ran = run_kappa(capsys, "seed-check", "seeds-embedded", "--delta", "reward_budget=false",
+                    "--start", "2", "--max", "3", "--metric", "val-core/*/acc/mean@1",
+                    "--json", str(out))
+    assert ran.code == 0, ran.output
+    figures = json.loads(out.read_text())
+    (replayed,) = figures["comparisons"]
+    assert (live["decision"], live["seeds"]) == (replayed["decision"], replayed["n"])
+    assert len(cells) == figures["cells_used"] == 2 * replayed["n"]
