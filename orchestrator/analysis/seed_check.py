@@ -109,12 +109,15 @@ class SeedCheck:
     hours_used: float
     cells_fixed: int
     cells_used: int
+    #: Comparisons with fewer than ``max`` paired seeds that do not decide them.
+    left_out: int = 0
 
     def as_json(self) -> dict[str, Any]:
         """For ``--json`` and the benchmark."""
         return {"rule": vars(self.rule), "axis": self.axis, "base": self.base,
                 "hours_fixed": self.hours_fixed, "hours_used": self.hours_used,
                 "cells_fixed": self.cells_fixed, "cells_used": self.cells_used,
+                "left_out": self.left_out,
                 "comparisons": [{"row": c.row, "value": c.value, **vars(c.look),
                                  "fixed_estimate": c.fixed_estimate, "fixed_low": c.fixed_low,
                                  "fixed_high": c.fixed_high, "fixed_n": c.fixed_n,
@@ -159,6 +162,7 @@ def seed_check(cells: Sequence[SeedCell], rule: SeedRule, axis: str, base: str,
     table = rows_of(cells, axis, seed_axis)
     out: list[SeedComparison] = []
     needed: dict[str, int] = {}  # row -> seeds its comparisons need
+    left_out = 0
     for row, by_value in sorted(table.items()):
         bases = by_value.get(base, {})
         for value, treated in sorted(by_value.items()):
@@ -167,7 +171,8 @@ def seed_check(cells: Sequence[SeedCell], rule: SeedRule, axis: str, base: str,
             diffs = paired_diffs(treated, bases, rule.max)
             looked = decide(diffs, rule)
             if looked is None or looked.decision == "undecided":
-                continue  # fewer seeds than its decision needs
+                left_out += 1  # fewer seeds than its decision needs
+                continue
             fixed = t_interval(diffs)
             out.append(SeedComparison(row, value, looked, fixed.estimate, fixed.low, fixed.high,
                                       fixed.n))
@@ -190,7 +195,7 @@ def seed_check(cells: Sequence[SeedCell], rule: SeedRule, axis: str, base: str,
             cells_fixed += rule.max
             cells_used += len(ran[:n])
     return SeedCheck(rule, axis, base, tuple(out), hours_fixed, hours_used, cells_fixed,
-                     cells_used)
+                     cells_used, left_out)
 
 
 def _check_delta(cells: Sequence[SeedCell], axis: str, base: str) -> None:
@@ -221,6 +226,8 @@ def render(result: SeedCheck, scale: float = 1.0) -> str:
              f"cell-hours: {result.hours_used:.3f} of the fixed design's {result.hours_fixed:.3f} "
              f"({ratio:.2f}x); cells: {result.cells_used} of {result.cells_fixed}; "
              f"{contradicted} decision(s) contradict the fixed {rule.max}-seed analysis",
+             *([f"{result.left_out} comparison(s) left out: fewer than {rule.max} paired "
+                "seeds, and undecided on those"] if result.left_out else []),
              "", "| row | value | seeds used | sequential interval | level | decision | "
              f"fixed {rule.max}-seed 95% CI | fixed decision | contradicts |",
              "|---|---|---:|---|---:|---|---|---|---|"]

@@ -10,7 +10,7 @@ in order. A row gets its next seed once one of its comparisons has ended every s
 and wants another (:func:`~orchestrator.stopping.seeds.wants_seed`), up to ``max``; it
 gets none while one of its cells is cancelled (a resubmit queues it again). What is
 decided is a pure function of the registry's cells, so a restarted scheduler
-(:mod:`orchestrator.stopping.seed_hook`) decides the same.
+(:mod:`orchestrator.sweeps.seed_hook`) decides the same.
 """
 
 from __future__ import annotations

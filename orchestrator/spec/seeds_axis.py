@@ -1,7 +1,7 @@
 """The ``seeds:`` block against itself and the rest of the spec (:func:`seeds_problems`),
 and the seed axis it stands for (:func:`with_seed_axis`): the grid a submit records holds
 the first ``start`` seeds of every cell; the scheduler adds the later ones
-(:mod:`orchestrator.stopping.seed_hook`), each an ordinary cell of that same axis."""
+(:mod:`orchestrator.sweeps.seed_hook`), each an ordinary cell of that same axis."""
 
 from __future__ import annotations
 

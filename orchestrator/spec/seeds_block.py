@@ -4,12 +4,12 @@ then one more at a time while the sequential rule (:mod:`orchestrator.stopping.s
 leaves it undecided, up to ``max``. Checked against itself (``start <= max``) and the rest
 of the spec by :func:`~.seeds_axis.seeds_problems`, so one run reports a block's field
 errors with those; the seed axis it stands for: :func:`~.seeds_axis.
-with_seed_axis`; the scheduler adds the seeds: :mod:`orchestrator.stopping.seed_hook`."""
+with_seed_axis`; the scheduler adds the seeds: :mod:`orchestrator.sweeps.seed_hook`."""
 
 from __future__ import annotations
 
 from itertools import pairwise
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import (
     BaseModel,
@@ -23,7 +23,6 @@ from pydantic import (
 from orchestrator.limits import MAX_SEED
 from orchestrator.spec.search_block import JsonScalar
 from orchestrator.spec.stop_block import AxisRef, MetricName
-from orchestrator.stopping.seeds import SPENDING
 
 SEED_AXIS = "seed"
 """The axis (and backend setting) the block sets; a spec with the block has none of its own."""
@@ -31,6 +30,8 @@ MAX_SEEDS = 1000
 """Seeds one comparison may get (the grid's cell limit bounds the sweep as a whole)."""
 
 Seed = Annotated[int, Field(strict=True, ge=0, le=MAX_SEED)]
+#: The α-spending functions :mod:`orchestrator.stopping.seeds` implements.
+Spending = Literal["obrien-fleming", "pocock"]
 
 
 class SeedsSpec(BaseModel):
@@ -56,20 +57,12 @@ class SeedsSpec(BaseModel):
                                "0: never.")
     alpha: StrictFloat = Field(0.05, gt=0, lt=1, description=(
         "Chance, over all looks, of calling a zero difference positive or negative."))
-    spending: str = Field("obrien-fleming", description=(
+    spending: Spending = Field("obrien-fleming", description=(
         "How alpha is spent over the looks: obrien-fleming (little early) or pocock."))
     values: tuple[Seed, ...] | None = Field(
         None, max_length=MAX_SEEDS,
         description="The seeds, ascending, in the order they are added (default 0, 1, 2, ...); "
                     "at least max of them, the first max used.")
-
-    @field_validator("spending")
-    @classmethod
-    def _known_spending(cls, value: str) -> str:
-        if value not in SPENDING:
-            raise ValueError(f"unknown spending function {value!r}; allowed: "
-                             f"{', '.join(SPENDING)}")
-        return value
 
     @field_validator("values")
     @classmethod

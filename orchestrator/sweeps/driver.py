@@ -201,7 +201,7 @@ def build_scheduler(registry: Registry, sweep: SweepRecord, backend: Backend,
     from orchestrator.notify.hook import NotifyHook
     from orchestrator.search.hook import SearchHook
     from orchestrator.stopping.hook import SweepStopping
-    from orchestrator.stopping.seed_hook import SeedsHook
+    from orchestrator.sweeps.seed_hook import SeedsHook
 
     plan = stored_plan(sweep.name, sweep.plan)
     stopping = SweepStopping.of(plan, backend)

@@ -15,7 +15,7 @@ from kit.home import register_backends
 from orchestrator.backends import get_backend
 from orchestrator.grid.plan import SweepPlan
 from orchestrator.registry import CellRecord, CellState, Registry
-from orchestrator.stopping.seed_hook import SeedsHook
+from orchestrator.sweeps.seed_hook import SeedsHook
 from orchestrator.sweeps.submission import prepare
 from orchestrator.sweeps.sweep import Sweep
 

@@ -61,7 +61,7 @@ def test_every_problem_is_located_at_once() -> None:
                           "seeds.compare.reward_budget"}
     assert "start (9) is more than max (8)" in found["seeds.start"].message
     assert "ascending" in found["seeds.values"].message
-    assert "obrien-fleming" in found["seeds.spending"].message
+    assert "obrien-fleming" in found["seeds.spending"].message  # the allowed ones
     assert found["seeds.compare.reward_budget"].allowed == "false, true"
     assert all(p.line is not None for p in found.values())  # each at its place in the file
 
@@ -137,3 +137,12 @@ def test_bad_input_exits_2_through_the_cli(tmp_path: Path, kappa: object, text: 
         code, out, err = kappa([command, str(spec)])  # type: ignore[operator]
         assert code == 2 and place in out + err, out + err
     assert not (tmp_path / "kappa-home" / "registry.db").exists()  # nothing written
+
+
+def test_the_block_names_the_spending_functions_the_rule_has() -> None:
+    from typing import get_args
+
+    from orchestrator.spec.seeds_block import Spending
+    from orchestrator.stopping.seeds import SPENDING
+
+    assert set(get_args(Spending)) == set(SPENDING)
