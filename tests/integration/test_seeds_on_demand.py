@@ -91,6 +91,35 @@ def test_seeds_are_added_only_where_a_comparison_is_undecided(
     assert by_cell["noisy", "False"]["seeds.decision"] == "base"
 
 
+
+def test_seeds_on_demand_composes_with_comparison_group_stopping(
+        home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Both arms of a seed form a comparison group that stops as one; the fake stop curve's
+    eval is a function of the step a run ended at, so each pair differs by 0 whether or
+    not its group stopped early: within a margin of 0.5 points at the first look, so no
+    seed is added past ``start``, and the replay agrees."""
+    spec = tmp_path / "stop.yaml"
+    spec.write_text("name: seeds-stop\nbackend: fake\n"
+                    "base: {curve: stop, steps: 12, step_seconds: 0.01, values: [0.1, 0.6]}\n"
+                    "axes:\n  reward_budget: [false, true]\n"
+                    "stop: {threshold: {metric: score, at_least: 0.5}, together: [reward_budget]}\n"
+                    "seeds: {start: 2, max: 3, compare: {reward_budget: false}, margin: 0.5}\n")
+    submit(spec, wait=True, max_parallel=4)
+    with Registry.open() as reg:
+        cells = reg.cells("seeds-stop")
+        status = Sweep(reg, "seeds-stop").status()
+    assert sorted(c.axes["seed"] for c in cells) == [0, 0, 1, 1]
+    assert {c.state for c in cells} == {CellState.SUCCEEDED}
+    for seed in (0, 1):  # a group ends at one step, stopped or not
+        assert len({c.progress_step for c in cells if c.axes["seed"] == seed}) == 1
+    assert status.seeds is not None
+    (live,) = status.seeds.as_json()["comparisons"]
+    assert (live["decision"], live["seeds"]) == ("within margin", 2)
+    ran = run_kappa(capsys, "seed-check", "seeds-stop", "--delta", "reward_budget=false",
+                    "--start", "2", "--max", "3", "--margin", "0.5")
+    assert ran.code == 0 and "| 2 | [+0.00, +0.00] |" in ran.out and "within margin" in ran.out
+
+
 @pytest.mark.slow
 def test_a_real_embedded_sweep_with_the_block_ends_with_its_replays_decisions(
         home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
