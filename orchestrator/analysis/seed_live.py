@@ -202,8 +202,9 @@ def table_notes(state: SeedState) -> tuple[str, ...]:
 
 def sweep_seeds(sweeps: Sequence[str], registry_url: str | None = None) -> SeedState | None:
     """The rule over the one sweep of ``sweeps`` if it ran a ``seeds:`` block (``None``
-    for several sweeps, or one without the block or a registry)."""
+    for several sweeps, or one without the block, a registry or a readable plan)."""
     from orchestrator import paths
+    from orchestrator.errors import UserInputError
     from orchestrator.grid.plan import stored_plan
     from orchestrator.registry import Registry, RegistryMissing
 
@@ -216,7 +217,7 @@ def sweep_seeds(sweeps: Sequence[str], registry_url: str | None = None) -> SeedS
                 return None
             seeds = stored_plan(record.name, record.plan).seeds
             return None if seeds is None else seed_state(reg.cells(record.name), seeds)
-    except RegistryMissing:
+    except (RegistryMissing, UserInputError):  # no registry, or a plan it cannot read
         return None
 
 

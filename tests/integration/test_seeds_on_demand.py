@@ -4,7 +4,8 @@ metric reward budgeting raises by exactly 0.05 for ``grpo``, and moves by a seed
 noise of mean about 0 for ``noisy``). The grpo comparison is decided at its first look;
 the noisy one is not, so only its row gets more seeds, up to ``max``. The cells added are
 those of the fixed design with the same seeds (same ids), and the decisions are those
-``kappa seed-check`` replays on the finished sweep; status, table and export say them."""
+``kappa seed-check`` replays on the finished sweep; status, table, report and export say
+them."""
 
 from __future__ import annotations
 
@@ -85,6 +86,9 @@ def test_seeds_are_added_only_where_a_comparison_is_undecided(
     assert table.code == 0, table.output
     assert "wider than the table's fixed-n interval" in table.out
     assert "baseline=noisy, true: undecided at max at 4/4 seeds" in table.out
+    report = tmp_path / "report.html"
+    assert run_kappa(capsys, "report", NAME, "--out", str(report)).code == 0
+    assert "baseline=grpo, true: positive at 2/4 seeds" in report.read_text()
     rows = list(csv.DictReader(io.StringIO(run_kappa(capsys, "export", NAME).out)))
     by_cell = {(r["axis.baseline"], r["axis.reward_budget"]): r for r in rows}
     assert by_cell["grpo", "True"]["seeds.decision"] == "positive"
