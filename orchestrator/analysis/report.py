@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,6 +19,7 @@ from orchestrator.analysis.combined import results_of
 from orchestrator.analysis.curves import curve_key, load_curves
 from orchestrator.analysis.dynamics import PANELS, build_panels
 from orchestrator.analysis.frame import axis_column, axis_names, metric_names, varying_axes
+from orchestrator.analysis.seed_live import sweep_seeds, table_notes
 from orchestrator.analysis.sources import registry_sweep
 from orchestrator.analysis.status_matrix import KNOWN_STATES, matrix_cell, status_matrix
 from orchestrator.analysis.studies import best_trials, search_section, sweep_studies
@@ -56,6 +57,7 @@ class ReportInputs:
     search_html: str = ""  # a search's Optuna plots (studies.search_section)
     compare: str | None = None  # the axis the plots colour by (default: compared_axis's)
     mlflow_start: str = ""  # the command that serves the UI the links point to, if any
+    notes: tuple[str, ...] = ()  # under every table (how seeds on demand decided)
 
 
 def default_tables(frame: pd.DataFrame, seed_axis: str = "seed") -> list[tuple[str, TableSpec]]:
@@ -133,16 +135,20 @@ def table_text(sweeps: Sequence[str], spec: TableSpec, fmt: str, placed: bool,
         if studies:
             return best_trials(studies, fmt)
     frame = results_of(sweeps, registry_url, mlflow_uri)
-    return render(build_table(frame, spec if placed else auto_layout(frame, spec)), fmt)
+    table = build_table(frame, spec if placed else auto_layout(frame, spec))
+    if (seeds := sweep_seeds(sweeps, registry_url)) is not None:  # how it was decided
+        table = replace(table, notes=(*table.notes, *table_notes(seeds)))
+    return render(table, fmt)
 
 
-def _tables_html(frame: pd.DataFrame,
-                 tables: tuple[tuple[str, TableSpec], ...]) -> list[dict[str, str]]:
+def _tables_html(frame: pd.DataFrame, tables: tuple[tuple[str, TableSpec], ...],
+                 notes: tuple[str, ...] = ()) -> list[dict[str, str]]:
     out = []
     for title, spec in tables:
         try:
-            out.append({"title": title, "html": render(build_table(frame, spec), "html"),
-                        "error": ""})
+            table = build_table(frame, spec)
+            table = replace(table, notes=(*table.notes, *notes))
+            out.append({"title": title, "html": render(table, "html"), "error": ""})
         except UserInputError as exc:
             out.append({"title": title, "html": "", "error": exc.render()})
     return out
@@ -252,7 +258,7 @@ def render_report(inputs: ReportInputs) -> str:
         states=KNOWN_STATES,
         matrix=status_matrix(grid, inputs.seed_axis, inputs.mlflow_ui,
                              inputs.mlflow_experiment_id),
-        tables=_tables_html(frame, tables), figures=figures,
+        tables=_tables_html(frame, tables, inputs.notes), figures=figures,
         convergence_html=conv_html, plan=plan, axes=axes, plan_cells=plan_cells,
         spec_text=inputs.spec_text, search_html=inputs.search_html)
 
@@ -298,7 +304,8 @@ def build_report(sweeps: str | Sequence[str], *, registry_url: str | None = None
         plan=stored_plan(names[0], info.plan) if info else None,
         mlflow_experiment_id=info.mlflow_experiment_id if info else None,
         mlflow_ui=mlflow_ui or mlflow_ui_address(mlflow_uri), mlflow_start=start, tables=tables,
-        search_html=search_section(studies), compare=compare))
+        search_html=search_section(studies), compare=compare,
+        notes=table_notes(seeds) if (seeds := sweep_seeds(names, registry_url)) else ()))
 
 
 def write_report(sweeps: str | Sequence[str], target: Path, *, registry_url: str | None = None,

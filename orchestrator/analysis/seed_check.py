@@ -1,12 +1,16 @@
 """``kappa seed-check``: the seed rule (:mod:`orchestrator.stopping.seeds`) replayed on a
-finished sweep that ran every seed, to see what seeds on demand would have spent and decided.
+finished sweep that ran every seed, to see what seeds on demand would have spent and decided,
+or on one that ran seeds on demand (``seeds:``), to check its decisions: a comparison is
+replayed when it has ``max`` paired seeds or fewer that decide it. The pairing here is the
+one the live rule uses (:mod:`.seed_live`).
 
 For one compared axis (``AXIS=BASE``), cells are paired by seed within each comparison row
 (the cells equal in every other axis). Seeds are taken in ascending order, as a sweep adds
 them; each comparison's paired differences go through the rule, which gives its decision,
 the interval it was decided with and the seeds it used. A row's seed is needed while any of
 its comparisons wants it, so the hours used are those of the cells of each row's needed
-seeds; the fixed design runs every seed up to the rule's ``max``. Each decision is set
+seeds; the fixed design runs every seed up to the rule's ``max`` (a seed a live sweep never
+ran is counted at the mean hours of its row's cells of that value). Each decision is set
 beside the fixed design's own: the 95% paired t-interval over the first ``max`` seeds.
 A sequential decision *contradicts* the fixed analysis when one says positive and the
 other negative, or the sequential rule calls a difference within its margin that the
@@ -22,7 +26,7 @@ import fnmatch
 import json
 import math
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -105,12 +109,15 @@ class SeedCheck:
     hours_used: float
     cells_fixed: int
     cells_used: int
+    #: Comparisons with fewer than ``max`` paired seeds that do not decide them.
+    left_out: int = 0
 
     def as_json(self) -> dict[str, Any]:
         """For ``--json`` and the benchmark."""
         return {"rule": vars(self.rule), "axis": self.axis, "base": self.base,
                 "hours_fixed": self.hours_fixed, "hours_used": self.hours_used,
                 "cells_fixed": self.cells_fixed, "cells_used": self.cells_used,
+                "left_out": self.left_out,
                 "comparisons": [{"row": c.row, "value": c.value, **vars(c.look),
                                  "fixed_estimate": c.fixed_estimate, "fixed_low": c.fixed_low,
                                  "fixed_high": c.fixed_high, "fixed_n": c.fixed_n,
@@ -119,51 +126,76 @@ class SeedCheck:
                                 for c in self.comparisons]}
 
 
-def _seed_key(seed: Any) -> tuple[int, float | str]:
+def seed_key(seed: Any) -> tuple[int, float | str]:
     """Seeds in the order a sweep adds them: numbers ascending, then the rest by text."""
     return (0, float(seed)) if isinstance(seed, int | float) else (1, str(seed))
+
+
+Rows = dict[str, dict[str, dict[Any, SeedCell]]]
+
+
+def rows_of(cells: Iterable[SeedCell], axis: str, seed_axis: str = "seed") -> Rows:
+    """The cells by comparison row (``baseline=grpo``: every other axis but the seed), value
+    of ``axis`` (as a spec writes it) and seed."""
+    table: Rows = defaultdict(lambda: defaultdict(dict))
+    for cell in cells:
+        row = ", ".join(f"{k}={value_text(v)}" for k, v in sorted(cell.axes.items())
+                        if k not in (axis, seed_axis))
+        table[row][value_text(cell.axes.get(axis))][cell.axes.get(seed_axis)] = cell
+    return table
+
+
+def paired_diffs(treated: Mapping[Any, SeedCell], bases: Mapping[Any, SeedCell],
+                 top: int) -> list[float]:
+    """Treatment − base of the first ``top`` seeds, ascending, where both have a value."""
+    seeds = sorted((s for s in treated if s in bases and _usable(treated[s], bases[s])),
+                   key=seed_key)[:top]
+    return [float(treated[s].value) - float(bases[s].value)  # type: ignore[arg-type]
+            for s in seeds]
 
 
 def seed_check(cells: Sequence[SeedCell], rule: SeedRule, axis: str, base: str,
                seed_axis: str = "seed") -> SeedCheck:
     """The figures of one replay (module docstring); ``UserInputError`` for an axis or base
-    value the cells do not have, or when no comparison has ``max`` paired seeds to replay."""
+    value the cells do not have, or when no comparison has the seeds to replay."""
     _check_delta(cells, axis, base)
-    table: dict[str, dict[str, dict[Any, SeedCell]]] = defaultdict(lambda: defaultdict(dict))
-    for cell in cells:
-        row = ", ".join(f"{k}={value_text(v)}" for k, v in sorted(cell.axes.items())
-                        if k not in (axis, seed_axis))
-        table[row][value_text(cell.axes.get(axis))][cell.axes.get(seed_axis)] = cell
+    table = rows_of(cells, axis, seed_axis)
     out: list[SeedComparison] = []
     needed: dict[str, int] = {}  # row -> seeds its comparisons need
+    left_out = 0
     for row, by_value in sorted(table.items()):
         bases = by_value.get(base, {})
         for value, treated in sorted(by_value.items()):
             if value == base:
                 continue
-            seeds = sorted((s for s in treated if s in bases and _usable(treated[s], bases[s])),
-                           key=_seed_key)[:rule.max]
-            if len(seeds) < rule.max:
-                continue
-            diffs = [float(treated[s].value) - float(bases[s].value)  # type: ignore[arg-type]
-                     for s in seeds]
+            diffs = paired_diffs(treated, bases, rule.max)
             looked = decide(diffs, rule)
-            assert looked is not None  # max >= start pairs
+            if looked is None or looked.decision == "undecided":
+                left_out += 1  # fewer seeds than its decision needs
+                continue
             fixed = t_interval(diffs)
             out.append(SeedComparison(row, value, looked, fixed.estimate, fixed.low, fixed.high,
                                       fixed.n))
             needed[row] = max(needed.get(row, 0), looked.n)
     if not out:
         raise UserInputError("nothing to replay", [Problem(
-            "--max", f"no comparison of {axis} against {base} has {rule.max} paired seeds",
+            "--max", f"no comparison of {axis} against {base} has {rule.max} paired seeds, "
+                     "nor fewer that decide it",
             fix="replay a sweep that ran at least --max seeds of every compared cell, or "
                 "lower --max")])
-    fixed_cells = [c for row in needed for by_seed in table[row].values()
-                   for s, c in sorted(by_seed.items(), key=lambda x: _seed_key(x[0]))[:rule.max]]
-    used = [c for row, n in needed.items() for by_seed in table[row].values()
-            for s, c in sorted(by_seed.items(), key=lambda x: _seed_key(x[0]))[:n]]
-    return SeedCheck(rule, axis, base, tuple(out), sum(c.hours for c in fixed_cells),
-                     sum(c.hours for c in used), len(fixed_cells), len(used))
+    hours_fixed = hours_used = 0.0
+    cells_fixed = cells_used = 0
+    for row, n in needed.items():
+        for by_seed in table[row].values():
+            ran = [c for _, c in sorted(by_seed.items(), key=lambda x: seed_key(x[0]))]
+            # A seed a live sweep never ran counts at the mean hours of those it ran.
+            hours_fixed += (sum(c.hours for c in ran[:rule.max])
+                            + sum(c.hours for c in ran) / len(ran) * max(0, rule.max - len(ran)))
+            hours_used += sum(c.hours for c in ran[:n])
+            cells_fixed += rule.max
+            cells_used += len(ran[:n])
+    return SeedCheck(rule, axis, base, tuple(out), hours_fixed, hours_used, cells_fixed,
+                     cells_used, left_out)
 
 
 def _check_delta(cells: Sequence[SeedCell], axis: str, base: str) -> None:
@@ -194,13 +226,16 @@ def render(result: SeedCheck, scale: float = 1.0) -> str:
              f"cell-hours: {result.hours_used:.3f} of the fixed design's {result.hours_fixed:.3f} "
              f"({ratio:.2f}x); cells: {result.cells_used} of {result.cells_fixed}; "
              f"{contradicted} decision(s) contradict the fixed {rule.max}-seed analysis",
+             *([f"{result.left_out} comparison(s) left out: fewer than {rule.max} paired "
+                "seeds, and undecided on those"] if result.left_out else []),
              "", "| row | value | seeds used | sequential interval | level | decision | "
              f"fixed {rule.max}-seed 95% CI | fixed decision | contradicts |",
              "|---|---|---:|---|---:|---|---|---|---|"]
     for c in result.comparisons:
         look = c.look
         fixed = ("—" if c.fixed_low is None or c.fixed_high is None
-                 else f"[{c.fixed_low * scale:+.2f}, {c.fixed_high * scale:+.2f}]")
+                 else f"[{c.fixed_low * scale:+.2f}, {c.fixed_high * scale:+.2f}]"
+                 + (f" (n={c.fixed_n})" if c.fixed_n < rule.max else ""))
         lines.append(
             f"| {c.row or '—'} | {c.value} | {look.n} | [{look.low * scale:+.2f}, "
             f"{look.high * scale:+.2f}] | {1 - look.level_alpha:.4f} | {look.decision} | "
@@ -216,9 +251,8 @@ def sweep_cells(cells: Sequence[CellRecord], metric: str | None,
     mean of the final metrics matching ``metric`` (a glob; default the table's
     ``eval/*/mean@k``, its Average column), its hours from the registry; with ``stopped``
     (the comparison-group replay), the metric's value and the hours at the cell's stop."""
-    finals = [dict(c.final_metrics or {}) for c in cells]
     if stopped is None:
-        glob = metric or default_metric_glob(sorted({k for f in finals for k in f}))
+        glob = metric_glob(cells, metric)
         if glob is None:
             raise UserInputError("no metric to compare", [Problem(
                 "--metric", "the cells logged no eval/* or val-core/* final metric",
@@ -226,15 +260,13 @@ def sweep_cells(cells: Sequence[CellRecord], metric: str | None,
     else:
         glob = metric or ""
     out = []
-    for cell, final in zip(cells, finals, strict=True):
+    for cell in cells:
         hours = ((cell.finished_at - cell.started_at).total_seconds() / 3600
                  if cell.started_at and cell.finished_at else 0.0)
         value: float | None = None
-        if cell.state is CellState.SUCCEEDED and stopped is None:
-            found = [float(v) for k, v in final.items()
-                     if fnmatch.fnmatchcase(k, glob) and isinstance(v, int | float)]
-            value = sum(found) / len(found) if found else None
-        elif cell.state is CellState.SUCCEEDED and stopped is not None:
+        if stopped is None:
+            value = cell_value(cell, glob)
+        elif cell.state is CellState.SUCCEEDED:
             done = stopped[cell.cell_id]
             value = None if done.failed else done.values.get(glob)
             if done.step is not None and done.full_step:
@@ -245,6 +277,20 @@ def sweep_cells(cells: Sequence[CellRecord], metric: str | None,
             "--metric", "no finished cell logged a metric matching it", found=glob,
             fix="give a glob that matches a final metric, e.g. 'eval/*/mean@8'")])
     return out, glob
+
+
+def metric_glob(cells: Iterable[CellRecord], metric: str | None) -> str | None:
+    """``metric``, else the table's default over the cells' final metrics (``None``: none)."""
+    return metric or default_metric_glob(sorted({k for c in cells for k in c.final_metrics or {}}))
+
+
+def cell_value(cell: CellRecord, glob: str | None) -> float | None:
+    """A succeeded cell's mean of its final metrics matching ``glob`` (``None``: none)."""
+    if cell.state is not CellState.SUCCEEDED or glob is None:
+        return None
+    found = [float(v) for k, v in (cell.final_metrics or {}).items()
+             if fnmatch.fnmatchcase(k, glob) and isinstance(v, int | float)]
+    return sum(found) / len(found) if found else None
 
 
 def load_cells(sweep: str, registry_url: str | None = None) -> list[CellRecord]:

@@ -74,9 +74,10 @@ def export(
     strict: StrictOption = False,
 ) -> None:
     """Export the results frame: one row per cell (axis.*, metric.*, state, run, steps, and
-    what made its numbers: numerics, prov.*)."""
+    what made its numbers: numerics, prov.*; seeds.* with a seeds: block)."""
     from orchestrator.analysis.combined import results_of
     from orchestrator.analysis.frame import frame_text, write_parquet
+    from orchestrator.analysis.seed_live import with_seeds
     from orchestrator.analysis.studies import with_trials
 
     if fmt not in EXPORT_FORMATS:
@@ -84,7 +85,8 @@ def export(
     if fmt == "parquet" and output is None:
         raise UserInputError("parquet is binary", [Problem(
             "--out", "parquet needs a file", fix="add --out results.parquet")])
-    frame = with_trials(results_of(sweeps, registry, mlflow), sweeps, registry)
+    frame = with_seeds(with_trials(results_of(sweeps, registry, mlflow), sweeps, registry),
+                       sweeps, registry)
     _numerics(frame, strict)
     if fmt == "parquet":
         assert output is not None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -48,6 +49,23 @@ def _cost(plan: Plan) -> str:
     return (f"{plural(plan.count, 'cell')} × {plural(res.gpus, 'GPU')} × "
             f"{plural(res.nodes, 'node')} × {_hours(res.hours)} h = "
             f"{_hours(plan.gpu_hours)} GPU-hours")
+
+
+def _seeds_line(plan: Plan) -> str:
+    """What a ``seeds:`` block adds to the cells shown, and its most GPU-hours."""
+    seeds = plan.spec.seeds
+    assert seeds is not None
+    def listed(seeds: Sequence[int]) -> str:
+        shown = [*map(str, seeds[:4]), "…", str(seeds[-1])] if len(seeds) > 5 else seeds
+        return ", ".join(map(str, shown))
+
+    values = seeds.seed_values()
+    later = listed(values[seeds.start:]) or "none"
+    return (f"seeds on demand: the cells above are seeds {listed(values[:seeds.start])}"
+            f" of each comparison of {seeds.axis} against {json.dumps(seeds.base)}; seeds "
+            f"{later} are added one at a time while one of a row's comparisons is undecided: "
+            f"at most {plan.max_count:,} cells, "
+            f"{_hours(plan.max_count * plan.resources.gpu_hours)} GPU-hours")
 
 
 def plan_command(
@@ -104,6 +122,8 @@ def plan_command(
     if the_plan.count > rows:
         console.print(f"... and {the_plan.count - rows} more cells (--rows, or --json for all)")
     console.print(f"{_cost(the_plan)}; retries: {spec.retries}")
+    if spec.seeds is not None:
+        console.print(_seeds_line(the_plan), markup=False, soft_wrap=True)
     if stale:
         from orchestrator.sweeps.staleness import rerun_command
 

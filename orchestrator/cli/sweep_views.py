@@ -109,7 +109,7 @@ def cells_table(cells: Sequence[CellStatus]) -> Table:
 
 def print_status(console: Console, status: SweepStatus) -> None:
     """The sweep's counts, driver, executor, overrides, hours, groups, notifications,
-    studies and cells table, and its first failures."""
+    studies, seeds on demand and cells table, and its first failures."""
     def plain(text: str) -> None:
         if text:
             console.print(text, highlight=False, markup=False)
@@ -128,6 +128,8 @@ def print_status(console: Console, status: SweepStatus) -> None:
         plain(f"notifications: {status.notify['url']} on {', '.join(status.notify['events'])}")
     for study in status.studies:
         plain(study.line())
+    for line in status.seeds.lines() if status.seeds is not None else ():
+        plain(line)
     shown = table_cells(status.cells)
     console.print(cells_table(shown))
     if len(shown) < len(status.cells):

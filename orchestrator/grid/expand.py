@@ -16,6 +16,7 @@ from orchestrator.grid.identity import Cell, CellBuilder
 from orchestrator.grid.validation import validate_cells
 from orchestrator.limits import DEFAULT_MAX_CELLS, INT32_MAX, MAX_CELLS_ENV, MAX_PROBLEMS, max_cells
 from orchestrator.spec.model import Spec
+from orchestrator.spec.seeds_axis import with_seed_axis
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,7 @@ def expand(spec: Spec, preflight: bool = True, judge: bool = False, models: bool
     from orchestrator.backends import get_backend
 
     backend = get_backend(spec.backend)
+    spec = with_seed_axis(spec)  # a seeds: block's first seeds (docs/spec.md#seeds-on-demand)
     table = axis_values(spec)
     _check_size(spec, table)
     order, problems = assignments(spec, table)
@@ -123,6 +125,16 @@ def _check_size(spec: Spec, table: dict[str, list[AxisValue]]) -> None:
     minutes and gigabytes to be refused later)."""
     limit = max_cells()
     bound, how = cell_bound(spec, table)
+    if spec.seeds is not None:  # as many cells as seeds on demand may grow it to
+        grown = -(-bound * spec.seeds.max // spec.seeds.start)
+        if grown > limit:
+            raise UserInputError(f"{spec.filename}: grid too large", [spec.problem(
+                ("seeds", "max"), f"at max seeds the grid has up to {_count(grown)} cells, "
+                f"more than the limit of {limit:,}", found=f"{how} / {spec.seeds.start} start"
+                f" × {spec.seeds.max} max", allowed=f"<= {limit:,} cells",
+                fix="lower seeds.max or shorten axes" + (
+                    f"; if you mean it, raise the limit: {MAX_CELLS_ENV}={grown} kappa ..."
+                    if grown <= INT32_MAX else ""))])
     if bound <= limit:
         return
     raise UserInputError(f"{spec.filename}: grid too large", [spec.problem(

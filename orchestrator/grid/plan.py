@@ -21,6 +21,7 @@ from orchestrator.grid.identity import Cell
 from orchestrator.spec.loader import SpecReading, read_spec
 from orchestrator.spec.model import JsonScalarValue, Resources, Spec
 from orchestrator.spec.search_block import SearchSpec
+from orchestrator.spec.seeds_block import SeedsSpec
 from orchestrator.spec.stop_block import StopRules
 from orchestrator.spec.yaml_limits import read_yaml_file
 
@@ -61,6 +62,8 @@ class SweepPlan(_Frozen):
     stop: StopRules | None = None
     search: SearchSpec | None = None
     studies: tuple[StudyCell, ...] = ()
+    #: Seeds on demand: the grid holds each cell's first ``seeds.start`` seeds.
+    seeds: SeedsSpec | None = None
     #: The command-line overrides the spec was submitted with (Hydra grammar), in order;
     #: the stored spec text is the spec as resolved after them.
     overrides: tuple[str, ...] = ()
@@ -134,15 +137,29 @@ class Plan:
         return SweepPlan(
             name=spec.name, backend=spec.backend, axes=spec.axis_names,
             labels=self.grid.label_names, cell_count=self.count, resources=spec.resources,
-            retries=spec.retries, stop=spec.stop, search=spec.search, studies=studies)
+            retries=spec.retries, stop=spec.stop, search=spec.search, studies=studies,
+            seeds=spec.seeds)
+
+    @property
+    def max_count(self) -> int:
+        """The most cells the sweep can have: with a ``seeds:`` block, every cell at
+        ``seeds.max`` seeds (the grid holds ``seeds.start``); else :attr:`count`."""
+        seeds = self.spec.seeds
+        return self.count if seeds is None else self.count // seeds.start * seeds.max
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able description (what ``kappa plan --json`` prints)."""
         spec = self.spec
-        return {"name": spec.name, "backend": spec.backend, "axes": list(spec.axis_names),
-                "labels": list(self.grid.label_names), "count": self.count,
-                "resources": self.resources.model_dump(mode="json"), "retries": spec.retries,
-                "gpu_hours": self.gpu_hours, "cells": [c._asdict() for c in self.cells]}
+        shown = {"name": spec.name, "backend": spec.backend, "axes": list(spec.axis_names),
+                 "labels": list(self.grid.label_names), "count": self.count,
+                 "resources": self.resources.model_dump(mode="json"), "retries": spec.retries,
+                 "gpu_hours": self.gpu_hours, "cells": [c._asdict() for c in self.cells]}
+        if spec.seeds is not None:
+            shown["seeds"] = {**spec.seeds.model_dump(mode="json"),
+                              "seed_values": list(spec.seeds.seed_values()),
+                              "max_count": self.max_count,
+                              "max_gpu_hours": self.max_count * self.resources.gpu_hours}
+        return shown
 
 
 def _study(spec: Spec, cell: Cell, demand: Demand | None) -> StudyCell:

@@ -13,6 +13,7 @@ from orchestrator.errors import Problem, UserInputError
 from orchestrator.limits import MAX_PROBLEMS, more_problems
 from orchestrator.paths import RESERVED_SUFFIXES, reserved_suffix
 from orchestrator.spec.model import AXIS_TAGS, Resources, Spec
+from orchestrator.spec.seeds_block import SeedsSpec
 from orchestrator.spec.settings_paths import did_you_mean
 from orchestrator.spec.stop_block import DivergedRule, PlateauRule, StopRules, ThresholdRule
 from orchestrator.spec.yaml_limits import read_yaml_file
@@ -22,7 +23,7 @@ from orchestrator.spec.yaml_source import SourceDocument, dotted, load_yaml
 # on with a stand-in value so that one run reports the grid's problems too.
 _LEAF_STAND_INS: dict[str, Any] = {"name": "invalid-name", "description": "",
                                    "resources": None, "retries": None, "stop": None,
-                                   "search": None}
+                                   "search": None, "seeds": None}
 
 # Member tags pydantic appends to locations inside a union of scalar types.
 _SCALAR_TAGS = frozenset({"bool", "int", "float", "str", "none"})
@@ -92,7 +93,8 @@ def _problems(exc: ValidationError, doc: SourceDocument) -> list[Problem]:
 def _known_keys(path: tuple[Any, ...]) -> list[str]:
     models: dict[tuple[Any, ...], type[BaseModel]] = {
         (): Spec, ("resources",): Resources, ("stop",): StopRules,
-        ("stop", "plateau"): PlateauRule, ("stop", "threshold"): ThresholdRule}
+        ("stop", "plateau"): PlateauRule, ("stop", "threshold"): ThresholdRule,
+        ("seeds",): SeedsSpec}
     in_diverged = path[:2] == ("stop", "diverged") and len(path) == 3
     model: type[BaseModel] | None = DivergedRule if in_diverged else models.get(tuple(path))
     return [] if model is None else [f.alias or name for name, f in model.model_fields.items()]
@@ -118,6 +120,7 @@ def read_spec(text: str, filename: str = "<spec>", path: Path | None = None,
     keys), so the cells' problems join the same report (``grid.plan.parse_plan``)."""
     from orchestrator.backends import BACKENDS, get_backend
     from orchestrator.spec.references import check_references, search_problems, stop_problems
+    from orchestrator.spec.seeds_axis import seeds_problems
 
     doc = load_yaml(text, filename)
     data = doc.data
@@ -152,7 +155,7 @@ def read_spec(text: str, filename: str = "<spec>", path: Path | None = None,
     backend = get_backend(spec.backend)
     references = check_references(spec, backend.settings_model)
     problems = [*deferred, *_name_problems(spec), *references, *stop_problems(spec, backend),
-                *search_problems(spec, backend)]
+                *search_problems(spec, backend), *seeds_problems(spec, backend, data.get("seeds"))]
     return SpecReading(
         spec, tuple(problems),
         axes_sound=all(p.location.startswith(("exclude", "include")) for p in references),

@@ -33,6 +33,7 @@ from orchestrator.limits import (
 )
 from orchestrator.spec.notify_block import NotifySpec
 from orchestrator.spec.search_block import JsonScalar, SearchSpec
+from orchestrator.spec.seeds_block import SeedsSpec
 from orchestrator.spec.stop_block import StopRules
 from orchestrator.spec.yaml_source import SourceDocument, dotted
 
@@ -139,6 +140,10 @@ class Spec(_Strict):
         None, description="Chat messages (a webhook) when the sweep ends, a cell fails for "
                           "good, a canary fails or a diverged rule fires "
                           "(docs/spec.md#notifications).")
+    seeds: SeedsSpec | None = Field(
+        None, description="Seeds on demand instead of a seed axis: each comparison gets "
+                          "seeds until a sequential rule decides it, up to a maximum "
+                          "(docs/spec.md#seeds-on-demand).")
     # Extension point: multi-phase cells (warm start -> RL -> eval with different settings) will be
     # described here. Reserved now so that specs fail loudly instead of silently ignoring it.
     phases: None = Field(None, description="Reserved for multi-phase cells; not supported yet.")

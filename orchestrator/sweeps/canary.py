@@ -80,11 +80,12 @@ class CanaryPlan:
 
     def sweep(self) -> PreparedSweep:
         """The canaries as a sweep to record: the grid's spec renamed, no retries, no
-        search (a canary runs its one cell, never trials)."""
+        search and no seeds on demand (a canary runs its one cell, never trials or more
+        seeds)."""
         spec = self.grid.spec.model_copy(update={"name": self.name, "retries": 0,
-                                                 "search": None})
+                                                 "search": None, "seeds": None})
         plan = self.grid.plan.model_copy(update={"name": self.name, "retries": 0,
-                                                 "search": None, "studies": ()})
+                                                 "search": None, "studies": (), "seeds": None})
         cells = tuple(c.cell for c in self.canaries)
         return PreparedSweep(spec=spec, backend=self.grid.backend, cells=cells, plan=plan,
                              demands={c.cell_id: self.demands[c.cell_id] for c in cells})

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.backends import Backend
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.executors import Executor, job_id_prefixes
-from orchestrator.registry import CellState, Registry, SweepRecord
+from orchestrator.registry import CellRecord, CellState, Registry, SweepRecord
 from orchestrator.scheduler.cell_runs import UNFINISHED
 from orchestrator.scheduler.hooks import RunTracker, SchedulerHook
 from orchestrator.scheduler.lease import SweepLockedError
@@ -35,6 +37,9 @@ from orchestrator.sweeps.executor_choice import (
 from orchestrator.sweeps.stores import Stores
 from orchestrator.sweeps.submission import PreparedSweep, SubmitResult, prepare, record
 from orchestrator.sweeps.sweep import Sweep
+
+if TYPE_CHECKING:
+    from orchestrator.grid.identity import Cell
 
 
 def _check_running_jobs(registry: Registry, sweep: str, executor_name: str) -> None:
@@ -187,21 +192,28 @@ def build_scheduler(registry: Registry, sweep: SweepRecord, backend: Backend,
                     options: SchedulerOptions | None = None,
                     order: LaunchOrder | None = None) -> SweepScheduler:
     """The loop for ``sweep`` with the hooks its plan asks for: its stopping rules
-    and GPU-hours cap (always: a stop a pruner requested is ended through them too), and
-    its search if it has one; the spec's ``resources`` size each cell's job. All of it is
-    read from the sweep's stored plan (an unreadable one is a ``UserInputError``); its
-    notifications, if any, from what its latest submit recorded (:mod:`orchestrator.notify`)."""
+    and GPU-hours cap (always: a stop a pruner requested is ended through them too), its
+    search or seeds on demand if it has one; the spec's ``resources`` size each cell's job.
+    All of it is read from the sweep's stored plan (an unreadable one is a
+    ``UserInputError``); its notifications, if any, from what its latest submit recorded
+    (:mod:`orchestrator.notify`)."""
     from orchestrator.grid.plan import stored_plan
     from orchestrator.notify.hook import NotifyHook
     from orchestrator.search.hook import SearchHook
     from orchestrator.stopping.hook import SweepStopping
+    from orchestrator.sweeps.seed_hook import SeedsHook
 
     plan = stored_plan(sweep.name, sweep.plan)
     stopping = SweepStopping.of(plan, backend)
     hooks: list[SchedulerHook] = [stopping]
+    def record(reg: Registry, cells: Sequence[Cell], demands: Mapping[str, Any],
+               retries: int) -> list[CellRecord]:
+        return Sweep(reg, sweep.name).record_cells(cells, demands, retries)
+
     if plan.search is not None:
-        hooks.append(SearchHook(sweep.name, plan, backend, lambda reg, cells, demands, retries:
-                                Sweep(reg, sweep.name).record_cells(cells, demands, retries)))
+        hooks.append(SearchHook(sweep.name, plan, backend, record))
+    if plan.seeds is not None:
+        hooks.append(SeedsHook(sweep.name, plan, backend, record))
     # What its latest submit asked; the end message reports the sweep's complete status.
     notify = NotifyHook.of(sweep.name, lambda reg: Sweep(reg, sweep.name).status())
     if notify is not None:

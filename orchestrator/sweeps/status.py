@@ -4,9 +4,10 @@ notification posts and ``orchestrator.api.status`` returns. Every face renders t
 so no two of them can disagree; none reads the registry itself.
 
 Two depths, one type: the handle's ``Sweep.status()`` reads every cell (hours, comparison
-groups, studies, the cells the GPU-hours cap holds back); ``Sweep.active_status()``
-(:func:`active_status`) only what moves (counts, the lease, running cells, the newest
-failures) in one SELECT, for views that refresh every few seconds. ``complete`` says which.
+groups, studies, seeds on demand, the cells the GPU-hours cap holds back);
+``Sweep.active_status()`` (:func:`active_status`) only what moves (counts, the lease,
+running cells, the newest failures) in one SELECT, for views that refresh every few
+seconds. ``complete`` says which.
 
 A sweep *has ended* when no cell is pending, queued or running, none waits for a retry,
 and no scheduler holds its lease (one finishing its bookkeeping still does); a sweep whose
@@ -28,6 +29,7 @@ from orchestrator.scheduler.lease import holder_alive
 from orchestrator.stopping.budget import CAP_REASON, GroupHours, SweepHours
 
 if TYPE_CHECKING:
+    from orchestrator.analysis.seed_live import SeedsSummary
     from orchestrator.analysis.studies import StudySummary
     from orchestrator.registry.active import ActiveCells
     from orchestrator.registry.leases import Lease
@@ -183,6 +185,7 @@ class SweepStatus:
     groups: tuple[GroupHours, ...] = ()
     studies: tuple[StudySummary, ...] = ()
     notify: Mapping[str, Any] | None = None
+    seeds: SeedsSummary | None = None
 
     @property
     def total(self) -> int:
@@ -248,6 +251,7 @@ class SweepStatus:
             "cells": [c.as_json() for c in self.cells],
             "studies": [_study_json(s) for s in self.studies],
             "notify": None if self.notify is None else dict(self.notify),
+            "seeds": None if self.seeds is None else self.seeds.as_json(),
         }
 
 

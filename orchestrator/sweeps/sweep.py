@@ -124,8 +124,9 @@ class Sweep:
 
     # -- status ---------------------------------------------------------------------
     def status(self) -> SweepStatus:
-        """The whole status: every cell, hours, comparison groups, studies, notify target
-        (``complete``)."""
+        """The whole status: every cell, hours, comparison groups, studies, seeds on demand,
+        notify target (``complete``)."""
+        from orchestrator.analysis.seed_live import seeds_summary
         from orchestrator.analysis.studies import study_summaries
         from orchestrator.notify.store import load_config
         from orchestrator.spec.overrides import command_line
@@ -161,6 +162,8 @@ class Sweep:
             groups=tuple(saved_by_group(cells, plan.resources, together, now))
             if together else (),
             studies=tuple(study_summaries(registry, record, plan)),
+            seeds=None if plan.seeds is None else seeds_summary(cells, plan.seeds,
+                                                                plan.resources),
             notify=None if notify is None else {"url": notify.masked(),
                                                 "events": list(notify.events)})
 

@@ -67,7 +67,7 @@ def test_a_large_difference_is_decided_early_and_a_null_one_runs_to_max(
     (["--delta", "reward_budget=maybe"], "--delta"),
     (["--delta", "reward_budget"], "--delta"),
     (["--delta", "reward_budget=false", "--spending", "linear"], "--spending"),
-    (["--delta", "reward_budget=false", "--max", "12"], "--max"),
+    (["--delta", "reward_budget=false", "--start", "9", "--max", "12"], "--max"),
 ])
 def test_bad_input_is_refused_with_its_place(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
@@ -84,3 +84,21 @@ def test_an_unfinished_sweep_is_refused(tmp_path: Path, monkeypatch: pytest.Monk
     _record(finish=False)
     ran = run_kappa(capsys, "seed-check", NAME, "--delta", "reward_budget=false")
     assert ran.code == 2 and "has not finished" in ran.output
+
+
+def test_a_comparison_with_fewer_seeds_is_replayed_if_they_decide_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """As in a sweep that ran seeds on demand: grpo decides within its 8 seeds of 12, so it
+    is replayed; drgrpo does not, so it is left out, and said so."""
+    monkeypatch.setenv("KAPPA_HOME", str(tmp_path))
+    _record()
+    out = tmp_path / "figures.json"
+    ran = run_kappa(capsys, "seed-check", NAME, "--delta", "reward_budget=false", "--max", "12",
+                    "--json", str(out))
+    assert ran.code == 0, ran.output
+    assert "1 comparison(s) left out: fewer than 12 paired seeds" in ran.out
+    figures = json.loads(out.read_text())
+    (grpo,) = figures["comparisons"]
+    assert grpo["row"] == "baseline=grpo" and grpo["decision"] == "positive"
+    assert figures["left_out"] == 1 and figures["cells_fixed"] == 2 * 12

@@ -138,3 +138,12 @@ def test_embedded_canary_keeps_the_warm_start_its_full_run_loads() -> None:
 def test_intervention_steps_of_a_canary(steps: int | None, max_steps: int,
                                         expected: int | None) -> None:
     assert canary_intervention_steps(steps, max_steps, 2) == expected
+
+
+def test_a_seeds_on_demand_spec_gets_a_canary_sweep_that_adds_no_seeds(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, SPEC.replace("  seed: [0, 1, 2]\n", "")
+                 + "seeds: {start: 2, max: 5, compare: {baseline: grpo}}\n")
+    assert len(plan.grid.cells) == 8 and plan.grid.plan.seeds is not None
+    sweep = plan.sweep()
+    assert sweep.plan.seeds is None and sweep.spec.seeds is None  # its cells, and no more
+    assert [c.cell.axes["seed"] for c in plan.canaries] == [0, 0]
