@@ -161,7 +161,7 @@ def write_section(study: Study, env: dict[str, str]) -> str:
 
     text = study.write(read_sweep(study.sweep, env))
     lines = [f"<!-- study:{study.key} -->", text, "",
-             f"Made by: {replicas.made_by(run, study.sweep)}."]
+             f"Made by: {replicas.made_by(run, study.sweep)}.", ""]
     for replica in REPLICAS.get(study.key, ()):
         if not finished(replica.sweep, env):
             print(f"[findings] {replica.sweep}: not finished in this home, so the "
