@@ -38,7 +38,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--reps", type=int, default=4000)
     parser.add_argument("--seed", type=int, default=20261205)
+    parser.add_argument("--differences", default=",".join(f"{d:g}" for d in DIFFERENCES),
+                        help="comma-separated true differences d, in seed-to-seed SDs")
     args = parser.parse_args()
+    differences = [float(d) for d in args.differences.split(",") if d.strip()]
     rng = np.random.default_rng(args.seed)
     print(f"seed {args.seed}, {args.reps} comparisons per row; d in seed-to-seed SDs\n")
     print("| design | spending | d | rule: decided ± | fixed: decided ± | rule seeds | "
@@ -47,7 +50,7 @@ def main() -> None:
     for start, top in ((3, 8), (2, 5)):
         for spending in ("obrien-fleming", "pocock"):
             rule = SeedRule(start, top, 0.05, spending=spending)
-            for d in DIFFERENCES:
+            for d in differences:
                 draws = rng.normal(d, 1.0, size=(args.reps, top))
                 looks = [decide(row.tolist(), rule) for row in draws]
                 signed = sum(1 for x in looks if x and x.decision in ("positive", "negative"))
