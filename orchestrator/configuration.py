@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -43,6 +44,9 @@ class Kind(StrEnum):
 
 ON = frozenset({"1", "on", "true", "yes"})
 OFF = frozenset({"0", "off", "false", "no"})
+# Not in a TEXT value: control characters, and lone surrogates (bytes that are not UTF-8,
+# which no store, file name or terminal can encode).
+_NOT_TEXT = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -175,11 +179,11 @@ def _parse(kind: Kind, raw: str) -> Any:
     """``raw`` as ``kind`` reads it (bounds not checked yet); ``None``: not readable so."""
     text = raw.strip()
     if kind is Kind.NUMBER:
-        try:  # ASCII only: float() would take other scripts' digits ("５")
-            value = float(text) if text.isascii() else math.nan
+        try:
+            value = float(text)
         except ValueError:
-            return None
-        return value if math.isfinite(value) else None
+            return None  # ASCII only, below: float() takes other scripts' digits ("５")
+        return value if text.isascii() and math.isfinite(value) else None
     if kind is Kind.WHOLE:
         digits = text.replace("_", "")
         ok = digits.isascii() and digits.isdigit() and len(digits) <= 10 and text[0] != "_"
@@ -187,9 +191,8 @@ def _parse(kind: Kind, raw: str) -> Any:
     if kind is Kind.FLAG:
         word = text.lower()
         return word in ON if word in ON | OFF else None
-    if kind is Kind.TEXT:  # a lone surrogate: bytes that are not UTF-8 (no store encodes it)
-        bad = any(ord(c) < 32 or ord(c) == 127 or 0xD800 <= ord(c) < 0xE000 for c in raw)
-        return None if bad else raw
+    if kind is Kind.TEXT:
+        return None if _NOT_TEXT.search(raw) else raw
     if kind is Kind.COMMAND:
         try:
             return shlex.split(text)
