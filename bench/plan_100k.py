@@ -28,7 +28,6 @@ from typing import Any
 
 from orchestrator import backends
 from orchestrator.grid import expand
-from orchestrator.limits import MAX_CELLS_ENV
 from orchestrator.spec import parse_spec
 
 # What EmbeddedSettings' cross-field validators read; used only if the backend does not
@@ -108,7 +107,7 @@ def main() -> None:
     seeds = list(range(max(1, round(args.cells / per_seed))))
     text = SPEC.format(seeds=json.dumps(seeds))
     # Past kappa's default limit on purpose (100,032 cells): this is the override a user sets.
-    os.environ.setdefault(MAX_CELLS_ENV, str(len(seeds) * per_seed))
+    os.environ.setdefault("KAPPA_MAX_CELLS", str(len(seeds) * per_seed))
     original = backends.BACKENDS["embedded"]
     declared = getattr(backends.get_backend("embedded"), "coupled_settings", None)
 

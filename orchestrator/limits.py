@@ -6,7 +6,6 @@ bounded by what can run and what the registry can store (PostgreSQL's ``INTEGER`
 from __future__ import annotations
 
 import math
-import os
 
 from orchestrator.errors import Problem, UserInputError
 
@@ -46,7 +45,6 @@ MAX_NUMBER_DIGITS = 100
 # --- grids ---------------------------------------------------------------------------------
 DEFAULT_MAX_CELLS = 100_000
 """Most cells a grid may have unless ``KAPPA_MAX_CELLS`` allows more."""
-MAX_CELLS_ENV = "KAPPA_MAX_CELLS"
 INT32_MAX = 2**31 - 1
 """The registry's integer columns (cell index, retries, steps) are 32-bit on PostgreSQL."""
 
@@ -110,22 +108,6 @@ def check_number(value: float, option: str, low: float, high: float | None = Non
     """``value`` itself if :func:`number_problem` finds nothing wrong, else UserInputError."""
     if problem := number_problem(value, option, low, high, low_open=low_open, fix=fix):
         raise UserInputError(f"bad {option}", [problem])
-    return value
-
-
-def max_cells() -> int:
-    """The most cells a grid may have: ``KAPPA_MAX_CELLS`` if set, else the default;
-    ``UserInputError`` unless a whole number in 1 .. 2^31 - 1 (a 32-bit cell index)."""
-    raw = os.environ.get(MAX_CELLS_ENV)
-    if raw is None or not raw.strip():
-        return DEFAULT_MAX_CELLS
-    text = raw.strip().replace("_", "")
-    value = int(text) if text.isascii() and text.isdigit() and len(text) <= 10 else 0
-    if not 1 <= value <= INT32_MAX:
-        raise UserInputError(f"{MAX_CELLS_ENV} is not a cell count", [Problem(
-            MAX_CELLS_ENV, "not a whole number of cells the registry can index",
-            found=repr(raw[:40]), allowed=f"1 .. {INT32_MAX:,}",
-            fix=f"unset it (default {DEFAULT_MAX_CELLS:,}) or set e.g. {MAX_CELLS_ENV}=500000")])
     return value
 
 

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
+from orchestrator import configuration
 from orchestrator.errors import Problem, UserInputError
 
 MAX_NAME = 200
@@ -59,7 +60,7 @@ def reserved_suffix(name: str) -> str | None:
 
 def kappa_home() -> Path:
     """The state folder (created on demand by whoever writes into it)."""
-    return Path(os.environ.get(HOME_ENV, ".kappa")).resolve()
+    return Path(configuration.read(HOME_ENV)).resolve()
 
 
 @contextmanager
@@ -71,8 +72,9 @@ def absolute_home() -> Iterator[Path]:
     The environment is restored afterwards (the command may run inside a test)."""
     saved = {name: os.environ.get(name) for name in (HOME_ENV, CACHE_ENV)}
     home = kappa_home()
+    cache = configuration.read(CACHE_ENV)
     os.environ[HOME_ENV] = str(home)
-    if cache := saved[CACHE_ENV]:
+    if cache:
         os.environ[CACHE_ENV] = str(Path(cache).resolve())
     try:
         yield home
@@ -87,13 +89,13 @@ def absolute_home() -> Iterator[Path]:
 def registry_url(override: str | None = None) -> str:
     """The registry's SQLAlchemy URL: ``--registry``, else ``KAPPA_REGISTRY``, else SQLite."""
     default = f"sqlite:///{kappa_home() / 'registry.db'}"
-    return override or os.environ.get("KAPPA_REGISTRY") or default
+    return override or configuration.read("KAPPA_REGISTRY") or default
 
 
 def mlflow_uri(override: str | None = None) -> str:
     """The MLflow URI: ``--mlflow``, else ``KAPPA_MLFLOW_URI``, else SQLite beside the registry."""
     default = f"sqlite:///{kappa_home() / 'mlflow.db'}"
-    return override or os.environ.get("KAPPA_MLFLOW_URI") or default
+    return override or configuration.read("KAPPA_MLFLOW_URI") or default
 
 
 def local_store_path(uri: str) -> Path | None:
@@ -144,7 +146,7 @@ def rehomed_run_dir(stored: str | None, sweep: str) -> str | None:
     path = Path(stored)
     if path.parent.name != sweep or path.parent.parent.name != "runs":
         return stored  # not a folder the path rule made
-    root = _runs_root_of(os.environ.get(HOME_ENV, ".kappa"), os.getcwd())
+    root = _runs_root_of(configuration.read(HOME_ENV), os.getcwd())
     if stored.startswith(root + os.sep) or path.exists():
         return stored
     return os.path.join(root, sweep, path.name)
@@ -152,4 +154,4 @@ def rehomed_run_dir(stored: str | None, sweep: str) -> str | None:
 
 def cache_dir() -> Path:
     """Content-addressed caches (warm-start checkpoints, composed configs)."""
-    return Path(os.environ.get(CACHE_ENV) or kappa_home() / "cache").resolve()
+    return Path(configuration.read(CACHE_ENV) or kappa_home() / "cache").resolve()

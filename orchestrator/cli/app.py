@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from orchestrator import configuration
 from orchestrator.errors import KappaError, UserInputError
 from orchestrator.paths import absolute_home
 from orchestrator.redact import install_log_redaction, redact, redacted_output
@@ -58,7 +59,9 @@ def _print_version(asked: bool) -> None:
 def _options(version: Annotated[bool, typer.Option(
         "--version", is_eager=True, callback=_print_version,
         help="Print kappa's version and git commit, and exit.")] = False) -> None:
-    """kappa's own options (before the command)."""
+    """kappa's own options (before the command). Every command first checks every
+    ``KAPPA_*`` variable: a bad one is refused here, not later in a background scheduler."""
+    configuration.check_environment()
 
 
 class Shell(StrEnum):
@@ -146,15 +149,16 @@ def main() -> None:
         from typer.completion import completion_init
 
         completion_init()  # typer's completion classes (see completion_script)
-    with redacted_output(), absolute_home():
+    with redacted_output():
         _run()
 
 
 def _run() -> None:
     try:
-        app()
+        with absolute_home():
+            app()
     except KappaError as exc:
-        if os.environ.get("KAPPA_FULL_ERROR") == "1":
+        if _full_error():
             _print_traceback(exc)
         if isinstance(exc, UserInputError):
             typer.echo(f"error: {exc.render()}", err=True)
@@ -165,6 +169,15 @@ def _run() -> None:
     except Exception as exc:  # a bug or an environment failure: its traceback, masked
         _print_traceback(exc)
         sys.exit(1)
+
+
+def _full_error() -> bool:
+    """``KAPPA_FULL_ERROR``; off when it is unreadable (the error being reported is then
+    the check that names it, or one found before it)."""
+    try:
+        return bool(configuration.read("KAPPA_FULL_ERROR"))
+    except UserInputError:
+        return False
 
 
 def _print_traceback(exc: BaseException) -> None:

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 
+from orchestrator import configuration
 from orchestrator.runs.atomic import write_atomic
 
 SECRET_ENV_FILE_VAR = "KAPPA_SECRET_ENV_FILE"
@@ -42,7 +43,7 @@ def load_secret_env(environ: MutableMapping[str, str] | None = None) -> int | No
     """Add the variables of the file :data:`SECRET_ENV_FILE_VAR` names to ``environ``
     (default ``os.environ``) where unset; how many (0: no file; ``None``: unreadable)."""
     env = os.environ if environ is None else environ
-    path = env.get(SECRET_ENV_FILE_VAR)
+    path = configuration.read(SECRET_ENV_FILE_VAR, env)
     if not path:
         return 0
     try:
@@ -66,8 +67,9 @@ def main(argv: list[str]) -> int:
         print("usage: python -m orchestrator.executors.job_secrets CMD [ARG...]", file=sys.stderr)
         return 2
     if load_secret_env() is None:
-        print(f"kappa: cannot read the job's secrets from {os.environ[SECRET_ENV_FILE_VAR]} "
-              "(the run folder must be reachable, and readable by the cluster's user)",
+        print("kappa: cannot read the job's secrets from "
+              f"{configuration.read(SECRET_ENV_FILE_VAR)} (the run folder must be reachable, "
+              "and readable by the cluster's user)",
               file=sys.stderr, flush=True)
     os.execvp(argv[0], argv)
     return 127  # not reached

@@ -36,7 +36,8 @@ def _take_run_lock(job_dir: str) -> int | None:
     folder, name = os.path.split(os.path.abspath(job_dir))
     path = os.path.join(folder, name.rsplit(".", 1)[0] + ".lock")  # <log name>.lock
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
+    try:  # read here, on the standard library: the kappa command that started the job
+        # refused a bad value already (orchestrator.configuration.check_environment)
         wait = float(os.environ.get("KAPPA_RUN_LOCK_WAIT", "600"))
     except ValueError:
         wait = 600.0

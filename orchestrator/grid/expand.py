@@ -9,12 +9,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from orchestrator import configuration
 from orchestrator.backends.base import Demand
 from orchestrator.errors import KappaError, Problem, UserInputError
 from orchestrator.grid.assignments import AxisValue, assignments, axis_values, cell_bound
 from orchestrator.grid.identity import Cell, CellBuilder
 from orchestrator.grid.validation import validate_cells
-from orchestrator.limits import DEFAULT_MAX_CELLS, INT32_MAX, MAX_CELLS_ENV, MAX_PROBLEMS, max_cells
+from orchestrator.limits import DEFAULT_MAX_CELLS, INT32_MAX, MAX_PROBLEMS
 from orchestrator.spec.model import Spec
 from orchestrator.spec.seeds_axis import with_seed_axis
 
@@ -50,9 +51,9 @@ class Grid:
 def expand(spec: Spec, preflight: bool = True, judge: bool = False, models: bool = False) -> Grid:
     """The grid of ``spec`` in its order (docs/spec.md#order-zip-exclude-include), cells named by
     content hash, validated by the backend and preflighted as one batch (unless
-    ``preflight=False``); more than ``max_cells()`` is refused; ``UserInputError`` with every
-    problem. Without ``judge`` each distinct combination is validated once; with it (a submit) every
-    cell once, its demand judged and its resolved settings dumped from that model
+    ``preflight=False``); more than ``KAPPA_MAX_CELLS`` cells is refused; ``UserInputError`` with
+    every problem. Without ``judge`` each distinct combination is validated once; with it (a submit)
+    every cell once, its demand judged and its resolved settings dumped from that model
     (``Grid.demands``, ``Grid.resolved``); ``models`` (implies ``judge``) keeps each cell's model
     too (``Grid.models``)."""
     from orchestrator.backends import get_backend
@@ -123,7 +124,7 @@ def expand(spec: Spec, preflight: bool = True, judge: bool = False, models: bool
 def _check_size(spec: Spec, table: dict[str, list[AxisValue]]) -> None:
     """Refuse a grid bigger than the limit before enumerating it (10^7 cells would take
     minutes and gigabytes to be refused later)."""
-    limit = max_cells()
+    limit: int = configuration.read("KAPPA_MAX_CELLS")
     bound, how = cell_bound(spec, table)
     if spec.seeds is not None:  # as many cells as seeds on demand may grow it to
         grown = -(-bound * spec.seeds.max // spec.seeds.start)
@@ -142,7 +143,7 @@ def _check_size(spec: Spec, table: dict[str, list[AxisValue]]) -> None:
         found=how, allowed=f"<= {limit:,} cells" + (
             f" (default {DEFAULT_MAX_CELLS:,})" if limit != DEFAULT_MAX_CELLS else ""),
         fix="shorten axes or zip them" + (
-            f"; if you mean it, raise the limit: {MAX_CELLS_ENV}={bound} kappa ..."
+            f"; if you mean it, raise the limit: KAPPA_MAX_CELLS={bound} kappa ..."
             if bound <= INT32_MAX else ""))])
 
 

@@ -26,12 +26,12 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 
+from orchestrator import configuration
 from orchestrator.notify.messages import EndedSweep, Message, cell_failed, sweep_end
 from orchestrator.notify.store import SentLog, load_config
 from orchestrator.paths import is_canary_sweep
 from orchestrator.registry import CellState, Registry
 from orchestrator.scheduler.hooks import SchedulerHook
-from orchestrator.scheduler.options import env_seconds
 from orchestrator.spec.notify_block import Event, NotifySpec, mask_url
 
 LOG = logging.getLogger(__name__)
@@ -49,9 +49,9 @@ class Notifier:
         self.url = url
         self.sent = sent
         #: seconds one POST may take (``KAPPA_NOTIFY_TIMEOUT``, default 5)
-        self.timeout = env_seconds("KAPPA_NOTIFY_TIMEOUT", 5.0) if timeout is None else timeout
+        self.timeout = configuration.read("KAPPA_NOTIFY_TIMEOUT") if timeout is None else timeout
         #: seconds :meth:`close` waits for queued messages (``KAPPA_NOTIFY_WAIT``, default 10)
-        self.exit_wait = env_seconds("KAPPA_NOTIFY_WAIT", 10.0) if exit_wait is None else exit_wait
+        self.exit_wait = configuration.read("KAPPA_NOTIFY_WAIT") if exit_wait is None else exit_wait
         self.backoff = backoff
         self._queue: queue.Queue[object] = queue.Queue(QUEUE_SIZE)
         self._thread: threading.Thread | None = None

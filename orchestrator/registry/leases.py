@@ -9,7 +9,6 @@ clock (PostgreSQL's ``now()``), so machines whose clocks disagree still agree on
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -18,28 +17,10 @@ from typing import Any
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from orchestrator.errors import KappaError, Problem, UserInputError
+from orchestrator import configuration
+from orchestrator.errors import KappaError
 from orchestrator.registry.connection import RegistryConnection, sweep_row, updated_one
 from orchestrator.registry.models import LeaseRow, SweepRow, utcnow
-
-LEASE_SECONDS_ENV = "KAPPA_LEASE_SECONDS"
-DEFAULT_LEASE_SECONDS = 30.0
-
-
-def lease_seconds() -> float:
-    """``KAPPA_LEASE_SECONDS`` (default 30): how long a lease lasts without a heartbeat."""
-    raw = os.environ.get(LEASE_SECONDS_ENV, "").strip()
-    if not raw:
-        return DEFAULT_LEASE_SECONDS
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not 0.5 <= value <= 86_400:
-        raise UserInputError(f"{LEASE_SECONDS_ENV} is not a number of seconds", [Problem(
-            LEASE_SECONDS_ENV, "a scheduler lease length in seconds", found=raw,
-            allowed="0.5 .. 86400", fix=f"unset it (default {DEFAULT_LEASE_SECONDS:g})")])
-    return value
 
 
 class LeaseLost(KappaError):
@@ -125,7 +106,7 @@ def _locked_row(session: Session, sweep_id: int, *, shared: bool = False) -> Lea
         # long read elsewhere may idle longer on a busy client, and holds no lease.
         session.execute(select(func.set_config(
             "idle_in_transaction_session_timeout",
-            str(max(1000, int(lease_seconds() * 1000))), True)))
+            str(max(1000, int(configuration.read("KAPPA_LEASE_SECONDS") * 1000))), True)))
     query = select(LeaseRow).where(LeaseRow.sweep_id == sweep_id)
     # SQLite ignores FOR UPDATE: its transactions (BEGIN IMMEDIATE) are exclusive anyway.
     return session.scalar(query.with_for_update(read=shared))

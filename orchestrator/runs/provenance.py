@@ -18,7 +18,6 @@ process imported it already, so a reader pays nothing for it.
 
 from __future__ import annotations
 
-import os
 import platform
 import socket
 import subprocess
@@ -28,6 +27,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+# Not `from orchestrator import ...`: the package itself imports this module (--version).
+import orchestrator.configuration as configuration
 from orchestrator.runs.folder import PROVENANCE_FILE, read_json, write_json
 
 EXECUTOR_ENV = "KAPPA_EXECUTOR"  # set by the scheduler in a job's environment
@@ -102,7 +103,7 @@ def machine() -> dict[str, Any]:
     return {"cpu_capability": capability, "threads": threads, "gpu": gpu,
             "gpu_count": gpu_count, "python": platform.python_version(),
             "host": socket.gethostname(),
-            "executor": os.environ.get(EXECUTOR_ENV) or None}
+            "executor": configuration.read(EXECUTOR_ENV)}
 
 
 def write(run_dir: Path, numerics: Mapping[str, str]) -> None:

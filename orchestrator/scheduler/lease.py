@@ -24,9 +24,10 @@ import uuid
 from functools import cache
 from types import TracebackType
 
+from orchestrator import configuration
 from orchestrator.errors import KappaError
 from orchestrator.registry import Registry
-from orchestrator.registry.leases import Claimant, Lease, LeaseLost, lease_seconds
+from orchestrator.registry.leases import Claimant, Lease, LeaseLost
 
 LOG = logging.getLogger(__name__)
 
@@ -54,7 +55,7 @@ def _default_host_id() -> str:
 def this_host() -> tuple[str, str]:
     """(host name, host id); ``KAPPA_HOST_ID`` overrides the id (tests model two
     machines on one host with it)."""
-    return socket.gethostname(), os.environ.get("KAPPA_HOST_ID") or _default_host_id()
+    return socket.gethostname(), configuration.read("KAPPA_HOST_ID") or _default_host_id()
 
 
 def holder_alive(lease: Lease) -> bool | None:
@@ -80,7 +81,7 @@ class SchedulerLease:
 
         self.registry = registry
         self.sweep = sweep
-        self.seconds = seconds if seconds is not None else lease_seconds()
+        self.seconds = seconds if seconds is not None else configuration.read("KAPPA_LEASE_SECONDS")
         self.me = Claimant(str(uuid.uuid4()), *this_host(), os.getpid(), start_ticks(os.getpid()))
         self._deadline = 0.0
         self._lost: str | None = None

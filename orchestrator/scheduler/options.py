@@ -2,19 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from orchestrator import configuration
 from orchestrator.registry import Registry
-
-
-def env_seconds(name: str, default: float) -> float:
-    """A duration from the environment (how tests and impatient users shorten waits)."""
-    try:
-        return float(os.environ[name])
-    except (KeyError, ValueError):
-        return default
 
 
 def retry_delay(failures: int, base: float, cap: float = 300.0) -> float:
@@ -28,6 +20,6 @@ class SchedulerOptions:
     ``KAPPA_RETRY_BACKOFF`` (seconds) change them, e.g. for tests."""
 
     max_parallel: int | None = None
-    poll_interval: float = field(default_factory=lambda: env_seconds("KAPPA_POLL_INTERVAL", 0.5))
-    retry_backoff: float = field(default_factory=lambda: env_seconds("KAPPA_RETRY_BACKOFF", 5.0))
+    poll_interval: float = field(default_factory=lambda: configuration.read("KAPPA_POLL_INTERVAL"))
+    retry_backoff: float = field(default_factory=lambda: configuration.read("KAPPA_RETRY_BACKOFF"))
     on_tick: Callable[[Registry, str], None] | None = None

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import logging
 import os
-import shlex
 import subprocess
 import sys
 
-from orchestrator import paths
+from orchestrator import configuration, paths
 from orchestrator.executors import OPTIONS_ENV
 from orchestrator.runs.layout import scheduler_log
 from orchestrator.sweeps.executor_choice import ExecutorChoice
@@ -20,10 +19,7 @@ def kappa_command() -> list[str]:
     """How to run ``kappa`` from here: ``KAPPA_CLI`` (split like a shell would), else
     ``python -m orchestrator`` with this interpreter. (``KAPPA_CLI`` lets a wrapper that
     registers extra backends start background schedulers that know them too.)"""
-    custom = os.environ.get("KAPPA_CLI")
-    if custom:
-        return shlex.split(custom)
-    return [sys.executable, "-m", "orchestrator"]
+    return configuration.read("KAPPA_CLI") or [sys.executable, "-m", "orchestrator"]
 
 
 def start_background(sweep: str, stores: Stores = Stores(),

@@ -21,11 +21,11 @@ with the fix (give it again), never sent to a cluster as ``***``.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator import configuration
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.executors import (
     OPTIONS_ENV,
@@ -164,20 +164,8 @@ def choice_for_job(sweep: str, name: str, registry: Registry,
 def parse_executor_options(pairs: Iterable[str]) -> dict[str, Any]:
     """``["max_parallel=4", "gpus=[0, 1]"]`` -> ``{"max_parallel": "4", "gpus": [0, 1]}``,
     over the handed-over ones; every malformed pair is a problem of one UserInputError."""
-    options: dict[str, Any] = {}
+    options: dict[str, Any] = dict(configuration.read(OPTIONS_ENV) or {})
     problems: list[Problem] = []
-    handed = os.environ.get(OPTIONS_ENV)
-    if handed:
-        try:
-            loaded = json.loads(handed)
-        except (ValueError, RecursionError):
-            loaded = None
-        if not isinstance(loaded, dict):
-            problems.append(Problem(OPTIONS_ENV, "not a JSON object", found=handed[:80],
-                                    fix=f"unset {OPTIONS_ENV} (kappa sets it for the "
-                                        "schedulers it starts)"))
-        else:
-            options.update(loaded)
     for pair in pairs:
         key, sep, value = pair.partition("=")
         key = key.strip()

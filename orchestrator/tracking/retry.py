@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import errno
 import logging
-import os
 import socket
 import time
 from collections.abc import Callable
 from typing import TypeVar
+
+from orchestrator import configuration
 
 LOG = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -85,11 +86,7 @@ def is_unreachable(exc: BaseException) -> bool:
 def with_store_retries(work: Callable[[], T], what: str) -> T:
     """``work()``, repeated with backoff while the store is unreachable, for up to
     ``KAPPA_STORE_RETRY_SECONDS`` (default 300); the last error is raised after."""
-    try:
-        budget = max(0.0, float(os.environ.get("KAPPA_STORE_RETRY_SECONDS", "300")))
-    except ValueError:
-        budget = 300.0
-    deadline = time.monotonic() + budget
+    deadline = time.monotonic() + configuration.read("KAPPA_STORE_RETRY_SECONDS")
     pause = 0.5
     warned = False
     while True:

@@ -174,7 +174,7 @@ def test_no_spec_parsing_where_the_plan_is_read() -> None:
 #: runs and grid are reached through the handle.
 FACE_IMPORTS = ("orchestrator.sweeps", "orchestrator.analysis", "orchestrator.spec",
                 "orchestrator.cli", "orchestrator.errors", "orchestrator.paths",
-                "orchestrator.limits", "orchestrator.redact")
+                "orchestrator.limits", "orchestrator.configuration", "orchestrator.redact")
 #: The package a command exists to front, which it may import besides.
 FRONTED = {"orchestrator.cli.doctor_cmd": "orchestrator.doctor",
            "orchestrator.cli.data_cmd": "orchestrator.data",

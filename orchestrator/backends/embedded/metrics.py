@@ -12,6 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from orchestrator import configuration
 from orchestrator.runs.folder import METRICS_FILE, write_progress, write_summary
 from orchestrator.runs.metrics import append_metrics, truncate_metrics
 from orchestrator.runs.stop_request import StopRequest, stopped_block
@@ -37,15 +38,6 @@ def mlflow_sender(outbox: Outbox, run_id: str, uri: str | None,
 
         client = MlflowClient(tracking_uri=uri)
     return OutboxSender(outbox, run_id, client=client)
-
-
-def flush_seconds() -> float:
-    """How long a finishing trainer waits for MLflow to take its last metrics
-    (``KAPPA_METRICS_FLUSH_SECONDS``); what is left is sent by the run's finisher."""
-    try:
-        return max(0.0, float(os.environ.get("KAPPA_METRICS_FLUSH_SECONDS", "60")))
-    except ValueError:
-        return 60.0
 
 
 # Every metric the trainer logs, as globs (``*``: a benchmark's name, or ``k``): what a stop
@@ -142,11 +134,12 @@ class RunFiles:
         self._seq += 1
 
     def close(self, timeout: float | None = None) -> bool:
-        """Give MLflow up to ``timeout`` s (default :func:`flush_seconds`) to take what is
-        queued; whether everything was delivered."""
+        """Give MLflow up to ``timeout`` s (default ``KAPPA_METRICS_FLUSH_SECONDS``) to take
+        what is queued (the run's finisher sends the rest); whether everything was delivered."""
         if self._sender is None:
             return True
-        return self._sender.close(flush_seconds() if timeout is None else timeout)
+        return self._sender.close(configuration.read("KAPPA_METRICS_FLUSH_SECONDS")
+                                  if timeout is None else timeout)
 
     def progress(self, step: int) -> None:
         """Record how far training got."""

@@ -18,7 +18,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from orchestrator.backends.embedded.metrics import flush_seconds, mlflow_sender, mlflow_target
+from orchestrator import configuration
+from orchestrator.backends.embedded.metrics import mlflow_sender, mlflow_target
 from orchestrator.runs.folder import METRICS_FILE, OUTBOX_FILE, write_progress, write_summary
 from orchestrator.runs.metrics import rewrite_metrics
 from orchestrator.tracking.naming import metric_key
@@ -172,9 +173,11 @@ class MetricsFeed:
 
     def close(self, timeout: float | None = None) -> bool:
         """Queue what is left, then give MLflow up to ``timeout`` s (default
-        :func:`flush_seconds`); whether everything was sent (the rest waits in the outbox)."""
+        ``KAPPA_METRICS_FLUSH_SECONDS``); whether everything was sent (the rest waits in the
+        outbox)."""
         self.pump()
-        drained = self._sender.close(flush_seconds() if timeout is None else timeout)
+        drained = self._sender.close(configuration.read("KAPPA_METRICS_FLUSH_SECONDS")
+                                     if timeout is None else timeout)
         if not drained:
             LOG.warning("MLflow has not taken all of this cell's metrics yet; they wait in "
                         "%s and are sent when the cell's run is ended", self.outbox.path)

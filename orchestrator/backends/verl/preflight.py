@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from orchestrator import configuration
 from orchestrator.backends.verl.command import PLUGIN_MODULE, phases, verl_command
 from orchestrator.backends.verl.settings import VerlSettings
 from orchestrator.errors import KappaError, Problem, UserInputError
@@ -147,7 +148,7 @@ def _location(label: str, key: str, extra: tuple[str, ...]) -> tuple[str, str | 
 def preflight(cells: Mapping[str, VerlSettings]) -> None:
     """Compose every cell (each phase) against verl; raise one error listing every problem
     (located at ``<label>.<setting>``, ``cells``' keys being the labels)."""
-    if os.environ.get("KAPPA_VERL_PREFLIGHT", "").lower() in ("off", "0", "false"):
+    if not configuration.read("KAPPA_VERL_PREFLIGHT"):
         return
     try:  # the installed verl's version, read without importing verl
         version = importlib.metadata.version("verl")

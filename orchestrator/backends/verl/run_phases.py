@@ -15,6 +15,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from orchestrator import configuration
 from orchestrator.backends.verl import logs
 from orchestrator.backends.verl.command import (
     Phase,
@@ -25,12 +26,11 @@ from orchestrator.backends.verl.command import (
     verl_command,
 )
 from orchestrator.backends.verl.settings import VerlSettings
+from orchestrator.errors import UserInputError
 
 # Passed on to verl's Ray workers, which do not inherit them on a remote cluster (for
 # plug-ins and user code there: verl does not log to MLflow itself), on verl's command line.
 FORWARDED_ENV = ("MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID", "MLFLOW_EXPERIMENT_ID")
-# How often the driver refreshes progress.json / queues metrics while verl runs.
-POLL_SECONDS = float(os.environ.get("KAPPA_VERL_POLL_SECONDS", "5"))
 
 
 def _log_path(run_dir: Path, phase: Phase) -> Path:
@@ -59,13 +59,14 @@ def run_phase(settings: VerlSettings, run_dir: Path, phase: Phase,
     argv = verl_command(settings, run_dir, phase=phase,
                         forward_env=forwarded_env(os.environ) | logger)
     env = dict(os.environ) | phase_env(settings, phase) | logger
+    poll = configuration.read("KAPPA_VERL_POLL_SECONDS")  # refresh progress, queue metrics
     print(f"[kappa] phase {phase.index} ({phase.name}): steps {phase.start_step}.."
           f"{phase.end_step}", flush=True)
     proc = subprocess.Popen(argv, env=env, cwd=run_dir)
     previous = signal.signal(signal.SIGTERM, lambda signum, _frame: proc.send_signal(signum))
     try:
         while proc.poll() is None:
-            time.sleep(POLL_SECONDS)
+            time.sleep(poll)
             _refresh(settings, run_dir, feed)
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -131,6 +132,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--settings-json", required=True)
     args = parser.parse_args(argv)
+    try:  # every variable, before anything runs (as every kappa command does)
+        configuration.check_environment()
+    except UserInputError as exc:
+        print(f"error: {exc.render()}", file=sys.stderr, flush=True)
+        return UserInputError.exit_code
     # The cell's stored settings, validated here once as a submit validated them (the
     # scheduler that launched this validated nothing).
     return run(VerlSettings.model_validate(json.loads(args.settings_json)), args.run_dir)

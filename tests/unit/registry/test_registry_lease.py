@@ -24,12 +24,7 @@ from orchestrator.registry import CellState, Registry
 from orchestrator.registry.engine import make_engine
 from orchestrator.registry.leases import Claimant, LeaseLost
 from orchestrator.registry.schema import HEAD_REVISION, upgrade_schema
-from orchestrator.scheduler.lease import (
-    SchedulerLease,
-    SweepLockedError,
-    holder_alive,
-    lease_seconds,
-)
+from orchestrator.scheduler.lease import SchedulerLease, SweepLockedError, holder_alive
 
 A = Claimant("a" * 32, "machine-a", "host-a", 111)
 B = Claimant("b" * 32, "machine-b", "host-b", 222)
@@ -123,10 +118,11 @@ def test_a_dead_holder_on_this_host_is_replaced_at_once(
         assert registry.lease("toy").owner == mine.me.owner  # type: ignore[union-attr]
 
 
-def test_lease_seconds_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_lease_seconds_are_checked(registry: Registry,
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KAPPA_LEASE_SECONDS", "soon")
     with pytest.raises(UserInputError, match="KAPPA_LEASE_SECONDS"):
-        lease_seconds()
+        SchedulerLease(registry, "toy")
 
 
 def test_a_0003_registry_with_data_upgrades_to_0004(
