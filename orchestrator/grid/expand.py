@@ -134,7 +134,7 @@ def _check_size(spec: Spec, table: dict[str, list[AxisValue]]) -> None:
                 f"more than the limit of {limit:,}", found=f"{how} / {spec.seeds.start} start"
                 f" × {spec.seeds.max} max", allowed=f"<= {limit:,} cells",
                 fix="lower seeds.max or shorten axes" + (
-                    f"; if you mean it, raise the limit: {MAX_CELLS_ENV}={grown} kappa ..."
+                    f"; if you mean it, raise the limit: KAPPA_MAX_CELLS={grown} kappa ..."
                     if grown <= INT32_MAX else ""))])
     if bound <= limit:
         return

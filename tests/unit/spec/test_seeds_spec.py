@@ -11,7 +11,6 @@ import pytest
 
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.grid.plan import parse_plan, stored_plan
-from orchestrator.limits import MAX_CELLS_ENV
 from orchestrator.spec import parse_spec
 
 HEAD = ("name: s\nbackend: embedded\nbase: {max_steps: 10}\n"
@@ -98,7 +97,7 @@ def test_a_zipped_compared_axis_or_a_search_is_refused() -> None:
 
 
 def test_max_above_the_grid_limit_is_refused_at_max(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(MAX_CELLS_ENV, "20")
+    monkeypatch.setenv("KAPPA_MAX_CELLS", "20")
     found = problems(GOOD)  # 12 cells now, 32 at max seeds
     assert "at max seeds the grid has up to 32 cells" in found["seeds.max"].message
     assert parse_spec(GOOD, "spec.yaml").seeds is not None  # the spec alone is fine
