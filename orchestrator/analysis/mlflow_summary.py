@@ -51,6 +51,7 @@ class SweepSummary:
 
     files: dict[str, str]  # artifact path -> text
     metrics: dict[str, float]
+    note: str  # markdown: the parent run's description (its tables)
     group_by: tuple[str, ...]  # the axes the saved view groups by
     charts: str  # the saved view's chart search (a regex over metric names)
 
@@ -153,7 +154,10 @@ def summarize(sweep: str, registry_url: str | None = None, mlflow_uri: str | Non
     compared = compared_axis(frame, tables=tables)
     globs = [*PANELS.values(), *dict.fromkeys(spec.metrics for _, spec in tables if spec.metrics)]
     charts = "^(" + "|".join(_glob_regex(g) for g in globs) + ")$"
-    return SweepSummary(files, metrics, (compared,) if compared else (), charts)
+    note = "\n".join(text for path, text in files.items() if path.endswith(".md")) + (
+        "\nThe report, its plots and these tables (HTML, CSV) are this run's artifacts; "
+        "the delta rows are its metrics `delta/...`.\n")
+    return SweepSummary(files, metrics, note, (compared,) if compared else (), charts)
 
 
 def publish_sweep(sweep: str, registry_url: str | None = None, mlflow_uri: str | None = None,
@@ -179,7 +183,8 @@ def publish_sweep(sweep: str, registry_url: str | None = None, mlflow_uri: str |
 
         def attach() -> None:
             tracker.publish_sweep(parent, files=summary.files, metrics=summary.metrics,
-                                  names=names, experiment_tags=dict([view]))
+                                  note=summary.note, names=names,
+                                  experiment_tags=dict([view]))
 
         if patient:
             with_store_retries(attach, f"attaching the results of {sweep} to MLflow")

@@ -19,9 +19,11 @@ from urllib.parse import urlparse
 
 from orchestrator import paths
 from orchestrator.tracking.naming import (
+    MAX_TAG_VALUE_LENGTH,
     axis_params,
     batches,
     cell_tags,
+    clip,
     metric_key,
     render_value,
     settings_params,
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
 
 RUN_STATUSES = ("FINISHED", "FAILED", "KILLED")
 PARENT_TAG = "mlflow.parentRunId"
+NOTE_TAG = "mlflow.note.content"  # a run's description, markdown, in the UI
 ROLE_TAG = "kappa.role"
 SWEEP_KEY_TAG = "kappa.sweep_key"
 # Set when a child run is created: how many params it gets. A run with fewer was never
@@ -206,13 +209,15 @@ class Tracker:
         return len(found)
 
     def publish_sweep(self, parent_run_id: str, *, files: Mapping[str, str],
-                      metrics: Mapping[str, float], names: Mapping[str, str],
+                      metrics: Mapping[str, float], note: str, names: Mapping[str, str],
                       experiment_tags: Mapping[str, str]) -> None:
         """Attach a sweep's summary to its parent run: ``files`` (artifact path -> text),
-        ``metrics`` (at step 0; a later publish's values win), its child runs renamed (cell
-        id -> name) and tags on its experiment (e.g. its saved view)."""
+        ``metrics`` (at step 0; a later publish's values win), ``note`` (markdown: the
+        run's description in the UI), its child runs renamed (cell id -> name) and tags on
+        its experiment (e.g. its saved view)."""
         from mlflow.entities import Metric
 
+        self.client.set_tag(parent_run_id, NOTE_TAG, clip(note, MAX_TAG_VALUE_LENGTH))
         for path, text in files.items():
             self.client.log_text(parent_run_id, text, path)
         stamp = int(time.time() * 1000)

@@ -73,10 +73,10 @@ def view_url(base: str, experiment_id: str, sweep: str) -> str:
 
 
 def artifacts_url(base: str, experiment_id: str, run_id: str, path: str = "") -> str:
-    """The UI page of a run's artifacts, ``path`` selected."""
+    """The UI page of a run's artifacts, ``path`` selected, in *Model training* mode."""
     tail = "/".join(quote(part, safe="") for part in ["artifacts", *path.split("/")] if part)
     return (f"{base.rstrip('/')}/#/experiments/{quote(experiment_id, safe='')}/runs/"
-            f"{quote(run_id, safe='')}/{tail}")
+            f"{quote(run_id, safe='')}/{tail}?{urlencode(WORKFLOW_QUERY)}")
 
 
 def has_view(server: str, experiment_id: str, sweep: str, timeout: float = 10.0) -> bool:

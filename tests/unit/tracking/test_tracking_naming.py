@@ -61,14 +61,15 @@ def test_short_names_abbreviate_booleans_unless_two_would_look_alike() -> None:
 
 def test_short_names_are_unique_within_the_sweep() -> None:
     # Two cells that differ only past the cut of a value.
-    cells = [Named("aaaaaa111111", {"x": "v" * 40 + "1"}), Named("bbbbbb222222", {"x": "v" * 40 + "2"}),
-             Named("cccccc333333", {"x": "other"})]
+    cells = [Named("aaaaaa111111", {"x": "v" * 40 + "1"}),
+             Named("bbbbbb222222", {"x": "v" * 40 + "2"}), Named("cccccc333333", {"x": "other"})]
     names = short_names(cells)
     assert names["aaaaaa111111"] == "v" * 23 + "… [aaaaaa]"
     assert names["bbbbbb222222"] == "v" * 23 + "… [bbbbbb]"
     assert names["cccccc333333"] == "other"
     # Ids alike in their first characters: the whole id.
-    same = [Named("abcdef000001", {"x": "y" * 30 + "1"}), Named("abcdef000002", {"x": "y" * 30 + "2"})]
+    same = [Named("abcdef000001", {"x": "y" * 30 + "1"}),
+            Named("abcdef000002", {"x": "y" * 30 + "2"})]
     assert set(short_names(same).values()) == {"y" * 23 + "… [abcdef000001]",
                                                "y" * 23 + "… [abcdef000002]"}
 
