@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.paths import is_canary_sweep
-from orchestrator.registry import Registry
+from orchestrator.registry import Registry, RegistryMissing
 from orchestrator.scheduler.hooks import SchedulerHook
 from orchestrator.tracking.naming import metric_key
 
@@ -116,7 +116,8 @@ def table_files(sweep: str, tables: Sequence[tuple[str, TableSpec]],
         except UserInputError as exc:
             files[f"{stem}.md"] = f"# {what}\n\nNo table: {exc.render()}\n"
             continue
-        about = f"Metric: {spec.metrics} (its columns); mean ± 95% CI over seeds."
+        about = (f"Metric: {spec.metrics} (the columns); mean over seeds, "
+                 f"{spec.confidence:.0%} intervals.")
         files[f"{stem}.md"] = f"# {what}\n\n{about}\n\n{render(table, 'markdown')}"
         files[f"{stem}.html"] = _document(what, f"<p>{html.escape(about)}</p>"
                                           + render(table, "html"))
@@ -137,9 +138,10 @@ def plot_files(report_html: str) -> dict[str, str]:
 
 
 def summarize(sweep: str, registry_url: str | None = None, mlflow_uri: str | None = None,
-              report_html: str | None = None) -> SweepSummary:
+              report_html: str | None = None, compare: str | None = None) -> SweepSummary:
     """The summary of a stored sweep; ``report_html``: the report already written for it
-    (default: built here, as ``kappa report`` would)."""
+    (default: built here, as ``kappa report`` would); ``compare``: the axis compared
+    (``kappa report --compare``; default: the report's)."""
     from orchestrator.analysis.dynamics import PANELS
     from orchestrator.analysis.report import build_report, compared_axis, default_tables
     from orchestrator.analysis.sources import results
@@ -148,10 +150,10 @@ def summarize(sweep: str, registry_url: str | None = None, mlflow_uri: str | Non
     tables = default_tables(frame)
     files, metrics = table_files(sweep, tables, frame)
     report = report_html if report_html is not None else build_report(
-        sweep, registry_url=registry_url, mlflow_uri=mlflow_uri)
+        sweep, registry_url=registry_url, mlflow_uri=mlflow_uri, compare=compare)
     files["report.html"] = report
     files.update(plot_files(report))
-    compared = compared_axis(frame, tables=tables)
+    compared = compared_axis(frame, requested=compare, tables=tables)
     globs = [*PANELS.values(), *dict.fromkeys(spec.metrics for _, spec in tables if spec.metrics)]
     charts = "^(" + "|".join(_glob_regex(g) for g in globs) + ")$"
     note = "\n".join(text for path, text in files.items() if path.endswith(".md")) + (
@@ -161,23 +163,27 @@ def summarize(sweep: str, registry_url: str | None = None, mlflow_uri: str | Non
 
 
 def publish_sweep(sweep: str, registry_url: str | None = None, mlflow_uri: str | None = None,
-                  *, report_html: str | None = None, patient: bool = True) -> str:
-    """Attach ``sweep``'s summary to its MLflow parent run, rename its cells' runs and save
-    its view (module docstring); what was done, or why not, in a line. ``patient``: wait
-    out a store that is away (:func:`~orchestrator.tracking.retry.with_store_retries`),
-    else try once. Never raises."""
+                  *, report_html: str | None = None, compare: str | None = None,
+                  patient: bool = True) -> str:
+    """Attach ``sweep``'s summary (:func:`summarize`) to its MLflow parent run, rename its
+    cells' runs and save its view (module docstring); what was done, or why not, in a line.
+    ``patient``: wait out a store that is away
+    (:func:`~orchestrator.tracking.retry.with_store_retries`), else try once. Never raises."""
     from orchestrator.tracking import Tracker, ui
     from orchestrator.tracking.naming import short_names
     from orchestrator.tracking.retry import with_store_retries
 
     try:
-        with Registry.open(registry_url, create=False) as registry:
-            record = registry.get_sweep(sweep)
-            names = short_names(registry.cells(sweep))
-        parent = record.mlflow_parent_run_id
-        if not parent or not record.mlflow_experiment_id:
-            return f"MLflow: sweep {sweep} has no parent run; nothing attached"
-        summary = summarize(sweep, registry_url, mlflow_uri, report_html)
+        try:
+            with Registry.open(registry_url, create=False) as registry:
+                record = registry.find_sweep(sweep)
+                names = short_names(registry.cells(sweep))
+        except RegistryMissing:
+            record = None
+        parent = record.mlflow_parent_run_id if record else None
+        if record is None or not parent or not record.mlflow_experiment_id:
+            return f"MLflow: sweep {sweep} has no MLflow parent run; nothing attached"
+        summary = summarize(sweep, registry_url, mlflow_uri, report_html, compare)
         view = ui.sweep_view(sweep, summary.group_by, summary.charts, int(time.time() * 1000))
         tracker = Tracker(mlflow_uri)
 

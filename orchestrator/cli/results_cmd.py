@@ -183,8 +183,8 @@ def report(
     if publish and len(names) == 1:
         from orchestrator.analysis.mlflow_summary import publish_sweep
 
-        typer.echo(publish_sweep(names[0], registry, mlflow,
-                                 report_html=target.read_text(encoding="utf-8"), patient=False))
+        typer.echo(publish_sweep(names[0], registry, mlflow, compare=compare, patient=False,
+                                 report_html=target.read_text(encoding="utf-8")))
 
 
 def convergence(
