@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.paths import is_canary_sweep
+from orchestrator.redact import redact
 from orchestrator.registry import Registry, RegistryMissing
 from orchestrator.scheduler.hooks import SchedulerHook
 from orchestrator.tracking.naming import metric_key
@@ -197,7 +198,7 @@ def publish_sweep(sweep: str, registry_url: str | None = None, mlflow_uri: str |
         else:
             attach()
     except Exception as exc:  # a summary is never worth a failed sweep
-        first = (str(exc).splitlines() or [""])[0][:200]
+        first = redact((str(exc).splitlines() or [""])[0][:200])  # a store URL's password
         LOG.warning("MLflow: the results of sweep %s were not attached: %s: %s", sweep,
                     type(exc).__name__, first)
         return f"MLflow: the results were not attached ({type(exc).__name__}: {first})"
