@@ -131,6 +131,8 @@ VARIABLES: dict[str, Variable] = {
                                                  "store are retried"),
     "KAPPA_METRICS_FLUSH_SECONDS": _seconds(60.0, "how long a finishing trainer waits for "
                                                   "MLflow to take its metrics"),
+    "KAPPA_MLFLOW_SUMMARY": Variable(Kind.FLAG, True, "attach the tables, report and deltas "
+                                                      "to the sweep's MLflow run at its end"),
     # -- verl --
     "KAPPA_VERL_PREFLIGHT": Variable(Kind.FLAG, True, "compose every verl cell before a submit"),
     "KAPPA_VERL_POLL_SECONDS": _seconds(5.0, "how often a verl cell's driver refreshes its "

@@ -15,6 +15,9 @@ for _var in ("MLFLOW_RUN_ID", "MLFLOW_TRACKING_URI", "KAPPA_REGISTRY"):
     os.environ.pop(_var, None)
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+# A sweep's end builds its report for MLflow (seconds, in every test that runs a sweep); the
+# tests of that summary turn it back on.
+os.environ.setdefault("KAPPA_MLFLOW_SUMMARY", "0")
 
 # Helpers every test folder shares: the throwaway PostgreSQL server, the in-process CLI.
 sys.path.insert(0, str(Path(__file__).resolve().parent / "unit" / "registry"))

@@ -163,6 +163,11 @@ def report(
     mlflow_ui: Annotated[str | None, typer.Option(
         help="MLflow UI base URL the cells link to (default: the tracking server, or where "
              "`kappa ui` serves a local store).")] = None,
+    publish: Annotated[bool, typer.Option(
+        "--publish/--no-publish",
+        help="Also attach the report, its tables and plots, and the tables' deltas (as "
+             "metrics) to the sweep's MLflow parent run, and save its charted view (one "
+             "sweep only). A store out of reach is a warning, not an error.")] = True,
     registry: RegistryOption = None,
     mlflow: MlflowOption = None,
     strict: StrictOption = False,
@@ -177,6 +182,11 @@ def report(
                           registry_url=registry, mlflow_uri=mlflow, mlflow_ui=mlflow_ui,
                           strict=strict, compare=compare)
     typer.echo(f"wrote {target}")
+    if publish and len(names) == 1:
+        from orchestrator.analysis.mlflow_summary import publish_sweep
+
+        typer.echo(publish_sweep(names[0], registry, mlflow, compare=compare, patient=False,
+                                 report_html=target.read_text(encoding="utf-8")))
 
 
 def convergence(

@@ -14,8 +14,10 @@ from orchestrator.errors import Problem, UserInputError
 from orchestrator.redact import redact
 
 
-def _sweep_experiment(sweep: str | None, registry: str | None) -> tuple[str, str] | None:
-    """``(sweep name, MLflow experiment id)`` of ``sweep`` (default: the newest), or None."""
+def _sweep_experiment(sweep: str | None,
+                      registry: str | None) -> tuple[str, str, str | None] | None:
+    """``(sweep name, MLflow experiment id, parent run id)`` of ``sweep`` (default: the
+    newest), or None."""
     from orchestrator.sweeps.stores import RegistryMissing, Stores
     from orchestrator.sweeps.sweep import Sweep
 
@@ -36,7 +38,7 @@ def _sweep_experiment(sweep: str | None, registry: str | None) -> tuple[str, str
         raise UserInputError(f"sweep {sweep} has no MLflow experiment yet", [Problem(
             "sweep", "it was recorded without its MLflow experiment", found=sweep,
             fix=f"`kappa resume {sweep}` creates it")])
-    return record.name, record.mlflow_experiment_id
+    return record.name, record.mlflow_experiment_id, record.mlflow_parent_run_id
 
 
 def ui_cmd(
@@ -54,10 +56,12 @@ def ui_cmd(
 ) -> None:
     """Start the MLflow UI on the store the sweeps log to; print the URL of SWEEP's runs.
 
-    The URL opens the sweep's training runs (filtered to the sweep, in the UI's Model
-    training mode); it is printed last, once the server answers, without MLflow's
-    start-up messages. With an MLflow server as the store (--mlflow http://...), no server
-    is started: the URL is that server's.
+    The URL opens the sweep's saved view once the sweep has ended (or `kappa report SWEEP`
+    ran): every cell charted, grouped by the compared axis; before that, the sweep's runs.
+    Either is in the UI's Model training mode; it is printed last, once the server
+    answers, without MLflow's start-up messages, with the address of the sweep's table
+    and report. With an MLflow server as the store (--mlflow http://...), no server is
+    started: the URL is that server's.
     """
     from orchestrator.tracking import absolute_uri, ui, ui_server
 
@@ -69,19 +73,36 @@ def ui_cmd(
     found = _sweep_experiment(sweep, registry)
     remote = ui.is_server(uri)
     base = ui.without_credentials(uri) if remote else f"http://{ui.browser_host(host)}:{port}"
-    url = ui.runs_url(base, found[1], found[0]) if found else ui.experiments_url(base)
-    notes = [f"the runs of sweep {found[0]}; see docs/mlflow-ui.md to compare them"] if found \
-        else []
+
+    def announce(up: bool) -> None:
+        """The URL (the saved view if the server has it), with what it shows."""
+        if found is None:
+            _announce(ui.experiments_url(base), notes(up), open_browser)
+            return
+        name, experiment, parent = found
+        view = up and ui.has_view(uri if remote else base, experiment, name)
+        lines = [f"every cell of sweep {name} charted, grouped by the compared axis "
+                 "(the saved view; docs/results.md#mlflow)" if view else
+                 f"the runs of sweep {name}; its charted view is saved when it ends (or by "
+                 f"`kappa report {name}`); docs/mlflow-ui.md"]
+        if parent:
+            lines.append(f"its table and report: {ui.artifacts_url(base, experiment, parent)}")
+        url = ui.view_url(base, experiment, name) if view else ui.runs_url(base, experiment, name)
+        _announce(url, [*lines, *notes(up)], open_browser)
+
+    def notes(up: bool) -> list[str]:
+        if remote:
+            return []
+        late = [] if up else [f"(the server has not answered at {base}/health yet: the page "
+                              "may take a moment)"]
+        return [f"store: {redact(uri)}; Ctrl-C stops the server", *late]
+
     if remote:
-        _announce(url, notes, open_browser)
+        announce(True)
         return
-    notes.append(f"store: {redact(uri)}; Ctrl-C stops the server")
-    health = f"{base}/health"
     ui_server.check_port_free(host, port)
     typer.echo(f"starting the MLflow UI on {host}:{port} ...", err=True)
-    late = f"(the server has not answered at {health} yet: the page may take a moment)"
-    code = ui_server.serve(uri, host, port, health, lambda up: _announce(
-        url, notes if up else [*notes, late], open_browser))
+    code = ui_server.serve(uri, host, port, f"{base}/health", announce)
     if code not in (0, 130, 143):  # 130, 143: stopped by Ctrl-C or kill
         typer.echo(f"error: the MLflow server exited with code {code}; its output is above",
                    err=True)

@@ -26,6 +26,7 @@ from orchestrator.runs.folder import (
 )
 from orchestrator.runs.layout import run_folder
 from orchestrator.scheduler.hooks import RunTracker
+from orchestrator.tracking.naming import short_names
 
 UNFINISHED = (CellState.PENDING, CellState.QUEUED, CellState.RUNNING)
 # How an ended cell's MLflow run ends.
@@ -40,11 +41,14 @@ class OpenedRuns:
     sweep: str
     tracker: RunTracker
     _known: dict[str, tuple[str, Path]] = field(default_factory=dict)
+    _names: dict[str, str] = field(default_factory=dict)  # cell id -> its run's name
 
-    def open(self, sweep: SweepRecord, cell: CellRecord, run_dir: Path) -> str | None:
+    def open(self, registry: Registry, sweep: SweepRecord, cell: CellRecord,
+             run_dir: Path) -> str | None:
         """Write the run folder from what the registry holds and open the cell's run
-        (its id, None for a tracker that keeps none); the pending marker stays until
-        :meth:`recorded`. Raises what the tracking store raises."""
+        (its id, None for a tracker that keeps none), named by the axes that vary among the
+        sweep's cells; the pending marker stays until :meth:`recorded`. Raises what the
+        tracking store raises."""
         # A submit killed before it wrote this folder (or a folder deleted since) costs
         # nothing: the launch is made from the registry.
         write_config(run_dir, cell.settings)
@@ -54,7 +58,10 @@ class OpenedRuns:
         may_exist = marker.exists()
         if not cell.mlflow_run_id:
             marker.touch()
-        return self.tracker.cell_run(sweep, cell, may_exist=may_exist)
+        if cell.cell_id not in self._names:  # first launch, or cells added since (a search)
+            self._names = short_names(registry.cells(self.sweep))
+        return self.tracker.cell_run(sweep, cell, may_exist=may_exist,
+                                     name=self._names.get(cell.cell_id, ""))
 
     @staticmethod
     def recorded(run_dir: Path) -> None:

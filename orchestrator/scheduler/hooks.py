@@ -103,10 +103,11 @@ class RunTracker(Protocol):
     """The tracking side of a sweep: one child run per cell under the sweep's parent run
     (the defaults track nothing: :class:`NullTracker`)."""
 
-    def cell_run(self, sweep: SweepRecord, cell: CellRecord, *, may_exist: bool) -> str:
+    def cell_run(self, sweep: SweepRecord, cell: CellRecord, *, may_exist: bool,
+                 name: str = "") -> str:
         """The cell's child run id, RUNNING: ``cell.mlflow_run_id`` reopened, else a new run
-        (``""``: none). ``may_exist``: an earlier launch may have created a run it never
-        recorded, so look for one before creating (the scheduler knows when)."""
+        named ``name`` (``""``: none). ``may_exist``: an earlier launch may have created a run
+        it never recorded, so look for one before creating (the scheduler knows when)."""
         return ""
 
     def launch_env(self, run_id: str) -> Mapping[str, str]:

@@ -217,7 +217,7 @@ class SweepScheduler:
             return
         try:
             # Every attempt logs into the cell's one child run (:mod:`.cell_runs`).
-            run_id = self.runs.open(self._sweep, cell, run_dir)
+            run_id = self.runs.open(self.registry, self._sweep, cell, run_dir)
         except Exception as exc:
             if not is_unreachable(exc):
                 self._fail_launch(cell, run_dir, f"launch failed: {exc}")

@@ -110,8 +110,9 @@ class MlflowRunTracker:
     def _git_commit(self) -> str | None:
         return git_commit()
 
-    def cell_run(self, sweep: SweepRecord, cell: CellRecord, *, may_exist: bool) -> str:
-        """The cell's child run id (the recorded one reopened, or a new one)."""
+    def cell_run(self, sweep: SweepRecord, cell: CellRecord, *, may_exist: bool,
+                 name: str = "") -> str:
+        """The cell's child run id (the recorded one reopened, or a new one named ``name``)."""
         if not sweep.mlflow_parent_run_id:
             return ""
         if cell.mlflow_run_id:
@@ -126,7 +127,8 @@ class MlflowRunTracker:
             may_exist = True  # the recorded run is gone: look before making another
         new_id = self.tracker.create_cell_run(
             sweep.mlflow_parent_run_id, cell, sweep.name, git_commit=self._git_commit,
-            may_exist=may_exist, experiment_id=sweep.mlflow_experiment_id, log_params=False)
+            may_exist=may_exist, experiment_id=sweep.mlflow_experiment_id, log_params=False,
+            name=name or None)
         # The params follow off the critical path (before any finish of this run: the worker keeps
         # order). A run found by the search may have them already.
         self._later(new_id, lambda: with_store_retries(

@@ -146,7 +146,8 @@ def resume(
             remember_executor(sweep, chosen, registry)
         elif executor.name in job_id_prefixes().values():  # a custom one judges its own
             _check_running_jobs(registry, sweep, executor.name)
-        scheduler = build_scheduler(registry, record_, backend, executor, tracker, opts)
+        scheduler = build_scheduler(registry, record_, backend, executor, tracker, opts,
+                                    publish_to=stores)
         check_fit(((c.cell_id, stored_demand(c)) for c in
                    registry.cells(sweep, [CellState.PENDING, CellState.QUEUED])),
                   executor, scheduler.resources)
@@ -167,7 +168,7 @@ def resume(
                 time.sleep(max(opts.poll_interval, 0.5))
                 # The sweep as it is when this one takes over (a resubmit may change it).
                 scheduler = build_scheduler(registry, registry.get_sweep(sweep), backend,
-                                            executor, tracker, opts)
+                                            executor, tracker, opts, publish_to=stores)
 
 
 def resumable(registry: Registry, sweep: str) -> SweepRecord:
@@ -190,13 +191,17 @@ def resumable(registry: Registry, sweep: str) -> SweepRecord:
 def build_scheduler(registry: Registry, sweep: SweepRecord, backend: Backend,
                     executor: Executor, tracker: RunTracker,
                     options: SchedulerOptions | None = None,
-                    order: LaunchOrder | None = None) -> SweepScheduler:
+                    order: LaunchOrder | None = None,
+                    publish_to: Stores | None = None) -> SweepScheduler:
     """The loop for ``sweep`` with the hooks its plan asks for: its stopping rules
     and GPU-hours cap (always: a stop a pruner requested is ended through them too), its
     search or seeds on demand if it has one; the spec's ``resources`` size each cell's job.
     All of it is read from the sweep's stored plan (an unreadable one is a
     ``UserInputError``); its notifications, if any, from what its latest submit recorded
-    (:mod:`orchestrator.notify`)."""
+    (:mod:`orchestrator.notify`). ``publish_to``: the stores whose MLflow parent run gets
+    the sweep's tables, report and deltas when it ends, unless ``KAPPA_MLFLOW_SUMMARY=0``
+    (:mod:`orchestrator.analysis.mlflow_summary`)."""
+    from orchestrator.analysis.mlflow_summary import PublishHook, summary_on
     from orchestrator.grid.plan import stored_plan
     from orchestrator.notify.hook import NotifyHook
     from orchestrator.search.hook import SearchHook
@@ -206,6 +211,7 @@ def build_scheduler(registry: Registry, sweep: SweepRecord, backend: Backend,
     plan = stored_plan(sweep.name, sweep.plan)
     stopping = SweepStopping.of(plan, backend)
     hooks: list[SchedulerHook] = [stopping]
+
     def record(reg: Registry, cells: Sequence[Cell], demands: Mapping[str, Any],
                retries: int) -> list[CellRecord]:
         return Sweep(reg, sweep.name).record_cells(cells, demands, retries)
@@ -218,6 +224,8 @@ def build_scheduler(registry: Registry, sweep: SweepRecord, backend: Backend,
     notify = NotifyHook.of(sweep.name, lambda reg: Sweep(reg, sweep.name).status())
     if notify is not None:
         hooks.append(notify)
+    if publish_to is not None and summary_on():
+        hooks.append(PublishHook(sweep.name, publish_to.registry_url, publish_to.mlflow_uri))
     return SweepScheduler(registry, sweep.name, backend, executor, tracker,
                           options or SchedulerOptions(), order=order, hooks=hooks,
                           resources=stopping.resources)

@@ -1,16 +1,20 @@
 """How a cell appears in MLflow: its run name, tags and params (pure, no MLflow import).
 
-Axes appear as tags ``axis.<name>`` (search, group by) and as params (the UI's charts
-plot params). Values past MLflow 3's limits (keys 250 characters, params 6000, tags 8000,
-100 params+tags per ``log_batch``) are cut with a visible marker, never rejected.
+A run is named by the axes that vary across its sweep, short (:func:`short_names`:
+``grpo +RB s1``). Axes appear as tags ``axis.<name>`` (search, group by) and once as
+params ``axis.<name>`` (the UI's charts plot params). Values past MLflow 3's limits (keys
+250 characters, params 6000, tags 8000, 100 params+tags per ``log_batch``) are cut with a
+visible marker, never rejected. None of this feeds a cell's id or settings.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
-from typing import Any
+import unicodedata
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Protocol
 
 from orchestrator.paths import is_canary_sweep
 
@@ -20,8 +24,10 @@ MAX_TAG_VALUE_LENGTH = 8000
 MAX_RUN_NAME_LENGTH = 250
 MAX_PARAMS_TAGS_PER_BATCH = 100
 TRUNCATED = "…[truncated]"
-NAME_SEPARATOR = " · "
 CANARY_TAG = "kappa.canary"
+SEED_AXIS = "seed"  # its values name runs as ``s<N>``
+MAX_NAME_PART = 24  # characters of one axis's part of a run name
+MAX_SHORT_NAME = 100  # characters of a run name, before an id that makes it unique
 
 # MLflow accepts alphanumerics, underscores, dashes, periods, spaces, slashes and colons.
 _BAD_KEY_CHARS = re.compile(r"[^\w\-. /:]")
@@ -76,15 +82,70 @@ def axis_params(axes: Mapping[str, Any], labels: Any,
             for name, value in axes.items()}
 
 
-def run_name(axes: Mapping[str, Any], labels: Any) -> str:
-    """A readable run name, e.g. ``grpo · rb=true · seed=0`` (a text value stands alone;
-    ``0`` or ``true`` means nothing without its axis)."""
-    label_map = labels if isinstance(labels, Mapping) else {}
-    parts = []
-    for name, value in axes.items():
-        shown = label_map.get(name, value)
-        parts.append(shown if isinstance(shown, str) else f"{name}={render_value(shown)}")
-    return clip(NAME_SEPARATOR.join(parts) or "cell", MAX_RUN_NAME_LENGTH)
+class NamedCell(Protocol):
+    """What naming needs of a cell (a registry record or a grid cell fits)."""
+
+    @property
+    def cell_id(self) -> str: ...
+    @property
+    def axes(self) -> Mapping[str, Any]: ...
+    @property
+    def labels(self) -> Any: ...
+
+
+def _shown(cell: NamedCell) -> dict[str, Any]:
+    """The cell's axis values as shown: a label where the spec gives one."""
+    labels = cell.labels if isinstance(cell.labels, Mapping) else {}
+    return {name: labels.get(name, value) for name, value in cell.axes.items()}
+
+
+def _tidy(text: str, limit: int) -> str:
+    """``text`` on one line (control, format and separator characters as spaces, runs of
+    spaces as one), cut to ``limit`` characters with ``…``."""
+    text = " ".join("".join(" " if unicodedata.category(ch)[0] in "CZ" else ch
+                            for ch in text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _abbreviation(axis: str) -> str:
+    """``RB`` for ``reward_budget``: the initials of a name of several words (of its last
+    dotted part), else the word itself."""
+    words = [w for w in re.split(r"[\W_]+", axis.rpartition(".")[2]) if w]
+    return "".join(w[0] for w in words).upper() if len(words) > 1 else axis
+
+
+def _part(axis: str, value: Any, flag: str) -> str:
+    """One axis's part of a run name: ``+RB``/``-RB`` (a boolean), ``s1`` (the seed), a
+    text value alone (``grpo``), else ``axis=value``."""
+    if isinstance(value, bool):
+        return ("+" if value else "-") + flag
+    if axis == SEED_AXIS and isinstance(value, int):
+        return f"s{value}"
+    return _tidy(value if isinstance(value, str) else f"{axis}={render_value(value)}",
+                 MAX_NAME_PART)
+
+
+def short_names(cells: Iterable[NamedCell]) -> dict[str, str]:
+    """Cell id -> a short run name made of the axes whose values differ among ``cells``
+    (all axes when none does), in axis order, e.g. ``grpo +RB s1``; unique among
+    ``cells``: a name two cells would share ends with the cell's id (``[3be1eb]``)."""
+    shown = {cell.cell_id: _shown(cell) for cell in cells}
+    axes = list(dict.fromkeys(a for values in shown.values() for a in values))
+    varying = [a for a in axes if len({render_value(v.get(a)) for v in shown.values()}) > 1]
+    named = varying or axes
+    flags = {a: _abbreviation(a) for a in named}
+    clashing = {f for f, n in Counter(flags.values()).items() if n > 1}
+    flags = {a: a if f in clashing else f for a, f in flags.items()}
+    names = {cell_id: _tidy(" ".join(_part(a, values[a], flags[a]) for a in named
+                                     if a in values) or "cell", MAX_SHORT_NAME)
+             for cell_id, values in shown.items()}
+    taken = Counter(names.values())
+    for width in (6, None):  # the whole id if two ids start alike
+        unique = {cell_id: name if taken[name] == 1 else f"{name} [{cell_id[:width]}]"
+                  for cell_id, name in names.items()}
+        if len(set(unique.values())) == len(unique):
+            break
+    return unique
 
 
 def cell_tags(axes: Mapping[str, Any], labels: Any, *, cell_id: str, sweep_name: str,

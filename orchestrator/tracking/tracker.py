@@ -19,12 +19,15 @@ from urllib.parse import urlparse
 
 from orchestrator import paths
 from orchestrator.tracking.naming import (
+    MAX_TAG_VALUE_LENGTH,
     axis_params,
     batches,
     cell_tags,
+    clip,
     metric_key,
-    run_name,
+    render_value,
     settings_params,
+    short_names,
     sweep_kind_tags,
 )
 from orchestrator.tracking.outbox import log_metrics
@@ -38,6 +41,7 @@ if TYPE_CHECKING:
 
 RUN_STATUSES = ("FINISHED", "FAILED", "KILLED")
 PARENT_TAG = "mlflow.parentRunId"
+NOTE_TAG = "mlflow.note.content"  # a run's description, markdown, in the UI
 ROLE_TAG = "kappa.role"
 SWEEP_KEY_TAG = "kappa.sweep_key"
 # Set when a child run is created: how many params it gets. A run with fewer was never
@@ -204,6 +208,28 @@ class Tracker:
             self.discard_run(run.info.run_id)
         return len(found)
 
+    def publish_sweep(self, parent_run_id: str, *, files: Mapping[str, str],
+                      metrics: Mapping[str, float], note: str, names: Mapping[str, str],
+                      experiment_tags: Mapping[str, str]) -> None:
+        """Attach a sweep's summary to its parent run: ``files`` (artifact path -> text),
+        ``metrics`` (at step 0; a later publish's values win), ``note`` (markdown: the
+        run's description in the UI), its child runs renamed (cell id -> name) and tags on
+        its experiment (e.g. its saved view)."""
+        from mlflow.entities import Metric
+
+        self.client.set_tag(parent_run_id, NOTE_TAG, clip(note, MAX_TAG_VALUE_LENGTH))
+        for path, text in files.items():
+            self.client.log_text(parent_run_id, text, path)
+        stamp = int(time.time() * 1000)
+        log_metrics(self.client, parent_run_id, [Metric(metric_key(name), value, stamp, 0)
+                                                 for name, value in metrics.items()])
+        for run in self._children(parent_run_id):
+            name = names.get(run.data.tags.get("kappa.cell_id", ""))
+            if name and run.info.run_name != name:
+                self.client.update_run(run.info.run_id, name=name)
+        for key, value in experiment_tags.items():
+            self.client.set_experiment_tag(self.experiment_of(parent_run_id), key, value)
+
     # -- a cell's child run -------------------------------------------------------------
     def experiment_of(self, parent_run_id: str) -> str:
         """The experiment id of a (parent) run, asked of the store once per run."""
@@ -214,8 +240,10 @@ class Tracker:
 
     def create_cell_run(self, parent_run_id: str, cell: CellLike, sweep_name: str,
                         git_commit: str | None = None, *, may_exist: bool = True,
-                        experiment_id: str | None = None, log_params: bool = True) -> str:
-        """The cell's child run, RUNNING, tagged, with its settings and axes as params.
+                        experiment_id: str | None = None, log_params: bool = True,
+                        name: str | None = None) -> str:
+        """The cell's child run, RUNNING, tagged, with its settings and axes as params,
+        named ``name`` (default: by all its axes, :func:`~.naming.short_names`).
         ``may_exist=False`` (no run of the cell can exist yet) skips looking for one to
         reuse; ``log_params=False`` leaves the params to a later :meth:`log_cell_params`
         (the scheduler's, off its critical path)."""
@@ -237,7 +265,7 @@ class Tracker:
         tags.update({PARENT_TAG: parent_run_id, ROLE_TAG: "cell",
                      PARAM_COUNT_TAG: str(len(cell_params(cell)))})
         run_id: str = self.client.create_run(self.experiment_of(parent_run_id),
-                                             run_name=run_name(cell.axes, cell.labels),
+                                             run_name=name or short_names([cell])[cell.cell_id],
                                              tags=tags).info.run_id
         if log_params:
             try:
@@ -317,8 +345,11 @@ def quote_free(value: str) -> str:
 
 
 def cell_params(cell: CellLike) -> dict[str, str]:
-    """A cell's MLflow params: its resolved settings, then its axes as ``axis.<name>``."""
-    return {**settings_params(cell.settings), **axis_params(cell.axes, cell.labels)}
+    """A cell's MLflow params: its resolved settings, then its axes as ``axis.<name>``. An
+    axis that is a setting of the same value (``seed``) is there once, as ``axis.seed``."""
+    axes = {k: render_value(v) for k, v in cell.axes.items()}
+    settings = {k: v for k, v in settings_params(cell.settings).items() if axes.get(k) != v}
+    return {**settings, **axis_params(cell.axes, cell.labels)}
 
 
 def _is_complete(run: Run) -> bool:

@@ -166,7 +166,7 @@ def check_nothing_lost(home: Path, procs: Processes, context: str, tracking_uri:
     points = 0
     for run in children:
         assert run.info.status == "FINISHED", context
-        seed_value = int(run.data.params["seed"])
+        seed_value = int(run.data.params["axis.seed"])
         expected: dict[str, Counter[int]] = {}
         values: dict[tuple[str, int], float] = {}
         for step in range(steps + 1):

@@ -1,13 +1,14 @@
 """What the MLflow UI shows, checked through a real ``mlflow server``'s REST API.
 
 A tiny finished sweep (fake backend) is served by ``kappa ui SWEEP --open`` (which
-becomes ``mlflow server``) on a free port; the UI's runs table, compare view, grouping
-and parallel-coordinates chart read exactly these endpoints: runs/search (filter by
-``tags.kappa.sweep``), runs/get and metrics/get-history. Child runs must carry a readable
-name, the parent run id tag, ``axis.<name>`` tags (group by) AND params (parallel
-coordinates plots params and metrics), and the final metrics as metrics. The URL
-``kappa ui`` prints (and opens) must be the sweep's runs view, filtered to the sweep, in
-a route and with query keys the served UI bundle knows.
+becomes ``mlflow server``) on a free port; the UI's runs table, compare view, grouping,
+charts and artifact pages read exactly these endpoints: runs/search (filter by
+``tags.kappa.sweep``), runs/get, metrics/get-history, experiments/get (saved views) and
+artifacts/list with get-artifact. Child runs must carry a short name made of the axes
+that vary, the parent run id tag, ``axis.<name>`` tags (group by) AND params, once
+(parallel coordinates plots params and metrics), and the final metrics as metrics; the
+parent run the sweep's table, report and delta metrics; the experiment the saved view
+``kappa ui`` prints (and opens), in a route and with query keys the served UI bundle knows.
 """
 
 from __future__ import annotations
@@ -40,8 +41,10 @@ backend: fake
 base: {steps: 2, step_seconds: 0}
 axes:
   baseline: [grpo, dapo]
+  reward_budget: [false, true]
   seed: [0, 1]
 """
+CELLS = 8
 STARTUP_LIMIT = 180  # seconds; a guard against a server that never comes up
 
 
@@ -51,8 +54,8 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _get(base: str, path: str, **query: str) -> dict[str, Any]:
-    url = f"{base}{path}?{urllib.parse.urlencode(query)}"
+def _get(base: str, endpoint: str, **query: str) -> dict[str, Any]:
+    url = f"{base}{endpoint}?{urllib.parse.urlencode(query)}"
     with urllib.request.urlopen(url, timeout=30) as resp:
         return dict(json.loads(resp.read()))
 
@@ -137,7 +140,8 @@ def kappa_ui(home: Path, port: int, log: Path, *args: str) -> subprocess.Popen[b
 
 @pytest.fixture(scope="module")
 def served_sweep(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    """A finished 4-cell sweep, served by ``kappa ui ui-mini --open``."""
+    """A finished 8-cell sweep, its summary published when it ended, served by ``kappa ui
+    ui-mini --open``."""
     home = tmp_path_factory.mktemp("ui") / "home"
     seed_mlflow_store(home)
     spec = home.parent / "ui.yaml"
@@ -145,6 +149,7 @@ def served_sweep(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("KAPPA_HOME", str(home))
         mp.setenv("KAPPA_POLL_INTERVAL", "0.05")
+        mp.setenv("KAPPA_MLFLOW_SUMMARY", "1")
         register_backends(mp)
         submit(spec, wait=True, max_parallel=2)
     port = _free_port()
@@ -181,11 +186,14 @@ def test_ui_endpoints_see_names_tags_params_and_metrics(served_sweep: Served) ->
         params = {p["key"]: p["value"] for p in run["data"]["params"]}
         metrics = {m["key"]: m["value"] for m in run["data"]["metrics"]}
         baseline, seed = cell.axes["baseline"], str(cell.axes["seed"])
-        assert run["info"]["run_name"] == f"{baseline} · seed={seed}"
+        rb = "+RB" if cell.axes["reward_budget"] else "-RB"
+        assert run["info"]["run_name"] == f"{baseline} {rb} s{seed}"
         assert run["info"]["status"] == "FINISHED"
         assert tags["mlflow.parentRunId"] == sweep.mlflow_parent_run_id
         assert (tags["axis.baseline"], tags["axis.seed"]) == (baseline, seed)
         assert (params["axis.baseline"], params["axis.seed"]) == (baseline, seed)
+        # Each axis once among the params: not also as the setting it sets.
+        assert not {"baseline", "reward_budget", "seed"} & set(params), sorted(params)
         assert metrics["eval/toy/mean_at_4"] == pytest.approx(
             cell.final_metrics["eval/toy/mean@4"])
         history = _get(base, "/api/2.0/mlflow/metrics/get-history", run_id=run_id or "",
@@ -196,7 +204,64 @@ def test_ui_endpoints_see_names_tags_params_and_metrics(served_sweep: Served) ->
     grpo = _post(base, "/api/2.0/mlflow/runs/search", {
         "experiment_ids": [sweep.mlflow_experiment_id],
         "filter": "tags.`axis.baseline` = 'grpo'"})
-    assert len(grpo["runs"]) == 2
+    assert len(grpo["runs"]) == CELLS // 2
+
+
+def _artifact(base: str, run_id: str, path: str) -> str:
+    url = f"{base}/get-artifact?{urllib.parse.urlencode({'path': path, 'run_uuid': run_id})}"
+    with urllib.request.urlopen(url, timeout=30) as resp:
+        return str(resp.read().decode("utf-8"))
+
+
+@pytest.mark.slow
+def test_the_parent_run_holds_the_table_report_plots_and_deltas(served_sweep: Served) -> None:
+    """Attached when the sweep ended: what the run's Artifacts tab and metrics show."""
+    base = served_sweep.base
+    with Registry.open(f"sqlite:///{served_sweep.home / 'registry.db'}") as reg:
+        parent = reg.get_sweep("ui-mini").mlflow_parent_run_id or ""
+
+    def listed(path: str = "") -> set[str]:
+        files = _get(base, "/api/2.0/mlflow/artifacts/list", run_id=parent, path=path)
+        return {f["path"] for f in files.get("files", [])}
+
+    assert {"spec.yaml", "report.html", "ablation", "plots"} <= listed()
+    assert listed("ablation") == {f"ablation/main-table.{ext}" for ext in ("md", "html", "csv")}
+    table = _artifact(base, parent, "ablation/main-table.md")
+    assert "Metric: eval/*/mean@4" in table and "| GRPO |" in table and "| + RB |" in table
+    assert _artifact(base, parent, "ablation/main-table.csv").startswith("block,Method,kind,n,")
+    assert "<table" in _artifact(base, parent, "ablation/main-table.html")
+    assert "ui-mini" in _artifact(base, parent, "report.html")
+    run = _get(base, "/api/2.0/mlflow/runs/get", run_id=parent)["run"]
+    metrics = {m["key"]: m["value"] for m in run["data"]["metrics"]}
+    # The fake trainer adds 0.05 to its eval metrics with reward budgeting: 5 points.
+    for base_row in ("GRPO", "DAPO"):
+        assert metrics[f"delta/{base_row}/RB/Average"] == pytest.approx(5.0, abs=1e-6)
+        assert metrics[f"delta/{base_row}/RB/Average/ci_low"] <= 5.0 + 1e-6
+    tags = {t["key"]: t["value"] for t in run["data"]["tags"]}
+    assert tags["mlflow.note.content"].startswith("# ui-mini: Main table")
+
+
+@pytest.mark.slow
+def test_the_saved_view_finds_every_cell_grouped_by_the_compared_axis(
+        served_sweep: Served) -> None:
+    base = served_sweep.base
+    with Registry.open(f"sqlite:///{served_sweep.home / 'registry.db'}") as reg:
+        sweep = reg.get_sweep("ui-mini")
+        cells = {c.mlflow_run_id for c in reg.cells("ui-mini")}
+    experiment = _get(base, "/api/2.0/mlflow/experiments/get",
+                      experiment_id=sweep.mlflow_experiment_id or "")["experiment"]
+    views = {t["key"]: t["value"] for t in experiment["tags"]
+             if t["key"].startswith("mlflow.sharedViewState.")}
+    [view] = views.values()
+    state = json.loads(json.loads(view)["state"])
+    assert state["runsHiddenMode"] == "SHOW_ALL"  # all 8 charted, not the first 10 runs' worth
+    assert state["groupBy"]["groupByKeys"] == [{"mode": "tag",
+                                                "groupByData": "axis.reward_budget"}]
+    found = _post(base, "/api/2.0/mlflow/runs/search", {
+        "experiment_ids": [sweep.mlflow_experiment_id], "filter": state["searchFilter"]})
+    assert {r["info"]["run_id"] for r in found["runs"]} == cells
+    charted = re.compile(state["chartsSearchFilter"], re.IGNORECASE)
+    assert charted.match("eval/toy/mean_at_4") and not charted.match("timing_s/step")
 
 
 def _ui_bundle() -> str:
@@ -208,27 +273,31 @@ def _ui_bundle() -> str:
 
 
 @pytest.mark.slow
-def test_kappa_ui_lands_on_the_sweeps_runs(served_sweep: Served) -> None:
-    """The printed URL: this server, the sweep's experiment, its runs tab, a search that
-    finds exactly the sweep's runs, Model training mode; ``--open`` opened the same URL."""
+def test_kappa_ui_lands_on_the_sweeps_view(served_sweep: Served) -> None:
+    """The printed URL: this server, the sweep's experiment, its runs tab, its saved view,
+    charted, in Model training mode; ``--open`` opened the same URL."""
     base = served_sweep.base
     with Registry.open(f"sqlite:///{served_sweep.home / 'registry.db'}") as reg:
         sweep = reg.get_sweep("ui-mini")
-        run_ids = {c.mlflow_run_id for c in reg.cells("ui-mini")} | {sweep.mlflow_parent_run_id}
     url = urllib.parse.urlsplit(served_sweep.printed)
     assert f"{url.scheme}://{url.netloc}" == base and url.path == "/"
     route, _, query = url.fragment.partition("?")
     assert route == f"/experiments/{sweep.mlflow_experiment_id}/runs"
     params = urllib.parse.parse_qs(query)
     assert params["workflowType"] == ["machine_learning"]
-    [search] = params["searchFilter"]
-    found = _post(base, "/api/2.0/mlflow/runs/search", {
-        "experiment_ids": [sweep.mlflow_experiment_id], "filter": search})
-    assert {r["info"]["run_id"] for r in found["runs"]} == run_ids
-    # The route and the query keys are the served UI's own (a new MLflow may move them).
+    assert params["compareRunsMode"] == ["CHART"]
+    [key] = params["viewStateShareKey"]
+    experiment = _get(base, "/api/2.0/mlflow/experiments/get",
+                      experiment_id=sweep.mlflow_experiment_id or "")["experiment"]
+    assert f"mlflow.sharedViewState.{key}" in {t["key"] for t in experiment["tags"]}
+    # The route, the query keys and the view's keys are the served UI's own (a new MLflow
+    # may move them).
     bundle = _ui_bundle()
-    for literal in ('"/experiments/:experimentId/runs"', '"searchFilter"',
-                    'get("workflowType")', '"machine_learning"'):
+    for literal in ('"/experiments/:experimentId/runs"', 'get("workflowType")',
+                    '"machine_learning"', '"viewStateShareKey"', '"compareRunsMode"',
+                    '"mlflow.sharedViewState."', '"runsHiddenMode"', 'SHOWALL="SHOW_ALL"',
+                    '"useGroupedValuesInCharts"', '"chartsSearchFilter"', 'Tag="tag"',
+                    'Average="average"', 'e.get(o)||"TABLE"'):
         assert literal in bundle, literal
     deadline = time.monotonic() + STARTUP_LIMIT
     while not served_sweep.opened.exists():
@@ -249,17 +318,20 @@ def test_kappa_ui_prints_the_url_last_without_the_servers_noise(served_sweep: Se
     lines = served_sweep.log.read_text().splitlines()
     assert lines[0].startswith("starting the MLflow UI on 127.0.0.1:"), lines
     assert lines[1] == f"MLflow UI: {served_sweep.printed}", lines
-    assert lines[2].startswith("  the runs of sweep ui-mini") and "Ctrl-C" in lines[3], lines
+    assert lines[2].startswith("  every cell of sweep ui-mini charted"), lines
+    assert lines[3].startswith(f"  its table and report: {served_sweep.base}/#/experiments/")
+    assert "Ctrl-C" in lines[4], lines
     for noise in ("Warning", "Registry store URI", "INFO:", "Security middleware"):
         assert not any(noise in line for line in lines), (noise, lines)
 
 
 @pytest.mark.slow
 @pytest.mark.browser
-def test_kappa_ui_url_renders_the_runs_in_chromium(served_sweep: Served, tmp_path: Path) -> None:
-    """In a fresh headless browser (no remembered workflow type), the printed URL shows
-    the sweep's runs table (its parent run and 4 cells), not the GenAI overview that the
-    experiment's plain address shows (the control)."""
+def test_kappa_ui_url_charts_every_cell_in_chromium(served_sweep: Served, tmp_path: Path) -> None:
+    """In a fresh headless browser (no remembered workflow type or view), the printed URL
+    shows the sweep's saved view: its 8 cells under their short names in two groups (the
+    compared axis), charted per group; the experiment's plain address shows no runs (the
+    GenAI overview, the control)."""
     import shutil
 
     browser = next((b for b in ("chromium", "chromium-browser", "google-chrome")
@@ -269,12 +341,26 @@ def test_kappa_ui_url_renders_the_runs_in_chromium(served_sweep: Served, tmp_pat
 
     def rendered(url: str, profile: str) -> str:
         return subprocess.run(
-            [browser, "--headless", "--no-sandbox", "--disable-gpu",
-             f"--user-data-dir={tmp_path / profile}", "--virtual-time-budget=20000",
-             "--dump-dom", url], capture_output=True, text=True, timeout=180,
-            check=False).stdout
+            [browser, "--headless=new", "--no-sandbox", "--disable-gpu",
+             "--window-size=1600,1000", f"--user-data-dir={tmp_path / profile}",
+             "--virtual-time-budget=60000", "--dump-dom", url], capture_output=True,
+            text=True, timeout=180, check=False).stdout
 
-    dom = rendered(served_sweep.printed, "printed")
-    assert re.search(r"<strong>5</strong> matching runs", dom), dom[-3000:]
+    # The charts draw after the runs' metrics arrive; on a busy machine a render may end
+    # before that, so a render without them is tried again (a fresh browser each time).
+    legends = [f"{group} (eval/toy/mean_at_4)" for group in ("true", "false")]
+    for attempt in range(3):
+        dom = rendered(served_sweep.printed, f"printed-{attempt}")
+        if all(legend in dom for legend in legends):
+            break
+    # The cells and the parent run (which MLflow shows beside its children).
+    assert re.search(rf"<strong>{CELLS + 1}</strong> matching runs", dom), dom[-3000:]
+    assert "You're viewing a shared view" in dom
+    names = {f"{b} {rb}RB s{s}" for b in ("grpo", "dapo") for rb in "+-" for s in "01"}
+    assert all(f">{name}<" in dom for name in names), sorted(names - set(re.findall(
+        r">([a-z]+ [+-]RB s\d)<", dom)))
+    assert re.search(r"Group: true.{0,1000}?>4<", dom, re.S), "no group of 4 +RB runs"
+    for legend in legends:  # the chart's legend: one line per group
+        assert legend in dom
     plain = served_sweep.printed.split("/runs?", 1)[0]  # #/experiments/<id>
     assert "matching runs" not in rendered(plain, "plain")

@@ -92,7 +92,9 @@ def test_parent_and_child_runs(tracker: Tracker, tmp_path: Path) -> None:
     child = tracker.create_cell_run(parent, CELL, "toy", git_commit="deadbeef")
     run = tracker.client.get_run(child)
     assert run.info.status == "RUNNING"
-    assert run.info.run_name == "grpo · rb=true · seed=0"
+    # Named by its axes (alone, nothing varies: all of them; the scheduler names it by the
+    # axes that vary in its sweep).
+    assert run.info.run_name == "grpo +rb s0"
     tags = run.data.tags
     assert tags["mlflow.parentRunId"] == parent
     assert (tags["axis.algorithm"], tags["axis.rb"], tags["axis.seed"]) == ("grpo", "true", "0")
@@ -102,12 +104,14 @@ def test_parent_and_child_runs(tracker: Tracker, tmp_path: Path) -> None:
         "deadbeef",
     )
     params = run.data.params
-    assert len(params) == 3 + 1 + 1 + 150 + 3  # algorithm.*, seed, prompt, extra.*, axis.*
+    assert len(params) == 3 + 1 + 150 + 3  # algorithm.*, prompt, extra.*, axis.*
     assert params["algorithm.clip.high"] == "0.28" and params["extra.k149"] == "149"
-    # The axes as params too: the UI's parallel coordinates and compare view plot params.
+    # The axes as params too: the UI's parallel coordinates and compare view plot params;
+    # the seed, an axis that is also a setting of the same value, only once (axis.seed).
     assert (params["axis.algorithm"], params["axis.rb"], params["axis.seed"]) == (
         "grpo", "true", "0")
-    assert tags["kappa.param_count"] == "158"
+    assert "seed" not in params
+    assert tags["kappa.param_count"] == "157"
     assert len(params["prompt"]) == 6000
     assert tracker.create_cell_run(parent, CELL, "toy") == child
 
@@ -211,8 +215,8 @@ def test_fresh_cell_run_without_search_and_reopen(tracker: Tracker) -> None:
                                     experiment_id=experiment_id)
     run = tracker.client.get_run(child)
     assert run.info.experiment_id == experiment_id
-    assert run.data.tags["kappa.param_count"] == "158"
-    assert len(run.data.params) == 158
+    assert run.data.tags["kappa.param_count"] == "157"
+    assert len(run.data.params) == 157
     assert tracker.running_cell_runs(parent) == [child]
     tracker.finish_cell_run(child, "FINISHED", final_metrics={"eval/toy/mean@4": 0.5}, step=7)
     assert tracker.running_cell_runs(parent) == []

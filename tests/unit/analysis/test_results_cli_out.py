@@ -55,3 +55,24 @@ def test_a_sweep_named_twice_is_refused(app: typer.Typer) -> None:
     result = CliRunner().invoke(app, ["table", "toy", "toy"])
     assert isinstance(result.exception, UserInputError)
     assert "named twice" in str(result.exception)
+
+
+def test_a_report_of_one_sweep_is_attached_to_its_mlflow_run(
+        app: typer.Typer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator.analysis import mlflow_summary
+
+    published: list[tuple[str, dict[str, object]]] = []
+    original = mlflow_summary.publish_sweep
+    monkeypatch.setattr(mlflow_summary, "publish_sweep", lambda sweep, *a, **k: (
+        published.append((sweep, k)) or "MLflow: attached"))
+    report = tmp_path / "toy.html"
+    out = _run(app, "report", "toy", "--compare", "reward_budget", "--out", str(report))
+    assert out.splitlines()[-1] == "MLflow: attached"
+    [(sweep, options)] = published
+    assert sweep == "toy" and options["report_html"] == report.read_text()
+    assert options["compare"] == "reward_budget" and options["patient"] is False
+    _run(app, "report", "toy", "--no-publish", "--out", str(report))
+    _run(app, "report", "toy", "more", "--out", str(report))  # several: no one parent run
+    assert len(published) == 1
+    # A sweep known from its run folders only (no registry here) has no parent run.
+    assert original("toy").endswith("has no MLflow parent run; nothing attached")

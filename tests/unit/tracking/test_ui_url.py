@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -10,10 +14,16 @@ import pytest
 from orchestrator import paths
 from orchestrator.backends.verl.run_phases import forwarded_env
 from orchestrator.tracking.ui import (
+    VIEW_TAG_PREFIX,
+    artifacts_url,
     browser_host,
     experiments_url,
+    has_view,
     runs_url,
     sweep_filter,
+    sweep_view,
+    view_key,
+    view_url,
     without_credentials,
 )
 
@@ -69,3 +79,76 @@ def test_verl_command_line_gets_no_credentials() -> None:
     env["MLFLOW_TRACKING_URI"] = "http://mlflow:5000"
     assert forwarded_env(env) == {"MLFLOW_TRACKING_URI": "http://mlflow:5000",
                                   "MLFLOW_RUN_ID": "abc"}
+
+
+def test_the_saved_view_charts_every_cell_grouped_by_the_compared_axis() -> None:
+    key, value = sweep_view("toy-demo", ["reward_budget"], "^(eval/.*)$", 1_700_000_000_000)
+    assert key == VIEW_TAG_PREFIX + view_key("toy-demo")
+    assert len(key) <= 250 and view_key("toy-demo") != view_key("toy-demo2")
+    envelope = json.loads(value)
+    assert envelope["name"] == "kappa: toy-demo by reward_budget"
+    assert envelope["createdAt"] == envelope["updatedAt"] == 1_700_000_000_000
+    state = json.loads(envelope["state"])
+    assert state == {
+        "searchFilter": "tags.`kappa.sweep` = 'toy-demo' and tags.`kappa.role` = 'cell'",
+        "runsHiddenMode": "SHOW_ALL", "useGroupedValuesInCharts": True,
+        "groupBy": {"aggregateFunction": "average",
+                    "groupByKeys": [{"mode": "tag", "groupByData": "axis.reward_budget"}]},
+        "chartsSearchFilter": "^(eval/.*)$"}
+    assert json.loads(json.loads(sweep_view("s", [], "", 0)[1])["state"])["groupBy"] is None
+
+
+def test_view_and_artifact_urls() -> None:
+    url = urlsplit(view_url("http://h:5000/", "7", "toy-demo"))
+    route, _, query = url.fragment.partition("?")
+    assert route == "/experiments/7/runs"
+    assert parse_qs(query) == {"workflowType": ["machine_learning"],
+                               "viewStateShareKey": [view_key("toy-demo")],
+                               "compareRunsMode": ["CHART"]}
+    assert artifacts_url("http://h:5000", "7", "abc") == (
+        "http://h:5000/#/experiments/7/runs/abc/artifacts?workflowType=machine_learning")
+    assert artifacts_url("http://h:5000", "7", "abc", "ablation/main table.md") == (
+        "http://h:5000/#/experiments/7/runs/abc/artifacts/ablation/main%20table.md"
+        "?workflowType=machine_learning")
+
+
+@pytest.fixture
+def tags_server() -> Iterator[tuple[str, list[dict[str, str]], list[str]]]:
+    """A server answering experiments/get with the tags in the list (headers seen in the
+    other list)."""
+    tags: list[dict[str, str]] = []
+    auth: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            auth.append(self.headers.get("Authorization", ""))
+            body = json.dumps({"experiment": {"experiment_id": "1", "tags": tags}}).encode()
+            self.send_response(200 if "experiment_id=1" in self.path else 404)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}", tags, auth
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_has_view_asks_the_server(tags_server: tuple[str, list[dict[str, str]], list[str]]
+                                  ) -> None:
+    base, tags, auth = tags_server
+    assert not has_view(base, "1", "toy-demo")
+    tags.append({"key": VIEW_TAG_PREFIX + view_key("other"), "value": "{}"})
+    assert not has_view(base, "1", "toy-demo")
+    tags.append({"key": VIEW_TAG_PREFIX + view_key("toy-demo"), "value": "{}"})
+    assert has_view(base, "1", "toy-demo")
+    assert not has_view(base, "2", "toy-demo")  # 404: cannot say
+    assert not has_view("http://127.0.0.1:9", "1", "toy-demo", timeout=2)  # nobody there
+    host = base.removeprefix("http://")
+    assert has_view(f"http://u:pw@{host}", "1", "toy-demo")
+    assert auth[-1] == "Basic dTpwdw=="  # u:pw, sent, never in the URL asked
