@@ -43,9 +43,10 @@ base-models: $(CORE)
 	$(PY) scripts/build_base_models.py
 
 ## The papers' findings at laptop scale: run the miniature studies from scratch and
-## rewrite docs/findings.md with their verdicts (about 2 hours on two cores).
+## rewrite docs/findings.md with their verdicts, with the replications of 1b, 3b and 4 under
+## AVX2 kernels and on held-out seeds (about 3.5 hours on two free cores).
 findings: $(CORE)
-	$(PY) bench/findings.py
+	$(PY) bench/findings.py --replicas
 
 ## The tests (CI runs exactly this).
 test: env sysdeps

@@ -3,6 +3,7 @@
     .venv/bin/python bench/findings.py                 # every study, from scratch
     .venv/bin/python bench/findings.py --only kappa    # one study (others keep their text)
     .venv/bin/python bench/findings.py --home DIR      # reuse DIR's finished sweeps
+    .venv/bin/python bench/findings.py --replicas      # and rerun 1b, 3b, 4 under AVX2 etc.
 
 Every study is an ordinary spec under ``experiments/toy/``, run with ``kappa submit
 --wait`` in a fresh ``KAPPA_HOME`` (so nothing is reused from an earlier run); the numbers
@@ -60,13 +61,17 @@ STUDIES: tuple[Study, ...] = (
 )
 
 # The same spec run again where the verdict should not change: the other CPU kernel set
-# (ATEN_CPU_CAPABILITY=avx2) and seeds no run had used. Run by hand into the study's
-# KAPPA_HOME (docs/findings.md says how); a replica the home lacks is left out.
+# (ATEN_CPU_CAPABILITY=avx2) and seeds no run had used. Run with --replicas (after their
+# study) into the study's KAPPA_HOME; a replica the home lacks is left out of the page.
+AVX2 = (("ATEN_CPU_CAPABILITY", "avx2"),)
 REPLICAS: dict[str, tuple[Replica, ...]] = {
-    "table2_300": (Replica("AVX2 kernels", "toy-table2-300-avx2"),
-                   Replica("seeds 31–33", "toy-table2-300-heldout")),
-    "entropy": (Replica("AVX2 kernels", "toy-entropy-avx2"),),
-    "kappa_scaled": (Replica("AVX2 kernels", "toy-kappa-scaled-avx2"),),
+    "table2_300": (Replica("AVX2 kernels", "toy-table2-300-avx2",
+                           ("name=toy-table2-300-avx2",), AVX2),
+                   Replica("seeds 31–33", "toy-table2-300-heldout",
+                           ("name=toy-table2-300-heldout", "axes.seed=[31,32,33]"))),
+    "entropy": (Replica("AVX2 kernels", "toy-entropy-avx2", ("name=toy-entropy-avx2",), AVX2),),
+    "kappa_scaled": (Replica("AVX2 kernels", "toy-kappa-scaled-avx2",
+                             ("name=toy-kappa-scaled-avx2",), AVX2),),
 }
 
 
@@ -124,17 +129,22 @@ def kappa(args: list[str], env: dict[str, str]) -> str:
     return done.stdout
 
 
-def run_study(study: Study, env: dict[str, str], index: int, total: int) -> None:
-    """Submit one study and wait for it; kappa's live progress shows the cells."""
-    cells = kappa(["validate", str(study.spec)], env).strip()
-    print(f"\n[findings] study {index}/{total}: {study.sweep} ({cells}), "
-          f"{total - index} after it", flush=True)
-    started = time.monotonic()
-    done = subprocess.run([KAPPA, "submit", str(study.spec), "--wait"], env=env, cwd=ROOT)
-    if done.returncode != 0:
-        sys.exit(f"[findings] {study.sweep}: kappa submit exited {done.returncode}")
-    print(f"[findings] {study.sweep} done in {(time.monotonic() - started) / 60:.1f} min",
+def run_study(study: Study, env: dict[str, str], index: int, total: int,
+              replica: Replica | None = None) -> None:
+    """Submit one study (or its ``replica``) and wait for it; kappa's live progress shows
+    the cells."""
+    overrides = list(replica.overrides) if replica else []
+    env = {**env, **dict(replica.env)} if replica else env
+    name = replica.sweep if replica else study.sweep
+    cells = kappa(["validate", str(study.spec), *overrides], env).strip()
+    print(f"\n[findings] study {index}/{total}: {name} ({cells}), {total - index} after it",
           flush=True)
+    started = time.monotonic()
+    done = subprocess.run([KAPPA, "submit", str(study.spec), *overrides, "--wait"], env=env,
+                          cwd=ROOT)
+    if done.returncode != 0:
+        sys.exit(f"[findings] {name}: kappa submit exited {done.returncode}")
+    print(f"[findings] {name} done in {(time.monotonic() - started) / 60:.1f} min", flush=True)
 
 
 def read_sweep(name: str, env: dict[str, str]) -> Sweep:
@@ -215,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="comma-separated study keys: " + ", ".join(s.key for s in STUDIES))
     parser.add_argument("--home", type=Path, default=None,
                         help="KAPPA_HOME whose finished sweeps to read (no new runs)")
+    parser.add_argument("--replicas", action="store_true",
+                        help="also run each study's replicas (AVX2 kernels, held-out seeds)")
     args = parser.parse_args(argv)
     chosen = [s for s in STUDIES if not args.only or s.key in args.only.split(",")]
     unknown = set(filter(None, args.only.split(","))) - {s.key for s in STUDIES}
@@ -234,6 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     for i, study in enumerate(chosen, 1):
         if args.home is None:
             run_study(study, env, i, len(chosen))
+            for replica in REPLICAS.get(study.key, ()) if args.replicas else ():
+                run_study(study, env, i, len(chosen), replica)
         sections[study.key] = write_section(study, env)
         rewrite_doc(sections)  # after each study, so a long run shows its progress
     print(f"[findings] wrote {DOC.relative_to(ROOT)}", flush=True)

@@ -22,10 +22,13 @@ HIDDEN = "<!-- replicas |"
 
 @dataclass(frozen=True)
 class Replica:
-    """The study's spec run again as sweep ``sweep``; ``label`` says what changed."""
+    """The study's spec run again as sweep ``sweep`` with ``overrides`` and ``env`` (added
+    to the environment); ``label`` says what changed."""
 
     label: str
     sweep: str
+    overrides: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
 
 
 def made_by(kappa: Callable[[list[str]], str], sweep: str) -> str:
