@@ -63,3 +63,38 @@ def test_a_search_with_no_trial_recorded_is_waited_for_not_ended(
         ended = Sweep(reg, "waits").active_status()
     assert [t.state for t in study.trials] == ["COMPLETE", "COMPLETE"]
     assert not ended.trials_left and ended.ended
+
+
+def test_the_studies_storage_is_opened_by_one_process_at_a_time(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scheduler creating Optuna's tables and a waiting machine reading the studies
+    collided (a duplicate ``alembic_version`` key on PostgreSQL): opening the storage holds
+    the registry's record lock, here seen from another descriptor as a second process would."""
+    import fcntl
+    import os
+
+    import optuna
+
+    from orchestrator.registry.sweeps import sqlite_lock_path
+    from orchestrator.search.hook import open_storage
+
+    real = optuna.storages.RDBStorage
+    held: list[bool] = []
+
+    def opened(*args: object, **kwargs: object) -> object:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            held.append(False)
+        except BlockingIOError:
+            held.append(True)
+        finally:
+            os.close(fd)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    with Registry.open(f"sqlite:///{tmp_path / 'registry.db'}") as reg:
+        lock = sqlite_lock_path(reg.engine)
+        assert lock is not None
+        monkeypatch.setattr(optuna.storages, "RDBStorage", opened)
+        open_storage(reg.engine)
+    assert held == [True]
