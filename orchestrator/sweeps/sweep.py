@@ -194,9 +194,9 @@ class Sweep:
             return False
         if plan.search is None:
             return False
+        cancelled = self.registry.cells(self.name, [CellState.CANCELLED])
         return trials_left(study_summaries(self.registry, self.record, plan),
-                           len(plan.studies), self.registry.cells(self.name,
-                                                                  [CellState.CANCELLED]))
+                           len(plan.studies), cancelled)
 
     def close(self) -> None:
         """Let go of the read-only connection :meth:`active_status` opened (the registry
