@@ -1,12 +1,16 @@
 """The commands that only look at a sweep, side by side with ``python -c "import mlflow"``.
 
 On a finished two-cell sweep of the embedded backend (run once, in a temporary
-``KAPPA_HOME``), times the wall seconds of each command as a user runs it (a fresh
-process): a resubmit with nothing new to run, ``kappa status SWEEP``, ``kappa table
-SWEEP``, ``kappa logs CELL`` and ``kappa doctor`` (every check), against importing MLflow
-alone. The commands are interleaved round by round, so a busy machine slows all alike;
-prints the median and range of each and its ratio to the MLflow import. ``--rounds N``
-(default 5), ``--json PATH`` saves the numbers.
+``KAPPA_HOME``), times each command as a user runs it (a fresh process): a resubmit with
+nothing new to run, ``kappa status SWEEP``, ``kappa table SWEEP``, ``kappa logs CELL``,
+``kappa doctor`` (every check; verl installed, not imported) and ``kappa doctor --deep``
+(its plug-in probe imports verl), against importing MLflow alone. Each is timed in wall
+seconds and in CPU seconds (its process and the ones it waited for: on a busy machine the
+steadier measure). The commands are interleaved round by round, so a busy machine slows all
+alike; the background scheduler a resubmit starts is waited for before the next command
+(its work is off the submit's path, and must not slow the others). Prints the median and
+range of each, its ratios to the MLflow import, and doctor's with and without ``--deep``.
+``--rounds N`` (default 5), ``--json PATH`` saves the numbers.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -45,12 +50,40 @@ def kappa(*args: str) -> list[str]:
     return [sys.executable, "-m", "orchestrator", *args]
 
 
-def timed(argv: list[str], env: dict[str, str]) -> float:
-    """Wall seconds of one run of ``argv`` (which must succeed)."""
+def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall and CPU seconds of one run of ``argv`` (which must succeed)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run(argv, cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL)
-    return time.perf_counter() - start
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def wait_for_schedulers(home: Path) -> None:
+    """Wait until no background scheduler of this ``KAPPA_HOME`` runs (a resubmit starts
+    one, detached, which finds nothing to do and ends)."""
+    marker = f"KAPPA_HOME={home}\0".encode()
+    while True:
+        running = False
+        for proc in Path("/proc").iterdir():
+            try:
+                if (proc.name.isdigit() and b"resume\0" in (proc / "cmdline").read_bytes()
+                        and marker in (proc / "environ").read_bytes()):
+                    running = True
+                    break
+            except OSError:  # gone meanwhile, or not ours to read
+                continue
+        if not running:
+            return
+        time.sleep(0.2)
+
+
+def row(values: list[float], base: float) -> str:
+    """The median, range and ratio to ``base`` of ``values``."""
+    median = statistics.median(values)
+    return (f"{median:7.2f} {min(values):6.2f}–{max(values):<6.2f} {median / base:6.2f}×")
 
 
 def main() -> int:
@@ -76,19 +109,30 @@ def main() -> int:
             "kappa table SWEEP": kappa("table", "fast-paths", "--rows", "reward_budget"),
             "kappa logs CELL": kappa("logs", cell_id),
             "kappa doctor": kappa("doctor", "--min-free-gib", "0"),
+            "kappa doctor --deep": kappa("doctor", "--min-free-gib", "0", "--deep"),
         }
-        times: dict[str, list[float]] = {name: [] for name in commands}
+        wall: dict[str, list[float]] = {name: [] for name in commands}
+        cpu: dict[str, list[float]] = {name: [] for name in commands}
+        wait_for_schedulers(Path(env["KAPPA_HOME"]))
         for _ in range(args.rounds):
             for name, argv in commands.items():
-                times[name].append(timed(argv, env))
-    base = statistics.median(next(iter(times.values())))
-    print(f"{'command':<34} {'median s':>9} {'range s':>13} {'÷ import mlflow':>16}")
-    for name, seconds in times.items():
-        median = statistics.median(seconds)
-        print(f"{name:<34} {median:9.2f} {min(seconds):6.2f}–{max(seconds):<6.2f} "
-              f"{median / base:15.2f}×")
+                seconds, used = timed(argv, env)
+                wall[name].append(seconds)
+                cpu[name].append(used)
+                wait_for_schedulers(Path(env["KAPPA_HOME"]))
+    base_wall = statistics.median(next(iter(wall.values())))
+    base_cpu = statistics.median(next(iter(cpu.values())))
+    print(f"{'command':<34} {'wall s: median, range, ÷ mlflow':<31}   "
+          "CPU s: median, range, ÷ mlflow")
+    for name in commands:
+        print(f"{name:<34} {row(wall[name], base_wall)}   "
+              f"{row(cpu[name], base_cpu)}")
+    deep, plain = "kappa doctor --deep", "kappa doctor"
+    print(f"doctor --deep ÷ doctor: "
+          f"{statistics.median(wall[deep]) / statistics.median(wall[plain]):.2f}× wall, "
+          f"{statistics.median(cpu[deep]) / statistics.median(cpu[plain]):.2f}× CPU")
     if args.json:
-        args.json.write_text(json.dumps(times, indent=2))
+        args.json.write_text(json.dumps({"wall_s": wall, "cpu_s": cpu}, indent=2))
     return 0
 
 

@@ -8,15 +8,21 @@ from __future__ import annotations
 
 import contextlib
 import html
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from orchestrator import paths
 from orchestrator.grid.plan import SweepPlan, stored_plan
-from orchestrator.registry import Registry, RegistryMissing, SweepRecord
-from orchestrator.search.hook import ERROR_ATTR, open_storage, optuna_storage_url
+from orchestrator.registry import CellRecord, Registry, RegistryMissing, SweepRecord
+from orchestrator.search.hook import (
+    ERROR_ATTR,
+    STUDY_LABEL,
+    TRIAL_LABEL,
+    open_storage,
+    optuna_storage_url,
+)
 from orchestrator.search.samplers import trial_budget
 
 
@@ -104,6 +110,22 @@ def study_summaries(registry: Registry, sweep: SweepRecord,
                                 trial_budget(search), trials,
                                 str(error) if error else None, study))
     return out
+
+
+def trials_left(studies: Sequence[StudySummary], planned: int,
+                cancelled: Iterable[CellRecord]) -> bool:
+    """Whether a search has trials left to ask or to tell, whoever drives it: fewer than
+    its ``planned`` studies exist yet, or a study has a running trial whose cell is not
+    cancelled, or has fewer trials than its budget and was stopped neither by an error
+    nor by a cancelled cell (``cancelled``: the sweep's cancelled cells). What keeps a
+    scheduler's :class:`~orchestrator.search.hook.SearchHook` busy, read from the record."""
+    if len(studies) < planned:
+        return True
+    gone = {(c.labels.get(STUDY_LABEL), c.labels.get(TRIAL_LABEL)) for c in cancelled}
+    stopped = {study for study, _ in gone}
+    return any(any(t.state == "RUNNING" and (s.name, t.number) not in gone for t in s.trials)
+               or (not s.error and s.name not in stopped and len(s.trials) < s.budget)
+               for s in studies)
 
 
 def sweep_studies(sweep: str, registry_url: str | None = None) -> list[StudySummary]:

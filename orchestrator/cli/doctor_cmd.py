@@ -43,6 +43,11 @@ def doctor_cmd(
         "--timeout", metavar="SECONDS",
         help="How long the plug-in's probe process or the Ray probe job may take; one "
              "request to a server gets at most 10 s.")] = 180.0,
+    deep: Annotated[bool, typer.Option(
+        "--deep", help="Import verl in the plug-in probes (here and in Ray workers), as a "
+                       "run does: finds a plug-in that fails as verl loads it (about 10 s). "
+                       "Without it, verl and the plug-in are checked as installed, not "
+                       "imported.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
 ) -> None:
     """Check this machine before submitting: versions, GPUs, the verl plug-in (here and
@@ -58,7 +63,7 @@ def doctor_cmd(
 
     options = DoctorOptions(registry=registry, mlflow=mlflow, ray_address=ray_address,
                             checkpoint_dir=checkpoint_dir, python=python,
-                            min_free_gib=min_free_gib, timeout_s=timeout)
+                            min_free_gib=min_free_gib, timeout_s=timeout, deep=deep)
     results = run_checks(options, check or ())
     code = exit_code(results)
     if as_json:

@@ -37,7 +37,7 @@ def watch(console: Console, sweep: Sweep, interval: float = DEFAULT_INTERVAL,
                     seen.add((cell.cell_id, cell.attempts))
                     console.print(f"[red]{escape(cell.failure_text())}[/]", highlight=False,
                                   markup=True, soft_wrap=True)
-            waits = bool(status.unfinished and not status.driver.live)
+            waits = status.work_left and not status.driver.live
             if waits and not orphaned:
                 console.print(f"[yellow]no scheduler is running {sweep.name}[/] (`kappa "
                               f"resume {sweep.name}` runs what is left); still watching",

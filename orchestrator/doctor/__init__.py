@@ -69,6 +69,9 @@ class DoctorOptions:
     # A probe process (``import verl``) or Ray probe job may take this long; one HTTP or
     # database request gets network_timeout_s. No check outlives CHECK_GRACE_S past it.
     timeout_s: float = 180.0
+    # Import verl in the plug-in probes, as a run does (about 10 s), instead of reading
+    # what the import would act on (orchestrator.doctor.plugin).
+    deep: bool = False
 
     @property
     def network_timeout_s(self) -> float:

@@ -1,7 +1,10 @@
 """Doctor checks of kappa's verl plug-in, here and in the workers of a Ray cluster. ``import verl``
 loads plug-ins by entry point and swallows their errors (a broken one shows only at a cell's first
-step), so the checks import verl as a run does, in a fresh process here (without the
-``VERL_USE_EXTERNAL_MODULES`` fallback) and in a Ray task per node."""
+step), so ``--deep`` imports verl as a run does, in a fresh process here (without the
+``VERL_USE_EXTERNAL_MODULES`` fallback) and in a Ray task per node. Without it (seconds faster:
+``import verl`` takes about 10 s) the same probe reads what the import would act on instead: verl
+installed and its version, the plug-in findable, its entry point declared, and verl's
+``VERL_USE_EXTERNAL_PLUGINS`` policy letting it load; and it says that verl was not imported."""
 
 from __future__ import annotations
 
@@ -23,17 +26,32 @@ MARK = "KAPPA_DOCTOR "
 PLUGIN_MODULE = "kappa_verl"
 RAY_PYTHON = "python3"  # VerlSettings.python's default: what a verl cell's job runs
 ENTRY_POINT_GROUP = "verl.plugins"
+DEEP = "--deep"  # the probe's argument that makes it import verl
 # Runs in verl's environment (here, or in a Ray worker); needs only the standard library
-# until it imports verl.
+# until it imports verl, which only ``deep`` does. ``enabled`` mirrors verl 0.9.1's reading
+# of VERL_USE_EXTERNAL_PLUGINS: "auto" (unset) loads every entry point, "none" none, else
+# the named ones.
 WORKER_PROBE = '''
-def probe():
+def probe(deep):
     import importlib.metadata, importlib.util, os, socket, sys
-    out = {"host": socket.gethostname(), "python": sys.executable,
-           "entry_point": any(ep.value.split(":")[0] == "kappa_verl" for ep in
-                              importlib.metadata.entry_points(group="verl.plugins")),
+    names = {ep.name for ep in importlib.metadata.entry_points(group="verl.plugins")
+             if ep.value.split(":")[0] == "kappa_verl"}
+    policy = os.environ.get("VERL_USE_EXTERNAL_PLUGINS")
+    wanted = (policy or "auto").strip().lower()
+    out = {"host": socket.gethostname(), "python": sys.executable, "entry_point": bool(names),
            "importable": importlib.util.find_spec("kappa_verl") is not None,
-           "external_plugins": os.environ.get("VERL_USE_EXTERNAL_PLUGINS")}
+           "external_plugins": policy, "imported": deep,
+           "enabled": wanted == "auto" or (wanted != "none" and bool(
+               names & {n.strip() for n in wanted.split(",")}))}
     try:
+        if not deep:
+            if importlib.util.find_spec("verl") is None:
+                raise ModuleNotFoundError("No module named 'verl'")
+            try:
+                out["verl"] = importlib.metadata.version("verl")
+            except importlib.metadata.PackageNotFoundError:
+                out["verl"] = "(version unknown: no package metadata)"
+            return out
         import verl
         out["verl"] = str(verl.__version__)
         out["loaded"] = "kappa_verl" in sys.modules
@@ -44,15 +62,17 @@ def probe():
         out["error"] = f"{type(exc).__name__}: {exc}"
     return out
 '''
-LOCAL_PROBE = WORKER_PROBE + f'import json\nprint({MARK!r} + json.dumps(probe()), flush=True)\n'
+LOCAL_PROBE = WORKER_PROBE + (f"import json, sys\nprint({MARK!r} + json.dumps(probe("
+                              f"sys.argv[1:] == [{DEEP!r}])), flush=True)\n")
 RAY_PROBE = WORKER_PROBE + f'''
-import json, ray
+import json, ray, sys
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 ray.init()
 nodes = [n for n in ray.nodes() if n["Alive"]]
 task = ray.remote(num_cpus=0)(probe)
+deep = sys.argv[1:] == [{DEEP!r}]
 refs = [task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
-        .remote() for n in nodes]
+        .remote(deep) for n in nodes]
 results = [dict(r, node_id=n["NodeID"], gpus=n["Resources"].get("GPU", 0))
            for n, r in zip(nodes, ray.get(refs))]
 print({MARK!r} + json.dumps({{"nodes": results}}), flush=True)
@@ -76,7 +96,8 @@ def parse_probe(output: str) -> dict[str, Any] | None:
 
 
 def verdict(found: dict[str, Any], where: str) -> tuple[Status, str, str | None]:
-    """Judge one probe: did ``import verl`` load the plug-in, and does it work?"""
+    """Judge one probe: did ``import verl`` load the plug-in, and does it work? Or, for a
+    probe that did not import verl, would it load it?"""
     if "error" in found:
         return Status.PROBLEM, f"{where}: {found['error'][:300]}", _install_fix()
     if not found.get("importable"):
@@ -84,15 +105,22 @@ def verdict(found: dict[str, Any], where: str) -> tuple[Status, str, str | None]
     if not found.get("entry_point"):
         return (Status.PROBLEM, f"{where}: kappa_verl is importable but declares no "
                 f"'{ENTRY_POINT_GROUP}' entry point", _install_fix())
-    if not found.get("loaded"):
-        return (Status.PROBLEM, f"{where}: `import verl` did not load kappa_verl "
+    imported = bool(found.get("imported"))
+    if not found.get("loaded" if imported else "enabled"):
+        return (Status.PROBLEM, f"{where}: `import verl` {'did' if imported else 'would'} "
+                f"not load kappa_verl "
                 f"(VERL_USE_EXTERNAL_PLUGINS={found.get('external_plugins')!r})",
                 "unset VERL_USE_EXTERNAL_PLUGINS, or list 'kappa' in it")
-    return Status.OK, f"{where}: loaded by verl {found.get('verl')}'s entry point", None
+    if imported:
+        return Status.OK, f"{where}: loaded by verl {found.get('verl')}'s entry point", None
+    return Status.OK, (f"{where}: verl {found.get('verl')} and kappa_verl installed, its "
+                       f"entry point enabled; verl not imported ({DEEP} imports it, as a "
+                       "run does)"), None
 
 
 def check_plugin(options: DoctorOptions) -> CheckResult:
-    """``import verl`` loads the plug-in by its entry point (here, or with ``--python``)."""
+    """``import verl`` loads the plug-in by its entry point (here, or with ``--python``):
+    as it does with ``options.deep``, else as verl's metadata and policy say it would."""
     if options.python is None:  # this environment: its metadata answers without a process
         verl = installed_version("verl")
         if verl is None:
@@ -107,9 +135,11 @@ def check_plugin(options: DoctorOptions) -> CheckResult:
     env = {k: v for k, v in os.environ.items() if k != "VERL_USE_EXTERNAL_MODULES"}
     env.setdefault("PYTHONWARNINGS", "ignore")
     try:
-        stdout, stderr = _run_bounded([python, "-c", LOCAL_PROBE], env, options.timeout_s)
+        stdout, stderr = _run_bounded([python, "-c", LOCAL_PROBE, *_deep(options)], env,
+                                      options.timeout_s)
     except subprocess.TimeoutExpired:
-        return CheckResult("plugin", Status.PROBLEM, f"{python}: `import verl` gave no "
+        what = "`import verl`" if options.deep else "the probe"
+        return CheckResult("plugin", Status.PROBLEM, f"{python}: {what} gave no "
                            f"answer within {options.timeout_s:g} s (stopped)",
                            fix="check --python is verl's interpreter and that `import verl` "
                                "works there, or raise --timeout")
@@ -123,6 +153,11 @@ def check_plugin(options: DoctorOptions) -> CheckResult:
                            f"{redact(tail)[:300]}", fix=_install_fix())
     status, summary, fix = verdict(found, python)
     return CheckResult("plugin", status, summary, fix=fix, details=found)
+
+
+def _deep(options: DoctorOptions) -> list[str]:
+    """The probe's arguments: :data:`DEEP` when ``options.deep`` asks it to import verl."""
+    return [DEEP] if options.deep else []
 
 
 def _run_bounded(argv: list[str], env: dict[str, str], timeout_s: float) -> tuple[str, str]:
@@ -188,8 +223,10 @@ def check_ray(options: DoctorOptions) -> CheckResult:
     if bad:
         return CheckResult("ray", Status.PROBLEM, "; ".join(m for _, m, _ in bad),
                            fix=bad[0][2], details=details)
-    summary = (f"{len(nodes)} node(s), {gpus:g} GPU(s) in Ray; the plug-in loads by its "
-               f"entry point in a task on every node")
+    summary = (f"{len(nodes)} node(s), {gpus:g} GPU(s) in Ray; " + (
+        "the plug-in loads by its entry point in a task on every node" if options.deep else
+        f"verl and the plug-in installed, its entry point enabled, on every node; verl not "
+        f"imported ({DEEP} imports it in a task on every node)"))
     if gpus == 0:
         return CheckResult("ray", Status.WARNING, summary + ": no GPUs, so verl cells "
                            "cannot run there (embedded cells can)",
@@ -211,7 +248,8 @@ def _probe_job(client: Any, options: DoctorOptions,
     # drop a connection: both are waited out, up to the deadline.
     while True:
         try:
-            job = client.submit_job(entrypoint=f"{shlex.quote(python)} -c {shlex.quote(RAY_PROBE)}",
+            job = client.submit_job(entrypoint=shlex.join([python, "-c", RAY_PROBE,
+                                                           *_deep(options)]),
                                     submission_id=f"kappa-doctor-{secrets.token_hex(4)}",
                                     runtime_env={"env_vars": {"PYTHONWARNINGS": "ignore"}})
             break

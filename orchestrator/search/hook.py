@@ -68,12 +68,18 @@ def optuna_storage_url(registry_engine: Any) -> tuple[str, dict[str, Any]]:
 
 
 def open_storage(registry_engine: Any) -> Any:
-    """The ``optuna.storages.RDBStorage`` of a registry (created on first use)."""
+    """The ``optuna.storages.RDBStorage`` of a registry (created on first use). Opened by
+    one process at a time (the registry's record lock): two creating its tables at once
+    collide (a scheduler asking its first trial, and a second machine's ``search --wait``
+    reading the studies meanwhile)."""
     import optuna
 
-    url, kwargs = optuna_storage_url(registry_engine)
+    from orchestrator.registry.sweeps import sweep_record_lock
+
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    return optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
+    with sweep_record_lock(registry_engine, OPTUNA_SCHEMA):
+        url, kwargs = optuna_storage_url(registry_engine)
+        return optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
 
 
 @dataclass

@@ -22,7 +22,6 @@ from orchestrator.backends import Backend
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.executors import Executor, job_id_prefixes
 from orchestrator.registry import CellRecord, CellState, Registry, SweepRecord
-from orchestrator.scheduler.cell_runs import UNFINISHED
 from orchestrator.scheduler.hooks import RunTracker, SchedulerHook
 from orchestrator.scheduler.lease import SweepLockedError
 from orchestrator.scheduler.loop import SweepScheduler
@@ -156,7 +155,7 @@ def resume(
             try:
                 return scheduler.run()
             except SweepLockedError as exc:
-                if not registry.cells(sweep, UNFINISHED):
+                if not _work_left(registry, sweep):  # the holder did it all: nothing to wait for
                     return registry.counts(sweep)
                 holder = exc.holder.owner if exc.holder is not None else None
                 if holder != waiting_for:  # say once per holder who drives it
@@ -169,6 +168,17 @@ def resume(
                 # The sweep as it is when this one takes over (a resubmit may change it).
                 scheduler = build_scheduler(registry, registry.get_sweep(sweep), backend,
                                             executor, tracker, opts, publish_to=stores)
+
+
+def _work_left(registry: Registry, sweep: str) -> bool:
+    """Whether ``sweep`` has work left as it stands now (its record read afresh: a resubmit
+    may have changed it): an unfinished cell, or a search's trials left to ask or tell, such
+    as a search whose driver has not recorded its first trial yet."""
+    handle = Sweep(registry, sweep)
+    try:
+        return handle.active_status().work_left
+    finally:
+        handle.close()
 
 
 def resumable(registry: Registry, sweep: str) -> SweepRecord:

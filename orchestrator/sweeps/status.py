@@ -9,9 +9,12 @@ groups, studies, seeds on demand, the cells the GPU-hours cap holds back);
 running cells, the newest failures) in one SELECT, for views that refresh every few
 seconds. ``complete`` says which.
 
-A sweep *has ended* when no cell is pending, queued or running, none waits for a retry,
-and no scheduler holds its lease (one finishing its bookkeeping still does); a sweep whose
-cells wait with no scheduler has not ended (a ``kappa resume`` elsewhere picks it up).
+A sweep *has ended* when its plan's work is done and no scheduler holds its lease (one
+finishing its bookkeeping still does). Its work is done when no cell is pending, queued or
+running, none waits for a retry, and a search has no trials left (each study's budget
+spent, or the study stopped: :func:`~orchestrator.analysis.studies.trials_left`), whoever
+drives it: a search none of whose trials is recorded yet has not ended, nor has a sweep
+whose work waits with no scheduler (a ``kappa resume`` elsewhere picks it up).
 """
 
 from __future__ import annotations
@@ -186,6 +189,8 @@ class SweepStatus:
     studies: tuple[StudySummary, ...] = ()
     notify: Mapping[str, Any] | None = None
     seeds: SeedsSummary | None = None
+    #: A search has trials left to ask or tell (judged only when no cell is unfinished).
+    trials_left: bool = False
 
     @property
     def total(self) -> int:
@@ -203,9 +208,14 @@ class SweepStatus:
         return sum(self.counts.get(s, 0) for s in UNFINISHED) + self.retrying
 
     @property
+    def work_left(self) -> bool:
+        """An unfinished cell, or a search's trials left (module docstring)."""
+        return bool(self.unfinished) or self.trials_left
+
+    @property
     def ended(self) -> bool:
         """Nothing left to run and no scheduler (module docstring)."""
-        return not self.unfinished and not self.driver.live
+        return not self.work_left and not self.driver.live
 
     @property
     def all_succeeded(self) -> bool:

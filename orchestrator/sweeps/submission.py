@@ -125,18 +125,30 @@ def record(
 def _record(prepared: PreparedSweep, registry: Registry, tracker: Any,
             rerun: bool, rerun_stale: bool) -> SubmitResult:
     spec = prepared.spec
-    is_new = registry.find_sweep(spec.name) is None
-    experiment_id = tracker.ensure_experiment(spec.name)
+    known = registry.find_sweep(spec.name)
+    is_new = known is None
     # A literal webhook URL is a secret: stored and shown masked (notify.json has it).
     spec_text, shown = shareable(spec.source_text, prepared.plan.overrides, spec.notify)
-    # Always set: a resubmit without overrides must not show the last one's. A password
-    # in a URL is masked, as everywhere kappa shows text.
-    overrides = redact(command_line(shown))
-    parent_run_id, run_is_new = tracker.sweep_run(
-        experiment_id, spec.name, spec_text,
-        tags={"kappa.backend": spec.backend, OVERRIDES_TAG: overrides[:MAX_TAG_CHARS]})
+    plan = prepared.plan.model_copy(update={"overrides": shown})
+    stale = stale_cells(registry, spec.name, {c.cell_id for c in prepared.cells},
+                        prepared.backend.numerics()) if not is_new else None
+    if (known is not None and known.mlflow_experiment_id and known.mlflow_parent_run_id
+            and known.spec_text == spec_text and known.plan == plan.to_json()
+            and not _anything_to_run(prepared, registry, rerun,
+                                     stale.cell_ids if stale and rerun_stale else ())):
+        # Its parent run already holds this spec and these tags, and no cell runs: MLflow
+        # (seconds to import and open) has nothing to learn.
+        experiment_id, parent_run_id = known.mlflow_experiment_id, known.mlflow_parent_run_id
+        run_is_new = False
+    else:
+        experiment_id = tracker.ensure_experiment(spec.name)
+        # Always set: a resubmit without overrides must not show the last one's. A
+        # password in a URL is masked, as everywhere kappa shows text.
+        overrides = redact(command_line(shown))
+        parent_run_id, run_is_new = tracker.sweep_run(
+            experiment_id, spec.name, spec_text,
+            tags={"kappa.backend": spec.backend, OVERRIDES_TAG: overrides[:MAX_TAG_CHARS]})
     try:
-        plan = prepared.plan.model_copy(update={"overrides": shown})
         registry.upsert_sweep(spec.name, backend=spec.backend, spec_text=spec_text,
                               mlflow_experiment_id=experiment_id,
                               mlflow_parent_run_id=parent_run_id, plan=plan.to_json())
@@ -149,8 +161,9 @@ def _record(prepared: PreparedSweep, registry: Registry, tracker: Any,
             if run_is_new:  # a parent run found in MLflow predates this submit: kept
                 tracker.delete_sweep_runs(parent_run_id)
         raise
-    stale = stale_cells(registry, spec.name, {c.cell_id for c in prepared.cells},
-                        prepared.backend.numerics())
+    if stale is None:
+        stale = stale_cells(registry, spec.name, {c.cell_id for c in prepared.cells},
+                            prepared.backend.numerics())
     # Not the cells this call added: one of those already cancelled was cancelled by a
     # `kappa cancel` that ran after they were added, and must stay so.
     requeued = _requeue_finished(registry, spec.name, rerun, {c.cell_id for c in new},
@@ -160,12 +173,23 @@ def _record(prepared: PreparedSweep, registry: Registry, tracker: Any,
                         parent_run_id=parent_run_id, stale=stale)
 
 
+def _anything_to_run(prepared: PreparedSweep, registry: Registry, rerun: bool,
+                     stale: Sequence[str]) -> bool:
+    """Whether recording ``prepared`` would add or requeue a cell (what
+    :func:`_requeue_finished` would run again: the same states)."""
+    recorded = {cell_id for cell_id, _ in registry.cell_keys(prepared.name)}
+    return bool(stale or registry.cell_keys(prepared.name, _run_again(rerun))
+                or any(c.cell_id not in recorded for c in prepared.cells))
+
+
+def _run_again(rerun: bool) -> list[CellState]:
+    """The finished states a resubmit runs again: failed, cancelled, succeeded with ``rerun``."""
+    return [CellState.FAILED, CellState.CANCELLED, *([CellState.SUCCEEDED] if rerun else [])]
+
+
 def _requeue_finished(registry: Registry, sweep: str, rerun: bool, added: set[str],
                       stale: Sequence[str]) -> int:
-    again: list[CellState] = [CellState.FAILED, CellState.CANCELLED]
-    if rerun:
-        again.append(CellState.SUCCEEDED)
-    cells = registry.cells(sweep, again)
+    cells = registry.cells(sweep, _run_again(rerun))
     if stale and not rerun:  # just those: a sweep's succeeded cells may be 100,000
         cells += [c for c in registry.cells_by_id(sweep, stale)
                   if c.state is CellState.SUCCEEDED]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
@@ -127,7 +128,7 @@ class Sweep:
         """The whole status: every cell, hours, comparison groups, studies, seeds on demand,
         notify target (``complete``)."""
         from orchestrator.analysis.seed_live import seeds_summary
-        from orchestrator.analysis.studies import study_summaries
+        from orchestrator.analysis.studies import study_summaries, trials_left
         from orchestrator.notify.store import load_config
         from orchestrator.spec.overrides import command_line
         from orchestrator.stopping.budget import CAP_REASON, admit, saved_by_group, sweep_hours
@@ -147,6 +148,7 @@ class Sweep:
         together = plan.stop.together if plan.stop is not None else ()
         notify = load_config(self.name)
         overrides = self.overrides
+        studies = study_summaries(registry, record, plan)
         return SweepStatus(
             sweep=self.name, backend=record.backend, complete=True, counts=counts,
             retrying=sum(1 for c in cells if c.state is CellState.FAILED and c.retries_left),
@@ -161,20 +163,43 @@ class Sweep:
             hours=sweep_hours(cells, plan.resources, cap, now),
             groups=tuple(saved_by_group(cells, plan.resources, together, now))
             if together else (),
-            studies=tuple(study_summaries(registry, record, plan)),
+            studies=tuple(studies),
             seeds=None if plan.seeds is None else seeds_summary(cells, plan.seeds,
                                                                 plan.resources),
             notify=None if notify is None else {"url": notify.masked(),
-                                                "events": list(notify.events)})
+                                                "events": list(notify.events)},
+            trials_left=plan.search is not None and trials_left(
+                studies, len(plan.studies),
+                (c for c in cells if c.state is CellState.CANCELLED)))
 
     def active_status(self) -> SweepStatus:
         """Counts, the lease, running cells and the newest failures, in one SELECT (not
-        ``complete``), through a read-only connection kept until :meth:`close`."""
+        ``complete``), through a read-only connection kept until :meth:`close`; with no
+        cell unfinished, a search's studies too (whether trials are left)."""
         from orchestrator.registry.active import read_active, read_engine
 
         if self._reader is None:
             self._reader = read_engine(self.registry.engine)
-        return active_status(self.record, read_active(self._reader, self.name))
+        status = active_status(self.record, read_active(self._reader, self.name))
+        if status.unfinished:
+            return status
+        return replace(status, trials_left=self.trials_left())
+
+    def trials_left(self) -> bool:
+        """Whether the sweep's search has trials left to ask or tell
+        (:func:`~orchestrator.analysis.studies.trials_left`); never for a grid, nor for a
+        sweep without a readable plan."""
+        from orchestrator.analysis.studies import study_summaries, trials_left
+
+        try:
+            plan = self.plan
+        except UserInputError:
+            return False
+        if plan.search is None:
+            return False
+        cancelled = self.registry.cells(self.name, [CellState.CANCELLED])
+        return trials_left(study_summaries(self.registry, self.record, plan),
+                           len(plan.studies), cancelled)
 
     def close(self) -> None:
         """Let go of the read-only connection :meth:`active_status` opened (the registry

@@ -1,9 +1,9 @@
 """``kappa doctor`` on real stores: every check a CPU machine can exercise (issue 11, 3).
 
 The real entry point runs in-process (``main()``); the registry is real SQLite, MLflow a
-real SQLite store (and a server URL nobody listens on), the plug-in probe a real
-``import verl`` in a fresh process. The Ray check runs against a real local Ray head
-(slow).
+real SQLite store (and a server URL nobody listens on), the plug-in probe a fresh process
+that reads verl's metadata (with ``--deep``, a real ``import verl``). The Ray check runs
+against a real local Ray head (slow).
 """
 
 from __future__ import annotations
@@ -79,10 +79,12 @@ def test_a_good_setup_passes(home: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert checks["registry"]["details"]["revision"] == HEAD_REVISION
     if importlib.util.find_spec("verl") is None:  # an embedded-only install
         assert checks["plugin"]["status"] == "skipped", checks["plugin"]
-    else:
-        assert checks["plugin"]["status"] == "ok", checks["plugin"]
-        assert checks["plugin"]["details"]["loaded"] is True
-        assert checks["plugin"]["details"]["facts"]["estimator"] == "reward_budget"
+    else:  # installed and enabled, and it says it did not import verl
+        plugin = checks["plugin"]
+        assert plugin["status"] == "ok", plugin
+        assert "verl not imported (--deep imports it" in plugin["summary"], plugin
+        assert plugin["details"]["imported"] is False and plugin["details"]["enabled"] is True
+        assert "loaded" not in plugin["details"] and "facts" not in plugin["details"]
     assert checks["ray"]["status"] == "skipped" and "RAY_ADDRESS" in checks["ray"]["summary"]
     assert checks["disk"]["status"] == "ok"
     assert checks["mlflow"]["status"] == "ok", checks["mlflow"]
@@ -203,15 +205,31 @@ def test_a_python_without_verl_and_the_plugin_is_a_problem(
     assert plugin["details"]["importable"] is False
 
 
-@pytest.mark.slow
-def test_a_plugin_verl_does_not_load_is_a_problem(home: Path, monkeypatch: pytest.MonkeyPatch,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    """Installed, but verl is told to load no plug-ins: the real ``import verl`` shows it."""
+def test_deep_imports_verl_as_a_run_does(home: Path, capsys: pytest.CaptureFixture[str]
+                                         ) -> None:
+    """``--deep``: a real ``import verl`` loads the plug-in, which answers its check."""
     needs("verl")
-    monkeypatch.setenv("VERL_USE_EXTERNAL_PLUGINS", "none")
-    code, checks = doctor_json(capsys, "--check", "plugin")
+    code, checks = doctor_json(capsys, "--check", "plugin", "--deep")
+    plugin = checks["plugin"]
+    assert code == 0 and plugin["status"] == "ok", plugin
+    assert "loaded by verl" in plugin["summary"] and "not imported" not in plugin["summary"]
+    assert plugin["details"]["imported"] is True and plugin["details"]["loaded"] is True
+    assert plugin["details"]["facts"]["estimator"] == "reward_budget"
+
+
+@pytest.mark.parametrize(("policy", "deep"), [
+    ("none", False), ("other,another", False), pytest.param("none", True, marks=pytest.mark.slow)])
+def test_a_plugin_verl_does_not_load_is_a_problem(
+        home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        policy: str, deep: bool) -> None:
+    """Installed, but verl is told to load no plug-ins (or only others): verl's policy
+    read says it would not load it; the real ``import verl`` (``--deep``) shows it."""
+    needs("verl")
+    monkeypatch.setenv("VERL_USE_EXTERNAL_PLUGINS", policy)
+    code, checks = doctor_json(capsys, "--check", "plugin", *(["--deep"] if deep else []))
     assert code == 2
-    assert "did not load kappa_verl" in checks["plugin"]["summary"], checks["plugin"]
+    words = "did not load kappa_verl" if deep else "would not load kappa_verl"
+    assert words in checks["plugin"]["summary"], checks["plugin"]
     assert "VERL_USE_EXTERNAL_PLUGINS" in checks["plugin"]["fix"]
 
 
@@ -241,7 +259,7 @@ def test_ray_workers_have_the_plugin(home: Path, capsys: pytest.CaptureFixture[s
 
     with local_ray_head() as address:
         code, checks = doctor_json(capsys, "--check", "ray", "--ray-address", address,
-                                   "--python", sys.executable)
+                                   "--python", sys.executable, "--deep")
     ray = checks["ray"]
     assert code == 0, ray
     assert ray["status"] == "warning" and "no GPUs" in ray["summary"], ray
@@ -293,10 +311,15 @@ def test_a_real_mlflow_server_is_read_not_written(
     ({"error": "ImportError: boom"}, "problem", "ImportError: boom"),
     ({"importable": False, "entry_point": False, "loaded": False}, "problem", "not installed"),
     ({"importable": True, "entry_point": False, "loaded": False}, "problem", "no 'verl.plugins'"),
-    ({"importable": True, "entry_point": True, "loaded": False, "external_plugins": "none"},
-     "problem", "VERL_USE_EXTERNAL_PLUGINS='none'"),
-    ({"importable": True, "entry_point": True, "loaded": True, "verl": "0.9.1"}, "ok",
-     "loaded by verl 0.9.1's entry point"),
+    ({"importable": True, "entry_point": True, "imported": True, "loaded": False,
+      "external_plugins": "none"}, "problem", "did not load kappa_verl"),
+    ({"importable": True, "entry_point": True, "imported": True, "loaded": True,
+      "verl": "0.9.1"}, "ok", "loaded by verl 0.9.1's entry point"),
+    ({"importable": True, "entry_point": True, "imported": False, "enabled": False,
+      "external_plugins": "none"}, "problem", "would not load kappa_verl"),
+    ({"importable": True, "entry_point": True, "imported": False, "enabled": True,
+      "verl": "0.9.1"}, "ok", "verl 0.9.1 and kappa_verl installed, its entry point enabled; "
+     "verl not imported (--deep imports it"),
 ])
 def test_probe_verdicts(found: dict[str, Any], status: str, words: str) -> None:
     """Every way a probe (here or in a Ray worker) can come back, judged."""
