@@ -113,7 +113,9 @@ def write_summary(run_dir: Path, summary: Mapping[str, Any]) -> None:
     write_json(run_dir / SUMMARY_FILE, dict(summary) | ({"provenance": made} if made else {}))
 
 
-class _CellFacts(Protocol):
+class CellFacts(Protocol):
+    """What a cell's files need of it (a registry record or a grid cell fits)."""
+
     @property
     def cell_id(self) -> str: ...
     @property
@@ -122,7 +124,7 @@ class _CellFacts(Protocol):
     def labels(self) -> Any: ...
 
 
-def write_cell_file(run_dir: Path, sweep: str, cell: _CellFacts, state: str,
+def write_cell_file(run_dir: Path, sweep: str, cell: CellFacts, state: str,
                     mlflow_run_id: str | None) -> Path:
     """Write ``run_dir/cell.json`` (made if needed), rewritten after each state change (the
     registry stays the truth), so a folder copied elsewhere still says which sweep and cell it

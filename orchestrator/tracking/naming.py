@@ -14,9 +14,10 @@ import re
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from orchestrator.paths import is_canary_sweep
+from orchestrator.runs.folder import CellFacts
 
 MAX_KEY_LENGTH = 250
 MAX_PARAM_VALUE_LENGTH = 6000
@@ -82,18 +83,7 @@ def axis_params(axes: Mapping[str, Any], labels: Any,
             for name, value in axes.items()}
 
 
-class NamedCell(Protocol):
-    """What naming needs of a cell (a registry record or a grid cell fits)."""
-
-    @property
-    def cell_id(self) -> str: ...
-    @property
-    def axes(self) -> Mapping[str, Any]: ...
-    @property
-    def labels(self) -> Any: ...
-
-
-def _shown(cell: NamedCell) -> dict[str, Any]:
+def _shown(cell: CellFacts) -> dict[str, Any]:
     """The cell's axis values as shown: a label where the spec gives one."""
     labels = cell.labels if isinstance(cell.labels, Mapping) else {}
     return {name: labels.get(name, value) for name, value in cell.axes.items()}
@@ -125,7 +115,7 @@ def _part(axis: str, value: Any, flag: str) -> str:
                  MAX_NAME_PART)
 
 
-def short_names(cells: Iterable[NamedCell]) -> dict[str, str]:
+def short_names(cells: Iterable[CellFacts]) -> dict[str, str]:
     """Cell id -> a short run name made of the axes whose values differ among ``cells``
     (all axes when none does), in axis order, e.g. ``grpo +RB s1``; unique among
     ``cells``: a name two cells would share ends with the cell's id (``[3be1eb]``)."""
