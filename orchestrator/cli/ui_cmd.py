@@ -56,12 +56,13 @@ def ui_cmd(
 ) -> None:
     """Start the MLflow UI on the store the sweeps log to; print the URL of SWEEP's runs.
 
-    The URL opens the sweep's saved view once the sweep has ended (or `kappa report SWEEP`
-    ran): every cell charted, grouped by the compared axis; before that, the sweep's runs.
-    Either is in the UI's Model training mode; it is printed last, once the server
-    answers, without MLflow's start-up messages, with the address of the sweep's table
-    and report. With an MLflow server as the store (--mlflow http://...), no server is
-    started: the URL is that server's.
+    The URL opens in the UI's Model training mode.
+
+    Once the sweep has ended (or `kappa report SWEEP` ran), it lands on the sweep's saved
+    view: every cell charted, grouped by the compared axis; before that, on the sweep's
+    runs. It is printed last, once the server answers, without MLflow's start-up messages,
+    with the address of the sweep's table and report. With an MLflow server as the store
+    (--mlflow http://...), no server is started: the URL is that server's.
     """
     from orchestrator.tracking import absolute_uri, ui, ui_server
 

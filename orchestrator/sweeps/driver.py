@@ -165,6 +165,10 @@ def resume(
                 if opts.on_tick is not None:
                     opts.on_tick(registry, sweep)
                 time.sleep(max(opts.poll_interval, 0.5))
+                # The holder may have finished while this one slept: taking over a sweep
+                # with nothing left would reopen runs another machine's store may hold.
+                if not _work_left(registry, sweep):
+                    return registry.counts(sweep)
                 # The sweep as it is when this one takes over (a resubmit may change it).
                 scheduler = build_scheduler(registry, registry.get_sweep(sweep), backend,
                                             executor, tracker, opts, publish_to=stores)
