@@ -238,11 +238,15 @@ def check_sweep(stores: Stores, spec: Path, *, exact: bool) -> None:
                        if r.data.tags.get("kappa.role") == "cell")
     assert all(r.data.tags.get("mlflow.parentRunId") == parents[0] for r in runs
                if r.data.tags.get("kappa.role") == "cell")
-    ran = {c.cell_id: c for c in cells if c.attempts_count}
-    assert children == Counter(list(ran)), "exactly one child run per cell that ran"
-    by_id = {r.data.tags.get("kappa.cell_id"): r.info.run_id for r in runs
+    # A cell cancelled between its claim and its launch has a run (ended KILLED, recorded
+    # on the cell) and no attempt: the scheduler's documented path (loop._launch).
+    ran = {c.cell_id: c for c in cells if c.attempts_count or c.mlflow_run_id}
+    assert children == Counter(list(ran)), "exactly one child run per cell that opened one"
+    by_id = {r.data.tags.get("kappa.cell_id"): r for r in runs
              if r.data.tags.get("kappa.role") == "cell"}
-    assert all(ran[i].mlflow_run_id == by_id[i] for i in ran)
+    assert all(ran[i].mlflow_run_id == by_id[i].info.run_id for i in ran)
+    assert all(by_id[i].info.status == "KILLED" for i, c in ran.items()
+               if not c.attempts_count), "a run of a cell that never ran is ended KILLED"
 
 
 def _mix(n: int, rng: random.Random, spec: Path) -> list[list[str]]:
