@@ -14,23 +14,22 @@ parent run the sweep's table, report and delta metrics; the experiment the saved
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
-import socket
-import subprocess
-import sys
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 from kit.home import register_backends, seed_mlflow_store
+from kit.mlflow_ui import (
+    STARTUP_LIMIT,
+    Served,
+    artifact,
+    get,
+    post,
+    served,
+)
 
 from orchestrator.registry import Registry
 from orchestrator.sweeps.driver import submit
@@ -45,97 +44,6 @@ axes:
   seed: [0, 1]
 """
 CELLS = 8
-STARTUP_LIMIT = 180  # seconds; a guard against a server that never comes up
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _get(base: str, endpoint: str, **query: str) -> dict[str, Any]:
-    url = f"{base}{endpoint}?{urllib.parse.urlencode(query)}"
-    with urllib.request.urlopen(url, timeout=30) as resp:
-        return dict(json.loads(resp.read()))
-
-
-def _post(base: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
-    req = urllib.request.Request(f"{base}{path}", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=30) as resp:
-        return dict(json.loads(resp.read()))
-
-
-def mlflow_server(
-    store_uri: str, artifact_root: Path, port: int, log: Path
-) -> subprocess.Popen[bytes]:
-    """Start ``mlflow server`` (as ``kappa ui`` does) in its own process group."""
-    argv = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", store_uri,
-            "--default-artifact-root", artifact_root.as_uri(),
-            "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
-    with open(log, "wb") as out:
-        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-
-
-def wait_until_up(base: str, proc: subprocess.Popen[bytes], log: Path) -> None:
-    """Poll ``/health`` until it answers; fail (with the server's log) after the limit."""
-    deadline = time.monotonic() + STARTUP_LIMIT
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"mlflow server exited {proc.returncode}:\n{log.read_text()}")
-        try:
-            with urllib.request.urlopen(f"{base}/health", timeout=5) as resp:
-                if resp.status == 200:
-                    return
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            pass
-        time.sleep(0.5)
-    raise AssertionError(f"mlflow server not up after {STARTUP_LIMIT}s:\n{log.read_text()}")
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    """Terminate the server's process group (it may have workers), then make sure."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(30)
-
-
-BROWSER_RECORDER = """#!/bin/sh
-printf '%s' "$1" > "$(dirname "$0")/opened.txt"
-"""
-
-
-@dataclass(frozen=True)
-class Served:
-    """A sweep served by ``kappa ui``: the server's base URL, KAPPA_HOME, the URL ``kappa
-    ui`` printed, the file its browser wrote the opened URL to, ``kappa ui``'s pid and
-    the file its output went to."""
-
-    base: str
-    home: Path
-    printed: str
-    opened: Path
-    pid: int
-    log: Path
-
-
-def kappa_ui(home: Path, port: int, log: Path, *args: str) -> subprocess.Popen[bytes]:
-    """``kappa ui ARGS --port PORT --open`` in its own process group; a recording browser."""
-    recorder = home.parent / "browser.sh"
-    recorder.write_text(BROWSER_RECORDER)
-    recorder.chmod(0o755)
-    env = {**os.environ, "KAPPA_HOME": str(home), "BROWSER": f"{recorder} %s",
-           "MLFLOW_WORKERS": "1"}
-    with open(log, "wb") as out:
-        return subprocess.Popen([sys.executable, "-m", "orchestrator", "ui", *args,
-                                 "--port", str(port), "--open"], stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True, env=env)
 
 
 @pytest.fixture(scope="module")
@@ -152,20 +60,8 @@ def served_sweep(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         mp.setenv("KAPPA_MLFLOW_SUMMARY", "1")
         register_backends(mp)
         submit(spec, wait=True, max_parallel=2)
-    port = _free_port()
-    log = home.parent / "mlflow-server.log"
-    proc = kappa_ui(home, port, log, "ui-mini")
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_up(base, proc, log)
-        deadline = time.monotonic() + STARTUP_LIMIT  # printed once the server answers
-        while (printed := re.search(r"^MLflow UI: (\S+)$", log.read_text(), re.MULTILINE)) \
-                is None:
-            assert time.monotonic() < deadline and proc.poll() is None, log.read_text()
-            time.sleep(0.2)
-        yield Served(base, home, printed.group(1), home.parent / "opened.txt", proc.pid, log)
-    finally:
-        stop(proc)
+    with served(home, "ui-mini") as up:
+        yield up
 
 
 @pytest.mark.slow
@@ -174,13 +70,13 @@ def test_ui_endpoints_see_names_tags_params_and_metrics(served_sweep: Served) ->
     with Registry.open(f"sqlite:///{home / 'registry.db'}") as reg:
         sweep = reg.get_sweep("ui-mini")
         cells = {c.mlflow_run_id: c for c in reg.cells("ui-mini")}
-    found = _post(base, "/api/2.0/mlflow/runs/search", {
+    found = post(base, "/api/2.0/mlflow/runs/search", {
         "experiment_ids": [sweep.mlflow_experiment_id],
         "filter": "tags.`kappa.sweep` = 'ui-mini'", "max_results": 100})
     runs = {r["info"]["run_id"]: r for r in found["runs"]}
     assert set(runs) == {*cells, sweep.mlflow_parent_run_id}
     for run_id, cell in cells.items():
-        run = _get(base, "/api/2.0/mlflow/runs/get", run_id=run_id or "")["run"]
+        run = get(base, "/api/2.0/mlflow/runs/get", run_id=run_id or "")["run"]
         assert run == runs[run_id] or run["info"]["run_id"] == run_id
         tags = {t["key"]: t["value"] for t in run["data"]["tags"]}
         params = {p["key"]: p["value"] for p in run["data"]["params"]}
@@ -196,21 +92,15 @@ def test_ui_endpoints_see_names_tags_params_and_metrics(served_sweep: Served) ->
         assert not {"baseline", "reward_budget", "seed"} & set(params), sorted(params)
         assert metrics["eval/toy/mean_at_4"] == pytest.approx(
             cell.final_metrics["eval/toy/mean@4"])
-        history = _get(base, "/api/2.0/mlflow/metrics/get-history", run_id=run_id or "",
+        history = get(base, "/api/2.0/mlflow/metrics/get-history", run_id=run_id or "",
                        metric_key="eval/toy/mean_at_4")["metrics"]
         assert [(h["step"], h["value"]) for h in history] == [
             (2, pytest.approx(cell.final_metrics["eval/toy/mean@4"]))]
     # Grouping by an axis in the UI is a filter on its tag, which the server answers.
-    grpo = _post(base, "/api/2.0/mlflow/runs/search", {
+    grpo = post(base, "/api/2.0/mlflow/runs/search", {
         "experiment_ids": [sweep.mlflow_experiment_id],
         "filter": "tags.`axis.baseline` = 'grpo'"})
     assert len(grpo["runs"]) == CELLS // 2
-
-
-def _artifact(base: str, run_id: str, path: str) -> str:
-    url = f"{base}/get-artifact?{urllib.parse.urlencode({'path': path, 'run_uuid': run_id})}"
-    with urllib.request.urlopen(url, timeout=30) as resp:
-        return str(resp.read().decode("utf-8"))
 
 
 @pytest.mark.slow
@@ -221,17 +111,17 @@ def test_the_parent_run_holds_the_table_report_plots_and_deltas(served_sweep: Se
         parent = reg.get_sweep("ui-mini").mlflow_parent_run_id or ""
 
     def listed(path: str = "") -> set[str]:
-        files = _get(base, "/api/2.0/mlflow/artifacts/list", run_id=parent, path=path)
+        files = get(base, "/api/2.0/mlflow/artifacts/list", run_id=parent, path=path)
         return {f["path"] for f in files.get("files", [])}
 
     assert {"spec.yaml", "report.html", "ablation", "plots"} <= listed()
     assert listed("ablation") == {f"ablation/main-table.{ext}" for ext in ("md", "html", "csv")}
-    table = _artifact(base, parent, "ablation/main-table.md")
+    table = artifact(base, parent, "ablation/main-table.md")
     assert "Metric: eval/*/mean@4" in table and "| GRPO |" in table and "| + RB |" in table
-    assert _artifact(base, parent, "ablation/main-table.csv").startswith("block,Method,kind,n,")
-    assert "<table" in _artifact(base, parent, "ablation/main-table.html")
-    assert "ui-mini" in _artifact(base, parent, "report.html")
-    run = _get(base, "/api/2.0/mlflow/runs/get", run_id=parent)["run"]
+    assert artifact(base, parent, "ablation/main-table.csv").startswith("block,Method,kind,n,")
+    assert "<table" in artifact(base, parent, "ablation/main-table.html")
+    assert "ui-mini" in artifact(base, parent, "report.html")
+    run = get(base, "/api/2.0/mlflow/runs/get", run_id=parent)["run"]
     metrics = {m["key"]: m["value"] for m in run["data"]["metrics"]}
     # The fake trainer adds 0.05 to its eval metrics with reward budgeting: 5 points.
     for base_row in ("GRPO", "DAPO"):
@@ -248,7 +138,7 @@ def test_the_saved_view_finds_every_cell_grouped_by_the_compared_axis(
     with Registry.open(f"sqlite:///{served_sweep.home / 'registry.db'}") as reg:
         sweep = reg.get_sweep("ui-mini")
         cells = {c.mlflow_run_id for c in reg.cells("ui-mini")}
-    experiment = _get(base, "/api/2.0/mlflow/experiments/get",
+    experiment = get(base, "/api/2.0/mlflow/experiments/get",
                       experiment_id=sweep.mlflow_experiment_id or "")["experiment"]
     views = {t["key"]: t["value"] for t in experiment["tags"]
              if t["key"].startswith("mlflow.sharedViewState.")}
@@ -257,7 +147,7 @@ def test_the_saved_view_finds_every_cell_grouped_by_the_compared_axis(
     assert state["runsHiddenMode"] == "SHOW_ALL"  # all 8 charted, not the first 10 runs' worth
     assert state["groupBy"]["groupByKeys"] == [{"mode": "tag",
                                                 "groupByData": "axis.reward_budget"}]
-    found = _post(base, "/api/2.0/mlflow/runs/search", {
+    found = post(base, "/api/2.0/mlflow/runs/search", {
         "experiment_ids": [sweep.mlflow_experiment_id], "filter": state["searchFilter"]})
     assert {r["info"]["run_id"] for r in found["runs"]} == cells
     charted = re.compile(state["chartsSearchFilter"], re.IGNORECASE)
@@ -287,7 +177,7 @@ def test_kappa_ui_lands_on_the_sweeps_view(served_sweep: Served) -> None:
     assert params["workflowType"] == ["machine_learning"]
     assert params["compareRunsMode"] == ["CHART"]
     [key] = params["viewStateShareKey"]
-    experiment = _get(base, "/api/2.0/mlflow/experiments/get",
+    experiment = get(base, "/api/2.0/mlflow/experiments/get",
                       experiment_id=sweep.mlflow_experiment_id or "")["experiment"]
     assert f"mlflow.sharedViewState.{key}" in {t["key"] for t in experiment["tags"]}
     # The route, the query keys and the view's keys are the served UI's own (a new MLflow
@@ -323,44 +213,3 @@ def test_kappa_ui_prints_the_url_last_without_the_servers_noise(served_sweep: Se
     assert "Ctrl-C" in lines[4], lines
     for noise in ("Warning", "Registry store URI", "INFO:", "Security middleware"):
         assert not any(noise in line for line in lines), (noise, lines)
-
-
-@pytest.mark.slow
-@pytest.mark.browser
-def test_kappa_ui_url_charts_every_cell_in_chromium(served_sweep: Served, tmp_path: Path) -> None:
-    """In a fresh headless browser (no remembered workflow type or view), the printed URL
-    shows the sweep's saved view: its 8 cells under their short names in two groups (the
-    compared axis), charted per group; the experiment's plain address shows no runs (the
-    GenAI overview, the control)."""
-    import shutil
-
-    browser = next((b for b in ("chromium", "chromium-browser", "google-chrome")
-                    if shutil.which(b)), None)
-    if browser is None:
-        pytest.skip("chromium is not installed (make sysdeps / apt-get install -y chromium)")
-
-    def rendered(url: str, profile: str) -> str:
-        return subprocess.run(
-            [browser, "--headless=new", "--no-sandbox", "--disable-gpu",
-             "--window-size=1600,1000", f"--user-data-dir={tmp_path / profile}",
-             "--virtual-time-budget=60000", "--dump-dom", url], capture_output=True,
-            text=True, timeout=180, check=False).stdout
-
-    # The charts draw after the runs' metrics arrive; on a busy machine a render may end
-    # before that, so a render without them is tried again (a fresh browser each time).
-    legends = [f"{group} (eval/toy/mean_at_4)" for group in ("true", "false")]
-    for attempt in range(3):
-        dom = rendered(served_sweep.printed, f"printed-{attempt}")
-        if all(legend in dom for legend in legends):
-            break
-    # The cells and the parent run (which MLflow shows beside its children).
-    assert re.search(rf"<strong>{CELLS + 1}</strong> matching runs", dom), dom[-3000:]
-    assert "You're viewing a shared view" in dom
-    names = {f"{b} {rb}RB s{s}" for b in ("grpo", "dapo") for rb in "+-" for s in "01"}
-    assert all(f">{name}<" in dom for name in names), sorted(names - set(re.findall(
-        r">([a-z]+ [+-]RB s\d)<", dom)))
-    assert re.search(r"Group: true.{0,1000}?>4<", dom, re.S), "no group of 4 +RB runs"
-    for legend in legends:  # the chart's legend: one line per group
-        assert legend in dom
-    plain = served_sweep.printed.split("/runs?", 1)[0]  # #/experiments/<id>
-    assert "matching runs" not in rendered(plain, "plain")
