@@ -8,7 +8,9 @@ longest run of its seeds, in order, whose cells have ended (succeeded, or failed
 retry left): a seed still running hides the ones after it, as the replay would see them
 in order. A row gets its next seed once one of its comparisons has ended every seed it has
 and wants another (:func:`~orchestrator.stopping.seeds.wants_seed`), up to ``max``; it
-gets none while one of its cells is cancelled (a resubmit queues it again). What is
+gets none while one of its cells is cancelled (a resubmit queues it again), nor once
+``start`` of its seeds have a cell that failed for good (failures that repeat are the
+settings', not chance: more seeds would fail too, and pay for it). What is
 decided is a pure function of the registry's cells, so a restarted scheduler
 (:mod:`orchestrator.sweeps.seed_hook`) decides the same.
 """
@@ -37,10 +39,14 @@ from orchestrator.stopping.budget import multiplier, planned_hours
 from orchestrator.stopping.seeds import Look, SeedRule, decide, wants_seed
 
 
+def failed_for_good(cell: CellRecord) -> bool:
+    """Failed with no retry left."""
+    return cell.state is CellState.FAILED and not cell.retries_left
+
+
 def ended(cell: CellRecord) -> bool:
-    """Succeeded, or failed with no retry left: its value will not change."""
-    return cell.state is CellState.SUCCEEDED or (
-        cell.state is CellState.FAILED and not cell.retries_left)
+    """Succeeded, or failed for good: its value will not change."""
+    return cell.state is CellState.SUCCEEDED or failed_for_good(cell)
 
 
 @dataclass(frozen=True)
@@ -119,7 +125,8 @@ def seed_state(cells: Sequence[CellRecord], block: SeedsSpec) -> SeedState:
             wants = wants or (len(shown) == len(seeds) and wants_seed(diffs, rule))
         left = [s for s in order if s not in seeds]
         cancelled = any(c.state is CellState.CANCELLED for c in members)
-        room = len(seeds) < block.max and bool(left)
+        failed = {c.axes.get(SEED_AXIS) for c in members if failed_for_good(c)}
+        room = len(seeds) < block.max and bool(left) and len(failed) < block.start
         first = [c for c in members if c.axes.get(SEED_AXIS) == seeds[0]] if seeds else []
         rows.append(Row(row, tuple(seeds), left[0] if wants and room and not cancelled else None,
                         tuple(sorted(first, key=lambda c: c.index)),

@@ -141,8 +141,7 @@ def _stale(the_plan: Plan, registry: str | None) -> StaleCells | None:
     from orchestrator.sweeps.staleness import recorded_stale
 
     try:
-        return recorded_stale(registry, the_plan.spec.name, the_plan.spec.backend,
-                              set(the_plan.grid.by_id))
+        return recorded_stale(registry, the_plan)
     except UserInputError as exc:
         fixes = "".join(f"; {p.fix}" for p in exc.problems[:1] if p.fix)
         typer.echo(f"kappa: stale results not checked: {exc.summary}{fixes}", err=True)

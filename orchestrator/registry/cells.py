@@ -20,6 +20,7 @@ from orchestrator.registry.connection import (
     cell_row,
     check_fields,
     jsonable,
+    of_sweep,
     sweep_row,
     updated_one,
 )
@@ -144,21 +145,24 @@ class CellStore(LeaseStore):
               states: Iterable[CellState | str] | None = None) -> list[CellRecord]:
         """The sweep's cells (optionally only those in ``states``), by index."""
         with self._read() as session:
-            query = select(CellRow).where(CellRow.sweep_id == sweep_row(session, sweep).id)
+            query = select(CellRow).where(of_sweep(sweep))
             if states is not None:
                 query = query.where(CellRow.state.in_([CellState(s).value for s in states]))
-            rows = session.scalars(query.order_by(CellRow.index, CellRow.cell_id))
+            rows = session.scalars(query.order_by(CellRow.index, CellRow.cell_id)).all()
+            if not rows:
+                sweep_row(session, sweep)  # an unknown sweep is an error, not "no cells"
             return [CellRecord.of(row, sweep) for row in rows]
 
     def cell_keys(self, sweep: str,
                   states: Iterable[CellState | str] | None = None) -> list[tuple[str, int]]:
         """``(cell id, index)`` of the sweep's cells (in ``states``), by index: no settings."""
         with self._read() as session:
-            parent = sweep_row(session, sweep)
-            query = select(CellRow.cell_id, CellRow.index).where(CellRow.sweep_id == parent.id)
+            query = select(CellRow.cell_id, CellRow.index).where(of_sweep(sweep))
             if states is not None:
                 query = query.where(CellRow.state.in_([CellState(s).value for s in states]))
             rows = session.execute(query.order_by(CellRow.index, CellRow.cell_id)).all()
+            if not rows:
+                sweep_row(session, sweep)
             return [(str(cell_id), int(index)) for cell_id, index in rows]
 
     def finished_numerics(self, sweep: str) -> tuple[list[tuple[str, int]],
@@ -184,12 +188,12 @@ class CellStore(LeaseStore):
         wanted = list(dict.fromkeys(cell_ids))
         found: list[CellRecord] = []
         with self._read() as session:
-            parent = sweep_row(session, sweep)
             for start in range(0, len(wanted), _IDS_PER_QUERY):
                 rows = session.scalars(select(CellRow).where(
-                    CellRow.sweep_id == parent.id,
-                    CellRow.cell_id.in_(wanted[start:start + _IDS_PER_QUERY])))
+                    of_sweep(sweep), CellRow.cell_id.in_(wanted[start:start + _IDS_PER_QUERY])))
                 found.extend(CellRecord.of(row, sweep) for row in rows)
+            if not found:
+                sweep_row(session, sweep)
         return sorted(found, key=lambda c: (c.index, c.cell_id))
 
     def get_cell(self, sweep: str, ref: str) -> CellRecord:
@@ -208,8 +212,9 @@ class CellStore(LeaseStore):
         """How many of the sweep's cells are in each state (every state present)."""
         with self._read() as session:
             rows = session.execute(select(CellRow.state, func.count())
-                                   .where(CellRow.sweep_id == sweep_row(session, sweep).id)
-                                   .group_by(CellRow.state)).all()
+                                   .where(of_sweep(sweep)).group_by(CellRow.state)).all()
+            if not rows:
+                sweep_row(session, sweep)
         found = {CellState(state): int(n) for state, n in rows}
         return {state: found.get(state, 0) for state in CellState}
 

@@ -84,15 +84,40 @@ class SeedsHook(SchedulerHook):
         """``template``'s cell at ``seed`` and its demand, or ``None`` if the backend
         rejects it (said in the log; the row waits, asked again when a cell next ends)."""
         try:
-            validated = self.backend.validate(with_values(template.settings, {SEED_AXIS: seed}))
+            return seed_cell(self.backend, self.plan, template, seed)
         except UserInputError as exc:
             LOG.error("sweep %s: the %s backend rejects seed %s of cell %s: %s", self.sweep,
                       self.backend.name, seed, template.cell_id, exc.render())
             return None
-        resolved = validated.model_dump(mode="json")  # stored as its id hashes it
-        labels = dict(template.labels)
-        # Grid indices stay unique: seed number k of the grid's cell i is k × cells + i.
-        index = self.seeds.seed_values().index(seed) * self.plan.cell_count + template.index
-        cell = Cell(index, content_id(self.backend.name, resolved, labels),
-                    {**template.axes, SEED_AXIS: seed}, labels, resolved)
-        return cell, self.backend.demand(validated).to_json()
+
+
+def seed_cell(backend: Backend, plan: SweepPlan, template: CellRecord | Cell,
+              seed: int) -> tuple[Cell, Any]:
+    """``template`` (a cell of its row's first seed) at ``seed``, validated by
+    ``backend``, and its demand: the cell the rule adds (``UserInputError``: rejected)."""
+    assert plan.seeds is not None
+    validated = backend.validate(with_values(template.settings, {SEED_AXIS: seed}))
+    resolved = validated.model_dump(mode="json")  # stored as its id hashes it
+    labels = dict(template.labels)
+    # Grid indices stay unique: seed number k of the grid's cell i is k × cells + i.
+    index = plan.seeds.seed_values().index(seed) * plan.cell_count + template.index
+    cell = Cell(index, content_id(backend.name, resolved, labels),
+                {**template.axes, SEED_AXIS: seed}, labels, resolved)
+    return cell, backend.demand(validated).to_json()
+
+
+def reachable_ids(backend: Backend, plan: SweepPlan, cells: Sequence[Cell]) -> set[str]:
+    """The ids of every cell the spec can have: its grid ``cells`` and, with a ``seeds:``
+    block, each of their rows at each seed up to ``max`` (what a stale check of the spec
+    must cover, as the rule may have added any of them)."""
+    ids = {c.cell_id for c in cells}
+    if plan.seeds is None:
+        return ids
+    values = plan.seeds.seed_values()
+    for template in (c for c in cells if c.axes.get(SEED_AXIS) == values[0]):
+        for seed in values[plan.seeds.start:]:
+            try:
+                ids.add(seed_cell(backend, plan, template, seed)[0].cell_id)
+            except UserInputError:
+                continue  # never added by the rule either
+    return ids

@@ -18,11 +18,14 @@ from collections import Counter
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.backends import get_backend
 from orchestrator.registry import Registry, RegistryMissing
 from orchestrator.runs.provenance import label, stale_against
+
+if TYPE_CHECKING:
+    from orchestrator.grid.plan import Plan
 
 #: Stale cell ids printed before "and N more".
 SHOWN_IDS = 20
@@ -86,18 +89,21 @@ def stale_cells(registry: Registry, sweep: str, cell_ids: Set[str],
     return StaleCells(sweep, label(installed), tuple(stale), dict(differences.most_common()))
 
 
-def recorded_stale(registry_url: str | None, sweep: str, backend: str,
-                   cell_ids: Set[str]) -> StaleCells | None:
-    """:func:`stale_cells` of ``sweep`` against the numerics of ``backend`` installed here,
+def recorded_stale(registry_url: str | None, plan: Plan) -> StaleCells | None:
+    """:func:`stale_cells` of ``plan``'s sweep (every cell it can have, the seeds a
+    ``seeds:`` block may add included) against the numerics of its backend installed here,
     if the registry at ``registry_url`` (default: the usual one) exists and records the
     sweep, else ``None``; creates nothing. An unreadable registry (outdated, out of reach)
     is the ``UserInputError`` opening it raises."""
-    installed = get_backend(backend).numerics()
+    from orchestrator.sweeps.seed_hook import reachable_ids
+
+    backend = get_backend(plan.spec.backend)
     try:
         registry = Registry.open(registry_url, create=False)
     except RegistryMissing:
         return None
     with registry:
-        if registry.find_sweep(sweep) is None:
+        if registry.find_sweep(plan.spec.name) is None:
             return None
-        return stale_cells(registry, sweep, cell_ids, installed)
+        ids = reachable_ids(backend, plan.sweep_plan(), plan.cells)
+        return stale_cells(registry, plan.spec.name, ids, backend.numerics())

@@ -33,6 +33,7 @@ from orchestrator.runs.layout import run_folder
 from orchestrator.spec.model import Spec
 from orchestrator.spec.notify_block import shareable
 from orchestrator.spec.overrides import command_line
+from orchestrator.sweeps.seed_hook import reachable_ids
 from orchestrator.sweeps.spec_plan import load_plan_with
 from orchestrator.sweeps.staleness import StaleCells, stale_cells
 from orchestrator.sweeps.sweep import Sweep
@@ -130,7 +131,9 @@ def _record(prepared: PreparedSweep, registry: Registry, tracker: Any,
     # A literal webhook URL is a secret: stored and shown masked (notify.json has it).
     spec_text, shown = shareable(spec.source_text, prepared.plan.overrides, spec.notify)
     plan = prepared.plan.model_copy(update={"overrides": shown})
-    stale = stale_cells(registry, spec.name, {c.cell_id for c in prepared.cells},
+    # The rule of a seeds: block may have added cells beyond the grid: they are the spec's.
+    reachable = reachable_ids(prepared.backend, prepared.plan, prepared.cells)
+    stale = stale_cells(registry, spec.name, reachable,
                         prepared.backend.numerics()) if not is_new else None
     if (known is not None and known.mlflow_experiment_id and known.mlflow_parent_run_id
             and known.spec_text == spec_text and known.plan == plan.to_json()
@@ -162,8 +165,7 @@ def _record(prepared: PreparedSweep, registry: Registry, tracker: Any,
                 tracker.delete_sweep_runs(parent_run_id)
         raise
     if stale is None:
-        stale = stale_cells(registry, spec.name, {c.cell_id for c in prepared.cells},
-                            prepared.backend.numerics())
+        stale = stale_cells(registry, spec.name, reachable, prepared.backend.numerics())
     # Not the cells this call added: one of those already cancelled was cancelled by a
     # `kappa cancel` that ran after they were added, and must stay so.
     requeued = _requeue_finished(registry, spec.name, rerun, {c.cell_id for c in new},

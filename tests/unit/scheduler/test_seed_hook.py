@@ -12,6 +12,7 @@ import pytest
 from kit.fake_trainer import sweep_final
 from kit.home import register_backends
 
+from orchestrator.analysis.seed_live import seed_state
 from orchestrator.backends import get_backend
 from orchestrator.grid.plan import SweepPlan
 from orchestrator.registry import CellRecord, CellState, Registry
@@ -126,3 +127,57 @@ def test_a_cell_that_will_be_retried_holds_its_row_and_one_failed_for_good_does_
     _hook(plan).on_pass(registry)
     # One pair left, fewer than start: the row wants a seed more.
     assert _seeds(registry)["grpo"] == [0, 0, 1, 1, 2, 2]
+
+
+def test_a_row_whose_cells_fail_for_good_stops_after_start_failed_seeds(
+        registry: Registry, tmp_path: Path) -> None:
+    """Before, such a row (settings that always fail) got every seed up to ``max``."""
+    plan = _submit(registry, tmp_path)
+
+    def end_pending() -> None:
+        for cell in registry.cells(NAME, [CellState.PENDING]):
+            failing = cell.axes["baseline"] == "noisy" and cell.axes["reward_budget"]
+            _end(registry, cell, CellState.FAILED if failing else CellState.SUCCEEDED)
+
+    end_pending()
+    _hook(plan).on_pass(registry)
+    # noisy +RB failed at both seeds: start (2) failed seeds, so no seed 2 for its row.
+    assert _seeds(registry) == {"grpo": [0, 0, 1, 1], "noisy": [0, 0, 1, 1]}
+    state = seed_state(registry.cells(NAME), plan.seeds)  # type: ignore[arg-type]
+    assert {r.row: r.done for r in state.rows} == {"baseline=grpo": True,
+                                                   "baseline=noisy": True}
+
+
+def test_one_failed_seed_below_start_still_gets_the_next(registry: Registry,
+                                                          tmp_path: Path) -> None:
+    plan = _submit(registry, tmp_path)
+    for cell in registry.cells(NAME, [CellState.PENDING]):
+        failing = (cell.axes["baseline"] == "noisy" and cell.axes["reward_budget"]
+                   and cell.axes["seed"] == 0)
+        _end(registry, cell, CellState.FAILED if failing else CellState.SUCCEEDED)
+    _hook(plan).on_pass(registry)
+    assert _seeds(registry)["noisy"] == [0, 0, 1, 1, 2, 2]
+
+
+def test_the_stale_check_covers_the_seeds_the_rule_added(
+        registry: Registry, tmp_path: Path) -> None:
+    """Finished cells of seeds past ``start`` are the spec's too: a change of numerics
+    finds them stale, not just the grid's first seeds."""
+    from orchestrator.sweeps.seed_hook import reachable_ids
+    from orchestrator.sweeps.staleness import stale_cells
+
+    plan = _submit(registry, tmp_path)
+    _end_all(registry)
+    _hook(plan).on_pass(registry)
+    _end_all(registry)
+    added = {c.cell_id for c in registry.cells(NAME) if c.axes["seed"] == 2}
+    assert len(added) == 2
+    prepared = prepare(tmp_path / "seeds.yaml")
+    backend = prepared.backend
+    reachable = reachable_ids(backend, prepared.plan, prepared.cells)
+    assert added <= reachable and len(reachable) == 16  # 4 rows' cells × 4 seeds
+    # Ended here without provenance: every finished cell counts as stale.
+    stale = stale_cells(registry, NAME, reachable, backend.numerics()).cell_ids
+    assert added <= set(stale) and len(stale) == 10
+    grid_only = {c.cell_id for c in prepared.cells}  # what the check covered before
+    assert not added & set(stale_cells(registry, NAME, grid_only, backend.numerics()).cell_ids)
