@@ -116,11 +116,9 @@ def table_files(sweep: str, tables: Sequence[tuple[str, TableSpec]],
         except UserInputError as exc:
             files[f"{stem}.md"] = f"# {what}\n\nNo table: {exc.render()}\n"
             continue
-        about = (f"Metric: {spec.metrics} (the columns); mean over seeds, "
-                 f"{spec.confidence:.0%} intervals.")
-        files[f"{stem}.md"] = f"# {what}\n\n{about}\n\n{render(table, 'markdown')}"
-        files[f"{stem}.html"] = _document(what, f"<p>{html.escape(about)}</p>"
-                                          + render(table, "html"))
+        # The table's notes name its metric and intervals.
+        files[f"{stem}.md"] = f"# {what}\n\n{render(table, 'markdown')}"
+        files[f"{stem}.html"] = _document(what, render(table, "html"))
         files[f"{stem}.csv"] = render(table, "csv")
         for key, value in delta_metrics(table).items():
             metrics.setdefault(key, value)

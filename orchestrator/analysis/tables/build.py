@@ -41,7 +41,7 @@ from orchestrator.analysis.tables.model import (
     TableRow,
 )
 from orchestrator.analysis.tables.spec import TableSpec
-from orchestrator.analysis.tables.validate import placements, validate
+from orchestrator.analysis.tables.validate import metric_globs, placements, validate
 from orchestrator.errors import Problem, UserInputError
 
 if TYPE_CHECKING:
@@ -340,7 +340,8 @@ def build_table(frame: pd.DataFrame, spec: TableSpec) -> Table:
     partial = any(c.partial for b in blocks for r in b.rows for c in r.cells)
     if spec.strict:
         numerics.refuse(marks.differing, "--strict")
-    notes = _notes(spec, factor, delta_axis is not None, partial, _stopped_note(frame))
+    notes = (f"Metric: {', '.join(metric_globs(frame, spec))} (a column per name it matches).",
+             *_notes(spec, factor, delta_axis is not None, partial, _stopped_note(frame)))
     if any(f.startswith(compared.MARK) for f in marks.footnotes):
         notes += (compared.EXPLANATION,)
     if marks.differing:

@@ -30,6 +30,13 @@ def _state_text(frame: pd.DataFrame) -> str:
     return ", ".join(f"{s}×{n}" for s, n in sorted(counts.items())) or "no cells"
 
 
+def metric_globs(frame: pd.DataFrame, spec: TableSpec) -> tuple[str, ...]:
+    """The metric globs the table shows: ``--metrics``, else the default for ``frame``'s
+    metrics (:func:`default_metric_glob`; none when there is none)."""
+    default = default_metric_glob(metric_names(frame))
+    return spec.metric_globs or ((default,) if default else ())
+
+
 def validate(frame: pd.DataFrame, spec: TableSpec) -> list[tuple[str, str]]:
     """The ``(metric, header)`` columns of the table; raises ``UserInputError`` otherwise."""
     problems: list[Problem] = []
@@ -52,8 +59,7 @@ def validate(frame: pd.DataFrame, spec: TableSpec) -> list[tuple[str, str]]:
                                     fix="give each axis one role: rows, delta, cross or blocks"))
     names = metric_names(frame)
     default = default_metric_glob(names)
-    globs = spec.metric_globs or ((default,) if default else ())
-    metrics = match_metrics(globs, names)
+    metrics = match_metrics(metric_globs(frame, spec), names)
     if not metrics:
         problems.append(Problem(
             "--metrics",
