@@ -1,4 +1,4 @@
-"""The ``kappa`` command line: one module per command group, each with ``register(app)``,
+"""The ``kappa`` command line: one module per command group, each with its ``commands``,
 keeping heavy imports (torch, mlflow, ray, sqlalchemy, pandas) inside the command functions so
 that ``kappa --help`` stays instant; ``kappa completion`` and the answers to a shell's
 completion requests (:func:`main`) come from the same click completion classes (typer's), so
@@ -43,8 +43,10 @@ app = typer.Typer(
          "Tour: kappa validate SPEC -> kappa plan SPEC -> kappa submit SPEC --wait -> "
          "kappa status -> kappa table SWEEP -> kappa ui")
 
-for _module in COMMAND_MODULES:
-    importlib.import_module(_module).register(app)
+for _module in COMMAND_MODULES:  # each module's ``commands``, merged in this order
+    _commands: typer.Typer = importlib.import_module(_module).commands
+    app.registered_commands += _commands.registered_commands
+    app.registered_groups += _commands.registered_groups
 
 
 def _print_version(asked: bool) -> None:

@@ -11,6 +11,8 @@ db_app = typer.Typer(
     help="The registry database: show its schema revision, migrate it.",
     no_args_is_help=True,
 )
+commands = typer.Typer()  # added to ``kappa`` by orchestrator.cli.app
+commands.add_typer(db_app, name="db")
 
 
 @db_app.command("upgrade")
@@ -72,8 +74,3 @@ def check(registry: RegistryOption = None) -> None:
 
     with Registry.open(registry) as reg:
         typer.echo(f"{reg.url}: ok")
-
-
-def register(app: typer.Typer) -> None:
-    """Add the ``db`` command group to the ``kappa`` app."""
-    app.add_typer(db_app, name="db")

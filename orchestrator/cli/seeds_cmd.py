@@ -13,6 +13,8 @@ from orchestrator.cli.completions import sweep_names, values
 from orchestrator.cli.sweep_options import RegistryOption
 from orchestrator.errors import Problem, UserInputError, unknown_name
 
+commands = typer.Typer()  # added to ``kappa`` by orchestrator.cli.app
+
 
 def _spendings() -> list[str]:
     from orchestrator.analysis.seed_check import SPENDING
@@ -20,6 +22,7 @@ def _spendings() -> list[str]:
     return list(SPENDING)
 
 
+@commands.command("seed-check")
 def seed_check(
     sweep: Annotated[str, typer.Argument(
         help="A finished sweep that ran --max seeds or more.", autocompletion=sweep_names)],
@@ -88,8 +91,3 @@ def seed_check(
     typer.echo(seeds.render(result, scale), nl=False)
     if json_out is not None:
         seeds.write_figures(json_out, result)
-
-
-def register(app: typer.Typer) -> None:
-    """Add ``seed-check`` to the ``kappa`` app."""
-    app.command("seed-check")(seed_check)

@@ -27,6 +27,8 @@ EXIT_SMOKE_FAILED = 1
 smoke_app = typer.Typer(
     name="smoke", no_args_is_help=True,
     help="One-command smoke tests of a backend on this machine (`kappa smoke verl`).")
+commands = typer.Typer()  # added to ``kappa`` by orchestrator.cli.app
+commands.add_typer(smoke_app)
 
 
 @smoke_app.command("verl")
@@ -91,8 +93,3 @@ def _run_and_check(spec: Path, stores: Stores, max_parallel: int | None,
             typer.echo(line)
     if not verdicts or not all(v.passed for v in verdicts):
         raise typer.Exit(EXIT_SMOKE_FAILED)
-
-
-def register(app: typer.Typer) -> None:
-    """Add ``kappa smoke`` to the ``kappa`` app."""
-    app.add_typer(smoke_app)
