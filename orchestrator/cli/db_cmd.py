@@ -18,10 +18,10 @@ commands.add_typer(db_app, name="db")
 @db_app.command("upgrade")
 def upgrade(registry: RegistryOption = None) -> None:
     """Migrate the registry database to this kappa's schema (creates it if empty)."""
-    from orchestrator.registry.engine import display_url, make_engine, normalize_url
+    from orchestrator.registry.engine import display_url, make_engine
     from orchestrator.registry.schema import upgrade_schema
 
-    engine = make_engine(normalize_url(paths.registry_url(registry)))
+    engine = make_engine(paths.registry_url(registry))
     try:
         before, after = upgrade_schema(engine)
     finally:

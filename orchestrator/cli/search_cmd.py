@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
@@ -11,19 +11,7 @@ from orchestrator.cli.console import make_console
 from orchestrator.cli.sweep_options import OverridesArgument, RunOptions, run_options, submit_spec
 from orchestrator.errors import Problem, UserInputError
 
-if TYPE_CHECKING:
-    from orchestrator.sweeps.submission import PreparedSweep
-
 commands = typer.Typer()  # added to ``kappa`` by orchestrator.cli.app
-
-
-def _require_search(prepared: PreparedSweep) -> None:
-    if prepared.spec.search is None:
-        raise UserInputError(f"{prepared.spec.filename}: no search: block", [
-            prepared.spec.problem(
-                [], "`kappa search` runs a spec's search: block, and this spec has none",
-                fix="add search: {space: ..., objective: ..., trials: N} "
-                    "(docs/spec.md#search), or run the grid with `kappa submit`")])
 
 
 @commands.command("search")
@@ -43,11 +31,12 @@ def search_cmd(
     best value, `kappa table SWEEP` the best trial per study.
     """
     from orchestrator.sweeps.detached import scheduler_log
+    from orchestrator.sweeps.submission import PreparedSweep
 
     console = make_console()
-    result = submit_spec(console, spec, run.stores, quiet=not wait, vet=_require_search,
-                         wait=wait, max_parallel=run.max_parallel, choice=run.choice(),
-                         overrides=overrides or ())
+    result = submit_spec(console, spec, run.stores, quiet=not wait, wait=wait,
+                         vet=PreparedSweep.require_search, max_parallel=run.max_parallel,
+                         choice=run.choice(), overrides=overrides or ())
     if not wait:
         console.print(f"search [bold]{result.sweep}[/] running in the background (log: "
                       f"{scheduler_log(result.sweep)}); `kappa status {result.sweep}` "

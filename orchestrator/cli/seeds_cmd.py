@@ -65,10 +65,7 @@ def seed_check(
     paths.check_name(sweep)
     if spending not in seeds.SPENDING:
         raise unknown_name("spending function", spending, seeds.SPENDING, "--spending")
-    axis, sep, base = delta.partition("=")
-    if not sep or not axis:
-        raise UserInputError("invalid --delta", [Problem(
-            "--delta", "expected AXIS=BASE", found=delta, fix="e.g. reward_budget=false")])
+    axis, base = stop_check.parse_delta(delta)
     rule = seeds.seed_rule(start, max_seeds, alpha, margin, spending)
     stopped = None
     if rules is not None:  # refuses an unfinished sweep itself

@@ -17,7 +17,6 @@ from orchestrator.cli.sweep_options import (
     stores_of,
     submit_spec,
 )
-from orchestrator.errors import Problem, UserInputError
 
 if TYPE_CHECKING:
     from orchestrator.sweeps.stores import Stores
@@ -61,12 +60,8 @@ def smoke_verl_cmd(
     from orchestrator.backends.verl import smoke
     from orchestrator.sweeps.smoke import prepare_smoke, smoke_commands
 
-    if not dry_run and (problems := smoke.gpu_problems()):
-        raise UserInputError("kappa smoke verl needs a CUDA GPU and vLLM on this machine", [
-            Problem("this machine", "; ".join(problems), fix=(
-                "run it on a GPU node with verl's GPU extras (`pip install 'verl[vllm]'`); "
-                "`kappa smoke verl --dry-run` builds the files and shows the 12 verl command "
-                "lines without a GPU"))])
+    if not dry_run:
+        smoke.require_gpu()
     files = prepare_smoke(out, spec or smoke.TEMPLATE)
     if dry_run:
         typer.echo(f"# smoke files in {files.out_dir}; spec {files.spec}")

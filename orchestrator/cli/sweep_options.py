@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, get_type_hints
 import typer
 
 from orchestrator.cli.completions import values
+from orchestrator.cli.executors_cmd import executor_names
 from orchestrator.limits import MAX_PARALLEL
 
 if TYPE_CHECKING:
@@ -25,12 +26,6 @@ if TYPE_CHECKING:
     from orchestrator.sweeps.stores import Stores
     from orchestrator.sweeps.submission import PreparedSweep, SubmitResult
     from orchestrator.sweeps.sweep import SchedulerOptions
-
-
-def _executor_names() -> list[str]:
-    from orchestrator.cli.executors_cmd import executor_names
-
-    return executor_names()
 
 
 OverridesArgument = Annotated[list[str] | None, typer.Argument(
@@ -52,7 +47,7 @@ ExecutorOption = Annotated[str | None, typer.Option(
     help="Where cells run: local, ray_jobs or an installed plug-in (`kappa executors` "
          "lists them and their options; default: what the sweep used last, else local). "
          "Remembered, with its options, for the sweep's later resume and cancel.",
-    autocompletion=values(_executor_names))]
+    autocompletion=values(executor_names))]
 ExecutorOptionsOption = Annotated[list[str] | None, typer.Option(
     "--executor-option", "-E", metavar="KEY=VALUE",
     help="An option of the executor (repeatable), e.g. -E max_parallel=4; a list or "

@@ -27,7 +27,7 @@ def load_plan_with(path: str | Path, overrides: Sequence[str] = (), judge: bool 
     return plan(checked(reading), judge=judge, models=models)
 
 
-def hours_text(value: float) -> str:
+def hours_figure(value: float) -> str:
     """1920 -> "1,920"; 0.25 -> "0.25"."""
     if value == int(value):
         return f"{int(value):,}"
@@ -41,8 +41,8 @@ def cost_text(plan: Plan) -> str:
 
     res = plan.resources
     return (f"{plural(plan.count, 'cell')} × {plural(res.gpus, 'GPU')} × "
-            f"{plural(res.nodes, 'node')} × {hours_text(res.hours)} h = "
-            f"{hours_text(plan.gpu_hours)} GPU-hours")
+            f"{plural(res.nodes, 'node')} × {hours_figure(res.hours)} h = "
+            f"{hours_figure(plan.gpu_hours)} GPU-hours")
 
 
 def check_gpu_hours(plan: Plan, limit: float) -> None:
@@ -50,10 +50,10 @@ def check_gpu_hours(plan: Plan, limit: float) -> None:
     if plan.gpu_hours > limit:
         over = plan.gpu_hours - limit
         raise UserInputError(
-            f"plan needs {hours_text(plan.gpu_hours)} GPU-hours, {hours_text(over)} over the "
-            f"limit of {hours_text(limit)}",
-            [plan.spec.problem(("resources",), cost_text(plan), found=hours_text(plan.gpu_hours),
-                               allowed=f"<= {hours_text(limit)}",
+            f"plan needs {hours_figure(plan.gpu_hours)} GPU-hours, {hours_figure(over)} over the "
+            f"limit of {hours_figure(limit)}",
+            [plan.spec.problem(("resources",), cost_text(plan), found=hours_figure(plan.gpu_hours),
+                               allowed=f"<= {hours_figure(limit)}",
                                fix="exclude cells, shorten resources.hours, or raise "
                                    "--max-gpu-hours")])
 
@@ -73,4 +73,4 @@ def seeds_text(plan: Plan) -> str:
             f" of each comparison of {seeds.axis} against {json.dumps(seeds.base)}; seeds "
             f"{later} are added one at a time while one of a row's comparisons is undecided: "
             f"at most {plan.max_count:,} cells, "
-            f"{hours_text(plan.max_count * plan.resources.gpu_hours)} GPU-hours")
+            f"{hours_figure(plan.max_count * plan.resources.gpu_hours)} GPU-hours")
