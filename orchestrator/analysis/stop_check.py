@@ -249,15 +249,21 @@ def chosen_rules(sweep: str, plan: SweepPlan, cells: Sequence[CellRecord],
     return rules
 
 
+def parse_delta(delta: str) -> tuple[str, str]:
+    """``(axis, base value)`` of ``--delta AXIS=BASE`` (malformed: ``UserInputError``)."""
+    axis, sep, base = delta.partition("=")
+    if not sep or not axis:
+        raise UserInputError("invalid --delta", [Problem(
+            "--delta", "expected AXIS=BASE", found=delta, fix="e.g. reward_budget=false")])
+    return axis, base
+
+
 def compared_axis(delta: str | None, rules: StopRules,
                   cells: Sequence[CellRecord]) -> tuple[str, str]:
     """``(axis, base value)`` of ``--delta AXIS=BASE``, else the rules' one together axis
     against its first value."""
     if delta is not None:
-        axis, sep, base = delta.partition("=")
-        if not sep or not axis:
-            raise UserInputError("invalid --delta", [Problem(
-                "--delta", "expected AXIS=BASE", found=delta, fix="e.g. reward_budget=false")])
+        axis, base = parse_delta(delta)
         axes = sorted({a for c in cells for a in c.axes})
         values = sorted({value_text(c.axes[axis]) for c in cells if axis in c.axes})
         if not values:

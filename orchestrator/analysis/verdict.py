@@ -13,9 +13,13 @@ verdicts the same words).
 from __future__ import annotations
 
 from collections.abc import Collection
+from typing import TYPE_CHECKING
 
 from orchestrator.analysis.stats import Interval, fixed_groups_interval
 from orchestrator.analysis.tables import AVERAGE, Table
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 REPRODUCES, CONTRADICTS, INCONCLUSIVE = "reproduces", "contradicts", "inconclusive"
 # What the findings page says of the same comparison; keep it true to the page.
@@ -59,3 +63,13 @@ def verdict_line(table: Table, steps: Collection[int] = ()) -> str | None:
     return (f"RB − baseline, {AVERAGE}: {interval.estimate:+.{d}f} {bounds} (n={interval.n} "
             f"pairs, {len(groups)} baseline{'s' * (len(groups) != 1)}, pooled paired t): "
             f"{directional_verdict(interval)}{at}; {FINDINGS}")
+
+
+def closing_lines(table: Table | None, frame: pd.DataFrame, made_by: str = "") -> list[str]:
+    """The lines that end the demo's output: the table's verdict (:func:`verdict_line`),
+    when it has one, then which code and machine made its numbers (last, so a pasted
+    output says so)."""
+    steps = [int(s) for s in frame["total_steps"].dropna()] if "total_steps" in frame else []
+    verdict = verdict_line(table, steps) if table is not None else None
+    return [*([] if verdict is None else [f"verdict:   {verdict}"]),
+            f"made by:   {made_by or 'not recorded'}"]

@@ -35,8 +35,10 @@ _HELP = (
     "GRPO 3024, 2309, 2066, 2000, 2066, 2309, 3024.\n\n"
     "Example: kappa advantage-table --group-size 16 --beta 0.005 --format latex"
 )
+commands = typer.Typer()  # added to ``kappa`` by orchestrator.cli.app
 
 
+@commands.command("advantage-table", help=_HELP)
 def advantage_table_command(
     group_size: int = typer.Option(
         8, "--group-size", "-G", min=2, help="Responses per prompt (G); rows are k = 1 .. G-1."),
@@ -60,8 +62,3 @@ def advantage_table_command(
     except AlgorithmError as exc:  # the algorithms' error, as kappa's exit-2 user error
         raise UserInputError(exc.summary, [Problem(**vars(i)) for i in exc.issues]) from exc
     typer.echo(render_advantage_table(rows, fmt.value), nl=False)
-
-
-def register(app: typer.Typer) -> None:
-    """Add ``advantage-table`` to the ``kappa`` app."""
-    app.command("advantage-table", help=_HELP)(advantage_table_command)

@@ -1,9 +1,7 @@
-"""The ``kappa`` command line: one module per command group, each with ``register(app)``,
-keeping heavy imports (torch, mlflow, ray, sqlalchemy, pandas) inside the command functions so
-that ``kappa --help`` stays instant; ``kappa completion`` and the answers to a shell's
-completion requests (:func:`main`) come from the same click completion classes (typer's), so
-they always agree.
-"""
+"""The ``kappa`` command line: each command module's ``commands``, with heavy imports (torch,
+mlflow, ray, sqlalchemy, pandas) inside the commands so that ``kappa --help`` stays instant.
+``kappa completion`` and a shell's completion requests (:func:`main`) share typer's click
+completion classes, so they always agree."""
 
 from __future__ import annotations
 
@@ -43,8 +41,10 @@ app = typer.Typer(
          "Tour: kappa validate SPEC -> kappa plan SPEC -> kappa submit SPEC --wait -> "
          "kappa status -> kappa table SWEEP -> kappa ui")
 
-for _module in COMMAND_MODULES:
-    importlib.import_module(_module).register(app)
+for _module in COMMAND_MODULES:  # each module's ``commands``, merged in this order
+    _commands: typer.Typer = importlib.import_module(_module).commands
+    app.registered_commands += _commands.registered_commands
+    app.registered_groups += _commands.registered_groups
 
 
 def _print_version(asked: bool) -> None:
@@ -107,11 +107,10 @@ _OWN_LINE = re.compile(r"\s|[-*#$>]|\d+[.)]\s")
 
 
 def unwrap_help(doc: str) -> str:
-    """``doc`` with each paragraph's single line breaks joined into spaces, as click
-    does, so that the terminal wraps the text: typer keeps them in every paragraph but
-    the first, which breaks sentences mid-line at any other width than the source's.
-    A paragraph marked ``\\b`` (click's no-rewrap mark) and lines of :data:`_OWN_LINE`
-    keep their breaks."""
+    """``doc`` with each paragraph's line breaks joined into spaces, as click does for the
+    first (typer keeps them in the others: sentences break mid-line at other widths). A
+    paragraph marked ``\\b`` (click's no-rewrap mark) and lines of :data:`_OWN_LINE` keep
+    theirs."""
     paragraphs = inspect.cleandoc(doc).split("\n\n")
     for i, paragraph in enumerate(paragraphs):
         if paragraph.startswith("\b"):

@@ -11,16 +11,10 @@ import typer
 
 from orchestrator.cli.console import make_console
 from orchestrator.cli.sweep_options import (
-    ExecutorOption,
-    ExecutorOptionsOption,
-    MaxParallelOption,
-    MlflowOption,
     OverridesArgument,
-    RayAddressOption,
-    RegistryOption,
-    executor_choice,
+    RunOptions,
     interruptible,
-    stores_of,
+    run_options,
     sweep_progress,
 )
 
@@ -28,10 +22,9 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from orchestrator.sweeps.canary import CanaryOutcome, CanaryPlan
-    from orchestrator.sweeps.executor_choice import ExecutorChoice
-    from orchestrator.sweeps.stores import Stores
 
 EXIT_CANARY_FAILED = 2
+commands = typer.Typer()  # added to ``kappa`` by orchestrator.cli.app
 
 
 def print_plan(console: Console, plan: CanaryPlan, detailed: bool = False) -> None:
@@ -95,23 +88,25 @@ def print_outcome(console: Console, outcome: CanaryOutcome) -> None:
                       f"{reused}; `kappa logs CANARY-ID` shows a whole log")
 
 
-def run_and_report(console: Console, spec: Path, stores: Stores, choice: ExecutorChoice,
-                   max_parallel: int | None, rerun: bool,
+def run_and_report(console: Console, spec: Path, run: RunOptions, rerun: bool,
                    overrides: Sequence[str] = ()) -> CanaryOutcome:
     """Plan SPEC's canaries (``overrides`` applied; bad input: exit 2, nothing written),
     run them here with progress, and print the outcome."""
     from orchestrator.sweeps.canary import plan_canaries, run_canaries
     from orchestrator.sweeps.submission import prepare
 
+    choice = run.choice()
     plan = plan_canaries(prepare(spec, models=True, overrides=overrides))
     print_plan(console, plan)
     with interruptible(plan.name), sweep_progress(console) as options:
-        outcome = run_canaries(plan, stores, rerun=rerun, max_parallel=max_parallel,
+        outcome = run_canaries(plan, run.stores, rerun=rerun, max_parallel=run.max_parallel,
                                options=options, choice=choice)
     print_outcome(console, outcome)
     return outcome
 
 
+@commands.command("canary")
+@run_options
 def canary_cmd(
     spec: Annotated[Path, typer.Argument(help="The experiment spec (YAML).")],
     overrides: OverridesArgument = None,
@@ -119,12 +114,7 @@ def canary_cmd(
         "--dry-run", help="List the canaries and what each changes; run nothing.")] = False,
     rerun: Annotated[bool, typer.Option(
         "--rerun", help="Run canaries that passed before again too.")] = False,
-    max_parallel: MaxParallelOption = None,
-    executor: ExecutorOption = None,
-    executor_option: ExecutorOptionsOption = None,
-    ray_address: RayAddressOption = None,
-    registry: RegistryOption = None,
-    mlflow: MlflowOption = None,
+    *, run: RunOptions,
 ) -> None:
     """Run every distinct cell configuration of SPEC for a few steps (a canary).
 
@@ -144,13 +134,6 @@ def canary_cmd(
         print_plan(console, plan_canaries(prepare(spec, models=True, overrides=overrides or ())),
                    detailed=True)
         return
-    outcome = run_and_report(console, spec, stores_of(registry, mlflow),
-                             executor_choice(executor, ray_address, executor_option),
-                             max_parallel, rerun, overrides or ())
+    outcome = run_and_report(console, spec, run, rerun, overrides or ())
     if not outcome.passed:
         raise typer.Exit(EXIT_CANARY_FAILED)
-
-
-def register(app: typer.Typer) -> None:
-    """Add ``kappa canary`` to the ``kappa`` app."""
-    app.command("canary")(canary_cmd)

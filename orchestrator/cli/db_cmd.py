@@ -11,15 +11,17 @@ db_app = typer.Typer(
     help="The registry database: show its schema revision, migrate it.",
     no_args_is_help=True,
 )
+commands = typer.Typer()  # added to ``kappa`` by orchestrator.cli.app
+commands.add_typer(db_app, name="db")
 
 
 @db_app.command("upgrade")
 def upgrade(registry: RegistryOption = None) -> None:
     """Migrate the registry database to this kappa's schema (creates it if empty)."""
-    from orchestrator.registry.engine import display_url, make_engine, normalize_url
+    from orchestrator.registry.engine import display_url, make_engine
     from orchestrator.registry.schema import upgrade_schema
 
-    engine = make_engine(normalize_url(paths.registry_url(registry)))
+    engine = make_engine(paths.registry_url(registry))
     try:
         before, after = upgrade_schema(engine)
     finally:
@@ -72,8 +74,3 @@ def check(registry: RegistryOption = None) -> None:
 
     with Registry.open(registry) as reg:
         typer.echo(f"{reg.url}: ok")
-
-
-def register(app: typer.Typer) -> None:
-    """Add the ``db`` command group to the ``kappa`` app."""
-    app.add_typer(db_app, name="db")

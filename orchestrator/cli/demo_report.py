@@ -13,9 +13,6 @@ from orchestrator.errors import UserInputError
 from orchestrator.redact import redact
 
 if TYPE_CHECKING:
-    import pandas as pd
-
-    from orchestrator.analysis.tables import Table as AblationTable
     from orchestrator.sweeps.status import SweepStatus
     from orchestrator.sweeps.stores import Stores
     from orchestrator.sweeps.sweep import Sweep
@@ -34,9 +31,10 @@ def _cells_table(status: SweepStatus) -> Table:
 
 def print_demo_results(console: Console, sweep: Sweep, stores: Stores) -> None:
     """Per-cell accuracies, the ablation table, the report, where everything is, then the
-    closing lines (:func:`closing_lines`)."""
+    closing lines (:func:`~orchestrator.analysis.verdict.closing_lines`)."""
     from orchestrator.analysis.report import ablation_table, mlflow_ui_address, write_report
     from orchestrator.analysis.sources import results
+    from orchestrator.analysis.verdict import closing_lines
 
     name = sweep.name
     status = sweep.status()
@@ -57,20 +55,7 @@ def print_demo_results(console: Console, sweep: Sweep, stores: Stores) -> None:
     console.print(f"registry:  {sweep.registry.url}")
     console.print(f"MLflow:    {redact(paths.mlflow_uri(stores.mlflow_uri))} — browse it with "
                   f"`kappa ui {name} --open` ({mlflow_ui_address(stores.mlflow_uri)}); see "
-                  "docs/mlflow-ui.md to "
-                  "compare runs")
+                  "docs/mlflow-ui.md to compare runs")
     console.print(f"run folders: {sweep.folder}")
     for line in closing_lines(table, frame, status.made_by):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
-
-
-def closing_lines(table: AblationTable | None, frame: pd.DataFrame, made_by: str = "") -> list[str]:
-    """The lines that end the demo's output: the verdict the findings page's rule gives the
-    table's pooled '+ RB' delta (:mod:`orchestrator.analysis.verdict`), when it has one, then
-    which code and machine made its numbers (last, so a pasted output says so)."""
-    from orchestrator.analysis.verdict import verdict_line
-
-    steps = [int(s) for s in frame["total_steps"].dropna()] if "total_steps" in frame else []
-    verdict = verdict_line(table, steps) if table is not None else None
-    return [*([] if verdict is None else [f"verdict:   {verdict}"]),
-            f"made by:   {made_by or 'not recorded'}"]

@@ -19,8 +19,10 @@ RayAddressOption = Annotated[str | None, typer.Option(
     help="The Ray cluster's dashboard (Jobs API) address, e.g. http://head:8265 "
          "(default: RAY_ADDRESS; without one the Ray check is skipped).")]
 _STYLE = {"ok": "green", "warning": "yellow", "problem": "bold red", "skipped": "dim"}
+commands = typer.Typer()  # added to ``kappa`` by orchestrator.cli.app
 
 
+@commands.command("doctor")
 def doctor_cmd(
     registry: RegistryOption = None,
     mlflow: MlflowOption = None,
@@ -92,8 +94,3 @@ def _print_table(results: list[CheckResult], code: int) -> None:
     counts = {s: sum(r.status.value == s for r in results) for s in _STYLE}
     verdict = "ready" if code == 0 else "not ready: fix the problems above"
     console.print(", ".join(f"{n} {s}" for s, n in counts.items() if n) + f" — {verdict}")
-
-
-def register(app: typer.Typer) -> None:
-    """Add ``kappa doctor`` to the ``kappa`` app."""
-    app.command("doctor")(doctor_cmd)

@@ -4,11 +4,13 @@ broken plug-in listed with its error."""
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from orchestrator.cli.console import make_console
+
+commands = typer.Typer()  # added to ``kappa`` by orchestrator.cli.app
 
 
 def executor_names() -> list[str]:
@@ -18,24 +20,13 @@ def executor_names() -> list[str]:
     return list(EXECUTORS)
 
 
-def describe_executors() -> list[dict[str, Any]]:
-    """Every registered executor, with its options or the reason it cannot be loaded."""
-    from orchestrator.executors import EXECUTORS, executor_class
-    from orchestrator.spec.plugins import describe, model_options
-
-    def load(name: str) -> dict[str, Any]:
-        cls = executor_class(name)
-        return {"job_id_prefix": cls.job_id_prefix, "options": model_options(cls.Options)}
-
-    return describe(EXECUTORS, load)
-
-
+@commands.command("executors")
 def executors_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """List the installed executors, each option they take (set with --executor NAME
     -E KEY=VALUE on submit, resume, canary and search), and the installed backends."""
-    from orchestrator.spec.plugins import describe_backends
+    from orchestrator.spec.plugins import describe_backends, describe_executors
 
     executors, backends = describe_executors(), describe_backends()
     if as_json:
@@ -71,8 +62,3 @@ def executors_cmd(
         backs.add_row(f"[bold]{escape(entry['name'])}[/]", escape(entry["entry_point"]) + status,
                       escape(entry["distribution"] or "in-process"))
     console.print(backs)
-
-
-def register(app: typer.Typer) -> None:
-    """Add ``kappa executors`` to the ``kappa`` app."""
-    app.command("executors")(executors_cmd)

@@ -27,6 +27,7 @@ StrictOption = Annotated[bool, typer.Option(
 EXPORT_FORMATS = ("csv", "parquet", "json")
 BETTER = ("higher", "lower")
 CONVERGENCE_FORMATS = ("markdown", "csv")
+commands = typer.Typer()  # added to ``kappa`` by orchestrator.cli.app
 
 
 def _table_formats() -> list[str]:
@@ -64,6 +65,7 @@ def _emit(text: str, output: Path | None) -> None:
         typer.echo(f"wrote {output}", err=True)
 
 
+@commands.command("export")
 def export(
     sweeps: SweepsArgument,
     fmt: Annotated[str, typer.Option("--format", "-f", help="csv | parquet | json",
@@ -96,6 +98,7 @@ def export(
         _emit(frame_text(frame, fmt), output)
 
 
+@commands.command("table")
 def table(
     sweeps: SweepsArgument,
     rows: Annotated[str | None, typer.Option(
@@ -151,6 +154,7 @@ def table(
     _emit(table_text(sweeps, spec, fmt, placed, registry, mlflow), output)
 
 
+@commands.command("report")
 def report(
     sweeps: SweepsArgument,
     output: Annotated[Path | None, typer.Option(
@@ -189,6 +193,7 @@ def report(
                                  report_html=target.read_text(encoding="utf-8")))
 
 
+@commands.command("convergence")
 def convergence(
     sweeps: SweepsArgument,
     metric: Annotated[str, typer.Option(
@@ -209,6 +214,7 @@ def convergence(
     _emit(convergence_text(sweeps, metric, fmt, registry, mlflow), None)
 
 
+@commands.command("stop-check")
 def stop_check(
     sweep: Annotated[str, typer.Argument(
         help="A finished sweep, run to full length.", autocompletion=sweep_names)],
@@ -252,12 +258,3 @@ def stop_check(
     typer.echo(replay.render(result, replay.describe(chosen)), nl=False)
     if json_out is not None:
         replay.write_json(result, json_out)
-
-
-def register(app: typer.Typer) -> None:
-    """Add the result commands to the ``kappa`` app."""
-    app.command("export")(export)
-    app.command("table")(table)
-    app.command("report")(report)
-    app.command("convergence")(convergence)
-    app.command("stop-check")(stop_check)

@@ -3,49 +3,25 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from orchestrator.cli.console import make_console
-from orchestrator.cli.sweep_options import (
-    ExecutorOption,
-    ExecutorOptionsOption,
-    MaxParallelOption,
-    MlflowOption,
-    OverridesArgument,
-    RayAddressOption,
-    RegistryOption,
-    executor_choice,
-    stores_of,
-    submit_spec,
-)
+from orchestrator.cli.sweep_options import OverridesArgument, RunOptions, run_options, submit_spec
 from orchestrator.errors import Problem, UserInputError
 
-if TYPE_CHECKING:
-    from orchestrator.sweeps.submission import PreparedSweep
+commands = typer.Typer()  # added to ``kappa`` by orchestrator.cli.app
 
 
-def _require_search(prepared: PreparedSweep) -> None:
-    if prepared.spec.search is None:
-        raise UserInputError(f"{prepared.spec.filename}: no search: block", [
-            prepared.spec.problem(
-                [], "`kappa search` runs a spec's search: block, and this spec has none",
-                fix="add search: {space: ..., objective: ..., trials: N} "
-                    "(docs/spec.md#search), or run the grid with `kappa submit`")])
-
-
+@commands.command("search")
+@run_options
 def search_cmd(
     spec: Annotated[Path, typer.Argument(help="The experiment spec (YAML) with search:.")],
     overrides: OverridesArgument = None,
     wait: Annotated[bool, typer.Option(
         "--wait", help="Run the search here and return when every study has ended.")] = False,
-    max_parallel: MaxParallelOption = None,
-    executor: ExecutorOption = None,
-    executor_option: ExecutorOptionsOption = None,
-    ray_address: RayAddressOption = None,
-    registry: RegistryOption = None,
-    mlflow: MlflowOption = None,
+    *, run: RunOptions,
 ) -> None:
     """Run SPEC's adaptive search: one Optuna study per axis combination, each trial a cell.
 
@@ -55,13 +31,12 @@ def search_cmd(
     best value, `kappa table SWEEP` the best trial per study.
     """
     from orchestrator.sweeps.detached import scheduler_log
+    from orchestrator.sweeps.submission import PreparedSweep
 
     console = make_console()
-    choice = executor_choice(executor, ray_address, executor_option)
-    stores = stores_of(registry, mlflow)
-    result = submit_spec(console, spec, stores, quiet=not wait, vet=_require_search,
-                         wait=wait, max_parallel=max_parallel, choice=choice,
-                         overrides=overrides or ())
+    result = submit_spec(console, spec, run.stores, quiet=not wait, wait=wait,
+                         vet=PreparedSweep.require_search, max_parallel=run.max_parallel,
+                         choice=run.choice(), overrides=overrides or ())
     if not wait:
         console.print(f"search [bold]{result.sweep}[/] running in the background (log: "
                       f"{scheduler_log(result.sweep)}); `kappa status {result.sweep}` "
@@ -69,7 +44,7 @@ def search_cmd(
         return
     from orchestrator.analysis.studies import study_summaries
 
-    with stores.open_registry() as reg:
+    with run.stores.open_registry() as reg:
         studies = study_summaries(reg, reg.get_sweep(result.sweep))
     for study in studies:
         console.print(study.line(), highlight=False, markup=False)
@@ -78,8 +53,3 @@ def search_cmd(
         raise UserInputError(f"{len(failed)} stud{'y' if len(failed) == 1 else 'ies'} failed",
                              [Problem("search.objective.metric", s.error or "", fix=None)
                               for s in failed])
-
-
-def register(app: typer.Typer) -> None:
-    """Add ``kappa search`` to the ``kappa`` app."""
-    app.command("search")(search_cmd)

@@ -13,6 +13,8 @@ from orchestrator.cli.completions import sweep_names, values
 from orchestrator.cli.sweep_options import RegistryOption
 from orchestrator.errors import Problem, UserInputError, unknown_name
 
+commands = typer.Typer()  # added to ``kappa`` by orchestrator.cli.app
+
 
 def _spendings() -> list[str]:
     from orchestrator.analysis.seed_check import SPENDING
@@ -20,6 +22,7 @@ def _spendings() -> list[str]:
     return list(SPENDING)
 
 
+@commands.command("seed-check")
 def seed_check(
     sweep: Annotated[str, typer.Argument(
         help="A finished sweep that ran --max seeds or more.", autocompletion=sweep_names)],
@@ -62,10 +65,7 @@ def seed_check(
     paths.check_name(sweep)
     if spending not in seeds.SPENDING:
         raise unknown_name("spending function", spending, seeds.SPENDING, "--spending")
-    axis, sep, base = delta.partition("=")
-    if not sep or not axis:
-        raise UserInputError("invalid --delta", [Problem(
-            "--delta", "expected AXIS=BASE", found=delta, fix="e.g. reward_budget=false")])
+    axis, base = stop_check.parse_delta(delta)
     rule = seeds.seed_rule(start, max_seeds, alpha, margin, spending)
     stopped = None
     if rules is not None:  # refuses an unfinished sweep itself
@@ -88,8 +88,3 @@ def seed_check(
     typer.echo(seeds.render(result, scale), nl=False)
     if json_out is not None:
         seeds.write_figures(json_out, result)
-
-
-def register(app: typer.Typer) -> None:
-    """Add ``seed-check`` to the ``kappa`` app."""
-    app.command("seed-check")(seed_check)

@@ -17,7 +17,6 @@ from orchestrator.cli.sweep_options import (
     stores_of,
     submit_spec,
 )
-from orchestrator.errors import Problem, UserInputError
 
 if TYPE_CHECKING:
     from orchestrator.sweeps.stores import Stores
@@ -27,6 +26,8 @@ EXIT_SMOKE_FAILED = 1
 smoke_app = typer.Typer(
     name="smoke", no_args_is_help=True,
     help="One-command smoke tests of a backend on this machine (`kappa smoke verl`).")
+commands = typer.Typer()  # added to ``kappa`` by orchestrator.cli.app
+commands.add_typer(smoke_app)
 
 
 @smoke_app.command("verl")
@@ -59,12 +60,8 @@ def smoke_verl_cmd(
     from orchestrator.backends.verl import smoke
     from orchestrator.sweeps.smoke import prepare_smoke, smoke_commands
 
-    if not dry_run and (problems := smoke.gpu_problems()):
-        raise UserInputError("kappa smoke verl needs a CUDA GPU and vLLM on this machine", [
-            Problem("this machine", "; ".join(problems), fix=(
-                "run it on a GPU node with verl's GPU extras (`pip install 'verl[vllm]'`); "
-                "`kappa smoke verl --dry-run` builds the files and shows the 12 verl command "
-                "lines without a GPU"))])
+    if not dry_run:
+        smoke.require_gpu()
     files = prepare_smoke(out, spec or smoke.TEMPLATE)
     if dry_run:
         typer.echo(f"# smoke files in {files.out_dir}; spec {files.spec}")
@@ -91,8 +88,3 @@ def _run_and_check(spec: Path, stores: Stores, max_parallel: int | None,
             typer.echo(line)
     if not verdicts or not all(v.passed for v in verdicts):
         raise typer.Exit(EXIT_SMOKE_FAILED)
-
-
-def register(app: typer.Typer) -> None:
-    """Add ``kappa smoke`` to the ``kappa`` app."""
-    app.add_typer(smoke_app)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,10 +18,12 @@ if TYPE_CHECKING:
     from orchestrator.sweeps.spec_plan import Plan
     from orchestrator.sweeps.staleness import StaleCells
 
+commands = typer.Typer()  # added to ``kappa`` by orchestrator.cli.app
 _SPEC_ARG = typer.Argument(
     ..., help="The experiment spec (YAML), e.g. experiments/toy/table2.yaml.", show_default=False)
 
 
+@commands.command("validate")
 def validate_command(spec_file: Path = _SPEC_ARG, overrides: OverridesArgument = None) -> None:
     """Check a spec and every cell's settings; print "ok: N cells" or every problem (exit 2).
 
@@ -33,41 +34,7 @@ def validate_command(spec_file: Path = _SPEC_ARG, overrides: OverridesArgument =
     typer.echo(f"ok: {load_plan_with(spec_file, overrides or ()).count} cells")
 
 
-def _hours(value: float) -> str:
-    """1920 -> "1,920"; 0.25 -> "0.25"."""
-    if value == int(value):
-        return f"{int(value):,}"
-    return f"{value:,.2f}".rstrip("0").rstrip(".")
-
-
-def _cost(plan: Plan) -> str:
-    """``8 cells × 1 GPU × 1 node × 2 h = 16 GPU-hours``."""
-    def plural(n: int, word: str) -> str:
-        return f"{n} {word}{'' if n == 1 else 's'}"
-
-    res = plan.resources
-    return (f"{plural(plan.count, 'cell')} × {plural(res.gpus, 'GPU')} × "
-            f"{plural(res.nodes, 'node')} × {_hours(res.hours)} h = "
-            f"{_hours(plan.gpu_hours)} GPU-hours")
-
-
-def _seeds_line(plan: Plan) -> str:
-    """What a ``seeds:`` block adds to the cells shown, and its most GPU-hours."""
-    seeds = plan.spec.seeds
-    assert seeds is not None
-    def listed(seeds: Sequence[int]) -> str:
-        shown = [*map(str, seeds[:4]), "…", str(seeds[-1])] if len(seeds) > 5 else seeds
-        return ", ".join(map(str, shown))
-
-    values = seeds.seed_values()
-    later = listed(values[seeds.start:]) or "none"
-    return (f"seeds on demand: the cells above are seeds {listed(values[:seeds.start])}"
-            f" of each comparison of {seeds.axis} against {json.dumps(seeds.base)}; seeds "
-            f"{later} are added one at a time while one of a row's comparisons is undecided: "
-            f"at most {plan.max_count:,} cells, "
-            f"{_hours(plan.max_count * plan.resources.gpu_hours)} GPU-hours")
-
-
+@commands.command("plan")
 def plan_command(
     spec_file: Path = _SPEC_ARG,
     overrides: OverridesArgument = None,
@@ -87,28 +54,21 @@ def plan_command(
 
     Example: kappa plan experiments/toy/table2.yaml --max-gpu-hours 500 'axes.seed=[0]'
     """
-    from orchestrator.sweeps.spec_plan import load_plan_with
+    from orchestrator.sweeps.spec_plan import check_gpu_hours, cost_text, load_plan_with, seeds_text
 
     if max_gpu_hours is not None:  # before the spec is read; nan or inf would be no limit
         check_number(max_gpu_hours, "--max-gpu-hours", 0,
                      fix="give GPU-hours, e.g. --max-gpu-hours 500, or leave it out for no limit")
     the_plan = load_plan_with(spec_file, overrides or ())
     spec = the_plan.spec
-    if max_gpu_hours is not None and the_plan.gpu_hours > max_gpu_hours:
-        over = the_plan.gpu_hours - max_gpu_hours
-        raise UserInputError(
-            f"plan needs {_hours(the_plan.gpu_hours)} GPU-hours, {_hours(over)} over the limit "
-            f"of {_hours(max_gpu_hours)}",
-            [spec.problem(("resources",), _cost(the_plan), found=_hours(the_plan.gpu_hours),
-                          allowed=f"<= {_hours(max_gpu_hours)}",
-                          fix="exclude cells, shorten resources.hours, or raise --max-gpu-hours")])
+    if max_gpu_hours is not None:
+        check_gpu_hours(the_plan, max_gpu_hours)
     stale = _stale(the_plan, registry)
     if as_json:
         shown = the_plan.to_dict()
         if stale:
             shown["stale"] = stale.as_json()
-        json.dump(shown, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        typer.echo(json.dumps(shown, indent=2))
         return
     from rich.console import Console
     from rich.table import Column, Table
@@ -121,9 +81,9 @@ def plan_command(
     console.print(table)
     if the_plan.count > rows:
         console.print(f"... and {the_plan.count - rows} more cells (--rows, or --json for all)")
-    console.print(f"{_cost(the_plan)}; retries: {spec.retries}")
+    console.print(f"{cost_text(the_plan)}; retries: {spec.retries}")
     if spec.seeds is not None:
-        console.print(_seeds_line(the_plan), markup=False, soft_wrap=True)
+        console.print(seeds_text(the_plan), markup=False, soft_wrap=True)
     if stale:
         from orchestrator.sweeps.staleness import rerun_command
 
@@ -148,6 +108,7 @@ def _stale(the_plan: Plan, registry: str | None) -> StaleCells | None:
         return None
 
 
+@commands.command("schema")
 def schema_command(
     output: Path | None = typer.Option(None, "--output", "-o",
                                        help="Write to this file instead of stdout."),
@@ -165,10 +126,3 @@ def schema_command(
     else:
         output.write_text(text)
         typer.echo(f"wrote {output}")
-
-
-def register(app: typer.Typer) -> None:
-    """Add validate, plan and schema to the kappa app."""
-    app.command("validate")(validate_command)
-    app.command("plan")(plan_command)
-    app.command("schema")(schema_command)

@@ -13,15 +13,15 @@ from orchestrator import paths
 from orchestrator.cli.completions import cell_ids, sweep_names, sweeps_and_cells
 from orchestrator.cli.console import make_console
 from orchestrator.cli.sweep_options import (
-    ExecutorOption,
     ExecutorOptionsOption,
     MaxParallelOption,
     MlflowOption,
     OverridesArgument,
     RayAddressOption,
     RegistryOption,
-    executor_choice,
+    RunOptions,
     interruptible,
+    run_options,
     stores_of,
     submit_spec,
     sweep_progress,
@@ -34,8 +34,11 @@ if TYPE_CHECKING:
     from orchestrator.sweeps.submission import PreparedSweep, SubmitResult
 
 DEFAULT_DEMO_SPEC = Path("experiments/toy/demo.yaml")
+commands = typer.Typer()  # added to ``kappa`` by orchestrator.cli.app
 
 
+@commands.command("submit")
+@run_options
 def submit_cmd(
     ctx: typer.Context,
     spec: Annotated[Path, typer.Argument(help="The experiment spec (YAML).")],
@@ -64,12 +67,7 @@ def submit_cmd(
         help="As --notify, with the URL read from the environment variable NAME (e.g. "
              "export KAPPA_SLACK_WEBHOOK=https://...; --notify-env KAPPA_SLACK_WEBHOOK).")
         ] = None,
-    max_parallel: MaxParallelOption = None,
-    executor: ExecutorOption = None,
-    executor_option: ExecutorOptionsOption = None,
-    ray_address: RayAddressOption = None,
-    registry: RegistryOption = None,
-    mlflow: MlflowOption = None,
+    *, run: RunOptions,
 ) -> None:
     """Submit SPEC: validate it and every cell, record the sweep, and run it.
 
@@ -83,30 +81,31 @@ def submit_cmd(
     sweep stores the resolved spec and the overrides (`kappa status SWEEP` shows them).
     """
     from orchestrator.sweeps.detached import scheduler_log
+    from orchestrator.sweeps.driver import notify_instead
     from orchestrator.sweeps.staleness import rerun_command
 
-    _notify_url(ctx, notify, notify_env)  # a bad URL: exit 2 here, nothing written
+    if notify is not None or notify_env is not None:  # a bad URL: exit 2 here, nothing written
+        ctx.with_resource(notify_instead(notify, notify_env))  # until the command ends
     console = make_console()
-    choice = executor_choice(executor, ray_address, executor_option)
+    choice = run.choice()
     source: Path | PreparedSweep = spec
     if canary:
         from orchestrator.cli.canary_cmd import EXIT_CANARY_FAILED, run_and_report
 
-        outcome = run_and_report(console, spec, stores_of(registry, mlflow), choice,
-                                 max_parallel, rerun, overrides or ())
+        outcome = run_and_report(console, spec, run, rerun, overrides or ())
         if not outcome.passed:
             console.print(f"the grid of {outcome.plan.grid.name} was not submitted")
             raise typer.Exit(EXIT_CANARY_FAILED)
         source = outcome.plan.grid  # the spec was read and planned once, for both
-    result = submit_spec(console, source, stores_of(registry, mlflow), quiet=not wait,
-                         rerun=rerun, wait=wait, max_parallel=max_parallel, choice=choice,
+    result = submit_spec(console, source, run.stores, quiet=not wait, rerun=rerun, wait=wait,
+                         max_parallel=run.max_parallel, choice=choice,
                          overrides=overrides or (), rerun_stale=rerun_stale)
     console.print(f"sweep [bold]{result.sweep}[/]: {result.total_cells} cells, "
                   f"{result.new_cells} new, {result.requeued_cells} requeued")
     if not rerun:  # --rerun ran every finished cell again
         _print_stale(console, result, rerun_command(spec, overrides or ()), rerun_stale)
     if wait:
-        _print_final(console, stores_of(registry, mlflow), result.sweep)
+        _print_final(console, run.stores, result.sweep)
     else:
         console.print(f"running in the background (log: {scheduler_log(result.sweep)}); "
                       f"`kappa status {result.sweep}` shows progress")
@@ -117,17 +116,6 @@ def _print_stale(console: Console, result: SubmitResult, hint: str,
     """The submit's stale cells: kept (and ``hint``, how to rerun them) or run again."""
     for line in result.stale.lines(hint, rerun_stale):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
-
-
-def _notify_url(ctx: typer.Context, url: str | None, env: str | None) -> None:
-    """``--notify URL`` or ``--notify-env NAME`` (checked) for the sweeps this command
-    records, until it ends."""
-    from orchestrator.sweeps.driver import notify_instead
-
-    if url is not None or env is not None:
-        scope = notify_instead(url, env)
-        scope.__enter__()
-        ctx.call_on_close(lambda: scope.__exit__(None, None, None))
 
 
 def _print_final(console: Console, stores: Stores, sweep: str) -> None:
@@ -141,6 +129,7 @@ def _print_final(console: Console, stores: Stores, sweep: str) -> None:
         raise typer.Exit(1)
 
 
+@commands.command("status")
 def status_cmd(
     sweep: Annotated[str | None, typer.Argument(
         help="A sweep name (default: list sweeps).", autocompletion=sweep_names)] = None,
@@ -202,6 +191,7 @@ def _watch(sweep: str | None, as_json: bool, interval: float, registry: str | No
         raise typer.Exit(1)
 
 
+@commands.command("logs")
 def logs_cmd(
     cell: Annotated[str, typer.Argument(
         help="A cell id (or a unique prefix of one).", autocompletion=cell_ids)],
@@ -210,7 +200,6 @@ def logs_cmd(
     registry: RegistryOption = None,
 ) -> None:
     """Print a cell's training log (all its attempts, appended); exit 1 if it has none."""
-    from orchestrator.errors import KappaError
     from orchestrator.sweeps.cancelling import find_cell
     from orchestrator.sweeps.sweep import Sweep
 
@@ -220,21 +209,10 @@ def logs_cmd(
 
     with stores_of(registry, None).open_registry(create=False) as reg:
         record = find_cell(reg, cell)
-        sweep = Sweep(reg, record.sweep_name)
-        if sweep.write_log(record, write, follow):
-            return
-        path = sweep.log_file(record)
-        record = reg.get_cell(record.sweep_name, record.cell_id)
-    if not record.attempts_count:
-        why = "never launched"
-    elif path.parent.is_dir():
-        why = f"its jobs wrote none (`kappa status {record.sweep_name}` shows its error)"
-    else:
-        why = (f"its run folder is gone (moved or deleted; run folders are looked for "
-               f"under KAPPA_HOME, now {paths.kappa_home()})")
-    raise KappaError(f"no log at {path}: cell {record.cell_id} is {record.state.value}, {why}")
+        Sweep(reg, record.sweep_name).write_log(record, write, follow)
 
 
+@commands.command("cancel")
 def cancel_cmd(
     target: Annotated[str, typer.Argument(
         help="A sweep name, or one cell's id.", autocompletion=sweeps_and_cells)],
@@ -259,6 +237,8 @@ def cancel_cmd(
                + (": " + ", ".join(c.cell_id for c in cancelled) if cancelled else ""))
 
 
+@commands.command("resume")
+@run_options
 def resume_cmd(
     sweep: Annotated[str, typer.Argument(
         help="The sweep to finish.", autocompletion=sweep_names)],
@@ -268,12 +248,7 @@ def resume_cmd(
     log_events: Annotated[bool, typer.Option(
         "--log-events", hidden=True,  # what a background scheduler writes to its log
         help="A line on stderr for each launch, retry, stop and end.")] = False,
-    max_parallel: MaxParallelOption = None,
-    executor: ExecutorOption = None,
-    executor_option: ExecutorOptionsOption = None,
-    ray_address: RayAddressOption = None,
-    registry: RegistryOption = None,
-    mlflow: MlflowOption = None,
+    *, run: RunOptions,
 ) -> None:
     """Finish SWEEP after a crash or a stop.
 
@@ -291,23 +266,24 @@ def resume_cmd(
 
     if log_events:
         log_events_to_stderr()
-    stores = stores_of(registry, mlflow)
+    stores = run.stores
     console = make_console()
-    choice = executor_choice(executor, ray_address, executor_option)
+    choice = run.choice()
     paths.check_name(sweep)
     with stores.open_registry(create=False) as reg:
         resumable(reg, sweep)  # an unknown or unfinished sweep fails here, in front of the user
     if not wait:
         chosen = choose_executor(sweep, choice, stores)  # so does a bad --executor / option
-        start_background(sweep, stores, max_parallel, chosen)
+        start_background(sweep, stores, run.max_parallel, chosen)
         console.print(f"resuming {sweep} in the background (log: {scheduler_log(sweep)})")
         return
     with interruptible(sweep), sweep_progress(console, quiet) as options:
-        resume(sweep, stores, max_parallel=max_parallel, options=options, choice=choice)
+        resume(sweep, stores, max_parallel=run.max_parallel, options=options, choice=choice)
     if not quiet:
         _print_final(console, stores, sweep)
 
 
+@commands.command("demo")
 def demo_cmd(
     spec: Annotated[Path, typer.Argument(help="The spec to run.")] = DEFAULT_DEMO_SPEC,
     max_parallel: MaxParallelOption = None,
@@ -327,13 +303,3 @@ def demo_cmd(
     _print_stale(console, result, rerun_command(spec))
     with stores.open_registry() as reg:
         print_demo_results(console, Sweep.open(reg, result.sweep), stores)
-
-
-def register(app: typer.Typer) -> None:
-    """Add the sweep commands to the ``kappa`` app."""
-    app.command("submit")(submit_cmd)
-    app.command("status")(status_cmd)
-    app.command("logs")(logs_cmd)
-    app.command("cancel")(cancel_cmd)
-    app.command("resume")(resume_cmd)
-    app.command("demo")(demo_cmd)

@@ -3,14 +3,18 @@ search, smoke, doctor): where the stores are, which executor, progress, Ctrl-C."
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any, get_type_hints
 
 import typer
 
 from orchestrator.cli.completions import values
+from orchestrator.cli.executors_cmd import executor_names
 from orchestrator.limits import MAX_PARALLEL
 
 if TYPE_CHECKING:
@@ -22,12 +26,6 @@ if TYPE_CHECKING:
     from orchestrator.sweeps.stores import Stores
     from orchestrator.sweeps.submission import PreparedSweep, SubmitResult
     from orchestrator.sweeps.sweep import SchedulerOptions
-
-
-def _executor_names() -> list[str]:
-    from orchestrator.cli.executors_cmd import executor_names
-
-    return executor_names()
 
 
 OverridesArgument = Annotated[list[str] | None, typer.Argument(
@@ -49,7 +47,7 @@ ExecutorOption = Annotated[str | None, typer.Option(
     help="Where cells run: local, ray_jobs or an installed plug-in (`kappa executors` "
          "lists them and their options; default: what the sweep used last, else local). "
          "Remembered, with its options, for the sweep's later resume and cancel.",
-    autocompletion=values(_executor_names))]
+    autocompletion=values(executor_names))]
 ExecutorOptionsOption = Annotated[list[str] | None, typer.Option(
     "--executor-option", "-E", metavar="KEY=VALUE",
     help="An option of the executor (repeatable), e.g. -E max_parallel=4; a list or "
@@ -65,6 +63,55 @@ def stores_of(registry: str | None, mlflow: str | None) -> Stores:
     from orchestrator.sweeps.stores import Stores
 
     return Stores(registry_url=registry, mlflow_uri=mlflow)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """The options of the commands that run a sweep's cells (submit, resume, canary,
+    search), last in each, in this order: :func:`run_options` declares them."""
+
+    max_parallel: MaxParallelOption = None
+    executor: ExecutorOption = None
+    executor_option: ExecutorOptionsOption = None
+    ray_address: RayAddressOption = None
+    registry: RegistryOption = None
+    mlflow: MlflowOption = None
+
+    @property
+    def stores(self) -> Stores:
+        """The registry and MLflow store asked for."""
+        return stores_of(self.registry, self.mlflow)
+
+    def choice(self) -> ExecutorChoice:
+        """The executor asked for: ``--executor``, ``-E`` (malformed: exit 2) and
+        ``--ray-address``."""
+        from orchestrator.sweeps.executor_choice import (
+            ExecutorChoice,
+            parse_executor_options,
+            ray_shortcut,
+        )
+
+        return ExecutorChoice(self.executor, parse_executor_options(self.executor_option or ()),
+                              ray_shortcut(self.ray_address))
+
+
+def run_options(command: Callable[..., None]) -> Callable[..., None]:
+    """``command``, whose last parameter is ``run: RunOptions``, as a typer command that
+    takes the fields of :class:`RunOptions` as options instead."""
+    hints = get_type_hints(RunOptions, include_extras=True)
+    shared = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None,
+                                annotation=hint) for name, hint in hints.items()]
+    own = [*inspect.signature(command, eval_str=True).parameters.values()][:-1]
+
+    @functools.wraps(command)
+    def with_run_options(**given: Any) -> None:
+        run = RunOptions(**{name: given.pop(name) for name in hints})
+        command(**given, run=run)
+
+    # typer reads the parameters from the signature, their types from the annotations.
+    with_run_options.__signature__ = inspect.Signature([*own, *shared])  # type: ignore[attr-defined]
+    with_run_options.__annotations__ = {p.name: p.annotation for p in [*own, *shared]}
+    return with_run_options
 
 
 @contextmanager
@@ -126,16 +173,3 @@ def submit_spec(console: Console, spec: Path | PreparedSweep, stores: Stores,
             vet(prepared)
         return submit(prepared, stores, rerun=rerun, wait=wait, max_parallel=max_parallel,
                       options=options, choice=choice, rerun_stale=rerun_stale)
-
-
-def executor_choice(executor: str | None, ray_address: str | None,
-                    executor_option: list[str] | None = None) -> ExecutorChoice:
-    """The executor the command line asks for: ``--executor``, ``-E`` and ``--ray-address``."""
-    from orchestrator.sweeps.executor_choice import (
-        ExecutorChoice,
-        parse_executor_options,
-        ray_shortcut,
-    )
-
-    return ExecutorChoice(executor, parse_executor_options(executor_option or ()),
-                          ray_shortcut(ray_address))

@@ -1,8 +1,7 @@
 """How a :class:`~orchestrator.sweeps.status.SweepStatus` looks in the terminal: the status
 text, the sweeps table, and progress while a sweep runs (bars on a terminal, throttled
 lines in a log). Renders only: every figure comes from the status (its ``as_json`` is
-``--json``). Imported only when a command runs (rich).
-"""
+``--json``). Imported only when a command runs (rich)."""
 
 from __future__ import annotations
 
@@ -22,41 +21,6 @@ HEARTBEAT_S = 30.0
 
 STATE_STYLE = {"pending": "dim", "queued": "cyan", "running": "bold blue",
                "succeeded": "green", "failed": "bold red", "cancelled": "yellow"}
-
-
-def number(x: float) -> str:
-    """``1,234.5`` from 10 up, three significant digits below."""
-    return f"{x:,.1f}" if x >= 10 else f"{x:,.3g}"
-
-
-def hours_text(status: SweepStatus) -> str:
-    """``GPU-hours: used 12 · running 24 (projected) · ... · saved by stopping rules 6``."""
-    hours = status.hours
-    if hours is None:
-        return ""
-    cap = f" of cap {number(hours.cap)}" if hours.cap is not None else ""
-    line = (f"{hours.unit}: used {number(hours.used)} · running {number(hours.running)} "
-            f"(projected) · pending {number(hours.planned)} (planned) · sweep "
-            f"{number(hours.projected)}{cap}")
-    if hours.stopped_cells:
-        line += (f" · saved by stopping rules {number(hours.saved)} ({hours.stopped_cells} "
-                 f"cell{'s' if hours.stopped_cells > 1 else ''} stopped)")
-    return line
-
-
-def groups_text(status: SweepStatus, limit: int = 5) -> str:
-    """``GPU-hours saved per comparison group: baseline=grpo: 0.12 at step 130; ...`` (the
-    ``limit`` groups that saved most, then how many more); empty without groups."""
-    if not status.groups or status.hours is None:
-        return ""
-    parts = []
-    for group in status.groups[:limit]:
-        where = (f" at step {group.steps[0]}" if len(group.steps) == 1 else
-                 f" at steps {', '.join(map(str, group.steps))}" if group.steps else
-                 " (ran to full length)")
-        parts.append(f"{group.label}: {group.saved:.3g}{where}")
-    more = f"; … {len(status.groups) - limit} more" if len(status.groups) > limit else ""
-    return f"{status.hours.unit} saved per comparison group: " + "; ".join(parts) + more
 
 
 def counts_text(counts: Mapping[str, int]) -> str:
@@ -121,8 +85,8 @@ def print_status(console: Console, status: SweepStatus) -> None:
         plain(f"executor: {status.executor['name']} {opts}".rstrip())
     if status.overrides_text:  # what the spec file was submitted with
         plain(f"overrides: {status.overrides_text}")
-    console.print(hours_text(status), highlight=False)
-    plain(groups_text(status))
+    console.print(status.hours_text, highlight=False)
+    plain(status.groups_text())
     plain(f"made by: {status.made_by}" if status.made_by else "")
     if status.notify is not None:
         plain(f"notifications: {status.notify['url']} on {', '.join(status.notify['events'])}")

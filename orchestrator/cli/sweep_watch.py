@@ -1,9 +1,6 @@
-"""``kappa status SWEEP --watch``: the sweep's progress, live, from any terminal, until the
-sweep has ended (:class:`~orchestrator.sweeps.status.SweepStatus`): the bars ``kappa
-submit --wait`` draws (throttled lines in a log), and each cell that fails as it does.
-Each refresh is the handle's one-SELECT :meth:`~orchestrator.sweeps.sweep.Sweep.
-active_status`, on a read-only connection that never makes a scheduler wait.
-"""
+"""``kappa status SWEEP --watch``: the bars ``kappa submit --wait`` draws (lines in a log)
+and each failure as it happens, until the sweep has ended; each refresh is one SELECT
+(:meth:`~orchestrator.sweeps.sweep.Sweep.active_status`) that never makes a scheduler wait."""
 
 from __future__ import annotations
 
@@ -17,10 +14,8 @@ from orchestrator.cli.sweep_views import counts_text, progress_display
 from orchestrator.sweeps.status import SweepStatus
 from orchestrator.sweeps.sweep import Sweep
 
-DEFAULT_INTERVAL = 2.0
 
-
-def watch(console: Console, sweep: Sweep, interval: float = DEFAULT_INTERVAL,
+def watch(console: Console, sweep: Sweep, interval: float,
           sleep: Callable[[float], None] = time.sleep) -> SweepStatus:
     """Draw ``sweep``'s progress every ``interval`` seconds until it has ended; the last
     status. Each failure is printed once, as it is first seen."""

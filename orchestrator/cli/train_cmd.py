@@ -10,6 +10,8 @@ import typer
 
 from orchestrator.errors import Problem, UserInputError
 
+commands = typer.Typer()  # added to ``kappa`` by orchestrator.cli.app
+
 
 def load_settings(config: Path) -> object:
     """Read a flat YAML mapping of embedded settings; every problem at once, located."""
@@ -37,22 +39,19 @@ def prepare_out(out: Path) -> None:
                      "name a folder you can write in") from None
 
 
-def register(app: typer.Typer) -> None:
-    """Add the ``train`` command."""
+@commands.command("train")
+def train(
+    config: Annotated[Path, typer.Argument(help="Flat YAML of embedded-trainer settings.")],
+    out: Annotated[Path, typer.Option(
+        "--out", help="Run folder (resumes if it has checkpoints).")],
+) -> None:
+    """Train one cell with the embedded CPU RL trainer and write its run folder."""
+    settings = load_settings(config)  # validated before any work starts
+    prepare_out(out)
+    from orchestrator.backends.embedded.settings import EmbeddedSettings
+    from orchestrator.backends.embedded.trainer import train as run_training
 
-    @app.command("train")
-    def train(
-        config: Annotated[Path, typer.Argument(help="Flat YAML of embedded-trainer settings.")],
-        out: Annotated[Path, typer.Option(
-            "--out", help="Run folder (resumes if it has checkpoints).")],
-    ) -> None:
-        """Train one cell with the embedded CPU RL trainer and write its run folder."""
-        settings = load_settings(config)  # validated before any work starts
-        prepare_out(out)
-        from orchestrator.backends.embedded.settings import EmbeddedSettings
-        from orchestrator.backends.embedded.trainer import train as run_training
-
-        assert isinstance(settings, EmbeddedSettings)
-        for key, value in sorted(run_training(settings, out).items()):
-            if key.startswith(("val-core/", "eval/")):
-                typer.echo(f"{key}: {value:.4f}")
+    assert isinstance(settings, EmbeddedSettings)
+    for key, value in sorted(run_training(settings, out).items()):
+        if key.startswith(("val-core/", "eval/")):
+            typer.echo(f"{key}: {value:.4f}")

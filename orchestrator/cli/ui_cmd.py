@@ -10,37 +10,12 @@ import typer
 from orchestrator import paths
 from orchestrator.cli.completions import sweep_names
 from orchestrator.cli.sweep_options import MlflowOption, RegistryOption
-from orchestrator.errors import Problem, UserInputError
 from orchestrator.redact import redact
 
-
-def _sweep_experiment(sweep: str | None,
-                      registry: str | None) -> tuple[str, str, str | None] | None:
-    """``(sweep name, MLflow experiment id, parent run id)`` of ``sweep`` (default: the
-    newest), or None."""
-    from orchestrator.sweeps.stores import RegistryMissing, Stores
-    from orchestrator.sweeps.sweep import Sweep
-
-    try:
-        reg = Stores(registry).open_registry(create=False)
-    except RegistryMissing:
-        if sweep is not None:
-            raise
-        return None
-    with reg:  # an unknown sweep: the error lists the known ones
-        newest = Sweep.every(reg) if sweep is None else [Sweep.open(reg, sweep)]
-    if not newest:
-        return None
-    record = newest[0].record
-    if record.mlflow_experiment_id is None:
-        if sweep is None:
-            return None
-        raise UserInputError(f"sweep {sweep} has no MLflow experiment yet", [Problem(
-            "sweep", "it was recorded without its MLflow experiment", found=sweep,
-            fix=f"`kappa resume {sweep}` creates it")])
-    return record.name, record.mlflow_experiment_id, record.mlflow_parent_run_id
+commands = typer.Typer()  # added to ``kappa`` by orchestrator.cli.app
 
 
+@commands.command("ui")
 def ui_cmd(
     sweep: Annotated[str | None, typer.Argument(
         help="The sweep to land on (default: the newest one).",
@@ -64,6 +39,7 @@ def ui_cmd(
     with the address of the sweep's table and report. With an MLflow server as the store
     (--mlflow http://...), no server is started: the URL is that server's.
     """
+    from orchestrator.sweeps.sweep import mlflow_experiment
     from orchestrator.tracking import absolute_uri, ui, ui_server
 
     ui_server.check_address(host, port)  # before anything is printed or started
@@ -71,7 +47,7 @@ def ui_cmd(
         paths.check_name(sweep)
     uri = absolute_uri(paths.mlflow_uri(mlflow))
     ui_server.check_store(uri)
-    found = _sweep_experiment(sweep, registry)
+    found = mlflow_experiment(registry, sweep)
     remote = ui.is_server(uri)
     base = ui.without_credentials(uri) if remote else f"http://{ui.browser_host(host)}:{port}"
 
@@ -120,8 +96,3 @@ def _announce(url: str, notes: list[str], open_browser: bool) -> None:
         import webbrowser
 
         webbrowser.open(url)
-
-
-def register(app: typer.Typer) -> None:
-    """Add ``kappa ui`` to the ``kappa`` app."""
-    app.command("ui")(ui_cmd)

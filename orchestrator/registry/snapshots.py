@@ -12,21 +12,16 @@ from typing import Any, Protocol
 from orchestrator.paths import rehomed_run_dir
 from orchestrator.registry.models import AttemptRow, CellRow, SweepRow
 from orchestrator.registry.states import TERMINAL_STATES, AttemptState, CellState
+from orchestrator.runs.folder import CellFacts
 
 
-class CellLike(Protocol):
+class CellLike(CellFacts, Protocol):
     """What :meth:`Registry.add_cells` needs of a cell (``orchestrator.grid.Cell`` fits)."""
 
     @property
-    def cell_id(self) -> str: ...
-    @property
     def index(self) -> int: ...
     @property
-    def axes(self) -> Mapping[str, Any]: ...
-    @property
     def settings(self) -> Any: ...
-    @property
-    def labels(self) -> Any: ...
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
-"""The installed plug-ins described, as ``kappa executors`` lists them: the backends a spec
-can name (``backend:``), and the pieces that describe any plug-in and its options; one
-that cannot be loaded is listed with its error."""
+"""The installed plug-ins described, as ``kappa executors`` lists them: the executors (with
+their options) and the backends a spec can name (``backend:``); one that cannot be loaded
+is listed with its error."""
 
 from __future__ import annotations
 
@@ -52,3 +52,14 @@ def describe_backends() -> list[dict[str, Any]]:
         return {}
 
     return describe(BACKENDS, load)
+
+
+def describe_executors() -> list[dict[str, Any]]:
+    """Every registered executor, with its options or the reason it cannot be loaded."""
+    from orchestrator.executors import EXECUTORS, executor_class
+
+    def load(name: str) -> dict[str, Any]:
+        cls = executor_class(name)
+        return {"job_id_prefix": cls.job_id_prefix, "options": model_options(cls.Options)}
+
+    return describe(EXECUTORS, load)

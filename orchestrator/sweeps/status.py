@@ -43,6 +43,11 @@ UNFINISHED = ("pending", "queued", "running")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
+def number(x: float) -> str:
+    """``1,234.5`` from 10 up, three significant digits below."""
+    return f"{x:,.1f}" if x >= 10 else f"{x:,.3g}"
+
+
 def val_accuracy(final: Mapping[str, Any] | None) -> float | None:
     """The cell's final validation accuracy (``val-core/<benchmark>/acc/mean@1``), if any."""
     final = final or {}
@@ -234,6 +239,37 @@ class SweepStatus:
         (:func:`orchestrator.runs.provenance.made_by`)."""
         return provenance.made_by([c.provenance for c in self.cells
                                    if c.state in TERMINAL and c.final_metrics])
+
+    @property
+    def hours_text(self) -> str:
+        """``GPU-hours: used 12 · running 24 (projected) · ... · saved by stopping rules 6``
+        (empty without hours)."""
+        hours = self.hours
+        if hours is None:
+            return ""
+        cap = f" of cap {number(hours.cap)}" if hours.cap is not None else ""
+        line = (f"{hours.unit}: used {number(hours.used)} · running {number(hours.running)} "
+                f"(projected) · pending {number(hours.planned)} (planned) · sweep "
+                f"{number(hours.projected)}{cap}")
+        if hours.stopped_cells:
+            line += (f" · saved by stopping rules {number(hours.saved)} "
+                     f"({hours.stopped_cells} cell{'s' if hours.stopped_cells > 1 else ''} "
+                     "stopped)")
+        return line
+
+    def groups_text(self, limit: int = 5) -> str:
+        """``GPU-hours saved per comparison group: baseline=grpo: 0.12 at step 130; ...``
+        (the ``limit`` groups that saved most, then how many more); empty without groups."""
+        if not self.groups or self.hours is None:
+            return ""
+        parts = []
+        for group in self.groups[:limit]:
+            where = (f" at step {group.steps[0]}" if len(group.steps) == 1 else
+                     f" at steps {', '.join(map(str, group.steps))}" if group.steps else
+                     " (ran to full length)")
+            parts.append(f"{group.label}: {group.saved:.3g}{where}")
+        more = f"; … {len(self.groups) - limit} more" if len(self.groups) > limit else ""
+        return f"{self.hours.unit} saved per comparison group: " + "; ".join(parts) + more
 
     def failures(self) -> list[CellStatus]:
         """The failed cells among :attr:`cells`, newest first."""

@@ -24,6 +24,7 @@ from pydantic import BaseModel
 
 from orchestrator.backends import Backend, get_backend
 from orchestrator.backends.base import Demand
+from orchestrator.errors import UserInputError
 from orchestrator.grid.plan import SweepPlan
 from orchestrator.redact import redact
 from orchestrator.registry import CellState, Registry
@@ -61,6 +62,14 @@ class PreparedSweep:
     def name(self) -> str:
         """The sweep's name (the spec's)."""
         return self.spec.name
+
+    def require_search(self) -> None:
+        """Refuse (exit 2) a spec without a ``search:`` block, for ``kappa search``."""
+        if self.spec.search is None:
+            raise UserInputError(f"{self.spec.filename}: no search: block", [self.spec.problem(
+                [], "`kappa search` runs a spec's search: block, and this spec has none",
+                fix="add search: {space: ..., objective: ..., trials: N} "
+                    "(docs/spec.md#search), or run the grid with `kappa submit`")])
 
 
 @dataclass(frozen=True)

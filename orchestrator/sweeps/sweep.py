@@ -22,10 +22,17 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from orchestrator.errors import UserInputError
+from orchestrator.errors import KappaError, Problem, UserInputError
 from orchestrator.grid.plan import SweepPlan, stored_plan
-from orchestrator.paths import check_name
-from orchestrator.registry import CellLike, CellRecord, CellState, Registry, SweepRecord
+from orchestrator.paths import check_name, kappa_home
+from orchestrator.registry import (
+    CellLike,
+    CellRecord,
+    CellState,
+    Registry,
+    RegistryMissing,
+    SweepRecord,
+)
 from orchestrator.runs import layout
 from orchestrator.runs.folder import LOG_FILE, write_cell_file, write_config
 from orchestrator.runs.log_follow import stream_log
@@ -96,14 +103,25 @@ class Sweep:
         return layout.run_folder(cell) / LOG_FILE
 
     def write_log(self, cell: CellRecord, write: Callable[[str], None],
-                  follow: bool = False) -> bool:
+                  follow: bool = False) -> None:
         """Write ``cell``'s training log; ``follow``: and what is appended until the cell
         has succeeded, failed or been cancelled
-        (:func:`~orchestrator.runs.log_follow.stream_log`). Whether it had one."""
+        (:func:`~orchestrator.runs.log_follow.stream_log`). No log: ``KappaError`` (why)."""
         def ended() -> bool:
             return self.registry.get_cell(self.name, cell.cell_id).is_terminal
 
-        return stream_log(self.log_file(cell), write, ended if follow else None)
+        path = self.log_file(cell)
+        if stream_log(path, write, ended if follow else None):
+            return
+        cell = self.registry.get_cell(self.name, cell.cell_id)
+        if not cell.attempts_count:
+            why = "never launched"
+        elif path.parent.is_dir():
+            why = f"its jobs wrote none (`kappa status {self.name}` shows its error)"
+        else:
+            why = (f"its run folder is gone (moved or deleted; run folders are looked for "
+                   f"under KAPPA_HOME, now {kappa_home()})")
+        raise KappaError(f"no log at {path}: cell {cell.cell_id} is {cell.state.value}, {why}")
 
     # -- recording ------------------------------------------------------------------
     def record_cells(self, cells: Sequence[CellLike], demands: Mapping[str, Any],
@@ -225,3 +243,28 @@ def progress_ticks(show: Callable[[SweepStatus], None]) -> Iterator[SchedulerOpt
     finally:
         for handle in handles:
             handle.close()
+
+
+def mlflow_experiment(registry_url: str | None,
+                      sweep: str | None) -> tuple[str, str, str | None] | None:
+    """``(sweep name, MLflow experiment id, parent run id)`` of ``sweep`` (default: the
+    newest, and ``None`` when there is none or it has no experiment yet); creates nothing.
+    An unknown ``sweep``, or one without its experiment, is a ``UserInputError``."""
+    try:
+        registry = Registry.open(registry_url, create=False)
+    except RegistryMissing:
+        if sweep is not None:
+            raise
+        return None
+    with registry:  # an unknown sweep: the error lists the known ones
+        newest = Sweep.every(registry) if sweep is None else [Sweep.open(registry, sweep)]
+    if not newest:
+        return None
+    record = newest[0].record
+    if record.mlflow_experiment_id is None:
+        if sweep is None:
+            return None
+        raise UserInputError(f"sweep {sweep} has no MLflow experiment yet", [Problem(
+            "sweep", "it was recorded without its MLflow experiment", found=sweep,
+            fix=f"`kappa resume {sweep}` creates it")])
+    return record.name, record.mlflow_experiment_id, record.mlflow_parent_run_id

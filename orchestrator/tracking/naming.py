@@ -22,7 +22,6 @@ from orchestrator.runs.folder import CellFacts
 MAX_KEY_LENGTH = 250
 MAX_PARAM_VALUE_LENGTH = 6000
 MAX_TAG_VALUE_LENGTH = 8000
-MAX_RUN_NAME_LENGTH = 250
 MAX_PARAMS_TAGS_PER_BATCH = 100
 TRUNCATED = "…[truncated]"
 CANARY_TAG = "kappa.canary"

@@ -191,12 +191,14 @@ def test_the_ray_address_shortcut_reaches_ray_jobs_only(plugin: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """``--ray-address`` / ``RAY_ADDRESS`` belong to ray_jobs: a plug-in whose options
     happen to have an ``address`` field must not be handed the Ray cluster's URL."""
-    from orchestrator.cli.sweep_options import executor_choice
+    from orchestrator.cli.sweep_options import RunOptions
 
     url = "http://user:s3cret@head:8265"
     monkeypatch.setenv("RAY_ADDRESS", url)
-    inline = executor_choice("inline", url)
+    inline = RunOptions(executor="inline", ray_address=url).choice()
     assert "address" not in inline.check().options
     assert url not in json.dumps(inline.env())  # nor handed to a background scheduler
-    assert executor_choice("inline", url, ["address=mine"]).check().options["address"] == "mine"
-    assert executor_choice("ray_jobs", url).check().options["address"] == url
+    mine = RunOptions(executor="inline", executor_option=["address=mine"], ray_address=url)
+    assert mine.choice().check().options["address"] == "mine"
+    ray = RunOptions(executor="ray_jobs", ray_address=url).choice()
+    assert ray.check().options["address"] == url

@@ -16,9 +16,9 @@ from kit.cli import run_kappa
 from kit.home import use_home
 
 from orchestrator import api
-from orchestrator.cli.sweep_views import number
 from orchestrator.notify.store import effective, save_config
 from orchestrator.registry import CellState, Registry
+from orchestrator.sweeps.status import number
 from orchestrator.sweeps.submission import prepare, record
 from orchestrator.sweeps.sweep import Sweep
 from orchestrator.tracking import Tracker

@@ -94,3 +94,14 @@ def gpu_problems() -> list[str]:
     problems += [why for module, why in needed.items()
                  if importlib.util.find_spec(module) is None]
     return problems
+
+
+def require_gpu() -> None:
+    """Refuse (``UserInputError``, exit 2) a machine that cannot run the smoke sweep
+    (:func:`gpu_problems`)."""
+    if problems := gpu_problems():
+        raise UserInputError("kappa smoke verl needs a CUDA GPU and vLLM on this machine", [
+            Problem("this machine", "; ".join(problems), fix=(
+                "run it on a GPU node with verl's GPU extras (`pip install 'verl[vllm]'`); "
+                "`kappa smoke verl --dry-run` builds the files and shows the 12 verl command "
+                "lines without a GPU"))])

@@ -94,7 +94,7 @@ def test_renderers() -> None:
 
 def _app() -> typer.Typer:
     app = typer.Typer()
-    algorithms_cmd.register(app)
+    app.add_typer(algorithms_cmd.commands)
 
     @app.command()
     def other() -> None:  # a second command keeps typer in multi-command mode
@@ -135,7 +135,7 @@ def test_cli_bad_beta_exits_2_through_kappa_main() -> None:
         "from orchestrator.cli import algorithms_cmd\n"
         "from orchestrator.errors import UserInputError\n"
         "app = typer.Typer()\n"
-        "algorithms_cmd.register(app)\n"
+        "app.add_typer(algorithms_cmd.commands)\n"
         "app.command('other')(lambda: None)\n"
         "try:\n"
         "    app(['advantage-table', '--beta', '0'], standalone_mode=False)\n"

@@ -60,7 +60,7 @@ def test_tiny_beta_renders_in_every_format(fmt: str) -> None:
 
 def _app() -> typer.Typer:
     app = typer.Typer()
-    algorithms_cmd.register(app)
+    app.add_typer(algorithms_cmd.commands)
     app.command("other")(lambda: None)
     return app
 

@@ -89,7 +89,7 @@ def results_app(
         monkeypatch.setenv("KAPPA_HOME", str(tmp_path))
         write_run_folders(tmp_path / "runs", list(cells), steps=steps)
         app = typer.Typer()
-        results_cmd.register(app)
+        app.add_typer(results_cmd.commands)
         return app
 
     return make

@@ -16,10 +16,10 @@ from orchestrator.analysis.verdict import (
     FINDINGS,
     INCONCLUSIVE,
     REPRODUCES,
+    closing_lines,
     directional_verdict,
     verdict_line,
 )
-from orchestrator.cli.demo_report import closing_lines
 
 # Per baseline and seed, accuracy on two benchmarks without RB, and RB's change (points).
 BASE = {"grpo": (0.70, 0.10), "drgrpo": (0.72, 0.12)}

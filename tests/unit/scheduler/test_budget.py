@@ -8,7 +8,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from kit.cells import status_of
 
-from orchestrator.cli.sweep_views import groups_text, hours_text
 from orchestrator.registry import CellRecord, CellState
 from orchestrator.scheduler.durations import Pace, finished_sample
 from orchestrator.spec.model import Resources
@@ -63,7 +62,7 @@ def test_stopped_cells_save_the_unrun_part_of_their_plan() -> None:
     assert hours.planned == pytest.approx(80)
     assert hours.stopped_cells == 2
     assert hours.saved == pytest.approx(80 * 0.6 + 80 * 0.9)
-    text = hours_text(status_of({}, hours=hours))
+    text = status_of({}, hours=hours).hours_text
     assert text.startswith("GPU-hours: used 120.0") and "saved by stopping rules 120.0" in text
     assert "(2 cells stopped)" in text
 
@@ -113,7 +112,7 @@ def test_hours_saved_are_told_per_comparison_group() -> None:
         ("baseline=grpo, seed=0", 2, (60,)), ("baseline=grpo, seed=1", 2, ())]
     # Planned: the median measured full run, 8 GPUs x 10 h; each stopped cell saves 40%.
     assert groups[0].saved == pytest.approx(2 * 80 * 0.4) and groups[1].saved == 0
-    text = groups_text(status_of({}, groups=tuple(groups),
-                                 hours=sweep_hours(cells, EIGHT_GPUS, now=NOW)), limit=1)
+    status = status_of({}, groups=tuple(groups), hours=sweep_hours(cells, EIGHT_GPUS, now=NOW))
+    text = status.groups_text(limit=1)
     assert text == ("GPU-hours saved per comparison group: baseline=grpo, seed=0: 64 at step "
                     "60; … 1 more")
