@@ -141,7 +141,12 @@ def summarize(sweep: str, registry_url: str | None = None, mlflow_uri: str | Non
     (default: built here, as ``kappa report`` would); ``compare``: the axis compared
     (``kappa report --compare``; default: the report's)."""
     from orchestrator.analysis.dynamics import PANELS
-    from orchestrator.analysis.report import build_report, compared_axis, default_tables
+    from orchestrator.analysis.report import (
+        build_report,
+        compared_axis,
+        default_tables,
+        kept_compare,
+    )
     from orchestrator.analysis.sources import results
 
     frame = results(sweep, registry_url, mlflow_uri)
@@ -151,7 +156,7 @@ def summarize(sweep: str, registry_url: str | None = None, mlflow_uri: str | Non
         sweep, registry_url=registry_url, mlflow_uri=mlflow_uri, compare=compare)
     files["report.html"] = report
     files.update(plot_files(report))
-    compared = compared_axis(frame, requested=compare, tables=tables)
+    compared = compared_axis(frame, requested=compare, tables=tables, kept=kept_compare(sweep))
     globs = [*PANELS.values(), *dict.fromkeys(spec.metrics for _, spec in tables if spec.metrics)]
     charts = "^(" + "|".join(_glob_regex(g) for g in globs) + ")$"
     note = "\n".join(text for path, text in files.items() if path.endswith(".md")) + (

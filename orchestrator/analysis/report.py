@@ -7,6 +7,7 @@ and ``kappa demo``."""
 from __future__ import annotations
 
 import html
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -28,6 +29,7 @@ from orchestrator.analysis.tables.labels import default_metric_glob
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.grid.plan import SweepPlan, stored_plan
 from orchestrator.runs.atomic import write_atomic
+from orchestrator.runs.layout import REPORT_FILE, sweep_folder
 from orchestrator.spec.overrides import command_line
 
 if TYPE_CHECKING:
@@ -56,6 +58,7 @@ class ReportInputs:
     seed_axis: str = "seed"
     search_html: str = ""  # a search's Optuna plots (studies.search_section)
     compare: str | None = None  # the axis the plots colour by (default: compared_axis's)
+    kept_compare: str | None = None  # what --compare last chose for the sweep (kept_compare)
     mlflow_start: str = ""  # the command that serves the UI the links point to, if any
     notes: tuple[str, ...] = ()  # under every table (how seeds on demand decided)
 
@@ -170,12 +173,16 @@ def cell_names(frame: pd.DataFrame) -> dict[str, str]:
 
 
 def compared_axis(frame: pd.DataFrame, seed_axis: str = "seed", requested: str | None = None,
-                  tables: Sequence[tuple[str, TableSpec]] = ()) -> str | None:
-    """The axis the report compares: ``requested`` (``--compare``), else the first of
-    ``tables``' delta axes, else ``reward_budget`` (the main table's, :func:`default_tables`)
-    when it varies, else the first varying axis; never the seed (seeds are replicates).
-    ``UserInputError`` when ``requested`` does not vary."""
+                  tables: Sequence[tuple[str, TableSpec]] = (),
+                  kept: str | None = None) -> str | None:
+    """The axis the report compares: ``requested`` (``--compare``), else ``kept`` (the
+    sweep's last ``--compare``, :func:`kept_compare`) while it still varies, else the first
+    of ``tables``' delta axes, else ``reward_budget`` (the main table's,
+    :func:`default_tables`) when it varies, else the first varying axis; never the seed
+    (seeds are replicates). ``UserInputError`` when ``requested`` does not vary."""
     varying = varying_axes(frame, exclude=[seed_axis])
+    if requested is None and kept in varying:
+        return kept
     if requested is not None:
         if requested not in varying:
             raise UserInputError("cannot compare on --compare", [Problem(
@@ -191,6 +198,24 @@ def compared_axis(frame: pd.DataFrame, seed_axis: str = "seed", requested: str |
     if DELTA_AXIS in varying:
         return DELTA_AXIS
     return varying[0] if varying else None
+
+
+def kept_compare(sweep: str) -> str | None:
+    """The axis ``kappa report --compare`` last chose for ``sweep`` (kept in its folder, so
+    later reports and the summary posted to MLflow at the sweep's end compare it too)."""
+    try:
+        kept = json.loads((sweep_folder(sweep) / REPORT_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    axis = kept.get("compare") if isinstance(kept, dict) else None
+    return axis if isinstance(axis, str) else None
+
+
+def keep_compare(sweep: str, axis: str) -> None:
+    """Remember ``axis`` as ``sweep``'s compared axis (:func:`kept_compare`)."""
+    folder = sweep_folder(sweep)
+    if folder.is_dir():
+        write_atomic(folder / REPORT_FILE, json.dumps({"compare": axis}) + "\n")
 
 
 def _plots(curves: pd.DataFrame | None, frame: pd.DataFrame, compared: str | None,
@@ -236,7 +261,8 @@ def render_report(inputs: ReportInputs) -> str:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE_DIR), autoescape=True,
                              undefined=jinja2.StrictUndefined)
     tables = inputs.tables or tuple(default_tables(frame, inputs.seed_axis))
-    compared = compared_axis(frame, inputs.seed_axis, inputs.compare, tables)
+    compared = compared_axis(frame, inputs.seed_axis, inputs.compare, tables,
+                             inputs.kept_compare)
     facets = [a for a in varying_axes(frame, exclude=[inputs.seed_axis]) if a != compared]
     figures, conv_html = _plots(inputs.curves, frame, compared, facets)
     grid = _grid_frame(frame)
@@ -305,6 +331,7 @@ def build_report(sweeps: str | Sequence[str], *, registry_url: str | None = None
         mlflow_experiment_id=info.mlflow_experiment_id if info else None,
         mlflow_ui=mlflow_ui or mlflow_ui_address(mlflow_uri), mlflow_start=start, tables=tables,
         search_html=search_section(studies), compare=compare,
+        kept_compare=None if several else kept_compare(names[0]),
         notes=table_notes(seeds) if (seeds := sweep_seeds(names, registry_url)) else ()))
 
 
@@ -317,4 +344,7 @@ def write_report(sweeps: str | Sequence[str], target: Path, *, registry_url: str
                              mlflow_ui=mlflow_ui, tables=tables, strict=strict, compare=compare)
     target.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(target, html_text)
+    names = [sweeps] if isinstance(sweeps, str) else list(sweeps)
+    if compare is not None and len(names) == 1:
+        keep_compare(names[0], compare)  # valid: the report above compared it
     return target

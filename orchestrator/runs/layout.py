@@ -7,6 +7,7 @@ folder (a cell's run folder names its own files: :mod:`.folder`)::
         <cell id>.prev-<n>/               a rerun's earlier folder (folder.start_over)
         notify.json, notify-sent.jsonl    where to post, what was posted (notify.store)
         .groups/<hash of the key>.json    a comparison group's stop decision (stopping)
+        report.json                       the axis `kappa report --compare` last chose
     <kappa home>/scheduler/<sweep>.log    a background scheduler's output
 """
 
@@ -21,6 +22,7 @@ from orchestrator import paths
 NOTIFY_FILE = "notify.json"
 NOTIFY_SENT_FILE = "notify-sent.jsonl"
 GROUPS_DIR = ".groups"
+REPORT_FILE = "report.json"
 
 
 class RecordedCell(Protocol):

@@ -76,3 +76,26 @@ def test_a_report_of_one_sweep_is_attached_to_its_mlflow_run(
     assert len(published) == 1
     # A sweep known from its run folders only (no registry here) has no parent run.
     assert original("toy").endswith("has no MLflow parent run; nothing attached")
+
+
+def test_the_compared_axis_is_kept_with_the_sweep(
+        results_app: Callable[[Sequence[CellResult], int], typer.Typer],
+        tmp_path: Path) -> None:
+    """``--compare`` is remembered in the sweep's folder: the next report without it, and
+    the summary posted to MLflow at the sweep's end, compare the same axis; a refused
+    ``--compare`` keeps nothing."""
+    from orchestrator.analysis.report import kept_compare
+
+    app = results_app(synthetic_cells("two", baselines=("grpo", "dapo"), seeds=(0, 1),
+                                      benchmarks=("arith",)), 20)
+    report = tmp_path / "two.html"
+    _run(app, "report", "two", "--no-publish", "--out", str(report))
+    assert "Compared: <b>reward_budget</b>" in report.read_text()
+    assert kept_compare("two") is None  # nothing chosen, nothing kept
+    refused = CliRunner().invoke(app, ["report", "two", "--no-publish", "--compare", "seed",
+                                       "--out", str(report)])
+    assert isinstance(refused.exception, UserInputError) and kept_compare("two") is None
+    _run(app, "report", "two", "--no-publish", "--compare", "baseline", "--out", str(report))
+    assert kept_compare("two") == "baseline"
+    _run(app, "report", "two", "--no-publish", "--out", str(report))
+    assert "Compared: <b>baseline</b>" in report.read_text()
