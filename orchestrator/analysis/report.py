@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 # carries the file itself, so an installed kappa finds it without the repository.
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 TEMPLATE = "report.html.j2"
+LOG = logging.getLogger(__name__)
 DELTA_AXIS = "reward_budget"  # the axis the main table's '+ RB' rows compare
 
 
@@ -214,8 +216,11 @@ def kept_compare(sweep: str) -> str | None:
 def keep_compare(sweep: str, axis: str) -> None:
     """Remember ``axis`` as ``sweep``'s compared axis (:func:`kept_compare`)."""
     folder = sweep_folder(sweep)
-    if folder.is_dir():
-        write_atomic(folder / REPORT_FILE, json.dumps({"compare": axis}) + "\n")
+    try:
+        if folder.is_dir():
+            write_atomic(folder / REPORT_FILE, json.dumps({"compare": axis}) + "\n")
+    except OSError as exc:  # a convenience: the report is written all the same
+        LOG.warning("could not keep --compare %s for sweep %s: %s", axis, sweep, exc)
 
 
 def _plots(curves: pd.DataFrame | None, frame: pd.DataFrame, compared: str | None,

@@ -26,7 +26,7 @@ from orchestrator.runs.folder import (
     summary_final,
     summary_stop_reason,
 )
-from orchestrator.runs.layout import sweep_folder
+from orchestrator.runs.layout import cell_folders, sweep_folder
 from orchestrator.tracking import Tracker
 
 if TYPE_CHECKING:
@@ -81,7 +81,7 @@ def cells_from_run_folders(sweep: str, root: Path | None = None) -> list[CellRes
     base = sweep_folder(paths.check_name(sweep)) if root is None else root / paths.check_name(sweep)
     if not base.is_dir():
         return []
-    return [cell_from_run_folder(sweep, d) for d in sorted(base.iterdir()) if d.is_dir()]
+    return [cell_from_run_folder(sweep, d) for d in cell_folders(base)]
 
 
 def _final_metrics(cell: CellResult, mlflow_uri: str | None) -> Mapping[str, float]:

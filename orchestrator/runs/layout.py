@@ -46,6 +46,12 @@ def cell_folder(sweep: str, cell_id: str) -> Path:
     return sweep_folder(sweep) / cell_id
 
 
+def cell_folders(sweep_dir: Path) -> list[Path]:
+    """The cells' run folders in a sweep's folder: its folders but those whose name has a
+    dot, which no cell id has (``.groups``, a rerun's ``<id>.prev-<n>``, ``report.json``)."""
+    return sorted(d for d in sweep_dir.iterdir() if "." not in d.name and d.is_dir())
+
+
 def run_folder(cell: RecordedCell) -> Path:
     """Where ``cell`` runs: the folder recorded at submit, else :func:`cell_folder` (a
     submit killed before recording it meant that same folder)."""

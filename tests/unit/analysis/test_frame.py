@@ -113,6 +113,16 @@ def test_run_folder_states_without_cell_json(tmp_path: Path) -> None:
     assert by_id["done"].final_metrics == {"eval/x/mean@8": 0.5}
 
 
+def test_only_cell_folders_are_cells(tmp_path: Path) -> None:
+    """A rerun's earlier folder (``<id>.prev-1``), the groups' decisions (``.groups``) and
+    a folder named like a file are not cells (before, each was one more cell with no axes,
+    and a report of the sweep failed with a KeyError)."""
+    for name in ("5a7a8b031953", "5a7a8b031953.prev-1", ".groups", "report.json", "x.\u2028"):
+        (tmp_path / "s" / name).mkdir(parents=True)
+    (tmp_path / "s" / "a-file").write_text("x")
+    assert [c.cell_id for c in cells_from_run_folders("s", tmp_path)] == ["5a7a8b031953"]
+
+
 def test_metrics_jsonl_keeps_last_value_and_skips_a_torn_line(tmp_path: Path) -> None:
     path = tmp_path / "metrics.jsonl"
     path.write_text(

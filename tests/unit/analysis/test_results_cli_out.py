@@ -99,3 +99,19 @@ def test_the_compared_axis_is_kept_with_the_sweep(
     assert kept_compare("two") == "baseline"
     _run(app, "report", "two", "--no-publish", "--out", str(report))
     assert "Compared: <b>baseline</b>" in report.read_text()
+    # What the folder holds is not trusted: garbage, another type or an axis that no longer
+    # varies is ignored (the default axis), never an error.
+    from orchestrator.runs.layout import REPORT_FILE, sweep_folder
+
+    kept = sweep_folder("two") / REPORT_FILE
+    for text in ("{not json", "[\"baseline\"]", "{\"compare\": 7}", "{\"compare\": \"lr\"}",
+                 "\u2028" * 3):
+        kept.write_text(text)
+        _run(app, "report", "two", "--no-publish", "--out", str(report))
+        assert "Compared: <b>reward_budget</b>" in report.read_text(), text
+    kept.unlink()
+    kept.mkdir()
+    assert kept_compare("two") is None
+    # ... and a folder there does not stop a report that asks to keep an axis.
+    _run(app, "report", "two", "--no-publish", "--compare", "baseline", "--out", str(report))
+    assert "Compared: <b>baseline</b>" in report.read_text()
