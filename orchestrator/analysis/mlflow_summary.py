@@ -30,7 +30,7 @@ from orchestrator import configuration
 from orchestrator.errors import UserInputError
 from orchestrator.paths import is_canary_sweep
 from orchestrator.redact import redact
-from orchestrator.registry import Registry, RegistryMissing
+from orchestrator.registry import Registry
 from orchestrator.scheduler.hooks import SchedulerHook
 from orchestrator.tracking.naming import metric_key
 
@@ -177,12 +177,11 @@ def publish_sweep(sweep: str, registry_url: str | None = None, mlflow_uri: str |
     from orchestrator.tracking.retry import with_store_retries
 
     try:
-        try:
-            with Registry.open(registry_url, create=False) as registry:
+        record = None
+        if (registry := Registry.existing(registry_url)) is not None:
+            with registry:
                 record = registry.find_sweep(sweep)
-                names = short_names(registry.cells(sweep))
-        except RegistryMissing:
-            record = None
+                names = short_names(registry.cells(sweep)) if record else {}
         parent = record.mlflow_parent_run_id if record else None
         if record is None or not parent or not record.mlflow_experiment_id:
             return f"MLflow: sweep {sweep} has no MLflow parent run; nothing attached"

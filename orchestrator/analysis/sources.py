@@ -15,7 +15,7 @@ from orchestrator import paths
 from orchestrator.analysis.curves import from_mlflow_name
 from orchestrator.analysis.frame import CellResult, frame_from_results
 from orchestrator.errors import Problem, UserInputError
-from orchestrator.registry import Registry, RegistryMissing, SweepRecord
+from orchestrator.registry import Registry, SweepRecord
 from orchestrator.registry.engine import display_url
 from orchestrator.runs import provenance
 from orchestrator.runs.folder import (
@@ -38,9 +38,7 @@ FINAL_METRIC_PREFIX = "eval/"
 def registry_sweep(sweep: str, registry_url: str) -> tuple[SweepRecord, list[CellResult]] | None:
     """The sweep and its cells (by index) from the registry, or ``None`` if it lacks them
     (or there is no registry: reading never creates one)."""
-    try:
-        registry = Registry.open(registry_url, create=False)
-    except RegistryMissing:
+    if (registry := Registry.existing(registry_url)) is None:
         return None
     with registry:
         record = registry.find_sweep(sweep)

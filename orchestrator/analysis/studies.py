@@ -15,7 +15,7 @@ from typing import Any
 
 from orchestrator import paths
 from orchestrator.grid.plan import SweepPlan, stored_plan
-from orchestrator.registry import CellRecord, Registry, RegistryMissing, SweepRecord
+from orchestrator.registry import CellRecord, Registry, SweepRecord
 from orchestrator.search.hook import (
     ERROR_ATTR,
     STUDY_LABEL,
@@ -130,12 +130,11 @@ def trials_left(studies: Sequence[StudySummary], planned: int,
 
 def sweep_studies(sweep: str, registry_url: str | None = None) -> list[StudySummary]:
     """The studies of ``sweep`` (empty when it is not a search or the registry lacks it)."""
-    try:
-        with Registry.open(paths.registry_url(registry_url), create=False) as reg:
-            record = reg.find_sweep(sweep)
-            return [] if record is None else study_summaries(reg, record)
-    except RegistryMissing:
+    if (registry := Registry.existing(paths.registry_url(registry_url))) is None:
         return []
+    with registry:
+        record = registry.find_sweep(sweep)
+        return [] if record is None else study_summaries(registry, record)
 
 
 def best_trials(studies: list[StudySummary], fmt: str) -> str:

@@ -60,6 +60,15 @@ class RegistryConnection:
             raise
         return cls(engine)
 
+    @classmethod
+    def existing(cls, url: str | None = None) -> Self | None:
+        """:meth:`open` with ``create=False``, or ``None`` when there is no registry there
+        (reading never creates one)."""
+        try:
+            return cls.open(url, create=False)
+        except RegistryMissing:
+            return None
+
     @property
     def url(self) -> str:
         """The database URL, password masked."""

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.backends import get_backend
-from orchestrator.registry import Registry, RegistryMissing
+from orchestrator.registry import Registry
 from orchestrator.runs.provenance import label, stale_against
 
 if TYPE_CHECKING:
@@ -98,9 +98,7 @@ def recorded_stale(registry_url: str | None, plan: Plan) -> StaleCells | None:
     from orchestrator.sweeps.seed_hook import reachable_ids
 
     backend = get_backend(plan.spec.backend)
-    try:
-        registry = Registry.open(registry_url, create=False)
-    except RegistryMissing:
+    if (registry := Registry.existing(registry_url)) is None:
         return None
     with registry:
         if registry.find_sweep(plan.spec.name) is None:
