@@ -209,3 +209,36 @@ def test_a_restarted_scheduler_orders_from_what_the_registry_holds(tmp_path: Pat
         assert [reg.get_cell(sweep, i).settings["config"] for i in first] == [
             "b", "b", "c", "c", "a", "a"]
         assert ranked() == first
+
+
+def test_estimates_are_remade_at_most_once_per_refresh(tmp_path: Path) -> None:
+    """A pass launching short cells back to back reads the registry once a second, not
+    once a launch; a clock set back remakes them at once."""
+    from orchestrator.grid.identity import Cell
+
+    sweep = "fresh"
+    cells = [Cell(i, f"{i:012x}", {"config": c, "seed": 0}, {},
+                  {"config": c, "seed": 0, "max_steps": 100}) for i, c in enumerate("ab")]
+    now = [T0]
+    durations = SiblingDurations(FREE, clock=lambda: now[0])
+    with Registry.open(f"sqlite:///{tmp_path}/registry.db") as reg:
+        reg.upsert_sweep(sweep, backend="fake", spec_text="name: fresh\n")
+        reg.add_cells(sweep, cells)
+        durations.observe(reg, sweep)
+        assert durations.expected(cells[1].cell_id, 100) == 100.0  # no pace yet: steps
+        rec = reg.get_cell(sweep, cells[0].cell_id)
+        assert reg.transition(rec, CellState.PENDING, CellState.QUEUED)
+        assert reg.transition(rec, CellState.QUEUED, CellState.RUNNING)
+        assert reg.finish_attempt(rec, CellState.SUCCEEDED, exit_code=0)
+        with reg.engine.begin() as conn:
+            conn.execute(update(CellRow).where(CellRow.cell_id == rec.cell_id).values(
+                started_at=T0, finished_at=T0 + timedelta(seconds=50)))
+        now[0] = T0 + timedelta(milliseconds=999)
+        durations.observe(reg, sweep)
+        assert durations.expected(cells[1].cell_id, 100) == 100.0  # within the second
+        now[0] = T0 + timedelta(seconds=1)
+        durations.observe(reg, sweep)
+        assert durations.expected(cells[1].cell_id, 100) == pytest.approx(50.0)  # a's pace
+        now[0] = T0  # set back: not "fresh", remade (and unchanged)
+        durations.observe(reg, sweep)
+        assert durations.expected(cells[1].cell_id, 100) == pytest.approx(50.0)
