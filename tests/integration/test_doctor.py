@@ -285,10 +285,10 @@ def test_a_real_mlflow_server_is_read_not_written(
         home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Through HTTP: ok while the server runs (read only: no experiment made), a problem
     once it is stopped."""
+    from kit.mlflow_ui import mlflow_server, stop, wait_until_up
     from mlflow import MlflowClient
     from mlflow.entities import ViewType
     from ray_head import free_port
-    from test_mlflow_ui_server import mlflow_server, stop, wait_until_up
 
     port = free_port()
     base = f"http://127.0.0.1:{port}"

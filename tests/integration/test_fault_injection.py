@@ -259,7 +259,8 @@ def test_an_mlflow_server_outage_longer_than_the_client_retries_loses_no_point(
     """A real ``mlflow server`` is SIGKILLed mid-sweep, stays away for longer than the
     MLflow client's own retry budget (made short here), and comes back on the same port:
     training goes on, cells finish, and every metric point reaches the server."""
-    from test_mlflow_ui_server import _free_port, mlflow_server, stop, wait_until_up
+    from kit.mlflow_ui import free_port as _free_port
+    from kit.mlflow_ui import mlflow_server, stop, wait_until_up
 
     port = _free_port()
     base = f"http://127.0.0.1:{port}"

@@ -90,8 +90,9 @@ def _expected(run_dir: Path) -> dict[tuple[str, int, str], float]:
 
 def test_verl_metrics_survive_an_mlflow_outage_exactly_once(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kit.mlflow_ui import free_port as _free_port
+    from kit.mlflow_ui import mlflow_server, stop, wait_until_up
     from mlflow import MlflowClient
-    from test_mlflow_ui_server import _free_port, mlflow_server, stop, wait_until_up
 
     home = use_home(tmp_path / "home", monkeypatch, cli=True)
     port = _free_port()

@@ -59,6 +59,18 @@ def artifact(base: str, run_id: str, path: str) -> str:
         return str(resp.read().decode("utf-8"))
 
 
+def mlflow_server(
+    store_uri: str, artifact_root: Path, port: int, log: Path
+) -> subprocess.Popen[bytes]:
+    """Start ``mlflow server`` (as ``kappa ui`` does) in its own process group."""
+    argv = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", store_uri,
+            "--default-artifact-root", artifact_root.as_uri(),
+            "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
+    with open(log, "wb") as out:
+        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+
 def wait_until_up(base: str, proc: subprocess.Popen[bytes], log: Path) -> None:
     """Poll ``/health`` until it answers; fail (with the server's log) after the limit."""
     deadline = time.monotonic() + STARTUP_LIMIT
