@@ -50,14 +50,14 @@ def _bad_options(name: str, model: type[ExecutorOptions], errors: Any) -> UserIn
 
 def _problem(name: str, model: type[ExecutorOptions], error: Any) -> Problem:
     loc = ".".join(str(part) for part in error.get("loc", ()))
-    known = ", ".join(model.model_fields) or "(none)"
     option = str(error["loc"][0]) if error.get("loc") else ""
     field = model.model_fields.get(option)
-    extra = field.json_schema_extra if field is not None else None
+    extra = getattr(field, "json_schema_extra", None)
     fix = extra.get("fix") if isinstance(extra, dict) else None
     if error["type"] == "extra_forbidden":
         return Problem(f"executor.{loc}", f"the {name} executor has no option {option!r}",
-                       allowed=known, fix="`kappa executors` lists each executor's options")
+                       allowed=", ".join(model.model_fields) or "(none)",
+                       fix="`kappa executors` lists each executor's options")
     if fix is None and field is not None:
         fix = f"-E {option}=VALUE: {field.description or 'see `kappa executors`'}"
     found = None if error["type"] == "missing" else repr(error.get("input"))

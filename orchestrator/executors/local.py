@@ -50,7 +50,7 @@ def detect_gpus(explicit: Sequence[int | str] | None = None,
         return tuple(str(g) for g in explicit)
     visible = (os.environ if environ is None else environ).get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
-        return tuple(part.strip() for part in visible.split(",") if part.strip())
+        return _device_list(visible)
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return ()

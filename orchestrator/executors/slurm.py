@@ -137,9 +137,8 @@ class SlurmExecutor(Executor):
                  max_parallel: int = 64, sbatch_args: tuple[str, ...] = (),
                  cancel_wait: float = 60.0, python: str | None = None) -> None:
         self.partition, self.account, self.qos = partition, account, qos
-        self.constraint = constraint
+        self.constraint, self.default_time_minutes = constraint, default_time_minutes
         self.time_factor, self.time_extra_minutes = time_factor, time_extra_minutes
-        self.default_time_minutes = default_time_minutes
         self.max_parallel = max(1, max_parallel)
         self.sbatch_args = tuple(_split_args(sbatch_args))
         self.cancel_wait = cancel_wait

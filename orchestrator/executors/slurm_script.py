@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import shlex
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,10 +61,8 @@ def _directives(job: BatchJob) -> list[str]:
         lines.append(f"--gpus-per-node={res.gpus_per_node}")
     if job.time_minutes is not None:
         lines.append(f"--time={job.time_minutes}")
-    for option, value in (("partition", job.partition), ("account", job.account),
-                          ("qos", job.qos), ("constraint", job.constraint)):
-        if value:
-            lines.append(f"--{option}={value}")
+    lines += [f"--{option}={getattr(job, option)}"
+              for option in ("partition", "account", "qos", "constraint") if getattr(job, option)]
     # SLURM never requeues a cell's job by itself: a preempted or timed-out job ends,
     # and kappa's scheduler retries the cell (counted against its retries), resuming
     # from its checkpoint in the same run folder.
@@ -82,14 +79,10 @@ def _one_line(directive: str) -> str:
     return directive
 
 
-def _quote_all(words: Sequence[str]) -> str:
-    return " ".join(shlex.quote(w) for w in words)
-
-
 def _exec_wrapped(job: BatchJob) -> str:
     """The line that execs the cell's argv under kappa's job wrapper."""
-    return (f"exec {_quote_all([job.python, '-I', '-S', str(job.wrapper)])} \"$JOB_DIR\" -- "
-            f"{_quote_all(job.argv)}")
+    return (f"exec {shlex.join([job.python, '-I', '-S', str(job.wrapper)])} \"$JOB_DIR\" -- "
+            f"{shlex.join(job.argv)}")
 
 
 def _ray_cluster(job: BatchJob) -> list[str]:
@@ -112,7 +105,7 @@ def _ray_cluster(job: BatchJob) -> list[str]:
         "# The job's own Ray token (Ray's token auth): its head, workers and the cell share",
         "# it through the environment srun passes on; nobody else on the nodes can connect.",
         "export RAY_AUTH_MODE=token",
-        f"RAY_AUTH_TOKEN=$({_quote_all([job.python, '-c', TOKEN_CODE])})",
+        f"RAY_AUTH_TOKEN=$({shlex.join([job.python, '-c', TOKEN_CODE])})",
         "export RAY_AUTH_TOKEN",
         'echo "kappa: Ray head on $head_node ($RAY_ADDRESS), $SLURM_JOB_NUM_NODES nodes"',
         f'srun --nodes=1 --ntasks=1 --overlap -w "$head_node" {ray} start --head '
@@ -125,7 +118,7 @@ def _ray_cluster(job: BatchJob) -> list[str]:
         f"--num-gpus={gpus} --block &",
         "done",
         f"deadline=$((SECONDS + {RAY_JOIN_TIMEOUT_S}))",
-        f"until {_quote_all([job.python, '-c', probe])} \"$RAY_ADDRESS\" "
+        f"until {shlex.join([job.python, '-c', probe])} \"$RAY_ADDRESS\" "
         '"$SLURM_JOB_NUM_NODES" >/dev/null 2>&1; do',
         '  if [ "$SECONDS" -ge "$deadline" ] || ! kill -0 "$head_pid" 2>/dev/null; then',
         '    echo "kappa: the Ray cluster did not reach $SLURM_JOB_NUM_NODES nodes" >&2',

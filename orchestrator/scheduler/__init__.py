@@ -1,7 +1,4 @@
-"""The scheduler loop: moves one sweep's cells through their states until none is left.
-
-:class:`~.loop.SweepScheduler` (:mod:`.loop`) drives a sweep over any Backend, Executor and
-RunTracker; stopping and search take part as its hooks (both protocols: :mod:`.hooks`). The user's
-verbs (submit, resume, cancel, canary) that build it live in :mod:`orchestrator.sweeps`. Nothing is
-re-exported here: import each name from its module.
+"""The scheduler: :class:`~.loop.SweepScheduler` drives one sweep over any Backend, Executor and
+RunTracker, with stopping and search as its hooks (:mod:`.hooks`); the user's verbs that build it
+live in :mod:`orchestrator.sweeps`. Nothing is re-exported here: import each name from its module.
 """

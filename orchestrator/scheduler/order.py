@@ -1,29 +1,25 @@
 """What a sweep's pending cells ask for: the order they launch in, which fit now, which never can.
 
-A sweep's makespan is decided at its end: a long cell started late keeps the cluster busy while most
-GPUs idle. So kappa launches the **longest expected cells first** and, when the next cell does not
-fit in the GPUs free now, **backfills** smaller cells behind it that do. A cell's expected length is
-the sweep's duration model's (:mod:`.durations`): seconds once some cell has finished, its declared
-steps before that.
-
-First comes one cell of each configuration none of whose cells has started (a *probe*, the first in
-registry order): until one runs, nothing says how long a configuration takes, and a long one found
-late ends the sweep late (on the simulated cluster, ranking probes only among equal estimates left a
-10.5 h configuration unprobed until hour 55 of 67). Ties keep registry order.
-:meth:`LaunchOrder.observe` remakes the estimates from the registry before a pass sorts, so a
-restarted scheduler orders as the one before it did.
+A sweep's makespan is decided at its end (a long cell started late keeps the cluster busy while most
+GPUs idle), so kappa launches the **longest expected cells first** (the sweep's duration model,
+:mod:`.durations`: seconds once some cell finished, declared steps before) and **backfills** smaller
+cells that fit the free GPUs behind one that does not. First comes a *probe* of each configuration
+none of whose cells has started (its first in registry order): until one runs nothing says how long
+it takes, and a long one found late ends the sweep late (on the simulated cluster, ranking probes
+only among equal estimates left a 10.5 h configuration unprobed until hour 55 of 67). Ties keep
+registry order; :meth:`LaunchOrder.observe` remakes the estimates from the registry, so a restarted
+scheduler orders as the one before it did.
 
 GPU demand is deliberately not a sort key: on simulated clusters (``bench/cluster_makespan.py``)
 largest-GPU-first did worse than registry order whenever lengths were not known, and no better when
 they were. ``LaunchOrder(longest_first=False, backfill=False)`` is strict FIFO, the benchmark's
 baseline; ``siblings=False`` orders by declared steps only.
 
-:func:`job_resources` is the one place a cell's :class:`JobResources` are made (the loop submits
-them, :func:`check_fit` judges them): from its stored demand and the spec's ``resources`` (CPUs,
-hours). A cell asking for more than the executor can *ever* give (more GPUs than the machine has,
-more than any node of a Ray cluster) would wait forever, silently ``pending``; so ``submit``,
-``resume`` and ``canary`` ask :meth:`Executor.fits` about every distinct request first and say
-what to change, before anything is written or launched.
+:func:`job_resources` is the one place a cell's :class:`JobResources` are made (from its stored
+demand and the spec's ``resources``). A cell asking for more than the executor can *ever* give would
+wait forever, silently ``pending``, so ``submit``, ``resume`` and ``canary`` ask
+:meth:`Executor.fits` about every distinct request first (:func:`check_fit`), before anything is
+written or launched.
 """
 
 from __future__ import annotations
