@@ -189,14 +189,15 @@ class RayJobsExecutor(Executor):
 
     def __init__(self, address: str, *, max_parallel: int = 8, max_pending: int = 2,
                  entrypoint_resources: Mapping[str, float] | None = None,
-                 autoscaling: bool = False, request_timeout_s: float = REQUEST_TIMEOUT_S) -> None:
+                 autoscaling: bool = False, request_timeout_s: float = REQUEST_TIMEOUT_S,
+                 forward_prefixes: tuple[str, ...] = FORWARDED_PREFIXES) -> None:
         self.address = dashboard_url(address)  # a password in it is masked in messages
         self.request_timeout_s = request_timeout_s
         self.max_parallel = max_parallel
         self.max_pending = max_pending
         self.entrypoint_resources = dict(entrypoint_resources or {})
         self.autoscaling = autoscaling
-        self.forward_prefixes = FORWARDED_PREFIXES
+        self.forward_prefixes = forward_prefixes
         self._nodes: tuple[float, list[RayNode]] | None = None
         try:  # the client asks the dashboard for its version as it is made
             self._client = bounded_client(self.address, request_timeout_s)
