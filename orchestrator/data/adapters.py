@@ -81,7 +81,6 @@ class DatasetAdapter:
     integer_answers_only: bool = False
     max_prompt_tokens: int | None = None
     deduplicate: bool = False
-    notes: str = ""
     prompt_is_final: bool = False  # only DAPO, whose prompts already carry the instruction
 
     def problems(self, rows: Iterable[Mapping[str, Any]],
@@ -115,21 +114,20 @@ def _benchmark(name: str, hub_id: str, question: str, template: str,
 
 
 DATASETS: dict[str, DatasetAdapter] = {dataset.name: dataset for dataset in (
+    # The first paper's: integer answers, prompt <= 1024 tokens, first 10k train, next 1k val; the
+    # hub copy repeats each prompt, so duplicates are dropped (our choice).
     DatasetAdapter(
         name="dapo-math-17k", hub_id="BytedTsinghua-SIA/DAPO-Math-17k", hub_split="train",
-        data_source="math_dapo",
-        extract=fields("prompt.0.content", "reward_model.ground_truth"),
+        data_source="math_dapo", extract=fields("prompt.0.content", "reward_model.ground_truth"),
         template=ANSWER_LINE, prompt_is_final=True,
         splits=(Split("train", 0, 10_000), Split("val", 10_000, 11_000)),
-        integer_answers_only=True, max_prompt_tokens=1024, deduplicate=True,
-        notes="first paper: integer answers, prompt <= 1024 tokens, first 10k train, next 1k "
-              "val; the hub copy repeats each prompt, so duplicates are dropped (choice)"),
+        integer_answers_only=True, max_prompt_tokens=1024, deduplicate=True),
     _benchmark("amc23", "math-ai/amc23", "question", ANSWER_LINE),
     _benchmark("aime24", "HuggingFaceH4/aime_2024", "problem", ANSWER_LINE, hub_split="train"),
     _benchmark("aime25", "math-ai/aime25", "problem", ANSWER_LINE),
     _benchmark("math500", "HuggingFaceH4/MATH-500", "problem", BOXED),
-    DatasetAdapter(
+    DatasetAdapter(  # physics, open-ended, English, text-only
         name="olympiadbench", hub_id="Hothan/OlympiadBench", hub_split="train",
         hub_config="OE_TO_physics_en_COMP", data_source="olympiadbench",
-        extract=_olympiad, template=BOXED, notes="physics, open-ended, English, text-only"),
+        extract=_olympiad, template=BOXED),
 )}
