@@ -1,10 +1,8 @@
 """The scheduler's side of comparison groups (:mod:`.groups`): which members have met the
-rule (:meth:`ComparisonGroups.judge`, each poll), and which groups are now to stop
-(:meth:`ComparisonGroups.decisions`, each pass in which anything changed).
-
-Nothing here survives a restart, and nothing needs to: a member's firing step is judged
-again from its run folder, and a group's decision is read back from its file or the stop
-request its members hold (all hold the same one)."""
+rule (:meth:`ComparisonGroups.judge`, each poll) and which groups are now to stop
+(:meth:`ComparisonGroups.decisions`, each pass in which anything changed). A restart
+loses nothing: firing steps are judged again from run folders, decisions read back from
+the group's file or its members' stop requests."""
 
 from __future__ import annotations
 
@@ -53,9 +51,9 @@ def every(rules: StopRules, history: MetricHistory) -> int:
 
 
 def margin(steps_per_second: float, period: float) -> int:
-    """Steps between the furthest member and the group's stop step: :data:`MARGIN`, plus
-    what the fastest member can run in two scheduler passes (the request reaches it
-    within about one), so that no member is past the stop step when it reads it."""
+    """Steps between the furthest member and the group's stop step: :data:`MARGIN` plus
+    what the fastest member runs in two scheduler passes (a request reaches it in about
+    one), so that no member is past the stop step when it reads it."""
     return MARGIN + math.ceil(max(0.0, steps_per_second) * 2 * max(0.0, period))
 
 
@@ -76,8 +74,8 @@ class ComparisonGroups:
 
     def judge(self, cell_id: str, history: MetricHistory,
               cache: PlateauCache) -> StopRequest | None:
-        """A running member's new history: a ``diverged`` request (it stops at once, on
-        its own), or ``None`` — its group rules only record where they fired."""
+        """A running member's new history: a ``diverged`` request (it stops at once), or
+        ``None`` (its group rules only record where they fired)."""
         if (diverged := first_stop(own_rules(self.rules), history, cache)) is not None:
             return diverged
         hit = fired_rule(self.rules, history, cache)
@@ -92,9 +90,8 @@ class ComparisonGroups:
 
     def decisions(self, registry: Registry, watches: Mapping[str, _Watched],
                   period: float = 0.0) -> list[tuple[CellRecord, StopRequest]]:
-        """The live members of every group that is now to stop, each with its request.
-        ``period``: seconds between scheduler passes, which with the members' speed sets
-        the margin (:func:`margin`)."""
+        """The live members of every group now to stop, each with its request
+        (``period``: seconds between passes, for the :func:`margin`)."""
         if not self.changed:
             return []
         self.changed = False

@@ -1,14 +1,12 @@
-"""The scheduler's side of stopping: judge live metrics, ask cells to stop, end them, and
-hold back cells the sweep's GPU-hours cap cannot afford (a hook of the loop,
-:mod:`orchestrator.scheduler.hooks`).
+"""The scheduler's side of stopping (a hook of the loop): judge live metrics, ask cells to
+stop, end them, and hold back cells the sweep's GPU-hours cap cannot afford.
 
-A request is not an outcome: the cell ends ``succeeded (stopped ...)`` only when its
-run confirms the stop (:func:`~orchestrator.runs.stop_request.confirms`). A job that dies
-before that is an ordinary failed attempt (or a requeue), and the request stands for the
-next attempt, which stops where the first would have. ``diverged`` is final the moment
-it is decided: whatever happens to the job after, the cell fails with that reason and
-is not retried. Nothing here is lost on a restart: a cell's history is re-read from its
-run folder, and a request already made from ``stop-request.json``."""
+A request is not an outcome: the cell ends ``succeeded (stopped ...)`` only when its run
+confirms the stop (:func:`~orchestrator.runs.stop_request.confirms`). A job that dies
+before is an ordinary failed attempt, and the request stands for the next attempt.
+``diverged`` is final once decided: the cell fails with that reason, not retried. A
+restart loses nothing: histories are re-read from run folders, requests from
+``stop-request.json``."""
 
 from __future__ import annotations
 
@@ -105,9 +103,9 @@ class SweepStopping(SchedulerHook):
 
     # -- a cell's life ----------------------------------------------------------------
     def on_launch(self, cell_id: str, run_dir: Path) -> None:
-        """A new launch: forget what was read of the last one. A request that stands (the
-        job died before confirming it) is the new launch's too; a ``diverged`` one is
-        final, so only the user's requeue relaunches its cell, which then starts unasked."""
+        """A new launch: forget what was read of the last one. A standing request is the
+        new launch's too, but a ``diverged`` one (final) only a user's requeue relaunches:
+        that launch starts unasked."""
         self._watches.pop(cell_id, None)
         request = read_stop_request(run_dir)
         if request is not None and request.outcome == "failed":
@@ -198,9 +196,9 @@ class SweepStopping(SchedulerHook):
 
     def on_exit(self, cell_id: str, run_dir: Path, code: int,
                 summary: Mapping[str, Any] | None) -> Ending | None:
-        """How the cell ends if a stop was requested (see the module docstring); a run that
-        reports another stop is a failed attempt (retried); ``None``: no request, or a job that
-        died before its stop (an ordinary failure; the request stands for the next attempt)."""
+        """How the cell ends if a stop was requested (module docstring); a run reporting
+        another stop is a failed attempt; ``None``: no request, or a job that died before
+        its stop (an ordinary failure)."""
         watch = self._watches.pop(cell_id, None)
         self._warn_unlogged(cell_id, run_dir, watch)
         if self._groups is not None:
@@ -233,9 +231,8 @@ class SweepStopping(SchedulerHook):
         return Ending(CellState.FAILED, final, request.reason, f"stopped: {request.reason}")
 
     def _warn_unlogged(self, cell_id: str, run_dir: Path, watch: _Watch | None) -> None:
-        """A rule whose metric a run never logged is likely misspelt: say so, once. Judged
-        on the run's whole history: what this scheduler read may be only the part since it
-        (re)started, or nothing of the metric at all (a group's stop already decided)."""
+        """A rule whose metric a run never logged is likely misspelt: say so, once, judged
+        on the run's whole history (this scheduler may have read only part of it)."""
         if watch is None or self.rules is None or watch.rows_seen == 0:
             return
         missing = self.rules.metrics() - set(watch.history.series) - self._warned
@@ -251,9 +248,8 @@ class SweepStopping(SchedulerHook):
     # -- the cap ----------------------------------------------------------------------
     def may_launch(self, registry: Registry, sweep: str, ranked: list[str],
                    idle: bool) -> list[str]:
-        """The cells the cap lets start, judged whole and in launch order; once nothing
-        runs (``idle``) and none may start, the held-back cells are cancelled (``kappa
-        submit`` with a higher cap requeues them)."""
+        """The cells the cap lets start, in launch order; once nothing runs (``idle``) and
+        none may start, the held-back ones are cancelled (a resubmit requeues them)."""
         if self.cap is None:
             return ranked
         waiting = {c.cell_id: c for c in registry.cells_by_id(sweep, ranked)}
