@@ -207,14 +207,12 @@ def build_scheduler(registry: Registry, sweep: SweepRecord, backend: Backend,
                     options: SchedulerOptions | None = None,
                     order: LaunchOrder | None = None,
                     publish_to: Stores | None = None) -> SweepScheduler:
-    """The loop for ``sweep`` with the hooks its plan asks for: its stopping rules
-    and GPU-hours cap (always: a stop a pruner requested is ended through them too), its
-    search or seeds on demand if it has one; the spec's ``resources`` size each cell's job.
-    All of it is read from the sweep's stored plan (an unreadable one is a
-    ``UserInputError``); its notifications, if any, from what its latest submit recorded
-    (:mod:`orchestrator.notify`). ``publish_to``: the stores whose MLflow parent run gets
-    the sweep's tables, report and deltas when it ends, unless ``KAPPA_MLFLOW_SUMMARY=0``
-    (:mod:`orchestrator.analysis.mlflow_summary`)."""
+    """The loop for ``sweep`` with the hooks its stored plan asks for (an unreadable one:
+    ``UserInputError``): stopping rules and GPU-hours cap (always: a pruner's stop ends
+    through them), its search or seeds on demand, the notifications its latest submit
+    recorded; ``resources`` size each job. ``publish_to``: the stores whose MLflow parent
+    run gets the sweep's tables, report and deltas when it ends, unless
+    ``KAPPA_MLFLOW_SUMMARY=0`` (:mod:`orchestrator.analysis.mlflow_summary`)."""
     from orchestrator.analysis.mlflow_summary import PublishHook, summary_on
     from orchestrator.grid.plan import stored_plan
     from orchestrator.notify.hook import NotifyHook

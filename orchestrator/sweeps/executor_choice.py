@@ -1,21 +1,16 @@
-"""Which executor runs a sweep's cells: the ONE place an executor is chosen.
-
-From the command line (``--executor``, ``-E KEY=VALUE``: :func:`parse_executor_options`,
-the ``--ray-address`` shortcut), completed from what the sweep used last and validated
-against the executor's ``Options`` model once (:func:`choose_executor`;
-:meth:`ExecutorChoice.make` builds from that model), or for ``kappa cancel``
-(:func:`choice_for_job`: the executor a job's id names).
+"""Which executor runs a sweep's cells: the ONE place an executor is chosen, from the
+command line (``--executor``, ``-E KEY=VALUE``, the ``--ray-address`` shortcut) completed
+from what the sweep used last and validated once (:func:`choose_executor`), or for
+``kappa cancel`` from a job's id (:func:`choice_for_job`).
 
 ``-E`` values are strings the ``Options`` model converts (``4`` to an int, ``0,1`` to a
 list where the option says so); one starting with ``[`` or ``{`` is JSON. Options handed
 over in ``KAPPA_EXECUTOR_OPTIONS`` (a background scheduler's) come first, the command
-line's win, and of a key given twice the last wins. They travel in one environment
-variable, which Linux caps at 128 KiB (``MAX_ARG_STRLEN``), and are kept with the sweep:
-together at most :data:`MAX_OPTIONS_CHARS` of JSON.
+line's win, a key given twice: the last. They travel in one environment variable (Linux
+caps one at 128 KiB) and are kept with the sweep: at most :data:`MAX_OPTIONS_CHARS` of JSON.
 
-The registry is shared by a team: a password in an option is stored masked
-(:func:`orchestrator.redact.redact`), and an option still masked when used is refused
-with the fix (give it again), never sent to a cluster as ``***``.
+The registry is shared by a team: a password in an option is stored masked, and an option
+still masked when used is refused with the fix (give it again), never sent as ``***``.
 """
 
 from __future__ import annotations
@@ -66,9 +61,8 @@ class ExecutorChoice:
                                                                 self._all_options())
 
     def make(self, max_parallel: int | None = None) -> Executor:
-        """Build the executor (a ray_jobs one connects to its cluster here) from the
-        validated options (an unchecked choice is validated here); ``max_parallel``
-        (``--max-parallel``) wins over the options' own."""
+        """Build the executor from the validated options (a ray_jobs one connects to its
+        cluster here); ``max_parallel`` (``--max-parallel``) wins over the options' own."""
         name, valid = self.name or "local", self._validated()
         if max_parallel is not None and "max_parallel" in type(valid).model_fields:
             valid = with_option(name, valid, "max_parallel", max_parallel)
@@ -102,9 +96,8 @@ def shortcut_options(name: str, shortcuts: Mapping[str, Mapping[str, Any]]) -> d
 
 
 def remembered_executor(sweep: str, registry: Registry | Stores | None = None) -> ExecutorChoice:
-    """The executor ``sweep`` last ran on, as its registry (``registry``, else the
-    default one) records it; an empty choice if none was recorded or there is no
-    registry yet. A password in its options comes back masked (see the module docstring)."""
+    """The executor ``sweep`` last ran on, as its registry (default: the usual one) records
+    it, passwords masked; an empty choice if none was recorded or there is no registry."""
     if not isinstance(registry, Registry):
         try:
             opened = (registry or Stores()).open_registry(create=False)
@@ -118,10 +111,9 @@ def remembered_executor(sweep: str, registry: Registry | Stores | None = None) -
 
 def choose_executor(sweep: str, choice: ExecutorChoice | None = None,
                     registry: Registry | Stores | None = None) -> ExecutorChoice:
-    """``choice`` completed from what ``sweep`` last used (else local): the options the
-    sweep last used with the same executor (from ``registry``), overridden by those
-    given; checked (UserInputError, e.g. ray_jobs without an address, or a remembered
-    password not given again); writes nothing."""
+    """``choice`` completed from what ``sweep`` last used with the same executor (else
+    local), the options given winning; checked (UserInputError, e.g. ray_jobs without an
+    address, or a remembered password not given again); writes nothing."""
     given = choice or ExecutorChoice()
     last = remembered_executor(sweep, registry)
     name = given.name or last.name or "local"

@@ -1,10 +1,9 @@
 """The :class:`Sweep` handle: the one object a command or a notebook holds after submit.
 
-It owns what belongs to one recorded sweep: its stored plan (parsed once per handle), its
-folder and each cell's run folder (:mod:`orchestrator.runs.layout`, the one path rule),
-recording new cells (a submit's and a search's trials alike: :meth:`Sweep.record_cells`
-is the only code that does), and its status (:class:`~.status.SweepStatus`, what every
-view renders). A handle reads through the registry it is given and never outlives it.
+It owns one recorded sweep: its stored plan (parsed once per handle), its folders
+(:mod:`orchestrator.runs.layout`), recording new cells (a submit's, a search's trials and
+seeds on demand alike: :meth:`Sweep.record_cells` is the only code that does) and its
+status (:class:`~.status.SweepStatus`). It reads through the registry it is given.
 
 >>> with Registry.open() as reg:
 ...     status = Sweep(reg, "toy-demo").status()
@@ -88,20 +87,6 @@ class Sweep:
         """The sweep's folder (its cells' run folders inside)."""
         return layout.sweep_folder(self.name)
 
-    @staticmethod
-    def run_folder(cell: layout.RecordedCell) -> Path:
-        """Where ``cell`` runs."""
-        return layout.run_folder(cell)
-
-    @property
-    def scheduler_log(self) -> Path:
-        """Where a background scheduler of the sweep writes its output."""
-        return layout.scheduler_log(self.name)
-
-    def log_file(self, cell: layout.RecordedCell) -> Path:
-        """The training log of ``cell`` (every attempt's output, appended)."""
-        return layout.run_folder(cell) / LOG_FILE
-
     def write_log(self, cell: CellRecord, write: Callable[[str], None],
                   follow: bool = False) -> None:
         """Write ``cell``'s training log; ``follow``: and what is appended until the cell
@@ -110,7 +95,7 @@ class Sweep:
         def ended() -> bool:
             return self.registry.get_cell(self.name, cell.cell_id).is_terminal
 
-        path = self.log_file(cell)
+        path = layout.run_folder(cell) / LOG_FILE  # every attempt's output, appended
         if stream_log(path, write, ended if follow else None):
             return
         cell = self.registry.get_cell(self.name, cell.cell_id)
