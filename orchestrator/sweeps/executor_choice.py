@@ -49,34 +49,22 @@ class ExecutorChoice:
     name: str | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
     shortcuts: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    # The options validated (by :meth:`check`): what :meth:`make` builds from.
+    # The options validated (by :func:`choose_executor`): what :meth:`make` builds from.
     valid: ExecutorOptions | None = field(default=None, compare=False, repr=False)
 
     def _all_options(self) -> dict[str, Any]:
         return {**shortcut_options(self.name or "local", self.shortcuts), **self.options}
 
-    def _validated(self) -> ExecutorOptions:
-        valid = self.valid
-        return valid if valid is not None else validate_options(self.name or "local",
-                                                                self._all_options())
-
     def make(self, max_parallel: int | None = None) -> Executor:
-        """Build the executor from the validated options (a ray_jobs one connects to its
-        cluster here); ``max_parallel`` (``--max-parallel``) wins over the options' own."""
-        name, valid = self.name or "local", self._validated()
+        """Build the executor from the validated options (an unchecked choice's validated
+        here; a ray_jobs one connects to its cluster here); ``max_parallel``
+        (``--max-parallel``) wins over the options' own."""
+        name = self.name or "local"
+        valid = self.valid if self.valid is not None else validate_options(
+            name, self._all_options())
         if max_parallel is not None and "max_parallel" in type(valid).model_fields:
             valid = with_option(name, valid, "max_parallel", max_parallel)
         return make_executor(name, valid)
-
-    def check(self) -> ExecutorChoice:
-        """This choice with its options validated and normalised (``shortcuts`` folded
-        in); UserInputError for an unknown name or a bad or missing option. Connects to
-        nothing."""
-        if self.valid is not None:
-            return self
-        valid = self._validated()
-        return ExecutorChoice(self.name or "local",
-                              valid.model_dump(mode="json", exclude_unset=True), valid=valid)
 
     def cli_args(self) -> list[str]:
         """The choice's name as ``kappa resume`` options (its options go in :meth:`env`)."""
@@ -120,7 +108,8 @@ def choose_executor(sweep: str, choice: ExecutorChoice | None = None,
     kept = last.options if last.name == name else {}
     options = {**kept, **shortcut_options(name, given.shortcuts), **given.options}
     check_unmasked(sweep, name, options)
-    return ExecutorChoice(name, options).check()
+    valid = validate_options(name, options)  # connects to nothing
+    return ExecutorChoice(name, valid.model_dump(mode="json", exclude_unset=True), valid=valid)
 
 
 def remember_executor(sweep: str, chosen: ExecutorChoice,
