@@ -36,40 +36,10 @@ from orchestrator.scheduler.hooks import Ending, LoopControl, SchedulerHook
 from orchestrator.spec.model import Resources
 from orchestrator.spec.stop_block import StopRules
 from orchestrator.stopping import budget
-from orchestrator.stopping.group_watch import ComparisonGroups
-from orchestrator.stopping.rules import MetricHistory, PlateauCache, first_stop
+from orchestrator.stopping.group_watch import ComparisonGroups, Watch
+from orchestrator.stopping.rules import MetricHistory, first_stop
 
 LOG = logging.getLogger(__name__)
-
-
-@dataclass
-class _Watch:
-    """What the scheduler has read of one running cell (all of it re-readable)."""
-
-    cursor: Any = None
-    history: MetricHistory = field(default_factory=MetricHistory)
-    cache: PlateauCache = field(default_factory=PlateauCache)
-    rows_seen: int = 0
-    request: StopRequest | None = None
-    job: JobHandle | None = None
-    job_ended: bool = False
-    last_step: int = 0  # the last step the run logged (for a group's stop ahead of it)
-    first_seen: tuple[float, int] | None = None  # (when, step) of its first logged rows
-    last_seen: tuple[float, int] | None = None
-
-    @property
-    def steps_per_second(self) -> float:
-        """How fast the run has been logging steps while watched (0 until known)."""
-        if self.first_seen is None or self.last_seen is None:
-            return 0.0
-        elapsed = self.last_seen[0] - self.first_seen[0]
-        return (self.last_seen[1] - self.first_seen[1]) / elapsed if elapsed > 0 else 0.0
-
-    @property
-    def short_of_group_stop(self) -> bool:
-        """Its request is a group's, whose stop step the run has not logged yet."""
-        return (self.request is not None and self.request.grouped
-                and self.last_step < self.request.step)
 
 
 @dataclass
@@ -80,7 +50,7 @@ class SweepStopping(SchedulerHook):
     rules: StopRules | None = None
     resources: Resources = field(default_factory=Resources)
     sweep: str = ""
-    _watches: dict[str, _Watch] = field(default_factory=dict, init=False)
+    _watches: dict[str, Watch] = field(default_factory=dict, init=False)
     _warned: set[str] = field(default_factory=set, init=False)
     _groups: ComparisonGroups | None = field(default=None, init=False)
     _last_pass: float | None = field(default=None, init=False)
@@ -114,11 +84,11 @@ class SweepStopping(SchedulerHook):
         if key is not None:  # where the launch reads its group's decision
             point_to_group(run_dir, group_decision_file(run_dir.parent, key))
 
-    def _watch_of(self, cell_id: str, run_dir: Path) -> _Watch:
+    def _watch_of(self, cell_id: str, run_dir: Path) -> Watch:
         if cell_id not in self._watches:
             # A request already in the folder was made by this launch's scheduler before
             # it restarted: it stands.
-            self._watches[cell_id] = _Watch(request=read_stop_request(run_dir))
+            self._watches[cell_id] = Watch(request=read_stop_request(run_dir))
         return self._watches[cell_id]
 
     def on_poll(self, loop: LoopControl, cell: CellRecord, run_dir: Path,
@@ -187,7 +157,7 @@ class SweepStopping(SchedulerHook):
         self._end_job(watch, job)
         return True
 
-    def _end_job(self, watch: _Watch, job: JobHandle) -> None:
+    def _end_job(self, watch: Watch, job: JobHandle) -> None:
         """A backend whose process cannot be asked is ended through its executor (once
         it has reached a group's stop step)."""
         if not (self.backend.stops_itself or watch.job_ended or watch.short_of_group_stop):
@@ -230,7 +200,7 @@ class SweepStopping(SchedulerHook):
             return Ending(CellState.SUCCEEDED, final, request.reason, None)
         return Ending(CellState.FAILED, final, request.reason, f"stopped: {request.reason}")
 
-    def _warn_unlogged(self, cell_id: str, run_dir: Path, watch: _Watch | None) -> None:
+    def _warn_unlogged(self, cell_id: str, run_dir: Path, watch: Watch | None) -> None:
         """A rule whose metric a run never logged is likely misspelt: say so, once, judged
         on the run's whole history (this scheduler may have read only part of it)."""
         if watch is None or self.rules is None or watch.rows_seen == 0:
