@@ -73,16 +73,6 @@ class Sweep:
         return stored_plan(self.name, self.record.plan)
 
     @property
-    def overrides(self) -> tuple[str, ...]:
-        """The command-line overrides of the sweep's last submit (none for a sweep without
-        a readable plan)."""
-        try:
-            return tuple(self.plan.overrides)
-        except UserInputError:
-            return ()
-
-    # -- files ----------------------------------------------------------------------
-    @property
     def folder(self) -> Path:
         """The sweep's folder (its cells' run folders inside)."""
         return layout.sweep_folder(self.name)
@@ -108,14 +98,12 @@ class Sweep:
                    f"under KAPPA_HOME, now {kappa_home()})")
         raise KappaError(f"no log at {path}: cell {cell.cell_id} is {cell.state.value}, {why}")
 
-    # -- recording ------------------------------------------------------------------
     def record_cells(self, cells: Sequence[CellLike], demands: Mapping[str, Any],
                      max_retries: int) -> list[CellRecord]:
         """Add the cells not yet recorded (pending), each with its run folder made
         (``config.yaml``, ``cell.json``); the new ones. ``demands``: each cell's
         ``Demand.to_json()`` by id. The run folders are recorded in one transaction (one
-        per cell took minutes at 100,000 cells); a process killed before it leaves
-        ``run_dir`` unset, which means the same folder."""
+        per cell took minutes at 100,000 cells); a ``run_dir`` left unset means the same."""
         new = self.registry.add_cells(self.name, cells, max_retries=max_retries,
                                       demands=demands)
         for cell in new:
@@ -126,7 +114,6 @@ class Sweep:
             c.cell_id: str(layout.cell_folder(self.name, c.cell_id)) for c in new})
         return new
 
-    # -- status ---------------------------------------------------------------------
     def status(self) -> SweepStatus:
         """The whole status: every cell, hours, comparison groups, studies, seeds on demand,
         notify target (``complete``)."""
@@ -150,7 +137,7 @@ class Sweep:
             waiting = {c.cell_id for c in admit(pending, others, plan.resources, cap)[1]}
         together = plan.stop.together if plan.stop is not None else ()
         notify = load_config(self.name)
-        overrides = self.overrides
+        overrides = tuple(plan.overrides)  # of the sweep's last submit
         studies = study_summaries(registry, record, plan)
         return SweepStatus(
             sweep=self.name, backend=record.backend, complete=True, counts=counts,
