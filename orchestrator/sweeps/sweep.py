@@ -3,7 +3,8 @@
 It owns one recorded sweep: its stored plan (parsed once per handle), its folders
 (:mod:`orchestrator.runs.layout`), recording new cells (a submit's, a search's trials and
 seeds on demand alike: :meth:`Sweep.record_cells` is the only code that does) and its
-status (:class:`~.status.SweepStatus`). It reads through the registry it is given.
+status (:class:`~.status.SweepStatus`). It reads through the registry it is given and
+never outlives it.
 
 >>> with Registry.open() as reg:
 ...     status = Sweep(reg, "toy-demo").status()
