@@ -40,11 +40,9 @@ MAX_OPTIONS_CHARS = 64 * 1024
 
 @dataclass(frozen=True)
 class ExecutorChoice:
-    """A registered executor's ``name`` (``None``: what the sweep used last, else local)
-    and its ``options``. ``shortcuts``: options of ONE executor's command-line shortcut,
-    keyed by its name (``{"ray_jobs": {"address": URL}}`` from ``--ray-address``), used
-    only when that executor is chosen (a plug-in's ``address`` must not get the Ray
-    cluster's URL); ``None`` counts as not given."""
+    """A registered executor's ``name`` (``None``: what the sweep used last, else local),
+    its ``options``, and ``shortcuts``: command-line shortcuts' options keyed by the one
+    executor they are for (:func:`ray_shortcut`; ``None``: not given)."""
 
     name: str | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
@@ -78,8 +76,7 @@ class ExecutorChoice:
 
 
 def shortcut_options(name: str, shortcuts: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """The options that executor ``name``'s own shortcuts give (``None`` = not given);
-    shortcuts of other executors are none of its business."""
+    """The options executor ``name``'s own shortcuts give (``None``: not given)."""
     return {k: v for k, v in shortcuts.get(name, {}).items() if v is not None}
 
 
@@ -134,9 +131,8 @@ def ray_shortcut(ray_address: str | None) -> dict[str, dict[str, Any]]:
 def choice_for_job(sweep: str, name: str, registry: Registry,
                    options: Mapping[str, Any] | None = None,
                    shortcuts: Mapping[str, Mapping[str, Any]] | None = None) -> ExecutorChoice:
-    """Executor ``name`` (the one a job's id names) as ``kappa cancel`` makes it: as
-    :func:`choose_executor` completes it, given those of ``options`` (``-E``, offered to
-    whichever executor has them) it takes."""
+    """Executor ``name`` (a job's id names it) as ``kappa cancel`` makes it: completed by
+    :func:`choose_executor`, given those of the ``-E`` ``options`` it has."""
     given = ExecutorChoice(name, executor_options(name, **(options or {})), shortcuts or {})
     return choose_executor(sweep, given, registry)
 
