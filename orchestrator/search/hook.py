@@ -2,12 +2,11 @@
 
 A ``search:`` sweep has one Optuna study per axis combination (:func:`study_name`), stored beside
 the registry, never in its tables (both stamp a table ``alembic_version``): SQLite, a sibling file
-``registry.optuna.db``; PostgreSQL, the same database, schema ``kappa_optuna`` (created on first
-use), reached through the connection's ``search_path`` (:func:`open_storage`). Each trial is an
-ordinary cell (labels ``kappa.study`` and ``kappa.trial``); :class:`SearchHook` tells ended trials
-and asks new ones every pass, and reports the objective and prunes every poll. The studies are the
-record, so a restart loses nothing; a study with a cancelled cell asks no more until a resubmit
-requeues it."""
+``registry.optuna.db``; PostgreSQL, schema ``kappa_optuna`` of the same database
+(:func:`open_storage`). Each trial is an ordinary cell (labels ``kappa.study``, ``kappa.trial``);
+:class:`SearchHook` tells ended trials and asks new ones every pass, reports the objective and
+prunes every poll. The studies are the record, so a restart loses nothing; a study with a
+cancelled cell asks no more until a resubmit requeues it."""
 
 from __future__ import annotations
 
@@ -68,10 +67,8 @@ def optuna_storage_url(registry_engine: Any) -> tuple[str, dict[str, Any]]:
 
 
 def open_storage(registry_engine: Any) -> Any:
-    """The ``optuna.storages.RDBStorage`` of a registry (created on first use). Opened by
-    one process at a time (the registry's record lock): two creating its tables at once
-    collide (a scheduler asking its first trial, and a second machine's ``search --wait``
-    reading the studies meanwhile)."""
+    """The ``optuna.storages.RDBStorage`` of a registry (created on first use), opened by
+    one process at a time: two creating its tables at once collide."""
     import optuna
 
     from orchestrator.registry.sweeps import sweep_record_lock
@@ -106,8 +103,7 @@ class SearchHook(SchedulerHook):
     sweep: str
     plan: SweepPlan
     backend: Backend
-    #: Records new cells as a submit does: ``(registry, cells, demands by id, max_retries)
-    #: -> the new records`` (the sweep's handle's ``record_cells``, the only code that does).
+    #: Records new cells as a submit does (the sweep's handle's ``record_cells``).
     record_cells: Callable[[Registry, Sequence[Cell], Mapping[str, Any], int],
                            list[CellRecord]]
     studies: list[_Study] | None = field(default=None, init=False)
@@ -139,9 +135,8 @@ class SearchHook(SchedulerHook):
 
     # -- asking and telling -----------------------------------------------------------
     def on_pass(self, registry: Registry) -> None:
-        """Tell the trials whose cells ended (the objective from the final metrics, or the
-        best logged for ``at: best``; a pruned cell is PRUNED, a failed one FAIL); ask new
-        ones while a study has fewer than ``parallel`` running and ``trials`` in all."""
+        """Tell the trials whose cells ended (a pruned cell is PRUNED, a failed one FAIL);
+        ask new ones while a study has fewer than ``parallel`` running and ``trials`` in all."""
         from optuna.trial import TrialState
 
         if self.studies is None:

@@ -71,12 +71,11 @@ def tpe_startup_trials(search: SearchSpec) -> int:
 
 
 def make_pruner(search: SearchSpec, max_steps: int | None = None) -> Any:
-    """The spec's pruner (``max_steps``: the study's, from its plan). A trial's resource
-    is its training step, and hyperband's ``max_resource`` and successive halving's first
-    rung come from ``max_steps`` where the backend says: Optuna's ``auto`` takes them from
-    the first finished trial, whose last step is too small if a stopping rule ended it
-    early, and trials running before it ends record rung values at whatever step they
-    have reached then (a better trial compared with that later value is pruned)."""
+    """The spec's pruner; a trial's resource is its training step. Hyperband's
+    ``max_resource`` and successive halving's first rung come from the study's
+    ``max_steps`` where the backend knows it: Optuna's ``auto`` takes them from the first
+    finished trial, too small if a stopping rule ended it early, and trials running
+    before then record rung values at whatever step they reached."""
     import optuna.pruners as p
 
     if search.pruner == "median":

@@ -1,19 +1,16 @@
-"""GPU-hours of a sweep: used, projected, planned, saved by stopping rules; the cap.
-
-Pure arithmetic over registry snapshots and the spec's ``resources`` (a cell needs
-``gpus × nodes`` GPUs for ``hours``; cells with no GPU are counted in cell-hours):
+"""GPU-hours of a sweep (cell-hours when its cells use no GPU; a cell needs ``gpus ×
+nodes`` GPUs), pure arithmetic over registry snapshots and the spec's ``resources``:
 
 * **used**: ended cells, the wall time of their last attempt;
-* **planned**: pending and queued cells, their declared steps at the sweep's pace (the
-  duration model of :mod:`orchestrator.scheduler.durations`); ``resources.hours`` until
-  some cell of the sweep has finished;
+* **planned**: pending and queued cells, their declared steps at the sweep's pace
+  (:mod:`orchestrator.scheduler.durations`); ``resources.hours`` until a cell finished;
 * **running**: as that model projects each cell, else (under a tenth of its steps, or
   retried) the larger of its planned hours and the hours it has run;
 * **saved**: cells a stopping rule ended, planned hours × the fraction of steps not run.
 
-The cap (``stop.gpu_hours``) is a budget: a cell starts only if used + running + its own
-planned hours stay within it. Cells that cannot start wait while cells run (a stop may
-free budget); once nothing runs they are cancelled with the reason ``gpu_hours cap``."""
+The cap (``stop.gpu_hours``): a cell starts only if used + running + its planned hours stay
+within it. Cells that cannot start wait while cells run (a stop may free budget); once
+nothing runs they are cancelled with the reason ``gpu_hours cap``."""
 
 from __future__ import annotations
 
@@ -110,8 +107,8 @@ def sweep_hours(cells: Iterable[CellRecord], resources: Resources, cap: float | 
 def admit(pending: Sequence[CellRecord], others: Iterable[CellRecord], resources: Resources,
           cap: float, now: datetime | None = None) -> tuple[list[CellRecord], list[CellRecord]]:
     """Split ``pending`` (in launch order) into the cells the cap lets start now and
-    those that must wait, committing each admitted cell's hours before judging the next.
-    ``others``: the sweep's cells that are not pending."""
+    those that must wait, each admitted cell's hours committed before the next is judged
+    (``others``: the sweep's other cells)."""
     others = list(others)
     hours = sweep_hours(others, resources, now=now)
     committed = hours.used + hours.running
@@ -136,8 +133,8 @@ def cap_message(hours: SweepHours) -> str:
 @dataclass(frozen=True)
 class GroupHours:
     """One comparison group (``stop.together``): its label (the axis values its members
-    share), its cells, the steps its stopped members ended at, and its hours (used,
-    projected, saved: :class:`SweepHours` of its members at the sweep's pace)."""
+    share), its cells, the steps its stopped members ended at, and its members' hours at
+    the sweep's pace."""
 
     label: str
     cells: int

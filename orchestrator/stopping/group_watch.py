@@ -1,10 +1,9 @@
-"""The scheduler's side of comparison groups (:mod:`.groups`): which members have met the
-rule (:meth:`ComparisonGroups.judge`, each poll), and which groups are now to stop
-(:meth:`ComparisonGroups.decisions`, each pass in which anything changed).
-
-Nothing here survives a restart, and nothing needs to: a member's firing step is judged
-again from its run folder, and a group's decision is read back from its file or the stop
-request its members hold (all hold the same one)."""
+"""The scheduler's side of comparison groups (:mod:`.groups`): what it has read of each
+running cell (:class:`Watch`), which members have met the rule
+(:meth:`ComparisonGroups.judge`, each poll) and which groups are now to stop
+(:meth:`ComparisonGroups.decisions`, each pass in which anything changed). A restart
+loses nothing: firing steps are judged again from run folders, decisions read back from
+the group's file or its members' stop requests."""
 
 from __future__ import annotations
 
@@ -13,9 +12,10 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any
 
 from orchestrator.backends import Backend
+from orchestrator.executors import JobHandle
 from orchestrator.registry import CellRecord, CellState, Registry
 from orchestrator.runs.folder import read_json, write_json
 from orchestrator.runs.layout import group_decision_file
@@ -25,15 +25,34 @@ from orchestrator.stopping.groups import MARGIN, Member, cadence, decide, group_
 from orchestrator.stopping.rules import MetricHistory, PlateauCache, first_stop
 
 
-class _Watched(Protocol):
-    """What the hook knows of a running cell (:class:`~.hook._Watch`)."""
+@dataclass
+class Watch:
+    """What the scheduler has read of one running cell (all of it re-readable)."""
 
-    history: MetricHistory
-    last_step: int
+    cursor: Any = None
+    history: MetricHistory = field(default_factory=MetricHistory)
+    cache: PlateauCache = field(default_factory=PlateauCache)
+    rows_seen: int = 0
+    request: StopRequest | None = None
+    job: JobHandle | None = None
+    job_ended: bool = False
+    last_step: int = 0  # the last step the run logged (for a group's stop ahead of it)
+    first_seen: tuple[float, int] | None = None  # (when, step) of its first logged rows
+    last_seen: tuple[float, int] | None = None
 
     @property
     def steps_per_second(self) -> float:
-        """How fast the run logs steps (0 when unknown)."""
+        """How fast the run has been logging steps while watched (0 until known)."""
+        if self.first_seen is None or self.last_seen is None:
+            return 0.0
+        elapsed = self.last_seen[0] - self.first_seen[0]
+        return (self.last_seen[1] - self.first_seen[1]) / elapsed if elapsed > 0 else 0.0
+
+    @property
+    def short_of_group_stop(self) -> bool:
+        """Its request is a group's, whose stop step the run has not logged yet."""
+        return (self.request is not None and self.request.grouped
+                and self.last_step < self.request.step)
 
 
 def own_rules(rules: StopRules) -> StopRules:
@@ -53,9 +72,9 @@ def every(rules: StopRules, history: MetricHistory) -> int:
 
 
 def margin(steps_per_second: float, period: float) -> int:
-    """Steps between the furthest member and the group's stop step: :data:`MARGIN`, plus
-    what the fastest member can run in two scheduler passes (the request reaches it
-    within about one), so that no member is past the stop step when it reads it."""
+    """Steps between the furthest member and the group's stop step: :data:`MARGIN` plus
+    what the fastest member runs in two scheduler passes (a request reaches it in about
+    one), so that no member is past the stop step when it reads it."""
     return MARGIN + math.ceil(max(0.0, steps_per_second) * 2 * max(0.0, period))
 
 
@@ -76,8 +95,8 @@ class ComparisonGroups:
 
     def judge(self, cell_id: str, history: MetricHistory,
               cache: PlateauCache) -> StopRequest | None:
-        """A running member's new history: a ``diverged`` request (it stops at once, on
-        its own), or ``None`` — its group rules only record where they fired."""
+        """A running member's new history: a ``diverged`` request (it stops at once), or
+        ``None`` (its group rules only record where they fired)."""
         if (diverged := first_stop(own_rules(self.rules), history, cache)) is not None:
             return diverged
         hit = fired_rule(self.rules, history, cache)
@@ -90,11 +109,10 @@ class ComparisonGroups:
                 self.fired[cell_id], self._rule_of[cell_id] = step, hit.rule  # type: ignore[union-attr]
         return None
 
-    def decisions(self, registry: Registry, watches: Mapping[str, _Watched],
+    def decisions(self, registry: Registry, watches: Mapping[str, Watch],
                   period: float = 0.0) -> list[tuple[CellRecord, StopRequest]]:
-        """The live members of every group that is now to stop, each with its request.
-        ``period``: seconds between scheduler passes, which with the members' speed sets
-        the margin (:func:`margin`)."""
+        """The live members of every group now to stop, each with its request
+        (``period``: seconds between passes, for the :func:`margin`)."""
         if not self.changed:
             return []
         self.changed = False
@@ -140,7 +158,7 @@ class ComparisonGroups:
                     return request
         return None
 
-    def _member(self, cell: CellRecord, watches: Mapping[str, _Watched]) -> Member:
+    def _member(self, cell: CellRecord, watches: Mapping[str, Watch]) -> Member:
         total = cell.total_steps
         if cell.state is CellState.SUCCEEDED:
             return Member(cell.cell_id, "out" if cell.stop_reason else "full", total=total)

@@ -1,33 +1,26 @@
 """Comparison groups: cells whose results a table compares stop as one, at one step.
 
 A sweep's ``stop.together`` names the axes its results compare (``[reward_budget]``);
-cells whose other axis values are all equal form a comparison group (with ``together:
-[reward_budget]``, the ``+RB`` cell and its baseline of the same seed). Without groups,
-each cell stops where its own rule fires, so the two runs of a delta are trained for
-different numbers of steps and evaluated at different steps, and the delta measures that
-difference as much as the treatment. A group instead stops by this rule:
+cells whose other axis values are all equal form a comparison group (the ``+RB`` cell and
+its baseline of the same seed). Stopped each on its own, the two runs of a delta would be
+trained and evaluated at different steps, and the delta would measure that too. A group:
 
-* each member's ``plateau`` / ``threshold`` rules are judged on its own history exactly as
-  without groups; the first step at which one fires is the step the member *met* the rule.
-  Meeting it does not stop the member;
-* a member that diverged, failed for good or was cancelled leaves the group: the others
-  follow the rule among themselves (the table shows the delta as missing or partial);
-* a member that ended at its full length without meeting the rule makes the whole group
-  run to full length;
-* once every remaining member has met the rule, every one of them stops at the same step ``T``: the
-  first step at which the rules' metric is logged that lies past the last member's firing step and
-  at least a margin past the furthest member's progress (:data:`MARGIN`, which the scheduler widens
-  by what the fastest member runs in two of its passes: :func:`.group_watch.margin`), so that no
-  member is already past ``T`` when it reads the request. The decision is written once, to a file
-  every member reads (:func:`~orchestrator.runs.stop_request.read_group_request`), then to each
-  member's own request, so a crash between the two leaves no member without it. A member behind
-  ``T`` trains on to ``T``. If ``T`` would not come before the members' last step, nothing is saved
-  and the group runs to the end.
+* each member's ``plateau`` / ``threshold`` rules are judged on its own history as without
+  groups; the first step one fires is where the member *met* the rule (it trains on);
+* a member that diverged, failed for good or was cancelled leaves the group;
+* a member that ended at full length without meeting the rule makes the group run to
+  full length;
+* once every remaining member has met the rule, all stop at one step ``T``: the first log
+  step of the rules' metric past the last firing step and at least a margin past the
+  furthest member's progress (:data:`MARGIN`, widened live by what the fastest member runs
+  in two scheduler passes: :func:`.group_watch.margin`), so no member is past ``T`` when it
+  reads the request. The decision is written to a file every member reads
+  (:func:`~orchestrator.runs.stop_request.read_group_request`), then to each member's own
+  request, so a crash between the two loses nothing. If ``T`` would not come before the
+  members' last step, the group runs to the end.
 
-So every pair compared in a table was trained for the same number of steps and evaluated
-at the same step ``T`` (``diverged`` still stops a member at once, on its own). The
-functions here are pure; the scheduler (:mod:`.hook`) feeds them what it has read, and
-the offline replay (:mod:`.replay`) what a finished sweep logged."""
+``diverged`` still stops a member at once, on its own. The functions are pure: the
+scheduler (:mod:`.hook`) and the offline replay (:mod:`.replay`) feed them what they read."""
 
 from __future__ import annotations
 
@@ -68,12 +61,10 @@ def cadence(steps: Sequence[int]) -> int:
 
 @dataclass(frozen=True)
 class Member:
-    """What the group rule needs of one cell.
-
-    ``standing``: ``live`` (running, or waiting to start or retry), ``full`` (ended at its
-    full length without stopping) or ``out`` (diverged, failed for good, cancelled).
-    ``fired``: the step its own rule fired at (``None``: not yet). ``progress``: the last
-    step it logged. ``every``: the cadence of the rule's metric. ``total``: its last step."""
+    """What the group rule needs of one cell: ``standing`` (``live``: running or waiting to
+    start or retry; ``full``: ended at full length unstopped; ``out``: diverged, failed for
+    good, cancelled), the step its own rule ``fired`` at (``None``: not yet), the last step
+    it logged (``progress``), the rule's metric's cadence (``every``), its last step."""
 
     cell_id: str
     standing: Standing

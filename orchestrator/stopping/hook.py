@@ -1,14 +1,12 @@
-"""The scheduler's side of stopping: judge live metrics, ask cells to stop, end them, and
-hold back cells the sweep's GPU-hours cap cannot afford (a hook of the loop,
-:mod:`orchestrator.scheduler.hooks`).
+"""The scheduler's side of stopping (a hook of the loop): judge live metrics, ask cells to
+stop, end them, and hold back cells the sweep's GPU-hours cap cannot afford.
 
-A request is not an outcome: the cell ends ``succeeded (stopped ...)`` only when its
-run confirms the stop (:func:`~orchestrator.runs.stop_request.confirms`). A job that dies
-before that is an ordinary failed attempt (or a requeue), and the request stands for the
-next attempt, which stops where the first would have. ``diverged`` is final the moment
-it is decided: whatever happens to the job after, the cell fails with that reason and
-is not retried. Nothing here is lost on a restart: a cell's history is re-read from its
-run folder, and a request already made from ``stop-request.json``."""
+A request is not an outcome: the cell ends ``succeeded (stopped ...)`` only when its run
+confirms the stop (:func:`~orchestrator.runs.stop_request.confirms`). A job that dies
+before is an ordinary failed attempt, and the request stands for the next attempt.
+``diverged`` is final once decided: the cell fails with that reason, not retried. A
+restart loses nothing: histories are re-read from run folders, requests from
+``stop-request.json``."""
 
 from __future__ import annotations
 
@@ -38,40 +36,10 @@ from orchestrator.scheduler.hooks import Ending, LoopControl, SchedulerHook
 from orchestrator.spec.model import Resources
 from orchestrator.spec.stop_block import StopRules
 from orchestrator.stopping import budget
-from orchestrator.stopping.group_watch import ComparisonGroups
-from orchestrator.stopping.rules import MetricHistory, PlateauCache, first_stop
+from orchestrator.stopping.group_watch import ComparisonGroups, Watch
+from orchestrator.stopping.rules import MetricHistory, first_stop
 
 LOG = logging.getLogger(__name__)
-
-
-@dataclass
-class _Watch:
-    """What the scheduler has read of one running cell (all of it re-readable)."""
-
-    cursor: Any = None
-    history: MetricHistory = field(default_factory=MetricHistory)
-    cache: PlateauCache = field(default_factory=PlateauCache)
-    rows_seen: int = 0
-    request: StopRequest | None = None
-    job: JobHandle | None = None
-    job_ended: bool = False
-    last_step: int = 0  # the last step the run logged (for a group's stop ahead of it)
-    first_seen: tuple[float, int] | None = None  # (when, step) of its first logged rows
-    last_seen: tuple[float, int] | None = None
-
-    @property
-    def steps_per_second(self) -> float:
-        """How fast the run has been logging steps while watched (0 until known)."""
-        if self.first_seen is None or self.last_seen is None:
-            return 0.0
-        elapsed = self.last_seen[0] - self.first_seen[0]
-        return (self.last_seen[1] - self.first_seen[1]) / elapsed if elapsed > 0 else 0.0
-
-    @property
-    def short_of_group_stop(self) -> bool:
-        """Its request is a group's, whose stop step the run has not logged yet."""
-        return (self.request is not None and self.request.grouped
-                and self.last_step < self.request.step)
 
 
 @dataclass
@@ -82,7 +50,7 @@ class SweepStopping(SchedulerHook):
     rules: StopRules | None = None
     resources: Resources = field(default_factory=Resources)
     sweep: str = ""
-    _watches: dict[str, _Watch] = field(default_factory=dict, init=False)
+    _watches: dict[str, Watch] = field(default_factory=dict, init=False)
     _warned: set[str] = field(default_factory=set, init=False)
     _groups: ComparisonGroups | None = field(default=None, init=False)
     _last_pass: float | None = field(default=None, init=False)
@@ -105,9 +73,9 @@ class SweepStopping(SchedulerHook):
 
     # -- a cell's life ----------------------------------------------------------------
     def on_launch(self, cell_id: str, run_dir: Path) -> None:
-        """A new launch: forget what was read of the last one. A request that stands (the
-        job died before confirming it) is the new launch's too; a ``diverged`` one is
-        final, so only the user's requeue relaunches its cell, which then starts unasked."""
+        """A new launch: forget what was read of the last one. A standing request is the
+        new launch's too, but a ``diverged`` one (final) only a user's requeue relaunches:
+        that launch starts unasked."""
         self._watches.pop(cell_id, None)
         request = read_stop_request(run_dir)
         if request is not None and request.outcome == "failed":
@@ -116,11 +84,11 @@ class SweepStopping(SchedulerHook):
         if key is not None:  # where the launch reads its group's decision
             point_to_group(run_dir, group_decision_file(run_dir.parent, key))
 
-    def _watch_of(self, cell_id: str, run_dir: Path) -> _Watch:
+    def _watch_of(self, cell_id: str, run_dir: Path) -> Watch:
         if cell_id not in self._watches:
             # A request already in the folder was made by this launch's scheduler before
             # it restarted: it stands.
-            self._watches[cell_id] = _Watch(request=read_stop_request(run_dir))
+            self._watches[cell_id] = Watch(request=read_stop_request(run_dir))
         return self._watches[cell_id]
 
     def on_poll(self, loop: LoopControl, cell: CellRecord, run_dir: Path,
@@ -189,7 +157,7 @@ class SweepStopping(SchedulerHook):
         self._end_job(watch, job)
         return True
 
-    def _end_job(self, watch: _Watch, job: JobHandle) -> None:
+    def _end_job(self, watch: Watch, job: JobHandle) -> None:
         """A backend whose process cannot be asked is ended through its executor (once
         it has reached a group's stop step)."""
         if not (self.backend.stops_itself or watch.job_ended or watch.short_of_group_stop):
@@ -198,9 +166,9 @@ class SweepStopping(SchedulerHook):
 
     def on_exit(self, cell_id: str, run_dir: Path, code: int,
                 summary: Mapping[str, Any] | None) -> Ending | None:
-        """How the cell ends if a stop was requested (see the module docstring); a run that
-        reports another stop is a failed attempt (retried); ``None``: no request, or a job that
-        died before its stop (an ordinary failure; the request stands for the next attempt)."""
+        """How the cell ends if a stop was requested (module docstring); a run reporting
+        another stop is a failed attempt; ``None``: no request, or a job that died before
+        its stop (an ordinary failure)."""
         watch = self._watches.pop(cell_id, None)
         self._warn_unlogged(cell_id, run_dir, watch)
         if self._groups is not None:
@@ -232,10 +200,9 @@ class SweepStopping(SchedulerHook):
             return Ending(CellState.SUCCEEDED, final, request.reason, None)
         return Ending(CellState.FAILED, final, request.reason, f"stopped: {request.reason}")
 
-    def _warn_unlogged(self, cell_id: str, run_dir: Path, watch: _Watch | None) -> None:
-        """A rule whose metric a run never logged is likely misspelt: say so, once. Judged
-        on the run's whole history: what this scheduler read may be only the part since it
-        (re)started, or nothing of the metric at all (a group's stop already decided)."""
+    def _warn_unlogged(self, cell_id: str, run_dir: Path, watch: Watch | None) -> None:
+        """A rule whose metric a run never logged is likely misspelt: say so, once, judged
+        on the run's whole history (this scheduler may have read only part of it)."""
         if watch is None or self.rules is None or watch.rows_seen == 0:
             return
         missing = self.rules.metrics() - set(watch.history.series) - self._warned
@@ -251,9 +218,8 @@ class SweepStopping(SchedulerHook):
     # -- the cap ----------------------------------------------------------------------
     def may_launch(self, registry: Registry, sweep: str, ranked: list[str],
                    idle: bool) -> list[str]:
-        """The cells the cap lets start, judged whole and in launch order; once nothing
-        runs (``idle``) and none may start, the held-back cells are cancelled (``kappa
-        submit`` with a higher cap requeues them)."""
+        """The cells the cap lets start, in launch order; once nothing runs (``idle``) and
+        none may start, the held-back ones are cancelled (a resubmit requeues them)."""
         if self.cap is None:
             return ranked
         waiting = {c.cell_id: c for c in registry.cells_by_id(sweep, ranked)}

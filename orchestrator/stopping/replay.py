@@ -2,17 +2,14 @@
 have stopped, and its numbers there (what ``kappa stop-check`` reports).
 
 Rules are judged exactly as live (:mod:`.rules`, :mod:`.groups`), so the replay's stop
-steps are the live ones up to latency: live, a cell on its own stops a step or two after
-its rule fires, and the replay takes the firing step; a comparison group's step ``T`` is
-computed as if every member were at the last member's firing step when it fired, with
-the fixed margin :data:`~.groups.MARGIN` (live, members run a few steps apart and the
-margin is wider, so with the metric logged every ``c`` steps and ``c`` larger than that
-margin plus the gap, the live ``T`` is the replay's; else it can be one log later).
+steps are the live ones up to latency: live, a cell stops a step or two after its rule
+fires, the replay takes the firing step; a group's ``T`` is computed as if every member
+were at the last firing step, with the fixed :data:`~.groups.MARGIN` (live, the margin is
+wider, so ``T`` can be one log later when the metric's cadence is not larger than it).
 
-A cell's numbers at its stop step are the last value of each metric logged at or before
-it: for validation at ``T`` what a run stopped there reports (its final evaluation at
-``T`` repeats it, for a deterministic trainer). Metrics computed only at the end of a
-run (held-out benchmarks) have no value at ``T`` and are left out."""
+A cell's numbers at its stop step are each metric's last value logged at or before it
+(what a run stopped there reports, for a deterministic trainer); metrics computed only at
+the end of a run (held-out benchmarks) are left out."""
 
 from __future__ import annotations
 

@@ -1,18 +1,15 @@
 """Stopping rules as pure functions of a run's metric history.
 
-Each rule gives the earliest step at which it fires, or ``None``. The answer at a step
-depends only on what was logged up to it, so judging the history again from the start (a
-restarted scheduler) gives the same decision at the same step. (:data:`PlateauCache`
-only memoises the plateau test of each prefix.)
+Each rule gives the earliest step at which it fires, or ``None``, from what was logged up
+to that step only, so a restarted scheduler judging the history afresh decides the same.
+Each fires at a log at or after ``min_steps``:
 
 * ``plateau``: the first paper's convergence rule (Appendix B.3,
-  :func:`orchestrator.algorithms.convergence.has_plateaued`) on the history up to each
-  log; fires at the first log at or after ``min_steps`` where it has held at every log
-  for at least ``patience`` steps.
-* ``threshold``: the first log at or after ``min_steps`` whose value is ``>= at_least``
-  (or ``<= at_most``).
-* ``diverged``: the log (at or after ``min_steps``) that completes ``for`` consecutive logs that are
-  non-finite (``nonfinite``) or cross ``below`` / ``above`` (NaN crosses no bound).
+  :func:`orchestrator.algorithms.convergence.has_plateaued`) on the history up to the log,
+  once it has held at every log for at least ``patience`` steps;
+* ``threshold``: a value ``>= at_least`` (or ``<= at_most``);
+* ``diverged``: the log completing ``for`` consecutive logs that are non-finite
+  (``nonfinite``) or cross ``below`` / ``above`` (NaN crosses no bound).
 
 :func:`first_stop` takes the earliest (on a tie: diverged, threshold, plateau)."""
 
@@ -51,9 +48,9 @@ class MetricHistory:
         return sorted(self.series.get(metric, {}).items())
 
 
+#: Memo of the plateau test per prefix: (metric, prefix length, its last point); a history
+#: rewritten with other values misses it.
 PlateauCache = dict[tuple[str, int, int, float], bool]
-"""Memo of the plateau test per prefix, keyed by the metric, the prefix's length and its last point
-(a history rewritten with other values misses the memo and is judged afresh)."""
 
 
 def _plateau_held(metric: str, points: Sequence[Point], n: int,

@@ -1,36 +1,31 @@
 """Seeds on demand: the sequential rule that decides when a comparison has seeds enough.
 
-A comparison is a paired difference of one metric (treatment − base, paired by seed). It
-is looked at each time one more seed's pair has finished, from ``start`` pairs to ``max``:
-look ``k`` (``k = 1 … K``, ``K = max − start + 1``) sees ``n_k = start + k − 1`` pairs. At
-look ``k`` the comparison gets the two-sided paired Student-t interval at level ``1 − α_k``
-and is
+A comparison is a paired difference of one metric (treatment − base, paired by seed),
+looked at each time one more pair has finished, from ``start`` pairs to ``max``: look
+``k`` sees ``n_k = start + k − 1`` pairs and gets the two-sided paired Student-t interval
+at level ``1 − α_k``. The comparison is
 
 * **positive** when the interval lies above 0, **negative** when below 0;
-* **within margin** when the interval lies inside ``(−margin, +margin)`` (``margin > 0``):
-  whatever the difference is, it is smaller than the margin worth having;
+* **within margin** when it lies inside ``(−margin, +margin)`` (``margin > 0``);
 * else **undecided**: one more seed, or, at ``n_k = max``, **undecided at max**.
 
 The first look that decides is final: seeds added for other comparisons never change it.
 
-The levels. ``α_k = A(n_k / max) − A(n_{k−1} / max)`` (``A(n_0 / max) = 0``) are the
-increments of a Lan–DeMets α-spending function ``A`` with ``A(1) = α`` (Lan & DeMets,
-*Biometrika* 70, 1983), evaluated at the information fractions ``n_k / max``:
-O'Brien–Fleming type ``A(t) = 2 − 2Φ(z_{1−α/2} / √t)`` (default: little α early, nearly
-all of it at ``max``) or Pocock type ``A(t) = α·ln(1 + (e − 1)·t)``.
+The levels ``α_k = A(n_k / max) − A(n_{k−1} / max)`` (``A(n_0 / max) = 0``) are the
+increments of a Lan–DeMets α-spending function with ``A(1) = α`` (*Biometrika* 70, 1983):
+O'Brien–Fleming type ``A(t) = 2 − 2Φ(z_{1−α/2} / √t)`` (default: little α early) or
+Pocock type ``A(t) = α·ln(1 + (e − 1)·t)``.
 
-The guarantee. If the paired differences are independent draws from a normal
-distribution with mean 0 (any variance), each look's interval excludes 0 with probability
-exactly ``α_k``, so by Bonferroni's inequality the probability that the comparison is
-ever decided positive or negative is at most ``Σ α_k = A(1) = α``, whatever the
-dependence between looks; likewise, if the true difference is at least ``margin`` in size,
-the probability of ever calling it within margin is at most ``α / 2``. The bound is
-conservative (looks are positively correlated): simulated, 2.8% at ``α = 0.05`` with
-``start = 3, max = 8``. The reported interval is the deciding look's ``1 − α_k`` interval,
-wider than a fixed-``n`` 95% interval. Skewed differences are not covered by the claim.
+The guarantee: if the paired differences are independent normal draws with mean 0, each
+look's interval excludes 0 with probability exactly ``α_k``, so by Bonferroni the
+comparison is ever decided positive or negative with probability at most ``Σ α_k = α``;
+likewise a true difference of at least ``margin`` is called within margin with
+probability at most ``α / 2``. The bound is conservative (simulated: 2.8% at ``α = 0.05``,
+``start = 3, max = 8``); the reported interval is the deciding look's, wider than a
+fixed-``n`` 95% one. Skewed differences are not covered.
 
-The functions are pure: the scheduler and the offline replay feed them the differences of
-the seeds that finished, in seed order, so a restarted sweep recomputes the same decisions.
+The functions are pure: the scheduler and the offline replay feed them the finished
+seeds' differences in seed order, so a restarted sweep recomputes the same decisions.
 """
 
 from __future__ import annotations

@@ -1,19 +1,16 @@
 """Canary runs: every distinct cell configuration, a few steps long, before the grid.
 
-A spec that validates can still die at its first step, after hours in a queue: a reward
-function that raises, a plug-in missing from the Ray workers, an unwritable checkpoint
-folder, a setting that overflows once it meets a tensor. A short real run sees those: a
-cell's :meth:`~orchestrator.backends.base.Backend.canary_settings` (the smallest run that
-still takes the whole path), on the executor the grid will use.
+A spec that validates can still die at its first step, after hours in a queue (a reward
+function that raises, a plug-in missing from the Ray workers, an unwritable folder). A
+short real run of each cell's :meth:`~orchestrator.backends.base.Backend.canary_settings`,
+on the executor the grid will use, sees those.
 
 Cells that differ only in the backend's ``canary_free_settings`` (``seed``), or whose
-canaries come out equal (differing only in ``max_steps``), share one canary: the first of
-them in grid order. A spec with a ``search:`` block has no cells of its own; its canaries
-are its studies' starting cells (the searched settings at the spec's values), and the
-canary sweep runs no search. The canaries are a sweep of their own, ``<name>.canary``
-(:func:`orchestrator.paths.canary_sweep`), driven like any sweep but with no retries and
-runs tagged ``kappa.canary=true``. Content-addressed like cells: one that passed is not
-run again unless ``rerun``; one that failed (or was cancelled) runs again.
+canaries come out equal, share one canary: the first of them in grid order. A search's
+canaries are its studies' starting cells (the canary sweep runs no search). The canaries
+are a sweep of their own, ``<name>.canary``, with no retries and runs tagged
+``kappa.canary=true``; content-addressed like cells, one that passed is not run again
+unless ``rerun``.
 """
 
 from __future__ import annotations
@@ -80,8 +77,7 @@ class CanaryPlan:
 
     def sweep(self) -> PreparedSweep:
         """The canaries as a sweep to record: the grid's spec renamed, no retries, no
-        search and no seeds on demand (a canary runs its one cell, never trials or more
-        seeds)."""
+        search and no seeds on demand (a canary runs its one cell)."""
         spec = self.grid.spec.model_copy(update={"name": self.name, "retries": 0,
                                                  "search": None, "seeds": None})
         plan = self.grid.plan.model_copy(update={"name": self.name, "retries": 0,
@@ -103,10 +99,9 @@ def canaried_cells(grid: PreparedSweep) -> tuple[Cell, ...]:
 
 
 def plan_canaries(grid: PreparedSweep) -> CanaryPlan:
-    """One canary per distinct configuration of ``grid``'s cells (of its studies, for a
-    search), from each cell's validated model (``grid`` prepared with ``models=True``);
-    writes nothing. ``UserInputError`` (every problem, located at the cell a canary
-    stands for) if the backend rejects a canary's settings."""
+    """One canary per distinct configuration of ``grid``'s cells (prepared with
+    ``models=True``); writes nothing. ``UserInputError`` (every problem, located at the
+    cell a canary stands for) if the backend rejects a canary's settings."""
     backend = grid.backend
     free = backend.canary_free_settings
     groups: dict[str, list[Cell]] = {}
@@ -196,10 +191,9 @@ def run_canaries(plan: CanaryPlan, stores: Stores = Stores(), *, rerun: bool = F
                  max_parallel: int | None = None, options: SchedulerOptions | None = None,
                  executor: Executor | None = None,
                  choice: ExecutorChoice | None = None) -> CanaryOutcome:
-    """Record ``plan``'s canary sweep and drive it to the end here; every outcome. The
-    executor (``executor``, else ``choice`` completed from what the grid's sweep used last:
-    where the grid will run) is made and every canary checked against it before anything
-    is written."""
+    """Record ``plan``'s canary sweep and drive it to the end here. The executor
+    (``executor``, else ``choice`` completed as for the grid's sweep) is made and every
+    canary checked against it before anything is written."""
     from orchestrator.notify.store import effective, save_config
     from orchestrator.tracking import Tracker
 

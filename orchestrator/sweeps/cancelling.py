@@ -26,15 +26,11 @@ def cancel(target: str, stores: Stores = Stores(),
            executor: Executor | None = None,
            options: Mapping[str, Any] | None = None,
            shortcuts: Mapping[str, Mapping[str, Any]] | None = None) -> list[CellRecord]:
-    """Cancel sweep ``target`` (or the cell ``target`` names: an id or unique prefix);
-    returns the cells that were cancelled.
-
-    Unfinished cells become ``cancelled`` (one transaction each) and their running jobs
-    are stopped here, with or without a live scheduler (one driving the sweep notices on
-    its next pass). Each job is stopped by the executor its id's prefix names
-    (``executor`` overrides), made as :func:`~.executor_choice.choice_for_job` says from
-    ``options`` (``-E``) and ``shortcuts`` (keyed by executor name).
-    """
+    """Cancel sweep ``target`` (or the cell ``target`` names: an id or unique prefix); the
+    cells cancelled. Unfinished cells become ``cancelled`` and their running jobs are
+    stopped here, with or without a live scheduler, each by the executor its id's prefix
+    names (``executor`` overrides), made by :func:`~.executor_choice.choice_for_job` from
+    ``options`` (``-E``) and ``shortcuts`` (keyed by executor name)."""
     with stores.open_registry() as registry:
         cells = _cells_of(registry, target)
         executors = _Executors(registry, options or {}, shortcuts or {}, {} if executor is None
@@ -99,9 +95,8 @@ def _cancel_cell(registry: Registry, cell: CellRecord,
 
 @dataclass
 class _Executors:
-    """The executors that stop a cancel's jobs, each made once, from what ``kappa cancel``
-    was given: ``-E`` options (each kept by the executors that have it) and per-executor
-    shortcuts."""
+    """The executors that stop a cancel's jobs, each made once from ``kappa cancel``'s
+    ``-E`` options and shortcuts."""
 
     registry: Registry
     options: Mapping[str, Any] = field(default_factory=dict)

@@ -15,26 +15,20 @@ from orchestrator.sweeps.executor_choice import ExecutorChoice
 from orchestrator.sweeps.stores import Stores
 
 
-def kappa_command() -> list[str]:
-    """How to run ``kappa`` from here: ``KAPPA_CLI`` (split like a shell would), else
-    ``python -m orchestrator`` with this interpreter. (``KAPPA_CLI`` lets a wrapper that
-    registers extra backends start background schedulers that know them too.)"""
-    return configuration.read("KAPPA_CLI") or [sys.executable, "-m", "orchestrator"]
-
-
 def start_background(sweep: str, stores: Stores = Stores(),
                      max_parallel: int | None = None,
                      choice: ExecutorChoice | None = None) -> int:
-    """Start ``kappa resume SWEEP --wait --log-events`` (:func:`kappa_command`) detached
-    from this process, logging to :func:`scheduler_log`; its pid. It waits for (or takes
-    over from) any scheduler already driving the sweep, on the executor ``choice``. URLs
-    and options (any of which may carry a password) go through its environment
-    (:meth:`Stores.env`, :meth:`ExecutorChoice.env`), never its command line, which ``ps``
-    shows.
+    """Start ``kappa resume SWEEP --wait --log-events`` detached from this process, logging
+    to :func:`scheduler_log`; its pid. It waits for (or takes over from) any scheduler
+    already driving the sweep, on the executor ``choice``. URLs and options (any may carry
+    a password) go through its environment, never its command line, which ``ps`` shows.
+    ``kappa`` is ``KAPPA_CLI`` (split like a shell would; a wrapper that registers extra
+    backends starts schedulers that know them too), else ``python -m orchestrator``.
     """
     log = scheduler_log(paths.check_name(sweep))
     log.parent.mkdir(parents=True, exist_ok=True)
-    argv = [*kappa_command(), "resume", sweep, "--wait", "--quiet", "--log-events"]
+    kappa = configuration.read("KAPPA_CLI") or [sys.executable, "-m", "orchestrator"]
+    argv = [*kappa, "resume", sweep, "--wait", "--quiet", "--log-events"]
     env = {**os.environ, "KAPPA_HOME": str(paths.kappa_home()), **stores.env()}
     env.pop(OPTIONS_ENV, None)  # only this choice's options, never inherited ones
     if max_parallel is not None:

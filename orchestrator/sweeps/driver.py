@@ -1,12 +1,8 @@
 """Driving a sweep: :func:`submit` (validate everything, record, then drive here or in a
 background scheduler) and :func:`resume` (reattach to running jobs, requeue vanished ones,
-run the rest).
-
-The executor is remembered per sweep (:mod:`.executor_choice`), so ``resume`` on any
-machine sharing the registry keeps using it; resuming with an executor other than the
-one the running cells' jobs belong to is refused, never silently requeued elsewhere.
-Only the scheduler holding the sweep's lease (:mod:`orchestrator.scheduler.lease`) drives
-it; a second one says who does, waits for it to end or its lease to expire, then takes over.
+run the rest). The executor is remembered per sweep, so ``resume`` on any machine sharing
+the registry keeps it; one other than the running jobs' is refused. Only the scheduler
+holding the sweep's lease drives it; a second says who does, waits, then takes over.
 """
 
 from __future__ import annotations
@@ -82,13 +78,10 @@ def submit(
     choice: ExecutorChoice | None = None,
     rerun_stale: bool = False,
 ) -> SubmitResult:
-    """Validate ``spec_path`` (or a sweep :func:`prepare` made already) entirely, record
-    the sweep, then run it (here or detached). ``choice`` (default: the sweep's last
-    executor, else local) is checked, and a ray_jobs cluster reached, before anything is
-    written; ``executor`` overrides it. A resubmit runs failed and cancelled cells again,
-    succeeded ones with ``rerun``, stale ones (other numerics than the installed ones,
-    ``SubmitResult.stale``) with ``rerun_stale``.
-    """
+    """Validate ``spec_path`` (or a sweep :func:`prepare` made) entirely, record the
+    sweep, then run it (here or detached). ``choice`` (default: the sweep's last executor,
+    else local) is checked, and a ray_jobs cluster reached, before anything is written;
+    ``executor`` overrides it. ``rerun``, ``rerun_stale``: see :func:`record`."""
     from orchestrator.notify.store import effective, save_config
     from orchestrator.tracking import Tracker
 
@@ -122,12 +115,9 @@ def resume(
     executor: Executor | None = None,
     choice: ExecutorChoice | None = None,
 ) -> dict[CellState, int]:
-    """Drive ``sweep`` until no cell is unfinished; returns the final state counts.
-
-    The executor is ``executor``, else ``choice`` completed by :func:`choose_executor`.
-    If another scheduler drives the sweep, waits for it, then takes over whatever it
-    left (e.g. cells submitted after it decided to stop).
-    """
+    """Drive ``sweep`` until no cell is unfinished; the final state counts. The executor
+    is ``executor``, else ``choice`` completed by :func:`choose_executor`. If another
+    scheduler drives the sweep, waits for it, then takes over whatever it left."""
     from orchestrator.backends import get_backend
     from orchestrator.scheduler.mlflow_runs import MlflowRunTracker
 
@@ -176,8 +166,7 @@ def resume(
 
 def _work_left(registry: Registry, sweep: str) -> bool:
     """Whether ``sweep`` has work left as it stands now (its record read afresh: a resubmit
-    may have changed it): an unfinished cell, or a search's trials left to ask or tell, such
-    as a search whose driver has not recorded its first trial yet."""
+    may have changed it), trials of a search not yet started included."""
     handle = Sweep(registry, sweep)
     try:
         return handle.active_status().work_left
@@ -207,14 +196,12 @@ def build_scheduler(registry: Registry, sweep: SweepRecord, backend: Backend,
                     options: SchedulerOptions | None = None,
                     order: LaunchOrder | None = None,
                     publish_to: Stores | None = None) -> SweepScheduler:
-    """The loop for ``sweep`` with the hooks its plan asks for: its stopping rules
-    and GPU-hours cap (always: a stop a pruner requested is ended through them too), its
-    search or seeds on demand if it has one; the spec's ``resources`` size each cell's job.
-    All of it is read from the sweep's stored plan (an unreadable one is a
-    ``UserInputError``); its notifications, if any, from what its latest submit recorded
-    (:mod:`orchestrator.notify`). ``publish_to``: the stores whose MLflow parent run gets
-    the sweep's tables, report and deltas when it ends, unless ``KAPPA_MLFLOW_SUMMARY=0``
-    (:mod:`orchestrator.analysis.mlflow_summary`)."""
+    """The loop for ``sweep`` with the hooks its stored plan asks for (an unreadable one:
+    ``UserInputError``): stopping rules and GPU-hours cap (always: a pruner's stop ends
+    through them), its search or seeds on demand, the notifications its latest submit
+    recorded; ``resources`` size each job. ``publish_to``: the stores whose MLflow parent
+    run gets the sweep's tables, report and deltas when it ends, unless
+    ``KAPPA_MLFLOW_SUMMARY=0`` (:mod:`orchestrator.analysis.mlflow_summary`)."""
     from orchestrator.analysis.mlflow_summary import PublishHook, summary_on
     from orchestrator.grid.plan import stored_plan
     from orchestrator.notify.hook import NotifyHook

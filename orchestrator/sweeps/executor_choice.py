@@ -1,21 +1,16 @@
-"""Which executor runs a sweep's cells: the ONE place an executor is chosen.
-
-From the command line (``--executor``, ``-E KEY=VALUE``: :func:`parse_executor_options`,
-the ``--ray-address`` shortcut), completed from what the sweep used last and validated
-against the executor's ``Options`` model once (:func:`choose_executor`;
-:meth:`ExecutorChoice.make` builds from that model), or for ``kappa cancel``
-(:func:`choice_for_job`: the executor a job's id names).
+"""Which executor runs a sweep's cells: the ONE place an executor is chosen, from the
+command line (``--executor``, ``-E KEY=VALUE``, the ``--ray-address`` shortcut) completed
+from what the sweep used last and validated once (:func:`choose_executor`), or for
+``kappa cancel`` from a job's id (:func:`choice_for_job`).
 
 ``-E`` values are strings the ``Options`` model converts (``4`` to an int, ``0,1`` to a
 list where the option says so); one starting with ``[`` or ``{`` is JSON. Options handed
 over in ``KAPPA_EXECUTOR_OPTIONS`` (a background scheduler's) come first, the command
-line's win, and of a key given twice the last wins. They travel in one environment
-variable, which Linux caps at 128 KiB (``MAX_ARG_STRLEN``), and are kept with the sweep:
-together at most :data:`MAX_OPTIONS_CHARS` of JSON.
+line's win, a key given twice: the last. They travel in one environment variable (Linux
+caps one at 128 KiB) and are kept with the sweep: at most :data:`MAX_OPTIONS_CHARS` of JSON.
 
-The registry is shared by a team: a password in an option is stored masked
-(:func:`orchestrator.redact.redact`), and an option still masked when used is refused
-with the fix (give it again), never sent to a cluster as ``***``.
+The registry is shared by a team: a password in an option is stored masked, and an option
+still masked when used is refused with the fix (give it again), never sent as ``***``.
 """
 
 from __future__ import annotations
@@ -45,44 +40,29 @@ MAX_OPTIONS_CHARS = 64 * 1024
 
 @dataclass(frozen=True)
 class ExecutorChoice:
-    """A registered executor's ``name`` (``None``: what the sweep used last, else local)
-    and its ``options``. ``shortcuts``: options of ONE executor's command-line shortcut,
-    keyed by its name (``{"ray_jobs": {"address": URL}}`` from ``--ray-address``), used
-    only when that executor is chosen (a plug-in's ``address`` must not get the Ray
-    cluster's URL); ``None`` counts as not given."""
+    """A registered executor's ``name`` (``None``: what the sweep used last, else local),
+    its ``options``, and ``shortcuts``: command-line shortcuts' options keyed by the one
+    executor they are for (:func:`ray_shortcut`; ``None``: not given)."""
 
     name: str | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
     shortcuts: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    # The options validated (by :meth:`check`): what :meth:`make` builds from.
+    # The options validated (by :func:`choose_executor`): what :meth:`make` builds from.
     valid: ExecutorOptions | None = field(default=None, compare=False, repr=False)
 
     def _all_options(self) -> dict[str, Any]:
         return {**shortcut_options(self.name or "local", self.shortcuts), **self.options}
 
-    def _validated(self) -> ExecutorOptions:
-        valid = self.valid
-        return valid if valid is not None else validate_options(self.name or "local",
-                                                                self._all_options())
-
     def make(self, max_parallel: int | None = None) -> Executor:
-        """Build the executor (a ray_jobs one connects to its cluster here) from the
-        validated options (an unchecked choice is validated here); ``max_parallel``
+        """Build the executor from the validated options (an unchecked choice's validated
+        here; a ray_jobs one connects to its cluster here); ``max_parallel``
         (``--max-parallel``) wins over the options' own."""
-        name, valid = self.name or "local", self._validated()
+        name = self.name or "local"
+        valid = self.valid if self.valid is not None else validate_options(
+            name, self._all_options())
         if max_parallel is not None and "max_parallel" in type(valid).model_fields:
             valid = with_option(name, valid, "max_parallel", max_parallel)
         return make_executor(name, valid)
-
-    def check(self) -> ExecutorChoice:
-        """This choice with its options validated and normalised (``shortcuts`` folded
-        in); UserInputError for an unknown name or a bad or missing option. Connects to
-        nothing."""
-        if self.valid is not None:
-            return self
-        valid = self._validated()
-        return ExecutorChoice(self.name or "local",
-                              valid.model_dump(mode="json", exclude_unset=True), valid=valid)
 
     def cli_args(self) -> list[str]:
         """The choice's name as ``kappa resume`` options (its options go in :meth:`env`)."""
@@ -96,15 +76,13 @@ class ExecutorChoice:
 
 
 def shortcut_options(name: str, shortcuts: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """The options that executor ``name``'s own shortcuts give (``None`` = not given);
-    shortcuts of other executors are none of its business."""
+    """The options executor ``name``'s own shortcuts give (``None``: not given)."""
     return {k: v for k, v in shortcuts.get(name, {}).items() if v is not None}
 
 
 def remembered_executor(sweep: str, registry: Registry | Stores | None = None) -> ExecutorChoice:
-    """The executor ``sweep`` last ran on, as its registry (``registry``, else the
-    default one) records it; an empty choice if none was recorded or there is no
-    registry yet. A password in its options comes back masked (see the module docstring)."""
+    """The executor ``sweep`` last ran on, as its registry (default: the usual one) records
+    it, passwords masked; an empty choice if none was recorded or there is no registry."""
     if not isinstance(registry, Registry):
         try:
             opened = (registry or Stores()).open_registry(create=False)
@@ -118,17 +96,17 @@ def remembered_executor(sweep: str, registry: Registry | Stores | None = None) -
 
 def choose_executor(sweep: str, choice: ExecutorChoice | None = None,
                     registry: Registry | Stores | None = None) -> ExecutorChoice:
-    """``choice`` completed from what ``sweep`` last used (else local): the options the
-    sweep last used with the same executor (from ``registry``), overridden by those
-    given; checked (UserInputError, e.g. ray_jobs without an address, or a remembered
-    password not given again); writes nothing."""
+    """``choice`` completed from what ``sweep`` last used with the same executor (else
+    local), the options given winning; checked (UserInputError, e.g. ray_jobs without an
+    address, or a remembered password not given again); writes nothing."""
     given = choice or ExecutorChoice()
     last = remembered_executor(sweep, registry)
     name = given.name or last.name or "local"
     kept = last.options if last.name == name else {}
     options = {**kept, **shortcut_options(name, given.shortcuts), **given.options}
     check_unmasked(sweep, name, options)
-    return ExecutorChoice(name, options).check()
+    valid = validate_options(name, options)  # connects to nothing
+    return ExecutorChoice(name, valid.model_dump(mode="json", exclude_unset=True), valid=valid)
 
 
 def remember_executor(sweep: str, chosen: ExecutorChoice,
@@ -153,9 +131,8 @@ def ray_shortcut(ray_address: str | None) -> dict[str, dict[str, Any]]:
 def choice_for_job(sweep: str, name: str, registry: Registry,
                    options: Mapping[str, Any] | None = None,
                    shortcuts: Mapping[str, Mapping[str, Any]] | None = None) -> ExecutorChoice:
-    """Executor ``name`` (the one a job's id names) as ``kappa cancel`` makes it: as
-    :func:`choose_executor` completes it, given those of ``options`` (``-E``, offered to
-    whichever executor has them) it takes."""
+    """Executor ``name`` (a job's id names it) as ``kappa cancel`` makes it: completed by
+    :func:`choose_executor`, given those of the ``-E`` ``options`` it has."""
     given = ExecutorChoice(name, executor_options(name, **(options or {})), shortcuts or {})
     return choose_executor(sweep, given, registry)
 

@@ -1,14 +1,12 @@
 """Seeds on demand in a running sweep (docs/spec.md#seeds-on-demand): the scheduler hook
 that adds a comparison row's next seed once the rule wants it.
 
-Every pass in which a cell ended or was added, :class:`SeedsHook` reads the sweep's cells,
-asks :func:`~orchestrator.analysis.seed_live.seed_state` (the same pairing and rule as
-``kappa seed-check``) which rows want their next seed, and records those cells through the
-sweep's one recording path: ordinary cells with ordinary ids, each a copy of its row's first
-seed's cell with the seed changed, validated and judged (its demand) here, as a submit
-would. The decision is a pure function of the registry, and a cell's id is its content, so a
-scheduler killed anywhere (before, during or after recording) is followed by one that adds
-exactly the cells still missing.
+Every pass in which a cell ended or was added, :class:`SeedsHook` asks
+:func:`~orchestrator.analysis.seed_live.seed_state` (the rule of ``kappa seed-check``)
+which rows want their next seed, and records those cells as a submit would: each a copy of
+its row's first seed's cell with the seed changed, validated and its demand judged here.
+The decision is a pure function of the registry and a cell's id is its content, so a
+scheduler killed anywhere is followed by one that adds exactly the cells still missing.
 """
 
 from __future__ import annotations
@@ -24,7 +22,7 @@ from orchestrator.grid.plan import SweepPlan
 from orchestrator.registry import CellRecord, CellState, Registry
 from orchestrator.scheduler.hooks import SchedulerHook
 from orchestrator.spec.search_block import with_values
-from orchestrator.spec.seeds_block import SEED_AXIS, SeedsSpec
+from orchestrator.spec.seeds_block import SEED_AXIS
 
 if TYPE_CHECKING:
     from orchestrator.backends import Backend
@@ -45,24 +43,19 @@ class SeedsHook(SchedulerHook):
     _seen: dict[CellState, int] | None = field(default=None, init=False)
     _told: bool = field(default=False, init=False)
 
-    @property
-    def seeds(self) -> SeedsSpec:
-        """The spec's ``seeds:`` block, from the sweep's plan."""
-        assert self.plan.seeds is not None
-        return self.plan.seeds
-
     def on_pass(self, registry: Registry) -> None:
         """Add the next seed of every row that wants one (module docstring)."""
         from orchestrator.analysis.seed_live import seed_state
 
-        counts = registry.counts(self.sweep)
+        counts, seeds = registry.counts(self.sweep), self.plan.seeds
+        assert seeds is not None
         if counts == self._seen:
             return  # no cell ended, started or was added since the last look
-        state = seed_state(registry.cells(self.sweep), self.seeds)
+        state = seed_state(registry.cells(self.sweep), seeds)
         if state.metric is None and not self._told and counts[CellState.SUCCEEDED]:
             LOG.warning("sweep %s: no ended cell logged a metric to compare (seeds.metric, "
                         "default eval/*/mean@k): every row gets all %d seeds", self.sweep,
-                        self.seeds.max)
+                        seeds.max)
             self._told = True
         new: list[Cell] = []
         demands: dict[str, Any] = {}
@@ -70,25 +63,20 @@ class SeedsHook(SchedulerHook):
             if row.next_seed is None:
                 continue
             for template in row.templates:
-                made = self._cell(template, row.next_seed)
-                if made is not None:
-                    new.append(made[0])
-                    demands[made[0].cell_id] = made[1]
+                try:
+                    cell, demand = seed_cell(self.backend, self.plan, template, row.next_seed)
+                except UserInputError as exc:  # the row waits, asked again when a cell ends
+                    LOG.error("sweep %s: the %s backend rejects seed %s of cell %s: %s",
+                              self.sweep, self.backend.name, row.next_seed, template.cell_id,
+                              exc.render())
+                    continue
+                new.append(cell)
+                demands[cell.cell_id] = demand
             LOG.info("sweep %s: %s gets seed %s (%d cells)", self.sweep, row.row or "the sweep",
                      row.next_seed, len(row.templates))
         if new:
             self.record_cells(registry, new, demands, self.plan.retries)
         self._seen = registry.counts(self.sweep)
-
-    def _cell(self, template: CellRecord, seed: int) -> tuple[Cell, Any] | None:
-        """``template``'s cell at ``seed`` and its demand, or ``None`` if the backend
-        rejects it (said in the log; the row waits, asked again when a cell next ends)."""
-        try:
-            return seed_cell(self.backend, self.plan, template, seed)
-        except UserInputError as exc:
-            LOG.error("sweep %s: the %s backend rejects seed %s of cell %s: %s", self.sweep,
-                      self.backend.name, seed, template.cell_id, exc.render())
-            return None
 
 
 def seed_cell(backend: Backend, plan: SweepPlan, template: CellRecord | Cell,

@@ -1,14 +1,12 @@
 """Stale results: a spec's finished cells that other numerics made than the installed ones.
 
-A cell's id hashes its settings, not the code that runs them. After a change that alters a
-backend's numbers (its ``numerics_version`` bumped, another torch), a spec submitted again
-finds its finished cells under the same ids, and a table would mix their numbers with
-those of the cells run now. ``kappa plan`` and ``kappa submit`` list such cells (each
-cell's recorded provenance against the installed backend's ``numerics()``, on the fields
-the installed side knows; a cell that recorded none was made before kappa recorded any);
-``submit --rerun-stale`` runs exactly them again, each in a fresh run folder. By default
-they are kept: a rerun costs their compute again, and whether a difference matters (a torch
-patch release) is the user's call (docs/spec.md#stale-results).
+A cell's id hashes its settings, not the code that runs them: after a change to a
+backend's numbers (``numerics_version`` bumped, another torch), a resubmitted spec finds
+its finished cells under the same ids, and a table would mix their numbers with new ones.
+``kappa plan`` and ``kappa submit`` list such cells (recorded provenance against the
+installed backend's ``numerics()``; a cell that recorded none predates provenance);
+``submit --rerun-stale`` runs exactly them again. By default they are kept: whether a
+difference matters is the user's call (docs/spec.md#stale-results).
 """
 
 from __future__ import annotations
@@ -46,8 +44,8 @@ class StaleCells:
 
     def lines(self, rerun_hint: str, rerun: bool = False) -> list[str]:
         """What ``plan`` and ``submit`` print: the stale cells and what differs, then that
-        they are kept and how to rerun them (``rerun_hint``, a command), or (``rerun``)
-        that they run again; with none stale, a line only when ``rerun`` was asked."""
+        they are kept (``rerun_hint``: the command that reruns them) or (``rerun``) run
+        again; with none stale, a line only when ``rerun`` was asked."""
         if not self:
             return [f"nothing stale: every finished cell of {self.sweep} was made by the "
                     f"installed numerics ({self.installed})"] if rerun else []
@@ -90,10 +88,9 @@ def stale_cells(registry: Registry, sweep: str, cell_ids: Set[str],
 
 
 def recorded_stale(registry_url: str | None, plan: Plan) -> StaleCells | None:
-    """:func:`stale_cells` of ``plan``'s sweep (every cell it can have, the seeds a
-    ``seeds:`` block may add included) against the numerics of its backend installed here,
-    if the registry at ``registry_url`` (default: the usual one) exists and records the
-    sweep, else ``None``; creates nothing. An unreadable registry (outdated, out of reach)
+    """:func:`stale_cells` of ``plan``'s sweep (every cell it can have, seeds on demand
+    included) against its backend installed here, if the registry at ``registry_url``
+    exists and records the sweep, else ``None``; creates nothing. An unreadable registry
     is the ``UserInputError`` opening it raises."""
     from orchestrator.sweeps.seed_hook import reachable_ids
 

@@ -1,20 +1,14 @@
-"""A sweep's status as one frozen value, :class:`SweepStatus`: what ``kappa status`` prints
-(text and ``--json``), ``--watch`` and ``submit --wait``'s bars redraw, the sweep-end
-notification posts and ``orchestrator.api.status`` returns. Every face renders this value,
-so no two of them can disagree; none reads the registry itself.
+"""A sweep's status as one frozen value, :class:`SweepStatus`, which every face renders
+(``kappa status`` text and ``--json``, ``--watch``, ``submit --wait``'s bars, the sweep-end
+notification, ``orchestrator.api.status``), so no two disagree; none reads the registry.
+``complete``: ``Sweep.status()`` read every cell (hours, groups, studies, seeds, the cells
+the cap holds back); else ``Sweep.active_status()`` read only what moves, in one SELECT.
 
-Two depths, one type: the handle's ``Sweep.status()`` reads every cell (hours, comparison
-groups, studies, seeds on demand, the cells the GPU-hours cap holds back);
-``Sweep.active_status()`` (:func:`active_status`) only what moves (counts, the lease,
-running cells, the newest failures) in one SELECT, for views that refresh every few
-seconds. ``complete`` says which.
-
-A sweep *has ended* when its plan's work is done and no scheduler holds its lease (one
-finishing its bookkeeping still does). Its work is done when no cell is pending, queued or
-running, none waits for a retry, and a search has no trials left (each study's budget
-spent, or the study stopped: :func:`~orchestrator.analysis.studies.trials_left`), whoever
-drives it: a search none of whose trials is recorded yet has not ended, nor has a sweep
-whose work waits with no scheduler (a ``kappa resume`` elsewhere picks it up).
+A sweep *has ended* when no scheduler holds its lease (one finishing its bookkeeping
+still does) and its work is done: no cell pending, queued, running or waiting for a retry,
+and no search trials left (:func:`~orchestrator.analysis.studies.trials_left`), whoever
+drives it: a search with no trial recorded yet has not ended, nor has a sweep whose work
+waits with no scheduler (a ``kappa resume`` elsewhere picks it up).
 """
 
 from __future__ import annotations
@@ -234,16 +228,14 @@ class SweepStatus:
 
     @property
     def made_by(self) -> str:
-        """What made the ended cells' numbers, in one line (``1 environment (...); kappa
-        0.1.0 at 6496929``), or ``""`` when no cell recorded it
+        """What made the ended cells' numbers, in one line, ``""`` when none recorded it
         (:func:`orchestrator.runs.provenance.made_by`)."""
         return provenance.made_by([c.provenance for c in self.cells
                                    if c.state in TERMINAL and c.final_metrics])
 
     @property
     def hours_text(self) -> str:
-        """``GPU-hours: used 12 · running 24 (projected) · ... · saved by stopping rules 6``
-        (empty without hours)."""
+        """``GPU-hours: used 12 · running 24 (projected) · ...`` (empty without hours)."""
         hours = self.hours
         if hours is None:
             return ""

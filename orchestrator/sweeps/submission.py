@@ -1,16 +1,14 @@
 """Submitting a spec: validate everything first, then record the sweep in one go.
 
-:func:`prepare` loads the spec, expands (and so validates) every cell and judges what the
-scheduler will need of each (its :class:`~orchestrator.backends.base.Demand`, stored with
-the cell: the scheduler validates nothing); it writes nothing, so a bad spec fails with a
-:class:`~orchestrator.errors.UserInputError` (exit 2) and leaves no trace. Only then does
-:func:`record` write: the MLflow experiment and parent run, the sweep row (one per spec
-name), the new cells (a resubmit adds only those) and their run folders; a brand-new
-sweep whose recording fails midway is removed again. A resubmit queues cells that ended
-``failed`` or ``cancelled`` again, ``succeeded`` ones only with ``rerun=True``, or with
-``rerun_stale=True`` those that other numerics made than the installed ones
-(:mod:`.staleness`); a rerun starts afresh, its old run folder kept beside the new one as
-``<cell id>.prev-<n>`` (so no checkpoint of it is resumed).
+:func:`prepare` validates the spec and every cell and judges each cell's
+:class:`~orchestrator.backends.base.Demand` (stored with it: the scheduler validates
+nothing); it writes nothing, so a bad spec fails (exit 2) without a trace. Only then does
+:func:`record` write the MLflow experiment and parent run, the sweep row (one per spec
+name), the new cells and their run folders; a brand-new sweep whose recording fails midway
+is removed again. A resubmit queues ``failed`` and ``cancelled`` cells again, ``succeeded``
+ones with ``rerun=True``, or (``rerun_stale=True``) those other numerics made
+(:mod:`.staleness`); a rerun starts afresh, its old run folder kept as
+``<cell id>.prev-<n>``.
 """
 
 from __future__ import annotations
@@ -89,11 +87,10 @@ class SubmitResult:
 
 def prepare(spec_path: str | Path, models: bool = False,
             overrides: Sequence[str] = ()) -> PreparedSweep:
-    """Read ``spec_path`` once, apply the command-line ``overrides`` (Hydra grammar), validate
-    it and every one of its cells (preflighted as one batch) and make its plan; write
-    nothing. ``models``: keep each cell's validated settings too (``PreparedSweep.models``,
-    what its canary starts from). The spec's text is then the resolved spec, and the plan
-    keeps the overrides: what the sweep stores, so everything later shows what ran."""
+    """Read ``spec_path`` once, apply the command-line ``overrides``, validate it and every
+    cell (preflighted as one batch) and make its plan, which keeps the overrides (so
+    everything later shows what ran); write nothing. ``models``: keep each cell's validated
+    settings (``PreparedSweep.models``, what its canary starts from)."""
     # Each cell validated once, its demand judged (and its model kept if asked).
     planned = load_plan_with(spec_path, overrides, judge=True, models=models)
     spec = planned.spec  # a name kappa reserves for its own sweeps was refused there
@@ -120,14 +117,9 @@ def record(
     rerun: bool = False,
     rerun_stale: bool = False,
 ) -> SubmitResult:
-    """Write the validated sweep: MLflow parent run, registry rows, run folders; requeue
-    what ended failed or cancelled (and succeeded with ``rerun``, stale with
-    ``rerun_stale``: module docstring).
-
-    One process at a time per sweep (:func:`sweep_record_lock`): a concurrent submit of
-    the same spec waits, then finds the sweep and its parent run recorded and adds only
-    what is new; and a submit failing midway removes only what it created itself.
-    """
+    """Write the validated sweep and requeue what runs again (module docstring), one
+    process at a time per sweep: a concurrent submit of the same spec waits, then adds
+    only what is new; a submit failing midway removes only what it created itself."""
     with sweep_record_lock(registry.engine, prepared.name):
         return _record(prepared, registry, tracker, rerun, rerun_stale)
 

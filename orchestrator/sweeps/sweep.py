@@ -1,10 +1,10 @@
 """The :class:`Sweep` handle: the one object a command or a notebook holds after submit.
 
-It owns what belongs to one recorded sweep: its stored plan (parsed once per handle), its
-folder and each cell's run folder (:mod:`orchestrator.runs.layout`, the one path rule),
-recording new cells (a submit's and a search's trials alike: :meth:`Sweep.record_cells`
-is the only code that does), and its status (:class:`~.status.SweepStatus`, what every
-view renders). A handle reads through the registry it is given and never outlives it.
+It owns one recorded sweep: its stored plan (parsed once per handle), its folders
+(:mod:`orchestrator.runs.layout`), recording new cells (a submit's, a search's trials and
+seeds on demand alike: :meth:`Sweep.record_cells` is the only code that does) and its
+status (:class:`~.status.SweepStatus`). It reads through the registry it is given and
+never outlives it.
 
 >>> with Registry.open() as reg:
 ...     status = Sweep(reg, "toy-demo").status()
@@ -74,33 +74,9 @@ class Sweep:
         return stored_plan(self.name, self.record.plan)
 
     @property
-    def overrides(self) -> tuple[str, ...]:
-        """The command-line overrides of the sweep's last submit (none for a sweep without
-        a readable plan)."""
-        try:
-            return tuple(self.plan.overrides)
-        except UserInputError:
-            return ()
-
-    # -- files ----------------------------------------------------------------------
-    @property
     def folder(self) -> Path:
         """The sweep's folder (its cells' run folders inside)."""
         return layout.sweep_folder(self.name)
-
-    @staticmethod
-    def run_folder(cell: layout.RecordedCell) -> Path:
-        """Where ``cell`` runs."""
-        return layout.run_folder(cell)
-
-    @property
-    def scheduler_log(self) -> Path:
-        """Where a background scheduler of the sweep writes its output."""
-        return layout.scheduler_log(self.name)
-
-    def log_file(self, cell: layout.RecordedCell) -> Path:
-        """The training log of ``cell`` (every attempt's output, appended)."""
-        return layout.run_folder(cell) / LOG_FILE
 
     def write_log(self, cell: CellRecord, write: Callable[[str], None],
                   follow: bool = False) -> None:
@@ -110,7 +86,7 @@ class Sweep:
         def ended() -> bool:
             return self.registry.get_cell(self.name, cell.cell_id).is_terminal
 
-        path = self.log_file(cell)
+        path = layout.run_folder(cell) / LOG_FILE  # every attempt's output, appended
         if stream_log(path, write, ended if follow else None):
             return
         cell = self.registry.get_cell(self.name, cell.cell_id)
@@ -123,14 +99,12 @@ class Sweep:
                    f"under KAPPA_HOME, now {kappa_home()})")
         raise KappaError(f"no log at {path}: cell {cell.cell_id} is {cell.state.value}, {why}")
 
-    # -- recording ------------------------------------------------------------------
     def record_cells(self, cells: Sequence[CellLike], demands: Mapping[str, Any],
                      max_retries: int) -> list[CellRecord]:
         """Add the cells not yet recorded (pending), each with its run folder made
         (``config.yaml``, ``cell.json``); the new ones. ``demands``: each cell's
         ``Demand.to_json()`` by id. The run folders are recorded in one transaction (one
-        per cell took minutes at 100,000 cells); a process killed before it leaves
-        ``run_dir`` unset, which means the same folder."""
+        per cell took minutes at 100,000 cells); a ``run_dir`` left unset means the same."""
         new = self.registry.add_cells(self.name, cells, max_retries=max_retries,
                                       demands=demands)
         for cell in new:
@@ -141,7 +115,6 @@ class Sweep:
             c.cell_id: str(layout.cell_folder(self.name, c.cell_id)) for c in new})
         return new
 
-    # -- status ---------------------------------------------------------------------
     def status(self) -> SweepStatus:
         """The whole status: every cell, hours, comparison groups, studies, seeds on demand,
         notify target (``complete``)."""
@@ -165,7 +138,7 @@ class Sweep:
             waiting = {c.cell_id for c in admit(pending, others, plan.resources, cap)[1]}
         together = plan.stop.together if plan.stop is not None else ()
         notify = load_config(self.name)
-        overrides = self.overrides
+        overrides = tuple(plan.overrides)  # of the sweep's last submit
         studies = study_summaries(registry, record, plan)
         return SweepStatus(
             sweep=self.name, backend=record.backend, complete=True, counts=counts,
