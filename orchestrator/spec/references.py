@@ -98,9 +98,9 @@ def _check_repeated_settings(spec: Spec, problems: list[Problem]) -> None:
     for where, settings in blocks:
         positions: LeafIndex[int] = LeafIndex()  # the earlier leaves' positions
         leaves = written_leaves(settings)
-        for j, (leaf, keys) in enumerate(leaves):
+        for j, (leaf, keys, _) in enumerate(leaves):
             if candidates := positions.overlapping(leaf):
-                earlier, earlier_keys = leaves[min(candidates)]
+                earlier, earlier_keys, _ = leaves[min(candidates)]
                 problems.append(spec.problem(
                     (*where, *keys), f"'{'.'.join(earlier)}' is set twice in {dotted(where)}",
                     found=f"{_spelling(earlier_keys)} and {_spelling(keys)}",
