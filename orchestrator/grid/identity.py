@@ -1,15 +1,12 @@
 """A cell and its id: one point of the grid, named by the first 12 hex digits of the SHA-256 of the
 canonical JSON of ``{"backend", "settings", "labels"}``, the settings validated and with defaults
 (why: docs/spec.md#cells). :func:`content_id` is the definition; :class:`CellBuilder` computes the
-same fast, each cell assembled from pieces computed once per value.
-
-A cell's canonical JSON is its labels plus its sorted ``"key":value`` settings fragments: the same
-in every cell for settings no axis touches, depending on one axis's value for a setting it owns, on
-a combination for one several axes touch (``model.d_model`` and ``model.n_heads``). Each fragment is
-serialized once, from the first validated cell having it, into a text template; consecutive cells
-share all but the last axis's fragments, so a cell costs a concatenation, one SHA-256 and its dicts.
-The result equals :func:`content_id` (tested on random specs), assuming a backend's validators
-never rewrite one setting based on another."""
+same fast: a cell's canonical JSON is its labels plus its sorted ``"key":value`` settings
+fragments, one per setting no axis touches, per value of the axis owning it, or per combination of
+the axes sharing it (``model.d_model`` and ``model.n_heads``), each serialized once, from the first
+validated cell having it; consecutive cells share all but the last axis's fragments. Equal to
+:func:`content_id` (tested on random specs) if a backend's validators never rewrite one setting
+from another."""
 
 from __future__ import annotations
 
