@@ -6,10 +6,9 @@ spec edited by hand: :func:`resolve` re-reads the YAML it dumps (the text the sw
 overrides themselves are kept as data, in the sweep's plan), and a problem at a key an override
 wrote points at that override (``override 2: axes.seed: ...``).
 
-What Hydra's parser cannot take in seconds, or at all, is refused before it parses
-(:func:`bounds_problems`, docs/spec.md#limits): its time grows with the square of a list's
-length, and deep nesting, long dotted keys or integers of thousands of digits end in a
-``RecursionError`` or ``ValueError`` inside it."""
+What Hydra's parser cannot take in seconds (its time grows with the square of a list's length),
+or at all (deep nesting, long dotted keys, integers of thousands of digits), is refused before it
+parses: :func:`bounds_problems` (docs/spec.md#limits)."""
 
 from __future__ import annotations
 

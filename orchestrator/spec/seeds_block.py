@@ -1,10 +1,8 @@
 """The spec's ``seeds:`` block (docs/spec.md#seeds-on-demand): instead of a fixed ``seed``
 axis, each comparison of ``compare``'s axis against its base value gets ``start`` seeds,
 then one more at a time while the sequential rule (:mod:`orchestrator.stopping.seeds`)
-leaves it undecided, up to ``max``. Checked against itself (``start <= max``) and the rest
-of the spec by :func:`~.seeds_axis.seeds_problems`, so one run reports a block's field
-errors with those; the seed axis it stands for: :func:`~.seeds_axis.
-with_seed_axis`; the scheduler adds the seeds: :mod:`orchestrator.sweeps.seed_hook`."""
+leaves it undecided, up to ``max``. Checked, and turned into a seed axis, by
+:mod:`.seeds_axis`; the scheduler adds the seeds: :mod:`orchestrator.sweeps.seed_hook`."""
 
 from __future__ import annotations
 
