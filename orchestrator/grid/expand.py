@@ -67,8 +67,8 @@ def expand(spec: Spec, preflight: bool = True, judge: bool = False, models: bool
         raise UserInputError(f"{spec.filename}: invalid grid", problems)
     builder = CellBuilder(spec, table)
     validated = validate_cells(spec, backend, table, order, builder.settings, preflight)
-    for index, model in validated.items():
-        builder.learn(order[index], model)
+    for index, valid in validated.items():
+        builder.learn(order[index], valid)
     by_id: dict[str, Cell] = {}  # the grid's cells, in order
     demands: dict[str, Demand] = {}
     resolved: dict[str, dict[str, Any]] = {}
@@ -93,7 +93,7 @@ def expand(spec: Spec, preflight: bool = True, judge: bool = False, models: bool
             continue
         by_id[cell.cell_id] = cell
         if judge or models:
-            model = validated.get(index)
+            model: BaseModel | None = validated.get(index)
             if model is None:  # not a covering cell: validated here, its only time
                 try:
                     model = backend.validate(cell.settings)
