@@ -9,18 +9,11 @@ from __future__ import annotations
 from itertools import pairwise
 from typing import Annotated, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    StrictFloat,
-    StrictInt,
-    field_validator,
-)
+from pydantic import Field, StrictFloat, StrictInt, field_validator
 
 from orchestrator.limits import MAX_SEED
 from orchestrator.spec.search_block import JsonScalar
-from orchestrator.spec.stop_block import AxisRef, MetricName
+from orchestrator.spec.stop_block import AxisRef, Block, MetricName
 
 SEED_AXIS = "seed"
 """The axis (and backend setting) the block sets; a spec with the block has none of its own."""
@@ -32,10 +25,8 @@ Seed = Annotated[int, Field(strict=True, ge=0, le=MAX_SEED)]
 Spending = Literal["obrien-fleming", "pocock"]
 
 
-class SeedsSpec(BaseModel):
+class SeedsSpec(Block):
     """The ``seeds:`` block (see the module docstring)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     compare: dict[AxisRef, JsonScalar] = Field(
         min_length=1, max_length=1,
