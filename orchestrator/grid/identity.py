@@ -178,8 +178,10 @@ class CellBuilder:
         head = '{"backend":' + json.dumps(self.backend) + ',"labels":{'
         return [head, *joined(labels), '},"settings":{', *joined(settings), "}}"]
 
-    def _prepare(self, a: Assignment) -> _Prepared:
-        """Everything about cells sharing ``a[:-1]`` (consecutive in grid order)."""
+    def _prepared_for(self, a: Assignment) -> _Prepared:
+        """Everything about cells sharing ``a[:-1]`` (consecutive in grid order), made once."""
+        if self._prepared is not None and self._prepared[0] == a[:-1]:
+            return self._prepared
         if self._template is None:
             self._template = self._make_template()
         last = len(a) - 1
@@ -195,13 +197,8 @@ class CellBuilder:
                 chunks[-1] += part[2][part[1](a)]
         shared_last = [key for key in self.shared if last in self.shared_axes[key]]
         axes = {self.names[i]: self.values[i][a[i]] for i in range(last)}
-        return a[:-1], chunks, dynamic, self.settings(a, skip=last), axes, shared_last
-
-    def _prepared_for(self, a: Assignment) -> _Prepared:
-        prepared = self._prepared
-        if prepared is None or prepared[0] != a[:-1]:
-            prepared = self._prepared = self._prepare(a)
-        return prepared
+        self._prepared = (a[:-1], chunks, dynamic, self.settings(a, skip=last), axes, shared_last)
+        return self._prepared
 
     def canonical(self, a: Assignment) -> str:
         """The canonical JSON the id hashes (equal to ``content_id``'s input)."""
