@@ -66,21 +66,15 @@ def expand(spec: Spec, preflight: bool = True, judge: bool = False, models: bool
     if problems:
         raise UserInputError(f"{spec.filename}: invalid grid", problems)
     builder = CellBuilder(spec, table)
-    judge = judge or models
-    validated: list[BaseModel | None] = [None] * len(order)
-
-    def on_valid(index: int, model: BaseModel) -> None:
-        builder.learn(order[index], model)
-        validated[index] = model
-
-    validate_cells(spec, backend, table, order, builder.settings, on_valid, preflight)
+    validated = validate_cells(spec, backend, table, order, builder.settings, preflight)
+    for index, valid in validated.items():
+        builder.learn(order[index], valid)
     by_id: dict[str, Cell] = {}  # the grid's cells, in order
     demands: dict[str, Demand] = {}
     resolved: dict[str, dict[str, Any]] = {}
     kept: dict[str, BaseModel] = {}
     unsound: list[Problem] = []
-    duplicates = []
-    reported: set[tuple[str | int, ...]] = set()
+    duplicates: dict[tuple[str | int, ...], Problem] = {}  # by the repeated value's origin
     for index, assignment in enumerate(order):
         cell = builder.build(index, assignment)
         if (other := by_id.get(cell.cell_id)) is not None:
@@ -89,18 +83,17 @@ def expand(spec: Spec, preflight: bool = True, judge: bool = False, models: bool
                                  "please report this")
             pos = next(i for i, (x, y) in enumerate(zip(order[other.index], assignment,
                                                         strict=True)) if x != y)
-            record = table[spec.axis_names[pos]][assignment[pos]]
-            if record.origin in reported:
-                continue  # the same repeated value, in another combination of the rest
-            reported.add(record.origin)
-            duplicates.append(spec.problem(
-                record.origin, "duplicate cells: identical settings and labels",
-                location="cells", found=f"[{other.describe()}] and [{cell.describe()}]",
-                fix="remove the repeated value or variant, or add a label axis to tell them apart"))
+            origin = table[spec.axis_names[pos]][assignment[pos]].origin
+            if origin not in duplicates:  # else the same value, in another combination of the rest
+                duplicates[origin] = spec.problem(
+                    origin, "duplicate cells: identical settings and labels", location="cells",
+                    found=f"[{other.describe()}] and [{cell.describe()}]",
+                    fix="remove the repeated value or variant, or add a label axis to tell them "
+                        "apart")
             continue
         by_id[cell.cell_id] = cell
-        if judge:
-            model = validated[index]
+        if judge or models:
+            model: BaseModel | None = validated.get(index)
             if model is None:  # not a covering cell: validated here, its only time
                 try:
                     model = backend.validate(cell.settings)
@@ -116,7 +109,7 @@ def expand(spec: Spec, preflight: bool = True, judge: bool = False, models: bool
     if unsound:
         raise UserInputError(f"{spec.filename}: invalid settings", unsound[:MAX_PROBLEMS])
     if duplicates:
-        raise UserInputError(f"{spec.filename}: duplicate cells", duplicates)
+        raise UserInputError(f"{spec.filename}: duplicate cells", list(duplicates.values()))
     return Grid(spec=spec, cells=tuple(by_id.values()), by_id=by_id, demands=demands, models=kept,
                 resolved=resolved)
 

@@ -1,15 +1,12 @@
 """A cell and its id: one point of the grid, named by the first 12 hex digits of the SHA-256 of the
 canonical JSON of ``{"backend", "settings", "labels"}``, the settings validated and with defaults
 (why: docs/spec.md#cells). :func:`content_id` is the definition; :class:`CellBuilder` computes the
-same fast, each cell assembled from pieces computed once per value.
-
-A cell's canonical JSON is its labels plus its sorted ``"key":value`` settings fragments: the same
-in every cell for settings no axis touches, depending on one axis's value for a setting it owns, on
-a combination for one several axes touch (``model.d_model`` and ``model.n_heads``). Each fragment is
-serialized once, from the first validated cell having it, into a text template; consecutive cells
-share all but the last axis's fragments, so a cell costs a concatenation, one SHA-256 and its dicts.
-The result equals :func:`content_id` (tested on random specs), assuming a backend's validators
-never rewrite one setting based on another."""
+same fast: a cell's canonical JSON is its labels plus its sorted ``"key":value`` settings
+fragments, one per setting no axis touches, per value of the axis owning it, or per combination of
+the axes sharing it (``model.d_model`` and ``model.n_heads``), each serialized once, from the first
+validated cell having it; consecutive cells share all but the last axis's fragments. Equal to
+:func:`content_id` (tested on random specs) if a backend's validators never rewrite one setting
+from another."""
 
 from __future__ import annotations
 
@@ -181,8 +178,10 @@ class CellBuilder:
         head = '{"backend":' + json.dumps(self.backend) + ',"labels":{'
         return [head, *joined(labels), '},"settings":{', *joined(settings), "}}"]
 
-    def _prepare(self, a: Assignment) -> _Prepared:
-        """Everything about cells sharing ``a[:-1]`` (consecutive in grid order)."""
+    def _prepared_for(self, a: Assignment) -> _Prepared:
+        """Everything about cells sharing ``a[:-1]`` (consecutive in grid order), made once."""
+        if self._prepared is not None and self._prepared[0] == a[:-1]:
+            return self._prepared
         if self._template is None:
             self._template = self._make_template()
         last = len(a) - 1
@@ -198,13 +197,8 @@ class CellBuilder:
                 chunks[-1] += part[2][part[1](a)]
         shared_last = [key for key in self.shared if last in self.shared_axes[key]]
         axes = {self.names[i]: self.values[i][a[i]] for i in range(last)}
-        return a[:-1], chunks, dynamic, self.settings(a, skip=last), axes, shared_last
-
-    def _prepared_for(self, a: Assignment) -> _Prepared:
-        prepared = self._prepared
-        if prepared is None or prepared[0] != a[:-1]:
-            prepared = self._prepared = self._prepare(a)
-        return prepared
+        self._prepared = (a[:-1], chunks, dynamic, self.settings(a, skip=last), axes, shared_last)
+        return self._prepared
 
     def canonical(self, a: Assignment) -> str:
         """The canonical JSON the id hashes (equal to ``content_id``'s input)."""

@@ -1,10 +1,7 @@
-"""A sweep's plan: its spec read, its cells validated and preflighted, once per submit.
-
-:func:`load_plan` reads a spec file once, checks it (the spec's and its cells' problems in one
-report), expands the grid and prices it: a :class:`Plan`. A submit stores its :class:`SweepPlan` in
-the registry as JSON beside the spec's text; every later step reads that (:func:`stored_plan`),
-never the YAML again, and one that cannot be read is an error naming the sweep and the fix, never a
-default."""
+"""A sweep's plan: :func:`load_plan` reads a spec file once, checks it (the spec's and its cells'
+problems in one report), expands the grid and prices it (a :class:`Plan`). A submit stores its
+:class:`SweepPlan` beside the spec's text; every later step reads that (:func:`stored_plan`), never
+the YAML again, and one that cannot be read is an error naming the sweep and the fix."""
 
 from __future__ import annotations
 

@@ -148,17 +148,17 @@ class _Collector:
 
 def validate_cells(spec: Spec, backend: Backend, table: Mapping[str, Sequence[AxisValue]],
                    cells: Sequence[Assignment], settings_of: Callable[[Assignment], dict[str, Any]],
-                   on_valid: Callable[[int, BaseModel], None], preflight: bool = True) -> None:
+                   preflight: bool = True) -> dict[int, BaseModel]:
     """Validate the cells that cover every combination, then preflight them as one batch
     (:meth:`Backend.preflight`, unless ``preflight=False``); raise with all problems at
-    once. ``settings_of`` gives a cell's settings (what its config.yaml gets); ``on_valid``
-    sees each validated model with its cell's index in ``cells``."""
+    once. ``settings_of`` gives a cell's settings (what its config.yaml gets). The validated
+    models, by their cell's index in ``cells``."""
     names = list(spec.axes)
     coupled_pos = coupled_axes(spec, table, getattr(backend, "coupled_settings", None))
     chosen = cells_to_validate(cells, coupled_pos, len(names))
     collector = _Collector(spec, backend.settings_model)
     checked = 0
-    valid: list[tuple[Assignment, BaseModel]] = []
+    valid: dict[int, BaseModel] = {}
 
     def add(exc: UserInputError, cell: Assignment) -> None:
         records = [table[names[i]][k] for i, k in enumerate(cell)]
@@ -175,24 +175,24 @@ def validate_cells(spec: Spec, backend: Backend, table: Mapping[str, Sequence[Ax
         except UserInputError as exc:
             add(exc, cell)
             continue
-        valid.append((cell, model))
-        on_valid(index, model)
+        valid[index] = model
     try:
         if preflight:
-            backend.preflight({str(n): model for n, (_, model) in enumerate(valid)})
+            backend.preflight({str(n): model for n, model in enumerate(valid.values())})
     except UserInputError:
         # The batch failed: ask cell by cell (answers are cached) to place each problem.
-        for cell, model in valid:
+        for index, model in valid.items():
             try:
                 backend.preflight({"": model})
             except UserInputError as exc:
-                add(exc, cell)
+                add(exc, cells[index])
     problems = list(collector.problems.values())[:MAX_PROBLEMS]
     problems += collector.cross_problems(table, coupled_pos, checked)
     if checked < len(chosen) or len(collector.problems) > MAX_PROBLEMS:
         problems.append(more_problems())
     if problems:
         raise UserInputError(f"{spec.filename}: invalid settings", problems)
+    return valid
 
 
 def base_problems(spec: Spec, backend: Backend) -> list[Problem]:

@@ -1,10 +1,6 @@
 """A YAML file holding one block of a spec rather than a whole spec: a cell's settings
-(``kappa train CONFIG``) or a ``stop:`` block (``kappa stop-check --rules FILE``).
-
-Read as a spec is read (:mod:`.yaml_limits`, :mod:`.yaml_source`): bounded in size and
-depth, duplicate keys refused, a FIFO, device or folder refused without waiting on it,
-and every problem a ``UserInputError`` located at its line and column.
-"""
+(``kappa train CONFIG``) or a ``stop:`` block (``kappa stop-check --rules FILE``), read as a
+spec is read (:mod:`.yaml_limits`, :mod:`.yaml_source`), every problem located."""
 
 from __future__ import annotations
 

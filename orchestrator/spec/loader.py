@@ -74,9 +74,8 @@ def _problems(exc: ValidationError, doc: SourceDocument) -> list[Problem]:
         elif err["type"] == "extra_forbidden":
             field = str(path[-1])
             message, found = "unknown key", repr(field)
-            parent_known = _known_keys(path[:-1])
-            allowed = ", ".join(sorted(parent_known)) if parent_known else None
-            fix = did_you_mean(field, parent_known) if parent_known else None
+            known = _known_keys(path[:-1])
+            allowed, fix = ", ".join(sorted(known)) or None, did_you_mean(field, known)
         elif err["type"] == "missing":
             found = None
             fix = f"add {path[-1]}:"

@@ -34,7 +34,7 @@ from orchestrator.limits import (
 from orchestrator.spec.notify_block import NotifySpec
 from orchestrator.spec.search_block import JsonScalar, SearchSpec
 from orchestrator.spec.seeds_block import SeedsSpec
-from orchestrator.spec.stop_block import StopRules
+from orchestrator.spec.stop_block import AXIS_PATTERN, StopRules
 from orchestrator.spec.yaml_source import SourceDocument, dotted
 
 # A value an axis takes and a cell records: what JSON can hold without nesting (validated
@@ -51,7 +51,7 @@ def scalar_key(value: JsonScalarValue) -> tuple[str, JsonScalarValue]:
     return ("str" if isinstance(value, str) else "null", value)
 
 
-AxisName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")]
+AxisName = Annotated[str, Field(pattern=AXIS_PATTERN)]
 VariantName = Annotated[str, Field(min_length=1, pattern=r"^[^\s]+$")]
 
 ListAxis = Annotated[list[JsonScalar], Field(min_length=1)]

@@ -12,7 +12,9 @@ from collections.abc import Sequence
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator, model_validator
+from pydantic import Field, StrictStr, field_validator, model_validator
+
+from orchestrator.spec.stop_block import Block
 
 Event = Literal["sweep_end", "cell_failed", "canary_failed", "diverged"]
 EVENTS: tuple[Event, ...] = ("sweep_end", "cell_failed", "canary_failed", "diverged")
@@ -65,11 +67,8 @@ class _Masked(str):
         return repr(mask_url(self))
 
 
-class NotifySpec(BaseModel):
+class NotifySpec(Block):
     """Where and when kappa posts messages about a sweep."""
-
-    # Field by field strict (no 5 for "5"); a list of events still becomes a tuple.
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     url: StrictStr = Field(description=(
         "The webhook to POST to (https or http), e.g. a Slack incoming webhook; or "

@@ -4,7 +4,11 @@ own parser (imported only when a command has overrides: it costs about half a se
 Overrides edit the YAML document before anything validates it, so the spec they make is exactly the
 spec edited by hand: :func:`resolve` re-reads the YAML it dumps (the text the sweep stores; the
 overrides themselves are kept as data, in the sweep's plan), and a problem at a key an override
-wrote points at that override (``override 2: axes.seed: ...``)."""
+wrote points at that override (``override 2: axes.seed: ...``).
+
+What Hydra's parser cannot take in seconds (its time grows with the square of a list's length),
+or at all (deep nesting, long dotted keys, integers of thousands of digits), is refused before it
+parses: :func:`bounds_problems` (docs/spec.md#limits)."""
 
 from __future__ import annotations
 
@@ -15,8 +19,17 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from orchestrator.errors import Problem, UserInputError
-from orchestrator.limits import MAX_PROBLEMS, more_problems
-from orchestrator.spec.override_limits import bounds_problems
+from orchestrator.limits import (
+    MAX_NUMBER_DIGITS,
+    MAX_OVERRIDE_CHARS,
+    MAX_OVERRIDE_ITEMS,
+    MAX_OVERRIDE_KEY_PARTS,
+    MAX_OVERRIDE_NESTING,
+    MAX_OVERRIDES,
+    MAX_OVERRIDES_CHARS,
+    MAX_PROBLEMS,
+    more_problems,
+)
 from orchestrator.spec.settings_paths import did_you_mean
 from orchestrator.spec.yaml_source import (
     SourceDocument,
@@ -236,7 +249,7 @@ def resolve(doc: SourceDocument, texts: Sequence[str]) -> tuple[OverriddenDocume
     (what the sweep stores); every override that cannot apply in one ``UserInputError``."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    if too_large := bounds_problems(texts):  # before Hydra's parser: see override_limits
+    if too_large := bounds_problems(texts):  # before Hydra's parser
         raise UserInputError(f"{doc.filename}: overrides too large", too_large)
     parser = OverridesParser.create()
     data = _plain(doc.data)
@@ -264,3 +277,75 @@ def resolve(doc: SourceDocument, texts: Sequence[str]) -> tuple[OverriddenDocume
     reread = load_yaml(text, f"{doc.filename} (with overrides)").data
     return OverriddenDocument(data=reread, root=doc.root, filename=doc.filename,
                               written=tuple(written)), text
+
+
+def _measure(text: str) -> tuple[int, int, int]:
+    """``text`` outside its quotes: its commas (the items of its lists and mappings beyond the
+    first of each), the most lists, mappings and calls open at once, and the longest run of
+    digits (underscores between them included)."""
+    items = depth = nesting = run = digits = 0
+    quote: str | None = None
+    escaped = False
+    for c in text:
+        if quote is not None:  # Hydra's quoted text: a backslash escapes the next character
+            if c == quote and not escaped:
+                quote = None
+            escaped = not escaped and c == "\\"
+            continue
+        if c.isdigit() or (c == "_" and run):
+            run += 1
+            digits = max(digits, run)
+            continue
+        run = 0
+        if c in "'\"":
+            quote = c
+        elif c in "[{(":
+            depth += 1
+            nesting = max(nesting, depth)
+        elif c in "]})":
+            depth -= 1
+        elif c == ",":
+            items += 1
+    return items, nesting, digits
+
+
+def bounds_problems(texts: Sequence[str]) -> list[Problem]:
+    """Why ``texts`` (the overrides, in order) are too large to parse: each override's
+    bounds, then those of all of them together (empty: within every bound)."""
+    def too(where: str, found: str, limit: int, unit: str = "") -> Problem:
+        return Problem(where, f"{found}, more than the limit of {limit:,}{unit}",
+                       allowed=f"at most {limit:,}", fix="put large or deep values in the "
+                       "spec file, which has its own limits (docs/spec.md#limits)")
+
+    if len(texts) > MAX_OVERRIDES:
+        return [too("overrides", f"{len(texts):,} overrides", MAX_OVERRIDES)]
+    problems: list[Problem] = []
+    items = 0
+    for n, text in enumerate(texts, 1):
+        where = f"override {n}"
+        if len(text) > MAX_OVERRIDE_CHARS:
+            problems.append(too(where, f"{len(text):,} characters", MAX_OVERRIDE_CHARS,
+                                " per override"))
+            continue
+        parts = text.lstrip("+~").split("=", 1)[0].count(".") + 1
+        if parts > MAX_OVERRIDE_KEY_PARTS:
+            problems.append(too(where, f"a key of {parts:,} dotted parts",
+                                MAX_OVERRIDE_KEY_PARTS))
+        commas, nesting, digits = _measure(text)
+        items += commas
+        if commas > MAX_OVERRIDE_ITEMS:
+            problems.append(too(where, f"{commas:,} list and mapping items (counted by "
+                                "their commas)", MAX_OVERRIDE_ITEMS))
+        if nesting > MAX_OVERRIDE_NESTING:
+            problems.append(too(where, f"lists and mappings nested {nesting:,} deep",
+                                MAX_OVERRIDE_NESTING))
+        if digits > MAX_NUMBER_DIGITS:
+            problems.append(too(where, f"a number of {digits:,} digits", MAX_NUMBER_DIGITS))
+    if problems:  # the bounds of all together only when no override passes one alone
+        return problems
+    if (total := sum(len(t) for t in texts)) > MAX_OVERRIDES_CHARS:
+        problems.append(too("overrides", f"{total:,} characters in all", MAX_OVERRIDES_CHARS))
+    if items > MAX_OVERRIDE_ITEMS:
+        problems.append(too("overrides", f"{items:,} list and mapping items in all (counted "
+                            "by their commas)", MAX_OVERRIDE_ITEMS))
+    return problems

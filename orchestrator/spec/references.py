@@ -98,9 +98,9 @@ def _check_repeated_settings(spec: Spec, problems: list[Problem]) -> None:
     for where, settings in blocks:
         positions: LeafIndex[int] = LeafIndex()  # the earlier leaves' positions
         leaves = written_leaves(settings)
-        for j, (leaf, keys) in enumerate(leaves):
+        for j, (leaf, keys, _) in enumerate(leaves):
             if candidates := positions.overlapping(leaf):
-                earlier, earlier_keys = leaves[min(candidates)]
+                earlier, earlier_keys, _ = leaves[min(candidates)]
                 problems.append(spec.problem(
                     (*where, *keys), f"'{'.'.join(earlier)}' is set twice in {dotted(where)}",
                     found=f"{_spelling(earlier_keys)} and {_spelling(keys)}",
@@ -111,22 +111,19 @@ def _check_repeated_settings(spec: Spec, problems: list[Problem]) -> None:
 def _check_conflicts(spec: Spec, problems: list[Problem]) -> None:
     earlier: LeafIndex[tuple[int, LeafPath]] = LeafIndex()  # the earlier axes' (axis, leaf)
     names = list(spec.axes)
-    found: list[tuple[int, int, Problem]] = []
+    clashes: dict[tuple[int, int], set[str]] = {}  # (earlier, later axis) -> what both set
     for i, second in enumerate(names):
         leaves = axis_leaf_paths(spec, second)
-        clashes: dict[int, set[str]] = {}
         for leaf in leaves:
             for j, theirs in earlier.overlapping(leaf):
-                clashes.setdefault(j, set()).add(".".join(theirs))
-        for j in sorted(clashes):
-            found.append((j, i, spec.problem(
-                ("axes", second),
-                f"axes '{names[j]}' and '{second}' both set {', '.join(sorted(clashes[j]))}",
-                found=f"'{second}'",
-                fix="set each setting from one axis only (bundle them as variants)")))
+                clashes.setdefault((j, i), set()).add(".".join(theirs))
         for leaf in leaves:
             earlier.add(leaf, (i, leaf))
-    problems += [problem for _, _, problem in sorted(found, key=lambda f: f[:2])]
+    problems += [spec.problem(
+        ("axes", names[i]), f"axes '{names[j]}' and '{names[i]}' both set "
+        f"{', '.join(sorted(both))}", found=f"'{names[i]}'",
+        fix="set each setting from one axis only (bundle them as variants)")
+        for (j, i), both in sorted(clashes.items())]
 
 
 def _check_zip(spec: Spec, problems: list[Problem]) -> None:

@@ -9,18 +9,9 @@ import math
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    StrictBool,
-    StrictFloat,
-    StrictInt,
-    StrictStr,
-    model_validator,
-)
+from pydantic import Field, StrictBool, StrictFloat, StrictInt, StrictStr, model_validator
 
-from orchestrator.spec.stop_block import MetricName
+from orchestrator.spec.stop_block import Block, MetricName
 
 MAX_TRIALS = 10_000
 MAX_PARALLEL = 1024
@@ -30,15 +21,9 @@ JsonScalar = StrictBool | StrictInt | StrictFloat | StrictStr | None
 _KINDS = ("uniform", "loguniform", "integer", "categorical")  # "integer" is written int:
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-
-class Distribution(_Strict):
+class Distribution(Block):
     """One searched setting: exactly one of ``uniform``, ``loguniform`` (``[low, high]``,
     floats), ``int`` (``[low, high]``, inclusive) or ``categorical`` (the values)."""
-
-    model_config = ConfigDict(populate_by_name=True)  # merged into _Strict's
 
     uniform: tuple[Number, Number] | None = None
     loguniform: tuple[Number, Number] | None = None
@@ -96,7 +81,7 @@ class Distribution(_Strict):
         return [low + (high - low) * i / (points - 1) for i in range(points)]
 
 
-class Objective(_Strict):
+class Objective(Block):
     """What a trial scores: ``metric``'s value at the end of the run (``at: final``) or
     the best value it logged (``at: best``), to ``maximize`` or ``minimize``."""
 
@@ -105,7 +90,7 @@ class Objective(_Strict):
     at: Literal["final", "best"] = "final"
 
 
-class SearchSpec(_Strict):
+class SearchSpec(Block):
     """The ``search:`` block (see the module docstring and docs/spec.md#search)."""
 
     space: dict[str, Distribution] = Field(min_length=1, max_length=64)

@@ -35,13 +35,10 @@ def with_seed_axis(spec: Spec) -> Spec:
 
 
 def seeds_problems(spec: Spec, backend: Backend, raw: Any = None) -> list[Problem]:
-    """What the ``seeds:`` block gets wrong (located): ``start <= max`` seeds and enough
-    ``values``; no seed of the spec's own beside it (axis, label, ``base``, variant,
-    include, exclude); a compared axis of the spec that varies alone, and a base value it
-    takes; no search; a backend with a ``seed`` setting. A block whose fields the model
-    refused (``spec.seeds`` is then ``None``) is read from ``raw``, the block as written,
-    so that one run reports its field errors and these. The grid's size at ``max`` seeds
-    is checked when the grid is expanded."""
+    """What the ``seeds:`` block gets wrong with itself and the rest of the spec (located). A
+    block whose fields the model refused (``spec.seeds`` is then ``None``) is read from ``raw``,
+    as written, so that one run reports its field errors and these (the grid's size at ``max``
+    seeds: when the grid is expanded)."""
     seeds = spec.seeds
     written: Mapping[str, Any] = (seeds.model_dump() if seeds is not None
                                   else raw if isinstance(raw, dict) else {})

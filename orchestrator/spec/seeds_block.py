@@ -1,28 +1,19 @@
 """The spec's ``seeds:`` block (docs/spec.md#seeds-on-demand): instead of a fixed ``seed``
 axis, each comparison of ``compare``'s axis against its base value gets ``start`` seeds,
 then one more at a time while the sequential rule (:mod:`orchestrator.stopping.seeds`)
-leaves it undecided, up to ``max``. Checked against itself (``start <= max``) and the rest
-of the spec by :func:`~.seeds_axis.seeds_problems`, so one run reports a block's field
-errors with those; the seed axis it stands for: :func:`~.seeds_axis.
-with_seed_axis`; the scheduler adds the seeds: :mod:`orchestrator.sweeps.seed_hook`."""
+leaves it undecided, up to ``max``. Checked, and turned into a seed axis, by
+:mod:`.seeds_axis`; the scheduler adds the seeds: :mod:`orchestrator.sweeps.seed_hook`."""
 
 from __future__ import annotations
 
 from itertools import pairwise
 from typing import Annotated, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    StrictFloat,
-    StrictInt,
-    field_validator,
-)
+from pydantic import Field, StrictFloat, StrictInt, field_validator
 
 from orchestrator.limits import MAX_SEED
 from orchestrator.spec.search_block import JsonScalar
-from orchestrator.spec.stop_block import AxisRef, MetricName
+from orchestrator.spec.stop_block import AxisRef, Block, MetricName
 
 SEED_AXIS = "seed"
 """The axis (and backend setting) the block sets; a spec with the block has none of its own."""
@@ -34,10 +25,8 @@ Seed = Annotated[int, Field(strict=True, ge=0, le=MAX_SEED)]
 Spending = Literal["obrien-fleming", "pocock"]
 
 
-class SeedsSpec(BaseModel):
+class SeedsSpec(Block):
     """The ``seeds:`` block (see the module docstring)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     compare: dict[AxisRef, JsonScalar] = Field(
         min_length=1, max_length=1,

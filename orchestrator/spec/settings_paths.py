@@ -34,32 +34,26 @@ def settings_paths(model: type[BaseModel]) -> frozenset[str]:
         for sub in _submodels(field.annotation) for inner in settings_paths(sub)}
 
 
-def flatten(mapping: Mapping[str, Any], prefix: LeafPath = ()) -> dict[LeafPath, Any]:
+def flatten(mapping: Mapping[str, Any]) -> dict[LeafPath, Any]:
     """Leaf path -> value; dotted keys and nested mappings both descend.
 
     >>> flatten({"model.d_model": 64, "warm_start": {"steps": 0}, "seed": 1})
     {('model', 'd_model'): 64, ('warm_start', 'steps'): 0, ('seed',): 1}
     """
-    leaves: dict[LeafPath, Any] = {}
-    for key, value in mapping.items():
-        path = prefix + tuple(str(key).split("."))
-        if isinstance(value, Mapping) and value:
-            leaves.update(flatten(value, path))
-        else:
-            leaves[path] = value
-    return leaves
+    return {leaf: value for leaf, _, value in written_leaves(mapping)}
 
 
-def written_leaves(mapping: Mapping[str, Any]) -> list[tuple[LeafPath, tuple[str, ...]]]:
-    """Each leaf of ``mapping`` as ``(leaf path, the YAML keys that lead to it)``; unlike
+def written_leaves(mapping: Mapping[str, Any]) -> list[tuple[LeafPath, tuple[str, ...], Any]]:
+    """Each leaf of ``mapping`` as ``(leaf path, the YAML keys that lead to it, value)``; unlike
     :func:`flatten` it keeps a leaf written twice, so that the repetition can be reported."""
-    leaves: list[tuple[LeafPath, tuple[str, ...]]] = []
+    leaves: list[tuple[LeafPath, tuple[str, ...], Any]] = []
     for key, value in mapping.items():
         path = tuple(str(key).split("."))
         if isinstance(value, Mapping) and value:
-            leaves += [(path + leaf, (str(key), *inner)) for leaf, inner in written_leaves(value)]
+            leaves += [(path + leaf, (str(key), *keys), inner)
+                       for leaf, keys, inner in written_leaves(value)]
         else:
-            leaves.append((path, (str(key),)))
+            leaves.append((path, (str(key),), value))
     return leaves
 
 

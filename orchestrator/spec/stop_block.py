@@ -14,18 +14,20 @@ from orchestrator.limits import MAX_HOURS
 MetricName = Annotated[str, Field(min_length=1, max_length=250, pattern=r"^\S+$", strict=True)]
 Bound = Annotated[float | None, Field(strict=True)]
 Steps = Annotated[int, Field(strict=True, le=10_000_000)]
-# An axis name (the spec model's pattern; repeated here because the model imports this module).
-AxisRef = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$",
-                               strict=True)]
+# An axis name: ASCII letters, digits and _, not starting with a digit; dots for nested settings.
+AXIS_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
+AxisRef = Annotated[str, Field(pattern=AXIS_PATTERN, strict=True)]
 
 
-class _Rule(BaseModel):
-    # Field by field strict (no "1" for 1, no true for 1); lists still become tuples.
+class Block(BaseModel):
+    """A spec block's model: unknown keys refused, frozen, no infinities or NaN. Field by field
+    strict (no "1" for 1, no true for 1), so that lists still become tuples."""
+
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False,
                               populate_by_name=True)
 
 
-class PlateauRule(_Rule):
+class PlateauRule(Block):
     """Stop a cell whose metric has converged (first paper, Appendix B.3), once the
     convergence test has held for ``patience`` steps and the run is ``min_steps`` in."""
 
@@ -35,7 +37,7 @@ class PlateauRule(_Rule):
                             description="Steps the plateau must have held before stopping.")
 
 
-class ThresholdRule(_Rule):
+class ThresholdRule(Block):
     """Stop a cell whose metric reached a target: ``at_least`` (higher is better) or
     ``at_most`` (lower is better)."""
 
@@ -52,7 +54,7 @@ class ThresholdRule(_Rule):
         return self
 
 
-class DivergedRule(_Rule):
+class DivergedRule(Block):
     """Fail a cell whose metric is non-finite (``nonfinite: true``) or crosses a bound
     (``below`` / ``above``) at ``for`` consecutive logs of that metric."""
 
@@ -89,7 +91,7 @@ class DivergedRule(_Rule):
         return f"{self.metric} {what}{times}"
 
 
-class StopRules(_Rule):
+class StopRules(Block):
     """The ``stop:`` block (see the module docstring and docs/spec.md#stopping-rules)."""
 
     plateau: PlateauRule | None = None
