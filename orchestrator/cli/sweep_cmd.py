@@ -170,7 +170,7 @@ def status_cmd(
 def _watch(sweep: str | None, as_json: bool, interval: float, registry: str | None) -> None:
     """``kappa status SWEEP --watch``: exit 0 once every cell succeeded, else 1; Ctrl-C
     stops watching only (130)."""
-    from orchestrator.cli.sweep_watch import watch
+    from orchestrator.cli.sweep_views import watch
     from orchestrator.errors import Problem, UserInputError
     from orchestrator.sweeps.sweep import Sweep
 
