@@ -126,19 +126,18 @@ def check_mlflow(options: DoctorOptions) -> CheckResult:
         return _check_local_sqlite(local, shown)
     fix_server = ("start the tracking server, or point --mlflow / KAPPA_MLFLOW_URI at a "
                   "reachable one (`mlflow server --host 0.0.0.0 --port 5000`)")
+    why = None
     if uri.startswith(("http://", "https://")):
-        if (why := _server_answers(uri, options.network_timeout_s)) is not None:
-            return CheckResult("mlflow", Status.PROBLEM, f"tracking server {shown} is "
-                               f"unreachable: {redact(why)}", fix=fix_server,
-                               details={"uri": shown})
+        why = _server_answers(uri, options.network_timeout_s)
+        what, fix = "tracking server", fix_server
     elif local is None and "://" in uri and not uri.startswith(("file:", "sqlite:")):
         # A database store: MLflow retries its connection for a minute or more.
         why = _database_answers(uri, options.network_timeout_s)
-        if why is not None:
-            return CheckResult("mlflow", Status.PROBLEM, f"tracking store {shown} is "
-                               f"unreachable: {redact(why)}", fix="check the database "
-                               "server is up and the URI's host, port, user and password",
-                               details={"uri": shown})
+        what, fix = "tracking store", ("check the database server is up and the URI's host, "
+                                       "port, user and password")
+    if why is not None:
+        return CheckResult("mlflow", Status.PROBLEM, f"{what} {shown} is unreachable: "
+                           f"{redact(why)}", fix=fix, details={"uri": shown})
     try:
         from mlflow import MlflowClient
 
