@@ -8,12 +8,6 @@ folder lacks taken from MLflow. ``registry`` and ``mlflow`` default to the store
 Several sweeps are read as one (:mod:`orchestrator.analysis.combined`): cells are matched
 by their axes, the ``sweep`` column says where each row comes from, and a point that ran in
 two sweeps keeps one row per sweep with ``settings_diff`` naming what differs.
-
->>> from orchestrator import api
->>> api.sweeps()[["name", "cells", "succeeded"]]
->>> api.status("toy-demo").counts
->>> api.final_metrics("toy-demo", "eval/*/mean@8")
->>> print(api.table_text("toy-demo"))
 """
 
 from __future__ import annotations
