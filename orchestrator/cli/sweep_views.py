@@ -130,10 +130,8 @@ def progress_line(status: SweepStatus) -> str:
 class LineProgress:
     """Progress for a log: a timestamped line when :func:`should_print_progress`."""
 
-    def __init__(self, console: Console, every: float = HEARTBEAT_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, console: Console, clock: Callable[[], float] = time.monotonic) -> None:
         self.console = console
-        self.every = every
         self.clock = clock
         self._last_counts: dict[str, int] | None = None
         self._last_printed: float | None = None
@@ -141,8 +139,7 @@ class LineProgress:
     def update(self, status: SweepStatus) -> None:
         """Print a line if the counts changed or the heartbeat is due."""
         now = self.clock()
-        if not should_print_progress(status.counts, self._last_counts, now,
-                                     self._last_printed, self.every):
+        if not should_print_progress(status.counts, self._last_counts, now, self._last_printed):
             return
         self._last_counts, self._last_printed = dict(status.counts), now
         self.console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] {progress_line(status)}",
@@ -189,8 +186,7 @@ def progress_display(console: Console) -> LiveProgress | LineProgress:
     return LiveProgress(console) if console.is_terminal else LineProgress(console)
 
 
-def watch(console: Console, sweep: Sweep, interval: float,
-          sleep: Callable[[float], None] = time.sleep) -> SweepStatus:
+def watch(console: Console, sweep: Sweep, interval: float) -> SweepStatus:
     """Draw ``sweep``'s progress every ``interval`` seconds until it has ended; the last
     status. Each failure is printed once, as it is first seen; each refresh is one SELECT
     (:meth:`~orchestrator.sweeps.sweep.Sweep.active_status`) that never makes a scheduler wait."""
@@ -216,7 +212,7 @@ def watch(console: Console, sweep: Sweep, interval: float,
             display.update(status)
             if status.ended:
                 break
-            sleep(interval)
+            time.sleep(interval)
     finally:
         display.close()
         sweep.close()
