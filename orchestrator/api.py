@@ -8,12 +8,6 @@ folder lacks taken from MLflow. ``registry`` and ``mlflow`` default to the store
 Several sweeps are read as one (:mod:`orchestrator.analysis.combined`): cells are matched
 by their axes, the ``sweep`` column says where each row comes from, and a point that ran in
 two sweeps keeps one row per sweep with ``settings_diff`` naming what differs.
-
->>> from orchestrator import api
->>> api.sweeps()[["name", "cells", "succeeded"]]
->>> api.status("toy-demo").counts
->>> api.final_metrics("toy-demo", "eval/*/mean@8")
->>> print(api.table_text("toy-demo"))
 """
 
 from __future__ import annotations
@@ -32,8 +26,9 @@ if TYPE_CHECKING:
 Sweeps = str | Sequence[str]
 
 
-def _names(sweeps: Sweeps) -> list[str]:
-    return [sweeps] if isinstance(sweeps, str) else list(sweeps)
+def _listed(names: str | Sequence[str]) -> list[str]:
+    """One name (a sweep, a glob) or several, as a list."""
+    return [names] if isinstance(names, str) else list(names)
 
 
 def sweeps(registry: str | None = None) -> pd.DataFrame:
@@ -108,7 +103,7 @@ def _frame(sweeps: Sweeps, registry: str | None, mlflow: str | None) -> pd.DataF
     """The results frame as ``kappa export`` and ``kappa table`` read it (untyped)."""
     from orchestrator.analysis.combined import results_of
 
-    return results_of(_names(sweeps), registry, mlflow)
+    return results_of(_listed(sweeps), registry, mlflow)
 
 
 def final_metrics(sweeps: Sweeps, metrics: str | Sequence[str] = "*",
@@ -122,7 +117,7 @@ def final_metrics(sweeps: Sweeps, metrics: str | Sequence[str] = "*",
     from orchestrator.analysis.frame import METRIC_PREFIX, metric_names
 
     frame = cells(sweeps, registry, mlflow)
-    globs = [metrics] if isinstance(metrics, str) else list(metrics)
+    globs = _listed(metrics)
     wanted = [METRIC_PREFIX + m for m in metric_names(frame)
               if any(fnmatch.fnmatchcase(m, g) for g in globs)]
     axes = [c for c in frame.columns if c.startswith("axis.")]
@@ -142,8 +137,7 @@ def histories(sweeps: Sweeps, metrics: str | Sequence[str] = "*",
     from orchestrator.analysis.curves import curve_key, load_curves
 
     frame = _frame(sweeps, registry, mlflow)
-    patterns = [metrics] if isinstance(metrics, str) else list(metrics)
-    curves = load_curves(frame, patterns, paths.readable_mlflow_uri(mlflow))
+    curves = load_curves(frame, _listed(metrics), paths.readable_mlflow_uri(mlflow))
     combined = frame["sweep"].nunique() > 1
     records = frame.to_dict("records")
     # The curves name a cell of several sweeps "<sweep>/<id>": give it its sweep and own id.

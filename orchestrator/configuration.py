@@ -27,7 +27,7 @@ from enum import StrEnum
 from typing import Any
 
 from orchestrator.errors import Problem, UserInputError
-from orchestrator.limits import DEFAULT_MAX_CELLS, INT32_MAX, MAX_WAIT_S
+from orchestrator.limits import DEFAULT_MAX_CELLS, INT32_MAX, MAX_WAIT_S, number_problem
 from orchestrator.redact import redact
 
 
@@ -44,9 +44,9 @@ class Kind(StrEnum):
 
 ON = frozenset({"1", "on", "true", "yes"})
 OFF = frozenset({"0", "off", "false", "no"})
-# Not in a TEXT value: control characters, and lone surrogates (bytes that are not UTF-8,
-# which no store, file name or terminal can encode).
-_NOT_TEXT = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
+# Not in a TEXT value (nor a sweep name, paths.check_name): control characters, and lone
+# surrogates (bytes that are not UTF-8, which no store, file name or terminal can encode).
+NOT_TEXT = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -157,9 +157,9 @@ def read(name: str, environ: Mapping[str, str] | None = None) -> Any:
     if not raw.strip():
         return variable.default
     value = _parse(variable.kind, raw)
-    if variable.kind in (Kind.NUMBER, Kind.WHOLE) and value is not None:
-        low_ok = value > variable.low if variable.low_open else value >= variable.low
-        value = value if low_ok and value <= variable.high else None
+    if variable.kind in (Kind.NUMBER, Kind.WHOLE) and value is not None and number_problem(
+            value, name, variable.low, variable.high, low_open=variable.low_open):
+        value = None  # out of bounds
     if value is None:
         raise UserInputError(f"bad environment variable {name}", [_problem(name, variable, raw)])
     return value
@@ -194,7 +194,7 @@ def _parse(kind: Kind, raw: str) -> Any:
         word = text.lower()
         return word in ON if word in ON | OFF else None
     if kind is Kind.TEXT:
-        return None if _NOT_TEXT.search(raw) else raw
+        return None if NOT_TEXT.search(raw) else raw
     if kind is Kind.COMMAND:
         try:
             return shlex.split(text)

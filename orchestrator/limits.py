@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from orchestrator.errors import Problem, UserInputError
+from orchestrator.errors import Problem
 
 # --- reading YAML (specs and `kappa train` configs) -----------------------------------------
 MAX_FILE_BYTES = 1024 * 1024
@@ -101,14 +101,6 @@ def number_problem(value: float, option: str, low: float, high: float | None = N
                else f"{start if low_open else f'>= {low:g}'}, finite")
     return Problem(option, "not a number in the allowed range", found=repr(value),
                    allowed=allowed, fix=fix)
-
-
-def check_number(value: float, option: str, low: float, high: float | None = None, *,
-                 low_open: bool = False, fix: str | None = None) -> float:
-    """``value`` itself if :func:`number_problem` finds nothing wrong, else UserInputError."""
-    if problem := number_problem(value, option, low, high, low_open=low_open, fix=fix):
-        raise UserInputError(f"bad {option}", [problem])
-    return value
 
 
 def more_problems(count: int | None = None) -> Problem:

@@ -27,10 +27,8 @@ def check_name(name: str, what: str = "sweep") -> str:
     :data:`MAX_NAME` characters: anything that could point outside the folder the name is joined to
     (``kappa export ../../etc``); and bytes that are not UTF-8 (a command line's ``$'\\xff'``
     arrives as a lone surrogate, which no database, file name or terminal output can encode)."""
-    bad = (not name or name in (".", "..") or len(name) > MAX_NAME
-           or any(c in "/\\" or ord(c) < 32 or ord(c) == 127 or 0xD800 <= ord(c) < 0xE000
-                  for c in name))
-    if bad:
+    if (not name or name in (".", "..") or len(name) > MAX_NAME or "/" in name or "\\" in name
+            or configuration.NOT_TEXT.search(name)):
         raise UserInputError(f"invalid {what} name {name!r}", [Problem(
             what, f"not a valid {what} name", found=repr(name),
             allowed=f"one name of at most {MAX_NAME} characters of UTF-8 text: no '/', "

@@ -60,19 +60,6 @@ def has_credentials(url: str) -> bool:
     return redact(url) != url
 
 
-def _masked_record(record: logging.LogRecord) -> logging.LogRecord:
-    """``record`` with its message (and traceback) formatted now, passwords masked."""
-    message = record.getMessage()
-    masked = redact(message)
-    if masked != message:
-        record.msg, record.args = masked, None
-    if record.exc_info and record.exc_info[1] is not None:
-        # Handlers format the traceback later, from the exception: format it here, masked.
-        record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
-        record.exc_info = None
-    return record
-
-
 def install_log_redaction() -> None:
     """Mask passwords in every log record any logger (kappa's, MLflow's, Ray's) makes. A record
     factory rather than a handler filter: libraries add their own handlers (MLflow's logger does not
@@ -82,7 +69,16 @@ def install_log_redaction() -> None:
         return
 
     def make(*args: Any, **kwargs: Any) -> logging.LogRecord:
-        return _masked_record(factory(*args, **kwargs))
+        """A record with its message (and traceback) formatted now, passwords masked."""
+        record = factory(*args, **kwargs)
+        message = record.getMessage()
+        if (masked := redact(message)) != message:
+            record.msg, record.args = masked, None
+        if record.exc_info and record.exc_info[1] is not None:
+            # Handlers format the traceback later, from the exception: format it here, masked.
+            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+            record.exc_info = None
+        return record
 
     make.kappa_redacting = True  # type: ignore[attr-defined]
     logging.setLogRecordFactory(make)

@@ -12,7 +12,7 @@ import re
 import sys
 import traceback
 from enum import StrEnum
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
@@ -20,9 +20,6 @@ from orchestrator import configuration
 from orchestrator.errors import KappaError, UserInputError
 from orchestrator.paths import absolute_home
 from orchestrator.redact import install_log_redaction, redact, redacted_output
-
-if TYPE_CHECKING:
-    from typer._click import Command
 
 # In the order ``kappa --help`` lists their commands (``completion`` last, below).
 COMMAND_MODULES: tuple[str, ...] = tuple(f"orchestrator.cli.{name}_cmd" for name in (
@@ -72,21 +69,6 @@ class Shell(StrEnum):
     fish = "fish"
 
 
-def completion_script(root: Command, shell: str) -> str:
-    """The completion script for ``shell`` (``bash``, ``zsh`` or ``fish``) of ``root``, the
-    ``kappa`` click command."""
-    from typer._click.shell_completion import get_completion_class
-    from typer.completion import completion_init
-
-    # Registers typer's completion classes (the app is built without --install-completion).
-    completion_init()
-    comp_cls = get_completion_class(shell)
-    if comp_cls is None:  # Shell() admits only the three registered shells
-        raise ValueError(f"no completion class for {shell}")
-    # The installed command's name, whatever started this process (python -m orchestrator).
-    return comp_cls(root, {}, PROG_NAME, COMPLETE_VAR).source().strip() + "\n"
-
-
 @app.command("completion")
 def completion_cmd(
     ctx: typer.Context,
@@ -99,7 +81,17 @@ def completion_cmd(
     newer); zsh: eval "$(kappa completion zsh)" in ~/.zshrc, after compinit; fish: kappa
     completion fish > ~/.config/fish/completions/kappa.fish. See docs/cli.md#shell-completion.
     """
-    typer.echo(completion_script(ctx.find_root().command, shell.value), nl=False)
+    from typer._click.shell_completion import get_completion_class
+    from typer.completion import completion_init
+
+    # Registers typer's completion classes (the app is built without --install-completion).
+    completion_init()
+    comp_cls = get_completion_class(shell.value)
+    if comp_cls is None:  # Shell() admits only the three registered shells
+        raise ValueError(f"no completion class for {shell.value}")
+    # The installed command's name, whatever started this process (python -m orchestrator).
+    script = comp_cls(ctx.find_root().command, {}, PROG_NAME, COMPLETE_VAR).source()
+    typer.echo(script.strip() + "\n", nl=False)
 
 
 # A line that starts an example, a list item or a comment keeps its own line in --help.
@@ -147,7 +139,7 @@ def main() -> None:
     if os.environ.get(COMPLETE_VAR):  # a shell asks for completions (kappa completion)
         from typer.completion import completion_init
 
-        completion_init()  # typer's completion classes (see completion_script)
+        completion_init()  # typer's completion classes (see completion_cmd)
     with redacted_output():
         _run()
 

@@ -4,7 +4,7 @@ would cut cell ids short in a log), unless ``COLUMNS`` says otherwise."""
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -12,11 +12,11 @@ if TYPE_CHECKING:
 LOG_WIDTH = 160
 
 
-def make_console(**options: Any) -> Console:
+def make_console() -> Console:
     """A rich ``Console``; wide when writing to a log instead of a terminal."""
     from rich.console import Console
 
-    console = Console(**options)
-    if not console.is_terminal and "COLUMNS" not in os.environ and "width" not in options:
+    console = Console()
+    if not console.is_terminal and "COLUMNS" not in os.environ:
         console.width = LOG_WIDTH
     return console

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shlex
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
@@ -17,9 +17,6 @@ from orchestrator.cli.sweep_options import (
     stores_of,
     submit_spec,
 )
-
-if TYPE_CHECKING:
-    from orchestrator.sweeps.stores import Stores
 
 EXIT_SMOKE_FAILED = 1
 
@@ -58,6 +55,7 @@ def smoke_verl_cmd(
     The sweep (verl-smoke-<hash of the rendered spec>) is rerun in full each time.
     """
     from orchestrator.backends.verl import smoke
+    from orchestrator.backends.verl.smoke_check import check_smoke, verdict_lines, verdicts_json
     from orchestrator.sweeps.smoke import prepare_smoke, smoke_commands
 
     if not dry_run:
@@ -68,15 +66,9 @@ def smoke_verl_cmd(
         for label, argv in smoke_commands(files.spec):
             typer.echo(f"# {label}\n{shlex.join(argv)}")
         return
-    _run_and_check(files.spec, stores_of(registry, mlflow), max_parallel, as_json)
-
-
-def _run_and_check(spec: Path, stores: Stores, max_parallel: int | None,
-                   as_json: bool) -> None:
-    from orchestrator.backends.verl.smoke_check import check_smoke, verdict_lines, verdicts_json
-
-    result = submit_spec(make_console(), spec, stores, quiet=as_json, rerun=True, wait=True,
-                         max_parallel=max_parallel)
+    stores = stores_of(registry, mlflow)
+    result = submit_spec(make_console(), files.spec, stores, quiet=as_json, rerun=True,
+                         wait=True, max_parallel=max_parallel)
     with stores.open_registry() as reg:
         verdicts = check_smoke(reg, stores.mlflow_client(), result.sweep)
     if as_json:

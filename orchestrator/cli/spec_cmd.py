@@ -12,7 +12,7 @@ import typer
 from orchestrator import paths
 from orchestrator.cli.sweep_options import OverridesArgument, RegistryOption
 from orchestrator.errors import UserInputError
-from orchestrator.limits import check_number
+from orchestrator.limits import number_problem
 
 if TYPE_CHECKING:
     from orchestrator.sweeps.spec_plan import Plan
@@ -56,9 +56,11 @@ def plan_command(
     """
     from orchestrator.sweeps.spec_plan import check_gpu_hours, cost_text, load_plan_with, seeds_text
 
-    if max_gpu_hours is not None:  # before the spec is read; nan or inf would be no limit
-        check_number(max_gpu_hours, "--max-gpu-hours", 0,
-                     fix="give GPU-hours, e.g. --max-gpu-hours 500, or leave it out for no limit")
+    # Before the spec is read; nan or inf would be no limit.
+    if max_gpu_hours is not None and (problem := number_problem(
+            max_gpu_hours, "--max-gpu-hours", 0,
+            fix="give GPU-hours, e.g. --max-gpu-hours 500, or leave it out for no limit")):
+        raise UserInputError("bad --max-gpu-hours", [problem])
     the_plan = load_plan_with(spec_file, overrides or ())
     spec = the_plan.spec
     if max_gpu_hours is not None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import sys
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -170,7 +170,7 @@ def status_cmd(
 def _watch(sweep: str | None, as_json: bool, interval: float, registry: str | None) -> None:
     """``kappa status SWEEP --watch``: exit 0 once every cell succeeded, else 1; Ctrl-C
     stops watching only (130)."""
-    from orchestrator.cli.sweep_watch import watch
+    from orchestrator.cli.sweep_views import watch
     from orchestrator.errors import Problem, UserInputError
     from orchestrator.sweeps.sweep import Sweep
 
@@ -203,13 +203,10 @@ def logs_cmd(
     from orchestrator.sweeps.cancelling import find_cell
     from orchestrator.sweeps.sweep import Sweep
 
-    def write(text: str) -> None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-
     with stores_of(registry, None).open_registry(create=False) as reg:
-        record = find_cell(reg, cell)
-        Sweep(reg, record.sweep_name).write_log(record, write, follow)
+        record = find_cell(reg, cell)  # the log is written as it is read, flushed each time
+        Sweep(reg, record.sweep_name).write_log(record, partial(print, end="", flush=True),
+                                                follow)
 
 
 @commands.command("cancel")

@@ -1,12 +1,14 @@
 """How a :class:`~orchestrator.sweeps.status.SweepStatus` looks in the terminal: the status
 text, the sweeps table, and progress while a sweep runs (bars on a terminal, throttled
-lines in a log). Renders only: every figure comes from the status (its ``as_json`` is
-``--json``). Imported only when a command runs (rich)."""
+lines in a log), also for ``kappa status SWEEP --watch`` (:func:`watch`). Renders only: every
+figure comes from the status (its ``as_json`` is ``--json``). Imported only when a command
+runs (rich)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -14,6 +16,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from orchestrator.sweeps.status import CellStatus, SweepStatus
+
+if TYPE_CHECKING:
+    from orchestrator.sweeps.sweep import Sweep
 
 TABLE_ROWS = 200  # cells ``kappa status SWEEP`` draws at most (``table_cells``)
 # Off a terminal, unchanged counts are repeated (with the running cells' steps) this often.
@@ -125,10 +130,8 @@ def progress_line(status: SweepStatus) -> str:
 class LineProgress:
     """Progress for a log: a timestamped line when :func:`should_print_progress`."""
 
-    def __init__(self, console: Console, every: float = HEARTBEAT_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, console: Console, clock: Callable[[], float] = time.monotonic) -> None:
         self.console = console
-        self.every = every
         self.clock = clock
         self._last_counts: dict[str, int] | None = None
         self._last_printed: float | None = None
@@ -136,8 +139,7 @@ class LineProgress:
     def update(self, status: SweepStatus) -> None:
         """Print a line if the counts changed or the heartbeat is due."""
         now = self.clock()
-        if not should_print_progress(status.counts, self._last_counts, now,
-                                     self._last_printed, self.every):
+        if not should_print_progress(status.counts, self._last_counts, now, self._last_printed):
             return
         self._last_counts, self._last_printed = dict(status.counts), now
         self.console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] {progress_line(status)}",
@@ -182,3 +184,38 @@ class LiveProgress:
 def progress_display(console: Console) -> LiveProgress | LineProgress:
     """Live bars on a terminal, throttled lines otherwise."""
     return LiveProgress(console) if console.is_terminal else LineProgress(console)
+
+
+def watch(console: Console, sweep: Sweep, interval: float) -> SweepStatus:
+    """Draw ``sweep``'s progress every ``interval`` seconds until it has ended; the last
+    status. Each failure is printed once, as it is first seen; each refresh is one SELECT
+    (:meth:`~orchestrator.sweeps.sweep.Sweep.active_status`) that never makes a scheduler wait."""
+    console.print(f"watching [bold]{sweep.name}[/] every {interval:g} s (Ctrl-C stops "
+                  "watching, not the sweep)", highlight=False)
+    display = progress_display(console)
+    seen: set[tuple[str, int]] = set()
+    orphaned = False
+    try:
+        while True:
+            status = sweep.active_status()
+            for cell in reversed(status.failures()):
+                if (cell.cell_id, cell.attempts) not in seen:
+                    seen.add((cell.cell_id, cell.attempts))
+                    console.print(f"[red]{escape(cell.failure_text())}[/]", highlight=False,
+                                  markup=True, soft_wrap=True)
+            waits = status.work_left and not status.driver.live
+            if waits and not orphaned:
+                console.print(f"[yellow]no scheduler is running {sweep.name}[/] (`kappa "
+                              f"resume {sweep.name}` runs what is left); still watching",
+                              highlight=False)
+            orphaned = waits
+            display.update(status)
+            if status.ended:
+                break
+            time.sleep(interval)
+    finally:
+        display.close()
+        sweep.close()
+    console.print(f"[bold]{sweep.name}[/] ended: {counts_text(status.counts)}",
+                  highlight=False)
+    return status

@@ -47,12 +47,11 @@ def check_packages(options: DoctorOptions) -> CheckResult:
     versions = {name: installed_version(name) for name in PACKAGES}
     skinny = versions.pop("mlflow-skinny")  # MLflow's client-only distribution counts too
     versions["mlflow"] = versions["mlflow"] or skinny
-    details: dict[str, str | None] = dict(versions)
     if versions["torch"] is not None:
         import torch
 
-        details["torch_cuda"] = torch.version.cuda
-    shown = ", ".join(f"{k} {v}" for k, v in details.items() if v is not None)
+        versions["torch_cuda"] = torch.version.cuda
+    shown = ", ".join(f"{k} {v}" for k, v in versions.items() if v is not None)
     problems: list[str] = []
     warnings: list[str] = []
     fixes: list[str] = []
@@ -82,7 +81,7 @@ def check_packages(options: DoctorOptions) -> CheckResult:
         fixes.append("`pip install -e '.[ray]'`")
     status = Status.PROBLEM if problems else Status.WARNING if warnings else Status.OK
     summary = "; ".join(problems + warnings + [shown])
-    return CheckResult("packages", status, summary, fix="; ".join(fixes) or None, details=details)
+    return CheckResult("packages", status, summary, fix="; ".join(fixes) or None, details=versions)
 
 
 def check_gpus(options: DoctorOptions) -> CheckResult:

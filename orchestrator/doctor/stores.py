@@ -20,15 +20,15 @@ from orchestrator.errors import UserInputError
 from orchestrator.redact import redact
 
 
-def _missing_local(name: str, where: str, created_by: str) -> CheckResult:
+def _missing_local(name: str, where: str) -> CheckResult:
     """A local store not made yet: fine if its folder can be made and written."""
     folder = nearest_existing(Path(where).parent)
     if not os.access(folder, os.W_OK | os.X_OK):
         return CheckResult(name, Status.PROBLEM, f"{where} does not exist and {folder} is "
                            "not writable", fix="set KAPPA_HOME to a writable folder",
                            details={"path": where})
-    return CheckResult(name, Status.OK, f"{where} does not exist yet ({created_by} "
-                       "creates it; its folder is writable)", details={"path": where})
+    return CheckResult(name, Status.OK, f"{where} does not exist yet (the first `kappa "
+                       "submit` creates it; its folder is writable)", details={"path": where})
 
 
 @contextmanager
@@ -121,24 +121,23 @@ def check_mlflow(options: DoctorOptions) -> CheckResult:
     shown = redact(uri)
     local = paths.local_store_path(uri)
     if local is not None and not local.exists():
-        return _missing_local("mlflow", str(local), "the first `kappa submit`")
+        return _missing_local("mlflow", str(local))
     if local is not None and uri.startswith("sqlite:"):
         return _check_local_sqlite(local, shown)
     fix_server = ("start the tracking server, or point --mlflow / KAPPA_MLFLOW_URI at a "
                   "reachable one (`mlflow server --host 0.0.0.0 --port 5000`)")
+    why = None
     if uri.startswith(("http://", "https://")):
-        if (why := _server_answers(uri, options.network_timeout_s)) is not None:
-            return CheckResult("mlflow", Status.PROBLEM, f"tracking server {shown} is "
-                               f"unreachable: {redact(why)}", fix=fix_server,
-                               details={"uri": shown})
+        why = _server_answers(uri, options.network_timeout_s)
+        what, fix = "tracking server", fix_server
     elif local is None and "://" in uri and not uri.startswith(("file:", "sqlite:")):
         # A database store: MLflow retries its connection for a minute or more.
         why = _database_answers(uri, options.network_timeout_s)
-        if why is not None:
-            return CheckResult("mlflow", Status.PROBLEM, f"tracking store {shown} is "
-                               f"unreachable: {redact(why)}", fix="check the database "
-                               "server is up and the URI's host, port, user and password",
-                               details={"uri": shown})
+        what, fix = "tracking store", ("check the database server is up and the URI's host, "
+                                       "port, user and password")
+    if why is not None:
+        return CheckResult("mlflow", Status.PROBLEM, f"{what} {shown} is unreachable: "
+                           f"{redact(why)}", fix=fix, details={"uri": shown})
     try:
         from mlflow import MlflowClient
 
@@ -204,7 +203,7 @@ def check_registry(options: DoctorOptions) -> CheckResult:
                            fix=exc.problems[0].render() if exc.problems else None)
     shown = display_url(url)
     if missing_sqlite_file(url):
-        return _missing_local("registry", str(url.database), "the first `kappa submit`")
+        return _missing_local("registry", str(url.database))
     # psycopg's default connect timeout is 130 s; the doctor asks once, bounded.
     url = _bounded_db_url(url, options.network_timeout_s)
     engine = make_engine(url)
