@@ -54,12 +54,11 @@ class SweepStore(RegistryConnection):
                     row.spec_text = spec_text
                     row.spec_hash = spec_hash(spec_text)
                     row.updated_at = now
-                    if mlflow_experiment_id is not None:
-                        row.mlflow_experiment_id = mlflow_experiment_id
-                    if mlflow_parent_run_id is not None:
-                        row.mlflow_parent_run_id = mlflow_parent_run_id
-                    if plan is not None:
-                        row.plan = plan
+                    for name, value in (("mlflow_experiment_id", mlflow_experiment_id),
+                                        ("mlflow_parent_run_id", mlflow_parent_run_id),
+                                        ("plan", plan)):
+                        if value is not None:
+                            setattr(row, name, value)
                     session.flush()
                     return SweepRecord.of(row)
             except IntegrityError:
