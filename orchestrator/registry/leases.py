@@ -20,7 +20,12 @@ from sqlalchemy.orm import Session
 
 from orchestrator import configuration
 from orchestrator.errors import KappaError
-from orchestrator.registry.connection import RegistryConnection, sweep_row, updated_one
+from orchestrator.registry.connection import (
+    RegistryConnection,
+    insert_missing,
+    sweep_row,
+    updated_one,
+)
 from orchestrator.registry.models import LeaseRow, SweepRow, utcnow
 
 
@@ -120,16 +125,6 @@ def _locked_row(session: Session, sweep_id: int, *, shared: bool = False) -> Lea
     return session.scalar(query.with_for_update(read=shared))
 
 
-def _insert_free_row(session: Session, sweep_id: int) -> None:
-    """The sweep's lease row, free, unless it exists (a race with another taker is
-    settled by the primary key: the loser's insert does nothing)."""
-    from sqlalchemy.dialects import postgresql, sqlite
-
-    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
-    session.execute(dialect.insert(LeaseRow).values(sweep_id=sweep_id)
-                    .on_conflict_do_nothing(index_elements=["sweep_id"]))
-
-
 def _update_owned(session: Session, sweep: str, holder: str, /, **values: Any) -> bool:
     """Set ``values`` on ``sweep``'s lease row iff ``holder`` owns it; whether it did."""
     sweep_id = select(SweepRow.id).where(SweepRow.name == sweep).scalar_subquery()
@@ -145,7 +140,7 @@ class LeaseStore(RegistryConnection):
         """Take ``sweep``'s lease for ``seconds`` (see the rules above): (taken?, the lease)."""
         with self._tx() as session:
             sweep_id = sweep_row(session, sweep).id
-            _insert_free_row(session, sweep_id)
+            insert_missing(session, LeaseRow, "sweep_id", sweep_id=sweep_id)  # free
             row = _locked_row(session, sweep_id)
             assert row is not None
             now = registry_now(session)
