@@ -1,12 +1,7 @@
 """A sweep's active part in ONE SELECT: the counts per state, the failed cells that will be
 retried, the sweep's lease, the running cells and the newest failures, from one statement
 whose subqueries the database evaluates once. What ``kappa status --watch`` and
-``submit --wait``'s bars refresh every few seconds; a full status reads every cell instead.
-
-On SQLite it runs on a read-only connection of its own (:func:`read_engine`) that never
-takes the write lock the registry's own transactions take (a watcher never makes a
-scheduler wait); on PostgreSQL, outside any transaction.
-"""
+``submit --wait``'s bars refresh every few seconds; a full status reads every cell instead."""
 
 from __future__ import annotations
 
@@ -75,8 +70,8 @@ def active_statement(sweep: str, failures: int = NEWEST_FAILURES,
 
 
 def read_engine(engine: Engine) -> Engine:
-    """The engine to read through: on SQLite a read-only one of its own (no
-    ``BEGIN IMMEDIATE``: a plain SELECT holds no lock a writer waits on), else ``engine``."""
+    """The engine to read through: on SQLite a read-only one of its own (no ``BEGIN
+    IMMEDIATE``: a watcher never makes a scheduler wait for the write lock), else ``engine``."""
     if engine.dialect.name != "sqlite":
         return engine
     reader = create_engine(engine.url, connect_args={"timeout": 30})
@@ -91,7 +86,8 @@ def read_engine(engine: Engine) -> Engine:
 
 
 def read_active(engine: Engine, sweep: str, failures: int = NEWEST_FAILURES) -> ActiveCells:
-    """``sweep``'s active part as it stands, in one SELECT (``engine``: :func:`read_engine`'s)."""
+    """``sweep``'s active part as it stands, in one SELECT (``engine``: :func:`read_engine`'s;
+    on PostgreSQL outside any transaction)."""
     server = engine.dialect.name == "postgresql"
     with engine.connect() as connection:
         if server:

@@ -1,8 +1,5 @@
-"""Cell rows: registering a sweep's cells, reading cells, attempts and counts, and writing them.
-Every state change is the compare-and-set of :func:`apply_transition`, the only place that sets
-derived fields (times, attempts; a cell back to pending forgets its last run). Each write of a
-fenced registry (:meth:`~.connection.RegistryConnection.fenced`) first checks that its scheduler
-still holds the sweep's lease."""
+"""Cell rows: registering a sweep's cells, reading cells, attempts and counts, and writing them
+(each write of a fenced registry only while its scheduler holds the sweep's lease)."""
 
 from __future__ import annotations
 
@@ -50,7 +47,9 @@ def cell_key(cell: CellRef) -> tuple[str, str]:
 def apply_transition(session: Session, row: CellRow,
                      expected: CellState | str | Iterable[CellState | str], new: CellState | str,
                      fields: Mapping[str, Any]) -> tuple[bool, AttemptRecord | None]:
-    """Compare-and-set ``row`` from ``expected`` to ``new``: (changed?, attempt opened/closed)."""
+    """Compare-and-set ``row`` from ``expected`` to ``new``: (changed?, attempt opened/closed).
+    The only place that sets derived fields (times, attempts; a cell back to pending forgets
+    its last run)."""
     check_fields(fields, TRANSITION_FIELDS, "transition")
     sources, target = check_transition([expected] if isinstance(expected, str) else expected, new)
     values = {k: v for k, v in fields.items() if k != "log_path"}
