@@ -1,12 +1,7 @@
 """A sweep's active part in ONE SELECT: the counts per state, the failed cells that will be
 retried, the sweep's lease, the running cells and the newest failures, from one statement
 whose subqueries the database evaluates once. What ``kappa status --watch`` and
-``submit --wait``'s bars refresh every few seconds; a full status reads every cell instead.
-
-On SQLite it runs on a read-only connection of its own (:func:`read_engine`) that never
-takes the write lock the registry's own transactions take (a watcher never makes a
-scheduler wait); on PostgreSQL, outside any transaction.
-"""
+``submit --wait``'s bars refresh every few seconds; a full status reads every cell instead."""
 
 from __future__ import annotations
 
@@ -17,7 +12,7 @@ from typing import Any
 from sqlalchemy import Engine, Select, and_, create_engine, event, func, or_, select
 from sqlalchemy.orm import aliased
 
-from orchestrator.registry.leases import Lease
+from orchestrator.registry.leases import LEASE_COLUMNS, Lease
 from orchestrator.registry.models import CellRow, LeaseRow, SweepRow, utcnow
 from orchestrator.registry.states import CellState
 
@@ -27,8 +22,6 @@ CELL_COLUMNS = ("cell_id", "index", "axes", "state", "progress_step", "total_ste
                 "demand", "attempts_count", "max_retries", "exit_code", "last_error",
                 "stop_reason", "final_metrics", "run_dir", "mlflow_run_id", "finished_at",
                 "provenance")
-_LEASE_COLUMNS = ("owner", "host", "host_id", "pid", "pid_start", "lease_seconds",
-                  "acquired_at", "heartbeat_at", "expires_at")
 
 
 @dataclass(frozen=True)
@@ -65,7 +58,7 @@ def active_statement(sweep: str, failures: int = NEWEST_FAILURES,
         *(count(counted.state == state.value).label(state.value) for state in CellState),
         count(counted.state == CellState.FAILED.value, counted.stop_reason.is_(None),
               counted.attempts_count <= counted.max_retries).label("retrying"),
-        *(getattr(LeaseRow, name).label(f"lease_{name}") for name in _LEASE_COLUMNS),
+        *(getattr(LeaseRow, name).label(f"lease_{name}") for name in LEASE_COLUMNS),
         *(getattr(shown, name).label(name) for name in CELL_COLUMNS)]
     if server_clock:
         columns.append(func.now().label("server_now"))
@@ -77,8 +70,8 @@ def active_statement(sweep: str, failures: int = NEWEST_FAILURES,
 
 
 def read_engine(engine: Engine) -> Engine:
-    """The engine to read through: on SQLite a read-only one of its own (no
-    ``BEGIN IMMEDIATE``: a plain SELECT holds no lock a writer waits on), else ``engine``."""
+    """The engine to read through: on SQLite a read-only one of its own (no ``BEGIN
+    IMMEDIATE``: a watcher never makes a scheduler wait for the write lock), else ``engine``."""
     if engine.dialect.name != "sqlite":
         return engine
     reader = create_engine(engine.url, connect_args={"timeout": 30})
@@ -93,7 +86,8 @@ def read_engine(engine: Engine) -> Engine:
 
 
 def read_active(engine: Engine, sweep: str, failures: int = NEWEST_FAILURES) -> ActiveCells:
-    """``sweep``'s active part as it stands, in one SELECT (``engine``: :func:`read_engine`'s)."""
+    """``sweep``'s active part as it stands, in one SELECT (``engine``: :func:`read_engine`'s;
+    on PostgreSQL outside any transaction)."""
     server = engine.dialect.name == "postgresql"
     with engine.connect() as connection:
         if server:
@@ -103,13 +97,7 @@ def read_active(engine: Engine, sweep: str, failures: int = NEWEST_FAILURES) -> 
         return ActiveCells({s: 0 for s in CellState}, 0, None, ())
     first = rows[0]._mapping
     now = first["server_now"] if server else utcnow()
-    lease = None
-    if first["lease_owner"] is not None and first["lease_expires_at"] is not None:
-        got = {name: first[f"lease_{name}"] for name in _LEASE_COLUMNS}
-        lease = Lease(sweep, got["owner"], got["host"] or "?", got["host_id"] or "",
-                      got["pid"] or 0, got["pid_start"], got["lease_seconds"] or 0.0,
-                      got["acquired_at"] or now, got["heartbeat_at"] or now,
-                      got["expires_at"], now)
+    lease = Lease.of(sweep, {name: first[f"lease_{name}"] for name in LEASE_COLUMNS}, now)
     cells = tuple({name: row._mapping[name] for name in CELL_COLUMNS}
                   for row in rows if row._mapping["cell_id"] is not None)
     return ActiveCells({s: int(first[s.value]) for s in CellState}, int(first["retrying"]),

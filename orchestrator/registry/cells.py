@@ -1,18 +1,15 @@
-"""Cell rows: registering a sweep's cells, reading cells, attempts and counts, and writing them.
-Every state change is the compare-and-set of :func:`apply_transition`, the only place that sets
-derived fields (times, attempts; a cell back to pending forgets its last run). Each write of a
-fenced registry (:meth:`~.connection.RegistryConnection.fenced`) first checks that its scheduler
-still holds the sweep's lease."""
+"""Cell rows: registering a sweep's cells, reading cells, attempts and counts, and writing them
+(each write of a fenced registry only while its scheduler holds the sweep's lease)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, TypeVarTuple, cast
 
-from sqlalchemy import Table, Text, bindparam, func, insert, or_, select, update
+from sqlalchemy import Row, Select, Table, Text, bindparam, func, insert, or_, select, update
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.orm import Session
 
@@ -29,6 +26,7 @@ from orchestrator.registry.models import AttemptRow, CellRow, utcnow
 from orchestrator.registry.snapshots import AttemptRecord, CellLike, CellRecord
 from orchestrator.registry.states import TERMINAL_STATES, AttemptState, CellState, check_transition
 
+_Ts = TypeVarTuple("_Ts")
 CellRef = CellRecord | tuple[str, str]
 """A cell is named by its snapshot or by ``(sweep name, cell id)``."""
 
@@ -49,7 +47,9 @@ def cell_key(cell: CellRef) -> tuple[str, str]:
 def apply_transition(session: Session, row: CellRow,
                      expected: CellState | str | Iterable[CellState | str], new: CellState | str,
                      fields: Mapping[str, Any]) -> tuple[bool, AttemptRecord | None]:
-    """Compare-and-set ``row`` from ``expected`` to ``new``: (changed?, attempt opened/closed)."""
+    """Compare-and-set ``row`` from ``expected`` to ``new``: (changed?, attempt opened/closed).
+    The only place that sets derived fields (times, attempts; a cell back to pending forgets
+    its last run)."""
     check_fields(fields, TRANSITION_FIELDS, "transition")
     sources, target = check_transition([expected] if isinstance(expected, str) else expected, new)
     values = {k: v for k, v in fields.items() if k != "log_path"}
@@ -99,6 +99,18 @@ def _record_attempt(session: Session, row: CellRow, target: CellState,
     return None
 
 
+def _sweep_rows(session: Session, sweep: str, query: Select[*_Ts],
+                states: Iterable[CellState | str] | None) -> Sequence[Row[*_Ts]]:
+    """``query``'s rows of the sweep's cells (in ``states``), by index."""
+    query = query.where(of_sweep(sweep))
+    if states is not None:
+        query = query.where(CellRow.state.in_([CellState(s).value for s in states]))
+    rows = session.execute(query.order_by(CellRow.index, CellRow.cell_id)).all()
+    if not rows:
+        sweep_row(session, sweep)  # an unknown sweep is an error, not "no cells"
+    return rows
+
+
 class CellStore(LeaseStore):
     """The registry's cell methods (mixed into :class:`~orchestrator.registry.Registry`)."""
 
@@ -145,24 +157,14 @@ class CellStore(LeaseStore):
               states: Iterable[CellState | str] | None = None) -> list[CellRecord]:
         """The sweep's cells (optionally only those in ``states``), by index."""
         with self._read() as session:
-            query = select(CellRow).where(of_sweep(sweep))
-            if states is not None:
-                query = query.where(CellRow.state.in_([CellState(s).value for s in states]))
-            rows = session.scalars(query.order_by(CellRow.index, CellRow.cell_id)).all()
-            if not rows:
-                sweep_row(session, sweep)  # an unknown sweep is an error, not "no cells"
-            return [CellRecord.of(row, sweep) for row in rows]
+            rows = _sweep_rows(session, sweep, select(CellRow), states)
+            return [CellRecord.of(row, sweep) for (row,) in rows]
 
     def cell_keys(self, sweep: str,
                   states: Iterable[CellState | str] | None = None) -> list[tuple[str, int]]:
         """``(cell id, index)`` of the sweep's cells (in ``states``), by index: no settings."""
         with self._read() as session:
-            query = select(CellRow.cell_id, CellRow.index).where(of_sweep(sweep))
-            if states is not None:
-                query = query.where(CellRow.state.in_([CellState(s).value for s in states]))
-            rows = session.execute(query.order_by(CellRow.index, CellRow.cell_id)).all()
-            if not rows:
-                sweep_row(session, sweep)
+            rows = _sweep_rows(session, sweep, select(CellRow.cell_id, CellRow.index), states)
             return [(str(cell_id), int(index)) for cell_id, index in rows]
 
     def finished_numerics(self, sweep: str) -> tuple[list[tuple[str, int]],

@@ -22,7 +22,7 @@ from orchestrator.registry.engine import (
     normalize_url,
     unreachable,
 )
-from orchestrator.registry.models import CellRow, SweepRow
+from orchestrator.registry.models import Base, CellRow, SweepRow
 from orchestrator.registry.schema import RegistryMissing, ensure_schema
 
 
@@ -123,6 +123,16 @@ def updated_one(session: Session, statement: Update) -> bool:
     result = cast(CursorResult[Any], session.execute(
         statement.execution_options(synchronize_session=False)))
     return result.rowcount == 1
+
+
+def insert_missing(session: Session, table: type[Base], key: str, **values: Any) -> None:
+    """Insert a row of ``values`` unless one with its ``key`` exists (a race with another
+    inserter is settled by the unique key: the loser's insert does nothing)."""
+    from sqlalchemy.dialects import postgresql, sqlite
+
+    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
+    session.execute(dialect.insert(table).values(**values)
+                    .on_conflict_do_nothing(index_elements=[key]))
 
 
 def sweep_row(session: Session, name: str, lock: bool = False) -> SweepRow:

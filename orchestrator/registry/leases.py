@@ -9,9 +9,10 @@ clock (PostgreSQL's ``now()``), so machines whose clocks disagree still agree on
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from sqlalchemy import func, select, update
@@ -19,7 +20,12 @@ from sqlalchemy.orm import Session
 
 from orchestrator import configuration
 from orchestrator.errors import KappaError
-from orchestrator.registry.connection import RegistryConnection, sweep_row, updated_one
+from orchestrator.registry.connection import (
+    RegistryConnection,
+    insert_missing,
+    sweep_row,
+    updated_one,
+)
 from orchestrator.registry.models import LeaseRow, SweepRow, utcnow
 
 
@@ -80,6 +86,21 @@ class Lease:
                 "heartbeat_age_s": round(self.heartbeat_age, 1),
                 "expires_at": self.expires_at.isoformat(), "expired": self.expired}
 
+    @classmethod
+    def of(cls, sweep: str, row: LeaseRow | Mapping[str, Any], now: datetime) -> Lease | None:
+        """The lease a row (or its values by column name) holds at ``now``; ``None``: free."""
+        get: Callable[[str], Any] = (row.__getitem__ if isinstance(row, Mapping)
+                                     else partial(getattr, row))
+        if get("owner") is None or get("expires_at") is None:
+            return None
+        return cls(sweep, get("owner"), get("host") or "?", get("host_id") or "",
+                   get("pid") or 0, get("pid_start"), get("lease_seconds") or 0.0,
+                   get("acquired_at") or now, get("heartbeat_at") or now, get("expires_at"), now)
+
+
+#: The lease row's columns a :class:`Lease` is read from.
+LEASE_COLUMNS = tuple(f.name for f in fields(Lease) if f.name not in ("sweep", "now"))
+
 
 def registry_now(session: Session) -> datetime:
     """The registry's clock: the server's on PostgreSQL, this machine's on SQLite."""
@@ -88,14 +109,6 @@ def registry_now(session: Session) -> datetime:
         if isinstance(value, datetime):
             return value
     return utcnow()
-
-
-def _lease(sweep: str, row: LeaseRow, now: datetime) -> Lease | None:
-    if row.owner is None or row.expires_at is None:
-        return None
-    return Lease(sweep, row.owner, row.host or "?", row.host_id or "", row.pid or 0,
-                 row.pid_start, row.lease_seconds or 0.0, row.acquired_at or now,
-                 row.heartbeat_at or now, row.expires_at, now)
 
 
 def _locked_row(session: Session, sweep_id: int, *, shared: bool = False) -> LeaseRow | None:
@@ -110,16 +123,6 @@ def _locked_row(session: Session, sweep_id: int, *, shared: bool = False) -> Lea
     query = select(LeaseRow).where(LeaseRow.sweep_id == sweep_id)
     # SQLite ignores FOR UPDATE: its transactions (BEGIN IMMEDIATE) are exclusive anyway.
     return session.scalar(query.with_for_update(read=shared))
-
-
-def _insert_free_row(session: Session, sweep_id: int) -> None:
-    """The sweep's lease row, free, unless it exists (a race with another taker is
-    settled by the primary key: the loser's insert does nothing)."""
-    from sqlalchemy.dialects import postgresql, sqlite
-
-    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
-    session.execute(dialect.insert(LeaseRow).values(sweep_id=sweep_id)
-                    .on_conflict_do_nothing(index_elements=["sweep_id"]))
 
 
 def _update_owned(session: Session, sweep: str, holder: str, /, **values: Any) -> bool:
@@ -137,11 +140,11 @@ class LeaseStore(RegistryConnection):
         """Take ``sweep``'s lease for ``seconds`` (see the rules above): (taken?, the lease)."""
         with self._tx() as session:
             sweep_id = sweep_row(session, sweep).id
-            _insert_free_row(session, sweep_id)
+            insert_missing(session, LeaseRow, "sweep_id", sweep_id=sweep_id)  # free
             row = _locked_row(session, sweep_id)
             assert row is not None
             now = registry_now(session)
-            current = _lease(sweep, row, now)
+            current = Lease.of(sweep, row, now)
             if current is not None and current.owner != me.owner and not current.expired \
                     and not (holder_dead is not None and holder_dead(current)):
                 return False, current
@@ -153,7 +156,7 @@ class LeaseStore(RegistryConnection):
             row.heartbeat_at = now
             row.expires_at = now + timedelta(seconds=seconds)
             session.flush()
-            return True, _lease(sweep, row, now)
+            return True, Lease.of(sweep, row, now)
 
     def renew_lease(self, sweep: str, owner: str, seconds: float) -> bool:
         """Extend ``owner``'s lease by ``seconds`` from now; ``False``: it is not theirs."""
@@ -173,7 +176,7 @@ class LeaseStore(RegistryConnection):
         with self._tx() as session:
             row = session.scalar(select(LeaseRow).join(SweepRow, SweepRow.id == LeaseRow.sweep_id)
                                  .where(SweepRow.name == sweep))
-            return None if row is None else _lease(sweep, row, registry_now(session))
+            return None if row is None else Lease.of(sweep, row, registry_now(session))
 
 
 def check_fence(session: Session, sweep_id: int, owner: str) -> None:

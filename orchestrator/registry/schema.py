@@ -71,9 +71,13 @@ def head_revision() -> str:
     return known_revisions()[-1]
 
 
-def _status(connection: Connection) -> SchemaStatus:
+def _status(connection: Connection, lock: bool = False) -> SchemaStatus:
+    """The schema's status, under the schema lock if asked (on PostgreSQL; a SQLite
+    transaction is one)."""
     from alembic.runtime.migration import MigrationContext
 
+    if lock and connection.dialect.name == "postgresql":
+        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_LOCK_KEY})
     known = known_revisions()
     head = known[-1]
     current = MigrationContext.configure(connection).get_current_revision()
@@ -84,13 +88,6 @@ def _status(connection: Connection) -> SchemaStatus:
         return SchemaStatus(current, head, SchemaState.CURRENT)
     return SchemaStatus(current, head,
                         SchemaState.OUTDATED if current in known else SchemaState.NEWER)
-
-
-def _lock(connection: Connection) -> SchemaStatus:
-    """Take the schema lock (PostgreSQL; SQLite's transaction is one) and read the status."""
-    if connection.dialect.name == "postgresql":
-        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_LOCK_KEY})
-    return _status(connection)
 
 
 def schema_status(engine: Engine) -> SchemaStatus:
@@ -105,7 +102,7 @@ def upgrade_schema(engine: Engine, revision: str = "head") -> tuple[SchemaStatus
     from alembic.util.exc import CommandError
 
     with engine.begin() as connection:
-        before = _lock(connection)
+        before = _status(connection, lock=True)
         if before.state in (SchemaState.NEWER, SchemaState.FOREIGN):
             raise _refusal(before, display_url(engine.url))
         try:
@@ -135,7 +132,7 @@ def ensure_schema(engine: Engine, create: bool = True) -> SchemaStatus:
     from alembic import command
 
     with engine.begin() as connection:
-        status = _lock(connection)
+        status = _status(connection, lock=True)
         if status.state is SchemaState.EMPTY:
             if not create:
                 raise RegistryMissing(display_url(engine.url))

@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, select, text
-from sqlalchemy.exc import IntegrityError
 
 from orchestrator import paths
-from orchestrator.registry.connection import RegistryConnection, jsonable, sweep_row
+from orchestrator.registry.connection import RegistryConnection, insert_missing, jsonable, sweep_row
 from orchestrator.registry.models import SweepRow, utcnow
 from orchestrator.registry.snapshots import SweepRecord
 from orchestrator.runs.atomic import file_lock, lock_path
@@ -42,31 +41,18 @@ class SweepStore(RegistryConnection):
         are only overwritten when given. The name becomes folder names, so one that is not a single
         safe name (:func:`orchestrator.paths.check_name`) is refused."""
         paths.check_name(name)
-        for attempt in range(2):
-            try:
-                with self._tx() as session:
-                    now = utcnow()
-                    row = session.scalar(select(SweepRow).where(SweepRow.name == name))
-                    if row is None:
-                        row = SweepRow(name=name, created_at=now)
-                        session.add(row)
-                    row.backend = backend
-                    row.spec_text = spec_text
-                    row.spec_hash = spec_hash(spec_text)
-                    row.updated_at = now
-                    if mlflow_experiment_id is not None:
-                        row.mlflow_experiment_id = mlflow_experiment_id
-                    if mlflow_parent_run_id is not None:
-                        row.mlflow_parent_run_id = mlflow_parent_run_id
-                    if plan is not None:
-                        row.plan = plan
-                    session.flush()
-                    return SweepRecord.of(row)
-            except IntegrityError:
-                # Another process created the same sweep between our read and insert.
-                if attempt:
-                    raise
-        raise AssertionError("unreachable")
+        given = {"mlflow_experiment_id": mlflow_experiment_id,
+                 "mlflow_parent_run_id": mlflow_parent_run_id, "plan": plan}
+        with self._tx() as session:
+            now = utcnow()
+            values = {"backend": backend, "spec_text": spec_text, "spec_hash": spec_hash(spec_text),
+                      "updated_at": now, **{k: v for k, v in given.items() if v is not None}}
+            insert_missing(session, SweepRow, "name", name=name, created_at=now, **values)
+            row = sweep_row(session, name)
+            for column, value in values.items():
+                setattr(row, column, value)
+            session.flush()
+            return SweepRecord.of(row)
 
     def find_sweep(self, name: str) -> SweepRecord | None:
         """The sweep ``name``, or ``None``."""

@@ -24,13 +24,10 @@ def replacing(path: str | os.PathLike[str], mode: int | None = None,
     target = Path(path)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
-                     0o666 if mode is None else mode)
-        try:
-            if mode is not None:
-                os.fchmod(fd, mode)  # a stray temp file of this name keeps its mode otherwise
-        finally:
-            os.close(fd)
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+                         0o666 if mode is None else mode))
+        if mode is not None:
+            tmp.chmod(mode)  # a stray temp file of this name keeps its mode otherwise
         yield tmp
         if durable:
             with open(tmp, "rb") as fh:

@@ -63,12 +63,7 @@ def git_commit(path: Path | None = None) -> str | None:
 def kappa_source() -> dict[str, Any]:
     """kappa's version and, from a git checkout, its commit and whether tracked files differ
     from it (``None`` for both when kappa is installed without its repository)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        installed = version("kappa-orchestrator")
-    except PackageNotFoundError:
-        installed = "unknown"
+    installed = library_versions("kappa-orchestrator").get("kappa-orchestrator", "unknown")
     root = Path(__file__).resolve().parents[2]
     commit = git_commit(root) if (root / ".git").exists() else None
     if commit is None:

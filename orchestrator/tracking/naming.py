@@ -77,15 +77,14 @@ def settings_params(settings: Any) -> dict[str, str]:
 def axis_params(axes: Mapping[str, Any], labels: Any,
                 limit: int = MAX_PARAM_VALUE_LENGTH) -> dict[str, str]:
     """The axes as params ``axis.<name>``: each its label (else value), cut at ``limit``."""
+    return {safe_key(f"axis.{name}"): clip(render_value(value), limit)
+            for name, value in _shown(axes, labels).items()}
+
+
+def _shown(axes: Mapping[str, Any], labels: Any) -> dict[str, Any]:
+    """The axis values as shown: a label where the spec gives one."""
     label_map = labels if isinstance(labels, Mapping) else {}
-    return {safe_key(f"axis.{name}"): clip(render_value(label_map.get(name, value)), limit)
-            for name, value in axes.items()}
-
-
-def _shown(cell: CellFacts) -> dict[str, Any]:
-    """The cell's axis values as shown: a label where the spec gives one."""
-    labels = cell.labels if isinstance(cell.labels, Mapping) else {}
-    return {name: labels.get(name, value) for name, value in cell.axes.items()}
+    return {name: label_map.get(name, value) for name, value in axes.items()}
 
 
 def _tidy(text: str, limit: int) -> str:
@@ -118,7 +117,7 @@ def short_names(cells: Iterable[CellFacts]) -> dict[str, str]:
     """Cell id -> a short run name made of the axes whose values differ among ``cells``
     (all axes when none does), in axis order, e.g. ``grpo +RB s1``; unique among
     ``cells``: a name two cells would share ends with the cell's id (``[3be1eb]``)."""
-    shown = {cell.cell_id: _shown(cell) for cell in cells}
+    shown = {cell.cell_id: _shown(cell.axes, cell.labels) for cell in cells}
     axes = list(dict.fromkeys(a for values in shown.values() for a in values))
     varying = [a for a in axes if len({render_value(v.get(a)) for v in shown.values()}) > 1]
     named = varying or axes

@@ -30,8 +30,7 @@ def prepare_store(db: Path, create: Callable[[], object]) -> bool:
     whether this call had to do anything. ``create`` is the first MLflow call against the
     store. Working out the newest revision reads every migration (~50 ms), so the lock
     file keeps it, per MLflow version."""
-    noted = _noted_head(db)
-    if noted is not None and store_is_current(db, noted):
+    if store_is_current(db, _noted_head(db)):
         return False
     head = mlflow_head_revision()
     with file_lock(lock_path(db)) as fd:

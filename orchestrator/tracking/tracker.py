@@ -136,27 +136,21 @@ class Tracker:
         from mlflow.exceptions import MlflowException
 
         existing = self.client.get_experiment_by_name(name)
-        if existing is not None:
-            if existing.lifecycle_stage == "deleted":
-                try:
-                    self.client.restore_experiment(existing.experiment_id)
-                except MlflowException:
-                    # Another process restored it first; anything else is still an error.
-                    again = self.client.get_experiment_by_name(name)
-                    if again is None or again.lifecycle_stage != "active":
-                        raise
-            return str(existing.experiment_id)
         location = None
-        if self.artifact_root is not None:
+        if existing is None and self.artifact_root is not None:
             slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-")[:60] or "experiment"
             digest = hashlib.sha256(name.encode()).hexdigest()[:8]
             location = (self.artifact_root / f"{slug}-{digest}").as_uri()
         try:
-            return str(self.client.create_experiment(name, artifact_location=location))
+            if existing is None:
+                return str(self.client.create_experiment(name, artifact_location=location))
+            if existing.lifecycle_stage == "deleted":
+                self.client.restore_experiment(existing.experiment_id)
+            return str(existing.experiment_id)
         except MlflowException:
-            # Another process created it between our lookup and create.
+            # Another process created or restored it first; anything else is still an error.
             again = self.client.get_experiment_by_name(name)
-            if again is None:
+            if again is None or again.lifecycle_stage != "active":
                 raise
             return str(again.experiment_id)
 
@@ -215,14 +209,10 @@ class Tracker:
         ``metrics`` (at step 0; a later publish's values win), ``note`` (markdown: the
         run's description in the UI), its child runs renamed (cell id -> name) and tags on
         its experiment (e.g. its saved view)."""
-        from mlflow.entities import Metric
-
         self.client.set_tag(parent_run_id, NOTE_TAG, clip(note, MAX_TAG_VALUE_LENGTH))
         for path, text in files.items():
             self.client.log_text(parent_run_id, text, path)
-        stamp = int(time.time() * 1000)
-        log_metrics(self.client, parent_run_id, [Metric(metric_key(name), value, stamp, 0)
-                                                 for name, value in metrics.items()])
+        self._log_metrics(parent_run_id, metrics, step=0)
         for run in self._children(parent_run_id):
             name = names.get(run.data.tags.get("kappa.cell_id", ""))
             if name and run.info.run_name != name:
@@ -318,15 +308,19 @@ class Tracker:
             else:
                 skipped.append(path)
         if final_metrics:
-            from mlflow.entities import Metric
-
             have = self.client.get_run(run_id).data.metrics
-            stamp = int(time.time() * 1000)
-            log_metrics(self.client, run_id, [
-                Metric(metric_key(name), float(value), stamp, step)
-                for name, value in final_metrics.items() if metric_key(name) not in have])
+            self._log_metrics(run_id, {name: value for name, value in final_metrics.items()
+                                       if metric_key(name) not in have}, step)
         self.client.set_terminated(run_id, status)
         return skipped
+
+    def _log_metrics(self, run_id: str, metrics: Mapping[str, float], step: int) -> None:
+        """Log ``metrics`` to ``run_id`` at ``step``, stamped now."""
+        from mlflow.entities import Metric
+
+        stamp = int(time.time() * 1000)
+        log_metrics(self.client, run_id, [Metric(metric_key(name), float(value), stamp, step)
+                                          for name, value in metrics.items()])
 
 
 def check_status(status: str) -> str:

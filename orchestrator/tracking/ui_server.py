@@ -1,9 +1,7 @@
 """The local MLflow server behind ``kappa ui``: where it may listen, and the server itself,
-started as a child whose start-up chatter (uvicorn's lifecycle lines for each worker,
-"Registry store URI not provided", a note on its security middleware, Starlette's
-deprecation warning once per worker) is held back: it used to scroll the URL away, which
-is now printed last, once the server answers. The server's other output (an error, a
-request's warning) still reaches stderr, masked like everything kappa prints."""
+started as a child whose start-up chatter (:data:`NOISE`, :data:`QUIET_WARNINGS`) is held
+back so as not to scroll away the URL, printed last, once the server answers. Its other
+output (an error, a request's warning) still reaches stderr, masked like all kappa prints."""
 
 from __future__ import annotations
 
@@ -32,7 +30,8 @@ STARTUP_WAIT_S = 300  # past this the URL is printed anyway, with a note
 REFUSED = "cannot start the MLflow UI there"
 HOST_FIX = "e.g. --host 127.0.0.1 (the default), or 0.0.0.0 for every interface"
 
-# Lines of the server's start-up and shut-down that say nothing the user needs.
+# Lines of the server's start-up and shut-down that say nothing the user needs (uvicorn's
+# lifecycle for each worker, store URIs MLflow guessed, a note on its security middleware).
 NOISE = re.compile(
     r"(\d{4}/\d\d/\d\d \d\d:\d\d:\d\d )?INFO:"  # uvicorn's lifecycle, in MLflow's format
     r"|Registry store URI not provided"
