@@ -149,37 +149,41 @@ def histories(sweeps: Sweeps, metrics: str | Sequence[str] = "*",
     return curves
 
 
-def _table_spec(frame: pd.DataFrame, layout: Mapping[str, Any]) -> TableSpec:
-    from orchestrator.analysis.report import auto_layout
-    from orchestrator.analysis.tables import DeltaSpec, TableSpec
+def _table_spec(layout: Mapping[str, Any]) -> tuple[TableSpec, bool]:
+    """``layout`` as ``kappa table``'s options read it (every problem a ``UserInputError``),
+    and whether it places the axes itself (else the layout follows the sweep's axes)."""
+    from orchestrator.analysis.tables import DeltaSpec
+    from orchestrator.analysis.tables.spec import options_spec
 
     fields = dict(layout)
-    if isinstance(fields.get("delta"), str):
-        fields["delta"] = DeltaSpec.parse(fields["delta"])
-    for key in ("rows", "cross"):
-        if isinstance(fields.get(key), str):
-            fields[key] = tuple(a.strip() for a in fields[key].split(",") if a.strip())
-    spec = TableSpec(**fields)
-    if not {"rows", "delta", "cross", "blocks"} & set(layout):
-        spec = auto_layout(frame, spec)
-    return spec
+    rows, cross, delta = (fields.pop(key, None) for key in ("rows", "cross", "delta"))
+    where = fields.pop("where", None) or {}
+    spec = options_spec(
+        rows if rows is None or isinstance(rows, str) else ",".join(rows),
+        f"{delta.axis}={delta.base}" if isinstance(delta, DeltaSpec) else delta,
+        cross if cross is None or isinstance(cross, str) else ",".join(cross),
+        [f"{k}={v}" for k, v in where.items()] if isinstance(where, Mapping) else list(where),
+        **fields)
+    return spec, bool({"rows", "delta", "cross", "blocks"} & set(layout))
 
 
 def table_text(sweeps: Sweeps, fmt: str = "markdown", registry: str | None = None,
                mlflow: str | None = None, **layout: Any) -> str:
     """The ablation table as ``kappa table`` prints it (``fmt``: markdown, latex, csv,
-    html), notes included. ``layout`` takes :class:`~orchestrator.analysis.tables.TableSpec`'s
-    fields, as Python values or as the CLI writes them: ``rows="baseline"``,
-    ``delta="reward_budget=false"``, ``cross="use_kl_loss,reward_budget"``, ``blocks``,
-    ``metrics``, ``where={"model": "tiny"}``, ``seed_axis``, ``show_ci``, ... Without
-    ``rows``, ``delta``, ``cross`` or ``blocks`` the layout follows the axes, as in the CLI.
+    html), notes included: one search sweep without ``metrics`` shows its best trial per
+    study, a sweep that added seeds on demand says how each row was decided. ``layout``
+    takes :class:`~orchestrator.analysis.tables.TableSpec`'s fields, as Python values or as
+    the CLI writes them: ``rows="baseline"``, ``delta="reward_budget=false"``,
+    ``cross="use_kl_loss,reward_budget"``, ``blocks``, ``metrics``,
+    ``where={"model": "tiny"}``, ``seed_axis``, ``show_ci``, ... Without ``rows``,
+    ``delta``, ``cross`` or ``blocks`` the layout follows the axes, as in the CLI.
 
     >>> print(api.table_text("toy-demo", delta="reward_budget=false"))
     """
-    from orchestrator.analysis.tables import build_table, render
+    from orchestrator.analysis.report import table_text as kappa_table
 
-    frame = _frame(sweeps, registry, mlflow)
-    return render(build_table(frame, _table_spec(frame, layout)), fmt)
+    spec, placed = _table_spec(layout)
+    return kappa_table(_listed(sweeps), spec, fmt, placed, registry, mlflow)
 
 
 def table(sweeps: Sweeps, registry: str | None = None, mlflow: str | None = None,
@@ -196,7 +200,12 @@ def table(sweeps: Sweeps, registry: str | None = None, mlflow: str | None = None
     """
     import pandas as pd
 
-    text = table_text(sweeps, "csv", registry, mlflow, **layout)
+    from orchestrator.analysis.report import auto_layout
+    from orchestrator.analysis.tables import build_table, render
+
+    frame = _frame(sweeps, registry, mlflow)
+    spec, placed = _table_spec(layout)
+    text = render(build_table(frame, spec if placed else auto_layout(frame, spec)), "csv")
     frame = pd.read_csv(io.StringIO(text), keep_default_na=False, na_values=[""])
     frame["block"] = frame["block"].astype("string")
     for column in frame.columns[frame.columns.str.endswith(" significant")]:
