@@ -5,13 +5,13 @@ bundle's value (:meth:`RLSettings.resolve_algorithm`, docs/algorithms.md#baselin
 from __future__ import annotations
 
 import math
-import types
 import typing
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
 
 from orchestrator.algorithms.bundles import BUNDLES, Backend, ResolvedAlgorithm, resolve
+from orchestrator.backends.validation import union_members
 from orchestrator.limits import (
     MAX_ATTEMPTS,
     MAX_BATCH,
@@ -58,12 +58,9 @@ LearningRate = Annotated[float, Field(gt=0, le=MAX_LEARNING_RATE),
 
 def _admits(annotation: Any, kinds: tuple[type, ...]) -> bool:
     """Whether a field's type admits a value of one of ``kinds`` (through unions)."""
-    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
-    if origin in (typing.Union, types.UnionType, Annotated):  # Annotated's metadata admits none
-        return any(_admits(a, kinds) for a in args)
-    if origin is Literal:
-        return any(type(a) in kinds for a in args)
-    return annotation in kinds
+    return any(m in kinds or (typing.get_origin(m) is Literal
+                              and any(type(a) in kinds for a in typing.get_args(m)))
+               for m in union_members(annotation))
 
 
 class StrictModel(BaseModel):
