@@ -1,16 +1,11 @@
-"""The embedded RL trainer as one recipe: warm start, then RL steps, then final evaluation.
-
-:func:`train` runs a cell and :func:`rl_step` is one RL step, whose phases follow in order:
-:func:`collect` samples groups, scores them, shapes rewards (in the order of
-docs/algorithms.md#reward-variants) and builds advantages; DAPO's dynamic sampling keeps
-the groups whose accuracy varies (verl's ``filter_groups.metric=acc``) and samples again,
-up to ``max_sampling_attempts`` rounds. :func:`ppo_update` splits the shuffled groups into
-``ppo_mini_batches`` optimizer steps per epoch (so ratios move off 1 after the first) on the
-baseline's policy loss, ``+ β·KL`` to the frozen reference when the bundle uses a KL loss,
-``− c·H`` while the entropy-loss intervention is active. :func:`kappa_eff` is the step's
-sharpening diagnostic. Re-running ``train`` in the same folder resumes from the newest
-checkpoint and ends with the same metrics as an uninterrupted run: all randomness of step
-``s`` comes from generators seeded by ``(seed, s)``, and the global RNG states are saved too."""
+"""The embedded RL trainer: warm start, RL steps, final evaluation. An RL step (:func:`rl_step`):
+:func:`collect` samples groups, scores them, shapes rewards (docs/algorithms.md#reward-variants)
+and builds advantages, DAPO's dynamic sampling resampling up to ``max_sampling_attempts``
+rounds for groups whose accuracy varies; :func:`ppo_update` takes ``ppo_mini_batches``
+optimizer steps per epoch on the baseline's loss, ``+ β·KL`` to the frozen reference with a KL
+loss, ``− c·H`` during the entropy-loss intervention; :func:`kappa_eff` is its sharpening
+diagnostic. Rerun in its folder, ``train`` resumes from the newest checkpoint to the same
+metrics as an unbroken run: step ``s`` draws from generators seeded by ``(seed, s)``."""
 
 from __future__ import annotations
 
