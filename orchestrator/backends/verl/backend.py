@@ -12,8 +12,7 @@ from pydantic import BaseModel
 
 from orchestrator.backends.base import Backend, Demand, LaunchSpec
 from orchestrator.backends.rl_settings import CANARY_STEPS, canary_intervention_steps
-from orchestrator.backends.verl.command import Phase, checkpointed_step, launch_env
-from orchestrator.backends.verl.command import phases as cell_phases
+from orchestrator.backends.verl.command import checkpointed_step, launch_env
 from orchestrator.backends.verl.settings import VerlSettings
 from orchestrator.runs.metrics import MetricsRead
 from orchestrator.runs.stop_request import StopRequest, synthesize_summary
@@ -71,10 +70,6 @@ class VerlBackend(Backend):
         from orchestrator.backends.verl.preflight import preflight
 
         preflight({label: _as_verl(s) for label, s in cells.items()})
-
-    def phases(self, settings: BaseModel) -> list[Phase]:
-        """The consecutive verl launches this cell runs as."""
-        return cell_phases(_as_verl(settings))
 
     def launch(self, settings: Mapping[str, Any], run_dir: Path, demand: Demand) -> LaunchSpec:
         """The phase driver for this cell; relaunching resumes from verl's checkpoint."""
