@@ -29,6 +29,7 @@ from orchestrator.algorithms.rewards import (
     random_rewards,
     scale_rewards,
 )
+from orchestrator.backends.embedded.backend import EmbeddedBackend
 from orchestrator.backends.embedded.checkpoint import (
     latest_checkpoint,
     load_checkpoint,
@@ -50,6 +51,7 @@ from orchestrator.backends.embedded.model import (
 from orchestrator.backends.embedded.settings import EmbeddedSettings
 from orchestrator.backends.embedded.tasks import TASKS, TOKENIZER, Problem, Task, stable_seed
 from orchestrator.backends.embedded.warmstart import load_or_build
+from orchestrator.runs import provenance
 from orchestrator.runs.folder import SUMMARY_FILE
 from orchestrator.runs.metrics import last_values
 from orchestrator.runs.stop_request import StopPoint, logged_through
@@ -69,7 +71,9 @@ def train(settings: EmbeddedSettings, out_dir: Path,
     t0 = time.perf_counter()
     warm = load_or_build(settings, device)
     warm_seconds = time.perf_counter() - t0
-    record_provenance(out_dir, warm.sha256)
+    # Provenance: the embedded numerics, the base model's weights (their file's SHA-256, first
+    # 16 digits: the start every number depends on) and this machine.
+    provenance.write(out_dir, EmbeddedBackend().numerics() | {"base_model": warm.sha256[:16]})
     policy = warm.model
     ref = frozen_copy(policy) if algo.use_kl_loss else None
     optimizer = torch.optim.AdamW(policy.parameters(), lr=settings.learning_rate, weight_decay=0.0)
@@ -127,16 +131,6 @@ def train(settings: EmbeddedSettings, out_dir: Path,
     files.close()
     files.summary(last, final, stopped=stop)
     return final
-
-
-def record_provenance(out_dir: Path, base_model_sha256: str) -> None:
-    """This attempt's provenance: the embedded numerics, the base model's weights (their
-    file's SHA-256, first 16 digits: the start every number depends on) and this machine."""
-    from orchestrator.backends.embedded.backend import EmbeddedBackend
-    from orchestrator.runs import provenance
-
-    numerics = EmbeddedBackend().numerics() | {"base_model": base_model_sha256[:16]}
-    provenance.write(out_dir, numerics)
 
 
 def rl_step(settings: EmbeddedSettings, policy: TinyGPT, ref: TinyGPT | None,
