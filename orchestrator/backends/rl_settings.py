@@ -1,6 +1,5 @@
-"""The RL-algorithm settings both backends inherit (:class:`RLSettings`), so a spec's
-algorithm axes mean the same on either. Settings left at ``None`` take the baseline
-bundle's value (:meth:`RLSettings.resolve_algorithm`, docs/algorithms.md#baseline-bundles)."""
+"""The RL-algorithm settings both backends inherit (:class:`RLSettings`): an algorithm axis means
+the same on either; ``None`` takes the baseline bundle's (docs/algorithms.md#baseline-bundles)."""
 
 from __future__ import annotations
 
@@ -171,9 +170,8 @@ CANARY_STEPS = 2
 
 
 def canary_intervention_steps(steps: int | None, max_steps: int, canary_steps: int) -> int | None:
-    """``intervention_steps`` of a canary ``canary_steps`` long: an intervention that ends
-    before ``max_steps`` still ends before the canary does (so a two-phase cell stays two
-    phases); one that never ends, or is off from the start, stays so."""
+    """``intervention_steps`` of a canary ``canary_steps`` long: one ending before ``max_steps``
+    still ends before the canary does (two phases stay two); never or from the start, stays."""
     if steps is None or steps == 0:
         return steps
     if steps >= max_steps:

@@ -65,9 +65,8 @@ def _semantic(cfg: Any, known: dict[str, list[str]]) -> list[list[str]]:
 
 
 def check(request: dict[str, list[str]], known: dict[str, list[str]]) -> list[list[str]]:
-    """Problems of one cell as ``[override or key, message]`` pairs (empty = composes). A
-    composition error is pinned to the extra override(s) that cause it; the remaining
-    overrides are still checked, so every problem is reported at once."""
+    """Problems of one cell as ``[override or key, message]`` pairs (empty = composes), each
+    composition error pinned to the extra override(s) causing it, the others still checked."""
     base, extra = request["overrides"], request.get("extra", [])
     try:
         return _semantic(_compose(base + extra), known)

@@ -81,13 +81,11 @@ def merged_metrics(run_dir: Path) -> dict[int, dict[str, float]]:
     return dict(sorted(merged.items()))
 
 
-def write_run_files(run_dir: Path, total_steps: int, floor_step: int = 0) -> int:
-    """Rewrite metrics.jsonl and progress.json from the verl logs; the latest step."""
+def write_run_files(run_dir: Path, total_steps: int, floor_step: int = 0) -> None:
+    """Rewrite metrics.jsonl and progress.json (at least at ``floor_step``) from the verl logs."""
     merged = merged_metrics(run_dir)
     rewrite_metrics(run_dir / METRICS_FILE, merged)
-    step = max([floor_step, *merged])
-    write_progress(run_dir, step, total_steps)
-    return step
+    write_progress(run_dir, max([floor_step, *merged]), total_steps)
 
 
 def final_metrics(merged: dict[int, dict[str, float]]) -> dict[str, float]:
@@ -101,8 +99,8 @@ def final_metrics(merged: dict[int, dict[str, float]]) -> dict[str, float]:
 
 def write_final_summary(run_dir: Path, steps: int) -> None:
     """The success summary of the base contract."""
-    final = final_metrics(merged_metrics(run_dir))
-    write_summary(run_dir, {"status": "succeeded", "steps": steps, "final": final})
+    write_summary(run_dir, {"status": "succeeded", "steps": steps,
+                            "final": final_metrics(merged_metrics(run_dir))})
 
 
 def verl_metric_key(name: str) -> str:

@@ -1,7 +1,6 @@
-"""Settings of one verl cell: what ``python3 -m verl.trainer.main_ppo`` is told. The
-RL-algorithm fields are :class:`~orchestrator.backends.rl_settings.RLSettings`' (resolved
-by :attr:`VerlSettings.algorithm`); the rest is verl's own: model and data, batch sizes,
-rollout engine, GPUs."""
+"""Settings of one verl cell: the RL-algorithm fields of
+:class:`~orchestrator.backends.rl_settings.RLSettings` (resolved by
+:attr:`VerlSettings.algorithm`) and verl's own: model, data, batch sizes, rollout, GPUs."""
 
 from __future__ import annotations
 
