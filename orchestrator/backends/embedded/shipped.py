@@ -13,6 +13,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -110,16 +111,11 @@ def verified(settings: EmbeddedSettings) -> ShippedModel | None:
 def problems(cells: Mapping[str, EmbeddedSettings]) -> list[Problem]:
     """The embedded preflight: a problem at ``<label>.warm_start`` per cell whose shipped base
     model is damaged (each file hashed once)."""
-    models = shipped_models()
-    found: dict[str, Problem | None] = {}
+    models, damage_of = shipped_models(), cache(damage)
     out = []
     for label, settings in cells.items():
         model = lookup(settings, models)
-        if model is None:
-            continue
-        if model.key not in found:
-            found[model.key] = damage(model)
-        if (problem := found[model.key]) is not None:
+        if model is not None and (problem := damage_of(model)) is not None:
             out.append(replace(problem, location=".".join(filter(None, (label, "warm_start")))))
     return out
 

@@ -41,8 +41,7 @@ def _numeric(data: dict[str, Any], finite: bool = True) -> dict[str, float]:
 
 
 def read_lines(path: Path, start: int = 0, finite: bool = True) -> tuple[Rows, int]:
-    """Complete lines of one verl log from byte ``start`` and the new offset (``finite=False``:
-    NaN and infinities kept)."""
+    """Complete lines of one verl log from byte ``start``, and the new offset."""
     try:
         raw = path.read_bytes()[start:]
     except OSError:

@@ -144,8 +144,7 @@ def _location(label: str, key: str, extra: tuple[str, ...]) -> tuple[str, str | 
 
 
 def preflight(cells: Mapping[str, VerlSettings]) -> None:
-    """Compose each phase of every cell against verl; one error listing every problem, at
-    ``<label>.<setting>``."""
+    """Compose each phase of every cell against verl: one error, each problem at its setting."""
     if not configuration.read("KAPPA_VERL_PREFLIGHT"):
         return
     try:  # the installed verl's version, read without importing verl

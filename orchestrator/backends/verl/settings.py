@@ -147,8 +147,7 @@ class VerlSettings(RLSettings):
 
     @cached_property
     def algorithm(self) -> ResolvedAlgorithm:
-        """The baseline bundle as verl runs it, with this cell's overrides applied (derived,
-        never stored)."""
+        """The baseline bundle as verl runs it, this cell's overrides applied (never stored)."""
         return self.resolve_algorithm("verl", kl_loss_type=self.kl_loss_type,
                                       overlong_buffer=self.overlong_buffer,
                                       overlong_penalty=self.overlong_penalty)
