@@ -117,8 +117,7 @@ class VerlSettings(RLSettings):
 
     @model_validator(mode="after")
     def _consistent(self) -> VerlSettings:
-        problems = self.clip_problems()
-        problems += self.reward_problems()
+        problems = self.clip_problems() + self.reward_problems()
         mini = self.ppo_mini_batch_size or self.prompts_per_step
         if self.prompts_per_step % mini:
             problems.append(f"prompts_per_step ({self.prompts_per_step}) must be divisible by "
