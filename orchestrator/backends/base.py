@@ -1,13 +1,13 @@
-"""The backend contract: what a launch of one cell *is* (where it runs is the executor's business).
-A backend turns a cell's resolved settings into a process (an argv, never a shell string) and reads
-what that process leaves in its run folder. Every backend honours:
+"""The backend contract: what a launch of one cell *is* (where it runs is the executor's business):
+a cell's resolved settings as a process (an argv, never a shell string), and what that process
+leaves in its run folder. Every backend honours:
 
 * ``settings_model`` is a strict, frozen pydantic model; a cell is valid iff
-  :meth:`~Backend.validate` returns (problems located at the dotted setting names);
+  :meth:`~Backend.validate` returns (problems at the dotted setting names);
   :meth:`~Backend.preflight` checks a batch once per submit.
-* :meth:`~Backend.demand` is judged where a cell is validated and stored with it (the
-  scheduler validates nothing); :meth:`~Backend.launch` is pure: the process validates its
-  settings as it starts, runs to completion in ``run_dir``, and run again there resumes.
+* :meth:`~Backend.demand` is judged where a cell is validated and stored with it (the scheduler
+  validates nothing); :meth:`~Backend.launch` is pure: the process validates its settings,
+  runs to completion in ``run_dir``, and run again there resumes.
 * With ``MLFLOW_TRACKING_URI`` and ``MLFLOW_RUN_ID`` set, the process logs its metrics into
   that existing run (one batched call per step), never creating or ending a run.
 * It leaves ``metrics.jsonl``, ``progress.json`` and, on success, ``summary.json`` (shapes:
@@ -15,15 +15,13 @@ what that process leaves in its run folder. Every backend honours:
 * A process that honours a stop request (``stops_itself``, :mod:`orchestrator.runs.stop_request`)
   ends with a checkpoint, a final evaluation and a ``summary.json`` carrying ``"stopped"``; any
   other is ended by the scheduler and ``stopped_summary`` writes its summary from the last metrics.
-* ``canary_settings(settings, model)``: the smallest run that still takes a full run's whole path
-  (start, warm start or model load, rewards, a few optimizer steps, a checkpoint, the write-out),
-  run by ``kappa canary`` (:mod:`orchestrator.sweeps.canary`). It must validate, keep every
-  setting that decides which code runs, and not change what a cache shared with the full run is
-  keyed by. Default: the settings unchanged.
+* ``canary_settings(settings, model)``: the smallest run taking a full run's whole path (start,
+  warm start or model load, rewards, a few optimizer steps, a checkpoint, the write-out), run by
+  ``kappa canary`` (:mod:`orchestrator.sweeps.canary`). It must validate, keep every setting that
+  decides which code runs, and keep the keys of caches shared with the full run. Default: unchanged.
 * ``numerics_version`` is bumped whenever a change alters the numbers a run produces;
-  :meth:`~Backend.numerics` adds the versions of the libraries computing them. The process
-  records them and its machine (:mod:`orchestrator.runs.provenance`); finished cells made by
-  other numerics are stale."""
+  :meth:`~Backend.numerics` adds the versions of the libraries computing them. The process records
+  them and its machine (:mod:`orchestrator.runs.provenance`); other numerics' cells are stale."""
 
 from __future__ import annotations
 
@@ -91,14 +89,12 @@ class Backend(ABC):
     numerics_version: ClassVar[str] = "1"
 
     def numerics(self) -> dict[str, str]:
-        """The numerics installed here: the backend, its numerics version and the versions
-        of the libraries it computes with that kappa can read without importing them."""
+        """The numerics installed here: the backend, its version and its libraries' versions."""
         return {"backend": self.name, "version": self.numerics_version}
 
     def known_metrics(self) -> frozenset[str] | None:
         """Every metric a run logs, as globs (``val-core/*/acc/mean@1``): a stopping rule on
-        another is refused. ``None`` (the default): the backend cannot know (a plug-in may
-        log its own), so a rule's metric is not checked, only warned about."""
+        another is refused. ``None``: unknown (a plug-in may log its own), only warned about."""
         return None
 
     def validate(self, settings: Mapping[str, Any]) -> BaseModel:
@@ -108,9 +104,8 @@ class Backend(ABC):
         return validate_model(self.settings_model, settings, what=f"{self.name} settings")
 
     def preflight(self, cells: Mapping[str, BaseModel]) -> None:
-        """Check validated settings (by label) against what will run them, at once: one
-        ``UserInputError`` located at ``<label>.<setting>`` (label ``""``: the bare setting).
-        The default checks nothing."""
+        """Check validated settings (by label) against what will run them: one
+        ``UserInputError`` at ``<label>.<setting>`` (label ``""``: the bare setting)."""
         return None
 
     @abstractmethod
@@ -137,8 +132,8 @@ class Backend(ABC):
         return 1
 
     def self_placing(self, settings: BaseModel) -> bool:
-        """Whether a launch is only a driver that asks its cluster for the work's resources
-        itself (verl's Ray placement groups), so an executor reserves none for it."""
+        """Whether a launch is a driver that asks its cluster for the resources itself
+        (verl's Ray placement groups), so an executor reserves none for it."""
         return False
 
     def min_cpus(self, settings: BaseModel) -> int:
@@ -173,7 +168,7 @@ class Backend(ABC):
         write_stop_request(run_dir, request)
 
     def stopped_summary(self, run_dir: Path, request: StopRequest) -> dict[str, Any]:
-        """Write and return the ``summary.json`` of a launch the scheduler stopped: the last
-        value of every metric, at its last reported step."""
+        """Write and return the ``summary.json`` of a launch the scheduler stopped: every
+        metric's last value, at its last reported step."""
         progress = self.read_progress(run_dir)
         return synthesize_summary(run_dir, request, progress[0] if progress else None)

@@ -1,17 +1,16 @@
-"""The RL-algorithm settings both backends inherit (:class:`RLSettings`), so a spec's
-algorithm axes mean the same on either. Settings left at ``None`` take the baseline
-bundle's value (:meth:`RLSettings.resolve_algorithm`, docs/algorithms.md#baseline-bundles)."""
+"""The RL-algorithm settings both backends inherit (:class:`RLSettings`): an algorithm axis means
+the same on either; ``None`` takes the baseline bundle's (docs/algorithms.md#baseline-bundles)."""
 
 from __future__ import annotations
 
 import math
-import types
 import typing
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
 
 from orchestrator.algorithms.bundles import BUNDLES, Backend, ResolvedAlgorithm, resolve
+from orchestrator.backends.validation import union_members
 from orchestrator.limits import (
     MAX_ATTEMPTS,
     MAX_BATCH,
@@ -58,12 +57,9 @@ LearningRate = Annotated[float, Field(gt=0, le=MAX_LEARNING_RATE),
 
 def _admits(annotation: Any, kinds: tuple[type, ...]) -> bool:
     """Whether a field's type admits a value of one of ``kinds`` (through unions)."""
-    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
-    if origin in (typing.Union, types.UnionType, Annotated):  # Annotated's metadata admits none
-        return any(_admits(a, kinds) for a in args)
-    if origin is Literal:
-        return any(type(a) in kinds for a in args)
-    return annotation in kinds
+    return any(m in kinds or (typing.get_origin(m) is Literal
+                              and any(type(a) in kinds for a in typing.get_args(m)))
+               for m in union_members(annotation))
 
 
 class StrictModel(BaseModel):
@@ -174,9 +170,8 @@ CANARY_STEPS = 2
 
 
 def canary_intervention_steps(steps: int | None, max_steps: int, canary_steps: int) -> int | None:
-    """``intervention_steps`` of a canary ``canary_steps`` long: an intervention that ends
-    before ``max_steps`` still ends before the canary does (so a two-phase cell stays two
-    phases); one that never ends, or is off from the start, stays so."""
+    """``intervention_steps`` of a canary ``canary_steps`` long: one ending before ``max_steps``
+    still ends before the canary does (two phases stay two); never or from the start, stays."""
     if steps is None or steps == 0:
         return steps
     if steps >= max_steps:

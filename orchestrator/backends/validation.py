@@ -16,15 +16,19 @@ M = TypeVar("M", bound=BaseModel)
 _SHOULD = "Input should be "
 
 
+def union_members(annotation: Any) -> list[Any]:
+    """The types a field's annotation joins, through unions and ``Annotated`` (whose metadata
+    comes along, matching no type)."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType, typing.Annotated):
+        return [m for arg in typing.get_args(annotation) for m in union_members(arg)]
+    return [annotation]
+
+
 def _submodel(annotation: Any) -> type[BaseModel] | None:
     """The one settings model a field holds (through ``X | None``), else ``None``."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType, typing.Annotated):
-        found = [m for arg in typing.get_args(annotation) if (m := _submodel(arg)) is not None]
-        return found[0] if len(found) == 1 else None
-    return None
+    found = [m for m in union_members(annotation)
+             if isinstance(m, type) and issubclass(m, BaseModel)]
+    return found[0] if len(found) == 1 else None
 
 
 def _setting_path(model: type[BaseModel], loc: Sequence[int | str]) -> tuple[int | str, ...]:

@@ -67,11 +67,9 @@ class EmbeddedBackend(Backend):
 
     def canary_settings(self, settings: Mapping[str, Any], model: BaseModel) -> dict[str, Any]:
         """Two RL steps of one prompt per mini-batch, validated and checkpointed at the end,
-        and a one-sample final evaluation of every benchmark. The warm start is left as
-        configured (and ``seed``, ``task``, ``model``, ``val_size``, which decide its
-        weights): a canary builds the cache entry its full runs then load, never a second."""
-        s = model
-        if not isinstance(s, EmbeddedSettings):
+        and a one-sample final evaluation. What decides the warm start's weights is kept, so
+        a canary builds the cache entry its full runs then load."""
+        if not isinstance(s := model, EmbeddedSettings):
             raise TypeError(f"expected EmbeddedSettings, got {type(s).__name__}")
         steps = min(CANARY_STEPS, s.max_steps)
         smaller = {

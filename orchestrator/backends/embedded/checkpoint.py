@@ -1,8 +1,7 @@
-"""Atomic checkpoints of the RL loop (model, optimizer, RNG states and step) as
-``<out>/checkpoints/step_<N>.pt``, written to a temporary name then renamed, so a process killed
-mid-write leaves the previous one intact; only the newest ``keep`` are kept. A checkpoint holds
-plain data only and is read with ``torch.load(weights_only=True)``: a pickle that builds objects
-(could run code) is refused with :class:`UnsafeCheckpointError` before any of it runs."""
+"""Atomic checkpoints of the RL loop (model, optimizer, RNG states, step) as
+``<out>/checkpoints/step_<N>.pt`` (the newest ``keep``). Plain data only, read with
+``torch.load(weights_only=True)``: a pickle that builds objects (could run code) is refused
+(:class:`UnsafeCheckpointError`) before any of it runs."""
 
 from __future__ import annotations
 
@@ -73,8 +72,7 @@ def save_checkpoint(out_dir: Path, step: int, model: torch.nn.Module,
 
 
 def load_checkpoint(path: Path, device: torch.device) -> TrainState:
-    """Read a checkpoint written by :func:`save_checkpoint` (plain data only: anything
-    else raises :class:`UnsafeCheckpointError`, and nothing in the file runs)."""
+    """Read a checkpoint written by :func:`save_checkpoint` (nothing in the file runs)."""
     remedy = "delete it to restart the run from its previous checkpoint"
     try:
         blob = torch.load(path, map_location=device, weights_only=True)

@@ -51,10 +51,9 @@ def greedy_accuracy(model: TinyGPT, task: Task, problems: Sequence[Problem],
 
 
 def evaluate(settings: EmbeddedSettings, policy: TinyGPT) -> dict[str, float]:
-    """Final scores on every benchmark: ``eval/<benchmark>/`` greedy accuracy, and mean@k and
-    pass@k of ``eval_samples`` samples per problem. Only the in-distribution validation set
-    is also reported under ``val-core/`` (as during training), so "the validation accuracy"
-    of a run is one unambiguous metric."""
+    """Every benchmark's ``eval/<benchmark>/`` greedy accuracy, mean@k and pass@k
+    (k = ``eval_samples``); only the validation set's is under ``val-core/`` too, so a run's
+    "validation accuracy" is one metric."""
     task = TASKS[settings.task]
     device = next(policy.parameters()).device
     k, length = settings.eval_samples, settings.max_response_length

@@ -1,6 +1,5 @@
-"""The trainer's side of its run folder (:mod:`orchestrator.runs`) and of MLflow (it never creates
-or ends MLflow runs: the orchestrator owns them), and its progress: a bar on a terminal, else a line
-per step (or every few) in the log."""
+"""The trainer's side of its run folder (:mod:`orchestrator.runs`), of MLflow (whose runs the
+orchestrator owns) and of its progress display."""
 
 from __future__ import annotations
 
@@ -20,8 +19,8 @@ from orchestrator.tracking.outbox import Outbox, OutboxSender
 
 
 def mlflow_target(environ: Mapping[str, str] | None = None) -> tuple[str, str] | None:
-    """``(MLFLOW_RUN_ID, MLFLOW_TRACKING_URI)`` when both are set: the run a launch logs to.
-    ``environ`` defaults to ``os.environ`` as it is now, not as bound at import."""
+    """``(MLFLOW_RUN_ID, MLFLOW_TRACKING_URI)`` when both are set in ``environ`` (default:
+    ``os.environ`` now): the run a launch logs to."""
     environ = os.environ if environ is None else environ
     run_id, uri = environ.get("MLFLOW_RUN_ID"), environ.get("MLFLOW_TRACKING_URI")
     return (run_id, uri) if run_id and uri else None
@@ -74,9 +73,8 @@ def progress_line(done: int, total: int, metrics: Mapping[str, float],
 @contextmanager
 def progress_display(total: int, done: int,
                      bar: bool) -> Iterator[Callable[[int, dict[str, float]], None]]:
-    """Yields ``advance(done, metrics)``: a rich progress bar on a terminal (``bar``), else a
-    flushed :func:`progress_line` every few steps, at the last and at every validated step (for
-    the run folder's log, which ``kappa logs -f`` follows)."""
+    """Yields ``advance(done, metrics)``: a rich progress bar (``bar``), else a flushed
+    :func:`progress_line` every few steps, at the last and at each validated step."""
     if not bar:
         every = max(1, total // 100)  # every step, or about 100 lines for a long run
 
@@ -100,9 +98,9 @@ def progress_display(total: int, done: int,
 
 
 class RunFiles:
-    """Writes one run folder's metrics, progress and summary. With :func:`mlflow_target` set, every
-    record also goes to the run folder's MLflow outbox, delivered by a background sender: exactly
-    once across resumes, and training never waits on (or dies of) a tracking server that is away."""
+    """Writes one run folder's metrics, progress and summary; with :func:`mlflow_target` set,
+    each record also goes to its MLflow outbox, sent in the background exactly once across
+    resumes (training never waits on, or dies of, a tracking server that is away)."""
 
     def __init__(self, out_dir: Path, total_steps: int) -> None:
         self.out_dir = out_dir
@@ -113,9 +111,8 @@ class RunFiles:
         self._seq = 0  # position of the next record in the run's record sequence
 
     def resume_from(self, last_step: int) -> None:
-        """Forget the lines a resume from ``last_step`` redoes (``-1``: a fresh start). The outbox
-        knows each record's position, so a redone record is not sent twice; kept lines no earlier
-        attempt queued (MLflow switched on since) are queued now."""
+        """Forget the lines a resume from ``last_step`` redoes (``-1``: a fresh start); queue
+        kept lines no earlier attempt queued (the outbox skips records it holds)."""
         kept = truncate_metrics(self.metrics_path, last_step)
         self._seq = len(kept)
         if self._sender is not None:
@@ -134,8 +131,8 @@ class RunFiles:
         self._seq += 1
 
     def close(self, timeout: float | None = None) -> bool:
-        """Give MLflow up to ``timeout`` s (default ``KAPPA_METRICS_FLUSH_SECONDS``) to take
-        what is queued (the run's finisher sends the rest); whether everything was delivered."""
+        """Give MLflow up to ``timeout`` s (default ``KAPPA_METRICS_FLUSH_SECONDS``); whether
+        everything was delivered (the run's finisher sends the rest)."""
         if self._sender is None:
             return True
         return self._sender.close(configuration.read("KAPPA_METRICS_FLUSH_SECONDS")

@@ -1,9 +1,6 @@
-"""A tiny causal transformer (pre-LayerNorm GPT) with a key/value cache for sampling.
-
-Sequences are laid out ``[PAD.., BOS, prompt.., response.., PAD..]``. Every call takes
-``key_valid`` (False on padding) and derives positions from it, so a sequence's logits do
-not depend on how much padding its batch needed. :func:`generate` decodes a batch one token
-at a time, reusing cached keys/values (one position per new token, not the whole sequence)."""
+"""A tiny causal transformer (pre-LayerNorm GPT) with a key/value cache for sampling. Sequences
+are laid out ``[PAD.., BOS, prompt.., response.., PAD..]``; positions come from ``key_valid``
+(False on padding), so a sequence's logits do not depend on its batch's padding."""
 
 from __future__ import annotations
 
@@ -130,9 +127,8 @@ def resolve_device(name: str) -> torch.device:
 
 @dataclass(frozen=True)
 class Sequences:
-    """Prompts and responses of one batch, ready for a forward pass: ``tokens`` ``(B, P + R)``
-    are left-padded prompts then right-padded responses; ``response_mask`` ``(B, R)`` is 1 on
-    response tokens up to and including EOS."""
+    """One batch for a forward pass: ``tokens`` ``(B, P + R)``, left-padded prompts then
+    right-padded responses; ``response_mask`` ``(B, R)`` is 1 on responses through EOS."""
 
     tokens: torch.Tensor
     key_valid: torch.Tensor

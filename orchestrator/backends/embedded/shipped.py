@@ -1,15 +1,11 @@
-"""The base models shipped with kappa: warm starts built once by
-``scripts/build_base_models.py`` and kept as package data in ``base_models/``, listed in its
-``manifest.json`` with their checksums.
+"""The base models shipped with kappa: warm starts built by ``scripts/build_base_models.py``,
+kept in ``base_models/`` and listed with their checksums in its ``manifest.json``.
 
-A warm start built on the user's machine depends on its CPU kernels (AVX-512 and AVX2 round
-differently, and 600 optimizer steps amplify that into different weights), so two machines
-would start RL from different models. A cell whose warm-start settings match a shipped
-model loads that file instead, whatever the machine or torch version: its key
-(:func:`base_key`) leaves both out. A shipped file whose checksum is not the manifest's is
-refused, never rebuilt, since a rebuilt model would differ from every other machine's.
-
-Torch-free, so ``kappa plan``'s preflight stays light."""
+A warm start depends on the CPU kernels that built it (AVX-512 and AVX2 round differently;
+600 optimizer steps amplify that), so a cell whose warm-start settings match a shipped model
+loads that file, whatever the machine or torch version (:func:`base_key` leaves both out).
+A shipped file failing its checksum is refused, never rebuilt: a rebuilt one would differ
+from every other machine's. Torch-free, so ``kappa plan``'s preflight stays light."""
 
 from __future__ import annotations
 
@@ -17,6 +13,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +66,7 @@ class ShippedModel:
 
 
 def manifest() -> dict[str, dict[str, Any]]:
-    """The manifest's entries by key; none when kappa ships no manifest."""
+    """The manifest's entries by key (none without a manifest)."""
     path = FOLDER / MANIFEST
     if not path.exists():
         return {}
@@ -85,8 +82,7 @@ def shipped_models() -> dict[str, ShippedModel]:
 
 def lookup(settings: EmbeddedSettings,
            models: Mapping[str, ShippedModel] | None = None) -> ShippedModel | None:
-    """The shipped base model of these settings, if kappa ships one (``models``: what
-    :func:`shipped_models` gave, when the caller has it already)."""
+    """The shipped base model of these settings, if any (``models``: :func:`shipped_models`)."""
     return (shipped_models() if models is None else models).get(base_key(settings))
 
 
@@ -105,8 +101,7 @@ def damage(model: ShippedModel) -> Problem | None:
 
 
 def verified(settings: EmbeddedSettings) -> ShippedModel | None:
-    """The intact shipped base model of these settings; ``None`` when none is shipped;
-    ``UserInputError`` when the shipped file is damaged."""
+    """The intact shipped base model of these settings, ``None`` if none; damaged: an error."""
     model = lookup(settings)
     if model is not None and (problem := damage(model)) is not None:
         raise UserInputError("damaged shipped base model", [problem])
@@ -114,18 +109,13 @@ def verified(settings: EmbeddedSettings) -> ShippedModel | None:
 
 
 def problems(cells: Mapping[str, EmbeddedSettings]) -> list[Problem]:
-    """The embedded backend's preflight: a problem at ``<label>.warm_start`` for each cell
-    whose shipped base model is damaged (each file hashed once)."""
-    models = shipped_models()
-    found: dict[str, Problem | None] = {}
+    """The embedded preflight: a problem at ``<label>.warm_start`` per cell whose shipped base
+    model is damaged (each file hashed once)."""
+    models, damage_of = shipped_models(), cache(damage)
     out = []
     for label, settings in cells.items():
         model = lookup(settings, models)
-        if model is None:
-            continue
-        if model.key not in found:
-            found[model.key] = damage(model)
-        if (problem := found[model.key]) is not None:
+        if model is not None and (problem := damage_of(model)) is not None:
             out.append(replace(problem, location=".".join(filter(None, (label, "warm_start")))))
     return out
 

@@ -1,13 +1,10 @@
-"""Synthetic tasks with verifiable answers, each with difficulty levels ("benchmarks").
-
-Problems are generated deterministically: training prompts from the cell's seed, benchmark sets from
-a fixed per-benchmark seed so every cell of a sweep is scored on the same problems. A response is a
-short worked answer, the running partial sums separated by commas (``37+45+12=`` -> ``82,94``); the
-verifier extracts the last one, like ``\\boxed{}`` extraction on real math data. Numbers are
-zero-padded to a fixed width and written least-significant digit first (``37+45+2`` is shown as
-``73+54+20=`` -> ``280,490``): digits line up by position and a carry flows in reading order, which
-a tiny causal model learns in a few hundred steps (the arithmetic-with-transformers trick). Text
-becomes ids one character per token, plus PAD/BOS/EOS."""
+"""Synthetic tasks with verifiable answers, each with difficulty levels ("benchmarks"), generated
+deterministically: training prompts from the cell's seed, benchmarks from a fixed seed each (every
+cell is scored on the same problems). A response is the running partial sums, comma-separated
+(``37+45+12=`` -> ``82,94``); the verifier takes the last, like ``\\boxed{}`` extraction. Numbers
+are zero-padded and least-significant digit first (``37+45+2`` is ``73+54+20=`` -> ``280,490``),
+so a carry flows in reading order: a tiny causal model learns it in a few hundred steps. One
+character is one token, plus PAD/BOS/EOS."""
 
 from __future__ import annotations
 

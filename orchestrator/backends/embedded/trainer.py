@@ -1,16 +1,11 @@
-"""The embedded RL trainer as one recipe: warm start, then RL steps, then final evaluation.
-
-:func:`train` runs a cell and :func:`rl_step` is one RL step, whose phases follow in order:
-:func:`collect` samples groups, scores them, shapes rewards (in the order of
-docs/algorithms.md#reward-variants) and builds advantages; DAPO's dynamic sampling keeps
-the groups whose accuracy varies (verl's ``filter_groups.metric=acc``) and samples again,
-up to ``max_sampling_attempts`` rounds. :func:`ppo_update` splits the shuffled groups into
-``ppo_mini_batches`` optimizer steps per epoch (so ratios move off 1 after the first) on the
-baseline's policy loss, ``+ β·KL`` to the frozen reference when the bundle uses a KL loss,
-``− c·H`` while the entropy-loss intervention is active. :func:`kappa_eff` is the step's
-sharpening diagnostic. Re-running ``train`` in the same folder resumes from the newest
-checkpoint and ends with the same metrics as an uninterrupted run: all randomness of step
-``s`` comes from generators seeded by ``(seed, s)``, and the global RNG states are saved too."""
+"""The embedded RL trainer: warm start, RL steps, final evaluation. An RL step (:func:`rl_step`):
+:func:`collect` samples groups, scores them, shapes rewards (docs/algorithms.md#reward-variants)
+and builds advantages, DAPO's dynamic sampling resampling up to ``max_sampling_attempts``
+rounds for groups whose accuracy varies; :func:`ppo_update` takes ``ppo_mini_batches``
+optimizer steps per epoch on the baseline's loss, ``+ β·KL`` to the frozen reference with a KL
+loss, ``− c·H`` during the entropy-loss intervention; :func:`kappa_eff` is its sharpening
+diagnostic. Rerun in its folder, ``train`` resumes from the newest checkpoint to the same
+metrics as an unbroken run: step ``s`` draws from generators seeded by ``(seed, s)``."""
 
 from __future__ import annotations
 
@@ -34,6 +29,7 @@ from orchestrator.algorithms.rewards import (
     random_rewards,
     scale_rewards,
 )
+from orchestrator.backends.embedded.backend import EmbeddedBackend
 from orchestrator.backends.embedded.checkpoint import (
     latest_checkpoint,
     load_checkpoint,
@@ -55,6 +51,7 @@ from orchestrator.backends.embedded.model import (
 from orchestrator.backends.embedded.settings import EmbeddedSettings
 from orchestrator.backends.embedded.tasks import TASKS, TOKENIZER, Problem, Task, stable_seed
 from orchestrator.backends.embedded.warmstart import load_or_build
+from orchestrator.runs import provenance
 from orchestrator.runs.folder import SUMMARY_FILE
 from orchestrator.runs.metrics import last_values
 from orchestrator.runs.stop_request import StopPoint, logged_through
@@ -74,7 +71,9 @@ def train(settings: EmbeddedSettings, out_dir: Path,
     t0 = time.perf_counter()
     warm = load_or_build(settings, device)
     warm_seconds = time.perf_counter() - t0
-    record_provenance(out_dir, warm.sha256)
+    # Provenance: the embedded numerics, the base model's weights (their file's SHA-256, first
+    # 16 digits: the start every number depends on) and this machine.
+    provenance.write(out_dir, EmbeddedBackend().numerics() | {"base_model": warm.sha256[:16]})
     policy = warm.model
     ref = frozen_copy(policy) if algo.use_kl_loss else None
     optimizer = torch.optim.AdamW(policy.parameters(), lr=settings.learning_rate, weight_decay=0.0)
@@ -132,16 +131,6 @@ def train(settings: EmbeddedSettings, out_dir: Path,
     files.close()
     files.summary(last, final, stopped=stop)
     return final
-
-
-def record_provenance(out_dir: Path, base_model_sha256: str) -> None:
-    """This attempt's provenance: the embedded numerics, the base model's weights (their
-    file's SHA-256, first 16 digits: the start every number depends on) and this machine."""
-    from orchestrator.backends.embedded.backend import EmbeddedBackend
-    from orchestrator.runs import provenance
-
-    numerics = EmbeddedBackend().numerics() | {"base_model": base_model_sha256[:16]}
-    provenance.write(out_dir, numerics)
 
 
 def rl_step(settings: EmbeddedSettings, policy: TinyGPT, ref: TinyGPT | None,

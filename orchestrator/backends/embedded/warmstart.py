@@ -1,15 +1,11 @@
-"""Supervised warm start: teach the policy the answer format and partial accuracy before RL.
+"""Supervised warm start, the pretrained base model's stand-in: it teaches the policy the answer
+format and partial accuracy before RL. Its seed is ``warm_start.seed``, not the RL seed: every
+seed of a sweep starts from one policy, as a paper's seeds start from one checkpoint.
 
-The warm start plays the part of the pretrained base model. Its seed is ``warm_start.seed``,
-not the cell's RL seed: every seed of a sweep starts from the same policy (as every seed of
-a paper's run starts from one checkpoint), and the RL seed varies only the RL run.
-
-Settings that match a base model shipped with kappa (:mod:`.shipped`) load that file, so
-every machine starts RL from the same weights. Any other warm start is built here and cached
-under ``cache_dir()/embedded/`` by a content hash of everything that determines it (torch's
-version included), so later cells reuse it. A file lock makes a second process wait for the
-first instead of building it twice, and the file is written to a temporary name then
-renamed, so a reader never sees half a file."""
+Settings matching a shipped base model (:mod:`.shipped`) load that file. Any other warm start
+is built here and cached under ``cache_dir()/embedded/`` by a content hash of all it depends
+on (torch's version included): a file lock makes a second process wait instead of building it
+twice, and a rename publishes it, so no reader sees half a file."""
 
 from __future__ import annotations
 
@@ -43,9 +39,7 @@ _PROBE_EVERY = 25
 
 @dataclass(frozen=True)
 class WarmStart:
-    """A warm-started policy and how it got there: ``source`` says whether its weights are
-    kappa's shipped file, this machine's cache, or were built just now; ``sha256`` is the
-    checksum of the weights file at ``path``."""
+    """A warm-started policy, where its weights came from and the SHA-256 of their file."""
 
     model: TinyGPT
     steps: int
@@ -118,8 +112,8 @@ def build(settings: EmbeddedSettings, path: Path, device: torch.device) -> WarmS
 
 
 def load_or_build(settings: EmbeddedSettings, device: torch.device) -> WarmStart:
-    """The shipped base model of these settings if kappa ships one (``UserInputError`` if
-    that file is damaged), else the cached warm start, building (and caching) it if needed."""
+    """The shipped base model of these settings (``UserInputError`` if damaged), else the
+    cached warm start, built on a miss."""
     if (shipped := verified(settings)) is not None:
         return _load(shipped.path, settings, device, "shipped")
     path = cache_path(settings)
@@ -142,9 +136,8 @@ def _load(path: Path, settings: EmbeddedSettings, device: torch.device,
 
 
 def _read_cached(path: Path, settings: EmbeddedSettings, device: torch.device) -> WarmStart | None:
-    """The warm start cached at ``path``, or ``None`` when the file cannot be one: not plain
-    data, truncated, garbage, or weights of another shape. Such a file is rebuilt over (the
-    build is deterministic); failing the cell instead would fail every retry the same way."""
+    """The warm start cached at ``path``, or ``None`` for a damaged file, rebuilt over (the
+    build is deterministic; failing would fail every retry the same way)."""
     try:
         return _load(path, settings, device, "cache")
     except pickle.UnpicklingError:

@@ -12,8 +12,7 @@ from pydantic import BaseModel
 
 from orchestrator.backends.base import Backend, Demand, LaunchSpec
 from orchestrator.backends.rl_settings import CANARY_STEPS, canary_intervention_steps
-from orchestrator.backends.verl.command import Phase, checkpointed_step, launch_env
-from orchestrator.backends.verl.command import phases as cell_phases
+from orchestrator.backends.verl.command import checkpointed_step, launch_env
 from orchestrator.backends.verl.settings import VerlSettings
 from orchestrator.runs.metrics import MetricsRead
 from orchestrator.runs.stop_request import StopRequest, synthesize_summary
@@ -32,11 +31,10 @@ def _as_verl(settings: BaseModel) -> VerlSettings:
 
 
 def smallest_batch(s: VerlSettings) -> tuple[int, int]:
-    """``(prompts_per_step, ppo_mini_batch_size)`` of the smallest batch like ``s``'s. The
-    mini-batch is the smallest divisor of the cell's for which verl can split the
-    mini-batch's ``× group_size`` responses evenly over every GPU (the rule the settings
-    check) and, if the cell's split gives each GPU whole micro-batches, so does the canary's
-    (verl asserts it at start-up). A step keeps the cell's number of mini-batches."""
+    """``(prompts_per_step, ppo_mini_batch_size)`` of the smallest batch like ``s``'s, with
+    as many mini-batches per step: the smallest divisor of the mini-batch whose responses
+    split evenly over the GPUs and, if the cell's give each GPU whole micro-batches, whose
+    do too (verl asserts both at start-up)."""
     mini = s.ppo_mini_batch_size or s.prompts_per_step
 
     def whole_micro_batches(m: int) -> bool:
@@ -49,11 +47,10 @@ def smallest_batch(s: VerlSettings) -> tuple[int, int]:
     return smallest * (s.prompts_per_step // mini), smallest
 
 
-# Settings that neither VerlSettings' cross-field rules nor the shape of verl's composed
-# config depend on (each reaches verl as one scalar the settings model checks): planning
-# composes each of their values once, so a 5-seed grid costs one cold preflight per non-seed
-# combination, not five. The rest (kl_coef turns the KL loss on, max_steps places the
-# phases, batch sizes meet in divisibility rules, ...) stays coupled.
+# Settings no cross-field rule nor the shape of verl's config depends on (each reaches verl as
+# one checked scalar): planning composes each value once, so a 5-seed grid costs one cold
+# preflight per other combination. The rest (kl_coef turns the KL loss on, max_steps places
+# the phases, batch sizes meet in divisibility rules, ...) stays coupled.
 FREE_SETTINGS = frozenset({
     "seed", "learning_rate", "weight_decay", "temperature", "val_temperature",
     "eval_temperature", "gpu_memory_utilization", "project_name", "experiment_name",
@@ -73,10 +70,6 @@ class VerlBackend(Backend):
         from orchestrator.backends.verl.preflight import preflight
 
         preflight({label: _as_verl(s) for label, s in cells.items()})
-
-    def phases(self, settings: BaseModel) -> list[Phase]:
-        """The consecutive verl launches this cell runs as."""
-        return cell_phases(_as_verl(settings))
 
     def launch(self, settings: Mapping[str, Any], run_dir: Path, demand: Demand) -> LaunchSpec:
         """The phase driver for this cell; relaunching resumes from verl's checkpoint."""
@@ -102,15 +95,13 @@ class VerlBackend(Backend):
         return True
 
     def min_cpus(self, settings: BaseModel) -> int:
-        """verl bundles ``max_colocate_count`` (3) CPUs with each GPU, and its TaskRunner
-        takes one more: with fewer CPUs on a node, the placement groups wait forever and
-        the job runs into its time limit with its GPUs idle."""
+        """3 CPUs per GPU (verl's ``max_colocate_count``) and one for its TaskRunner: with
+        fewer, the placement groups wait forever and the job idles into its time limit."""
         return VERL_CPUS_PER_GPU * _as_verl(settings).n_gpus_per_node + 1
 
     def canary_settings(self, settings: Mapping[str, Any], model: BaseModel) -> dict[str, Any]:
-        """Two training steps at the smallest batch (:func:`smallest_batch`), checkpointed,
-        validation off, no final evaluation; what it catches that preflight cannot, and what
-        it cannot: docs/verl.md#canaries."""
+        """Two training steps at :func:`smallest_batch`, checkpointed, no validation nor
+        final evaluation (what it catches: docs/verl.md#canaries)."""
         s = _as_verl(model)
         steps = min(CANARY_STEPS, s.max_steps)
         prompts, mini = smallest_batch(s)
@@ -130,17 +121,15 @@ class VerlBackend(Backend):
         return {**settings, **changed, "extra_overrides": [*extra, *NO_VALIDATION]}
 
     def read_metrics(self, run_dir: Path, cursor: Any = None) -> MetricsRead:
-        """verl's own file logs, launch by launch (``metrics.jsonl`` is rewritten from
-        them and leaves NaN out; these keep it for ``diverged: {nonfinite: true}``)."""
+        """verl's own file logs, which keep the NaN ``metrics.jsonl`` leaves out."""
         from orchestrator.backends.verl.logs import new_rows
 
         rows, offsets = new_rows(run_dir, dict(cursor) if isinstance(cursor, dict) else {})
         return MetricsRead(tuple(rows), offsets)
 
     def stopped_summary(self, run_dir: Path, request: StopRequest) -> dict[str, Any]:
-        """verl cannot be asked to stop: the scheduler ended its job (SIGTERM; verl keeps
-        its last checkpoint). The summary comes from its logs: the last value of every
-        metric, the last validation as the final ``eval/*`` scores, at the last step."""
+        """The summary of a job the scheduler ended (verl cannot be asked to stop), from its
+        logs: every metric's last value, the last validation as ``eval/*``, at the last step."""
         from orchestrator.backends.verl.logs import final_metrics, merged_metrics
 
         merged = merged_metrics(run_dir)

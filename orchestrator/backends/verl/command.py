@@ -1,9 +1,8 @@
-"""A verl cell as the argv of ``python3 -m verl.trainer.main_ppo`` (docs/verl.md#recipes),
-one per phase. :func:`verl_command` is pure (``tests/golden/verl/`` pins it); rewards are
-configured through ``reward.*`` only, since verl 0.9.x silently ignores the legacy top-level
-keys. A cell whose settings change at a step boundary runs as consecutive launches (phases)
-resuming from one checkpoint folder (docs/verl.md#launch-and-phases); a phase is complete
-when verl's checkpoint tracker has reached its end."""
+"""A verl cell as the argv of ``python3 -m verl.trainer.main_ppo`` (docs/verl.md#recipes), one
+per phase: consecutive launches resuming from one checkpoint folder, each complete when verl's
+checkpoint tracker reached its end (docs/verl.md#launch-and-phases). :func:`verl_command` is
+pure (``tests/golden/verl/`` pins it); rewards go through ``reward.*`` only (verl 0.9.x
+silently ignores the legacy top-level keys)."""
 
 from __future__ import annotations
 
@@ -47,14 +46,13 @@ class Phase:
 
     @property
     def resumes(self) -> bool:
-        """Whether this phase continues from an earlier phase's checkpoint."""
+        """Whether this phase continues from an earlier one's checkpoint."""
         return self.start_step > 0
 
 
 def phases(settings: VerlSettings) -> list[Phase]:
-    """The launches that make up a cell, in order: one training launch, or two when an
-    intervention ends before ``max_steps``; then, with ``eval_files``, a final evaluation
-    launch (verl's ``val_only`` on the final checkpoint)."""
+    """A cell's launches: one training launch, two when an intervention ends before
+    ``max_steps``; then, with ``eval_files``, an evaluation (``val_only``) of the last one."""
     n = settings.intervention_steps
     total = settings.max_steps
     if settings.entropy_intervention == "none" or n == 0:
@@ -120,10 +118,9 @@ def reward_function_path(settings: VerlSettings) -> str:
 
 
 def phase_env(settings: VerlSettings, phase: Phase) -> dict[str, str]:
-    """Environment the plug-in reads in verl's trainer process during ``phase``. An
-    ``entropy_reward`` cell switches the hook on in its intervention phase and explicitly off
-    (coefficient 0) in the others, so a later phase never inherits the bonus from an
-    environment that carries the cell's values (:func:`launch_env`)."""
+    """What the plug-in reads in verl's trainer during ``phase``: an ``entropy_reward`` hook
+    is explicitly off (coefficient 0) outside the intervention phase, so a later phase never
+    inherits the bonus from an environment carrying the cell's values (:func:`launch_env`)."""
     env = {"VERL_USE_EXTERNAL_MODULES": PLUGIN_MODULE}
     if settings.entropy_intervention == "entropy_reward":
         on = phase.intervention
@@ -133,9 +130,8 @@ def phase_env(settings: VerlSettings, phase: Phase) -> dict[str, str]:
 
 
 def launch_env(settings: VerlSettings) -> dict[str, str]:
-    """The cell-wide environment of its launch: the plug-in's variables of its first phase, for a
-    Ray job's runtime_env; each phase's command still sets its own values in verl's ``ray.init``,
-    which take precedence (the Ray Jobs executor sets ``RAY_OVERRIDE_JOB_RUNTIME_ENV=1``)."""
+    """The plug-in's variables of the first phase, for a Ray job's runtime_env; each phase's
+    command sets its own in ``ray.init``, which win (``RAY_OVERRIDE_JOB_RUNTIME_ENV=1``)."""
     return phase_env(settings, phases(settings)[0])
 
 
@@ -262,10 +258,9 @@ def _trainer(s: VerlSettings, run_dir: Path, phase: Phase) -> dict[str, HydraSca
 
 def verl_command(settings: VerlSettings, run_dir: Path, *, phase: Phase | None = None,
                  forward_env: Mapping[str, str] | None = None) -> list[str]:
-    """The argv that trains ``settings`` in ``run_dir`` (one phase of it). ``phase``
-    defaults to the cell's only phase; a two-phase cell must name one. ``forward_env`` (e.g.
-    ``MLFLOW_RUN_ID``) is passed to verl's Ray workers through the ``ray.init`` runtime_env,
-    together with the plug-in's own variables."""
+    """The argv of one ``phase`` of ``settings`` in ``run_dir`` (default: the only one; a
+    two-phase cell must name it). ``forward_env`` (e.g. ``MLFLOW_RUN_ID``) reaches verl's
+    Ray workers through the ``ray.init`` runtime_env, with the plug-in's variables."""
     if phase is None:
         all_phases = phases(settings)
         if len(all_phases) != 1:

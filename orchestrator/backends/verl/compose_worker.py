@@ -1,11 +1,9 @@
-"""Subprocess that composes verl configs with verl's own Hydra config (preflight's engine).
-
-Run as ``python -m orchestrator.backends.verl.compose_worker``. It first runs the plug-in's loud
-check (``kappa_verl.check()``, which imports verl: slow, torch); if that fails the handshake is
-``{"plugin_error": "..."}`` and the worker exits. Otherwise it answers a handshake with verl's
-version, the registries and the plug-in's facts, then one JSON request per stdin line:
-``{"overrides": [...], "extra": [...]}`` → ``{"problems": [[key, message], ...]}``. Protocol lines
-go to the original stdout; anything verl prints is sent to stderr."""
+"""``python -m orchestrator.backends.verl.compose_worker``: composes verl configs with verl's own
+Hydra config (preflight's engine). It runs the plug-in's check first (``kappa_verl.check()``
+imports verl: slow); if that fails the handshake is ``{"plugin_error": "..."}`` and it exits.
+Else the handshake holds verl's version, the registries and the plug-in's facts, then each
+stdin line ``{"overrides": [...], "extra": [...]}`` is answered ``{"problems": [[key,
+message], ...]}``. Protocol lines go to the original stdout; whatever verl prints, to stderr."""
 
 from __future__ import annotations
 
@@ -15,7 +13,6 @@ import os
 import sys
 from typing import Any, TextIO
 
-PLUGIN_MODULE = "kappa_verl"
 # The estimator kappa's plug-in registers in verl (plugins/README.md; it adds no loss),
 # listed here too so that the registries do not depend on how the plug-in was loaded.
 PLUGIN_ESTIMATORS = ("reward_budget",)
@@ -68,9 +65,8 @@ def _semantic(cfg: Any, known: dict[str, list[str]]) -> list[list[str]]:
 
 
 def check(request: dict[str, list[str]], known: dict[str, list[str]]) -> list[list[str]]:
-    """Problems of one cell as ``[override or key, message]`` pairs (empty = composes). A
-    composition error is pinned to the extra override(s) that cause it; the remaining
-    overrides are still checked, so every problem is reported at once."""
+    """Problems of one cell as ``[override or key, message]`` pairs (empty = composes), each
+    composition error pinned to the extra override(s) causing it, the others still checked."""
     base, extra = request["overrides"], request.get("extra", [])
     try:
         return _semantic(_compose(base + extra), known)
@@ -94,24 +90,18 @@ def check(request: dict[str, list[str]], known: dict[str, list[str]]) -> list[li
     return problems or [["extra_overrides", f"{type(first).__name__}: {first}"]]
 
 
-def plugin_check() -> tuple[dict[str, str] | None, str | None]:
-    """``kappa_verl.check()``'s facts, or why the plug-in is missing or broken."""
-    try:
-        import kappa_verl
-
-        return kappa_verl.check(), None
-    except Exception as exc:  # PluginError, ImportError, or whatever the plug-in raised
-        return None, f"{type(exc).__name__}: {exc}"
-
-
 def serve(proto: TextIO) -> None:
     """Handshake, then answer requests until stdin closes (at once if the plug-in fails)."""
     import importlib.metadata
     from pathlib import Path
 
-    facts, error = plugin_check()
-    if error is not None:
-        print(json.dumps({"plugin_error": error}), file=proto, flush=True)
+    try:
+        import kappa_verl
+
+        facts = kappa_verl.check()
+    except Exception as exc:  # PluginError, ImportError, or whatever the plug-in raised
+        print(json.dumps({"plugin_error": f"{type(exc).__name__}: {exc}"}), file=proto,
+              flush=True)
         return
 
     import verl

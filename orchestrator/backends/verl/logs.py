@@ -1,12 +1,11 @@
-"""verl's file logger → kappa's run-folder files (metrics.jsonl, progress.json, summary.json) and
-the run folder's MLflow outbox. verl writes ``{"step": n, "data": {...}}`` lines and truncates its
-file when it starts, so the phase driver gives every launch its own file under ``verl_logs/``,
-merged here (a later launch wins for a step it repeated after a resume).
+"""verl's file logger → kappa's run-folder files and MLflow outbox. verl writes
+``{"step": n, "data": {...}}`` lines and truncates its file when it starts, so each launch
+gets its own file under ``verl_logs/``, merged here (a later launch wins a repeated step).
 
-verl cells reach MLflow exactly once (docs/verl.md#launch-and-phases): a point is queued once per
-(phase, step, metric), the phase included because the final evaluation validates at the last
-training step, which training logged too. Each record notes its phase (the outbox's ``origin``), so
-a relaunched driver queues only what no earlier driver did."""
+Each point reaches MLflow once (docs/verl.md#launch-and-phases): it is queued once per
+(phase, step, metric), the phase included because the final evaluation logs at the last
+training step too; the outbox record's ``origin`` names the phase, so a relaunched driver
+queues only what no earlier one did."""
 
 from __future__ import annotations
 
@@ -42,8 +41,7 @@ def _numeric(data: dict[str, Any], finite: bool = True) -> dict[str, float]:
 
 
 def read_lines(path: Path, start: int = 0, finite: bool = True) -> tuple[Rows, int]:
-    """Complete lines of one verl log from byte ``start``: ``([(step, metrics)], new offset)``
-    (``finite=False``: NaN and infinities too, which verl's file logger writes as such)."""
+    """Complete lines of one verl log from byte ``start``, and the new offset."""
     try:
         raw = path.read_bytes()[start:]
     except OSError:
@@ -61,21 +59,20 @@ def read_lines(path: Path, start: int = 0, finite: bool = True) -> tuple[Rows, i
 
 def _read_logs(run_dir: Path, offsets: dict[str, int],
                finite: bool = True) -> Iterator[tuple[Path, Rows]]:
-    """Each launch's log and its lines after ``offsets`` (file name -> byte, advanced here)."""
+    # offsets: file name -> byte, advanced here
     for path in log_files(run_dir):
         rows, offsets[path.name] = read_lines(path, offsets.get(path.name, 0), finite)
         yield path, rows
 
 
 def new_rows(run_dir: Path, offsets: dict[str, int]) -> tuple[Rows, dict[str, int]]:
-    """Every launch's lines logged after ``offsets``, launch by launch, non-finite values
-    kept; and the new offsets (the stopping rules' input)."""
+    """Every launch's lines after ``offsets``, non-finite values kept, and the new offsets."""
     after = dict(offsets)
     return [row for _, rows in _read_logs(run_dir, after, finite=False) for row in rows], after
 
 
 def merged_metrics(run_dir: Path) -> dict[int, dict[str, float]]:
-    """All steps logged by every launch in ``run_dir``, merged by step."""
+    """Every launch's steps, merged by step."""
     merged: dict[int, dict[str, float]] = {}
     for _, rows in _read_logs(run_dir, {}):
         for step, metrics in rows:
@@ -83,13 +80,11 @@ def merged_metrics(run_dir: Path) -> dict[int, dict[str, float]]:
     return dict(sorted(merged.items()))
 
 
-def write_run_files(run_dir: Path, total_steps: int, floor_step: int = 0) -> int:
-    """Rewrite metrics.jsonl and progress.json from the verl logs; the latest step."""
+def write_run_files(run_dir: Path, total_steps: int, floor_step: int = 0) -> None:
+    """Rewrite metrics.jsonl and progress.json (at least at ``floor_step``) from the verl logs."""
     merged = merged_metrics(run_dir)
     rewrite_metrics(run_dir / METRICS_FILE, merged)
-    step = max([floor_step, *merged])
-    write_progress(run_dir, step, total_steps)
-    return step
+    write_progress(run_dir, max([floor_step, *merged]), total_steps)
 
 
 def final_metrics(merged: dict[int, dict[str, float]]) -> dict[str, float]:
@@ -103,14 +98,13 @@ def final_metrics(merged: dict[int, dict[str, float]]) -> dict[str, float]:
 
 def write_final_summary(run_dir: Path, steps: int) -> None:
     """The success summary of the base contract."""
-    final = final_metrics(merged_metrics(run_dir))
-    write_summary(run_dir, {"status": "succeeded", "steps": steps, "final": final})
+    write_summary(run_dir, {"status": "succeeded", "steps": steps,
+                            "final": final_metrics(merged_metrics(run_dir))})
 
 
 def verl_metric_key(name: str) -> str:
-    """A verl metric name as MLflow stores it: ``@`` → ``_at_``, odd characters → ``_``
-    (:func:`~orchestrator.tracking.naming.metric_key`), and no empty, ``.`` or ``..`` path part,
-    which MLflow refuses (a refused name would hold up every later point in the outbox)."""
+    """A verl metric name as MLflow stores it (:func:`~orchestrator.tracking.naming.metric_key`)
+    with no empty, ``.`` or ``..`` path part: MLflow refuses those, holding up the outbox."""
     parts = [p if p not in (".", "..") else p.replace(".", "_")
              for p in metric_key(name).split("/") if p]
     return "/".join(parts) or "_"
@@ -172,9 +166,8 @@ class MetricsFeed:
         return 1
 
     def close(self, timeout: float | None = None) -> bool:
-        """Queue what is left, then give MLflow up to ``timeout`` s (default
-        ``KAPPA_METRICS_FLUSH_SECONDS``); whether everything was sent (the rest waits in the
-        outbox)."""
+        """Queue what is left, give MLflow up to ``timeout`` s (default
+        ``KAPPA_METRICS_FLUSH_SECONDS``); whether everything was sent."""
         self.pump()
         drained = self._sender.close(configuration.read("KAPPA_METRICS_FLUSH_SECONDS")
                                      if timeout is None else timeout)
@@ -185,8 +178,6 @@ class MetricsFeed:
 
 
 def feed_from_env(run_dir: Path, environ: Mapping[str, str] | None = None) -> MetricsFeed | None:
-    """A feed into the run named by ``MLFLOW_RUN_ID`` on ``MLFLOW_TRACKING_URI``, when both
-    are set (else ``None``: a launch without MLflow keeps its metrics in files only)."""
+    """A feed into ``MLFLOW_RUN_ID`` on ``MLFLOW_TRACKING_URI`` when both are set, else ``None``."""
     target = mlflow_target(environ)
     return None if target is None else MetricsFeed(run_dir, *target)
-

@@ -1,7 +1,7 @@
-"""Preflight: compose every cell through verl's own Hydra config before anything runs
-(docs/verl.md#preflight), in a :mod:`.compose_worker` subprocess started on the first cache
-miss and kept for this process; answers are cached on disk by content hash. A missing
-plug-in is caught on every call (``find_spec``), a broken one when the worker starts."""
+"""Preflight (docs/verl.md#preflight): every cell composed through verl's own Hydra config in a
+:mod:`.compose_worker` subprocess (started on the first cache miss, kept for this process),
+answers cached on disk by content hash. A missing plug-in is caught on every call, a broken
+one when the worker starts."""
 
 from __future__ import annotations
 
@@ -56,8 +56,7 @@ class ComposeWorker:
     def __init__(self) -> None:
         env = dict(os.environ, VERL_USE_EXTERNAL_PLUGINS="none", OMP_NUM_THREADS="1",
                    HYDRA_FULL_ERROR="0")
-        # Its stderr goes to a file (a pipe nobody reads could fill and block it), so a
-        # worker that dies can say why.
+        # stderr to a file (an unread pipe could fill and block it): a dead worker says why.
         self._stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (lives with the worker)
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "orchestrator.backends.verl.compose_worker"],
@@ -121,7 +120,7 @@ def close_worker() -> None:
 
 
 def check_overrides(overrides: list[str], extra: list[str], version: str) -> list[list[str]]:
-    """Problems of one composed command, from the disk cache or the worker."""
+    """Problems of one composed command, from the disk cache, else the worker."""
     key = json.dumps({"schema": CACHE_SCHEMA, "verl": version, "overrides": overrides,
                       "extra": extra})
     path = cache_dir() / "verl-preflight" / f"{hashlib.sha256(key.encode()).hexdigest()}.json"
@@ -136,8 +135,7 @@ def check_overrides(overrides: list[str], extra: list[str], version: str) -> lis
 
 
 def _location(label: str, key: str, extra: tuple[str, ...]) -> tuple[str, str | None]:
-    """Where a problem lives (the setting ``extra_overrides`` when an extra override set
-    ``key``, else verl's key) and the override to show."""
+    # Where a problem lives (extra_overrides when one of them set key) and the override to show.
     where, shown = key, None
     for override in extra:
         if override == key or override.lstrip("+~").split("=", 1)[0] == key:
@@ -146,8 +144,7 @@ def _location(label: str, key: str, extra: tuple[str, ...]) -> tuple[str, str | 
 
 
 def preflight(cells: Mapping[str, VerlSettings]) -> None:
-    """Compose every cell (each phase) against verl; raise one error listing every problem
-    (located at ``<label>.<setting>``, ``cells``' keys being the labels)."""
+    """Compose each phase of every cell against verl: one error, each problem at its setting."""
     if not configuration.read("KAPPA_VERL_PREFLIGHT"):
         return
     try:  # the installed verl's version, read without importing verl

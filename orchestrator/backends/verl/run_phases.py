@@ -1,7 +1,6 @@
-"""``python -m orchestrator.backends.verl.run_phases <run_dir> --settings-json <json>``, the
-process a verl cell's launch starts: run its pending phases one after another
-(docs/verl.md#launch-and-phases), keeping the run-folder files up to date from verl's file
-log and feeding its metrics to ``MLFLOW_RUN_ID`` (:mod:`.logs`)."""
+"""``python -m orchestrator.backends.verl.run_phases <run_dir> --settings-json <json>``: a verl
+cell's process. Runs its pending phases in turn (docs/verl.md#launch-and-phases), keeping the
+run-folder files up to date from verl's file log and feeding ``MLFLOW_RUN_ID`` (:mod:`.logs`)."""
 
 from __future__ import annotations
 
@@ -28,8 +27,8 @@ from orchestrator.backends.verl.command import (
 from orchestrator.backends.verl.settings import VerlSettings
 from orchestrator.errors import UserInputError
 
-# Passed on to verl's Ray workers, which do not inherit them on a remote cluster (for
-# plug-ins and user code there: verl does not log to MLflow itself), on verl's command line.
+# Put on verl's command line for its Ray workers, which do not inherit them on a remote
+# cluster (for plug-ins and user code there: verl does not log to MLflow itself).
 FORWARDED_ENV = ("MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID", "MLFLOW_EXPERIMENT_ID")
 
 
@@ -41,10 +40,9 @@ def _log_path(run_dir: Path, phase: Phase) -> Path:
 
 
 def forwarded_env(environ: Mapping[str, str]) -> dict[str, str]:
-    """The variables of :data:`FORWARDED_ENV` to put on verl's command line, less any
-    whose value carries a password (every user of the machine can read a command line):
-    verl's workers get those by inheritance, or in a Ray job from its secrets file
-    (:mod:`orchestrator.executors.job_secrets`), which the plug-in loads in every worker."""
+    """The set :data:`FORWARDED_ENV` variables, less any carrying a password (anyone on the
+    machine can read a command line): workers get those by inheritance, or in a Ray job from
+    its secrets file (:mod:`orchestrator.executors.job_secrets`), which the plug-in loads."""
     from orchestrator.redact import has_credentials
 
     return {k: environ[k] for k in FORWARDED_ENV
@@ -53,8 +51,7 @@ def forwarded_env(environ: Mapping[str, str]) -> dict[str, str]:
 
 def run_phase(settings: VerlSettings, run_dir: Path, phase: Phase,
               feed: logs.MetricsFeed | None = None) -> int:
-    """Run one phase's verl command in the foreground, queueing its metrics into ``feed``
-    as they are logged; its exit code."""
+    """Run one phase's verl command, queueing its metrics into ``feed``; its exit code."""
     logger = {"VERL_FILE_LOGGER_PATH": str(_log_path(run_dir, phase))}
     argv = verl_command(settings, run_dir, phase=phase,
                         forward_env=forwarded_env(os.environ) | logger)
@@ -81,8 +78,7 @@ def _refresh(settings: VerlSettings, run_dir: Path, feed: logs.MetricsFeed | Non
 
 
 def record_provenance(run_dir: Path) -> None:
-    """This attempt's provenance: the verl backend's numerics version, the versions of
-    verl, vLLM, torch and CUDA this machine runs it with, and its GPUs."""
+    """This attempt's provenance: the backend's numerics, verl, vLLM, torch and CUDA."""
     from orchestrator.backends.verl.backend import VerlBackend
     from orchestrator.runs import provenance
 
@@ -97,9 +93,8 @@ def record_provenance(run_dir: Path) -> None:
 
 
 def run(settings: VerlSettings, run_dir: Path) -> int:
-    """Run every pending phase; 0 when the cell has reached ``max_steps``. Metrics go to
-    MLflow (when ``MLFLOW_RUN_ID`` and ``MLFLOW_TRACKING_URI`` are set) through the run
-    folder's outbox; at the end the driver waits a bounded time for MLflow to take them."""
+    """Run every pending phase; 0 once the cell reached ``max_steps``. Metrics go to MLflow
+    through the run folder's outbox, with a bounded wait at the end."""
     run_dir = run_dir.resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     record_provenance(run_dir)
@@ -137,8 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     except UserInputError as exc:
         print(f"error: {exc.render()}", file=sys.stderr, flush=True)
         return UserInputError.exit_code
-    # The cell's stored settings, validated here once as a submit validated them (the
-    # scheduler that launched this validated nothing).
+    # The scheduler that launched this validated nothing: validate as a submit did.
     return run(VerlSettings.model_validate(json.loads(args.settings_json)), args.run_dir)
 
 

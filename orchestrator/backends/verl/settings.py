@@ -1,7 +1,6 @@
-"""Settings of one verl cell: what ``python3 -m verl.trainer.main_ppo`` is told. The
-RL-algorithm fields are :class:`~orchestrator.backends.rl_settings.RLSettings`' (resolved
-by :attr:`VerlSettings.algorithm`); the rest is verl's own: model and data, batch sizes,
-rollout engine, GPUs."""
+"""Settings of one verl cell: the RL-algorithm fields of
+:class:`~orchestrator.backends.rl_settings.RLSettings` (resolved by
+:attr:`VerlSettings.algorithm`) and verl's own: model, data, batch sizes, rollout, GPUs."""
 
 from __future__ import annotations
 
@@ -118,8 +117,7 @@ class VerlSettings(RLSettings):
 
     @model_validator(mode="after")
     def _consistent(self) -> VerlSettings:
-        problems = self.clip_problems()
-        problems += self.reward_problems()
+        problems = self.clip_problems() + self.reward_problems()
         mini = self.ppo_mini_batch_size or self.prompts_per_step
         if self.prompts_per_step % mini:
             problems.append(f"prompts_per_step ({self.prompts_per_step}) must be divisible by "
@@ -148,8 +146,7 @@ class VerlSettings(RLSettings):
 
     @cached_property
     def algorithm(self) -> ResolvedAlgorithm:
-        """The baseline bundle as verl runs it, with this cell's overrides applied (derived,
-        never stored)."""
+        """The baseline bundle as verl runs it, this cell's overrides applied (never stored)."""
         return self.resolve_algorithm("verl", kl_loss_type=self.kl_loss_type,
                                       overlong_buffer=self.overlong_buffer,
                                       overlong_penalty=self.overlong_penalty)

@@ -1,8 +1,6 @@
-"""The verl GPU smoke test's backend files (docs/verl.md#gpu-smoke-test): synthetic prompts,
-the folder they go to, what the machine lacks; the tiny model is :mod:`.tiny_model`, the
-rendered spec :mod:`orchestrator.sweeps.smoke`. Every file is written under a name of its
-own and renamed into place, so runs sharing one folder never see half a file.
-"""
+"""The verl GPU smoke test's backend side (docs/verl.md#gpu-smoke-test): synthetic prompts, the
+folder they go to, what the machine lacks (the tiny model: :mod:`.tiny_model`; the spec:
+:mod:`orchestrator.sweeps.smoke`). Files are renamed into place: no run sees half a file."""
 
 from __future__ import annotations
 
@@ -35,19 +33,16 @@ def prompt_rows(count: int, split: str, seed: int) -> list[dict[str, Any]]:
 
 def write_prompts(data_dir: Path, train: int = TRAIN_PROMPTS, val: int = VAL_PROMPTS,
                   seed: int = 0) -> tuple[Path, Path]:
-    """``data_dir/train.parquet`` and ``data_dir/val.parquet`` (rewritten each time:
-    cheap, and atomic per file)."""
+    """``data_dir/train.parquet`` and ``data_dir/val.parquet``, rewritten (cheap, atomic)."""
     import pandas as pd
 
     data_dir.mkdir(parents=True, exist_ok=True)
-    paths = []
     for split, count in (("train", train), ("val", val)):
-        path = data_dir / f"{split}.parquet"
         frame = pd.DataFrame(prompt_rows(count, split, seed), columns=list(VERL_COLUMNS))
-        with replacing(path, mode=0o644) as tmp:  # readable by the cluster's other users
+        # 0o644: readable by the cluster's other users
+        with replacing(data_dir / f"{split}.parquet", mode=0o644) as tmp:
             frame.to_parquet(tmp, index=False)
-        paths.append(path)
-    return paths[0], paths[1]
+    return data_dir / "train.parquet", data_dir / "val.parquet"
 
 
 def usable_out_dir(out_dir: Path) -> Path:
@@ -75,9 +70,8 @@ def usable_out_dir(out_dir: Path) -> Path:
 
 
 def gpu_problems() -> list[str]:
-    """Why this machine cannot run the smoke sweep (empty when it can): a CUDA GPU
-    visible to torch, and verl with its GPU extras (vLLM, the rollout engine here, and
-    TransferQueue, which verl 0.9's V1 trainer needs) installed in this Python."""
+    """Why this machine cannot run the smoke sweep (empty when it can): it needs a CUDA GPU
+    visible to torch, and verl with vLLM and TransferQueue installed in this Python."""
     import importlib.util
 
     problems = []
@@ -97,8 +91,7 @@ def gpu_problems() -> list[str]:
 
 
 def require_gpu() -> None:
-    """Refuse (``UserInputError``, exit 2) a machine that cannot run the smoke sweep
-    (:func:`gpu_problems`)."""
+    """``UserInputError`` (exit 2) on a machine that cannot run the smoke sweep."""
     if problems := gpu_problems():
         raise UserInputError("kappa smoke verl needs a CUDA GPU and vLLM on this machine", [
             Problem("this machine", "; ".join(problems), fix=(

@@ -37,10 +37,6 @@ class CellVerdict:
         return not self.problems
 
 
-def _label(cell: CellRecord) -> str:
-    return " ".join(f"{k}={v}" for k, v in cell.axes.items()) or cell.cell_id
-
-
 def metric_problems(history: Mapping[str, Mapping[int, float]]) -> list[str]:
     """What the logged ``history`` (metric -> step -> value) lacks, one line per miss."""
     problems = []
@@ -62,8 +58,7 @@ def metric_problems(history: Mapping[str, Mapping[int, float]]) -> list[str]:
 
 def run_history(client: MlflowClient, run_id: str,
                 since_ms: int = 0) -> dict[str, dict[int, float]]:
-    """The required metrics of MLflow run ``run_id`` logged at or after ``since_ms``
-    (epoch milliseconds): metric -> step -> last value."""
+    """Metric -> step -> last value of the required metrics logged at or after ``since_ms``."""
     history: dict[str, dict[int, float]] = {}
     for key in REQUIRED_METRICS:
         points = sorted((m for m in client.get_metric_history(run_id, key)
@@ -97,7 +92,8 @@ def check_cell(cell: CellRecord, client: MlflowClient) -> CellVerdict:
         except Exception as exc:  # a missing or unreadable run is a verdict, not a crash
             problems.append(f"MLflow run {cell.mlflow_run_id} unreadable: "
                             f"{type(exc).__name__}: {str(exc)[:200]}")
-    return CellVerdict(cell.cell_id, _label(cell), cell.state.value, tuple(problems))
+    label = " ".join(f"{k}={v}" for k, v in cell.axes.items()) or cell.cell_id
+    return CellVerdict(cell.cell_id, label, cell.state.value, tuple(problems))
 
 
 def check_smoke(registry: Registry, client: MlflowClient, sweep: str) -> list[CellVerdict]:

@@ -1,8 +1,7 @@
-"""A tiny Qwen2-shaped model and its tokenizer, built locally with no hub access, that
-verl, vLLM and ``transformers`` load like any Hugging Face checkpoint (the smoke test's,
-docs/verl.md#gpu-smoke-test). Deterministic and idempotent: a folder whose
-``kappa_tiny.json`` records the same arguments is reused, a new one is built in a
-temporary sibling and renamed into place."""
+"""The smoke test's tiny Qwen2-shaped model and tokenizer (docs/verl.md#gpu-smoke-test), built
+with no hub access, loaded by verl, vLLM and ``transformers`` like any Hugging Face checkpoint.
+Deterministic: a folder whose ``kappa_tiny.json`` records the same arguments is reused, a new
+one is built in a temporary sibling and renamed into place."""
 
 from __future__ import annotations
 
@@ -43,8 +42,7 @@ _WORDS = ("what", "is", "the", "answer", "sum", "of", "and", "plus", "minus", "t
 
 
 def corpus(lines: int = 2000, seed: int = 0) -> list[str]:
-    """The tokenizer's training text: arithmetic problems, answers and chat role names.
-    Generated with a private ``random.Random(seed)``, so it is the same on every machine."""
+    """The tokenizer's training text (arithmetic and chat role names), the same everywhere."""
     import random
 
     rng = random.Random(seed)
@@ -63,10 +61,8 @@ def _is_built(out_dir: Path, record: dict[str, Any]) -> bool:
 
 def _publish(build_dir: Path, out_dir: Path, record: dict[str, Any]) -> None:
     """Write the marker, then move ``build_dir`` to ``out_dir`` (replacing an older build).
-    Builders may race (two ``kappa smoke verl`` into one folder): the rename is the only
-    step that claims ``out_dir``, and it fails while ``out_dir`` exists, so whoever finds it
-    taken keeps a same-record build there and moves only an older one aside (under a name of
-    its own), then tries again."""
+    Racing builders: only the rename claims ``out_dir`` (it fails while that exists), so who
+    finds it taken keeps a same-record build and moves only an older one aside, then retries."""
     (build_dir / MARKER).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
     build_dir.chmod(0o755)  # mkdtemp's 0700 would hide it from other users of the cluster
     for _ in range(100):
@@ -87,8 +83,7 @@ def _publish(build_dir: Path, out_dir: Path, record: dict[str, Any]) -> None:
 
 
 def _build(out_dir: Path, record: dict[str, Any], fill: Callable[[Path], None]) -> Path:
-    """``out_dir`` as ``fill`` makes it, in a temporary sibling then published; an existing
-    build of the same ``record`` is reused."""
+    """``out_dir`` as ``fill`` makes it in a temporary sibling, unless ``record`` is built."""
     out_dir = Path(out_dir)
     if not _is_built(out_dir, record):
         out_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -132,10 +127,9 @@ def _save_tokenizer(target: Path, vocab_size: int, seed: int) -> None:
 
 
 def build_tokenizer(out_dir: Path, vocab_size: int = DEFAULT_VOCAB, seed: int = 0) -> Path:
-    """A byte-level BPE tokenizer with a Qwen-style chat template, saved in ``out_dir``.
-    ``vocab_size`` counts the 256 byte symbols, the merges and the special tokens
-    (``<|endoftext|>`` = pad, ``<|im_start|>``, ``<|im_end|>`` = eos). Returns ``out_dir``;
-    an existing build with the same arguments is reused."""
+    """A byte-level BPE tokenizer with a Qwen-style chat template in ``out_dir`` (reused if
+    built). ``vocab_size`` counts the 256 bytes, the merges and the special tokens
+    (``<|endoftext|>`` = pad, ``<|im_start|>``, ``<|im_end|>`` = eos)."""
     if vocab_size < 256 + len(SPECIAL_TOKENS):
         raise ValueError(f"vocab_size {vocab_size} is below the 256 bytes + special tokens")
     record = {"kind": "tokenizer", "format": FORMAT, "vocab_size": vocab_size, "seed": seed}
@@ -146,12 +140,9 @@ def build_tiny_model(out_dir: Path, vocab_size: int = DEFAULT_VOCAB, layers: int
                      hidden_size: int = 256, heads: int = 4, kv_heads: int = 2,
                      intermediate_size: int = 512, max_positions: int = 2048,
                      seed: int = 0) -> Path:
-    """A randomly initialised Qwen2 causal LM and its tokenizer, saved in ``out_dir`` (by
-    default with head size 64, a size every vLLM attention backend supports). The tokenizer
-    (:func:`build_tokenizer` with the same ``vocab_size``) is saved beside the weights,
-    ``generation_config.json`` stops at ``<|im_end|>`` or ``<|endoftext|>`` and the weights
-    are bfloat16 (``dtype`` in the config: what vLLM loads). Returns ``out_dir``; an
-    existing build with the same arguments is reused."""
+    """A random Qwen2 causal LM in bfloat16 (what vLLM loads) with :func:`build_tokenizer`'s
+    tokenizer in ``out_dir`` (reused if built); by default head size 64, which every vLLM
+    attention backend supports. Generation stops at ``<|im_end|>`` or ``<|endoftext|>``."""
     if hidden_size % heads or heads % kv_heads:
         raise ValueError("hidden_size must divide by heads, and heads by kv_heads")
     record = {"kind": "model", "format": FORMAT, "vocab_size": vocab_size, "layers": layers,

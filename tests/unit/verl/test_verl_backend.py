@@ -62,11 +62,6 @@ def test_progress_from_driver_file_else_checkpoint_tracker(tmp_path: Path) -> No
     assert backend.read_progress(tmp_path) == (42, 100)
 
 
-def test_phases_exposed_by_the_backend() -> None:
-    s = cell(entropy_intervention="entropy_loss", intervention_steps=500, max_steps=1000)
-    assert [p.end_step for p in get_backend("verl").phases(s)] == [500, 1000]  # type: ignore[attr-defined]
-
-
 def test_building_commands_never_imports_verl_hydra_or_torch() -> None:
     code = (
         "import sys\n"
