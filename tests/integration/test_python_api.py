@@ -12,6 +12,7 @@ from kit.synthetic import synthetic_cells, write_run_folders
 from kit.tiny_spec import tiny_embedded
 
 from orchestrator import api
+from orchestrator.errors import UserInputError
 from orchestrator.sweeps.driver import submit
 
 TINY = tiny_embedded("api-tiny", {"reward_budget": [False, True]})
@@ -74,6 +75,21 @@ def test_functions_on_run_folders(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     table = api.table(["toy", "toy2"], delta="reward_budget=false")
     assert list(table["Sweep"]) == ["toy, toy2", "toy, toy2"] and list(table["n"]) == [3, 3]
     assert api.table_text("toy", rows="baseline,reward_budget").startswith("| Method |")
+
+
+@pytest.mark.parametrize("layout", [
+    {"confidence": 2.0}, {"rowz": "baseline"}, {"delta": "reward_budget"},
+    {"where": ["no-equals-sign"]}, {"fmt": "docx"}])
+def test_a_bad_table_option_is_the_clis_error(layout: dict[str, object], tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KAPPA_HOME", str(tmp_path))
+    cells = synthetic_cells("toy", baselines=("grpo",), seeds=(0, 1), benchmarks=("arith",))
+    write_run_folders(tmp_path / "runs", cells, steps=20)
+    with pytest.raises(UserInputError):
+        api.table_text("toy", **layout)  # type: ignore[arg-type]
+    if "fmt" not in layout:
+        with pytest.raises(UserInputError):
+            api.table("toy", **layout)
 
 
 def test_table_rows_name_their_base_and_columns_are_typed(

@@ -21,6 +21,7 @@ from kit.fake_backend import SEARCH_METRIC, search_spec
 from kit.home import use_home
 from kit.kappa_main import KAPPA_SCRIPT
 
+from orchestrator import api
 from orchestrator.backends import get_backend
 from orchestrator.grid.identity import content_id
 from orchestrator.registry import CellState, Registry
@@ -103,6 +104,7 @@ def test_search_runs_trials_as_cells_one_study_per_axis_value(
     code, out = kappa(capsys, "table", "srch")
     assert code == 0 and "| study | best trial | val/score | x | shape |" in out, out
     assert "srch[baseline=dapo]" in out
+    assert api.table_text("srch") == out  # the Python API prints what kappa table prints
     code, out, _ = run_kappa(capsys, "export", "srch", "-f", "json")
     rows = json.loads(out)
     assert sorted(r["trial.number"] for r in rows) == [0, 0, 1, 1, 2, 2]
