@@ -1,4 +1,6 @@
-"""Masking credentials in anything kappa prints or logs.
+"""Making what kappa prints or logs safe to show: credentials masked, and text from
+outside kappa (a spec's values, a program's output) unable to act on a terminal.
+
 
 A registry or MLflow URL may carry a password (``postgresql://user:secret@host/db``). kappa never
 puts such a URL on a command line (child processes get it through their environment) and passes
@@ -53,6 +55,28 @@ def redact(text: str) -> str:
     text = _URL_PASSWORD.sub(lambda m: f"{m['head']}:{MASK}@", text)
     text = _BARE_PASSWORD.sub(lambda m: f"{m['head']}:{MASK}@{m['host']}:{m['port']}", text)
     return _KEY_PASSWORD.sub(lambda m: f"{m['head']}{MASK}", text)
+
+
+# What a terminal acts on in a program's output: ESC-introduced sequences (CSI: colours,
+# cursor moves, clearing; OSC: the title, links, the clipboard; two-character escapes)
+# and the 8-bit CSI.
+_ESCAPE_SEQUENCE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"
+                              r"|\x1b[ -~]|\x9b[0-?]*[ -/]*[@-~]")
+
+
+def one_line(text: str) -> str:
+    """``text`` safe on one line of a terminal or a generated file (a YAML comment, a log
+    line): every character that is not printable, which includes each line break YAML or a
+    terminal knows (``\\n \\r \\v \\f \\x1c-\\x1e \\x85 \\u2028 \\u2029``), every control
+    character a terminal acts on (``\\x1b``, ``\\x9b``) and bidi overrides, as its escape."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+                   for c in text)
+
+
+def without_escape_sequences(text: str) -> str:
+    """A program's output without the terminal escape sequences it wrote (its colours,
+    title, cursor moves): the text that is left."""
+    return _ESCAPE_SEQUENCE.sub("", text)
 
 
 def has_credentials(url: str) -> bool:

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Column, Table
+from rich.text import Text
 
 from orchestrator import paths
 from orchestrator.cli.sweep_views import STATE_STYLE
@@ -23,7 +24,7 @@ def _cells_table(status: SweepStatus) -> Table:
                   title=f"{status.sweep}: final validation accuracy", title_justify="left")
     for cell in status.cells:
         acc = cell.val_accuracy
-        table.add_row(cell.cell_id, cell.axes_text,
+        table.add_row(cell.cell_id, Text(cell.axes_text),
                       f"[{STATE_STYLE[cell.state]}]{cell.state}[/]",
                       "" if acc is None else f"{acc:.3f}")
     return table

@@ -74,10 +74,15 @@ def plan_command(
         return
     from rich.console import Console
     from rich.table import Column, Table
+    from rich.text import Text
+
+    from orchestrator.redact import one_line
 
     table = Table(Column("#", justify="right"), "cell id", *spec.axis_names)
     for cell in the_plan.cells[:rows]:
-        table.add_row(str(cell.index), cell.cell_id, *(str(v) for v in cell.axes.values()))
+        # A value is shown, never obeyed: rich markup and terminal controls as text.
+        table.add_row(str(cell.index), cell.cell_id,
+                      *(Text(one_line(str(v))) for v in cell.axes.values()))
     console = Console(highlight=False)
     console.print(f"{spec.name} ({spec.backend} backend)")
     console.print(table)

@@ -14,7 +14,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 from rich.table import Table
+from rich.text import Text
 
+from orchestrator.redact import one_line
 from orchestrator.sweeps.status import CellStatus, SweepStatus
 
 if TYPE_CHECKING:
@@ -69,7 +71,7 @@ def cells_table(cells: Sequence[CellStatus]) -> Table:
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for cell in cells:
         acc = cell.val_accuracy
-        table.add_row(str(cell.index), cell.cell_id, escape(cell.axes_text),
+        table.add_row(str(cell.index), cell.cell_id, Text(cell.axes_text),
                       f"[{STATE_STYLE[cell.state]}]{cell.state_text}[/]",
                       "" if cell.progress_step is None else cell.step_text,
                       str(cell.attempts), "" if acc is None else f"{acc:.3f}")
@@ -106,7 +108,8 @@ def print_status(console: Console, status: SweepStatus) -> None:
                       f"{status.sweep} --json` lists every cell)", highlight=False)
     for cell in [c for c in status.cells if c.state == "failed" and c.last_error][:3]:
         first = cell.last_error.splitlines()[0] if cell.last_error else ""
-        console.print(f"[red]{cell.cell_id}[/]: {escape(first)} (`kappa logs {cell.cell_id}`)")
+        console.print(Text.assemble((cell.cell_id, "red"), f": {one_line(first)} "
+                                    f"(`kappa logs {cell.cell_id}`)"))
 
 
 def should_print_progress(counts: Mapping[str, int], last_counts: Mapping[str, int] | None,
@@ -201,8 +204,8 @@ def watch(console: Console, sweep: Sweep, interval: float) -> SweepStatus:
             for cell in reversed(status.failures()):
                 if (cell.cell_id, cell.attempts) not in seen:
                     seen.add((cell.cell_id, cell.attempts))
-                    console.print(f"[red]{escape(cell.failure_text())}[/]", highlight=False,
-                                  markup=True, soft_wrap=True)
+                    console.print(Text(cell.failure_text(), style="red"), highlight=False,
+                                  soft_wrap=True)
             waits = status.work_left and not status.driver.live
             if waits and not orphaned:
                 console.print(f"[yellow]no scheduler is running {sweep.name}[/] (`kappa "

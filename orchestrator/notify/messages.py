@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.redact import redact
+from orchestrator.redact import one_line, redact
 from orchestrator.registry import CellRecord
 from orchestrator.spec.notify_block import Event
 
@@ -47,7 +47,7 @@ class Message:
 
 def axes_text(cell: CellRecord | CellStatus) -> str:
     """``baseline=grpo, seed=1``."""
-    return ", ".join(f"{k}={v}" for k, v in cell.axes.items()) or "(no axes)"
+    return one_line(", ".join(f"{k}={v}" for k, v in cell.axes.items())) or "(no axes)"
 
 
 def main_metric(final: Mapping[str, Any] | None) -> tuple[str, float] | None:

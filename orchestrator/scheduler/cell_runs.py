@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator.redact import without_escape_sequences
 from orchestrator.registry import TERMINAL_STATES, CellRecord, CellState, Registry, SweepRecord
 from orchestrator.runs import provenance
 from orchestrator.runs.folder import (
@@ -124,7 +125,8 @@ def log_tail(path: Path, lines: int = 20) -> str:
             text = fh.read().decode("utf-8", errors="replace")
     except OSError:
         return ""
-    return "\n".join(text.splitlines()[-lines:])
+    # Its colours and cursor moves are not the error: the registry keeps plain text.
+    return "\n".join(without_escape_sequences(text).splitlines()[-lines:])
 
 
 def end_stale_runs(registry: Registry, sweep: SweepRecord, tracker: RunTracker) -> int:

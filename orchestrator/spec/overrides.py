@@ -30,6 +30,7 @@ from orchestrator.limits import (
     MAX_PROBLEMS,
     more_problems,
 )
+from orchestrator.redact import one_line
 from orchestrator.spec.settings_paths import did_you_mean
 from orchestrator.spec.yaml_source import (
     SourceDocument,
@@ -37,7 +38,6 @@ from orchestrator.spec.yaml_source import (
     dump_yaml,
     float_or_word,
     load_yaml,
-    one_line,
 )
 
 Op = Literal["set", "add", "force", "delete"]

@@ -90,14 +90,6 @@ _Dumper.add_representer(str, lambda dumper, text: dumper.represent_scalar(
     "tag:yaml.org,2002:str", text, style=None if text.isprintable() else '"'))
 
 
-def one_line(text: str) -> str:
-    """``text`` safe on one line of a generated file (a YAML comment, a log line): every
-    character that is not printable, which includes each line break YAML or a terminal
-    knows (``\\n \\r \\v \\f \\x1c-\\x1e \\x85 \\u2028 \\u2029``), as its escape (``\\u2028``)."""
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
-                   for c in text)
-
-
 def dump_yaml(data: Any) -> str:
     """``data`` as YAML text that :func:`load_yaml` reads back equal."""
     return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True,

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.redact import redact
+from orchestrator.redact import one_line, redact
 from orchestrator.registry import TERMINAL_STATES, CellRecord, CellState, SweepRecord
 from orchestrator.runs import provenance
 from orchestrator.scheduler.lease import holder_alive
@@ -97,8 +97,9 @@ class CellStatus:
 
     @property
     def axes_text(self) -> str:
-        """``baseline=grpo, seed=1``."""
-        return ", ".join(f"{k}={v}" for k, v in self.axes.items())
+        """``baseline=grpo, seed=1``, on one line of plain text (a value's control
+        characters and line breaks as escapes: a spec's values are shown, never obeyed)."""
+        return one_line(", ".join(f"{k}={v}" for k, v in self.axes.items()))
 
     @property
     def state_text(self) -> str:
@@ -120,7 +121,7 @@ class CellStatus:
         """``1a2b3c4d5e6f (seed=1) failed: exit code 1 (`kappa logs ...`)``, masked."""
         why = self.stop_reason or next(
             (line for line in (self.last_error or "").splitlines() if line.strip()), "")
-        return redact(f"{self.cell_id} ({self.axes_text}) failed: {why.strip()[:200]} "
+        return redact(f"{self.cell_id} ({self.axes_text}) failed: {one_line(why.strip()[:200])} "
                       f"(`kappa logs {self.cell_id}`)")
 
     def as_json(self) -> dict[str, Any]:
