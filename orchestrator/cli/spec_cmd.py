@@ -26,11 +26,18 @@ _SPEC_ARG = typer.Argument(
 @commands.command("validate")
 def validate_command(spec_file: Path = _SPEC_ARG, overrides: OverridesArgument = None) -> None:
     """Check a spec and every cell's settings; print "ok: N cells" or every problem (exit 2).
+    A file holding only a stop: block is checked as the stopping rules it is.
 
     Example: kappa validate experiments/toy/table2.yaml base.max_steps=20
     """
+    from orchestrator.spec.block_file import holds_only_rules, read_stop_rules
     from orchestrator.sweeps.spec_plan import load_plan_with
 
+    if not overrides and holds_only_rules(spec_file):
+        read_stop_rules(spec_file)
+        typer.echo("ok: stopping rules (a stop: block for `kappa stop-check --rules` and "
+                   "`kappa seed-check --rules`), not a spec")
+        return
     typer.echo(f"ok: {load_plan_with(spec_file, overrides or ()).count} cells")
 
 

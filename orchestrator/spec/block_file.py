@@ -76,6 +76,16 @@ def read_stop_rules(path: Path) -> StopRules:
             dataclasses.replace(p, fix=p.fix or RULES_FIX) for p in _problems(exc, doc)]) from None
 
 
+def holds_only_rules(path: Path) -> bool:
+    """Whether ``path`` is a rules file rather than a spec: a YAML mapping whose one key is
+    ``stop:`` (what ``--rules`` reads). Anything else, unreadable files included, is read
+    as a spec, which reports its problems."""
+    try:
+        return set(read_mapping(path, "spec", "keys", "key: value").data) == {"stop"}
+    except UserInputError:
+        return False
+
+
 def _as_stop_block(doc: SourceDocument) -> SourceDocument:
     """``doc`` (a bare block) as the value of a ``stop:`` key at the block's own place."""
     root = doc.root

@@ -63,3 +63,17 @@ def test_over_budget_points_at_resources_in_the_file(tmp_path: Path, kappa: Any)
     code, out, err = kappa(["plan", str(spec), "--json", "--max-gpu-hours", "31"])
     assert code == 2 and out == ""
     assert f"{spec}:4:1: resources: 2 cells × 8 GPUs × 1 node × 2 h = 32 GPU-hours" in err
+
+
+def test_validate_checks_a_rules_file_as_rules(tmp_path: Path, kappa: Any) -> None:
+    shipped = Path(__file__).resolve().parents[3] / "experiments/toy/seeds_8_stop.yaml"
+    code, out, err = kappa(["validate", str(shipped)])
+    assert code == 0 and out.startswith("ok: stopping rules"), out + err
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("stop:\n  plateau: {metric: m, patience: -3}\n")
+    code, out, err = kappa(["validate", str(rules)])
+    assert code == 2 and f"{rules}:2:24: stop.plateau.patience" in err, err
+    # Anything besides the stop: block makes it a spec, checked as one.
+    rules.write_text("name: x\nstop:\n  plateau: {metric: actor/entropy, patience: 3}\n")
+    code, out, err = kappa(["validate", str(rules)])
+    assert code == 0 and out.startswith("ok: 1 cells"), out + err
