@@ -37,21 +37,8 @@ from orchestrator.analysis.tables.labels import default_metric_glob
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.registry import CellRecord, CellState
 from orchestrator.stopping.replay import Replayed
-from orchestrator.stopping.seeds import SPENDING, Look, SeedRule, decide
-
-__all__ = [
-    "SPENDING",
-    "SeedCell",
-    "SeedCheck",
-    "SeedComparison",
-    "load_cells",
-    "points_scale",
-    "render",
-    "seed_check",
-    "seed_rule",
-    "sweep_cells",
-    "write_figures",
-]
+from orchestrator.stopping.seeds import SPENDING as SPENDING  # kappa seed-check's choices
+from orchestrator.stopping.seeds import Look, SeedRule, decide
 
 
 @dataclass(frozen=True)
@@ -134,13 +121,18 @@ def seed_key(seed: Any) -> tuple[int, float | str]:
 Rows = dict[str, dict[str, dict[Any, SeedCell]]]
 
 
+def row_name(axes: Mapping[str, Any], axis: str, seed_axis: str) -> str:
+    """A cell's comparison row: every axis but ``axis`` and the seed (``baseline=grpo``)."""
+    return ", ".join(f"{k}={value_text(v)}" for k, v in sorted(axes.items())
+                     if k not in (axis, seed_axis))
+
+
 def rows_of(cells: Iterable[SeedCell], axis: str, seed_axis: str = "seed") -> Rows:
-    """The cells by comparison row (``baseline=grpo``: every other axis but the seed), value
-    of ``axis`` (as a spec writes it) and seed."""
+    """The cells by comparison row (:func:`row_name`), value of ``axis`` (as a spec writes
+    it) and seed."""
     table: Rows = defaultdict(lambda: defaultdict(dict))
     for cell in cells:
-        row = ", ".join(f"{k}={value_text(v)}" for k, v in sorted(cell.axes.items())
-                        if k not in (axis, seed_axis))
+        row = row_name(cell.axes, axis, seed_axis)
         table[row][value_text(cell.axes.get(axis))][cell.axes.get(seed_axis)] = cell
     return table
 
@@ -261,22 +253,31 @@ def sweep_cells(cells: Sequence[CellRecord], metric: str | None,
         glob = metric or ""
     out = []
     for cell in cells:
-        hours = ((cell.finished_at - cell.started_at).total_seconds() / 3600
-                 if cell.started_at and cell.finished_at else 0.0)
+        hours = cell_hours(cell)
         value: float | None = None
         if stopped is None:
             value = cell_value(cell, glob)
         elif cell.state is CellState.SUCCEEDED:
             done = stopped[cell.cell_id]
             value = None if done.failed else done.values.get(glob)
-            if done.step is not None and done.full_step:
-                hours *= done.step / done.full_step
+            hours *= ran_share(done)
         out.append(SeedCell(cell.cell_id, dict(cell.axes), value, hours))
     if not any(c.value is not None for c in out):
         raise UserInputError("no cell has the metric", [Problem(
             "--metric", "no finished cell logged a metric matching it", found=glob,
             fix="give a glob that matches a final metric, e.g. 'eval/*/mean@8'")])
     return out, glob
+
+
+def cell_hours(cell: CellRecord) -> float:
+    """The hours ``cell`` ran by the registry's clock (0 when it has no start or end)."""
+    return ((cell.finished_at - cell.started_at).total_seconds() / 3600
+            if cell.started_at and cell.finished_at else 0.0)
+
+
+def ran_share(done: Replayed) -> float:
+    """The share of its full length a replayed cell runs before its stop (1: no stop)."""
+    return done.step / done.full_step if done.step is not None and done.full_step else 1.0
 
 
 def metric_glob(cells: Iterable[CellRecord], metric: str | None) -> str | None:
