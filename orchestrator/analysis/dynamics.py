@@ -17,7 +17,7 @@ from orchestrator import paths
 from orchestrator.algorithms.convergence import convergence_step
 from orchestrator.analysis.combined import results_of
 from orchestrator.analysis.curves import curve_key, load_curves
-from orchestrator.analysis.frame import AXIS_PREFIX
+from orchestrator.analysis.frame import AXIS_PREFIX, axes_text
 from orchestrator.analysis.tables.render import frame_table
 from orchestrator.errors import Problem, UserInputError
 
@@ -78,10 +78,6 @@ def _mean_curve(label: str, group: str, per_run: pd.DataFrame, facet: str = "") 
     return Curve(label, group, tuple(map(float, mean.index)), tuple(map(float, mean)), facet)
 
 
-def _labels(record: dict[str, Any], axes: Sequence[str]) -> str:
-    return ", ".join(f"{a}={record[AXIS_PREFIX + a]}" for a in axes)
-
-
 def build_panels(curves: pd.DataFrame, color_by: str | None = None,
                  panels: Mapping[str, str] = PANELS,
                  facet_by: Sequence[str] = ()) -> list[Panel]:
@@ -98,7 +94,7 @@ def build_panels(curves: pd.DataFrame, color_by: str | None = None,
         cells = selected.drop_duplicates("cell_id").to_dict("records")
         group_of = {r["cell_id"]: str(r[AXIS_PREFIX + color_by]) if color_by else "all"
                     for r in cells}
-        facet_of = {r["cell_id"]: _labels(r, facet_by) for r in cells}
+        facet_of = {r["cell_id"]: axes_text(r, facet_by) for r in cells}
         per_cell["group"] = per_cell["cell_id"].map(group_of)
         per_cell["facet"] = per_cell["cell_id"].map(facet_of)
         runs = []

@@ -127,6 +127,11 @@ def frame_from_results(cells: Iterable[CellResult]) -> pd.DataFrame:
     return frame
 
 
+def axes_text(record: Mapping[str, Any], axes: Sequence[str]) -> str:
+    """A frame record's values on ``axes``: ``baseline=grpo, seed=1``."""
+    return ", ".join(f"{a}={record[axis_column(a)]}" for a in axes)
+
+
 def varying_axes(frame: pd.DataFrame, exclude: Sequence[str] = ()) -> list[str]:
     """Axes that take more than one value in ``frame`` (other than those excluded)."""
     return [name for name in axis_names(frame) if name not in exclude

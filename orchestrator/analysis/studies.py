@@ -177,10 +177,13 @@ def with_trials(frame: Any, sweeps: Sequence[str], registry_url: str | None = No
         states.get((s, n)) for s, n in zip(study, number, strict=True)]})
 
 
-def optuna_figures(studies: list[StudySummary]) -> list[tuple[str, str]]:
-    """``(title, inline SVG)``: per study, Optuna's optimization history, parameter
-    importances (with two or more complete trials and params) and slice plot, drawn by
-    Optuna's matplotlib backend (static, so a search's report stays small and offline)."""
+def search_section(studies: list[StudySummary]) -> str:
+    """The report's search section: each study's line, then per study Optuna's optimization
+    history, parameter importances (with two or more complete trials and params) and slice
+    plot as inline SVG, drawn by Optuna's matplotlib backend (static, so a search's report
+    stays small and offline)."""
+    if not studies:
+        return ""
     import warnings
 
     import matplotlib
@@ -191,15 +194,16 @@ def optuna_figures(studies: list[StudySummary]) -> list[tuple[str, str]]:
 
     from orchestrator.analysis.plots import figure_svg
 
+    parts = [f"<p>{html.escape(s.line())}</p>" for s in studies]
+
     def draw(title: str, plot: Any, study: Any) -> None:
         with warnings.catch_warnings():  # Optuna marks its matplotlib plots experimental
             warnings.simplefilter("ignore")
             axes = plot(study)
         first = axes.flat[0] if hasattr(axes, "flat") else axes
-        figures.append((title, figure_svg(first.figure)))
+        parts.extend([f"<h3>{html.escape(title)}</h3>", figure_svg(first.figure)])
         plt.close(first.figure)
 
-    figures: list[tuple[str, str]] = []
     for study in studies:
         if study.study is None or not study.count("COMPLETE"):
             continue
@@ -209,14 +213,4 @@ def optuna_figures(studies: list[StudySummary]) -> list[tuple[str, str]]:
                 draw(f"{study.name}: parameter importances", vis.plot_param_importances,
                      study.study)
         draw(f"{study.name}: slice plot", vis.plot_slice, study.study)
-    return figures
-
-
-def search_section(studies: list[StudySummary]) -> str:
-    """The report's search section: each study's line and its Optuna plots (inline SVG)."""
-    if not studies:
-        return ""
-    parts = [f"<p>{html.escape(s.line())}</p>" for s in studies]
-    for title, image in optuna_figures(studies):
-        parts += [f"<h3>{html.escape(title)}</h3>", image]
     return "\n".join(parts)
