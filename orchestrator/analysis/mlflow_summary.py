@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from orchestrator import configuration
+from orchestrator.analysis.combined import value_text
 from orchestrator.errors import UserInputError
 from orchestrator.paths import is_canary_sweep
 from orchestrator.redact import redact
@@ -76,7 +77,7 @@ def delta_metrics(table: Table) -> dict[str, float]:
     for block in table.blocks:
         base: tuple[str, ...] = ()
         for row in block.rows:
-            labels = tuple(str(x).lower() if isinstance(x, bool) else str(x) for x in row.labels)
+            labels = tuple(map(value_text, row.labels))
             if row.kind == "absolute":
                 base = tuple(x for x in labels if x)
                 continue

@@ -21,7 +21,7 @@ from orchestrator.analysis.combined import results_of
 from orchestrator.analysis.curves import curve_key, load_curves
 from orchestrator.analysis.dynamics import PANELS, build_panels
 from orchestrator.analysis.frame import axis_column, axis_names, metric_names, varying_axes
-from orchestrator.analysis.seed_live import sweep_seeds, table_notes
+from orchestrator.analysis.seed_live import table_notes
 from orchestrator.analysis.sources import registry_sweep
 from orchestrator.analysis.status_matrix import KNOWN_STATES, matrix_cell, status_matrix
 from orchestrator.analysis.studies import best_trials, search_section, sweep_studies
@@ -141,9 +141,7 @@ def table_text(sweeps: Sequence[str], spec: TableSpec, fmt: str, placed: bool,
             return best_trials(studies, fmt)
     frame = results_of(sweeps, registry_url, mlflow_uri)
     table = build_table(frame, spec if placed else auto_layout(frame, spec))
-    if (seeds := sweep_seeds(sweeps, registry_url)) is not None:  # how it was decided
-        table = replace(table, notes=(*table.notes, *table_notes(seeds)))
-    return render(table, fmt)
+    return render(replace(table, notes=(*table.notes, *table_notes(sweeps, registry_url))), fmt)
 
 
 def _tables_html(frame: pd.DataFrame, tables: tuple[tuple[str, TableSpec], ...],
@@ -337,7 +335,7 @@ def build_report(sweeps: str | Sequence[str], *, registry_url: str | None = None
         mlflow_ui=mlflow_ui or mlflow_ui_address(mlflow_uri), mlflow_start=start, tables=tables,
         search_html=search_section(studies), compare=compare,
         kept_compare=None if several else kept_compare(names[0]),
-        notes=table_notes(seeds) if (seeds := sweep_seeds(names, registry_url)) else ()))
+        notes=table_notes(names, registry_url)))
 
 
 def write_report(sweeps: str | Sequence[str], target: Path, *, registry_url: str | None = None,

@@ -195,8 +195,11 @@ def seeds_summary(cells: Sequence[CellRecord], block: SeedsSpec,
     return SeedsSummary(state, multiplier(resources)[1], fixed, saved)
 
 
-def table_notes(state: SeedState) -> tuple[str, ...]:
-    """What a table of a sweep that ran the block says of how its comparisons were decided."""
+def table_notes(sweeps: Sequence[str], registry_url: str | None = None) -> tuple[str, ...]:
+    """What a table of ``sweeps`` says of how seeds on demand decided its comparisons (none
+    unless its one sweep ran the block: :func:`sweep_seeds`)."""
+    if (state := sweep_seeds(sweeps, registry_url)) is None:
+        return ()
     block = state.block
     return (f"Seeds on demand ({block.axis} vs {value_text(block.base)}, {block.start} to "
             f"{block.max} seeds, alpha {block.alpha:g}, {block.spending} spending, margin "
