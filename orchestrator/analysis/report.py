@@ -181,23 +181,15 @@ def compared_axis(frame: pd.DataFrame, seed_axis: str = "seed", requested: str |
     :func:`default_tables`) when it varies, else the first varying axis; never the seed
     (seeds are replicates). ``UserInputError`` when ``requested`` does not vary."""
     varying = varying_axes(frame, exclude=[seed_axis])
-    if requested is None and kept in varying:
-        return kept
-    if requested is not None:
-        if requested not in varying:
-            raise UserInputError("cannot compare on --compare", [Problem(
-                "--compare", "not an axis that varies across the sweep's cells (seeds are "
-                "replicates, never compared)", found=requested,
-                allowed=", ".join(varying) or "none: no axis varies",
-                fix="name one of the allowed axes, or leave --compare out")])
-        return requested
-    deltas = [spec.delta.axis for _, spec in tables
-              if spec.delta is not None and spec.delta.axis in varying]
-    if deltas:
-        return deltas[0]
-    if DELTA_AXIS in varying:
-        return DELTA_AXIS
-    return varying[0] if varying else None
+    if requested is not None and requested not in varying:
+        raise UserInputError("cannot compare on --compare", [Problem(
+            "--compare", "not an axis that varies across the sweep's cells (seeds are "
+            "replicates, never compared)", found=requested,
+            allowed=", ".join(varying) or "none: no axis varies",
+            fix="name one of the allowed axes, or leave --compare out")])
+    deltas = [spec.delta.axis for _, spec in tables if spec.delta is not None]
+    candidates = [requested] if requested is not None else [kept, *deltas, DELTA_AXIS, *varying]
+    return next((axis for axis in candidates if axis in varying), None)
 
 
 def kept_compare(sweep: str) -> str | None:
@@ -315,8 +307,8 @@ def build_report(sweeps: str | Sequence[str], *, registry_url: str | None = None
     names = [sweeps] if isinstance(sweeps, str) else list(sweeps)
     frame = results_of(names, registry_url, mlflow_uri)
     check_runs(finished_keys(frame), "--strict", strict)
-    found = [registry_sweep(s, paths.registry_url(registry_url)) for s in names]
-    infos = [f[0] for f in found if f is not None]
+    url = paths.registry_url(registry_url)
+    infos = [found[0] for s in names if (found := registry_sweep(s, url)) is not None]
     curves = load_curves(frame, list(PANELS.values()), paths.readable_mlflow_uri(mlflow_uri))
     several = len(names) > 1
     uri = paths.mlflow_uri(mlflow_uri)
