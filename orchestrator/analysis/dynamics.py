@@ -98,16 +98,13 @@ def build_panels(curves: pd.DataFrame, color_by: str | None = None,
         per_cell["group"] = per_cell["cell_id"].map(group_of)
         per_cell["facet"] = per_cell["cell_id"].map(facet_of)
         runs = []
-        marks: dict[str, float] = {}
         for cell_id, run in per_cell.groupby("cell_id", sort=False):
             run = run.sort_values("step")
-            curve = Curve(str(cell_id), group_of[str(cell_id)], tuple(map(float, run["step"])),
-                          tuple(map(float, run["value"])), facet_of[str(cell_id)])
-            runs.append(curve)
-            if title == ACCURACY_PANEL:
-                step = convergence_step(curve.steps, curve.values)
-                if step is not None:
-                    marks[curve.label] = step
+            runs.append(Curve(str(cell_id), group_of[str(cell_id)], tuple(map(float, run["step"])),
+                              tuple(map(float, run["value"])), facet_of[str(cell_id)]))
+        marks: dict[str, float] = {} if title != ACCURACY_PANEL else {
+            curve.label: step for curve in runs
+            if (step := convergence_step(curve.steps, curve.values)) is not None}
         means = tuple(_mean_curve(f"mean {g}", str(g), sub, str(f))
                       for (f, g), sub in per_cell.groupby(["facet", "group"], sort=False))
         pooled = tuple(_mean_curve(f"mean {g}", str(g), sub)

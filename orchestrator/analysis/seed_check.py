@@ -101,10 +101,8 @@ class SeedCheck:
 
     def as_json(self) -> dict[str, Any]:
         """For ``--json`` and the benchmark."""
-        return {"rule": vars(self.rule), "axis": self.axis, "base": self.base,
-                "hours_fixed": self.hours_fixed, "hours_used": self.hours_used,
-                "cells_fixed": self.cells_fixed, "cells_used": self.cells_used,
-                "left_out": self.left_out,
+        figures = {k: v for k, v in vars(self).items() if k != "comparisons"}
+        return {**figures, "rule": vars(self.rule),
                 "comparisons": [{"row": c.row, "value": c.value, **vars(c.look),
                                  "fixed_estimate": c.fixed_estimate, "fixed_low": c.fixed_low,
                                  "fixed_high": c.fixed_high, "fixed_n": c.fixed_n,
