@@ -96,7 +96,7 @@ def study_summaries(registry: Registry, sweep: SweepRecord,
 
     storage = open_storage(registry.engine)
     # Studies in grid order where the cells say it (a study's trials carry its name).
-    order = {c.labels.get("kappa.study"): c.index for c in registry.cells(sweep.name)}
+    order = {c.labels.get(STUDY_LABEL): c.index for c in registry.cells(sweep.name)}
     mine = sorted((n for n in optuna.study.get_all_study_names(storage)
                    if n == sweep.name or n.startswith(f"{sweep.name}[")),
                   key=lambda n: (order.get(n, 1 << 60), n))
@@ -171,8 +171,8 @@ def with_trials(frame: Any, sweeps: Sequence[str], registry_url: str | None = No
                                           for s in studies for t in s.trials}
     with Registry.open(paths.registry_url(registry_url), create=False) as reg:
         labels = {c.cell_id: c.labels for c in reg.cells(sweeps[0])}
-    study = [labels.get(c, {}).get("kappa.study") for c in frame["cell_id"]]
-    number = [labels.get(c, {}).get("kappa.trial") for c in frame["cell_id"]]
+    study = [labels.get(c, {}).get(STUDY_LABEL) for c in frame["cell_id"]]
+    number = [labels.get(c, {}).get(TRIAL_LABEL) for c in frame["cell_id"]]
     return frame.assign(**{"study": study, "trial.number": number, "trial.state": [
         states.get((s, n)) for s, n in zip(study, number, strict=True)]})
 
@@ -189,7 +189,6 @@ def search_section(studies: list[StudySummary]) -> str:
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import optuna.visualization.matplotlib as vis
 
     from orchestrator.analysis.plots import figure_svg
@@ -202,7 +201,6 @@ def search_section(studies: list[StudySummary]) -> str:
             axes = plot(study)
         first = axes.flat[0] if hasattr(axes, "flat") else axes
         parts.extend([f"<h3>{html.escape(title)}</h3>", figure_svg(first.figure)])
-        plt.close(first.figure)
 
     for study in studies:
         if study.study is None or not study.count("COMPLETE"):
