@@ -119,8 +119,7 @@ def seed_state(cells: Sequence[CellRecord], block: SeedsSpec) -> SeedState:
                 if not all(c is None or ended(records[c.cell_id]) for c in pair):
                     break
                 shown.append(seed)
-            diffs = paired_diffs({s: treated[s] for s in shown if s in treated},
-                                 {s: bases[s] for s in shown if s in bases}, rule.max)
+            diffs = paired_diffs({s: treated[s] for s in shown if s in treated}, bases, rule.max)
             comparisons.append(Comparison(row, value, decide(diffs, rule)))
             wants = wants or (len(shown) == len(seeds) and wants_seed(diffs, rule))
         left = [s for s in order if s not in seeds]

@@ -56,10 +56,8 @@ class StudySummary:
     def best(self) -> TrialSummary | None:
         """The best complete trial."""
         done = [t for t in self.trials if t.state == "COMPLETE" and t.value is not None]
-        if not done:
-            return None
         pick = max if self.direction == "maximize" else min
-        return pick(done, key=lambda t: t.value if t.value is not None else 0.0)
+        return pick(done, key=lambda t: t.value if t.value is not None else 0.0, default=None)
 
     def line(self) -> str:
         """``name: 12/40 trials — 9 done · 2 pruned · 1 running — best 0.8123 (#7)``."""
