@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.analysis.combined import value_text
-from orchestrator.analysis.stats import t_interval
+from orchestrator.analysis.stats import Interval, t_interval
 from orchestrator.analysis.tables.labels import default_metric_glob
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.registry import CellRecord, CellState
@@ -60,17 +60,14 @@ class SeedComparison:
     row: str
     value: str
     look: Look
-    fixed_estimate: float
-    fixed_low: float | None
-    fixed_high: float | None
-    fixed_n: int
+    fixed: Interval
 
     @property
     def fixed_decision(self) -> str:
         """``positive`` / ``negative`` by the fixed 95% interval, else ``undecided``."""
-        if self.fixed_low is not None and self.fixed_low > 0:
+        if self.fixed.low is not None and self.fixed.low > 0:
             return "positive"
-        if self.fixed_high is not None and self.fixed_high < 0:
+        if self.fixed.high is not None and self.fixed.high < 0:
             return "negative"
         return "undecided"
 
@@ -79,8 +76,8 @@ class SeedComparison:
         mine, fixed = self.look.decision, self.fixed_decision
         if {mine, fixed} == {"positive", "negative"}:
             return True
-        outside = (self.fixed_low is not None and self.fixed_high is not None
-                   and (self.fixed_low >= margin or self.fixed_high <= -margin))
+        low, high = self.fixed.low, self.fixed.high
+        outside = low is not None and high is not None and (low >= margin or high <= -margin)
         return mine == "within margin" and outside
 
 
@@ -104,8 +101,8 @@ class SeedCheck:
         figures = {k: v for k, v in vars(self).items() if k != "comparisons"}
         return {**figures, "rule": vars(self.rule),
                 "comparisons": [{"row": c.row, "value": c.value, **vars(c.look),
-                                 "fixed_estimate": c.fixed_estimate, "fixed_low": c.fixed_low,
-                                 "fixed_high": c.fixed_high, "fixed_n": c.fixed_n,
+                                 "fixed_estimate": c.fixed.estimate, "fixed_low": c.fixed.low,
+                                 "fixed_high": c.fixed.high, "fixed_n": c.fixed.n,
                                  "fixed_decision": c.fixed_decision,
                                  "contradicts": c.contradicts(self.rule.margin)}
                                 for c in self.comparisons]}
@@ -163,9 +160,7 @@ def seed_check(cells: Sequence[SeedCell], rule: SeedRule, axis: str, base: str,
             if looked is None or looked.decision == "undecided":
                 left_out += 1  # fewer seeds than its decision needs
                 continue
-            fixed = t_interval(diffs)
-            out.append(SeedComparison(row, value, looked, fixed.estimate, fixed.low, fixed.high,
-                                      fixed.n))
+            out.append(SeedComparison(row, value, looked, t_interval(diffs)))
             needed[row] = max(needed.get(row, 0), looked.n)
     if not out:
         raise UserInputError("nothing to replay", [Problem(
@@ -223,9 +218,10 @@ def render(result: SeedCheck, scale: float = 1.0) -> str:
              "|---|---|---:|---|---:|---|---|---|---|"]
     for c in result.comparisons:
         look = c.look
-        fixed = ("—" if c.fixed_low is None or c.fixed_high is None
-                 else f"[{c.fixed_low * scale:+.2f}, {c.fixed_high * scale:+.2f}]"
-                 + (f" (n={c.fixed_n})" if c.fixed_n < rule.max else ""))
+        iv = c.fixed
+        fixed = ("—" if iv.low is None or iv.high is None
+                 else f"[{iv.low * scale:+.2f}, {iv.high * scale:+.2f}]"
+                 + (f" (n={iv.n})" if iv.n < rule.max else ""))
         lines.append(
             f"| {c.row or '—'} | {c.value} | {look.n} | [{look.low * scale:+.2f}, "
             f"{look.high * scale:+.2f}] | {1 - look.level_alpha:.4f} | {look.decision} | "
