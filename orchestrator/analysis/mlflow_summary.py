@@ -141,23 +141,19 @@ def summarize(sweep: str, registry_url: str | None = None, mlflow_uri: str | Non
     """The summary of a stored sweep; ``report_html``: the report already written for it
     (default: built here, as ``kappa report`` would); ``compare``: the axis compared
     (``kappa report --compare``; default: the report's)."""
+    from orchestrator.analysis import report
     from orchestrator.analysis.dynamics import PANELS
-    from orchestrator.analysis.report import (
-        build_report,
-        compared_axis,
-        default_tables,
-        kept_compare,
-    )
     from orchestrator.analysis.sources import results
 
     frame = results(sweep, registry_url, mlflow_uri)
-    tables = default_tables(frame)
+    tables = report.default_tables(frame)
     files, metrics = table_files(sweep, tables, frame)
-    report = report_html if report_html is not None else build_report(
+    page = report_html if report_html is not None else report.build_report(
         sweep, registry_url=registry_url, mlflow_uri=mlflow_uri, compare=compare)
-    files["report.html"] = report
-    files.update(plot_files(report))
-    compared = compared_axis(frame, requested=compare, tables=tables, kept=kept_compare(sweep))
+    files["report.html"] = page
+    files.update(plot_files(page))
+    compared = report.compared_axis(frame, requested=compare, tables=tables,
+                                    kept=report.kept_compare(sweep))
     globs = [*PANELS.values(), *dict.fromkeys(spec.metrics for _, spec in tables if spec.metrics)]
     charts = "^(" + "|".join(_glob_regex(g) for g in globs) + ")$"
     note = "\n".join(text for path, text in files.items() if path.endswith(".md")) + (

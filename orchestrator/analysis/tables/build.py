@@ -33,13 +33,7 @@ from orchestrator.analysis.tables.labels import (
     display_value,
     value_matches,
 )
-from orchestrator.analysis.tables.model import (
-    Label,
-    Table,
-    TableBlock,
-    TableCell,
-    TableRow,
-)
+from orchestrator.analysis.tables.model import Label, Table, TableBlock, TableCell, TableRow
 from orchestrator.analysis.tables.spec import TableSpec
 from orchestrator.analysis.tables.validate import metric_globs, placements, validate
 from orchestrator.errors import Problem, UserInputError
