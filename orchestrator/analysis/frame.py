@@ -30,6 +30,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.runs import provenance
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -97,8 +99,6 @@ def _as_float(value: Any) -> float:
 def frame_from_results(cells: Iterable[CellResult]) -> pd.DataFrame:
     """Build the results frame from cell results (any order of axes and metrics)."""
     import pandas as pd
-
-    from orchestrator.runs import provenance
 
     cells = list(cells)
     # Axes and metrics keep the order in which they first appear (the spec's and the

@@ -33,7 +33,9 @@ from orchestrator.paths import is_canary_sweep
 from orchestrator.redact import redact
 from orchestrator.registry import Registry
 from orchestrator.scheduler.hooks import SchedulerHook
-from orchestrator.tracking.naming import metric_key
+from orchestrator.tracking import Tracker, ui
+from orchestrator.tracking.naming import metric_key, short_names
+from orchestrator.tracking.retry import with_store_retries
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -169,10 +171,6 @@ def publish_sweep(sweep: str, registry_url: str | None = None, mlflow_uri: str |
     cells' runs and save its view (module docstring); what was done, or why not, in a line.
     ``patient``: wait out a store that is away
     (:func:`~orchestrator.tracking.retry.with_store_retries`), else try once. Never raises."""
-    from orchestrator.tracking import Tracker, ui
-    from orchestrator.tracking.naming import short_names
-    from orchestrator.tracking.retry import with_store_retries
-
     try:
         record = None
         if (registry := Registry.existing(registry_url)) is not None:

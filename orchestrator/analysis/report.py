@@ -27,11 +27,13 @@ from orchestrator.analysis.status_matrix import KNOWN_STATES, matrix_cell, statu
 from orchestrator.analysis.studies import best_trials, search_section, sweep_studies
 from orchestrator.analysis.tables import DeltaSpec, Table, TableSpec, build_table, render
 from orchestrator.analysis.tables.labels import default_metric_glob
+from orchestrator.analysis.tables.numerics import check_runs, finished_keys
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.grid.plan import SweepPlan, stored_plan
 from orchestrator.runs.atomic import write_atomic
 from orchestrator.runs.layout import REPORT_FILE, sweep_folder
 from orchestrator.spec.overrides import command_line
+from orchestrator.tracking import ui
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -287,8 +289,6 @@ def render_report(inputs: ReportInputs) -> str:
 def mlflow_ui_address(mlflow_uri: str | None = None) -> str:
     """Where the MLflow UI of the store (``--mlflow``, else the configured one) is browsed
     (:func:`orchestrator.tracking.ui.ui_base`)."""
-    from orchestrator.tracking import ui
-
     return ui.ui_base(paths.mlflow_uri(mlflow_uri))
 
 
@@ -301,9 +301,6 @@ def build_report(sweeps: str | Sequence[str], *, registry_url: str | None = None
     ``strict``: refused (exit 2) when its finished runs differ in numerics. ``compare``:
     the axis the plots colour by (:func:`compared_axis`). Cells link to ``mlflow_ui``,
     default the UI of the tracking store (:func:`orchestrator.tracking.ui.ui_base`)."""
-    from orchestrator.analysis.tables.numerics import check_runs, finished_keys
-    from orchestrator.tracking import ui
-
     names = [sweeps] if isinstance(sweeps, str) else list(sweeps)
     frame = results_of(names, registry_url, mlflow_uri)
     check_runs(finished_keys(frame), "--strict", strict)

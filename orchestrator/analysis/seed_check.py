@@ -31,11 +31,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from orchestrator import paths
 from orchestrator.analysis.combined import value_text
 from orchestrator.analysis.stats import Interval, t_interval
 from orchestrator.analysis.tables.labels import default_metric_glob
 from orchestrator.errors import Problem, UserInputError
-from orchestrator.registry import CellRecord, CellState
+from orchestrator.registry import CellRecord, CellState, Registry
+from orchestrator.runs.atomic import write_atomic
 from orchestrator.stopping.replay import Replayed
 from orchestrator.stopping.seeds import SPENDING as SPENDING  # kappa seed-check's choices
 from orchestrator.stopping.seeds import Look, SeedRule, decide
@@ -290,9 +292,6 @@ def cell_value(cell: CellRecord, glob: str | None) -> float | None:
 
 def load_cells(sweep: str, registry_url: str | None = None) -> list[CellRecord]:
     """The sweep's cells (``UserInputError`` for an unknown sweep or registry)."""
-    from orchestrator import paths
-    from orchestrator.registry import Registry
-
     with Registry.open(paths.registry_url(registry_url), create=False) as reg:
         reg.get_sweep(sweep)
         return reg.cells(sweep)
@@ -318,8 +317,6 @@ def points_scale(cells: Sequence[SeedCell]) -> float:
 def write_figures(path: Path, result: SeedCheck) -> None:
     """``--json``: the figures, written atomically; ``UserInputError`` if ``path`` cannot
     take them (a folder, a full or read-only disk)."""
-    from orchestrator.runs.atomic import write_atomic
-
     try:
         write_atomic(path, json.dumps(result.as_json(), indent=1))
     except OSError as exc:

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator import paths
 from orchestrator.analysis.combined import value_text
 from orchestrator.analysis.seed_check import (
     SeedCell,
@@ -31,7 +32,9 @@ from orchestrator.analysis.seed_check import (
     rows_of,
     seed_key,
 )
-from orchestrator.registry import CellRecord, CellState
+from orchestrator.errors import UserInputError
+from orchestrator.grid.plan import stored_plan
+from orchestrator.registry import CellRecord, CellState, Registry, RegistryMissing
 from orchestrator.scheduler.durations import Pace, finished_sample
 from orchestrator.spec.model import Resources
 from orchestrator.spec.seeds_block import SEED_AXIS, SeedsSpec
@@ -212,11 +215,6 @@ def table_notes(sweeps: Sequence[str], registry_url: str | None = None) -> tuple
 def sweep_seeds(sweeps: Sequence[str], registry_url: str | None = None) -> SeedState | None:
     """The rule over the one sweep of ``sweeps`` if it ran a ``seeds:`` block (``None``
     for several sweeps, or one without the block, a registry or a readable plan)."""
-    from orchestrator import paths
-    from orchestrator.errors import UserInputError
-    from orchestrator.grid.plan import stored_plan
-    from orchestrator.registry import Registry, RegistryMissing
-
     if len(sweeps) != 1:
         return None
     try:
