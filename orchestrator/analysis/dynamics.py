@@ -113,9 +113,8 @@ def build_panels(curves: pd.DataFrame, color_by: str | None = None,
     return out
 
 
-def convergence_frame(
-    curves: pd.DataFrame, frame: pd.DataFrame, glob: str = PANELS[ACCURACY_PANEL]
-) -> pd.DataFrame:
+def convergence_frame(curves: pd.DataFrame, frame: pd.DataFrame,
+                      glob: str = PANELS[ACCURACY_PANEL]) -> pd.DataFrame:
     """Per cell: its axes, convergence step of the ``glob`` curve, and the curve's last
     value; cells of several sweeps (:mod:`orchestrator.analysis.combined`) lead with their
     sweep's name."""

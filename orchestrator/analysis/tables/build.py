@@ -118,9 +118,8 @@ def _lengths(frame: pd.DataFrame) -> list[compared.RunLength]:
             zip(reasons, frame["step"], frame["total_steps"], strict=True)]
 
 
-def _groups(
-    frame: pd.DataFrame, spec: TableSpec, key_cols: list[list[Any]], values: np.ndarray
-) -> dict[tuple[Any, ...], _Group]:
+def _groups(frame: pd.DataFrame, spec: TableSpec, key_cols: list[list[Any]],
+            values: np.ndarray) -> dict[tuple[Any, ...], _Group]:
     """Runs grouped by the key columns, each with per-seed values and non-success states."""
     # Without a seed axis every group holds one run; they pair with each other.
     seeds_all = ([hashable_value(v) for v in frame[axis_column(spec.seed_axis)]]

@@ -202,8 +202,7 @@ RENDERERS: dict[str, Callable[[Table], str]] = {
 
 def _renderer(renderers: Mapping[str, Callable[[T], str]], fmt: str,
               location: str) -> Callable[[T], str]:
-    renderer = renderers.get(fmt)
-    if renderer is None:
+    if (renderer := renderers.get(fmt)) is None:
         raise unknown_name("table format", fmt, renderers, location)
     return renderer
 
