@@ -17,7 +17,7 @@ from orchestrator import paths
 from orchestrator.algorithms.convergence import convergence_step
 from orchestrator.analysis.combined import results_of
 from orchestrator.analysis.curves import curve_key, load_curves
-from orchestrator.analysis.frame import AXIS_PREFIX
+from orchestrator.analysis.frame import AXIS_PREFIX, axes_text
 from orchestrator.analysis.tables.render import frame_table
 from orchestrator.errors import Problem, UserInputError
 
@@ -78,10 +78,6 @@ def _mean_curve(label: str, group: str, per_run: pd.DataFrame, facet: str = "") 
     return Curve(label, group, tuple(map(float, mean.index)), tuple(map(float, mean)), facet)
 
 
-def _labels(record: dict[str, Any], axes: Sequence[str]) -> str:
-    return ", ".join(f"{a}={record[AXIS_PREFIX + a]}" for a in axes)
-
-
 def build_panels(curves: pd.DataFrame, color_by: str | None = None,
                  panels: Mapping[str, str] = PANELS,
                  facet_by: Sequence[str] = ()) -> list[Panel]:
@@ -98,20 +94,17 @@ def build_panels(curves: pd.DataFrame, color_by: str | None = None,
         cells = selected.drop_duplicates("cell_id").to_dict("records")
         group_of = {r["cell_id"]: str(r[AXIS_PREFIX + color_by]) if color_by else "all"
                     for r in cells}
-        facet_of = {r["cell_id"]: _labels(r, facet_by) for r in cells}
+        facet_of = {r["cell_id"]: axes_text(r, facet_by) for r in cells}
         per_cell["group"] = per_cell["cell_id"].map(group_of)
         per_cell["facet"] = per_cell["cell_id"].map(facet_of)
         runs = []
-        marks: dict[str, float] = {}
         for cell_id, run in per_cell.groupby("cell_id", sort=False):
             run = run.sort_values("step")
-            curve = Curve(str(cell_id), group_of[str(cell_id)], tuple(map(float, run["step"])),
-                          tuple(map(float, run["value"])), facet_of[str(cell_id)])
-            runs.append(curve)
-            if title == ACCURACY_PANEL:
-                step = convergence_step(curve.steps, curve.values)
-                if step is not None:
-                    marks[curve.label] = step
+            runs.append(Curve(str(cell_id), group_of[str(cell_id)], tuple(map(float, run["step"])),
+                              tuple(map(float, run["value"])), facet_of[str(cell_id)]))
+        marks: dict[str, float] = {} if title != ACCURACY_PANEL else {
+            curve.label: step for curve in runs
+            if (step := convergence_step(curve.steps, curve.values)) is not None}
         means = tuple(_mean_curve(f"mean {g}", str(g), sub, str(f))
                       for (f, g), sub in per_cell.groupby(["facet", "group"], sort=False))
         pooled = tuple(_mean_curve(f"mean {g}", str(g), sub)
@@ -120,9 +113,8 @@ def build_panels(curves: pd.DataFrame, color_by: str | None = None,
     return out
 
 
-def convergence_frame(
-    curves: pd.DataFrame, frame: pd.DataFrame, glob: str = PANELS[ACCURACY_PANEL]
-) -> pd.DataFrame:
+def convergence_frame(curves: pd.DataFrame, frame: pd.DataFrame,
+                      glob: str = PANELS[ACCURACY_PANEL]) -> pd.DataFrame:
     """Per cell: its axes, convergence step of the ``glob`` curve, and the curve's last
     value; cells of several sweeps (:mod:`orchestrator.analysis.combined`) lead with their
     sweep's name."""

@@ -30,6 +30,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.runs import provenance
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -98,8 +100,6 @@ def frame_from_results(cells: Iterable[CellResult]) -> pd.DataFrame:
     """Build the results frame from cell results (any order of axes and metrics)."""
     import pandas as pd
 
-    from orchestrator.runs import provenance
-
     cells = list(cells)
     # Axes and metrics keep the order in which they first appear (the spec's and the
     # evaluator's order), which is the order tables show them in.
@@ -125,6 +125,11 @@ def frame_from_results(cells: Iterable[CellResult]) -> pd.DataFrame:
     for name in metrics:
         frame[metric_column(name)] = frame[metric_column(name)].astype(float)
     return frame
+
+
+def axes_text(record: Mapping[str, Any], axes: Sequence[str]) -> str:
+    """A frame record's values on ``axes``: ``baseline=grpo, seed=1``."""
+    return ", ".join(f"{a}={record[axis_column(a)]}" for a in axes)
 
 
 def varying_axes(frame: pd.DataFrame, exclude: Sequence[str] = ()) -> list[str]:

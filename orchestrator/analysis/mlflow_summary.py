@@ -27,12 +27,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from orchestrator import configuration
+from orchestrator.analysis.combined import value_text
 from orchestrator.errors import UserInputError
 from orchestrator.paths import is_canary_sweep
 from orchestrator.redact import redact
 from orchestrator.registry import Registry
 from orchestrator.scheduler.hooks import SchedulerHook
-from orchestrator.tracking.naming import metric_key
+from orchestrator.tracking import Tracker, ui
+from orchestrator.tracking.naming import metric_key, short_names
+from orchestrator.tracking.retry import with_store_retries
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -76,7 +79,7 @@ def delta_metrics(table: Table) -> dict[str, float]:
     for block in table.blocks:
         base: tuple[str, ...] = ()
         for row in block.rows:
-            labels = tuple(str(x).lower() if isinstance(x, bool) else str(x) for x in row.labels)
+            labels = tuple(map(value_text, row.labels))
             if row.kind == "absolute":
                 base = tuple(x for x in labels if x)
                 continue
@@ -140,23 +143,19 @@ def summarize(sweep: str, registry_url: str | None = None, mlflow_uri: str | Non
     """The summary of a stored sweep; ``report_html``: the report already written for it
     (default: built here, as ``kappa report`` would); ``compare``: the axis compared
     (``kappa report --compare``; default: the report's)."""
+    from orchestrator.analysis import report
     from orchestrator.analysis.dynamics import PANELS
-    from orchestrator.analysis.report import (
-        build_report,
-        compared_axis,
-        default_tables,
-        kept_compare,
-    )
     from orchestrator.analysis.sources import results
 
     frame = results(sweep, registry_url, mlflow_uri)
-    tables = default_tables(frame)
+    tables = report.default_tables(frame)
     files, metrics = table_files(sweep, tables, frame)
-    report = report_html if report_html is not None else build_report(
+    page = report_html if report_html is not None else report.build_report(
         sweep, registry_url=registry_url, mlflow_uri=mlflow_uri, compare=compare)
-    files["report.html"] = report
-    files.update(plot_files(report))
-    compared = compared_axis(frame, requested=compare, tables=tables, kept=kept_compare(sweep))
+    files["report.html"] = page
+    files.update(plot_files(page))
+    compared = report.compared_axis(frame, requested=compare, tables=tables,
+                                    kept=report.kept_compare(sweep))
     globs = [*PANELS.values(), *dict.fromkeys(spec.metrics for _, spec in tables if spec.metrics)]
     charts = "^(" + "|".join(_glob_regex(g) for g in globs) + ")$"
     note = "\n".join(text for path, text in files.items() if path.endswith(".md")) + (
@@ -172,10 +171,6 @@ def publish_sweep(sweep: str, registry_url: str | None = None, mlflow_uri: str |
     cells' runs and save its view (module docstring); what was done, or why not, in a line.
     ``patient``: wait out a store that is away
     (:func:`~orchestrator.tracking.retry.with_store_retries`), else try once. Never raises."""
-    from orchestrator.tracking import Tracker, ui
-    from orchestrator.tracking.naming import short_names
-    from orchestrator.tracking.retry import with_store_retries
-
     try:
         record = None
         if (registry := Registry.existing(registry_url)) is not None:

@@ -47,62 +47,60 @@ def svg(panel: Panel, compared: str | None) -> str:
     n = len(facets) + pooled
     cols = min(FACET_COLUMNS, n)
     rows = math.ceil(n / cols)
-    # Text stays text (small, searchable); fixed ids keep the file the same run to run.
-    with plt.rc_context({"svg.fonttype": "none", "svg.hashsalt": "kappa"}):
-        fig, grid = plt.subplots(rows, cols, figsize=(4.0 * cols, 2.6 * rows + 0.5),
-                                 squeeze=False, sharex=True, sharey=True, layout="constrained")
-        axes = list(grid.flat)
-        for ax, facet in zip(axes, facets, strict=False):
-            runs = [c for c in panel.runs if c.facet == facet]
-            seeds = {g: sum(c.group == g for c in runs) for g in colors}
-            for curve in runs:
-                several = seeds[curve.group] > 1
-                ax.plot(curve.steps, curve.values, color=colors[curve.group],
-                        lw=0.8 if several else 1.6, alpha=0.45 if several else 1.0,
-                        gid=line_id("run", panel.metric, curve.group, curve.label))
-                if curve.label in panel.convergence:
-                    step = panel.convergence[curve.label]
-                    ax.plot([step], [_marked(curve, step)], marker="v", ms=5, ls="none",
-                            color=colors[curve.group], markeredgecolor="black")
-            for mean in panel.group_means:
-                if mean.facet == facet and seeds.get(mean.group, 0) > 1:
-                    ax.plot(mean.steps, mean.values, color=colors[mean.group], lw=2.0,
-                            gid=line_id("mean", panel.metric, mean.group, facet))
-            ax.set_title(facet or "every run", fontsize=9)
-        if pooled:
-            ax = axes[len(facets)]
-            for mean in panel.pooled_means:
+    fig, grid = plt.subplots(rows, cols, figsize=(4.0 * cols, 2.6 * rows + 0.5),
+                             squeeze=False, sharex=True, sharey=True, layout="constrained")
+    axes = list(grid.flat)
+    for ax, facet in zip(axes, facets, strict=False):
+        runs = [c for c in panel.runs if c.facet == facet]
+        seeds = {g: sum(c.group == g for c in runs) for g in colors}
+        for curve in runs:
+            several = seeds[curve.group] > 1
+            ax.plot(curve.steps, curve.values, color=colors[curve.group],
+                    lw=0.8 if several else 1.6, alpha=0.45 if several else 1.0,
+                    gid=line_id("run", panel.metric, curve.group, curve.label))
+            if curve.label in panel.convergence:
+                step = panel.convergence[curve.label]
+                ax.plot([step], [_marked(curve, step)], marker="v", ms=5, ls="none",
+                        color=colors[curve.group], markeredgecolor="black")
+        for mean in panel.group_means:
+            if mean.facet == facet and seeds.get(mean.group, 0) > 1:
                 ax.plot(mean.steps, mean.values, color=colors[mean.group], lw=2.0,
-                        gid=line_id("mean", panel.metric, mean.group, "all"))
-            ax.set_title("all: mean over every run", fontsize=9)
-        for i, ax in enumerate(axes):
-            if i >= n:
-                ax.set_visible(False)
-                continue
-            ax.grid(alpha=0.3)
-            ax.tick_params(labelsize=7)
-            if i % cols == 0:
-                ax.set_ylabel(panel.metric, fontsize=8)
-            if i + cols >= n:
-                ax.set_xlabel("step", fontsize=8)
-                ax.xaxis.set_tick_params(labelbottom=True)
-        handles = [Line2D([], [], color=c, lw=2, label=f"{compared}={g}" if compared else g)
-                   for g, c in colors.items()]
-        fig.legend(handles=handles, loc="outside upper right", fontsize=8, frameon=False,
-                   ncols=min(len(handles), 4))
-        fig.suptitle(f"{panel.title} ({panel.metric})", x=0.01, ha="left", fontsize=11)
-        text = figure_svg(fig)
-        plt.close(fig)
-    return text
+                        gid=line_id("mean", panel.metric, mean.group, facet))
+        ax.set_title(facet or "every run", fontsize=9)
+    if pooled:
+        ax = axes[len(facets)]
+        for mean in panel.pooled_means:
+            ax.plot(mean.steps, mean.values, color=colors[mean.group], lw=2.0,
+                    gid=line_id("mean", panel.metric, mean.group, "all"))
+        ax.set_title("all: mean over every run", fontsize=9)
+    for i, ax in enumerate(axes):
+        if i >= n:
+            ax.set_visible(False)
+            continue
+        ax.grid(alpha=0.3)
+        ax.tick_params(labelsize=7)
+        if i % cols == 0:
+            ax.set_ylabel(panel.metric, fontsize=8)
+        if i + cols >= n:
+            ax.set_xlabel("step", fontsize=8)
+            ax.xaxis.set_tick_params(labelbottom=True)
+    handles = [Line2D([], [], color=c, lw=2, label=f"{compared}={g}" if compared else g)
+               for g, c in colors.items()]
+    fig.legend(handles=handles, loc="outside upper right", fontsize=8, frameon=False,
+               ncols=min(len(handles), 4))
+    fig.suptitle(f"{panel.title} ({panel.metric})", x=0.01, ha="left", fontsize=11)
+    return figure_svg(fig)
 
 
 def figure_svg(fig: Any) -> str:
     """A matplotlib figure as one inline ``<svg>`` element (no XML prolog or doctype, no
-    date, stable ids: the same figure gives the same text)."""
+    date, text as text, stable ids: the same figure gives the same text); the figure is
+    closed."""
     import matplotlib.pyplot as plt
 
     image = io.BytesIO()
     with plt.rc_context({"svg.fonttype": "none", "svg.hashsalt": "kappa"}):
         fig.savefig(image, format="svg", metadata={"Date": None})
+    plt.close(fig)
     text = image.getvalue().decode("utf-8")
     return text[text.index("<svg"):]

@@ -21,17 +21,19 @@ from orchestrator.analysis.combined import results_of
 from orchestrator.analysis.curves import curve_key, load_curves
 from orchestrator.analysis.dynamics import PANELS, build_panels
 from orchestrator.analysis.frame import axis_column, axis_names, metric_names, varying_axes
-from orchestrator.analysis.seed_live import sweep_seeds, table_notes
+from orchestrator.analysis.seed_live import table_notes
 from orchestrator.analysis.sources import registry_sweep
 from orchestrator.analysis.status_matrix import KNOWN_STATES, matrix_cell, status_matrix
 from orchestrator.analysis.studies import best_trials, search_section, sweep_studies
 from orchestrator.analysis.tables import DeltaSpec, Table, TableSpec, build_table, render
 from orchestrator.analysis.tables.labels import default_metric_glob
+from orchestrator.analysis.tables.numerics import check_runs, finished_keys
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.grid.plan import SweepPlan, stored_plan
 from orchestrator.runs.atomic import write_atomic
 from orchestrator.runs.layout import REPORT_FILE, sweep_folder
 from orchestrator.spec.overrides import command_line
+from orchestrator.tracking import ui
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -141,9 +143,7 @@ def table_text(sweeps: Sequence[str], spec: TableSpec, fmt: str, placed: bool,
             return best_trials(studies, fmt)
     frame = results_of(sweeps, registry_url, mlflow_uri)
     table = build_table(frame, spec if placed else auto_layout(frame, spec))
-    if (seeds := sweep_seeds(sweeps, registry_url)) is not None:  # how it was decided
-        table = replace(table, notes=(*table.notes, *table_notes(seeds)))
-    return render(table, fmt)
+    return render(replace(table, notes=(*table.notes, *table_notes(sweeps, registry_url))), fmt)
 
 
 def _tables_html(frame: pd.DataFrame, tables: tuple[tuple[str, TableSpec], ...],
@@ -183,23 +183,15 @@ def compared_axis(frame: pd.DataFrame, seed_axis: str = "seed", requested: str |
     :func:`default_tables`) when it varies, else the first varying axis; never the seed
     (seeds are replicates). ``UserInputError`` when ``requested`` does not vary."""
     varying = varying_axes(frame, exclude=[seed_axis])
-    if requested is None and kept in varying:
-        return kept
-    if requested is not None:
-        if requested not in varying:
-            raise UserInputError("cannot compare on --compare", [Problem(
-                "--compare", "not an axis that varies across the sweep's cells (seeds are "
-                "replicates, never compared)", found=requested,
-                allowed=", ".join(varying) or "none: no axis varies",
-                fix="name one of the allowed axes, or leave --compare out")])
-        return requested
-    deltas = [spec.delta.axis for _, spec in tables
-              if spec.delta is not None and spec.delta.axis in varying]
-    if deltas:
-        return deltas[0]
-    if DELTA_AXIS in varying:
-        return DELTA_AXIS
-    return varying[0] if varying else None
+    if requested is not None and requested not in varying:
+        raise UserInputError("cannot compare on --compare", [Problem(
+            "--compare", "not an axis that varies across the sweep's cells (seeds are "
+            "replicates, never compared)", found=requested,
+            allowed=", ".join(varying) or "none: no axis varies",
+            fix="name one of the allowed axes, or leave --compare out")])
+    deltas = [spec.delta.axis for _, spec in tables if spec.delta is not None]
+    candidates = [requested] if requested is not None else [kept, *deltas, DELTA_AXIS, *varying]
+    return next((axis for axis in candidates if axis in varying), None)
 
 
 def kept_compare(sweep: str) -> str | None:
@@ -297,8 +289,6 @@ def render_report(inputs: ReportInputs) -> str:
 def mlflow_ui_address(mlflow_uri: str | None = None) -> str:
     """Where the MLflow UI of the store (``--mlflow``, else the configured one) is browsed
     (:func:`orchestrator.tracking.ui.ui_base`)."""
-    from orchestrator.tracking import ui
-
     return ui.ui_base(paths.mlflow_uri(mlflow_uri))
 
 
@@ -311,14 +301,11 @@ def build_report(sweeps: str | Sequence[str], *, registry_url: str | None = None
     ``strict``: refused (exit 2) when its finished runs differ in numerics. ``compare``:
     the axis the plots colour by (:func:`compared_axis`). Cells link to ``mlflow_ui``,
     default the UI of the tracking store (:func:`orchestrator.tracking.ui.ui_base`)."""
-    from orchestrator.analysis.tables.numerics import check_runs, finished_keys
-    from orchestrator.tracking import ui
-
     names = [sweeps] if isinstance(sweeps, str) else list(sweeps)
     frame = results_of(names, registry_url, mlflow_uri)
     check_runs(finished_keys(frame), "--strict", strict)
-    found = [registry_sweep(s, paths.registry_url(registry_url)) for s in names]
-    infos = [f[0] for f in found if f is not None]
+    url = paths.registry_url(registry_url)
+    infos = [found[0] for s in names if (found := registry_sweep(s, url)) is not None]
     curves = load_curves(frame, list(PANELS.values()), paths.readable_mlflow_uri(mlflow_uri))
     several = len(names) > 1
     uri = paths.mlflow_uri(mlflow_uri)
@@ -337,7 +324,7 @@ def build_report(sweeps: str | Sequence[str], *, registry_url: str | None = None
         mlflow_ui=mlflow_ui or mlflow_ui_address(mlflow_uri), mlflow_start=start, tables=tables,
         search_html=search_section(studies), compare=compare,
         kept_compare=None if several else kept_compare(names[0]),
-        notes=table_notes(seeds) if (seeds := sweep_seeds(names, registry_url)) else ()))
+        notes=table_notes(names, registry_url)))
 
 
 def write_report(sweeps: str | Sequence[str], target: Path, *, registry_url: str | None = None,

@@ -31,27 +31,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from orchestrator import paths
 from orchestrator.analysis.combined import value_text
-from orchestrator.analysis.stats import t_interval
+from orchestrator.analysis.stats import Interval, t_interval
 from orchestrator.analysis.tables.labels import default_metric_glob
 from orchestrator.errors import Problem, UserInputError
-from orchestrator.registry import CellRecord, CellState
+from orchestrator.registry import CellRecord, CellState, Registry
+from orchestrator.runs.atomic import write_atomic
 from orchestrator.stopping.replay import Replayed
-from orchestrator.stopping.seeds import SPENDING, Look, SeedRule, decide
-
-__all__ = [
-    "SPENDING",
-    "SeedCell",
-    "SeedCheck",
-    "SeedComparison",
-    "load_cells",
-    "points_scale",
-    "render",
-    "seed_check",
-    "seed_rule",
-    "sweep_cells",
-    "write_figures",
-]
+from orchestrator.stopping.seeds import SPENDING as SPENDING  # kappa seed-check's choices
+from orchestrator.stopping.seeds import Look, SeedRule, decide
 
 
 @dataclass(frozen=True)
@@ -73,17 +62,14 @@ class SeedComparison:
     row: str
     value: str
     look: Look
-    fixed_estimate: float
-    fixed_low: float | None
-    fixed_high: float | None
-    fixed_n: int
+    fixed: Interval
 
     @property
     def fixed_decision(self) -> str:
         """``positive`` / ``negative`` by the fixed 95% interval, else ``undecided``."""
-        if self.fixed_low is not None and self.fixed_low > 0:
+        if self.fixed.low is not None and self.fixed.low > 0:
             return "positive"
-        if self.fixed_high is not None and self.fixed_high < 0:
+        if self.fixed.high is not None and self.fixed.high < 0:
             return "negative"
         return "undecided"
 
@@ -92,8 +78,8 @@ class SeedComparison:
         mine, fixed = self.look.decision, self.fixed_decision
         if {mine, fixed} == {"positive", "negative"}:
             return True
-        outside = (self.fixed_low is not None and self.fixed_high is not None
-                   and (self.fixed_low >= margin or self.fixed_high <= -margin))
+        low, high = self.fixed.low, self.fixed.high
+        outside = low is not None and high is not None and (low >= margin or high <= -margin)
         return mine == "within margin" and outside
 
 
@@ -114,13 +100,11 @@ class SeedCheck:
 
     def as_json(self) -> dict[str, Any]:
         """For ``--json`` and the benchmark."""
-        return {"rule": vars(self.rule), "axis": self.axis, "base": self.base,
-                "hours_fixed": self.hours_fixed, "hours_used": self.hours_used,
-                "cells_fixed": self.cells_fixed, "cells_used": self.cells_used,
-                "left_out": self.left_out,
+        figures = {k: v for k, v in vars(self).items() if k != "comparisons"}
+        return {**figures, "rule": vars(self.rule),
                 "comparisons": [{"row": c.row, "value": c.value, **vars(c.look),
-                                 "fixed_estimate": c.fixed_estimate, "fixed_low": c.fixed_low,
-                                 "fixed_high": c.fixed_high, "fixed_n": c.fixed_n,
+                                 "fixed_estimate": c.fixed.estimate, "fixed_low": c.fixed.low,
+                                 "fixed_high": c.fixed.high, "fixed_n": c.fixed.n,
                                  "fixed_decision": c.fixed_decision,
                                  "contradicts": c.contradicts(self.rule.margin)}
                                 for c in self.comparisons]}
@@ -134,13 +118,18 @@ def seed_key(seed: Any) -> tuple[int, float | str]:
 Rows = dict[str, dict[str, dict[Any, SeedCell]]]
 
 
+def row_name(axes: Mapping[str, Any], axis: str, seed_axis: str) -> str:
+    """A cell's comparison row: every axis but ``axis`` and the seed (``baseline=grpo``)."""
+    return ", ".join(f"{k}={value_text(v)}" for k, v in sorted(axes.items())
+                     if k not in (axis, seed_axis))
+
+
 def rows_of(cells: Iterable[SeedCell], axis: str, seed_axis: str = "seed") -> Rows:
-    """The cells by comparison row (``baseline=grpo``: every other axis but the seed), value
-    of ``axis`` (as a spec writes it) and seed."""
+    """The cells by comparison row (:func:`row_name`), value of ``axis`` (as a spec writes
+    it) and seed."""
     table: Rows = defaultdict(lambda: defaultdict(dict))
     for cell in cells:
-        row = ", ".join(f"{k}={value_text(v)}" for k, v in sorted(cell.axes.items())
-                        if k not in (axis, seed_axis))
+        row = row_name(cell.axes, axis, seed_axis)
         table[row][value_text(cell.axes.get(axis))][cell.axes.get(seed_axis)] = cell
     return table
 
@@ -173,9 +162,7 @@ def seed_check(cells: Sequence[SeedCell], rule: SeedRule, axis: str, base: str,
             if looked is None or looked.decision == "undecided":
                 left_out += 1  # fewer seeds than its decision needs
                 continue
-            fixed = t_interval(diffs)
-            out.append(SeedComparison(row, value, looked, fixed.estimate, fixed.low, fixed.high,
-                                      fixed.n))
+            out.append(SeedComparison(row, value, looked, t_interval(diffs)))
             needed[row] = max(needed.get(row, 0), looked.n)
     if not out:
         raise UserInputError("nothing to replay", [Problem(
@@ -233,9 +220,10 @@ def render(result: SeedCheck, scale: float = 1.0) -> str:
              "|---|---|---:|---|---:|---|---|---|---|"]
     for c in result.comparisons:
         look = c.look
-        fixed = ("—" if c.fixed_low is None or c.fixed_high is None
-                 else f"[{c.fixed_low * scale:+.2f}, {c.fixed_high * scale:+.2f}]"
-                 + (f" (n={c.fixed_n})" if c.fixed_n < rule.max else ""))
+        iv = c.fixed
+        fixed = ("—" if iv.low is None or iv.high is None
+                 else f"[{iv.low * scale:+.2f}, {iv.high * scale:+.2f}]"
+                 + (f" (n={iv.n})" if iv.n < rule.max else ""))
         lines.append(
             f"| {c.row or '—'} | {c.value} | {look.n} | [{look.low * scale:+.2f}, "
             f"{look.high * scale:+.2f}] | {1 - look.level_alpha:.4f} | {look.decision} | "
@@ -261,22 +249,31 @@ def sweep_cells(cells: Sequence[CellRecord], metric: str | None,
         glob = metric or ""
     out = []
     for cell in cells:
-        hours = ((cell.finished_at - cell.started_at).total_seconds() / 3600
-                 if cell.started_at and cell.finished_at else 0.0)
+        hours = cell_hours(cell)
         value: float | None = None
         if stopped is None:
             value = cell_value(cell, glob)
         elif cell.state is CellState.SUCCEEDED:
             done = stopped[cell.cell_id]
             value = None if done.failed else done.values.get(glob)
-            if done.step is not None and done.full_step:
-                hours *= done.step / done.full_step
+            hours *= ran_share(done)
         out.append(SeedCell(cell.cell_id, dict(cell.axes), value, hours))
     if not any(c.value is not None for c in out):
         raise UserInputError("no cell has the metric", [Problem(
             "--metric", "no finished cell logged a metric matching it", found=glob,
             fix="give a glob that matches a final metric, e.g. 'eval/*/mean@8'")])
     return out, glob
+
+
+def cell_hours(cell: CellRecord) -> float:
+    """The hours ``cell`` ran by the registry's clock (0 when it has no start or end)."""
+    return ((cell.finished_at - cell.started_at).total_seconds() / 3600
+            if cell.started_at and cell.finished_at else 0.0)
+
+
+def ran_share(done: Replayed) -> float:
+    """The share of its full length a replayed cell runs before its stop (1: no stop)."""
+    return done.step / done.full_step if done.step is not None and done.full_step else 1.0
 
 
 def metric_glob(cells: Iterable[CellRecord], metric: str | None) -> str | None:
@@ -295,9 +292,6 @@ def cell_value(cell: CellRecord, glob: str | None) -> float | None:
 
 def load_cells(sweep: str, registry_url: str | None = None) -> list[CellRecord]:
     """The sweep's cells (``UserInputError`` for an unknown sweep or registry)."""
-    from orchestrator import paths
-    from orchestrator.registry import Registry
-
     with Registry.open(paths.registry_url(registry_url), create=False) as reg:
         reg.get_sweep(sweep)
         return reg.cells(sweep)
@@ -323,8 +317,6 @@ def points_scale(cells: Sequence[SeedCell]) -> float:
 def write_figures(path: Path, result: SeedCheck) -> None:
     """``--json``: the figures, written atomically; ``UserInputError`` if ``path`` cannot
     take them (a folder, a full or read-only disk)."""
-    from orchestrator.runs.atomic import write_atomic
-
     try:
         write_atomic(path, json.dumps(result.as_json(), indent=1))
     except OSError as exc:

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator import paths
 from orchestrator.analysis.combined import value_text
 from orchestrator.analysis.seed_check import (
     SeedCell,
@@ -31,7 +32,9 @@ from orchestrator.analysis.seed_check import (
     rows_of,
     seed_key,
 )
-from orchestrator.registry import CellRecord, CellState
+from orchestrator.errors import UserInputError
+from orchestrator.grid.plan import stored_plan
+from orchestrator.registry import CellRecord, CellState, Registry, RegistryMissing
 from orchestrator.scheduler.durations import Pace, finished_sample
 from orchestrator.spec.model import Resources
 from orchestrator.spec.seeds_block import SEED_AXIS, SeedsSpec
@@ -119,8 +122,7 @@ def seed_state(cells: Sequence[CellRecord], block: SeedsSpec) -> SeedState:
                 if not all(c is None or ended(records[c.cell_id]) for c in pair):
                     break
                 shown.append(seed)
-            diffs = paired_diffs({s: treated[s] for s in shown if s in treated},
-                                 {s: bases[s] for s in shown if s in bases}, rule.max)
+            diffs = paired_diffs({s: treated[s] for s in shown if s in treated}, bases, rule.max)
             comparisons.append(Comparison(row, value, decide(diffs, rule)))
             wants = wants or (len(shown) == len(seeds) and wants_seed(diffs, rule))
         left = [s for s in order if s not in seeds]
@@ -195,8 +197,11 @@ def seeds_summary(cells: Sequence[CellRecord], block: SeedsSpec,
     return SeedsSummary(state, multiplier(resources)[1], fixed, saved)
 
 
-def table_notes(state: SeedState) -> tuple[str, ...]:
-    """What a table of a sweep that ran the block says of how its comparisons were decided."""
+def table_notes(sweeps: Sequence[str], registry_url: str | None = None) -> tuple[str, ...]:
+    """What a table of ``sweeps`` says of how seeds on demand decided its comparisons (none
+    unless its one sweep ran the block: :func:`sweep_seeds`)."""
+    if (state := sweep_seeds(sweeps, registry_url)) is None:
+        return ()
     block = state.block
     return (f"Seeds on demand ({block.axis} vs {value_text(block.base)}, {block.start} to "
             f"{block.max} seeds, alpha {block.alpha:g}, {block.spending} spending, margin "
@@ -210,11 +215,6 @@ def table_notes(state: SeedState) -> tuple[str, ...]:
 def sweep_seeds(sweeps: Sequence[str], registry_url: str | None = None) -> SeedState | None:
     """The rule over the one sweep of ``sweeps`` if it ran a ``seeds:`` block (``None``
     for several sweeps, or one without the block, a registry or a readable plan)."""
-    from orchestrator import paths
-    from orchestrator.errors import UserInputError
-    from orchestrator.grid.plan import stored_plan
-    from orchestrator.registry import Registry, RegistryMissing
-
     if len(sweeps) != 1:
         return None
     try:

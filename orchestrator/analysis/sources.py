@@ -97,17 +97,15 @@ def _final_metrics(cell: CellResult, mlflow_uri: str | None) -> Mapping[str, flo
     return metrics
 
 
-def results(
-    sweep: str, registry_url: str | None = None, mlflow_uri: str | None = None
-) -> pd.DataFrame:
+def results(sweep: str, registry_url: str | None = None,
+            mlflow_uri: str | None = None) -> pd.DataFrame:
     """The results frame of ``sweep`` (:mod:`orchestrator.analysis.frame`) from its sources
     (module docstring); ``UserInputError`` when none knows the sweep."""
     return frame_from_results(sweep_cells(sweep, registry_url, mlflow_uri))
 
 
-def sweep_cells(
-    sweep: str, registry_url: str | None = None, mlflow_uri: str | None = None
-) -> list[CellResult]:
+def sweep_cells(sweep: str, registry_url: str | None = None,
+                mlflow_uri: str | None = None) -> list[CellResult]:
     """The cells of ``sweep`` (what :func:`results` puts in its frame, settings included)."""
     paths.check_name(sweep)  # a name like ../x must not reach run folders
     url = paths.registry_url(registry_url)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.analysis.frame import axis_column, varying_axes
+from orchestrator.analysis.frame import axes_text, axis_column, varying_axes
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -77,7 +77,7 @@ def matrix_cell(record: dict[str, Any], axes: list[str], ui: str | None,
     run_id = record.get("mlflow_run_id")
     route = f"experiments/{experiment_id}/runs" if experiment_id else "runs"
     href = f"{ui.rstrip('/')}/#/{route}/{run_id}" if ui and run_id else None
-    title = f"{record['cell_id']} · " + ", ".join(f"{a}={record[axis_column(a)]}" for a in axes)
+    title = f"{record['cell_id']} · {axes_text(record, axes)}"
     if reason:
         title += f" · {reason}"
     cell_id = str(record["cell_id"])

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator import paths
 from orchestrator.analysis.combined import value_text
+from orchestrator.analysis.seed_check import cell_hours, ran_share, row_name
 from orchestrator.analysis.stats import t_interval
 from orchestrator.backends import get_backend
 from orchestrator.errors import Problem, UserInputError
@@ -107,8 +108,7 @@ def check(cells: Sequence[FinishedCell], replayed: Sequence[Replayed],
         done = by_id[cell.cell_id]
         if not cell.succeeded or metric not in cell.history.series or done.failed:
             continue
-        row = ", ".join(f"{k}={value_text(v)}" for k, v in sorted(cell.axes.items())
-                        if k not in (axis, seed_axis))
+        row = row_name(cell.axes, axis, seed_axis)
         final = cell.history.points(metric)[-1][1]
         at = done.values.get(metric, float("nan"))
         full[(row, value_text(cell.axes.get(axis)))][cell.axes.get(seed_axis)] = (
@@ -133,8 +133,7 @@ def check(cells: Sequence[FinishedCell], replayed: Sequence[Replayed],
     steps_full = sum(r.full_step for r in replayed)
     steps_stopped = sum(r.step if r.step is not None else r.full_step for r in replayed)
     hours_full = sum(wall_hours.get(r.cell_id, 0.0) for r in replayed)
-    hours_stopped = sum(wall_hours.get(r.cell_id, 0.0) * (
-        (r.step / r.full_step) if r.step is not None and r.full_step else 1.0) for r in replayed)
+    hours_stopped = sum(wall_hours.get(r.cell_id, 0.0) * ran_share(r) for r in replayed)
     values = [c.full for c in out if c.kind == "mean"]
     scale = 100.0 if values and all(0.0 <= v <= 1.0 for v in values) else 1.0
     return StopCheck(metric, axis, base, steps_full, steps_stopped, hours_full, hours_stopped,
@@ -208,8 +207,7 @@ def check_sweep(plan: SweepPlan, cells: Sequence[CellRecord], rules: StopRules,
             "--metric" if metric else "--rules", "a metric no cell logged", found=repr(name),
             allowed=shown or "(no cell logged a metric)",
             fix=did_you_mean(name, logged) or "name a metric the cells logged")])
-    hours = {c.cell_id: (c.finished_at - c.started_at).total_seconds() / 3600
-             for c in cells if c.started_at and c.finished_at}
+    hours = {c.cell_id: cell_hours(c) for c in cells}
     return check(finished, replay(finished, rules), hours, name, axis, base, seed_axis)
 
 

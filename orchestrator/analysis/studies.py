@@ -56,10 +56,8 @@ class StudySummary:
     def best(self) -> TrialSummary | None:
         """The best complete trial."""
         done = [t for t in self.trials if t.state == "COMPLETE" and t.value is not None]
-        if not done:
-            return None
         pick = max if self.direction == "maximize" else min
-        return pick(done, key=lambda t: t.value if t.value is not None else 0.0)
+        return pick(done, key=lambda t: t.value if t.value is not None else 0.0, default=None)
 
     def line(self) -> str:
         """``name: 12/40 trials — 9 done · 2 pruned · 1 running — best 0.8123 (#7)``."""
@@ -96,7 +94,7 @@ def study_summaries(registry: Registry, sweep: SweepRecord,
 
     storage = open_storage(registry.engine)
     # Studies in grid order where the cells say it (a study's trials carry its name).
-    order = {c.labels.get("kappa.study"): c.index for c in registry.cells(sweep.name)}
+    order = {c.labels.get(STUDY_LABEL): c.index for c in registry.cells(sweep.name)}
     mine = sorted((n for n in optuna.study.get_all_study_names(storage)
                    if n == sweep.name or n.startswith(f"{sweep.name}[")),
                   key=lambda n: (order.get(n, 1 << 60), n))
@@ -171,35 +169,37 @@ def with_trials(frame: Any, sweeps: Sequence[str], registry_url: str | None = No
                                           for s in studies for t in s.trials}
     with Registry.open(paths.registry_url(registry_url), create=False) as reg:
         labels = {c.cell_id: c.labels for c in reg.cells(sweeps[0])}
-    study = [labels.get(c, {}).get("kappa.study") for c in frame["cell_id"]]
-    number = [labels.get(c, {}).get("kappa.trial") for c in frame["cell_id"]]
+    study = [labels.get(c, {}).get(STUDY_LABEL) for c in frame["cell_id"]]
+    number = [labels.get(c, {}).get(TRIAL_LABEL) for c in frame["cell_id"]]
     return frame.assign(**{"study": study, "trial.number": number, "trial.state": [
         states.get((s, n)) for s, n in zip(study, number, strict=True)]})
 
 
-def optuna_figures(studies: list[StudySummary]) -> list[tuple[str, str]]:
-    """``(title, inline SVG)``: per study, Optuna's optimization history, parameter
-    importances (with two or more complete trials and params) and slice plot, drawn by
-    Optuna's matplotlib backend (static, so a search's report stays small and offline)."""
+def search_section(studies: list[StudySummary]) -> str:
+    """The report's search section: each study's line, then per study Optuna's optimization
+    history, parameter importances (with two or more complete trials and params) and slice
+    plot as inline SVG, drawn by Optuna's matplotlib backend (static, so a search's report
+    stays small and offline)."""
+    if not studies:
+        return ""
     import warnings
 
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import optuna.visualization.matplotlib as vis
 
     from orchestrator.analysis.plots import figure_svg
+
+    parts = [f"<p>{html.escape(s.line())}</p>" for s in studies]
 
     def draw(title: str, plot: Any, study: Any) -> None:
         with warnings.catch_warnings():  # Optuna marks its matplotlib plots experimental
             warnings.simplefilter("ignore")
             axes = plot(study)
         first = axes.flat[0] if hasattr(axes, "flat") else axes
-        figures.append((title, figure_svg(first.figure)))
-        plt.close(first.figure)
+        parts.extend([f"<h3>{html.escape(title)}</h3>", figure_svg(first.figure)])
 
-    figures: list[tuple[str, str]] = []
     for study in studies:
         if study.study is None or not study.count("COMPLETE"):
             continue
@@ -209,14 +209,4 @@ def optuna_figures(studies: list[StudySummary]) -> list[tuple[str, str]]:
                 draw(f"{study.name}: parameter importances", vis.plot_param_importances,
                      study.study)
         draw(f"{study.name}: slice plot", vis.plot_slice, study.study)
-    return figures
-
-
-def search_section(studies: list[StudySummary]) -> str:
-    """The report's search section: each study's line and its Optuna plots (inline SVG)."""
-    if not studies:
-        return ""
-    parts = [f"<p>{html.escape(s.line())}</p>" for s in studies]
-    for title, image in optuna_figures(studies):
-        parts += [f"<h3>{html.escape(title)}</h3>", image]
     return "\n".join(parts)

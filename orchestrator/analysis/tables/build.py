@@ -33,13 +33,7 @@ from orchestrator.analysis.tables.labels import (
     display_value,
     value_matches,
 )
-from orchestrator.analysis.tables.model import (
-    Label,
-    Table,
-    TableBlock,
-    TableCell,
-    TableRow,
-)
+from orchestrator.analysis.tables.model import Label, Table, TableBlock, TableCell, TableRow
 from orchestrator.analysis.tables.spec import TableSpec
 from orchestrator.analysis.tables.validate import metric_globs, placements, validate
 from orchestrator.errors import Problem, UserInputError
@@ -124,9 +118,8 @@ def _lengths(frame: pd.DataFrame) -> list[compared.RunLength]:
             zip(reasons, frame["step"], frame["total_steps"], strict=True)]
 
 
-def _groups(
-    frame: pd.DataFrame, spec: TableSpec, key_cols: list[list[Any]], values: np.ndarray
-) -> dict[tuple[Any, ...], _Group]:
+def _groups(frame: pd.DataFrame, spec: TableSpec, key_cols: list[list[Any]],
+            values: np.ndarray) -> dict[tuple[Any, ...], _Group]:
     """Runs grouped by the key columns, each with per-seed values and non-success states."""
     # Without a seed axis every group holds one run; they pair with each other.
     seeds_all = ([hashable_value(v) for v in frame[axis_column(spec.seed_axis)]]
@@ -282,9 +275,10 @@ def build_table(frame: pd.DataFrame, spec: TableSpec) -> Table:
         headers.append(AVERAGE)
     n_cols = len(headers)
     label_axes = list(spec.label_axes)
-    delta_axis = spec.delta.axis if spec.delta is not None else None
+    delta = spec.delta
+    delta_axis = delta.axis if delta else ""
     # Without row axes, the delta axis labels the rows itself (its base value, then + ...).
-    header_axes = label_axes or ([delta_axis] if delta_axis else [])
+    header_axes = label_axes or ([delta_axis] if delta else [])
     row_axes = [*([spec.blocks] if spec.blocks else []), *label_axes]
     combined = frame["sweep"].nunique() > 1
     # Several sweeps: a source component splits the rows its settings_diff keeps apart.
@@ -292,7 +286,7 @@ def build_table(frame: pd.DataFrame, spec: TableSpec) -> Table:
                else [provenance.POOLED] * len(frame))
     key_cols = [[hashable_value(v) for v in frame[axis_column(a)]] for a in row_axes]
     key_cols.append(sources)
-    if delta_axis:
+    if delta:
         key_cols.append([hashable_value(v) for v in frame[axis_column(delta_axis)]])
     groups = _groups(frame, spec, key_cols, values)
     # Layout in order of first appearance: block -> row label (+ source) -> delta values.
@@ -310,18 +304,15 @@ def build_table(frame: pd.DataFrame, spec: TableSpec) -> Table:
         for label_key, delta_values in by_label.items():
             source = label_key[-1]
             labels: tuple[Label, ...] = tuple(_label(v) for v in label_key[:-1])
-            where = " · ".join(str(x) for x in (*prefix, *labels) if x != "")
-            if delta_axis is None or spec.delta is None:
-                group = groups[(*prefix, *label_key)]
-                rows.append(marks.add(TableRow(
-                    labels + _sweep(combined, group, source), "absolute", group.n_text(),
-                    _absolute_cells(group, spec, n_cols)), where, numerics.note(group.keys)))
-                continue
-            base_values = [v for v in delta_values if value_matches(v, spec.delta.base)]
-            treatments = [v for v in delta_values if not value_matches(v, spec.delta.base)]
-            base = groups[(*prefix, *label_key, base_values[0])] if base_values else _EMPTY
-            if not label_axes:
-                labels = (_label(base_values[0]) if base_values else spec.delta.base,)
+            treatments: list[Any] = []
+            if delta is None:
+                base = groups[(*prefix, *label_key)]
+            else:
+                base_values = [v for v in delta_values if value_matches(v, delta.base)]
+                treatments = [v for v in delta_values if not value_matches(v, delta.base)]
+                base = groups[(*prefix, *label_key, base_values[0])] if base_values else _EMPTY
+                if not label_axes:
+                    labels = (_label(base_values[0]) if base_values else delta.base,)
             where = " · ".join(str(x) for x in (*prefix, *labels) if x != "")
             rows.append(marks.add(TableRow(
                 labels + _sweep(combined, base, source), "absolute", base.n_text(),
@@ -341,11 +332,11 @@ def build_table(frame: pd.DataFrame, spec: TableSpec) -> Table:
     if spec.strict:
         numerics.refuse(marks.differing, "--strict")
     notes = (f"Metric: {', '.join(metric_globs(frame, spec))} (a column per name it matches).",
-             *_notes(spec, factor, delta_axis is not None, partial, _stopped_note(frame)))
+             *_notes(spec, factor, delta is not None, partial, _stopped_note(frame)))
     if any(f.startswith(compared.MARK) for f in marks.footnotes):
         notes += (compared.EXPLANATION,)
     if marks.differing:
-        notes += (numerics.explanation(),)
+        notes += (numerics.EXPLANATION,)
     notes += tuple(marks.footnotes)
     headers_out = tuple(display_axis(a) for a in header_axes)
     if combined:

@@ -10,7 +10,6 @@ renders what stopping did, it decides nothing.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,11 +26,9 @@ class RunLength:
 
 
 def _int_or_none(value: Any) -> int | None:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return None
     try:
         return int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError):  # None, NaN
         return None
 
 

@@ -31,6 +31,10 @@ MARK = "‡"
 Key = Mapping[str, str]
 _NUMERICS = f"{PROVENANCE_PREFIX}numerics."
 _MACHINE = {f"{PROVENANCE_PREFIX}machine.{name}": name for name in ("cpu_capability", "gpu")}
+# The note that introduces the markers.
+EXPLANATION = (f"{MARK}: the runs behind this number were computed by different numerics "
+               "(backend version, libraries, CPU kernels or GPU); the footnote names the "
+               "difference. `--strict` refuses such a table.")
 
 
 def run_keys(frame: pd.DataFrame) -> list[dict[str, str]]:
@@ -52,13 +56,6 @@ def note(keys: Sequence[Key]) -> str | None:
         return None
     found = provenance.differences(list(keys))
     return f"numerics differ: {'; '.join(found)}" if found else None
-
-
-def explanation() -> str:
-    """The note that introduces the markers."""
-    return (f"{MARK}: the runs behind this number were computed by different numerics "
-            "(backend version, libraries, CPU kernels or GPU); the footnote names the "
-            "difference. `--strict` refuses such a table.")
 
 
 def refuse(marked: Sequence[str], where: str) -> None:

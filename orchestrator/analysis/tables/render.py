@@ -110,19 +110,18 @@ def to_markdown(table: Table) -> str:
     lines += [f"{note}  " for note in table.notes]
     return "\n".join(lines).rstrip() + "\n"
 
-_LATEX_SPECIAL = {
+_LATEX = {
     "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
     "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
     # In the default OT1 font encoding these print as other glyphs (¡, ¿, —).
     "<": r"\textless{}", ">": r"\textgreater{}", "|": r"\textbar{}",
+    "±": r"$\pm$", DAGGER: r"$^\dagger$", MISSING: "---", "×": r"$\times$", "≥": r"$\geq$",
+    "§": r"\S{}", "‡": r"\ddag{}", "−": "$-$",
 }
 
 
 def _tex(text: str) -> str:
-    text = "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text)
-    return (text.replace("±", r"$\pm$").replace(DAGGER, r"$^\dagger$")
-            .replace(MISSING, "---").replace("×", r"$\times$").replace("≥", r"$\geq$")
-            .replace("§", r"\S{}").replace("‡", r"\ddag{}").replace("−", "$-$"))
+    return "".join(_LATEX.get(ch, ch) for ch in text)
 
 
 def to_latex(table: Table) -> str:
@@ -203,8 +202,7 @@ RENDERERS: dict[str, Callable[[Table], str]] = {
 
 def _renderer(renderers: Mapping[str, Callable[[T], str]], fmt: str,
               location: str) -> Callable[[T], str]:
-    renderer = renderers.get(fmt)
-    if renderer is None:
+    if (renderer := renderers.get(fmt)) is None:
         raise unknown_name("table format", fmt, renderers, location)
     return renderer
 
