@@ -26,6 +26,7 @@ _SPEC_ARG = typer.Argument(
 @commands.command("validate")
 def validate_command(spec_file: Path = _SPEC_ARG, overrides: OverridesArgument = None) -> None:
     """Check a spec and every cell's settings; print "ok: N cells" or every problem (exit 2).
+
     A file holding only a stop: block is checked as the stopping rules it is.
 
     Example: kappa validate experiments/toy/table2.yaml base.max_steps=20
