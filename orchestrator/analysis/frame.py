@@ -105,8 +105,9 @@ def frame_from_results(cells: Iterable[CellResult]) -> pd.DataFrame:
     # evaluator's order), which is the order tables show them in.
     axes = list(dict.fromkeys(a for c in cells for a in c.axes))
     metrics = list(dict.fromkeys(m for c in cells for m in c.final_metrics))
-    made = {c.cell_id: provenance.flat(c.provenance) for c in cells}
-    recorded = list(dict.fromkeys(name for flat in made.values() for name in flat))
+    # Per cell, not per id: a point that ran in two sweeps has one id and two provenances.
+    made = [provenance.flat(c.provenance) for c in cells]
+    recorded = list(dict.fromkeys(name for flat in made for name in flat))
     rows = [{"sweep": c.sweep, "cell_id": c.cell_id, "state": c.state,
              **{axis_column(a): c.axes.get(a) for a in axes},
              **{metric_column(m): _as_float(c.final_metrics.get(m, math.nan)) for m in metrics},
@@ -114,8 +115,8 @@ def frame_from_results(cells: Iterable[CellResult]) -> pd.DataFrame:
              "step": c.step, "total_steps": c.total_steps,
              NUMERICS_COLUMN: (provenance.label(provenance.numerics_key(c.provenance))
                                if c.provenance else None),
-             **{PROVENANCE_PREFIX + n: made[c.cell_id].get(n) for n in recorded}}
-            for c in cells]
+             **{PROVENANCE_PREFIX + n: flat.get(n) for n in recorded}}
+            for c, flat in zip(cells, made, strict=True)]
     columns = [*ID_COLUMNS, *map(axis_column, axes), *map(metric_column, metrics),
                *LOCATION_COLUMNS, STOP_COLUMN, *STEP_COLUMNS, NUMERICS_COLUMN,
                *(PROVENANCE_PREFIX + n for n in recorded)]

@@ -48,3 +48,14 @@ def test_the_frame_carries_the_keys_and_the_table_marks_the_delta() -> None:
     assert "\\ddag{}" in render(table, "latex")
     unmarked = render(build_table(_frame(_made("2.6", "H100")), spec), "markdown")
     assert "‡" not in unmarked
+
+
+def test_a_point_run_in_two_sweeps_keeps_each_runs_provenance() -> None:
+    # One cell id (same settings) in two sweeps, made on two GPUs: each row says its own.
+    cells = [CellResult(sweep, "c1", "succeeded", {"seed": 0}, {"eval/x/mean@8": 0.5},
+                        provenance=_made("2.6", gpu))
+             for sweep, gpu in (("a", "H100"), ("b", "H200"))]
+    frame = frame_from_results(cells)
+    assert list(frame["prov.machine.gpu"]) == ["H100", "H200"]
+    assert list(frame["numerics"]) == [label(numerics_key(_made("2.6", g)))
+                                       for g in ("H100", "H200")]
