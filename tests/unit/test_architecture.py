@@ -6,7 +6,8 @@ Every rule here reads the source (AST), so it holds for imports inside functions
 - ``orchestrator.algorithms`` imports nothing else from ``orchestrator``;
 - one atomic write (``os.replace`` appears only in the run-folder package);
 - process liveness through psutil, never by reading ``/proc/<pid>``;
-- no spec parsing where the stored plan is what must be read.
+- no spec parsing where the stored plan is what must be read;
+- the command line under its ceiling, the package within its line budget.
 """
 
 from __future__ import annotations
@@ -223,3 +224,29 @@ def test_the_run_folder_path_rule_exists_once() -> None:
                    and name not in ("orchestrator.paths", "orchestrator.runs.layout",
                                     "orchestrator.doctor.environment"))
     assert not spelt, f"a sweep's or a cell's folder comes from orchestrator.runs.layout: {spelt}"
+
+
+#: The command line's ceiling, and the package's line budget: every line of every ``.py``
+#: under ``orchestrator/``, as ``find orchestrator -name '*.py' | xargs cat | wc -l`` counts
+#: them. A change that needs more raises the budget in the same commit and says why (before
+#: adding lines, look for what can go); one that leaves the house smaller lowers it.
+MAX_CLI_LINES = 2_300
+LINE_BUDGET = 28_900
+
+
+def _lines(folder: Path) -> int:
+    return sum(path.read_bytes().count(b"\n") for path in folder.rglob("*.py"))
+
+
+def test_the_command_line_stays_under_its_ceiling() -> None:
+    lines = _lines(PACKAGE / "cli")
+    assert lines <= MAX_CLI_LINES, (
+        f"cli/ has {lines} lines (at most {MAX_CLI_LINES}): what is not command-line code "
+        "belongs to the package it fronts")
+
+
+def test_the_package_stays_within_its_line_budget() -> None:
+    lines = _lines(PACKAGE)
+    assert lines <= LINE_BUDGET, (
+        f"orchestrator/ has {lines} lines, over its budget of {LINE_BUDGET}: look for what "
+        "can go, or raise LINE_BUDGET in this change and say why")
