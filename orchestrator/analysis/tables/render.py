@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from orchestrator.analysis.tables.model import Table, TableCell, TableRow
 from orchestrator.errors import unknown_name
+from orchestrator.redact import one_line
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -91,7 +92,9 @@ def frame_table(frame: pd.DataFrame, fmt: str, text: Callable[[str, Any], str],
 
 
 def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|")
+    # A markdown row is one line, and a terminal shows it: line breaks and control
+    # characters in a label (an axis value is free text) as their escapes.
+    return one_line(text).replace("|", "\\|")
 
 
 def to_markdown(table: Table) -> str:

@@ -267,6 +267,18 @@ def test_odd_benchmark_names_in_every_format() -> None:
     assert "<th>50%&amp;more</th>" in render(table, "html")
 
 
+def test_a_label_with_line_breaks_and_escapes_keeps_the_markdown_table_whole() -> None:
+    # An axis value is free text: a line break ended the row, ESC reached the terminal.
+    hostile = ["a\nb", "c\x1b]0;title\x07", "d\u2028e"]
+    frame = frame_from_results([_cell(str(i), {"note": v, "seed": 0}, {"eval/x/mean@8": 0.5})
+                                for i, v in enumerate(hostile)])
+    md = render(build_table(frame, TableSpec(rows=("note",))), "markdown")
+    rows = md.splitlines()
+    assert len([r for r in rows if r.startswith("|")]) == 2 + len(hostile), md
+    assert all(c.isprintable() for row in rows for c in row), md
+    assert "| a\\nb |" in md and "| c\\x1b]0;title\\x07 |" in md and "| d\\u2028e |" in md
+
+
 def test_many_seeds_delta_is_scipys_paired_t_interval() -> None:
     rng = np.random.default_rng(3)
     base = rng.uniform(0.3, 0.5, 6)
