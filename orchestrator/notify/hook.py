@@ -25,18 +25,14 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from orchestrator import configuration
-from orchestrator.notify.messages import Message, cell_failed, sweep_end
+from orchestrator.notify.messages import EndedSweep, Message, cell_failed, sweep_end
 from orchestrator.notify.store import SentLog, load_config
 from orchestrator.paths import is_canary_sweep
 from orchestrator.registry import CellState, Registry
 from orchestrator.scheduler.hooks import SchedulerHook
 from orchestrator.spec.notify_block import Event, NotifySpec, mask_url
-
-if TYPE_CHECKING:
-    from orchestrator.sweeps.status import SweepStatus
 
 LOG = logging.getLogger(__name__)
 ATTEMPTS = 3
@@ -132,7 +128,7 @@ class NotifyHook(SchedulerHook):
     """Posts one sweep's messages (module docstring)."""
 
     def __init__(self, sweep: str, config: NotifySpec,
-                 status: Callable[[Registry], SweepStatus],
+                 status: Callable[[Registry], EndedSweep],
                  notifier: Notifier | None = None) -> None:
         self.sweep = sweep
         self.config = config
@@ -140,7 +136,7 @@ class NotifyHook(SchedulerHook):
         self.notifier = notifier or Notifier(config.url, SentLog(sweep))
 
     @classmethod
-    def of(cls, sweep: str, status: Callable[[Registry], SweepStatus]) -> NotifyHook | None:
+    def of(cls, sweep: str, status: Callable[[Registry], EndedSweep]) -> NotifyHook | None:
         """The hook for ``sweep`` if it has notifications (``None`` otherwise); ``status``
         reads the sweep's complete status (its handle's), which the end message reports."""
         config = load_config(sweep)

@@ -11,16 +11,46 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from orchestrator.redact import one_line, redact
 from orchestrator.registry import CellRecord
 from orchestrator.spec.notify_block import Event
 
-if TYPE_CHECKING:
-    from orchestrator.sweeps.status import CellStatus, SweepStatus
+
+class EndedCell(Protocol):
+    """What a sweep-end message reads of a cell (a ``CellStatus`` fits)."""
+
+    @property
+    def cell_id(self) -> str: ...
+    @property
+    def index(self) -> int: ...
+    @property
+    def axes(self) -> Mapping[str, Any]: ...
+    @property
+    def state(self) -> str: ...
+    @property
+    def attempts(self) -> int: ...
+    @property
+    def final_metrics(self) -> Mapping[str, Any]: ...
+
+
+class EndedSweep(Protocol):
+    """What a sweep-end message reads of the sweep: its complete status (a ``SweepStatus``,
+    which the sweep's handle makes: :mod:`orchestrator.sweeps`)."""
+
+    @property
+    def sweep(self) -> str: ...
+    @property
+    def counts(self) -> Mapping[str, int]: ...
+    @property
+    def cells(self) -> Sequence[EndedCell]: ...
+    @property
+    def hours(self) -> Any: ...  # SweepHours (unit, used) or None
+    @property
+    def made_by(self) -> str: ...  # the numerics and code behind its numbers ("" unknown)
 
 MAX_ERROR = 300  # characters of a cell's last error quoted in a message
 
@@ -45,7 +75,7 @@ class Message:
         return {"text": self.text, "blocks": blocks}
 
 
-def axes_text(cell: CellRecord | CellStatus) -> str:
+def axes_text(cell: CellRecord | EndedCell) -> str:
     """``baseline=grpo, seed=1``."""
     return one_line(", ".join(f"{k}={v}" for k, v in cell.axes.items())) or "(no axes)"
 
@@ -84,9 +114,9 @@ def cell_failed(sweep: str, cell: CellRecord, kind: Event) -> Message:
     return Message(kind, f"{kind}:{cell.cell_id}:{cell.attempts_count}", text, fields)
 
 
-def sweep_end(status: SweepStatus) -> Message:
+def sweep_end(status: EndedSweep) -> Message:
     """The sweep has nothing left to run: counts, hours used, the best cell by its final
-    validation accuracy, what made its numbers (``status``: its complete status)."""
+    validation accuracy (``status``: its complete status)."""
     cells = status.cells
     shown = " · ".join(f"{n} {state}" for state, n in status.counts.items() if n) or "no cells"
     text = f"kappa: sweep *{status.sweep}* ended: {shown} ({len(cells)} cells)"
