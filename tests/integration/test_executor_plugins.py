@@ -187,18 +187,20 @@ def test_a_sweep_runs_on_a_plugin_executor(plugin: Path, tmp_path: Path,
     assert "inline executor lab" in log  # the plug-in ran it, with the options given
 
 
-def test_the_ray_address_shortcut_reaches_ray_jobs_only(plugin: Path,
+def test_the_ray_address_shortcut_reaches_ray_jobs_only(plugin: Path, tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """``--ray-address`` / ``RAY_ADDRESS`` belong to ray_jobs: a plug-in whose options
     happen to have an ``address`` field must not be handed the Ray cluster's URL."""
     from orchestrator.cli.sweep_options import RunOptions
+    from orchestrator.sweeps.executor_choice import choose_executor
 
+    monkeypatch.setenv("KAPPA_HOME", str(tmp_path))  # no registry: nothing remembered
     url = "http://user:s3cret@head:8265"
     monkeypatch.setenv("RAY_ADDRESS", url)
     inline = RunOptions(executor="inline", ray_address=url).choice()
-    assert "address" not in inline.check().options
+    assert "address" not in choose_executor("s", inline).options
     assert url not in json.dumps(inline.env())  # nor handed to a background scheduler
     mine = RunOptions(executor="inline", executor_option=["address=mine"], ray_address=url)
-    assert mine.choice().check().options["address"] == "mine"
+    assert choose_executor("s", mine.choice()).options["address"] == "mine"
     ray = RunOptions(executor="ray_jobs", ray_address=url).choice()
-    assert ray.check().options["address"] == url
+    assert choose_executor("s", ray).options["address"] == url
