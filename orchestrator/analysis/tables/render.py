@@ -86,9 +86,9 @@ def frame_table(frame: pd.DataFrame, fmt: str, text: Callable[[str, Any], str],
         return str(write(index=False, float_format="%.4g"))
     head = [str(c) for c in frame.columns]
     rule = md_row(["---"] * len(head)) if spaced_rule else f"|{'|'.join(['---'] * len(head))}|"
-    rows = [md_row([text(c, v) for c, v in zip(head, row, strict=True)])
+    rows = [md_row([_md_escape(text(c, v)) for c, v in zip(head, row, strict=True)])
             for row in frame.itertuples(index=False)]
-    return "\n".join([md_row(head), rule, *rows]) + "\n"
+    return "\n".join([md_row(list(map(_md_escape, head))), rule, *rows]) + "\n"
 
 
 def _md_escape(text: str) -> str:

@@ -15,7 +15,7 @@ import pytest
 from orchestrator.analysis.frame import CellResult, frame_from_results
 from orchestrator.analysis.stats import Interval
 from orchestrator.analysis.tables import DeltaSpec, TableSpec, build_table, render
-from orchestrator.analysis.tables.render import cell_text
+from orchestrator.analysis.tables.render import cell_text, frame_table
 from orchestrator.errors import UserInputError
 
 T_975_1 = 12.706204736174698  # Student t quantile, 1 degree of freedom
@@ -277,6 +277,10 @@ def test_a_label_with_line_breaks_and_escapes_keeps_the_markdown_table_whole() -
     assert len([r for r in rows if r.startswith("|")]) == 2 + len(hostile), md
     assert all(c.isprintable() for row in rows for c in row), md
     assert "| a\\nb |" in md and "| c\\x1b]0;title\\x07 |" in md and "| d\\u2028e |" in md
+    # The plain tables (best trials, convergence) too, and a '|' no longer splits a cell.
+    plain = frame_table(pd.DataFrame({"study": ["s|1", "t\nu"], "n": [1, 2]}), "markdown",
+                        lambda _c, v: str(v))
+    assert plain.splitlines()[2:] == ["| s\\|1 | 1 |", "| t\\nu | 2 |"], plain
 
 
 def test_many_seeds_delta_is_scipys_paired_t_interval() -> None:
