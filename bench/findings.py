@@ -36,6 +36,7 @@ from findings_studies import (  # noqa: E402
     Study,
     write_entropy,
     write_spurious,
+    write_spurious_pressure,
     write_table2,
     write_table2_300,
     write_table3,
@@ -58,6 +59,8 @@ STUDIES: tuple[Study, ...] = (
           write_entropy),
     Study("spurious", ROOT / "experiments/toy/spurious_rewards.yaml", "toy-spurious",
           write_spurious),
+    Study("spurious_pressure", ROOT / "experiments/toy/spurious_pressure.yaml",
+          "toy-spurious-pressure", write_spurious_pressure),
 )
 
 # The same spec run again where the verdict should not change: the other CPU kernel set

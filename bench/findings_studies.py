@@ -241,7 +241,15 @@ def write_entropy(sweep: Sweep) -> str:
 # --- 5. spurious rewards ------------------------------------------------------------------
 
 
-def write_spurious(sweep: Sweep) -> str:
+def spurious_writer(key: str, findings: tuple[str, str], title: str,
+                    figure: str) -> Callable[[Sweep], str]:
+    """The writer of a random-reward × clip-ratio study (findings 5 and 6, or a rerun of
+    them under other settings as ``findings``), with the same rules and precondition."""
+    return lambda sweep: _spurious(sweep, key, findings, title, figure)
+
+
+def _spurious(sweep: Sweep, key: str, findings: tuple[str, str], title: str,
+              figure: str) -> str:
     frame = _ok(sweep.cells)
     curves = sweep.curves([ENTROPY, "actor/pg_clipfrac", VAL_CURVE])
     last_step = int(curves["step"].max())
@@ -273,26 +281,33 @@ def write_spurious(sweep: Sweep) -> str:
                     f"{_mean_ci(pd.Series(list(at(final, eps).values())), 100.0)} |")
     precondition = acts > 0.001
     entropy_verdict = all_reproduce([fall, vs]) if precondition else "not tested"
-    fig = _curve_figure(curves, "clip_ratio", ENTROPY, "spurious_entropy.png",
-                        "mean token entropy")
+    fig = _curve_figure(curves, "clip_ratio", ENTROPY, figure, "mean token entropy")
+    five, six = findings
     return "\n".join([
-        "### 5–6. Random rewards and clipping (`toy-spurious`)", "",
+        f"### {title} (`{sweep.name}`)", "",
         "Means over seeds × group sizes (95% intervals):", "", *rows, "",
         f"- Precondition, clipping acts: mean `actor/pg_clipfrac` at ε = 0.2 is {acts:.4f} "
         f"({'above' if precondition else 'not above'} 0.001).",
         _line("Entropy falls with ε = 0.2", fall, " nats", 1.0, 4),
         _line("Entropy change, ε = ∞ minus ε = 0.2", vs, " nats", 1.0, 4),
-        f"\n**Finding 5 verdict: {entropy_verdict}.**\n",
+        f"\n**Finding {five} verdict: {entropy_verdict}.**\n",
         _line("Final accuracy, ε = 0.2 minus ε = ∞", acc),
-        f"\n**Finding 6 verdict: {acc.verdict}.**\n",
+        f"\n**Finding {six} verdict: {acc.verdict}.**\n",
         f"![entropy under random rewards by clip ratio]({fig})",
-        summary("5", "Under random rewards clipping lowers entropy; without it entropy does "
+        summary(five, "Under random rewards clipping lowers entropy; without it entropy does "
                 "not fall", "paper 2, §4.2, Figure 2",
                 f"fall at ε = 0.2: {fall.cell(1.0, ' nats', 4)}; "
                 f"∞ − 0.2: {vs.cell(1.0, ' nats', 4)}",
                 entropy_verdict,
                 "; ".join(v.why for v in (fall, vs)) if precondition
-                else f"clipping did not act (pg_clipfrac {acts:.4f})", "spurious"),
-        summary("6", "Clipping is not what raises accuracy under random rewards",
+                else f"clipping did not act (pg_clipfrac {acts:.4f})", key),
+        summary(six, "Clipping is not what raises accuracy under random rewards",
                 "paper 2, §3.2, Figure 1", acc.cell(100, " pts"), acc.verdict, acc.why,
-                "spurious")])
+                key)])
+
+
+write_spurious = spurious_writer("spurious", ("5", "6"), "5–6. Random rewards and clipping",
+                                 "spurious_entropy.png")
+write_spurious_pressure = spurious_writer(
+    "spurious_pressure", ("5b", "6b"), "5b–6b. Random rewards and clipping, with pressure",
+    "spurious_pressure_entropy.png")
