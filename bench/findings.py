@@ -75,6 +75,9 @@ REPLICAS: dict[str, tuple[Replica, ...]] = {
     "entropy": (Replica("AVX2 kernels", "toy-entropy-avx2", ("name=toy-entropy-avx2",), AVX2),),
     "kappa_scaled": (Replica("AVX2 kernels", "toy-kappa-scaled-avx2",
                              ("name=toy-kappa-scaled-avx2",), AVX2),),
+    "spurious_pressure": (Replica("seeds 53–55", "toy-spurious-pressure-heldout",
+                                  ("name=toy-spurious-pressure-heldout",
+                                   "axes.seed=[53,54,55]")),),
 }
 
 
