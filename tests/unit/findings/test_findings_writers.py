@@ -157,6 +157,13 @@ def test_spurious_clipping_lowers_entropy_and_does_not_help() -> None:
     assert "**Finding 6 verdict: reproduces.**" in text
     assert [line.split("|")[1].strip() for line in text.splitlines()
             if line.startswith(fs.SUMMARY)] == ["5", "6"]
+    # The rerun with clipping pressure: the same rules, its own findings and figure.
+    again = fs.write_spurious_pressure(sweep)  # type: ignore[arg-type]
+    assert again.startswith("### 5b–6b. Random rewards and clipping, with pressure")
+    assert "**Finding 5b verdict: reproduces.**" in again
+    assert [line.split("|")[1].strip() for line in again.splitlines()
+            if line.startswith(fs.SUMMARY)] == ["5b", "6b"]
+    assert "spurious_pressure_entropy.png" in again
 
 
 def test_the_page_keeps_studies_not_rerun_and_sums_them_up(tmp_path: Path,
