@@ -200,12 +200,11 @@ def table(sweeps: Sweeps, registry: str | None = None, mlflow: str | None = None
     """
     import pandas as pd
 
-    from orchestrator.analysis.report import auto_layout
-    from orchestrator.analysis.tables import build_table, render
+    from orchestrator.analysis.report import sweep_table
+    from orchestrator.analysis.tables import render
 
-    frame = _frame(sweeps, registry, mlflow)
     spec, placed = _table_spec(layout)
-    text = render(build_table(frame, spec if placed else auto_layout(frame, spec)), "csv")
+    text = render(sweep_table(_listed(sweeps), spec, placed, registry, mlflow), "csv")
     frame = pd.read_csv(io.StringIO(text), keep_default_na=False, na_values=[""])
     frame["block"] = frame["block"].astype("string")
     for column in frame.columns[frame.columns.str.endswith(" significant")]:

@@ -132,6 +132,14 @@ def ablation_table(frame: pd.DataFrame) -> tuple[TableSpec | None, Table | None,
     return spec, table, render(table, "markdown")
 
 
+def sweep_table(sweeps: Sequence[str], spec: TableSpec, placed: bool,
+                registry_url: str | None = None, mlflow_uri: str | None = None) -> Table:
+    """The ablation table of ``sweeps`` laid out by ``spec`` if it ``placed`` the axes,
+    else by the sweep's axes (:func:`auto_layout`)."""
+    frame = results_of(sweeps, registry_url, mlflow_uri)
+    return build_table(frame, spec if placed else auto_layout(frame, spec))
+
+
 def table_text(sweeps: Sequence[str], spec: TableSpec, fmt: str, placed: bool,
                registry_url: str | None = None, mlflow_uri: str | None = None) -> str:
     """``kappa table``'s text in ``fmt``. Unless options ``placed`` the axes, the table
@@ -141,8 +149,7 @@ def table_text(sweeps: Sequence[str], spec: TableSpec, fmt: str, placed: bool,
         studies = sweep_studies(sweeps[0], registry_url)
         if studies:
             return best_trials(studies, fmt)
-    frame = results_of(sweeps, registry_url, mlflow_uri)
-    table = build_table(frame, spec if placed else auto_layout(frame, spec))
+    table = sweep_table(sweeps, spec, placed, registry_url, mlflow_uri)
     return render(replace(table, notes=(*table.notes, *table_notes(sweeps, registry_url))), fmt)
 
 

@@ -31,11 +31,10 @@ def validate_command(spec_file: Path = _SPEC_ARG, overrides: OverridesArgument =
 
     Example: kappa validate experiments/toy/table2.yaml base.max_steps=20
     """
-    from orchestrator.spec.block_file import holds_only_rules, read_stop_rules
+    from orchestrator.spec.block_file import rules_file
     from orchestrator.sweeps.spec_plan import load_plan_with
 
-    if not overrides and holds_only_rules(spec_file):
-        read_stop_rules(spec_file)
+    if not overrides and rules_file(spec_file) is not None:
         typer.echo("ok: stopping rules (a stop: block for `kappa stop-check --rules` and "
                    "`kappa seed-check --rules`), not a spec")
         return

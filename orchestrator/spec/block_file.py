@@ -67,23 +67,26 @@ def read_stop_rules(path: Path) -> StopRules:
         raise UserInputError(exc.summary, [p if p.location else dataclasses.replace(
             p, location="--rules", fix=p.fix if p.line and p.fix else FILE_FIX)
             for p in exc.problems]) from None
-    if set(doc.data) != {"stop"}:
-        doc = _as_stop_block(doc)
+    return _rules(doc if set(doc.data) == {"stop"} else _as_stop_block(doc), path)
+
+
+def rules_file(path: Path) -> StopRules | None:
+    """The stopping rules in ``path`` if it is a rules file rather than a spec: a YAML
+    mapping whose one key is ``stop:`` (what ``--rules`` reads); ``None`` otherwise,
+    unreadable files included, for reading as a spec, which reports their problems."""
+    try:
+        doc = read_mapping(path, "spec", "keys", "key: value")
+    except UserInputError:
+        return None
+    return _rules(doc, path) if set(doc.data) == {"stop"} else None
+
+
+def _rules(doc: SourceDocument, path: Path) -> StopRules:
     try:
         return _StopBlock.model_validate(doc.data).stop
     except ValidationError as exc:
         raise UserInputError(f"invalid rules in {path}", [
             dataclasses.replace(p, fix=p.fix or RULES_FIX) for p in _problems(exc, doc)]) from None
-
-
-def holds_only_rules(path: Path) -> bool:
-    """Whether ``path`` is a rules file rather than a spec: a YAML mapping whose one key is
-    ``stop:`` (what ``--rules`` reads). Anything else, unreadable files included, is read
-    as a spec, which reports its problems."""
-    try:
-        return set(read_mapping(path, "spec", "keys", "key: value").data) == {"stop"}
-    except UserInputError:
-        return False
 
 
 def _as_stop_block(doc: SourceDocument) -> SourceDocument:
