@@ -65,14 +65,21 @@ class Message:
     fields: tuple[tuple[str, str], ...] = field(default=())
 
     def payload(self) -> dict[str, Any]:
-        """The JSON body to POST (Slack's incoming-webhook shape)."""
+        """The JSON body to POST (Slack's incoming-webhook shape), its text escaped."""
+        text = _shown(self.text)
         blocks: list[dict[str, Any]] = [
-            {"type": "section", "text": {"type": "mrkdwn", "text": self.text}}]
+            {"type": "section", "text": {"type": "mrkdwn", "text": text}}]
         if self.fields:
             blocks.append({"type": "section", "fields": [
-                {"type": "mrkdwn", "text": f"*{title}*\n{value}"}
+                {"type": "mrkdwn", "text": f"*{_shown(title)}*\n{_shown(value)}"}
                 for title, value in self.fields[:10]]})
-        return {"text": self.text, "blocks": blocks}
+        return {"text": text, "blocks": blocks}
+
+
+def _shown(text: str) -> str:
+    # Slack reads "<...>" as a command: "<!channel>" in an axis value or a log line would
+    # page everyone, "<https://x|y>" would disguise a link. kappa's own text has no "<".
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def axes_text(cell: CellRecord | EndedCell) -> str:
@@ -99,7 +106,8 @@ def main_metric(final: Mapping[str, Any] | None) -> tuple[str, float] | None:
 def cell_failed(sweep: str, cell: CellRecord, kind: Event) -> Message:
     """A cell failed for good (``cell_failed``, ``canary_failed`` or ``diverged``)."""
     first_line = next((x.strip() for x in (cell.last_error or "").splitlines() if x.strip()), "")
-    why = redact((cell.stop_reason or "") if kind == "diverged" else first_line)[:MAX_ERROR]
+    why = one_line(redact((cell.stop_reason or "") if kind == "diverged" else first_line))
+    why = why[:MAX_ERROR]
     if kind == "diverged":
         head = f"kappa: cell `{cell.cell_id}` of *{sweep}* diverged"
     elif kind == "canary_failed":

@@ -75,16 +75,24 @@ def md_row(cells: Sequence[str]) -> str:
 
 def frame_table(frame: pd.DataFrame, fmt: str, text: Callable[[str, Any], str],
                 spaced_rule: bool = False) -> str:
-    """A plain frame (a header row, a row per record) in ``fmt``: csv, latex or html as
-    pandas writes them (floats to 4 significant digits), or markdown with each value as
-    ``text(column, value)`` shows it and the header's rule ``|---|`` (``| --- |`` when
-    ``spaced_rule``)."""
+    """A plain frame (a header row, a row per record) in ``fmt``: csv or html as pandas
+    writes them (floats to 4 significant digits), or latex or markdown with each value as
+    ``text(column, value)`` shows it, escaped (markdown's header rule is ``|---|``, or
+    ``| --- |`` when ``spaced_rule``)."""
     if fmt == "csv":
         return str(frame.to_csv(index=False))
-    if fmt in ("latex", "html"):
-        write = frame.to_latex if fmt == "latex" else frame.to_html
-        return str(write(index=False, float_format="%.4g"))
+    if fmt == "html":
+        return str(frame.to_html(index=False, float_format="%.4g"))
     head = [str(c) for c in frame.columns]
+    if fmt == "latex":  # pandas' writer escapes nothing: "clip_ratio" would not compile
+        from pandas.api.types import is_numeric_dtype
+
+        spec = "".join("r" if is_numeric_dtype(frame[c]) else "l" for c in frame.columns)
+        body = [_tex_row([_tex(text(c, v)) for c, v in zip(head, row, strict=True)])
+                for row in frame.itertuples(index=False)]
+        return "\n".join([rf"\begin{{tabular}}{{{spec}}}", r"\toprule",
+                          _tex_row(list(map(_tex, head))), r"\midrule", *body,
+                          r"\bottomrule", r"\end{tabular}"]) + "\n"
     rule = md_row(["---"] * len(head)) if spaced_rule else f"|{'|'.join(['---'] * len(head))}|"
     rows = [md_row([_md_escape(text(c, v)) for c, v in zip(head, row, strict=True)])
             for row in frame.itertuples(index=False)]
@@ -119,12 +127,20 @@ _LATEX = {
     # In the default OT1 font encoding these print as other glyphs (¡, ¿, —).
     "<": r"\textless{}", ">": r"\textgreater{}", "|": r"\textbar{}",
     "±": r"$\pm$", DAGGER: r"$^\dagger$", MISSING: "---", "×": r"$\times$", "≥": r"$\geq$",
-    "§": r"\S{}", "‡": r"\ddag{}", "−": "$-$",
+    "§": r"\S{}", "‡": r"\ddag{}", "−": "$-$", "✓": r"$\checkmark$", "✗": r"$\times$",
 }
 
 
 def _tex(text: str) -> str:
-    return "".join(_LATEX.get(ch, ch) for ch in text)
+    # one_line first: a blank line ends a tabular's paragraph, a control character is an
+    # "invalid character" to TeX; their escapes print instead.
+    return "".join(_LATEX.get(ch, ch) for ch in one_line(text))
+
+
+def _tex_row(cells: Sequence[str]) -> str:
+    line = " & ".join(cells)
+    # After "\\" LaTeX reads a leading "[" as a length ("\\[2pt]"): shield it.
+    return ("{}" + line if line.startswith("[") else line) + r" \\"
 
 
 def to_latex(table: Table) -> str:
@@ -132,18 +148,16 @@ def to_latex(table: Table) -> str:
     n_cols = len(table.label_headers) + 1 + len(table.columns)
     spec = "l" * len(table.label_headers) + "r" + "r" * len(table.columns)
     header = [*(_tex(h) for h in table.label_headers), "$n$", *(_tex(c) for c in table.columns)]
-    out = [rf"\begin{{tabular}}{{{spec}}}", r"\toprule", " & ".join(header) + r" \\", r"\midrule"]
+    out = [rf"\begin{{tabular}}{{{spec}}}", r"\toprule", _tex_row(header), r"\midrule"]
     for b, block in enumerate(table.blocks):
         if block.title is not None:
             if b:
                 out.append(r"\midrule")
             out.append(rf"\multicolumn{{{n_cols}}}{{l}}{{\textit{{{_tex(block.title)}}}}} \\")
         for row in block.rows:
-            labels = [_tex(x).replace("\0yes", r"$\checkmark$").replace("\0no", r"$\times$")
-                      for x in _row_labels(row, "\0yes", "\0no")]
-            line = " & ".join([*labels, row.n, *_cell_texts(row, table, _tex, r"\textbf{{{}}}")])
-            # After "\\" LaTeX reads a leading "[" as a length ("\\[2pt]"): shield it.
-            out.append(("{}" + line if line.startswith("[") else line) + r" \\")
+            labels = [_tex(x) for x in _row_labels(row, "✓", "✗")]
+            out.append(_tex_row([*labels, row.n, *_cell_texts(row, table, _tex,
+                                                                 r"\textbf{{{}}}")]))
     out.append(r"\bottomrule")
     out += [rf"\multicolumn{{{n_cols}}}{{l}}{{\footnotesize {_tex(n)}}} \\" for n in table.notes]
     out.append(r"\end{tabular}")

@@ -224,3 +224,33 @@ def test_the_sweep_end_says_which_numerics_made_its_numbers() -> None:
     assert dict(sweep_end(_status(mixed)).fields)["made by"].startswith(
         "2 environments: torch 2.13.0 vs 2.12.0 differ")
     assert "made by" not in dict(sweep_end(_status([cell("d", CellState.SUCCEEDED, 0)])).fields)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_a_value_in_a_message_is_shown_never_obeyed_by_slack(seed: int) -> None:
+    """Slack reads ``<...>`` as a command (a mention, a link): an axis value, a sweep's
+    metric or a log line holding one reaches the channel as text."""
+    import random
+
+    rng = random.Random(seed)
+    print(f"seed={seed}")
+    pieces = ["<!channel>", "<!here>", "<@U024BE7LH>", "<https://evil.example|docs>", "&amp;",
+              "a>b", "<<x>>", "\x1b]0;t\x07"]
+    hostile = "".join(rng.sample(pieces, 4))
+    broken = cell("c1", CellState.FAILED, 1, axes={"label": hostile},
+                  last_error=f"Traceback: {hostile}")
+    won = cell("c2", CellState.SUCCEEDED, 2, axes={"label": hostile},
+               final_metrics={"val-core/x/acc/mean@1": 0.5})
+    for msg in (cell_failed("s", broken, "cell_failed"), sweep_end(_status([broken, won]))):
+        body = json.dumps(msg.payload())
+        texts = [msg.payload()["text"], *(b["text"]["text"] if "text" in b else
+                                          "".join(f["text"] for f in b["fields"])
+                                          for b in msg.payload()["blocks"])]
+        for text in texts:
+            assert "<" not in text and ">" not in text, text
+            assert "\x1b" not in text and "\x07" not in text, text
+        assert "&lt;!channel&gt;" in body or "<!channel>" not in hostile
+        assert "&amp;amp;" in body or "&amp;" not in hostile  # "&" itself is escaped
+    # kappa's own markup still formats: bold sweep, code cell id
+    assert cell_failed("s", broken, "cell_failed").payload()["text"].startswith(
+        "kappa: cell `c1` of *s* failed")
