@@ -100,3 +100,26 @@ def test_one_facet_without_other_axes_and_the_same_file_each_time(
     svg = plots.svg(acc, "reward_budget")
     assert "every run" in svg and "all: mean over every run" not in svg
     assert svg == plots.svg(acc, "reward_budget")  # no dates or random ids
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_an_axis_value_is_drawn_as_written_not_read_as_mathtext(
+    sweep: tuple[pd.DataFrame, pd.DataFrame], seed: int,
+) -> None:
+    """``$\\frac$`` in a facet, a legend or a title used to stop the whole report."""
+    import html
+    import random
+
+    rng = random.Random(seed)
+    print(f"seed={seed}")
+    pieces = ["$\\frac$", "$x^$", "$$", "a_b$", "$\\input{x}$", "<b>&", "\\", "$1 $2"]
+    _, curves = sweep
+    hostile = {v: "".join(rng.sample(pieces, 3)) + v for v in curves["axis.baseline"].unique()}
+    curves = curves.assign(**{"axis.baseline": curves["axis.baseline"].map(hostile),
+                              "axis.reward_budget": curves["axis.reward_budget"].map(
+                                  lambda v: f"${v}\\frac$")})
+    acc = build_panels(curves, "reward_budget", facet_by=["baseline"])[0]
+    svg = plots.svg(acc, "reward_budget")
+    for value in hostile.values():
+        assert html.escape(f"baseline={value}", quote=False) in svg, value
+    assert html.escape("reward_budget=$True\\frac$", quote=False) in svg
