@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -170,9 +170,9 @@ def _json_value(value: Any) -> Any:
     return value
 
 
-def write_parquet(frame: pd.DataFrame, path: Path) -> None:
-    """Write the frame as Parquet, which needs one type per column: axis columns of
-    mixed types become strings."""
+def parquet_writer(frame: pd.DataFrame) -> Callable[[Path], None]:
+    """What writes the frame as Parquet to a path it is given. Parquet needs one type per
+    column: axis columns of mixed types become strings."""
     frame = frame.copy()
     for column in frame.columns:
         if frame[column].dtype == object:
@@ -180,5 +180,4 @@ def write_parquet(frame: pd.DataFrame, path: Path) -> None:
             mixed = inferred.dtype == object and len({type(v) for v in inferred.dropna()}) > 1
             frame[column] = (inferred.astype(str).where(inferred.notna(), None) if mixed
                              else inferred)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    frame.to_parquet(path, index=False)
+    return lambda path: frame.to_parquet(path, index=False)

@@ -17,9 +17,11 @@ import re
 from typing import Any
 
 from orchestrator.analysis.dynamics import Curve, Panel, group_colors
+from orchestrator.redact import one_line
 
 FACET_COLUMNS = 3
-# An axis value is free text: "$\\frac$" in a title is not mathtext (it would stop the report).
+# An axis value is free text, shown as written: "$\\frac$" in a title is not mathtext (it
+# would stop the report), a control character is its escape.
 AS_WRITTEN = {"parse_math": False}
 
 
@@ -68,7 +70,7 @@ def svg(panel: Panel, compared: str | None) -> str:
             if mean.facet == facet and seeds.get(mean.group, 0) > 1:
                 ax.plot(mean.steps, mean.values, color=colors[mean.group], lw=2.0,
                         gid=line_id("mean", panel.metric, mean.group, facet))
-        ax.set_title(facet or "every run", fontsize=9, **AS_WRITTEN)
+        ax.set_title(one_line(facet) or "every run", fontsize=9, **AS_WRITTEN)
     if pooled:
         ax = axes[len(facets)]
         for mean in panel.pooled_means:
@@ -82,17 +84,17 @@ def svg(panel: Panel, compared: str | None) -> str:
         ax.grid(alpha=0.3)
         ax.tick_params(labelsize=7)
         if i % cols == 0:
-            ax.set_ylabel(panel.metric, fontsize=8, **AS_WRITTEN)
+            ax.set_ylabel(one_line(panel.metric), fontsize=8, **AS_WRITTEN)
         if i + cols >= n:
             ax.set_xlabel("step", fontsize=8)
             ax.xaxis.set_tick_params(labelbottom=True)
-    handles = [Line2D([], [], color=c, lw=2, label=f"{compared}={g}" if compared else g)
+    handles = [Line2D([], [], color=c, lw=2, label=one_line(f"{compared}={g}" if compared else g))
                for g, c in colors.items()]
     legend = fig.legend(handles=handles, loc="outside upper right", fontsize=8, frameon=False,
                         ncols=min(len(handles), 4))
     for text in legend.get_texts():
         text.set_parse_math(False)
-    fig.suptitle(f"{panel.title} ({panel.metric})", x=0.01, ha="left", fontsize=11,
+    fig.suptitle(one_line(f"{panel.title} ({panel.metric})"), x=0.01, ha="left", fontsize=11,
                  **AS_WRITTEN)
     return figure_svg(fig)
 

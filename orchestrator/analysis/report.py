@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator import paths
-from orchestrator.analysis import plots
+from orchestrator.analysis import output, plots
 from orchestrator.analysis.combined import results_of
 from orchestrator.analysis.curves import curve_key, load_curves
 from orchestrator.analysis.dynamics import PANELS, build_panels
@@ -341,8 +341,7 @@ def write_report(sweeps: str | Sequence[str], target: Path, *, registry_url: str
     """Write :func:`build_report`'s HTML to ``target`` (its folder made) and return it."""
     html_text = build_report(sweeps, registry_url=registry_url, mlflow_uri=mlflow_uri,
                              mlflow_ui=mlflow_ui, tables=tables, strict=strict, compare=compare)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(target, html_text)
+    output.write(target, html_text, "--out")
     names = [sweeps] if isinstance(sweeps, str) else list(sweeps)
     if compare is not None and len(names) == 1:
         keep_compare(names[0], compare)  # valid: the report above compared it

@@ -23,12 +23,10 @@ the comparison-group rules stop it (:mod:`.stop_check`): both savings together.
 from __future__ import annotations
 
 import fnmatch
-import json
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from orchestrator import paths
@@ -37,7 +35,6 @@ from orchestrator.analysis.stats import Interval, t_interval
 from orchestrator.analysis.tables.labels import default_metric_glob
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.registry import CellRecord, CellState, Registry
-from orchestrator.runs.atomic import write_atomic
 from orchestrator.stopping.replay import Replayed
 from orchestrator.stopping.seeds import SPENDING as SPENDING  # kappa seed-check's choices
 from orchestrator.stopping.seeds import Look, SeedRule, decide
@@ -312,14 +309,3 @@ def points_scale(cells: Sequence[SeedCell]) -> float:
     """100 when every value is an accuracy in [0, 1] (shown in points), else 1."""
     values = [c.value for c in cells if c.value is not None]
     return 100.0 if values and all(0.0 <= v <= 1.0 for v in values) else 1.0
-
-
-def write_figures(path: Path, result: SeedCheck) -> None:
-    """``--json``: the figures, written atomically; ``UserInputError`` if ``path`` cannot
-    take them (a folder, a full or read-only disk)."""
-    try:
-        write_atomic(path, json.dumps(result.as_json(), indent=1))
-    except OSError as exc:
-        raise UserInputError("cannot write --json", [Problem(
-            "--json", exc.strerror or str(exc), found=str(path),
-            fix="name a writable file")]) from None

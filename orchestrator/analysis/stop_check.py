@@ -12,7 +12,6 @@ interval) likewise.
 from __future__ import annotations
 
 import json
-import stat
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,7 +26,6 @@ from orchestrator.backends import get_backend
 from orchestrator.errors import Problem, UserInputError
 from orchestrator.grid.plan import SweepPlan, stored_plan
 from orchestrator.registry import CellRecord, CellState, Registry
-from orchestrator.runs.atomic import write_atomic
 from orchestrator.spec.block_file import read_stop_rules
 from orchestrator.spec.settings_paths import did_you_mean
 from orchestrator.stopping.replay import FinishedCell, Replayed, replay
@@ -286,38 +284,3 @@ def describe(rules: StopRules) -> str:
     """The rules as the report's first line shows them (JSON, without the GPU-hours cap)."""
     return json.dumps(rules.model_dump(exclude_defaults=True, by_alias=True,
                                        exclude={"gpu_hours"}), default=str)
-
-
-def _json_refused(path: Path, why: str) -> UserInputError:
-    return UserInputError(f"--json: cannot write {path}", [Problem(
-        "--json", why, found=str(path),
-        fix="give --json the path of a new or regular file in a folder you can write")])
-
-
-def json_target(path: Path) -> Path:
-    """Where ``--json`` writes (a symbolic link followed): a regular file, or a new one in an
-    existing folder. A folder, FIFO, device or socket is refused unopened: a FIFO waits for a
-    reader forever, and the atomic write's rename would replace a device (``/dev/full``)."""
-    target = path.resolve()
-    try:
-        mode = target.stat().st_mode
-    except FileNotFoundError:
-        if not target.parent.is_dir():
-            raise _json_refused(path, "its folder does not exist") from None
-        return target
-    except OSError as exc:
-        raise _json_refused(path, exc.strerror or str(exc)) from None
-    if stat.S_ISDIR(mode):
-        raise _json_refused(path, "this is a folder, not a file")
-    if not stat.S_ISREG(mode):
-        raise _json_refused(path, "this is not a regular file (a FIFO, device or socket)")
-    return target
-
-
-def write_json(result: StopCheck, path: Path) -> None:
-    """Write ``result``'s figures to ``path`` (from :func:`json_target`) whole or not at all;
-    a write that fails (a full disk, no permission) is a ``UserInputError`` naming it."""
-    try:
-        write_atomic(path, json.dumps(result.as_json(), indent=1))
-    except OSError as exc:
-        raise _json_refused(path, f"cannot be written: {exc.strerror or exc}") from None

@@ -5,18 +5,36 @@ before spending on tomorrow's."""
 
 from __future__ import annotations
 
+import json
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from orchestrator import paths
+from orchestrator.analysis import output as out
 from orchestrator.cli.completions import sweep_names, values
 from orchestrator.cli.sweep_options import MlflowOption, RegistryOption
 from orchestrator.errors import Problem, UserInputError, unknown_name
 
+
+def writable(option: str) -> Any:
+    """A typer callback refusing a path ``option`` cannot write, before the command runs."""
+    def check(ctx: typer.Context, path: Path | None) -> Path | None:
+        if path is not None and not ctx.resilient_parsing:
+            out.checked(path, option)
+        return path
+    return check
+
+
 OutputOption = Annotated[Path | None, typer.Option(
-    "--out", "--output", "-o", help="Write here instead of standard output.")]
+    "--out", "--output", "-o", help="Write here instead of standard output.",
+    callback=writable("--out"))]
+JsonOption = Annotated[Path | None, typer.Option(
+    "--json", metavar="FILE", help="Also write the figures as JSON here.",
+    callback=writable("--json"))]
 SweepsArgument = Annotated[list[str], typer.Argument(
     help="Sweep name; several are read as one: cells matched by their axes, the sweep of "
     "each number shown.", show_default=False, autocompletion=sweep_names)]
@@ -56,13 +74,13 @@ def _numerics(runs: Any, strict: bool) -> None:
                    err=True)
 
 
-def _emit(text: str, output: Path | None) -> None:
-    if output is None:
-        typer.echo(text, nl=not text.endswith("\n"))
+def _emit(text: str | Callable[[Path], None], output: Path | None) -> None:
+    """``text`` on standard output, or to ``output`` (text, or a function filling a file)."""
+    if output is not None:
+        typer.echo(f"wrote {out.write(output, text, '--out')}", err=True)
     else:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(text, encoding="utf-8")
-        typer.echo(f"wrote {output}", err=True)
+        assert isinstance(text, str)  # parquet, the one function, needs --out
+        typer.echo(out.shown(text, sys.stdout), nl=not text.endswith("\n"))
 
 
 @commands.command("export")
@@ -78,7 +96,7 @@ def export(
     """Export the results frame: one row per cell (axis.*, metric.*, state, run, steps, and
     what made its numbers: numerics, prov.*; seeds.* with a seeds: block)."""
     from orchestrator.analysis.combined import results_of
-    from orchestrator.analysis.frame import frame_text, write_parquet
+    from orchestrator.analysis.frame import frame_text, parquet_writer
     from orchestrator.analysis.seed_live import with_seeds
     from orchestrator.analysis.studies import with_trials
 
@@ -90,12 +108,7 @@ def export(
     frame = with_seeds(with_trials(results_of(sweeps, registry, mlflow), sweeps, registry),
                        sweeps, registry)
     _numerics(frame, strict)
-    if fmt == "parquet":
-        assert output is not None
-        write_parquet(frame, output)
-        typer.echo(f"wrote {output}", err=True)
-    else:
-        _emit(frame_text(frame, fmt), output)
+    _emit(parquet_writer(frame) if fmt == "parquet" else frame_text(frame, fmt), output)
 
 
 @commands.command("table")
@@ -159,7 +172,8 @@ def report(
     sweeps: SweepsArgument,
     output: Annotated[Path | None, typer.Option(
         "--out", "--output", "-o",
-        help="The HTML file (default: SWEEP-report.html, A+B-report.html for several).")] = None,
+        help="The HTML file (default: SWEEP-report.html, A+B-report.html for several).",
+        callback=writable("--out"))] = None,
     compare: Annotated[str | None, typer.Option(
         "--compare", metavar="AXIS",
         help="The axis the plots compare (colour); the other axes but the seed get one plot "
@@ -231,8 +245,7 @@ def stop_check(
         metavar="AXIS=BASE", help="The compared axis and its base value (default: the "
                                   "together axis, against its first value).")] = None,
     seed_axis: Annotated[str, typer.Option(help="Axis of replicate seeds.")] = "seed",
-    json_out: Annotated[Path | None, typer.Option(
-        "--json", metavar="FILE", help="Also write the figures as JSON here.")] = None,
+    json_out: JsonOption = None,
     registry: RegistryOption = None,
     strict: StrictOption = False,
 ) -> None:
@@ -244,8 +257,6 @@ def stop_check(
     from orchestrator.analysis import stop_check as replay
 
     paths.check_name(sweep)
-    if json_out is not None:
-        json_out = replay.json_target(json_out)  # refused before any work, as a bad --rules
     plan, cells = replay.load(sweep, registry)
     _numerics(cells, strict)
     chosen = replay.chosen_rules(sweep, plan, cells, rules, together)
@@ -257,4 +268,4 @@ def stop_check(
                    "replay judges only the steps they ran", err=True)
     typer.echo(replay.render(result, replay.describe(chosen)), nl=False)
     if json_out is not None:
-        replay.write_json(result, json_out)
+        out.write(json_out, json.dumps(result.as_json(), indent=1), "--json")

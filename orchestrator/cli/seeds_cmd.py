@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
@@ -9,7 +10,9 @@ from typing import Annotated
 import typer
 
 from orchestrator import paths
+from orchestrator.analysis import output
 from orchestrator.cli.completions import sweep_names, values
+from orchestrator.cli.results_cmd import JsonOption
 from orchestrator.cli.sweep_options import RegistryOption
 from orchestrator.errors import Problem, UserInputError, unknown_name
 
@@ -50,8 +53,7 @@ def seed_check(
         "(a stop: block, as kappa stop-check reads it): values and hours at their stop.")
     ] = None,
     seed_axis: Annotated[str, typer.Option(help="Axis of replicate seeds.")] = "seed",
-    json_out: Annotated[Path | None, typer.Option(
-        "--json", metavar="FILE", help="Also write the figures as JSON here.")] = None,
+    json_out: JsonOption = None,
     registry: RegistryOption = None,
 ) -> None:
     """Replay seeds on demand on a finished sweep: per comparison, the seeds the sequential
@@ -87,4 +89,4 @@ def seed_check(
     typer.echo(f"Metric: {glob}" + (" (points)" if scale == 100.0 else ""))
     typer.echo(seeds.render(result, scale), nl=False)
     if json_out is not None:
-        seeds.write_figures(json_out, result)
+        output.write(json_out, json.dumps(result.as_json(), indent=1), "--json")

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 import typer
 
 from orchestrator import paths
+from orchestrator.analysis import output as out
+from orchestrator.cli.results_cmd import writable
 from orchestrator.cli.sweep_options import OverridesArgument, RegistryOption
 from orchestrator.errors import UserInputError
 from orchestrator.limits import number_problem
@@ -125,7 +127,8 @@ def _stale(the_plan: Plan, registry: str | None) -> StaleCells | None:
 @commands.command("schema")
 def schema_command(
     output: Path | None = typer.Option(None, "--output", "-o",
-                                       help="Write to this file instead of stdout."),
+                                       help="Write to this file instead of stdout.",
+                                       callback=writable("--output")),
 ) -> None:
     """Print the JSON Schema of specs (with each backend's settings for base), for editors.
 
@@ -138,5 +141,4 @@ def schema_command(
     if output is None:
         sys.stdout.write(text)
     else:
-        output.write_text(text)
-        typer.echo(f"wrote {output}")
+        typer.echo(f"wrote {out.write(output, text, '--output')}")

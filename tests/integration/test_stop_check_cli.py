@@ -4,10 +4,12 @@ length and where the group would have stopped; and its refusals of bad input."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -117,8 +119,7 @@ def test_json_goes_only_to_a_regular_file_whole_and_nothing_hangs(
     folder.mkdir()
     a_file = tmp_path / "a-file"
     a_file.write_text("")
-    targets = [fifo, folder, a_file / "figures.json", tmp_path / "no-such" / "f.json",
-               tmp_path / "dev-full-link"]
+    targets = [fifo, folder, a_file / "figures.json", tmp_path / "dev-full-link"]
     (tmp_path / "dev-full-link").symlink_to("/dev/full")
     try:
         os.mknod(tmp_path / "full", stat.S_IFCHR | 0o666, os.makedev(1, 7))  # /dev/full's
@@ -132,13 +133,20 @@ def test_json_goes_only_to_a_regular_file_whole_and_nothing_hangs(
     assert os.read(reader, 1) == b""  # nothing was written to the FIFO
     os.close(reader)
     assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
+    # A missing folder is made (as for --out).
+    made = tmp_path / "no-such" / "f.json"
+    assert run_kappa(capsys, "stop-check", finished, "--rules", rules, "--json",
+                     str(made)).code == 0
+    assert json.loads(made.read_text())["comparisons"]
     # A write that fails (a full disk): exit 2, and no file, not half of one.
-    from orchestrator.analysis import stop_check
+    from orchestrator.analysis import output
 
-    def no_space(path: object, content: object) -> None:
+    @contextlib.contextmanager
+    def no_space(path: object) -> Iterator[Path]:
         raise OSError(errno.ENOSPC, "No space left on device")
+        yield Path()
 
-    monkeypatch.setattr(stop_check, "write_atomic", no_space)
+    monkeypatch.setattr(output, "replacing", no_space)
     out = tmp_path / "figures.json"
     (problem,) = user_error(capsys, "stop-check", finished, "--rules", rules,
                             "--json", str(out)).problems
