@@ -5,16 +5,18 @@ the row lookups and value checks the sweep, cell and lease methods share."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from typing import Any, Self, cast
 
-from sqlalchemy import ColumnElement, CursorResult, Engine, Update, select
-from sqlalchemy.exc import OperationalError
+from sqlalchemy import ColumnElement, CursorResult, Engine, Update, select, text
+from sqlalchemy.exc import DatabaseError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from orchestrator import paths
 from orchestrator.errors import Problem, UserInputError, unknown_name
+from orchestrator.redact import one_line
 from orchestrator.registry.engine import (
     display_url,
     make_engine,
@@ -24,6 +26,44 @@ from orchestrator.registry.engine import (
 )
 from orchestrator.registry.models import Base, CellRow, SweepRow
 from orchestrator.registry.schema import RegistryMissing, ensure_schema
+
+# What SQLite says of a file it cannot read: damaged pages, text that is no longer UTF-8, a
+# schema whose names were hit (the schema was checked when the registry was opened).
+_DAMAGE = ("malformed", "not a database", "decode to UTF-8", "no such column", "no such table",
+           "corrupt")
+
+
+def unreadable_sqlite(url: Any, exc: BaseException) -> UserInputError | None:
+    """The error for a SQLite registry that cannot be read: damaged (a disk error, a copy
+    taken while kappa wrote to it, a file that is no database), or out of reach (no access);
+    ``None`` for anything else (a busy database, or kappa's own code failing around a read).
+    A row that no longer decodes shows as a ``ValueError`` raised inside SQLAlchemy."""
+    if url.get_backend_name() != "sqlite":
+        return None
+    if isinstance(exc, DatabaseError):  # never a constraint, a busy lock or a bad statement
+        reason = str(exc.orig or exc).strip()
+        access = any(m in reason for m in ("unable to open", "readonly", "permission"))
+        if not access and not any(m in reason for m in _DAMAGE):
+            return None
+    elif isinstance(exc, ValueError) and _inside_sqlalchemy(exc):  # UnicodeDecodeError too
+        reason, access = f"{type(exc).__name__}: {exc}", False
+    else:
+        return None
+    return UserInputError(f"cannot read the registry {url.database}", [Problem(
+        "registry", one_line(reason[:300]), found=display_url(url),
+        fix=("check that you may read and write the file and its folder" if access else
+             f"the file is damaged or not kappa's (`kappa db check` reads all of it): restore "
+             f"it from a backup, or move it aside (mv {url.database} {url.database}.broken) "
+             "to start an empty registry"))])
+
+
+def _inside_sqlalchemy(exc: BaseException) -> bool:
+    tb = exc.__traceback__
+    while tb is not None:
+        if f"{os.sep}sqlalchemy{os.sep}" in tb.tb_frame.f_code.co_filename:
+            return True
+        tb = tb.tb_next
+    return False
 
 
 class RegistryConnection:
@@ -57,6 +97,8 @@ class RegistryConnection:
             engine.dispose()
             if isinstance(exc, OperationalError) and parsed.get_backend_name() != "sqlite":
                 raise unreachable(parsed, exc) from None
+            if (error := unreadable_sqlite(parsed, exc)) is not None:
+                raise error from None
             raise
         return cls(engine)
 
@@ -84,8 +126,28 @@ class RegistryConnection:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _tx(self) -> AbstractContextManager[Session]:
-        return self._sessions.begin()
+    def damage(self) -> list[str]:
+        """Read the whole registry: SQLite's integrity check (what it finds, ``[]`` when
+        sound), then every row of every table decoded, which raises the error of
+        :func:`unreadable_sqlite` at the first row that no longer reads."""
+        with self._tx() as session:
+            found = [] if self.engine.dialect.name != "sqlite" else [
+                str(row) for (row,) in session.execute(text("PRAGMA integrity_check"))
+                if row != "ok"]
+            for mapper in Base.registry.mappers:
+                for _row in session.scalars(select(mapper.class_)).yield_per(1000):
+                    pass
+        return found
+
+    @contextmanager
+    def _tx(self) -> Iterator[Session]:
+        try:
+            with self._sessions.begin() as session:
+                yield session
+        except Exception as exc:  # a SQLite file damaged since it was opened
+            if (error := unreadable_sqlite(self.engine.url, exc)) is None:
+                raise
+            raise error from None
 
     @contextmanager
     def _read(self) -> Iterator[Session]:
