@@ -5,13 +5,12 @@ the row lookups and value checks the sweep, cell and lease methods share."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Self, cast
 
 from sqlalchemy import ColumnElement, CursorResult, Engine, Update, select, text
-from sqlalchemy.exc import DatabaseError, OperationalError
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from orchestrator import paths
@@ -23,47 +22,10 @@ from orchestrator.registry.engine import (
     missing_sqlite_file,
     normalize_url,
     unreachable,
+    unreadable_sqlite,
 )
 from orchestrator.registry.models import Base, CellRow, SweepRow
 from orchestrator.registry.schema import RegistryMissing, ensure_schema
-
-# What SQLite says of a file it cannot read: damaged pages, text that is no longer UTF-8, a
-# schema whose names were hit (the schema was checked when the registry was opened).
-_DAMAGE = ("malformed", "not a database", "decode to UTF-8", "no such column", "no such table",
-           "corrupt")
-
-
-def unreadable_sqlite(url: Any, exc: BaseException) -> UserInputError | None:
-    """The error for a SQLite registry that cannot be read: damaged (a disk error, a copy
-    taken while kappa wrote to it, a file that is no database), or out of reach (no access);
-    ``None`` for anything else (a busy database, or kappa's own code failing around a read).
-    A row that no longer decodes shows as a ``ValueError`` raised inside SQLAlchemy."""
-    if url.get_backend_name() != "sqlite":
-        return None
-    if isinstance(exc, DatabaseError):  # never a constraint, a busy lock or a bad statement
-        reason = str(exc.orig or exc).strip()
-        access = any(m in reason for m in ("unable to open", "readonly", "permission"))
-        if not access and not any(m in reason for m in _DAMAGE):
-            return None
-    elif isinstance(exc, ValueError) and _inside_sqlalchemy(exc):  # UnicodeDecodeError too
-        reason, access = f"{type(exc).__name__}: {exc}", False
-    else:
-        return None
-    return UserInputError(f"cannot read the registry {url.database}", [Problem(
-        "registry", one_line(reason[:300]), found=display_url(url),
-        fix=("check that you may read and write the file and its folder" if access else
-             f"the file is damaged or not kappa's (`kappa db check` reads all of it): restore "
-             f"it from a backup, or move it aside (mv {url.database} {url.database}.broken) "
-             "to start an empty registry"))])
-
-
-def _inside_sqlalchemy(exc: BaseException) -> bool:
-    tb = exc.__traceback__
-    while tb is not None:
-        if f"{os.sep}sqlalchemy{os.sep}" in tb.tb_frame.f_code.co_filename:
-            return True
-        tb = tb.tb_next
-    return False
 
 
 class RegistryConnection:
@@ -126,18 +88,19 @@ class RegistryConnection:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def damage(self) -> list[str]:
-        """Read the whole registry: SQLite's integrity check (what it finds, ``[]`` when
-        sound), then every row of every table decoded, which raises the error of
-        :func:`unreadable_sqlite` at the first row that no longer reads."""
+    def read_all(self) -> None:
+        """Read the whole registry: SQLite's integrity check, then every row of every table
+        decoded; a ``UserInputError`` naming what is damaged (:func:`unreadable_sqlite`)."""
         with self._tx() as session:
-            found = [] if self.engine.dialect.name != "sqlite" else [
-                str(row) for (row,) in session.execute(text("PRAGMA integrity_check"))
-                if row != "ok"]
+            check = "PRAGMA integrity_check"
+            if self.engine.dialect.name == "sqlite" and (found := [
+                    str(r) for (r,) in session.execute(text(check)) if r != "ok"]):
+                raise UserInputError(f"the registry {self.url} is damaged", [Problem(
+                    "registry", one_line(line[:300]), fix="restore it from a backup")
+                    for line in found])
             for mapper in Base.registry.mappers:
                 for _row in session.scalars(select(mapper.class_)).yield_per(1000):
                     pass
-        return found
 
     @contextmanager
     def _tx(self) -> Iterator[Session]:

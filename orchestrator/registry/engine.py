@@ -7,16 +7,18 @@ a lock upgrade half-way, and migrations are transactional."""
 
 from __future__ import annotations
 
+import os
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, DatabaseError
 
 from orchestrator.errors import Problem, UserInputError
-from orchestrator.redact import redact
+from orchestrator.redact import one_line, redact
 
 BUSY_TIMEOUT_MS = 30_000
 SUPPORTED = "sqlite:///PATH, postgresql+psycopg://USER@HOST:PORT/DB"
@@ -62,6 +64,41 @@ def unreachable(url: URL, exc: Exception) -> UserInputError:
     return UserInputError(f"cannot connect to the registry at {display_url(url)}", [Problem(
         "registry", redact(reason[0] if reason else type(exc).__name__), found=display_url(url),
         fix="check the server is up and the URL's host, port, user and password")])
+
+
+# What SQLite says of a file it cannot read: damaged pages, text that is no longer UTF-8, a
+# schema whose names were hit (the schema was checked when the registry was opened).
+_DAMAGE = ("malformed", "not a database", "decode to UTF-8", "no such column", "no such table",
+           "corrupt")
+
+
+def unreadable_sqlite(url: Any, exc: BaseException) -> UserInputError | None:
+    """The error for a SQLite registry that cannot be read: damaged (a disk error, a copy
+    taken while kappa wrote to it, a file that is no database), or out of reach (no access);
+    ``None`` for anything else (a busy database, or kappa's own code failing around a read).
+    A row that no longer decodes shows as a ``ValueError`` raised inside SQLAlchemy."""
+    if url.get_backend_name() != "sqlite":
+        return None
+    if isinstance(exc, DatabaseError):  # never a constraint, a busy lock or a bad statement
+        reason = str(exc.orig or exc).strip()
+        access = any(m in reason for m in ("unable to open", "readonly", "permission"))
+        if not access and not any(m in reason for m in _DAMAGE):
+            return None
+    elif isinstance(exc, ValueError) and _inside_sqlalchemy(exc):  # UnicodeDecodeError too
+        reason, access = f"{type(exc).__name__}: {exc}", False
+    else:
+        return None
+    return UserInputError(f"cannot read the registry {url.database}", [Problem(
+        "registry", one_line(reason[:300]), found=display_url(url),
+        fix=("check that you may read and write the file and its folder" if access else
+             f"the file is damaged or not kappa's (`kappa db check` reads all of it): restore "
+             f"it from a backup, or move it aside (mv {url.database} {url.database}.broken) "
+             "to start an empty registry"))])
+
+
+def _inside_sqlalchemy(exc: BaseException) -> bool:
+    return any(f"{os.sep}sqlalchemy{os.sep}" in frame.f_code.co_filename
+               for frame, _ in traceback.walk_tb(exc.__traceback__))
 
 
 def make_engine(url: str | URL) -> Engine:
