@@ -6,7 +6,6 @@ characters as escapes while a pipe gets the exact data."""
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import pty
 import select
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from kit.cli import run_kappa, user_error
+from kit.full_disk import no_space
 from kit.home import use_home
 from kit.tiny_spec import tiny_embedded
 
@@ -117,10 +117,6 @@ def test_a_write_that_fails_is_an_error_and_leaves_no_file(
     assert run_kappa(capsys, *args, "-o", str(made)).code == 0
     assert made.stat().st_size > 0  # a missing folder is made
 
-    @contextlib.contextmanager
-    def no_space(path: object) -> Iterator[Path]:
-        raise OSError(errno.ENOSPC, "No space left on device")
-        yield Path()
 
     monkeypatch.setattr(output, "replacing", no_space)
     target = tmp_path / "full-disk"

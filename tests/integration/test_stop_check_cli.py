@@ -4,16 +4,14 @@ length and where the group would have stopped; and its refusals of bad input."""
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import json
 import os
 import stat
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from kit.cli import run_kappa, user_error
+from kit.full_disk import no_space
 from kit.home import use_home
 
 from orchestrator.sweeps.driver import submit
@@ -141,10 +139,6 @@ def test_json_goes_only_to_a_regular_file_whole_and_nothing_hangs(
     # A write that fails (a full disk): exit 2, and no file, not half of one.
     from orchestrator.analysis import output
 
-    @contextlib.contextmanager
-    def no_space(path: object) -> Iterator[Path]:
-        raise OSError(errno.ENOSPC, "No space left on device")
-        yield Path()
 
     monkeypatch.setattr(output, "replacing", no_space)
     out = tmp_path / "figures.json"
