@@ -23,10 +23,9 @@ def _refused(path: Path, option: str, why: str) -> UserInputError:
 
 
 def checked(path: Path, option: str) -> Path:
-    """Where ``option`` writes (a symbolic link followed): a regular file, or a new one whose
-    missing folders can be made. A folder, FIFO, device or socket is refused unopened: a FIFO
-    waits for a reader forever, and the atomic write's rename would replace a device
-    (``/dev/null``)."""
+    """Where ``option`` writes (a link followed): a regular file, or a new one. A folder,
+    FIFO, device or socket is refused unopened: a FIFO waits for a reader forever, and the
+    atomic write's rename would replace a device (``/dev/null``)."""
     target = path.resolve()
     try:
         mode = target.stat().st_mode
@@ -45,9 +44,8 @@ def checked(path: Path, option: str) -> Path:
 
 
 def write(path: Path, content: str | bytes | Callable[[Path], None], option: str) -> Path:
-    """Write ``content`` (text as UTF-8, or a function that fills the file it is given) to
-    ``path`` whole or not at all, making its folder; ``UserInputError`` naming ``option`` if
-    it cannot be written (a folder, a device, a full or read-only disk). Returns the path."""
+    """Write ``content`` (UTF-8 text, or a function filling the file it is given) to
+    ``path`` as the module's docstring says; returns ``path``."""
     target = checked(path, option)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -62,9 +60,7 @@ def write(path: Path, content: str | bytes | Callable[[Path], None], option: str
 
 
 def shown(text: str, stream: TextIO) -> str:
-    """``text`` as ``stream`` should get it: exact on a pipe or a file; on a terminal each
-    line with its control characters as escapes (see the module's docstring)."""
-    isatty = getattr(stream, "isatty", None)
-    if isatty is None or not isatty():
+    """``text`` as ``stream`` should get it (see the module's docstring)."""
+    if not getattr(stream, "isatty", lambda: False)():
         return text
     return "\n".join(one_line(line) for line in text.split("\n"))

@@ -158,14 +158,13 @@ def check_mlflow(options: DoctorOptions) -> CheckResult:
 def _check_local_sqlite(db: Path, shown: str) -> CheckResult:
     """A local SQLite store: at the installed MLflow's schema revision, and its file, its
     folder (SQLite's write-ahead log) and the artifact folder writable."""
-    from orchestrator.tracking.sqlite_store import newest_revision, schema_revision
+    from orchestrator.tracking import sqlite_store as store
 
-    details = {"uri": shown, "revision": schema_revision(db), "head": newest_revision(db)}
+    details = {"uri": shown, "revision": store.schema_revision(db),
+               "head": store.newest_revision(db)}
     if details["revision"] is None:
         return CheckResult("mlflow", Status.PROBLEM, f"{db} is not an MLflow store",
-                           fix="point --mlflow / KAPPA_MLFLOW_URI at an MLflow store, or move "
-                               "the file away (the first `kappa submit` makes a new one)",
-                           details=details)
+                           fix=store.NOT_A_STORE_FIX, details=details)
     if details["head"] is not None and details["revision"] != details["head"]:
         return CheckResult("mlflow", Status.PROBLEM, f"{shown} is at schema revision "
                            f"{details['revision']}, not the installed MLflow's "

@@ -17,12 +17,16 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
+from orchestrator.errors import Problem, UserInputError
+from orchestrator.redact import one_line
 from orchestrator.runs.atomic import file_lock, lock_path
 
 LOG = logging.getLogger(__name__)
 # Alembic's batch mode (SQLite's ALTER TABLE) copies a table into this, drops the
 # original and renames the copy.
 _ALEMBIC_TMP = "_alembic_tmp_"
+NOT_A_STORE_FIX = ("point --mlflow / KAPPA_MLFLOW_URI at an MLflow store, or move the file "
+                   "away (the first `kappa submit` makes a new one)")
 
 
 def prepare_store(db: Path, create: Callable[[], object]) -> bool:
@@ -36,14 +40,26 @@ def prepare_store(db: Path, create: Callable[[], object]) -> bool:
     with file_lock(lock_path(db)) as fd:
         changed = not store_is_current(db, head)
         if changed:
-            if schema_revision(db) != head:
-                repair_interrupted_migration(db)
-            create()
+            try:
+                if schema_revision(db) != head:
+                    repair_interrupted_migration(db)
+                create()
+            except Exception as exc:
+                if not isinstance(getattr(exc, "orig", exc), sqlite3.DatabaseError):
+                    raise
+                raise not_a_store(db, exc) from None
             use_wal(db)
         if head is not None:
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"mlflow {_mlflow_version()} {head}\n".encode(), 0)
     return changed
+
+
+def not_a_store(db: Path, exc: BaseException) -> UserInputError:
+    """The error for a file in the store's place that SQLite cannot read as a store."""
+    return UserInputError(f"{db} is not an MLflow store", [Problem(
+        "mlflow", one_line(str(getattr(exc, "orig", exc))[:300]), found=str(db),
+        fix=NOT_A_STORE_FIX)])
 
 
 def _mlflow_version() -> str:

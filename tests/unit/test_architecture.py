@@ -231,10 +231,10 @@ def test_the_run_folder_path_rule_exists_once() -> None:
 #: them. A change that needs more raises the budget in the same commit and says why (before
 #: adding lines, look for what can go); one that leaves the house smaller lowers it.
 MAX_CLI_LINES = 2_300
-LINE_BUDGET = 28_960
-# 28,900 -> 28,960 (2026-12-05): text shown, never obeyed, in LaTeX, Slack and plots; one
+LINE_BUDGET = 28_965
+# 28,900 -> 28,965 (2026-12-05): text shown, never obeyed, in LaTeX, Slack and plots; one
 # checked, atomic way to write a result file (two writers folded into it); a damaged
-# SQLite registry reported instead of a traceback, and `kappa db check` reading all of it.
+# SQLite registry or MLflow store reported instead of a traceback; `kappa db check` reads all.
 
 
 def _lines(folder: Path) -> int:

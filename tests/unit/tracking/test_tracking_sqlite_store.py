@@ -140,3 +140,25 @@ def test_prepare_store_repairs_a_store_left_broken_by_an_interrupted_migration(
     run = client.create_run(client.create_experiment("after-repair"))
     client.log_metric(run.info.run_id, "m", 1.0)
     assert client.get_run(run.info.run_id).data.metrics == {"m": 1.0}
+
+
+def test_a_file_that_is_no_store_stops_submit_before_anything_is_recorded(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from kit.cli import run_kappa
+    from kit.tiny_spec import tiny_embedded
+
+    from orchestrator.registry import Registry
+
+    monkeypatch.setenv("KAPPA_HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "mlflow.db").write_text("my notes, in the store's place\n")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(tiny_embedded("no-store", {"seed": [0]}, max_steps=1))
+    ran = run_kappa(capsys, "submit", str(spec), "--wait")
+    assert ran.code == 2 and "Traceback" not in ran.output, ran.output
+    assert f"{tmp_path / 'home' / 'mlflow.db'} is not an MLflow store" in ran.output
+    assert "move the file away" in ran.output
+    with Registry.open() as reg:
+        assert reg.find_sweep("no-store") is None
+    assert (tmp_path / "home" / "mlflow.db").read_text().startswith("my notes")
