@@ -2,10 +2,12 @@
 and written whole or not at all, its folder made; one that cannot be written is an error
 naming the option, never a traceback. Standard output gets the exact text, except on a
 terminal, which shows each control character of a value as its escape (as ``ls`` shows a
-file name) instead of acting on it: a label's ``\\x1b]0;...`` would retitle the window."""
+file name) instead of acting on it: a label's ``\\x1b]0;...`` would retitle the window. A
+log keeps its colours and line layout there, and only those (as ``less -R`` shows it)."""
 
 from __future__ import annotations
 
+import re
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -64,3 +66,20 @@ def shown(text: str, stream: TextIO) -> str:
     if not getattr(stream, "isatty", lambda: False)():
         return text
     return "\n".join(one_line(line) for line in text.split("\n"))
+
+
+# What a program's output may do to a terminal: colour (SGR), break and tab its lines.
+_LOG_LAYOUT = re.compile(r"(\x1b\[[0-9;:]*m|[\n\r\t])")
+
+
+def log_writer(stream: TextIO) -> Callable[[str], None]:
+    """What writes a program's output to ``stream`` piece by piece, flushed: exact on a pipe
+    or a file; on a terminal with every other control character or escape sequence shown
+    as its escape (a log line is never a command to the terminal)."""
+    tty = getattr(stream, "isatty", lambda: False)()
+
+    def write(text: str) -> None:
+        stream.write("".join(part if i % 2 else one_line(part) for i, part in
+                             enumerate(_LOG_LAYOUT.split(text))) if tty else text)
+        stream.flush()
+    return write

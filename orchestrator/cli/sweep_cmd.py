@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-from functools import partial
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from orchestrator import paths
+from orchestrator.analysis import output as out
 from orchestrator.cli.completions import cell_ids, sweep_names, sweeps_and_cells
 from orchestrator.cli.console import make_console
 from orchestrator.cli.sweep_options import (
@@ -205,8 +206,7 @@ def logs_cmd(
 
     with stores_of(registry, None).open_registry(create=False) as reg:
         record = find_cell(reg, cell)  # the log is written as it is read, flushed each time
-        Sweep(reg, record.sweep_name).write_log(record, partial(print, end="", flush=True),
-                                                follow)
+        Sweep(reg, record.sweep_name).write_log(record, out.log_writer(sys.stdout), follow)
 
 
 @commands.command("cancel")

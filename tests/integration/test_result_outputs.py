@@ -122,3 +122,26 @@ def test_a_write_that_fails_is_an_error_and_leaves_no_file(
     target = tmp_path / "full-disk"
     (problem,) = user_error(capsys, *args, "-o", str(target)).problems
     assert "No space left on device" in problem.message and not target.exists()
+
+
+def test_a_log_keeps_its_colours_on_a_terminal_and_nothing_else(in_home: Path) -> None:
+    from orchestrator.registry import Registry
+    from orchestrator.runs import layout
+    from orchestrator.runs.folder import LOG_FILE
+
+    with Registry.open() as reg:
+        cell = reg.cells(NAME)[0]
+    log = layout.run_folder(cell) / LOG_FILE
+    hostile = (f"\x1b[31mred\x1b[0m step 3\r\n{TITLE}\x1b[2J\x1b]52;c;cHduZWQ=\x07"
+               "\x9b6n\u202eevil\tend\n")
+    with log.open("a", encoding="utf-8") as fh:
+        fh.write(hostile)
+    shown = _kappa_on_a_terminal(in_home, "logs", cell.cell_id)
+    assert b"\x1b[31mred\x1b[0m step 3" in shown  # its colours, kept
+    for act in (b"\x1b]", b"\x07", b"\x1b[2J", "\x9b".encode(), "\u202e".encode()):
+        assert act not in shown, act
+    assert b"\\x1b]0;pwned\\x07\\x1b[2J\\x1b]52;c;cHduZWQ=\\x07\\x9b6n\\u202eevil\tend" in shown
+    piped = subprocess.run([sys.executable, "-m", "orchestrator", "logs", cell.cell_id],
+                           capture_output=True, env={**os.environ, "KAPPA_HOME": str(in_home)},
+                           check=True, timeout=120).stdout
+    assert piped.endswith(hostile.encode())  # the file's bytes, exact
