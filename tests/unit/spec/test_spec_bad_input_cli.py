@@ -77,3 +77,29 @@ def test_validate_checks_a_rules_file_as_rules(tmp_path: Path, kappa: Any) -> No
     rules.write_text("name: x\nstop:\n  plateau: {metric: actor/entropy, patience: 3}\n")
     code, out, err = kappa(["validate", str(rules)])
     assert code == 0 and out.startswith("ok: 1 cells"), out + err
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_an_error_shows_a_hostile_name_never_obeys_it(
+        seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """An axis name, a sweep name or a value quoted in an error prints as its escapes: the
+    location (``axes.<name>``) used to reach the terminal as it was written."""
+    import random
+
+    from kit.cli import run_kappa
+
+    rng = random.Random(seed)
+    print(f"seed={seed}")
+    acts = ["\\e]0;pwned\\a", "\\e[2J", "\\u202e", "\\x9b6n", "\\e]52;c;eA==\\a"]
+    hostile = "".join(rng.sample(acts, 2))
+    monkeypatch.setenv("KAPPA_HOME", str(tmp_path / "home"))
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f'name: "x{hostile}"\nbackend: embedded\n'
+                    f'axes: {{"a{hostile}b": [0], seed: [0]}}\n', encoding="utf-8")
+    ran = run_kappa(capsys, "validate", str(spec))
+    assert ran.code == 2, ran.output
+    for act in ("\x1b", "\x07", "\u202e", "\x9b"):
+        assert act not in ran.output, (act, ran.output)
+    assert "axes.a\\x1b" in ran.output or "axes.a\\u202e" in ran.output or (
+        "axes.a\\x9b" in ran.output), ran.output
