@@ -101,6 +101,22 @@ def _inside_sqlalchemy(exc: BaseException) -> bool:
                for frame, _ in traceback.walk_tb(exc.__traceback__))
 
 
+def server_away(exc: BaseException) -> bool:
+    """Whether ``exc`` says a PostgreSQL registry could not be reached or dropped the
+    connection (refused, reset, shut down, starting up), worth waiting for: judged by the
+    server's error class (08: connection; 57P01-57P03: shutdown, crash, not yet accepting),
+    or by none at all (the client's own "connection failed"), never by a message. Never a
+    session the server ended for idling in a transaction: that is a lease's fencing."""
+    orig = getattr(exc, "orig", None)
+    if type(orig).__module__.split(".")[0] != "psycopg" or not isinstance(orig, Exception):
+        return False
+    import psycopg
+
+    state = getattr(orig, "sqlstate", None)
+    return isinstance(orig, psycopg.OperationalError) and (
+        state is None or state.startswith("08") or state in ("57P01", "57P02", "57P03"))
+
+
 def make_engine(url: str | URL) -> Engine:
     """An engine for the registry at ``url`` (the SQLite file's folder is created)."""
     parsed = normalize_url(url) if isinstance(url, str) else url

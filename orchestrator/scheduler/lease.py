@@ -21,12 +21,14 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from functools import cache
 from types import TracebackType
 
 from orchestrator import configuration
 from orchestrator.errors import KappaError
 from orchestrator.registry import Registry
+from orchestrator.registry.engine import server_away
 from orchestrator.registry.leases import Claimant, Lease, LeaseLost
 
 LOG = logging.getLogger(__name__)
@@ -122,6 +124,26 @@ class SchedulerLease:
         """The error a scheduler that lost its lease stops with, saying why."""
         return LeaseLost(f"the scheduler of sweep '{self.sweep}' stopped: {self._lost}; "
                          f"another scheduler may drive it now (`kappa status {self.sweep}`)")
+
+    def wait_for(self, probe: Callable[[], object], away: Exception) -> None:
+        """The registry is away (``away``: what it said): wait, while the lease lasts, until
+        ``probe()`` reads it again (the heartbeat then renews the lease); :class:`LeaseLost`
+        once the lease has run out, as another scheduler may then drive the sweep."""
+        LOG.warning("the registry is away (%s): waiting for it while the lease lasts (%gs)",
+                    (str(away).strip().splitlines() or [""])[0][:200], self.seconds)
+        pause = 0.05
+        while True:
+            self.check()
+            time.sleep(pause)
+            pause = min(2 * pause, 2.0)
+            try:
+                probe()
+            except Exception as exc:
+                if not server_away(exc):
+                    raise
+                continue
+            LOG.info("the registry answers again: carrying on")
+            return
 
     def _heartbeat(self) -> None:
         interval = self.seconds / 3

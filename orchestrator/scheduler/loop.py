@@ -30,6 +30,7 @@ from typing import Any
 from orchestrator.backends import Backend
 from orchestrator.executors import Executor, JobHandle
 from orchestrator.registry import CellRecord, CellState, Registry, SweepRecord
+from orchestrator.registry.engine import server_away
 from orchestrator.runs.folder import LOG_FILE
 from orchestrator.runs.layout import run_folder
 from orchestrator.runs.provenance import EXECUTOR_ENV
@@ -109,10 +110,17 @@ class SweepScheduler:
             self.recover()
             self.tracker.sweep_started(self._sweep)
             while True:
-                self.step()
-                if self.options.on_tick is not None:
-                    self.options.on_tick(self.registry, self.sweep)
-                counts = self.registry.counts(self.sweep)  # counted, not read: cheap
+                try:
+                    self.step()
+                    if self.options.on_tick is not None:
+                        self.options.on_tick(self.registry, self.sweep)
+                    counts = self.registry.counts(self.sweep)  # counted, not read: cheap
+                except Exception as exc:  # a registry restarting: ride it out, then
+                    if self._lease is None or not server_away(exc):  # take stock anew
+                        raise
+                    self._lease.wait_for(lambda: self.registry.counts(self.sweep), exc)
+                    self.recover()
+                    continue
                 if not self._running and not self._retry_at and not (
                         counts[CellState.PENDING] or counts[CellState.QUEUED]) and not any(
                         hook.busy() for hook in self.hooks):

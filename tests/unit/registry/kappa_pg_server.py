@@ -100,25 +100,21 @@ class PgServer:
             "--no-locale",
             "--no-sync",
         )
-        options = (
-            f"-p {self.port} -c listen_addresses=127.0.0.1 "
-            f"-c unix_socket_directories={self.base} -c fsync=off "
-            "-c full_page_writes=off -c synchronous_commit=off"
-        )
-        self._run(
-            str(self.bin_dir / "pg_ctl"),
-            "-D",
-            str(self.data),
-            "-l",
-            str(self.base / "server.log"),
-            "-o",
-            options,
-            "-w",
-            "-t",
-            "60",
-            "start",
-        )
+        self.start_again()
         return self
+
+    def halt(self) -> None:
+        """Stop the server at once, as a crash would, keeping its data (:meth:`start_again`)."""
+        self._run(str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w",
+                  "stop")
+
+    def start_again(self) -> None:
+        """Start the server (again, after :meth:`halt`) on its port and data."""
+        options = (f"-p {self.port} -c listen_addresses=127.0.0.1 "
+                   f"-c unix_socket_directories={self.base} -c fsync=off "
+                   "-c full_page_writes=off -c synchronous_commit=off")
+        self._run(str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "-l",
+                  str(self.base / "server.log"), "-o", options, "-w", "-t", "60", "start")
 
     def stop(self) -> None:
         """Stop the server and delete its data."""
