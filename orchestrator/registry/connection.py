@@ -22,7 +22,7 @@ from orchestrator.registry.engine import (
     missing_sqlite_file,
     normalize_url,
     unreachable,
-    unreadable_sqlite,
+    unusable_sqlite,
 )
 from orchestrator.registry.models import Base, CellRow, SweepRow
 from orchestrator.registry.schema import RegistryMissing, ensure_schema
@@ -59,7 +59,7 @@ class RegistryConnection:
             engine.dispose()
             if isinstance(exc, OperationalError) and parsed.get_backend_name() != "sqlite":
                 raise unreachable(parsed, exc) from None
-            if (error := unreadable_sqlite(parsed, exc)) is not None:
+            if (error := unusable_sqlite(parsed, exc)) is not None:
                 raise error from None
             raise
         return cls(engine)
@@ -90,7 +90,7 @@ class RegistryConnection:
 
     def read_all(self) -> None:
         """Read the whole registry: SQLite's integrity check, then every row of every table
-        decoded; a ``UserInputError`` naming what is damaged (:func:`unreadable_sqlite`)."""
+        decoded; a ``UserInputError`` naming what is damaged (:func:`unusable_sqlite`)."""
         with self._tx() as session:
             check = "PRAGMA integrity_check"
             if self.engine.dialect.name == "sqlite" and (found := [
@@ -108,7 +108,7 @@ class RegistryConnection:
             with self._sessions.begin() as session:
                 yield session
         except Exception as exc:  # a SQLite file damaged since it was opened
-            if (error := unreadable_sqlite(self.engine.url, exc)) is None:
+            if (error := unusable_sqlite(self.engine.url, exc)) is None:
                 raise
             raise error from None
 

@@ -72,28 +72,32 @@ _DAMAGE = ("malformed", "not a database", "decode to UTF-8", "no such column", "
            "corrupt")
 
 
-def unreadable_sqlite(url: Any, exc: BaseException) -> UserInputError | None:
-    """The error for a SQLite registry that cannot be read: damaged (a disk error, a copy
-    taken while kappa wrote to it, a file that is no database), or out of reach (no access);
-    ``None`` for anything else (a busy database, or kappa's own code failing around a read).
-    A row that no longer decodes shows as a ``ValueError`` raised inside SQLAlchemy."""
+def unusable_sqlite(url: Any, exc: BaseException) -> UserInputError | None:
+    """The error for a SQLite registry kappa cannot use: damaged (a disk error, a copy taken
+    while kappa wrote to it, a file that is no database), out of reach (no access), or on a
+    full disk; ``None`` for anything else (a constraint, a busy lock, kappa's own code failing
+    around a read). A row that no longer decodes shows as a ``ValueError`` inside SQLAlchemy."""
     if url.get_backend_name() != "sqlite":
         return None
-    if isinstance(exc, DatabaseError):  # never a constraint, a busy lock or a bad statement
-        reason = str(exc.orig or exc).strip()
-        access = any(m in reason for m in ("unable to open", "readonly", "permission"))
-        if not access and not any(m in reason for m in _DAMAGE):
-            return None
-    elif isinstance(exc, ValueError) and _inside_sqlalchemy(exc):  # UnicodeDecodeError too
-        reason, access = f"{type(exc).__name__}: {exc}", False
+    damaged = isinstance(exc, ValueError) and _inside_sqlalchemy(exc)  # UnicodeDecodeError too
+    if not (damaged or isinstance(exc, DatabaseError)):
+        return None
+    reason = f"{type(exc).__name__}: {exc}" if damaged else str(getattr(exc, "orig", exc))
+    file = url.database
+    if "disk is full" in reason:
+        summary, fix = f"the disk of the registry {file} is full", (
+            "free space on it, then `kappa resume` each sweep whose scheduler stopped")
+    elif any(m in reason for m in ("unable to open", "readonly", "permission")):
+        summary, fix = f"cannot read the registry {file}", (
+            "check that you may read and write the file and its folder")
+    elif damaged or any(m in reason for m in _DAMAGE):
+        summary, fix = f"cannot read the registry {file}", (
+            "the file is damaged or not kappa's (`kappa db check` reads all of it): restore it "
+            f"from a backup, or move it aside (mv {file} {file}.broken) to start an empty one")
     else:
         return None
-    return UserInputError(f"cannot read the registry {url.database}", [Problem(
-        "registry", one_line(reason[:300]), found=display_url(url),
-        fix=("check that you may read and write the file and its folder" if access else
-             f"the file is damaged or not kappa's (`kappa db check` reads all of it): restore "
-             f"it from a backup, or move it aside (mv {url.database} {url.database}.broken) "
-             "to start an empty registry"))])
+    return UserInputError(summary, [Problem("registry", one_line(reason.strip()[:300]),
+                                            found=display_url(url), fix=fix)])
 
 
 def _inside_sqlalchemy(exc: BaseException) -> bool:

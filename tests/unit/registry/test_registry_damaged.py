@@ -64,3 +64,26 @@ def test_random_damage_is_an_error_or_nothing_never_a_traceback(
         codes[args] = ran.code
     # Whatever a command could not read, the check finds too.
     assert codes[("db", "check")] == 2 or set(codes.values()) == {0}, codes
+
+
+def test_a_full_disk_is_an_error_saying_so_and_nothing_half_written(tmp_path: Path) -> None:
+    """SQLite says "database or disk is full" when a write finds no room (here: a page
+    limit, which fails the same way a full disk does)."""
+    from sqlalchemy import event
+
+    from orchestrator.errors import UserInputError
+
+    path = tmp_path / "registry.db"
+    _filled(path)
+    with Registry.open(f"sqlite:///{path}") as reg:
+        with reg.engine.connect() as connection:
+            pages = connection.exec_driver_sql("PRAGMA page_count").scalar()
+        event.listen(reg.engine, "connect", lambda dbapi, _record: dbapi.execute(
+            f"PRAGMA max_page_count = {pages}"))
+        reg.engine.dispose()  # new connections, with the limit
+        before = len(reg.cells("toy"))
+        with pytest.raises(UserInputError) as caught:
+            reg.add_cells("toy", make_cells(400, prefix="f"), max_retries=1)
+        text = caught.value.render()
+        assert f"the disk of the registry {path} is full" in text and "kappa resume" in text
+        assert len(reg.cells("toy")) == before  # the transaction left nothing behind
