@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import Engine, Select, and_, create_engine, event, func, or_, select
 from sqlalchemy.orm import aliased
 
-from orchestrator.registry.connection import unusable_sqlite
+from orchestrator.registry.engine import server_away, unreachable, unusable_sqlite
 from orchestrator.registry.leases import LEASE_COLUMNS, Lease
 from orchestrator.registry.models import CellRow, LeaseRow, SweepRow, utcnow
 from orchestrator.registry.states import CellState
@@ -95,8 +95,9 @@ def read_active(engine: Engine, sweep: str, failures: int = NEWEST_FAILURES) -> 
             if server:
                 connection = connection.execution_options(isolation_level="AUTOCOMMIT")
             rows = connection.execute(active_statement(sweep, failures, server)).all()
-    except Exception as exc:
-        if (error := unusable_sqlite(engine.url, exc)) is None:
+    except Exception as exc:  # a watcher says why it stops, without a traceback
+        if (error := unreachable(engine.url, exc) if server_away(exc)
+                else unusable_sqlite(engine.url, exc)) is None:
             raise
         raise error from None
     if not rows:  # deleted while watched
