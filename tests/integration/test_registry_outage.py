@@ -60,7 +60,14 @@ def test_a_registry_that_goes_away_loses_no_cell_and_runs_none_twice(
             assert time.monotonic() < deadline, status
             time.sleep(0.2)
         cells = [c["cell_id"] for c in status["cells"]]
+        watcher = subprocess.Popen(
+            [sys.executable, KAPPA_SCRIPT, "status", "outage", "--watch", "--interval", "0.2",
+             "--registry", url], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert watcher.stdout is not None and "watching" in watcher.stdout.readline()
         server.halt()
+        _, said = watcher.communicate(timeout=SAFETY)  # it stops, saying why
+        assert watcher.returncode == 2 and "Traceback" not in said, said
+        assert "cannot connect to the registry" in said
         away = process("status", "outage", "--registry", url, code=None, timeout=SAFETY)
         assert away.returncode == 2 and "Traceback" not in away.stderr, away.stderr
         assert "cannot connect to the registry" in away.stderr
