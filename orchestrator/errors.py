@@ -9,7 +9,7 @@ import difflib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from orchestrator.redact import one_line, redact
+from orchestrator.redact import lines_shown, redact
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class Problem:
                              ("fix:", self.fix)):
             if value is not None:
                 text += f"\n    {label:<8} {value}"
-        return _shown(text)
+        return lines_shown(text)  # a quoted name is shown, never obeyed
 
 
 class KappaError(Exception):
@@ -58,16 +58,10 @@ class UserInputError(KappaError):
     def render(self) -> str:
         """The summary and every problem, any password in them masked."""
         if not self.problems:
-            return redact(_shown(self.summary))
-        lines = [f"{_shown(self.summary)} ({len(self.problems)} problem(s)):"]
+            return redact(lines_shown(self.summary))
+        lines = [f"{lines_shown(self.summary)} ({len(self.problems)} problem(s)):"]
         lines += ["  - " + p.render().replace("\n", "\n    ") for p in self.problems]
         return redact("\n".join(lines))
-
-
-def _shown(text: str) -> str:
-    # A name or value quoted from the input is shown, never obeyed: each line's control
-    # characters (a terminal's escape sequences, bidi overrides) as their escapes.
-    return "\n".join(map(one_line, text.split("\n")))
 
 
 def unknown_name(kind: str, name: str, known: Iterable[str], location: str = "") -> UserInputError:

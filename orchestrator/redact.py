@@ -73,6 +73,11 @@ def one_line(text: str) -> str:
                    for c in text)
 
 
+def lines_shown(text: str) -> str:
+    """``text`` with each of its lines as :func:`one_line` shows it (the line breaks kept)."""
+    return "\n".join(map(one_line, text.split("\n")))
+
+
 def without_escape_sequences(text: str) -> str:
     """A program's output without the terminal escape sequences it wrote (its colours,
     title, cursor moves): the text that is left."""

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TextIO
 
 from orchestrator.errors import Problem, UserInputError
-from orchestrator.redact import one_line
+from orchestrator.redact import lines_shown, one_line
 from orchestrator.runs.atomic import replacing
 
 
@@ -63,9 +63,7 @@ def write(path: Path, content: str | bytes | Callable[[Path], None], option: str
 
 def shown(text: str, stream: TextIO) -> str:
     """``text`` as ``stream`` should get it (see the module's docstring)."""
-    if not getattr(stream, "isatty", lambda: False)():
-        return text
-    return "\n".join(one_line(line) for line in text.split("\n"))
+    return lines_shown(text) if getattr(stream, "isatty", lambda: False)() else text
 
 
 # What a program's output may do to a terminal: colour (SGR), break and tab its lines.
